@@ -1,0 +1,41 @@
+# Ballast: make up (set up and start web + worker on SQLite), make test (whole suite on
+# SQLite and PostgreSQL), make bench.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PG_URL ?= postgres://root@127.0.0.1:5432/postgres
+SQLITE_URL ?= sqlite:///var/ballast.sqlite3
+PYTEST_ARGS ?=
+
+.PHONY: install up test test-sqlite test-postgres crash lint migrate
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: install
+	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py migrate --noinput
+
+up: migrate
+	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py load_examples
+	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py create_login
+	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py serve
+
+test: test-sqlite test-postgres
+
+test-sqlite: install
+	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(BIN)/pytest $(PYTEST_ARGS)
+
+test-postgres: install
+	DATABASE_URL=$(PG_URL) $(BIN)/pytest $(PYTEST_ARGS)
+
+crash: install
+	DATABASE_URL=$(PG_URL) $(BIN)/pytest -m crash $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .

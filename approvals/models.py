@@ -1,0 +1,48 @@
+"""Approval requests: a run waiting as a row for a person's decision."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class ApprovalStatus(models.TextChoices):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+
+
+class ApprovalRequest(models.Model):
+    """A pending decision on one waiting step.
+
+    ``purpose`` is ``gate`` (an approval node) or ``recovery`` (a step that is not safe
+    to repeat was interrupted by a crash; the decision is retry, skip or fail).
+    ``approvers``/``approver_groups`` name who may decide (empty = anyone in the
+    approvers group or staff). Deciding is a compare-and-set from ``pending``.
+    """
+
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="approvals")
+    step = models.ForeignKey("runs.Step", on_delete=models.CASCADE, related_name="approvals")
+    node_id = models.CharField(max_length=64)
+    purpose = models.CharField(max_length=16, default="gate")
+    status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING, db_index=True)
+    prompt = models.TextField(blank=True, default="")
+    payload = models.JSONField(default=dict, blank=True)
+    approvers = models.JSONField(default=list, blank=True)
+    approver_groups = models.JSONField(default=list, blank=True)
+    decision = models.CharField(max_length=16, blank=True, default="")
+    comment = models.TextField(blank=True, default="")
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    decided_by_name = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            # One open request per waiting step: a duplicate commit cannot ask twice.
+            models.UniqueConstraint(fields=["step"], condition=models.Q(status="pending"), name="approval_one_pending_per_step"),
+        ]
+
+    def __str__(self) -> str:
+        return f"approval {self.pk} run {self.run_id} {self.node_id} ({self.status})"

@@ -1,0 +1,152 @@
+"""Approval writes: decide a request (one transaction: decision, audit, resume) and park runs."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.dispatch import receiver
+from django.utils import timezone
+
+from approvals.models import ApprovalRequest, ApprovalStatus
+from runs.engine import dispatch, store
+from runs.engine.store import compiled_graph
+from runs.nodes.base import NodeResult
+from runs.signals import run_finished
+
+GATE_DECISIONS = {"approve", "reject"}
+RECOVERY_DECISIONS = {"retry", "skip", "fail"}
+
+
+class ApprovalError(Exception):
+    """Base of approval errors; ``code`` is a short machine name."""
+
+    code = "approval_error"
+
+
+class AlreadyDecided(ApprovalError):
+    """The request was decided before (deciding twice is an error, not a second resume)."""
+
+    code = "already_decided"
+
+    def __init__(self, request: ApprovalRequest):
+        who = request.decided_by_name or "someone"
+        super().__init__(f"approval {request.pk} was already {request.status} by {who} at {request.decided_at:%Y-%m-%d %H:%M:%S}")
+        self.request = request
+
+
+class NotAllowed(ApprovalError):
+    """This user may not decide this request."""
+
+    code = "not_allowed"
+
+
+class BadDecision(ApprovalError):
+    """The decision does not fit the request (e.g. ``retry`` on a gate)."""
+
+    code = "bad_decision"
+
+
+def user_may_decide(user: Any, request: ApprovalRequest) -> bool:
+    """Whether ``user`` may decide ``request``: superusers always; else named approvers,
+    members of named groups, the graph's approvers, or (when none are named) members of
+    the ``approvers`` group and staff."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return False
+    if user.is_superuser:
+        return True
+    groups = set(user.groups.values_list("name", flat=True))
+    if request.approvers or request.approver_groups:
+        return user.username in request.approvers or bool(groups & set(request.approver_groups))
+    graph = request.run.graph_version.graph
+    if graph.approvers.filter(pk=user.pk).exists():
+        return True
+    return "approvers" in groups or user.is_staff
+
+
+def approval_decide(
+    *,
+    approval_id: int,
+    decision: str,
+    user: Any = None,
+    actor: str | None = None,
+    comment: str = "",
+    output: dict[str, Any] | None = None,
+) -> ApprovalRequest:
+    """Decide an approval request in ONE transaction: record, audit, resume the run.
+
+    ``decision``: ``approve``/``reject`` for a gate; ``retry``/``skip``/``fail`` for a
+    recovery request (``output`` gives the skipped step's state updates). ``user`` is the
+    deciding Django user (permission checked); ``user=None`` with ``actor`` is a trusted
+    operator (the ``approve`` command). Successor steps are handed to the queue after the
+    commit. Raises AlreadyDecided, NotAllowed, BadDecision, ApprovalRequest.DoesNotExist.
+    """
+    name = actor or (user.get_username() if user is not None else "system")
+    with transaction.atomic():
+        request = ApprovalRequest.objects.select_related("run__graph_version__graph").get(pk=approval_id)
+        allowed = GATE_DECISIONS if request.purpose == "gate" else RECOVERY_DECISIONS
+        if decision not in allowed:
+            raise BadDecision(f"decision must be one of {sorted(allowed)} for a {request.purpose} request, not '{decision}'")
+        if user is not None and not user_may_decide(user, request):
+            raise NotAllowed(f"{name} may not decide approval {request.pk}")
+        status = ApprovalStatus.REJECTED if decision in ("reject", "fail") else ApprovalStatus.APPROVED
+        now = timezone.now()
+        # Compare-and-set: of two concurrent decisions exactly one moves it off pending.
+        won = ApprovalRequest.objects.filter(pk=request.pk, status=ApprovalStatus.PENDING).update(
+            status=status,
+            decision=decision,
+            comment=comment,
+            decided_by=user if user is not None and user.is_authenticated else None,
+            decided_by_name=name,
+            decided_at=now,
+        )
+        if not won:
+            request.refresh_from_db()
+            raise AlreadyDecided(request)
+        store.audit(name, f"approval.{decision}", request, actor_type="user" if user is not None else "operator", run=request.run_id, comment=comment)
+        to_dispatch = _resume(request, decision, name, comment, output)
+        transaction.on_commit(lambda: dispatch.enqueue(to_dispatch))
+    request.refresh_from_db()
+    return request
+
+
+def _resume(request: ApprovalRequest, decision: str, name: str, comment: str, output: dict | None) -> list[int]:
+    if decision == "retry":
+        return store.step_requeue_parked(request.step_id, actor=name)
+    if decision == "fail":
+        store.step_fail_parked(request.step_id, actor=name, message=f"failed by {name} after a crash: {comment}".strip())
+        return []
+    if decision == "skip":
+        updates = output or {}
+        return store.step_complete_waiting(request.step_id, NodeResult(updates=updates, output={"skipped_by": name, "updates": updates}), actor=name, reason="skip")
+    node = compiled_graph(request.run.graph_version_id).topology.nodes[request.node_id]
+    output_key = node.config.get("output_key", "approval")
+    verdict = "approved" if decision == "approve" else "rejected"
+    record = {"decision": verdict, "comment": comment, "by": name}
+    if verdict == "rejected" and not any(
+        (e.source_handle or "") == "rejected" for e in compiled_graph(request.run.graph_version_id).topology.out_edges.get(request.node_id, [])
+    ):
+        store.step_fail_parked(request.step_id, actor=name, message=f"rejected by {name}" + (f": {comment}" if comment else ""))
+        return []
+    result = NodeResult(updates={output_key: record}, output=record, route=[verdict])
+    return store.step_complete_waiting(request.step_id, result, actor=name, reason=verdict)
+
+
+def recovery_request_create(*, run: Any, step: Any, reason: str) -> ApprovalRequest:
+    """Park handler (settings.BALLAST_PARK_HANDLER): ask a person whether to retry, skip or
+    fail a step that was interrupted and is not safe to repeat. Inside the caller's transaction."""
+    return ApprovalRequest.objects.create(
+        run_id=run.pk,
+        step_id=step.pk,
+        node_id=step.node_id,
+        purpose="recovery",
+        prompt=f"Step '{step.node_id}' (attempt {step.attempt}) was {reason}. Retry it, skip it with a given output, or fail the run?",
+        payload={"reason": reason, "attempt": step.attempt, "idempotency_key": step.idempotency_key},
+    )
+
+
+@receiver(run_finished)
+def _close_requests_of_finished_run(sender: Any, run: Any, status: str, **kwargs: Any) -> None:
+    # A cancelled or failed run leaves nothing to decide.
+    ApprovalRequest.objects.filter(run_id=run.pk, status=ApprovalStatus.PENDING).update(
+        status=ApprovalStatus.CANCELLED, decided_at=timezone.now(), decided_by_name="system"
+    )

@@ -1,0 +1,1 @@
+"""Ballast: a durable runtime for AI agents (Django project package)."""

@@ -1,0 +1,200 @@
+"""Django settings for Ballast, read from the environment (12-factor style).
+
+Environment:
+- DATABASE_URL: ``sqlite:///path/to/file.sqlite3`` (default ``var/ballast.sqlite3``) or
+  ``postgres://user@host:port/name``.
+- BALLAST_SECRET_KEY, BALLAST_DEBUG, BALLAST_ALLOWED_HOSTS (comma separated).
+- BALLAST_Q_BROKER: ``orm`` (default) or ``redis``; BALLAST_REDIS_URL.
+- BALLAST_LEASE_SECONDS (default 30): how long a worker's claim on a step lasts without
+  a heartbeat.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlparse
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("BALLAST_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    """Read a boolean environment variable ("1", "true", "yes", "on" are true)."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def database_from_url(url: str) -> dict:
+    """Turn a DATABASE_URL into a Django DATABASES entry.
+
+    Supports ``sqlite:///relative/or/absolute/path`` and ``postgres[ql]://user:pass@host:port/db``.
+    SQLite gets the options TRAPS.md asks for (WAL, IMMEDIATE transactions, a busy timeout)
+    so concurrent claimers wait instead of failing with "database is locked".
+
+    Raises ValueError for any other scheme.
+    """
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite":
+        raw = unquote(parsed.path)
+        path = raw[1:] if raw.startswith("/") and not raw.startswith("//") else raw
+        if url.startswith("sqlite:////"):
+            path = raw
+        name = Path(path) if Path(path).is_absolute() else BASE_DIR / path
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(name),
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+            "TEST": {"NAME": str(name.with_name(name.stem + "-test.sqlite3"))},
+        }
+    if parsed.scheme in {"postgres", "postgresql"}:
+        query = parse_qs(parsed.query)
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
+            "USER": unquote(parsed.username or ""),
+            "PASSWORD": unquote(parsed.password or ""),
+            "HOST": parsed.hostname or "",
+            "PORT": str(parsed.port or ""),
+            "CONN_MAX_AGE": 0,
+            "OPTIONS": {k: v[0] for k, v in query.items()},
+            "TEST": {"NAME": os.environ.get("BALLAST_PG_TEST_NAME", "test_ballast")},
+        }
+    raise ValueError(f"DATABASE_URL: unsupported scheme {parsed.scheme!r} (use sqlite:// or postgres://)")
+
+
+SECRET_KEY = os.environ.get("BALLAST_SECRET_KEY", "ballast-dev-insecure-key-change-me")
+DEBUG = env_bool("BALLAST_DEBUG", True)
+ALLOWED_HOSTS = [h for h in os.environ.get("BALLAST_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_q",
+    "builder",
+    "runs",
+    "approvals",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "ballast.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+WSGI_APPLICATION = "ballast.wsgi.application"
+ASGI_APPLICATION = "ballast.asgi.application"
+
+DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL", "sqlite:///var/ballast.sqlite3"))}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS: list[dict] = []
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+LOGIN_URL = "/admin/login/"
+
+EMAIL_BACKEND = os.environ.get("BALLAST_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = os.environ.get("BALLAST_FROM_EMAIL", "ballast@localhost")
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}
+
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# django-q2 is the doorbell that wakes the engine; the database is the truth (TRAPS.md).
+# Delivery is at least once; every task claims its step in Ballast's tables first, so a
+# duplicate delivery does nothing. timeout < retry keeps django-q2 from re-delivering a
+# healthy long task; ack_failures keeps a failed task from looping.
+_Q_BROKER = os.environ.get("BALLAST_Q_BROKER", "orm")
+Q_CLUSTER = {
+    "name": os.environ.get("BALLAST_Q_NAME", "ballast"),
+    "workers": int(os.environ.get("BALLAST_WORKERS", "2")),
+    "timeout": int(os.environ.get("BALLAST_Q_TIMEOUT", "3600")),
+    "retry": int(os.environ.get("BALLAST_Q_RETRY", "3660")),
+    "queue_limit": int(os.environ.get("BALLAST_Q_QUEUE_LIMIT", "4")),
+    "max_attempts": 1,
+    "ack_failures": True,
+    "save_limit": 200,
+    "poll": float(os.environ.get("BALLAST_Q_POLL", "0.05")),
+    "catch_up": False,
+    "label": "Task queue",
+}
+if _Q_BROKER == "redis":
+    Q_CLUSTER["redis"] = os.environ.get("BALLAST_REDIS_URL", "redis://127.0.0.1:6379/0")
+else:
+    Q_CLUSTER["orm"] = "default"
+
+# Engine settings (runs.engine.*).
+BALLAST_LEASE_SECONDS = float(os.environ.get("BALLAST_LEASE_SECONDS", "30"))
+BALLAST_RECOVERY_INTERVAL = float(os.environ.get("BALLAST_RECOVERY_INTERVAL", "1.0"))
+# Node kinds are plugins: kind -> dotted path of a NodeKind subclass, imported lazily.
+# The approval kind lives in the approvals app; runs never imports approvals.
+BALLAST_NODE_KINDS = {
+    "start": "runs.nodes.start.StartNode",
+    "end": "runs.nodes.end.EndNode",
+    "transform": "runs.nodes.transform.TransformNode",
+    "condition": "runs.nodes.condition.ConditionNode",
+    "join": "runs.nodes.join.JoinNode",
+    "tool": "runs.nodes.tool.ToolNode",
+    "llm": "runs.nodes.llm.LLMNode",
+    "approval": "approvals.nodes.ApprovalNode",
+}
+# Where a step that is not safe to repeat is parked after a crash (a person decides).
+BALLAST_PARK_HANDLER = "approvals.services.recovery_request_create"
+# Modules imported for their @tool registrations (built-ins first).
+BALLAST_TOOL_MODULES = ["runs.tools.builtins", "runs.tools.demo"] + [
+    m for m in os.environ.get("BALLAST_EXTRA_TOOL_MODULES", "").split(",") if m
+]
+BALLAST_PROVIDERS = {
+    "mock": "runs.providers.mock.MockProvider",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "ballast": {"handlers": ["console"], "level": os.environ.get("BALLAST_LOG_LEVEL", "INFO")},
+        "django_q": {"handlers": ["console"], "level": os.environ.get("BALLAST_Q_LOG_LEVEL", "WARNING")},
+    },
+}

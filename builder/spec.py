@@ -1,0 +1,140 @@
+"""The graph spec: a pydantic document for a graph (nodes, edges, state keys, settings).
+
+The spec is what the builder saves and what a graph version freezes. Structural checks
+that need the whole graph (reachability, handles, loops, reducers) live in
+``builder.validation``; this module only fixes the shape.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from decimal import Decimal
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+NODE_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
+
+# Reducers combine writes to one state key. Order-sensitive reducers (append, extend,
+# merge) apply contributions sorted by (depth, node id, iteration), never by finish
+# time, so a merge is deterministic whichever parallel branch commits first.
+Reducer = Literal["replace", "append", "extend", "add", "merge", "max", "min"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Position(_Model):
+    """Canvas position in pixels (the builder's layout; no runtime meaning)."""
+
+    x: float = 0
+    y: float = 0
+
+
+class RetryPolicy(_Model):
+    """When and how a failed step is tried again.
+
+    ``max_attempts`` counts every attempt (1 = no retry). Delay before attempt n+1 is
+    ``backoff_seconds * backoff_multiplier**(n-1)`` capped at ``max_backoff_seconds``.
+    ``retry_on`` lists error codes to retry (empty = every error the node marks retryable).
+    """
+
+    max_attempts: int = Field(1, ge=1, le=100)
+    backoff_seconds: float = Field(1.0, ge=0, le=3600)
+    backoff_multiplier: float = Field(2.0, ge=1, le=10)
+    max_backoff_seconds: float = Field(300.0, ge=0, le=86400)
+    retry_on: list[str] = Field(default_factory=list)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        return min(self.max_backoff_seconds, self.backoff_seconds * self.backoff_multiplier ** max(0, attempt - 1))
+
+
+class NodeSpec(_Model):
+    """One node: its id, kind, kind-specific config and engine policies.
+
+    - ``timeout_seconds``: wall-clock limit of one attempt (None = no limit).
+    - ``max_iterations``: how many times this node may run in one run; required on
+      at least one node of every cycle (a loop must be bounded).
+    - ``repeat_safe``: override the kind's default; False parks the run after a crash
+      interrupted this step instead of running it again.
+    """
+
+    id: str = Field(pattern=NODE_ID_PATTERN)
+    kind: str
+    label: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    position: Position | None = None
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    timeout_seconds: float | None = Field(None, gt=0, le=86400)
+    max_iterations: int | None = Field(None, ge=1, le=10000)
+    repeat_safe: bool | None = None
+
+
+class EdgeSpec(_Model):
+    """A connection from ``source`` (optionally one of its named handles) to ``target``."""
+
+    id: str | None = None
+    source: str
+    target: str
+    source_handle: str | None = None
+    target_handle: str | None = None
+
+
+class StateKeySpec(_Model):
+    """A declared state key: its reducer for concurrent or repeated writes, and a default."""
+
+    reducer: Reducer = "replace"
+    default: Any = None
+    description: str = ""
+
+
+class GraphSettings(_Model):
+    """Run-wide limits: parallel steps at once, steps per run, and an optional budget."""
+
+    max_parallelism: int = Field(4, ge=1, le=256)
+    max_steps: int = Field(1000, ge=1, le=100000)
+    budget_usd: Decimal | None = Field(None, ge=0)
+    budget_tokens: int | None = Field(None, ge=0)
+
+
+class GraphSpec(_Model):
+    """A whole graph. ``input_schema`` is a JSON Schema that a run's input must satisfy;
+    its top-level properties become state keys, as do declared ``state`` keys."""
+
+    version: Literal[1] = 1
+    name: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    state: dict[str, StateKeySpec] = Field(default_factory=dict)
+    settings: GraphSettings = Field(default_factory=GraphSettings)
+    nodes: list[NodeSpec]
+    edges: list[EdgeSpec] = Field(default_factory=list)
+
+    def node(self, node_id: str) -> NodeSpec:
+        """The node with ``node_id`` (KeyError if absent)."""
+        for n in self.nodes:
+            if n.id == node_id:
+                return n
+        raise KeyError(node_id)
+
+    def input_names(self) -> set[str]:
+        """Top-level property names of the input schema."""
+        props = self.input_schema.get("properties") or {}
+        return set(props) if isinstance(props, dict) else set()
+
+
+def canonical_json(data: Any) -> str:
+    """Stable JSON text (sorted keys, no spaces) used for content hashes."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def content_hash(spec: dict[str, Any]) -> str:
+    """SHA-256 hex digest of the canonical JSON of a spec dict."""
+    return hashlib.sha256(canonical_json(spec).encode()).hexdigest()
+
+
+def spec_json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12, as pydantic emits it) of the whole graph spec."""
+    return GraphSpec.model_json_schema()

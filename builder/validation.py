@@ -1,0 +1,641 @@
+"""Whole-graph validation of a spec (pydantic shape, node configs, graph checks), pure: no database.
+
+A run can only start on a graph for which :func:`validate_spec` returns ``ok``. Problems come
+back as :class:`runs.nodes.base.Issue` rows (node id, field, message, code) so the builder can
+show each one on its node or edge. Every defect kind has its own ``code``:
+
+==========================  =====================================================================
+code                        meaning (node_id / field)
+==========================  =====================================================================
+invalid_spec                the document does not match GraphSpec (node id when inside nodes[i])
+invalid_input_schema        input_schema is not a valid JSON Schema of an object (-/input_schema)
+duplicate_node_id           a second node uses an id (node / id)
+unknown_kind                no node kind registered under ``kind`` (node / kind)
+invalid_config              config does not match the kind's Config (node / config.<path>)
+missing_start               no start node (- / nodes)
+multiple_start              more than one start node (each start / kind)
+missing_end                 no end node (- / nodes)
+dangling_edge               edge source or target is not a node (- / edges[i].source|target)
+edge_into_start             an edge targets a start node (- / edges[i].target)
+edge_out_of_end             an edge leaves an end node (- / edges[i].source)
+duplicate_edge              same source, handle and target twice (- / edges[i])
+duplicate_edge_id           two edges share an explicit id (- / edges[i].id)
+handle_on_plain_node        source_handle on an edge from a plain node (- / edges[i].source_handle)
+missing_handle              edge from a routing node without source_handle (- / edges[i].source_handle)
+unknown_handle              source_handle that the routing node does not have (- / edges[i].source_handle)
+unwired_handle              a required handle of a routing node has no edge (node / handles.<h>)
+duplicate_handle            two condition cases share a handle, or one is 'default' (node / config...)
+unreachable                 no path from start reaches the node (node / incoming)
+dead_end                    no path from the node reaches an end (node / outgoing)
+join_inputs                 a join with fewer than 2 incoming edges (node / incoming)
+unbounded_loop              a cycle without any max_iterations (first node of the cycle / max_iterations)
+reserved_name               a node or state key uses 'input' or a function name (node / writes.<k>)
+invalid_expression          an expression does not parse (node / config.<path>)  [from the kinds]
+unknown_variable            an expression or template names an unknown variable  [from the kinds]
+parallel_merge              a non-join node merges parallel branches (node / incoming)
+parallel_writes             parallel nodes write one key without a reducer (node / writes.<k>)
+==========================  =====================================================================
+
+Kinds add their own codes through ``NodeKind.check`` (unknown_tool, unknown_provider,
+unknown_model ... for llm and tool nodes).
+
+Warnings (``ValidationResult.warnings``) never block a run. There is one:
+``unused_reducer``: a non-replace reducer declared on a state key that no node writes. It
+changes nothing at run time, so it is not an error; it is usually a typo of a key name,
+which the builder should point out.
+
+Concurrency model (for parallel_merge and parallel_writes): a fan-out is a node with two or
+more distinct targets fired together (every edge of a plain node, or several edges on one
+handle of a routing node; a routing node takes one handle, so its handles are exclusive).
+Each branch of a fan-out carries a token labelled by the branch index; a join merges the
+labels of every branch of that fan-out that can reach it. Two nodes may run concurrently
+when they can carry disjoint labels of some fan-out. Walks stop at the fan-out node itself,
+so a loop back to it starts a new generation rather than counting as a parallel branch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+import jsonschema
+from django.conf import settings
+from pydantic import ValidationError
+
+from builder.spec import EdgeSpec, GraphSpec, spec_json_schema
+from builder.topology import Topology
+from runs.expressions import FUNCTION_NAMES
+from runs.nodes import UnknownNodeKind, all_kinds, get_kind
+from runs.nodes.base import Issue, NodeConfig, NodeKind
+
+# Names an expression always sees besides state keys: the run input and the functions.
+# A node or state key with one of these names would shadow it.
+INPUT_NAME = "input"
+# Codes the kinds use for "this name is not a known variable" (the llm and tool kinds say
+# unknown_name for template names).
+UNKNOWN_NAME_CODES = frozenset({"unknown_variable", "unknown_name"})
+
+
+@dataclass
+class ValidationResult:
+    """Outcome of :func:`validate_spec`.
+
+    - ``spec``: the parsed GraphSpec, or None when the document itself did not parse.
+    - ``issues``: errors, sorted (graph-level first, then by node id, field, code).
+    - ``warnings``: problems that do not block a run (see the module docstring).
+    - ``configs``: node id -> parsed config, for every node whose kind and config are valid.
+    """
+
+    spec: GraphSpec | None
+    issues: list[Issue] = field(default_factory=list)
+    warnings: list[Issue] = field(default_factory=list)
+    configs: dict[str, NodeConfig] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when the graph may run: it parsed and has no errors (warnings allowed)."""
+        return self.spec is not None and not self.issues
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"valid": bool, "errors": [issue dicts], "warnings": [issue dicts]}`` (JSON-ready)."""
+        return {
+            "valid": self.ok,
+            "errors": [i.as_dict() for i in self.issues],
+            "warnings": [i.as_dict() for i in self.warnings],
+        }
+
+
+def validate_spec(data: dict[str, Any] | GraphSpec) -> ValidationResult:
+    """Validate a graph spec given as a JSON-like dict or an already parsed GraphSpec.
+
+    Stages: pydantic parse (if it fails, only those issues are returned, with ``spec``
+    None: the graph checks need a parsed document), then each node's kind and config,
+    then graph checks. Never raises for a bad spec; a node kind plugin that fails to
+    import raises ImportError (a server fault, not a fault of the graph).
+    """
+    if isinstance(data, GraphSpec):
+        spec = data
+    elif not isinstance(data, dict):
+        issue = Issue(None, "spec", f"a graph spec must be a JSON object, not {type(data).__name__}", "invalid_spec")
+        return ValidationResult(spec=None, issues=[issue])
+    else:
+        try:
+            spec = GraphSpec.model_validate(data)
+        except ValidationError as exc:
+            return ValidationResult(spec=None, issues=_sorted(_spec_issues(exc, data)))
+    return _GraphCheck(spec).run()
+
+
+def export_schemas() -> dict[str, Any]:
+    """JSON Schemas for the builder: ``{"graph": GraphSpec schema, "nodes": {kind: {"config":
+    Config schema, "description": str, "handles": {"names": [..] | None, "optional": [..],
+    "dynamic": bool}}}}``. ``handles.names`` None means a plain node (one unnamed handle,
+    every edge fires); ``dynamic`` means the names depend on the config (condition cases),
+    and ``names`` shows those of a default config."""
+    nodes: dict[str, Any] = {}
+    for name, kind in all_kinds().items():
+        nodes[name] = {
+            "config": kind.Config.model_json_schema(),
+            "description": kind.description,
+            "handles": _handles_of(kind),
+        }
+    return {"graph": spec_json_schema(), "nodes": nodes}
+
+
+# --- pydantic errors -> issues ------------------------------------------------------------
+
+
+def _path(loc: Iterable[Any]) -> str:
+    """('cases', 0, 'expression') -> 'cases[0].expression'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _message(err: dict[str, Any]) -> str:
+    """A pydantic error message phrased for a person editing a graph."""
+    kind = err.get("type")
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "required field is missing"
+    msg = str(err.get("msg", "invalid value"))
+    # Our own validators raise ValueError; pydantic prefixes it.
+    return msg.removeprefix("Value error, ")
+
+
+def _spec_issues(exc: ValidationError, data: dict[str, Any]) -> list[Issue]:
+    """Issues for GraphSpec parse errors; errors inside nodes[i] carry that node's id."""
+    nodes = data.get("nodes")
+    issues = []
+    for err in exc.errors():
+        loc = tuple(err.get("loc", ()))
+        node_id = None
+        if len(loc) >= 2 and loc[0] == "nodes" and isinstance(loc[1], int) and isinstance(nodes, list):
+            raw = nodes[loc[1]] if loc[1] < len(nodes) else None
+            raw_id = raw.get("id") if isinstance(raw, dict) else None
+            if isinstance(raw_id, str) and raw_id:
+                node_id = raw_id
+                loc = loc[2:]
+        fld = _path(loc) or "spec"
+        message = _message(err)
+        if node_id is not None and loc == ("id",) and err.get("type") == "string_pattern_mismatch":
+            message = "node id must start with a letter or _ and hold only letters, digits, _ and - (at most 64)"
+        issues.append(Issue(node_id, fld, message, "invalid_spec"))
+    return issues
+
+
+def _config_issues(node_id: str, exc: ValidationError) -> list[Issue]:
+    """Issues for a node config that does not match its kind's Config (field config.<path>)."""
+    return [
+        Issue(node_id, _path(("config", *err.get("loc", ()))), _message(err), "invalid_config") for err in exc.errors()
+    ]
+
+
+def _natural(text: str) -> list[Any]:
+    """Sort key that orders embedded numbers by value (edges[2] before edges[10])."""
+    return [int(part) if i % 2 else part for i, part in enumerate(re.split(r"(\d+)", text))]
+
+
+def _sorted(issues: Iterable[Issue]) -> list[Issue]:
+    """Unique issues in a stable order: graph-level first, then by node id, field, code, message."""
+    unique = dict.fromkeys(issues)
+    return sorted(
+        unique,
+        key=lambda i: (i.node_id is not None, _natural(i.node_id or ""), _natural(i.field), i.code, i.message),
+    )
+
+
+def _handles_of(kind: NodeKind) -> dict[str, Any]:
+    """Handle facts of a kind for the palette (see :func:`export_schemas`)."""
+    dynamic = bool(getattr(kind, "dynamic_handles", False))
+    try:
+        try:
+            config = kind.Config()
+        except ValidationError:
+            # Required fields: handles usually do not depend on them (approval), and a
+            # kind whose handles do depends on defaults that model_construct fills in.
+            config = kind.Config.model_construct()
+        names = kind.output_handles(config)
+        optional = sorted(kind.optional_handles(config))
+    except Exception:  # noqa: BLE001 - a kind that cannot answer without a real config
+        return {"names": None, "optional": [], "dynamic": True}
+    return {"names": names, "optional": optional, "dynamic": dynamic}
+
+
+# --- graph checks -------------------------------------------------------------------------
+
+
+class _GraphCheck:
+    """One validation pass over a parsed spec; collects issues, then :meth:`run` sorts them."""
+
+    def __init__(self, spec: GraphSpec):
+        self.spec = spec
+        self.topo = Topology(spec)
+        self.issues: list[Issue] = []
+        self.warnings: list[Issue] = []
+        self.kinds: dict[str, NodeKind] = {}
+        self.configs: dict[str, NodeConfig] = {}
+        # node id -> handle names (None = plain). Absent when the kind or config is invalid:
+        # then handle checks on that node's edges are skipped (they would only add noise).
+        self.handles: dict[str, list[str] | None] = {}
+        self.writes: dict[str, set[str]] = {}
+
+    def error(self, node_id: str | None, fld: str, message: str, code: str) -> None:
+        self.issues.append(Issue(node_id, fld, message, code))
+
+    def run(self) -> ValidationResult:
+        self.check_input_schema()
+        self.check_nodes()
+        self.check_start_end()
+        self.check_edges()
+        self.check_handles_wired()
+        self.check_reachability()
+        self.check_joins()
+        self.check_loops()
+        self.check_names()
+        self.check_parallel()
+        self.check_reducers()
+        return ValidationResult(
+            spec=self.spec, issues=_sorted(self.issues), warnings=_sorted(self.warnings), configs=self.configs
+        )
+
+    # -- document-level ---------------------------------------------------------------
+    def check_input_schema(self) -> None:
+        schema = self.spec.input_schema
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        try:
+            cls.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            where = _path(("input_schema", *exc.path))
+            self.error(None, where, f"not a valid JSON Schema: {exc.message}", "invalid_input_schema")
+            return
+        # A run's input is a dict of named values (they become state keys).
+        declared = schema.get("type")
+        if declared is not None and declared != "object":
+            self.error(
+                None,
+                "input_schema.type",
+                f"the input schema must describe an object, not {declared!r}",
+                "invalid_input_schema",
+            )
+
+    def check_nodes(self) -> None:
+        first_index: dict[str, int] = {}
+        for index, node in enumerate(self.spec.nodes):
+            if node.id in first_index:
+                self.error(
+                    node.id,
+                    "id",
+                    f"duplicate node id (nodes[{first_index[node.id]}] and nodes[{index}])",
+                    "duplicate_node_id",
+                )
+                continue
+            first_index[node.id] = index
+            try:
+                kind = get_kind(node.kind)
+            except UnknownNodeKind:
+                known = ", ".join(settings.BALLAST_NODE_KINDS)
+                self.error(node.id, "kind", f"unknown node kind '{node.kind}' (known: {known})", "unknown_kind")
+                continue
+            self.kinds[node.id] = kind
+            try:
+                config = kind.Config.model_validate(node.config)
+            except ValidationError as exc:
+                self.issues.extend(_config_issues(node.id, exc))
+                continue
+            self.configs[node.id] = config
+            self.handles[node.id] = kind.output_handles(config)
+            self.writes[node.id] = set(kind.writes(config))
+
+    def check_start_end(self) -> None:
+        starts = list(dict.fromkeys(self.topo.start_ids))
+        if not starts:
+            self.error(None, "nodes", "the graph has no start node", "missing_start")
+        elif len(starts) > 1:
+            for node_id in starts:
+                self.error(
+                    node_id,
+                    "kind",
+                    f"more than one start node ({', '.join(starts)}); keep exactly one",
+                    "multiple_start",
+                )
+        if not self.topo.end_ids:
+            self.error(None, "nodes", "the graph has no end node", "missing_end")
+
+    # -- edges and handles --------------------------------------------------------------
+    def check_edges(self) -> None:
+        nodes = self.topo.nodes
+        seen: dict[tuple[str, str | None, str], int] = {}
+        seen_ids: dict[str, int] = {}
+        for i, edge in enumerate(self.spec.edges):
+            if edge.id is not None:
+                if edge.id in seen_ids:
+                    self.error(
+                        None,
+                        f"edges[{i}].id",
+                        f"edge id '{edge.id}' is also used by edges[{seen_ids[edge.id]}]",
+                        "duplicate_edge_id",
+                    )
+                seen_ids.setdefault(edge.id, i)
+            source, target = nodes.get(edge.source), nodes.get(edge.target)
+            if source is None:
+                self.error(None, f"edges[{i}].source", f"edge source '{edge.source}' is not a node", "dangling_edge")
+            if target is None:
+                self.error(None, f"edges[{i}].target", f"edge target '{edge.target}' is not a node", "dangling_edge")
+            if target is not None and target.kind == "start":
+                self.error(
+                    None,
+                    f"edges[{i}].target",
+                    f"edge into start node '{edge.target}': a start node has no incoming edges",
+                    "edge_into_start",
+                )
+            if source is not None and source.kind == "end":
+                self.error(
+                    None,
+                    f"edges[{i}].source",
+                    f"edge out of end node '{edge.source}': an end node has no outgoing edges",
+                    "edge_out_of_end",
+                )
+            if source is None or target is None:
+                continue
+            key = (edge.source, edge.source_handle, edge.target)
+            if key in seen:
+                self.error(
+                    None, f"edges[{i}]", f"duplicate of edges[{seen[key]}] ({_edge_text(edge)})", "duplicate_edge"
+                )
+            seen.setdefault(key, i)
+            self.check_edge_handle(i, edge)
+
+    def check_edge_handle(self, i: int, edge: EdgeSpec) -> None:
+        if edge.source not in self.handles:
+            return
+        handles = self.handles[edge.source]
+        kind = self.topo.nodes[edge.source].kind
+        where = f"edges[{i}].source_handle"
+        if handles is None:
+            if edge.source_handle is not None:
+                self.error(
+                    None,
+                    where,
+                    f"'{edge.source}' ({kind}) has no named handles: remove source_handle '{edge.source_handle}' (every edge of a plain node fires)",
+                    "handle_on_plain_node",
+                )
+        elif edge.source_handle is None:
+            self.error(
+                None,
+                where,
+                f"edge from '{edge.source}' ({kind}) must name one of its handles: {', '.join(handles)}",
+                "missing_handle",
+            )
+        elif edge.source_handle not in handles:
+            self.error(
+                None,
+                where,
+                f"'{edge.source}' ({kind}) has no handle '{edge.source_handle}' (handles: {', '.join(handles)})",
+                "unknown_handle",
+            )
+
+    def check_handles_wired(self) -> None:
+        for node_id, handles in self.handles.items():
+            if not handles:
+                continue
+            optional = self.kinds[node_id].optional_handles(self.configs[node_id])
+            wired = {e.source_handle for e in self.spec.edges if e.source == node_id}
+            for handle in handles:
+                if handle not in wired and handle not in optional:
+                    self.error(
+                        node_id,
+                        f"handles.{handle}",
+                        f"handle '{handle}' is not connected to any node",
+                        "unwired_handle",
+                    )
+
+    # -- reachability, joins, loops ------------------------------------------------------
+    def check_reachability(self) -> None:
+        topo = self.topo
+        starts = list(dict.fromkeys(topo.start_ids))
+        if starts:
+            reached = set(starts)
+            for start in starts:
+                reached |= topo.reachable_from(start)
+            for node_id in topo.nodes:
+                if node_id not in reached:
+                    self.error(node_id, "incoming", "not reachable from the start node", "unreachable")
+        ends = set(topo.end_ids)
+        if ends:
+            for node_id in topo.nodes:
+                if node_id in ends or topo.reachable_from(node_id) & ends:
+                    continue
+                if topo.successors(node_id):
+                    message = "no path from this node reaches an end node"
+                else:
+                    message = "this node has no outgoing edges and is not an end node"
+                self.error(node_id, "outgoing", message, "dead_end")
+
+    def check_joins(self) -> None:
+        for node_id, node in self.topo.nodes.items():
+            if node.kind == "join":
+                count = len(self.topo.in_edges.get(node_id, ()))
+                if count < 2:
+                    self.error(
+                        node_id, "incoming", f"a join needs at least 2 incoming edges (has {count})", "join_inputs"
+                    )
+
+    def check_loops(self) -> None:
+        for cycle in self.topo.cycles:
+            if not any(self.topo.nodes[n].max_iterations for n in cycle):
+                self.error(
+                    cycle[0],
+                    "max_iterations",
+                    f"unbounded loop through {', '.join(cycle)}: set max_iterations on at least one of these nodes",
+                    "unbounded_loop",
+                )
+
+    # -- names and expressions -----------------------------------------------------------
+    def check_names(self) -> None:
+        reserved = {INPUT_NAME, *FUNCTION_NAMES}
+        for name in sorted(self.spec.input_names() & reserved):
+            self.error(
+                None,
+                f"input_schema.properties.{name}",
+                f"'{name}' is reserved (the run input or a function); rename the input property",
+                "reserved_name",
+            )
+        for name in sorted(set(self.spec.state) & reserved):
+            self.error(
+                None,
+                f"state.{name}",
+                f"'{name}' is reserved (the run input or a function); rename the state key",
+                "reserved_name",
+            )
+        for node_id, keys in self.writes.items():
+            for name in sorted(keys & reserved):
+                self.error(
+                    node_id,
+                    f"writes.{name}",
+                    f"'{name}' is reserved (the run input or a function); write another key",
+                    "reserved_name",
+                )
+
+        written = set().union(*self.writes.values()) if self.writes else set()
+        known = self.spec.input_names() | set(self.spec.state) | written | {INPUT_NAME} | set(FUNCTION_NAMES)
+        # A node whose kind or config is invalid has unknown writes: names it would write
+        # would be reported as unknown elsewhere, pointing away from the real error. Hold
+        # unknown_variable back until those nodes are fixed.
+        writes_known = len(self.writes) == len(self.topo.nodes)
+        for node_id, config in self.configs.items():
+            for issue in self.kinds[node_id].check(node_id, config, set(known)):
+                if writes_known or issue.code not in UNKNOWN_NAME_CODES:
+                    self.issues.append(issue)
+
+    # -- concurrency -----------------------------------------------------------------------
+    def fan_outs(self) -> list[tuple[str, str | None, list[str]]]:
+        """(node id, handle, distinct targets fired together) for every fan-out, in spec
+        order; handle is None for a plain node.
+
+        A plain node fires all its edges; a routing node fires the edges of the one handle
+        it takes, so only several edges on one handle are a fan-out.
+        """
+        result = []
+        for node_id in self.topo.nodes:
+            if node_id not in self.handles:
+                continue
+            groups: dict[str | None, list[str]] = {}
+            plain = self.handles[node_id] is None
+            for edge in self.topo.out_edges.get(node_id, ()):
+                group = groups.setdefault(None if plain else edge.source_handle, [])
+                if edge.target not in group:
+                    group.append(edge.target)
+            result.extend((node_id, handle, targets) for handle, targets in groups.items() if len(targets) >= 2)
+        return result
+
+    def branch_labels(self, fork: str, targets: list[str]) -> dict[str, set[frozenset[int]]]:
+        """Node id -> the labels (sets of branch indexes of ``fork``) its tokens may carry.
+
+        Branch i starts at ``targets[i]`` with label {i}. A join's label is the set of every
+        branch that can reach it (it fires once for all of them). The walk does not pass
+        through ``fork`` (a loop back to the fork starts a new generation).
+        """
+        topo = self.topo
+        reaches = [topo.reachable_from(t, avoid=fork) | {t} for t in targets]
+
+        def join_label(node_id: str) -> frozenset[int]:
+            return frozenset(i for i, region in enumerate(reaches) if node_id in region)
+
+        def label_at(node_id: str, incoming: frozenset[int]) -> frozenset[int]:
+            return join_label(node_id) if topo.nodes[node_id].kind == "join" else incoming
+
+        labels: dict[str, set[frozenset[int]]] = {}
+        work = [(t, label_at(t, frozenset({i}))) for i, t in enumerate(targets)]
+        while work:
+            node_id, label = work.pop()
+            bucket = labels.setdefault(node_id, set())
+            if label in bucket:
+                continue
+            bucket.add(label)
+            if node_id == fork:
+                continue
+            for successor in topo.successors(node_id):
+                work.append((successor, label_at(successor, label)))
+        return labels
+
+    def check_parallel(self) -> None:
+        fan_outs = self.fan_outs()
+        if not fan_outs:
+            return
+        merge_reported: set[str] = set()
+        # (key, node) -> (other writers, forks) for parallel_writes.
+        conflicts: dict[tuple[str, str], tuple[set[str], set[str]]] = {}
+        unsafe_keys = {
+            key
+            for keys in self.writes.values()
+            for key in keys
+            if key not in self.spec.state or self.spec.state[key].reducer == "replace"
+        }
+        writers = {k: sorted(n for n, keys in self.writes.items() if k in keys) for k in unsafe_keys}
+        for fork, handle, targets in fan_outs:
+            labels = self.branch_labels(fork, targets)
+            self.check_merges(fork, handle, targets, labels, merge_reported)
+            for key, nodes in writers.items():
+                for a, b in combinations(nodes, 2):
+                    if _disjoint(labels.get(a, ()), labels.get(b, ())):
+                        for this, other in ((a, b), (b, a)):
+                            others, forks = conflicts.setdefault((key, this), (set(), set()))
+                            others.add(other)
+                            forks.add(fork)
+        for (key, node_id), (others, forks) in conflicts.items():
+            names = ", ".join(f"'{o}'" for o in sorted(others))
+            self.error(
+                node_id,
+                f"writes.{key}",
+                f"state key '{key}' is also written by {names} on a parallel branch (fan-out at "
+                f"{', '.join(sorted(forks))}); declare a reducer for '{key}' under state "
+                "(append, extend, add, merge, max or min) or write different keys",
+                "parallel_writes",
+            )
+
+    def check_merges(
+        self,
+        fork: str,
+        handle: str | None,
+        targets: list[str],
+        labels: dict[str, set[frozenset[int]]],
+        reported: set[str],
+    ) -> None:
+        """parallel_merge: a non-join node whose incoming edges can carry different branches."""
+        plain = self.handles.get(fork) is None
+        for node_id, edges in self.topo.in_edges.items():
+            if node_id in reported or len(edges) < 2 or self.topo.nodes[node_id].kind == "join":
+                continue
+            carried: list[tuple[str, set[frozenset[int]]]] = []
+            for edge in edges:
+                if edge.source == fork:
+                    # The fork's own edge is branch i itself; edges on its other handles are
+                    # not part of this fan-out (a routing node takes one handle).
+                    if (plain or edge.source_handle == handle) and edge.target in targets:
+                        carried.append((edge.source, {frozenset({targets.index(edge.target)})}))
+                else:
+                    carried.append((edge.source, labels.get(edge.source, set())))
+            for (src_a, lab_a), (src_b, lab_b) in combinations(carried, 2):
+                if src_a != src_b and _disjoint(lab_a, lab_b):
+                    self.error(
+                        node_id,
+                        "incoming",
+                        f"incoming edges from '{src_a}' and '{src_b}' can carry parallel branches of the "
+                        f"fan-out at '{fork}', so this node would run once per branch; merge them with a join node",
+                        "parallel_merge",
+                    )
+                    reported.add(node_id)
+                    break
+
+    def check_reducers(self) -> None:
+        written = set().union(*self.writes.values()) if self.writes else set()
+        for key, state in self.spec.state.items():
+            if state.reducer != "replace" and key not in written:
+                self.warnings.append(
+                    Issue(
+                        None,
+                        f"state.{key}.reducer",
+                        f"reducer '{state.reducer}' is declared on '{key}' but no node writes '{key}'",
+                        "unused_reducer",
+                    )
+                )
+
+
+def _disjoint(a: Iterable[frozenset[int]], b: Iterable[frozenset[int]]) -> bool:
+    """Whether some label of ``a`` and some label of ``b`` share no branch (two tokens)."""
+    b = list(b)
+    return any(not (la & lb) for la in a for lb in b)
+
+
+def _edge_text(edge: EdgeSpec) -> str:
+    handle = f".{edge.source_handle}" if edge.source_handle else ""
+    return f"{edge.source}{handle} -> {edge.target}"

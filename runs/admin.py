@@ -1,0 +1,77 @@
+"""Admin for runs, steps, attempts, events, audit entries and workers (read-mostly)."""
+from django.contrib import admin
+
+from runs.models import AuditEntry, Run, RunEvent, Step, StepAttempt, Worker
+
+
+class StepInline(admin.TabularInline):
+    model = Step
+    fields = ("node_id", "iteration", "status", "attempt", "lease_owner", "cost_usd", "started_at", "finished_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ("id", "graph_version", "status", "step_count", "input_tokens", "output_tokens", "cost_usd", "created_at", "finished_at")
+    list_filter = ("status", "graph_version__graph", "created_at")
+    search_fields = ("id", "uuid", "graph_version__graph__name", "idempotency_key")
+    readonly_fields = [f.name for f in Run._meta.fields]
+    inlines = [StepInline]
+    date_hierarchy = "created_at"
+
+
+class StepAttemptInline(admin.TabularInline):
+    model = StepAttempt
+    fields = ("number", "worker", "status", "error", "usage", "cost_usd", "started_at", "finished_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+
+@admin.register(Step)
+class StepAdmin(admin.ModelAdmin):
+    list_display = ("id", "run", "node_id", "kind", "iteration", "status", "attempt", "lease_owner", "lease_expires_at", "cost_usd")
+    list_filter = ("status", "kind")
+    search_fields = ("node_id", "idempotency_key", "run__id")
+    readonly_fields = [f.name for f in Step._meta.fields]
+    inlines = [StepAttemptInline]
+
+
+@admin.register(RunEvent)
+class RunEventAdmin(admin.ModelAdmin):
+    list_display = ("id", "run", "kind", "step", "created_at")
+    list_filter = ("kind",)
+    search_fields = ("run__id", "kind")
+    readonly_fields = [f.name for f in RunEvent._meta.fields]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    list_display = ("id", "created_at", "actor_type", "actor", "action", "object_type", "object_id")
+    list_filter = ("action", "actor_type", "object_type")
+    search_fields = ("actor", "action", "object_id")
+    readonly_fields = [f.name for f in AuditEntry._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False  # append-only
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Worker)
+class WorkerAdmin(admin.ModelAdmin):
+    list_display = ("name", "host", "pid", "started_at", "heartbeat_at")
+    readonly_fields = ("name", "host", "pid", "started_at", "heartbeat_at")

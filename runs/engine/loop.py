@@ -1,0 +1,174 @@
+"""The node-commit loop: claim -> execute outside any transaction -> commit -> next.
+
+One worker keeps going with a successor its commit leased to it (no queue hop); every
+other successor goes through the queue after the commit. Heartbeats extend leases of
+long steps from one background thread per process.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from django.conf import settings
+from django.db import close_old_connections, connections
+
+from runs.engine import dispatch, faults, store
+from runs.engine.workers import current_worker, owner_is_dead
+from runs.nodes import get_kind
+from runs.nodes.base import NodeContext, NodeError, NodeResult
+
+log = logging.getLogger("ballast.engine")
+
+
+class _Heartbeats:
+    """Extends the leases of this process's in-flight steps every lease/3 seconds.
+
+    Steps shorter than that never cost a heartbeat. A failed extension (lease taken by
+    recovery, run cancelled) sets the step's cancel event so the node can stop early.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._steps: dict[int, tuple[store.ClaimedStep, threading.Event, float]] = {}
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def track(self, claimed: store.ClaimedStep, cancel: threading.Event) -> None:
+        import os
+
+        with self._lock:
+            self._steps[claimed.step_id] = (claimed, cancel, time.monotonic())
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="ballast-heartbeat", daemon=True)
+                self._thread.start()
+
+    def untrack(self, step_id: int) -> None:
+        with self._lock:
+            self._steps.pop(step_id, None)
+
+    def _run(self) -> None:
+        interval = max(0.2, settings.BALLAST_LEASE_SECONDS / 3)
+        while True:
+            time.sleep(interval)
+            with self._lock:
+                due = [v for v in self._steps.values() if time.monotonic() - v[2] >= interval]
+            for claimed, cancel, _ in due:
+                try:
+                    if not store.step_heartbeat(claimed.step_id, claimed.attempt, claimed.worker):
+                        cancel.set()
+                except Exception:  # a heartbeat must never kill the thread; the lease may lapse
+                    log.exception("heartbeat failed for step %s", claimed.step_id)
+            connections.close_all()
+
+
+_heartbeats = _Heartbeats()
+_timeout_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="ballast-step")
+
+
+def _context(claimed: store.ClaimedStep) -> NodeContext:
+    node = claimed.node
+    return NodeContext(
+        run_id=claimed.run_id,
+        run_uuid=claimed.run_uuid,
+        step_id=claimed.step_id,
+        node_id=claimed.node_id,
+        iteration=claimed.iteration,
+        attempt=claimed.attempt,
+        idempotency_key=claimed.idempotency_key,
+        state=copy.deepcopy(claimed.state),
+        run_input=claimed.run_input,
+        deadline=time.monotonic() + node.timeout_seconds if node.timeout_seconds else None,
+        budget_remaining_usd=claimed.budget_remaining_usd,
+        budget_remaining_tokens=claimed.budget_remaining_tokens,
+    )
+
+
+def execute_node(claimed: store.ClaimedStep) -> NodeResult | NodeError:
+    """Run the claimed step's node outside any transaction; never raises.
+
+    A node with ``timeout_seconds`` runs on a pool thread and is abandoned (its cancel
+    event set) when the time is up: Python cannot kill a thread, and the fenced commit
+    guarantees an abandoned attempt's late result is never stored.
+    """
+    node = claimed.node
+    kind = get_kind(node.kind)
+    ctx = _context(claimed)
+    _heartbeats.track(claimed, ctx.cancel_event)
+    try:
+        faults.point("during_execute", node_id=claimed.node_id, step_id=claimed.step_id)
+        config = kind.Config.model_validate(node.config)
+        if node.timeout_seconds:
+            future = _timeout_pool.submit(kind.execute, config, ctx)
+            try:
+                return future.result(timeout=node.timeout_seconds)
+            except FutureTimeout:
+                ctx.cancel_event.set()
+                return NodeError(f"node '{node.id}' timed out after {node.timeout_seconds:g}s", code="timeout", retryable=True)
+        return kind.execute(config, ctx)
+    except NodeError as exc:
+        return exc
+    except Exception as exc:  # a bug or an unexpected library error fails the attempt, not the worker
+        log.exception("node %s raised", claimed.node_id)
+        return NodeError(f"{type(exc).__name__}: {exc}", code="exception", retryable=True)
+    finally:
+        _heartbeats.untrack(claimed.step_id)
+
+
+def run_claimed(claimed: store.ClaimedStep) -> store.ClaimedStep | None:
+    """Execute and commit one claimed step; return a successor leased to us, if any."""
+    outcome_value = execute_node(claimed)
+    faults.point("before_commit", node_id=claimed.node_id, step_id=claimed.step_id)
+    if isinstance(outcome_value, NodeError):
+        outcome = store.step_fail(claimed, outcome_value)
+    else:
+        outcome = store.step_commit(claimed, outcome_value)
+    faults.point("after_commit", node_id=claimed.node_id, step_id=claimed.step_id)
+    dispatch.enqueue(outcome.dispatch)
+    return outcome.next_step
+
+
+def execute_step(step_id: int, *, worker: str | None = None) -> None:
+    """Claim ``step_id`` and run it, then any successor leased to this worker.
+
+    Idempotent: a step that is not pending (finished, running elsewhere) is left alone.
+    """
+    worker = worker or current_worker()
+    claimed = store.step_claim(step_id, worker)
+    while claimed is not None:
+        claimed = run_claimed(claimed)
+
+
+def drive_local(run_id: int, *, queue, poll: float = 0.05, stop_when_waiting: bool = True, timeout: float | None = None) -> str:
+    """Run one run's steps in this process until it ends (or waits at a gate).
+
+    ``queue`` is the deque from ``dispatch.local_mode()``. Steps whose retry backoff is
+    running are picked up when due. Returns the run's status.
+    """
+    from runs.models import Run, RunStatus
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    worker = current_worker()
+    while True:
+        while queue:
+            execute_step(queue.popleft(), worker=worker)
+        close_old_connections()
+        status = Run.objects.values_list("status", flat=True).get(pk=run_id)
+        if status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED):
+            return status
+        if status == RunStatus.WAITING and stop_when_waiting:
+            return status
+        if deadline is not None and time.monotonic() > deadline:
+            return status
+        due = store.due_pending_steps(stale_seconds=0, run_id=run_id)
+        queue.extend(due)
+        if not due:
+            # Steps of this run left running by a dead process (a killed run_graph).
+            for step_id in store.expired_step_ids(owner_is_dead, run_id=run_id):
+                queue.extend(store.step_recover(step_id, recovered_by=worker, owner_is_dead=owner_is_dead))
+            if not queue:
+                time.sleep(poll)

@@ -1,0 +1,100 @@
+"""Recovery: expired leases and orphaned pending steps go back to the queue.
+
+Runs on worker start and then every BALLAST_RECOVERY_INTERVAL seconds in a supervisor
+thread of the qcluster's main process. A lease is taken back when it expired, or at once
+when its owner was a process on this host that no longer exists; a live worker's lease
+is never stolen. Recovery re-enqueues; it never executes in place (DBOS does the same).
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+import time
+
+from django.conf import settings
+from django.db import connections
+from django.utils import timezone
+
+from runs.engine import dispatch, store
+from runs.engine.workers import HOST, current_worker, owner_is_dead
+
+log = logging.getLogger("ballast.recovery")
+
+# A dispatched step still pending after this long lost its queue entry (Redis broker
+# drops a task whose worker was killed); re-dispatching a live one is harmless.
+STALE_DISPATCH_SECONDS = 30.0
+
+
+def recover_once(*, on_start: bool = False) -> list[int]:
+    """One recovery pass. Returns the step ids handed to the queue.
+
+    ``on_start``: also re-dispatch every pending step, since a restarted broker or a
+    killed worker may have lost their queue entries.
+    """
+    me = current_worker()
+    ids: list[int] = []
+    for step_id in store.expired_step_ids(owner_is_dead):
+        ids += store.step_recover(step_id, recovered_by=me, owner_is_dead=owner_is_dead)
+    ids += store.due_pending_steps(stale_seconds=STALE_DISPATCH_SECONDS, everything=on_start)
+    dispatch.enqueue(ids)
+    if ids:
+        log.info("recovery handed %d step(s) to the queue: %s", len(ids), ids[:20])
+    return ids
+
+
+class Supervisor(threading.Thread):
+    """The qcluster's recovery and liveness thread (heartbeat row + recovery passes)."""
+
+    def __init__(self, *, wait_for_children: bool = True):
+        super().__init__(name="ballast-supervisor", daemon=True)
+        self.wait_for_children = wait_for_children
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        if self.wait_for_children:
+            # django-q2 forks its sentinel from this process: touch no database
+            # connection before that fork, or the child would share our socket.
+            deadline = time.monotonic() + 30
+            while not multiprocessing.active_children() and time.monotonic() < deadline:
+                time.sleep(0.02)
+        name = current_worker()
+        started = timezone.now()
+        first = True
+        interval = settings.BALLAST_RECOVERY_INTERVAL
+        while not self.stop_event.is_set():
+            try:
+                store.worker_heartbeat(name, HOST, os.getpid(), started)
+                recover_once(on_start=first)
+                first = False
+            except Exception:
+                log.exception("recovery pass failed")
+                connections.close_all()
+            self.stop_event.wait(interval)
+        try:
+            store.worker_remove(name)
+        finally:
+            connections.close_all()
+
+
+_supervisor: Supervisor | None = None
+
+
+def start_supervisor() -> Supervisor:
+    """Start the supervisor thread once per process."""
+    global _supervisor
+    if _supervisor is None or not _supervisor.is_alive():
+        _supervisor = Supervisor()
+        _supervisor.start()
+    return _supervisor
+
+
+def is_cluster_main_process(argv: list[str]) -> bool:
+    """Whether this process is ``manage.py qcluster``'s main process (not a forked child)."""
+    return len(argv) > 1 and argv[1] == "qcluster" and multiprocessing.parent_process() is None
+
+
+def workers_alive() -> bool:
+    """Whether a qcluster sent a heartbeat recently (run_graph uses it to pick in-process)."""
+    return store.workers_alive(max(5.0, 3 * settings.BALLAST_RECOVERY_INTERVAL))

@@ -1,0 +1,268 @@
+"""Pure scheduling: merge a step's writes into the run state and decide what runs next.
+
+No database here. ``apply_step`` is the one function the store calls inside a commit;
+its inputs are the committed facts (state, bookkeeping, active steps) and its output is
+the next state, bookkeeping and the steps to create. LangGraph's ``pregel/_algo.py``
+keeps the same split between "what runs next" and the loop that commits it.
+
+Bookkeeping (``Run.scheduler``) is a JSON object:
+- ``iterations``: {node_id: steps created so far} (the next step's iteration number);
+- ``joins``: {join_id: {"arrived": [edge keys], "depth": int}} for armed joins;
+- ``contrib``: {key: [[depth, node_id, iteration, value], ...]} writes to keys with an
+  order-sensitive reducer;
+- ``ended``: true once an end node committed.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from builder.spec import EdgeSpec, GraphSpec, StateKeySpec
+from builder.topology import Topology
+
+ORDERED_REDUCERS = {"append", "extend", "merge"}
+
+
+class ReducerError(ValueError):
+    """A write cannot be combined by the key's reducer (e.g. ``add`` on a string)."""
+
+
+@dataclass(frozen=True)
+class Activation:
+    """A step to create: ``node_id`` at ``iteration`` with causal ``depth``."""
+
+    node_id: str
+    iteration: int
+    depth: int
+
+
+@dataclass
+class Transition:
+    """The result of applying one committed step.
+
+    ``failure`` is set (code, message) when the graph cannot go on (loop bound, step
+    limit, reducer error); the store then fails the run instead of creating steps.
+    """
+
+    state: dict[str, Any]
+    bookkeeping: dict[str, Any]
+    activations: list[Activation] = field(default_factory=list)
+    ended: bool = False
+    failure: tuple[str, str] | None = None
+
+
+
+
+class CompiledGraph:
+    """A GraphSpec with its Topology and reducers, cached per graph version by the store."""
+
+    def __init__(self, spec: GraphSpec):
+        self.spec = spec
+        self.topology = Topology(spec)
+        self.reducers: dict[str, StateKeySpec] = dict(spec.state)
+        self.join_ids = {n.id for n in spec.nodes if n.kind == "join"}
+        self.end_ids = {n.id for n in spec.nodes if n.kind == "end"}
+
+    def start_id(self) -> str:
+        return self.topology.start_ids[0]
+
+
+def initial_state(graph: CompiledGraph, run_input: dict[str, Any]) -> dict[str, Any]:
+    """The state a run starts with: declared defaults, then the input's keys, plus ``input``.
+
+    Returns a new dict (JSON values).
+    """
+    state: dict[str, Any] = {}
+    for key, decl in graph.reducers.items():
+        state[key] = copy.deepcopy(decl.default) if decl.default is not None else _empty(decl.reducer)
+    state.update(copy.deepcopy(run_input))
+    state["input"] = copy.deepcopy(run_input)
+    return state
+
+
+def _empty(reducer: str) -> Any:
+    return {"append": [], "extend": [], "merge": {}, "add": 0}.get(reducer)
+
+
+def _edge_key(edge: EdgeSpec) -> str:
+    return f"{edge.source}:{edge.source_handle or ''}"
+
+
+def merge_updates(
+    graph: CompiledGraph,
+    state: dict[str, Any],
+    bookkeeping: dict[str, Any],
+    updates: dict[str, Any],
+    *,
+    node_id: str,
+    iteration: int,
+    depth: int,
+) -> None:
+    """Merge ``updates`` into ``state`` in place using each key's reducer.
+
+    ``replace`` overwrites; ``add``/``max``/``min`` are commutative and apply directly;
+    ``append``/``extend``/``merge`` keep every contribution and recompute the value in
+    (depth, node id, iteration) order, so the result never depends on which parallel
+    branch committed first. Raises ReducerError on a type mismatch.
+    """
+    contrib = bookkeeping.setdefault("contrib", {})
+    for key, value in updates.items():
+        decl = graph.reducers.get(key)
+        reducer = decl.reducer if decl else "replace"
+        if reducer == "replace":
+            state[key] = value
+        elif reducer == "add":
+            current = state.get(key) or 0
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not isinstance(current, (int, float)):
+                raise ReducerError(f"reducer 'add' on state key '{key}' needs numbers, got {type(value).__name__}")
+            state[key] = current + value
+        elif reducer in ("max", "min"):
+            current = state.get(key)
+            try:
+                state[key] = value if current is None else (max if reducer == "max" else min)(current, value)
+            except TypeError as exc:
+                raise ReducerError(f"reducer '{reducer}' on state key '{key}': {exc}") from None
+        else:
+            entries = contrib.setdefault(key, [])
+            entries.append([depth, node_id, iteration, value])
+            entries.sort(key=lambda e: (e[0], e[1], e[2]))
+            state[key] = _reduce_ordered(key, reducer, decl, entries)
+
+
+def _reduce_ordered(key: str, reducer: str, decl: StateKeySpec | None, entries: list[list[Any]]) -> Any:
+    base = copy.deepcopy(decl.default) if decl and decl.default is not None else _empty(reducer)
+    if reducer == "append":
+        return list(base) + [e[3] for e in entries]
+    if reducer == "extend":
+        out = list(base)
+        for e in entries:
+            if not isinstance(e[3], list):
+                raise ReducerError(f"reducer 'extend' on state key '{key}' needs lists, got {type(e[3]).__name__}")
+            out.extend(e[3])
+        return out
+    out_d = dict(base)
+    for e in entries:
+        if not isinstance(e[3], dict):
+            raise ReducerError(f"reducer 'merge' on state key '{key}' needs objects, got {type(e[3]).__name__}")
+        out_d.update(e[3])
+    return out_d
+
+
+def fired_edges(graph: CompiledGraph, node_id: str, route: list[str] | None) -> list[EdgeSpec]:
+    """Outgoing edges that fire: all of them for a plain node (``route`` None), else those
+    whose source handle is in ``route``."""
+    edges = graph.topology.out_edges.get(node_id, [])
+    if route is None:
+        return list(edges)
+    wanted = set(route)
+    return [e for e in edges if (e.source_handle or "") in wanted]
+
+
+def apply_step(
+    graph: CompiledGraph,
+    *,
+    state: dict[str, Any],
+    bookkeeping: dict[str, Any],
+    node_id: str,
+    iteration: int,
+    depth: int,
+    updates: dict[str, Any],
+    route: list[str] | None,
+    other_active: Iterable[str],
+    step_count: int,
+    max_steps: int,
+) -> Transition:
+    """Apply one committed step and decide its successors.
+
+    - ``state``/``bookkeeping``: the committed values (not modified; copies are returned).
+    - ``other_active``: node ids of the run's other active steps (pending, running,
+      waiting, parked) after this one finishes.
+    - ``step_count``/``max_steps``: steps created so far and the run's limit.
+
+    Join rule (AND-join with dead-path elimination): a join fires once at least one
+    incoming edge arrived and no active step can still reach a missing incoming edge's
+    source without passing through the join. A branch closed by a condition never
+    arrives and can no longer reach the join, so it counts as done.
+    """
+    new_state = copy.deepcopy(state)
+    book = copy.deepcopy(bookkeeping)
+    try:
+        merge_updates(graph, new_state, book, updates, node_id=node_id, iteration=iteration, depth=depth)
+    except ReducerError as exc:
+        return Transition(state, bookkeeping, failure=("reducer", str(exc)))
+
+    transition = Transition(new_state, book)
+    if node_id in graph.end_ids:
+        book["ended"] = True
+        transition.ended = True
+    joins: dict[str, dict[str, Any]] = book.setdefault("joins", {})
+    iterations: dict[str, int] = book.setdefault("iterations", {})
+    targets: list[tuple[str, int]] = []
+    for edge in fired_edges(graph, node_id, route):
+        if edge.target in graph.join_ids:
+            armed = joins.setdefault(edge.target, {"arrived": [], "depth": 0})
+            key = _edge_key(edge)
+            if key not in armed["arrived"]:
+                armed["arrived"].append(key)
+            armed["depth"] = max(armed["depth"], depth + 1)
+        else:
+            targets.append((edge.target, depth + 1))
+
+    active = list(other_active)
+    for target, target_depth in targets:
+        failure = _activate(graph, transition, iterations, target, target_depth, step_count, max_steps)
+        if failure:
+            transition.failure = failure
+            return transition
+        active.append(target)
+
+    # Fire joins until none can: firing adds an active step that may hold another join.
+    fired = True
+    while fired:
+        fired = False
+        for join_id in sorted(joins):
+            if _join_ready(graph, join_id, joins[join_id], active):
+                armed = joins.pop(join_id)
+                failure = _activate(graph, transition, iterations, join_id, armed["depth"], step_count, max_steps)
+                if failure:
+                    transition.failure = failure
+                    return transition
+                active.append(join_id)
+                fired = True
+                break
+    return transition
+
+
+def _activate(
+    graph: CompiledGraph,
+    transition: Transition,
+    iterations: dict[str, int],
+    node_id: str,
+    depth: int,
+    step_count: int,
+    max_steps: int,
+) -> tuple[str, str] | None:
+    iteration = iterations.get(node_id, 0)
+    node = graph.topology.nodes[node_id]
+    if node.max_iterations is not None and iteration >= node.max_iterations:
+        return ("max_iterations", f"node '{node_id}' reached its max_iterations bound of {node.max_iterations}")
+    if step_count + len(transition.activations) + 1 > max_steps:
+        return ("max_steps", f"run reached its max_steps limit of {max_steps}")
+    iterations[node_id] = iteration + 1
+    transition.activations.append(Activation(node_id, iteration, depth))
+    return None
+
+
+def _join_ready(graph: CompiledGraph, join_id: str, armed: dict[str, Any], active: list[str]) -> bool:
+    arrived = set(armed["arrived"])
+    if not arrived:
+        return False
+    topo = graph.topology
+    for edge in topo.in_edges.get(join_id, []):
+        if _edge_key(edge) in arrived:
+            continue
+        for node in active:
+            if node != join_id and topo.can_reach(node, edge.source, avoid=join_id):
+                return False
+    return True

@@ -1,0 +1,776 @@
+"""The engine's only ORM code: create runs, claim steps, commit results, leases, recovery.
+
+Every state change is a compare-and-set or happens under the run's row lock inside one
+short transaction. A step's commit writes its output, the merged run state, the
+successor steps, the events and the run's status together; the queue hand-off happens
+only after that commit (the caller hands the returned step ids to ``dispatch``).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any, Iterable
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from builder.models import GraphVersion
+from builder.spec import GraphSpec, NodeSpec
+from runs.engine import scheduler
+from runs.models import (
+    ACTIVE_STEP_STATUSES,
+    TERMINAL_RUN_STATUSES,
+    AuditEntry,
+    Run,
+    RunEvent,
+    RunStatus,
+    Step,
+    StepAttempt,
+    StepStatus,
+    Worker,
+)
+from runs.nodes import get_kind
+from runs.nodes.base import NodeError, NodeResult
+from runs.signals import run_finished
+
+log = logging.getLogger("ballast.engine")
+
+
+class RunNotFound(LookupError):
+    """No run with that id."""
+
+
+class StepStateError(RuntimeError):
+    """A step is not in the status an operation needs (e.g. resuming a step that is not waiting)."""
+
+
+@lru_cache(maxsize=512)
+def compiled_graph(version_id: int) -> scheduler.CompiledGraph:
+    """The parsed spec and topology of a graph version (versions are immutable, so cache)."""
+    spec = GraphVersion.objects.values_list("spec", flat=True).get(pk=version_id)
+    return scheduler.CompiledGraph(GraphSpec.model_validate(spec))
+
+
+def idempotency_key(run: Run, node_id: str, iteration: int) -> str:
+    """The key every attempt of one step shares: ``<run uuid>:<node id>:<iteration>``."""
+    return f"{run.uuid}:{node_id}:{iteration}"
+
+
+def _lease_delta() -> timedelta:
+    return timedelta(seconds=settings.BALLAST_LEASE_SECONDS)
+
+
+def _lock_run(run_id: int) -> Run:
+    # The run row serialises commits of one run's parallel branches (state merge and
+    # join bookkeeping); SQLite's IMMEDIATE transactions already serialise all writers.
+    return Run.objects.select_for_update().get(pk=run_id)
+
+
+@dataclass
+class ClaimedStep:
+    """A step this worker holds a lease on, with what executing it needs."""
+
+    step_id: int
+    run_id: int
+    run_uuid: str
+    node_id: str
+    kind: str
+    iteration: int
+    depth: int
+    attempt: int
+    max_attempts: int
+    idempotency_key: str
+    version_id: int
+    state: dict[str, Any]
+    run_input: dict[str, Any]
+    budget_remaining_usd: Decimal | None
+    budget_remaining_tokens: int | None
+    worker: str
+
+    @property
+    def node(self) -> NodeSpec:
+        return compiled_graph(self.version_id).topology.nodes[self.node_id]
+
+
+@dataclass
+class CommitOutcome:
+    """What a commit decided. ``dispatch`` holds step ids to hand to the queue after the
+    commit; ``next_step`` is a successor already leased to this worker (no queue hop)."""
+
+    committed: bool
+    dispatch: list[int] = field(default_factory=list)
+    next_step: ClaimedStep | None = None
+    run_status: str = ""
+
+
+# --------------------------------------------------------------------------- events, audit
+
+
+def _event(run_id: int, kind: str, step_id: int | None = None, **data: Any) -> RunEvent:
+    return RunEvent(run_id=run_id, step_id=step_id, kind=kind, data=data)
+
+
+def audit(actor: str, action: str, obj: Any, *, actor_type: str = "user", **data: Any) -> AuditEntry:
+    """Append an audit entry in the caller's transaction (who did what to which object)."""
+    return AuditEntry.objects.create(
+        actor_type=actor_type,
+        actor=actor,
+        action=action,
+        object_type=obj._meta.model_name,
+        object_id=str(obj.pk),
+        data=data,
+    )
+
+
+# --------------------------------------------------------------------------- create
+
+
+def run_create(
+    *,
+    version: GraphVersion,
+    run_input: dict[str, Any],
+    actor: str = "system",
+    actor_type: str = "system",
+    created_by: Any = None,
+    idempotency_key_value: str | None = None,
+    budget_usd: Decimal | None = None,
+    budget_tokens: int | None = None,
+) -> tuple[Run, list[int]]:
+    """Commit a new run and its start step (pending) in one transaction.
+
+    The caller validated the graph and the input. Returns (run, step ids to dispatch
+    after commit). The run exists before anything executes, so it cannot vanish.
+    """
+    graph = compiled_graph(version.pk)
+    settings_ = graph.spec.settings
+    now = timezone.now()
+    with transaction.atomic():
+        run = Run.objects.create(
+            graph_version=version,
+            input=run_input,
+            state=scheduler.initial_state(graph, run_input),
+            scheduler={"iterations": {graph.start_id(): 1}},
+            max_parallelism=settings_.max_parallelism,
+            max_steps=settings_.max_steps,
+            budget_usd=budget_usd if budget_usd is not None else settings_.budget_usd,
+            budget_tokens=budget_tokens if budget_tokens is not None else settings_.budget_tokens,
+            step_count=1,
+            created_by=created_by,
+            idempotency_key=idempotency_key_value,
+        )
+        start = graph.topology.nodes[graph.start_id()]
+        step = Step.objects.create(
+            run=run,
+            node_id=start.id,
+            kind=start.kind,
+            iteration=0,
+            depth=0,
+            max_attempts=start.retry.max_attempts,
+            idempotency_key=idempotency_key(run, start.id, 0),
+            dispatched_at=now,
+        )
+        RunEvent.objects.create(run=run, kind="run_created", data={"graph_version": version.pk, "input": run_input})
+        audit(actor, "run.start", run, actor_type=actor_type, graph_version=version.pk)
+    return run, [step.pk]
+
+
+# --------------------------------------------------------------------------- claim
+
+
+def _claim_details(step: Step, run: Run, worker: str) -> ClaimedStep:
+    return ClaimedStep(
+        step_id=step.pk,
+        run_id=run.pk,
+        run_uuid=str(run.uuid),
+        node_id=step.node_id,
+        kind=step.kind,
+        iteration=step.iteration,
+        depth=step.depth,
+        attempt=step.attempt,
+        max_attempts=step.max_attempts,
+        idempotency_key=step.idempotency_key,
+        version_id=run.graph_version_id,
+        state=run.state,
+        run_input=run.input,
+        budget_remaining_usd=None if run.budget_usd is None else run.budget_usd - run.cost_usd,
+        budget_remaining_tokens=None
+        if run.budget_tokens is None
+        else run.budget_tokens - run.input_tokens - run.output_tokens,
+        worker=worker,
+    )
+
+
+def _budget_refusal(run: Run, node: NodeSpec, state: dict[str, Any]) -> str | None:
+    """A message when the node's worst-case cost could overrun the run's budget, else None."""
+    if run.budget_usd is None and run.budget_tokens is None:
+        return None
+    kind = get_kind(node.kind)
+    config = kind.Config.model_validate(node.config)
+    usd, tokens = kind.estimate_cost(config, state)
+    if run.budget_tokens is not None and tokens:
+        left = run.budget_tokens - run.input_tokens - run.output_tokens
+        if tokens > left:
+            return f"node '{node.id}' may use up to {tokens} tokens; {left} of the run's token budget remain"
+    if run.budget_usd is not None:
+        left_usd = run.budget_usd - run.cost_usd
+        if usd is None:
+            return f"node '{node.id}' has no known price, so the run's USD budget cannot be guaranteed"
+        if usd > left_usd:
+            return f"node '{node.id}' may cost up to ${usd:.6f}; ${left_usd:.6f} of the run's budget remain"
+    return None
+
+
+def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
+    """Claim a pending step for ``worker``: compare-and-set pending -> running with a lease.
+
+    Returns None when the step is not claimable (already running elsewhere, finished,
+    not yet due, or its run ended): a duplicate delivery does nothing. Raises nothing for
+    a missing step (a deleted run's task is dropped).
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        claimed = (
+            Step.objects.filter(pk=step_id, status=StepStatus.PENDING)
+            .filter(Q(available_at__isnull=True) | Q(available_at__lte=now))
+            .update(
+                status=StepStatus.RUNNING,
+                attempt=F("attempt") + 1,
+                lease_owner=worker,
+                lease_expires_at=now + _lease_delta(),
+                started_at=now,
+            )
+        )
+        if not claimed:
+            return None
+        step = Step.objects.select_related("run").get(pk=step_id)
+        run = step.run
+        if run.is_terminal:
+            Step.objects.filter(pk=step_id).update(status=StepStatus.CANCELLED, lease_owner="", finished_at=now)
+            return None
+        node = compiled_graph(run.graph_version_id).topology.nodes[step.node_id]
+        refusal = _budget_refusal(run, node, run.state)
+        if refusal:
+            Step.objects.filter(pk=step_id).update(
+                status=StepStatus.CANCELLED, lease_owner="", finished_at=now, error={"code": "budget_exceeded", "message": refusal}
+            )
+            _finish_run(run, RunStatus.FAILED, error={"code": "budget_exceeded", "message": refusal}, step_id=step_id)
+            return None
+        StepAttempt.objects.create(step=step, number=step.attempt, worker=worker, started_at=now)
+        events = [_event(run.pk, "step_started", step.pk, node_id=step.node_id, iteration=step.iteration, attempt=step.attempt)]
+        if run.status == RunStatus.QUEUED:
+            Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(status=RunStatus.RUNNING, started_at=now)
+            events.insert(0, _event(run.pk, "run_started"))
+        RunEvent.objects.bulk_create(events)
+        return _claim_details(step, run, worker)
+
+
+def step_heartbeat(step_id: int, attempt: int, worker: str) -> bool:
+    """Extend our lease. False when the lease is no longer ours or the run ended (stop work)."""
+    now = timezone.now()
+    extended = Step.objects.filter(
+        pk=step_id, status=StepStatus.RUNNING, attempt=attempt, lease_owner=worker
+    ).update(lease_expires_at=now + _lease_delta())
+    if not extended:
+        return False
+    return not Run.objects.filter(steps__pk=step_id, status__in=TERMINAL_RUN_STATUSES).exists()
+
+
+# --------------------------------------------------------------------------- commit
+
+
+def _active_steps(run_id: int, exclude: int | None = None) -> list[tuple[int, str, str, datetime | None, datetime | None]]:
+    qs = Step.objects.filter(run_id=run_id, status__in=ACTIVE_STEP_STATUSES)
+    if exclude is not None:
+        qs = qs.exclude(pk=exclude)
+    return list(qs.order_by("id").values_list("id", "node_id", "status", "dispatched_at", "available_at"))
+
+
+def _finish_run(run: Run, status: str, *, error: dict | None = None, output: Any = None, step_id: int | None = None) -> None:
+    """Move ``run`` to a terminal status inside the caller's transaction (CAS on non-terminal)."""
+    now = timezone.now()
+    updated = Run.objects.filter(pk=run.pk).exclude(status__in=TERMINAL_RUN_STATUSES).update(
+        status=status, error=error, output=output, finished_at=now
+    )
+    if not updated:
+        return
+    Step.objects.filter(run_id=run.pk, status__in=(StepStatus.PENDING, StepStatus.WAITING, StepStatus.PARKED)).update(
+        status=StepStatus.CANCELLED, finished_at=now, lease_owner=""
+    )
+    data: dict[str, Any] = {}
+    if error:
+        data["error"] = error
+    RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind=f"run_{status}", data=data)
+    run.status = status
+    run_finished.send(sender=Run, run=run, status=status)
+
+
+def _fenced(step_id: int, attempt: int, worker: str):
+    return Step.objects.filter(pk=step_id, status=StepStatus.RUNNING, attempt=attempt, lease_owner=worker)
+
+
+def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = True) -> CommitOutcome:
+    """Commit a finished attempt in ONE transaction, fenced by lease owner and attempt.
+
+    Stores output, usage and cost; merges the updates into the run state; creates the
+    successor steps; appends events; updates the run's totals and status. If the lease
+    is no longer ours (recovery gave the step to someone else) nothing is written.
+    With ``keep_next`` one ready successor is leased to this worker in the same commit.
+    """
+    now = timezone.now()
+    usage = result.usage.as_dict() if result.usage else None
+    with transaction.atomic():
+        run = _lock_run(claimed.run_id)
+        status = StepStatus.WAITING if result.wait else StepStatus.SUCCEEDED
+        written = _fenced(claimed.step_id, claimed.attempt, claimed.worker).update(
+            status=status,
+            output=_jsonable(result.recorded_output()),
+            usage=usage,
+            cost_usd=result.cost_usd,
+            lease_owner="",
+            lease_expires_at=None,
+            finished_at=None if result.wait else now,
+        )
+        if not written:
+            log.warning("step %s attempt %s: lease lost, result discarded", claimed.step_id, claimed.attempt)
+            return CommitOutcome(committed=False)
+        StepAttempt.objects.filter(step_id=claimed.step_id, number=claimed.attempt).update(
+            status="succeeded", usage=usage, cost_usd=result.cost_usd, finished_at=now
+        )
+        _add_usage(run, result)
+        step = Step(
+            pk=claimed.step_id,
+            run_id=run.pk,
+            node_id=claimed.node_id,
+            kind=claimed.kind,
+            iteration=claimed.iteration,
+            depth=claimed.depth,
+        )
+        if result.wait:
+            return _commit_wait(run, step, result, now)
+        return _advance(run, step, result, now, worker=claimed.worker if keep_next else None)
+
+
+def _add_usage(run: Run, result: NodeResult) -> None:
+    if result.usage:
+        run.input_tokens += result.usage.input_tokens
+        run.output_tokens += result.usage.output_tokens
+    if result.cost_usd:
+        run.cost_usd += result.cost_usd
+
+
+def _jsonable(value: Any) -> Any:
+    # Decimal and other simple types are stored as their JSON-friendly text.
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _commit_wait(run: Run, step: Step, result: NodeResult, now: datetime) -> CommitOutcome:
+    assert result.wait is not None
+    kind = get_kind(step.kind)
+    kind.on_wait(run=run, step=step, wait=result.wait)
+    events = [_event(run.pk, "step_waiting", step.pk, node_id=step.node_id, reason=result.wait.reason)]
+    active = _active_steps(run.pk, exclude=step.pk)
+    new_status = run.status
+    if not run.is_terminal and not any(s[2] in (StepStatus.PENDING, StepStatus.RUNNING) for s in active):
+        new_status = RunStatus.WAITING
+        events.append(_event(run.pk, "run_waiting", step.pk, node_id=step.node_id))
+    RunEvent.objects.bulk_create(events)
+    Run.objects.filter(pk=run.pk).update(
+        status=new_status, input_tokens=run.input_tokens, output_tokens=run.output_tokens, cost_usd=run.cost_usd, updated_at=now
+    )
+    return CommitOutcome(committed=True, run_status=new_status)
+
+
+def _advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker: str | None) -> CommitOutcome:
+    """Apply a succeeded step to the locked run: state, successors, status. Inside a transaction."""
+    events = [_event(run.pk, "step_succeeded", step.pk, node_id=step.node_id, iteration=step.iteration)]
+    if run.is_terminal:
+        # The run ended (cancelled, failed elsewhere) while this step ran: its output is
+        # a fact and is kept, but nothing follows it.
+        RunEvent.objects.bulk_create(events)
+        Run.objects.filter(pk=run.pk).update(
+            input_tokens=run.input_tokens, output_tokens=run.output_tokens, cost_usd=run.cost_usd, updated_at=now
+        )
+        return CommitOutcome(committed=True, run_status=run.status)
+
+    graph = compiled_graph(run.graph_version_id)
+    active = _active_steps(run.pk, exclude=step.pk)
+    transition = scheduler.apply_step(
+        graph,
+        state=run.state,
+        bookkeeping=run.scheduler,
+        node_id=step.node_id,
+        iteration=step.iteration,
+        depth=step.depth,
+        updates=result.updates,
+        route=result.route,
+        other_active=[a[1] for a in active],
+        step_count=run.step_count,
+        max_steps=run.max_steps,
+    )
+    if transition.failure:
+        code, message = transition.failure
+        RunEvent.objects.bulk_create(events)
+        _save_run_totals(run, now)
+        _finish_run(run, RunStatus.FAILED, error={"code": code, "message": message, "node_id": step.node_id}, step_id=step.pk)
+        return CommitOutcome(committed=True, run_status=RunStatus.FAILED)
+
+    if transition.ended and graph.topology.nodes[step.node_id].kind == "end":
+        run.output = result.recorded_output()
+
+    # Successors, dispatch within the run's parallelism bound.
+    busy = sum(1 for a in active if a[2] == StepStatus.RUNNING or (a[2] == StepStatus.PENDING and a[3] is not None))
+    slots = max(0, run.max_parallelism - busy)
+    new_steps = []
+    for act in transition.activations:
+        node = graph.topology.nodes[act.node_id]
+        new_steps.append(
+            Step(
+                run_id=run.pk,
+                node_id=act.node_id,
+                kind=node.kind,
+                iteration=act.iteration,
+                depth=act.depth,
+                max_attempts=node.retry.max_attempts,
+                idempotency_key=idempotency_key(run, act.node_id, act.iteration),
+            )
+        )
+    kept: Step | None = None
+    for new in new_steps:
+        if slots <= 0:
+            break
+        if worker is not None and kept is None and _budget_refusal(run, graph.topology.nodes[new.node_id], transition.state) is None:
+            kept = new
+            new.status = StepStatus.RUNNING
+            new.attempt = 1
+            new.lease_owner = worker
+            new.lease_expires_at = now + _lease_delta()
+            new.started_at = now
+        else:
+            new.dispatched_at = now
+        slots -= 1
+    dispatch_old: list[int] = []
+    for a in active:
+        if slots <= 0:
+            break
+        if a[2] == StepStatus.PENDING and a[3] is None and (a[4] is None or a[4] <= now):
+            dispatch_old.append(a[0])
+            slots -= 1
+    if new_steps:
+        Step.objects.bulk_create(new_steps)
+        if new_steps[0].pk is None:  # a backend without RETURNING on bulk insert
+            keys = {(s.node_id, s.iteration): s for s in new_steps}
+            for pk, node_id, iteration in Step.objects.filter(
+                run_id=run.pk, node_id__in=[s.node_id for s in new_steps]
+            ).values_list("id", "node_id", "iteration"):
+                if (node_id, iteration) in keys:
+                    keys[(node_id, iteration)].pk = pk
+    if dispatch_old:
+        Step.objects.filter(pk__in=dispatch_old).update(dispatched_at=now)
+    for new in new_steps:
+        events.append(_event(run.pk, "step_created", new.pk, node_id=new.node_id, iteration=new.iteration))
+    next_claim: ClaimedStep | None = None
+    if kept is not None:
+        StepAttempt.objects.create(step_id=kept.pk, number=1, worker=worker or "", started_at=now)
+        events.append(_event(run.pk, "step_started", kept.pk, node_id=kept.node_id, iteration=kept.iteration, attempt=1))
+
+    remaining = len(active) + len(new_steps)
+    run.state = transition.state
+    run.scheduler = transition.bookkeeping
+    run.step_count += len(new_steps)
+    if remaining == 0:
+        RunEvent.objects.bulk_create(events)
+        _save_run_totals(run, now)
+        if transition.bookkeeping.get("ended"):
+            _finish_run(run, RunStatus.SUCCEEDED, output=_jsonable(run.output), step_id=step.pk)
+            return CommitOutcome(committed=True, run_status=RunStatus.SUCCEEDED)
+        _finish_run(
+            run,
+            RunStatus.FAILED,
+            error={"code": "no_end", "message": "every branch stopped before reaching an end node"},
+            step_id=step.pk,
+        )
+        return CommitOutcome(committed=True, run_status=RunStatus.FAILED)
+
+    statuses = {a[2] for a in active} | {s.status for s in new_steps}
+    new_status = RunStatus.RUNNING if statuses & {StepStatus.PENDING, StepStatus.RUNNING} else RunStatus.WAITING
+    if new_status != run.status and new_status == RunStatus.WAITING:
+        events.append(_event(run.pk, "run_waiting", step.pk))
+    RunEvent.objects.bulk_create(events)
+    run.status = new_status
+    Run.objects.filter(pk=run.pk).update(
+        status=new_status,
+        state=run.state,
+        scheduler=run.scheduler,
+        step_count=run.step_count,
+        input_tokens=run.input_tokens,
+        output_tokens=run.output_tokens,
+        cost_usd=run.cost_usd,
+        updated_at=now,
+    )
+    if kept is not None:
+        kept.run = run
+        next_claim = _claim_details(kept, run, worker or "")
+    dispatch = [s.pk for s in new_steps if s.dispatched_at is not None] + dispatch_old
+    return CommitOutcome(committed=True, dispatch=dispatch, next_step=next_claim, run_status=new_status)
+
+
+def _save_run_totals(run: Run, now: datetime) -> None:
+    Run.objects.filter(pk=run.pk).update(
+        state=run.state,
+        scheduler=run.scheduler,
+        step_count=run.step_count,
+        input_tokens=run.input_tokens,
+        output_tokens=run.output_tokens,
+        cost_usd=run.cost_usd,
+        updated_at=now,
+    )
+
+
+def step_fail(claimed: ClaimedStep, error: NodeError, *, usage: Any = None, cost_usd: Decimal | None = None) -> CommitOutcome:
+    """Record a failed attempt (fenced). Retry per the node's policy, or fail the run.
+
+    A retry puts the step back to pending with ``available_at`` after the backoff; it is
+    dispatched at once when the delay is zero, else by the recovery poller when due.
+    """
+    now = timezone.now()
+    node = claimed.node
+    policy = node.retry
+    retry = (
+        error.retryable
+        and claimed.attempt < policy.max_attempts
+        and (not policy.retry_on or error.code in policy.retry_on)
+    )
+    with transaction.atomic():
+        run = _lock_run(claimed.run_id)
+        err = error.as_dict() | {"attempt": claimed.attempt}
+        fields: dict[str, Any] = {"error": err, "lease_owner": "", "lease_expires_at": None}
+        if retry and not run.is_terminal:
+            delay = policy.delay(claimed.attempt)
+            fields |= {"status": StepStatus.PENDING, "available_at": now + timedelta(seconds=delay)}
+            fields["dispatched_at"] = now if delay == 0 else None
+        else:
+            fields |= {"status": StepStatus.FAILED, "finished_at": now}
+        written = _fenced(claimed.step_id, claimed.attempt, claimed.worker).update(**fields)
+        if not written:
+            return CommitOutcome(committed=False)
+        StepAttempt.objects.filter(step_id=claimed.step_id, number=claimed.attempt).update(
+            status="failed", error=err, usage=usage, cost_usd=cost_usd, finished_at=now
+        )
+        if usage or cost_usd:
+            Run.objects.filter(pk=run.pk).update(cost_usd=F("cost_usd") + (cost_usd or 0))
+        if fields["status"] == StepStatus.PENDING:
+            RunEvent.objects.create(
+                run_id=run.pk, step_id=claimed.step_id, kind="step_retrying", data={"node_id": claimed.node_id, "error": err, "available_at": fields["available_at"].isoformat()}
+            )
+            return CommitOutcome(committed=True, dispatch=[claimed.step_id] if fields["dispatched_at"] else [], run_status=run.status)
+        RunEvent.objects.create(run_id=run.pk, step_id=claimed.step_id, kind="step_failed", data={"node_id": claimed.node_id, "error": err})
+        _finish_run(run, RunStatus.FAILED, error=err | {"node_id": claimed.node_id}, step_id=claimed.step_id)
+        return CommitOutcome(committed=True, run_status=RunStatus.FAILED)
+
+
+# --------------------------------------------------------------------------- resume, cancel
+
+
+def step_complete_waiting(step_id: int, result: NodeResult, *, actor: str, reason: str) -> list[int]:
+    """Finish a waiting or parked step with ``result`` and schedule its successors.
+
+    Must run inside the caller's transaction (an approval decision commits together with
+    the resume). Returns step ids to dispatch after commit. Raises StepStateError if the
+    step is not waiting or parked (deciding twice never resumes twice).
+    """
+    step = Step.objects.get(pk=step_id)
+    run = _lock_run(step.run_id)
+    now = timezone.now()
+    written = Step.objects.filter(pk=step_id, status__in=(StepStatus.WAITING, StepStatus.PARKED)).update(
+        status=StepStatus.SUCCEEDED, output=_jsonable(result.recorded_output()), finished_at=now, lease_owner=""
+    )
+    if not written:
+        raise StepStateError(f"step {step_id} is {step.status}, not waiting")
+    if run.is_terminal:
+        return []
+    RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind="run_resumed", data={"by": actor, "reason": reason})
+    outcome = _advance(run, step, result, now, worker=None)
+    return outcome.dispatch
+
+
+def step_requeue_parked(step_id: int, *, actor: str) -> list[int]:
+    """Send a parked step back to pending for a deliberate re-run (same idempotency key).
+
+    Inside the caller's transaction. Returns step ids to dispatch. Raises StepStateError.
+    """
+    step = Step.objects.get(pk=step_id)
+    run = _lock_run(step.run_id)
+    now = timezone.now()
+    if not Step.objects.filter(pk=step_id, status=StepStatus.PARKED).update(
+        status=StepStatus.PENDING, dispatched_at=now, available_at=None
+    ):
+        raise StepStateError(f"step {step_id} is {step.status}, not parked")
+    Run.objects.filter(pk=run.pk, status=RunStatus.WAITING).update(status=RunStatus.RUNNING)
+    RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind="step_requeued", data={"by": actor})
+    return [step_id]
+
+
+def step_fail_parked(step_id: int, *, actor: str, message: str) -> None:
+    """Fail a waiting or parked step and its run (a rejection with no reject edge, or a
+    person choosing "fail" for an interrupted step). Inside the caller's transaction."""
+    step = Step.objects.get(pk=step_id)
+    run = _lock_run(step.run_id)
+    now = timezone.now()
+    error = {"code": "rejected", "message": message, "node_id": step.node_id, "by": actor}
+    if not Step.objects.filter(pk=step_id, status__in=(StepStatus.WAITING, StepStatus.PARKED)).update(
+        status=StepStatus.FAILED, error=error, finished_at=now
+    ):
+        raise StepStateError(f"step {step_id} is {step.status}, not waiting")
+    _finish_run(run, RunStatus.FAILED, error=error, step_id=step_id)
+
+
+def run_cancel(run_id: int, *, actor: str, actor_type: str = "user", reason: str = "") -> bool:
+    """Cancel a run: terminal status, pending/waiting steps cancelled, audited, in one
+    transaction. Running steps notice at their next heartbeat; their commits keep their
+    output but start nothing. Returns False if the run had already ended."""
+    with transaction.atomic():
+        try:
+            run = _lock_run(run_id)
+        except Run.DoesNotExist:
+            raise RunNotFound(run_id) from None
+        if run.is_terminal:
+            return False
+        _finish_run(run, RunStatus.CANCELLED, error={"code": "cancelled", "message": reason or f"cancelled by {actor}"})
+        audit(actor, "run.cancel", run, actor_type=actor_type, reason=reason)
+    return True
+
+
+# --------------------------------------------------------------------------- recovery
+
+
+def worker_heartbeat(name: str, host: str, pid: int, started_at: datetime) -> None:
+    """Register or refresh a worker row (its heartbeat says a qcluster is alive)."""
+    now = timezone.now()
+    if not Worker.objects.filter(name=name).update(heartbeat_at=now):
+        Worker.objects.update_or_create(name=name, defaults={"host": host, "pid": pid, "started_at": started_at, "heartbeat_at": now})
+
+
+def worker_remove(name: str) -> None:
+    """Forget a worker that is shutting down cleanly."""
+    Worker.objects.filter(name=name).delete()
+
+
+def workers_alive(within_seconds: float) -> bool:
+    """Whether any worker sent a heartbeat in the last ``within_seconds``."""
+    return Worker.objects.filter(heartbeat_at__gte=timezone.now() - timedelta(seconds=within_seconds)).exists()
+
+
+def expired_step_ids(owner_is_dead: Any, *, run_id: int | None = None) -> list[int]:
+    """Running steps whose lease expired, or whose owner process on this host is dead."""
+    now = timezone.now()
+    qs = Step.objects.filter(status=StepStatus.RUNNING)
+    if run_id is not None:
+        qs = qs.filter(run_id=run_id)
+    rows = qs.values_list("id", "lease_owner", "lease_expires_at")
+    return [pk for pk, owner, expires in rows if (expires is not None and expires < now) or owner_is_dead(owner)]
+
+
+def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: Any) -> list[int]:
+    """Take back a step whose worker died: re-queue it (same idempotency key), or park
+    the run if the node is not safe to repeat. One transaction, audited as the worker.
+
+    Returns step ids to dispatch. Does nothing if the lease is live (never steals).
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        step = Step.objects.filter(pk=step_id, status=StepStatus.RUNNING).first()
+        if step is None:
+            return []
+        expired = step.lease_expires_at is not None and step.lease_expires_at < now
+        if not expired and not owner_is_dead(step.lease_owner):
+            return []
+        run = _lock_run(step.run_id)
+        node = compiled_graph(run.graph_version_id).topology.nodes[step.node_id]
+        kind = get_kind(node.kind)
+        safe = node.repeat_safe if node.repeat_safe is not None else kind.is_repeat_safe(kind.Config.model_validate(node.config))
+        target = StepStatus.PENDING if safe or run.is_terminal else StepStatus.PARKED
+        if not Step.objects.filter(pk=step_id, status=StepStatus.RUNNING, attempt=step.attempt, lease_owner=step.lease_owner).update(
+            status=target, lease_owner="", lease_expires_at=None, dispatched_at=now if target == StepStatus.PENDING else None
+        ):
+            return []
+        StepAttempt.objects.filter(step_id=step_id, number=step.attempt, status="running").update(
+            status="lost", finished_at=now, error={"code": "worker_lost", "message": f"worker {step.lease_owner} died"}
+        )
+        data = {"node_id": step.node_id, "attempt": step.attempt, "owner": step.lease_owner, "lease_expired": expired}
+        if target == StepStatus.PENDING:
+            RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind="step_recovered", data=data)
+            audit(recovered_by, "step.rerun", step, actor_type="worker", **data)
+            return [step_id]
+        RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind="step_parked", data=data)
+        audit(recovered_by, "run.park", run, actor_type="worker", step=step_id, **data)
+        active = _active_steps(run.pk, exclude=step_id)
+        if not any(a[2] in (StepStatus.PENDING, StepStatus.RUNNING) for a in active):
+            Run.objects.filter(pk=run.pk).update(status=RunStatus.WAITING)
+            RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind="run_waiting", data={"node_id": step.node_id})
+        handler = import_string(settings.BALLAST_PARK_HANDLER)
+        handler(run=run, step=step, reason="interrupted by a worker crash; not safe to repeat")
+        return []
+
+
+def due_pending_steps(*, stale_seconds: float, everything: bool = False, run_id: int | None = None) -> list[int]:
+    """Pending steps that no queue entry is known to hold, within each run's parallelism.
+
+    A step is due when it is available (backoff passed) and was never dispatched, was
+    dispatched before its backoff ended, or was dispatched more than ``stale_seconds``
+    ago and still not claimed (a lost queue entry). ``everything`` re-dispatches all
+    pending steps (on worker start: the queue may have lost them). Marks the chosen
+    steps dispatched; returns their ids (dispatch after commit).
+    """
+    now = timezone.now()
+    stale = now - timedelta(seconds=stale_seconds)
+    with transaction.atomic():
+        qs = Step.objects.filter(status=StepStatus.PENDING).filter(Q(available_at__isnull=True) | Q(available_at__lte=now))
+        if run_id is not None:
+            qs = qs.filter(run_id=run_id)
+        if not everything:
+            qs = qs.filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=stale) | Q(dispatched_at__lt=F("available_at")))
+        candidates = list(qs.order_by("id").values_list("id", "run_id", "dispatched_at")[:1000])
+        if not candidates:
+            return []
+        run_ids = {c[1] for c in candidates}
+        limits = dict(Run.objects.filter(pk__in=run_ids).values_list("id", "max_parallelism"))
+        busy: dict[int, int] = {}
+        for rid, status, dispatched in Step.objects.filter(
+            run_id__in=run_ids, status__in=(StepStatus.RUNNING, StepStatus.PENDING)
+        ).values_list("run_id", "status", "dispatched_at"):
+            if status == StepStatus.RUNNING or (dispatched is not None and dispatched >= stale):
+                busy[rid] = busy.get(rid, 0) + 1
+        chosen = []
+        for pk, rid, dispatched in candidates:
+            counted = dispatched is not None and dispatched >= stale
+            if not counted and busy.get(rid, 0) >= limits.get(rid, 1):
+                continue
+            if not counted:
+                busy[rid] = busy.get(rid, 0) + 1
+            chosen.append(pk)
+        if chosen:
+            Step.objects.filter(pk__in=chosen).update(dispatched_at=now)
+        return chosen
+
+
+def reset_connection_if_broken() -> None:
+    """Drop a database connection left unusable by an error (long-lived worker threads)."""
+    if connection.connection is not None and not connection.is_usable():
+        connection.close()
+
+
+def run_ids_of(step_ids: Iterable[int]) -> set[int]:
+    """Run ids of the given steps (for logging and waiting helpers)."""
+    return set(Step.objects.filter(pk__in=list(step_ids)).values_list("run_id", flat=True))

@@ -1,0 +1,34 @@
+"""``manage.py create_login``: ensure an admin login exists and print it (for make up)."""
+from __future__ import annotations
+
+import os
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand
+
+ROLE_GROUPS = ("builders", "operators", "approvers")
+
+
+class Command(BaseCommand):
+    help = "Create the role groups and an 'admin' superuser if missing; print the login."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--username", default=os.environ.get("BALLAST_ADMIN_USER", "admin"))
+
+    def handle(self, *args, **opts):
+        for name in ROLE_GROUPS:
+            Group.objects.get_or_create(name=name)
+        secret_file = settings.VAR_DIR / "admin-password.txt"
+        User = get_user_model()
+        user = User.objects.filter(username=opts["username"]).first()
+        if user is None:
+            password = os.environ.get("BALLAST_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+            user = User.objects.create_superuser(opts["username"], f"{opts['username']}@localhost", password)
+            user.groups.set(Group.objects.filter(name__in=ROLE_GROUPS))
+            secret_file.write_text(password + "\n")
+            secret_file.chmod(0o600)
+        password = secret_file.read_text().strip() if secret_file.exists() else "(set earlier; see var/admin-password.txt)"
+        self.stdout.write(f"login: {user.username} / {password}")

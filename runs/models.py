@@ -1,0 +1,199 @@
+"""Runs, steps, run events and audit entries: the rows the durable engine commits."""
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_RUN_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class StepStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    WAITING = "waiting"  # at an approval gate: holds no worker and no lease
+    PARKED = "parked"  # not safe to repeat after a crash: a person decides
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+ACTIVE_STEP_STATUSES = (StepStatus.PENDING, StepStatus.RUNNING, StepStatus.WAITING, StepStatus.PARKED)
+FINISHED_STEP_STATUSES = (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.CANCELLED)
+
+
+class Run(models.Model):
+    """One execution of a graph version with an input.
+
+    ``state`` is the committed run state (JSON object). ``scheduler`` holds the engine's
+    bookkeeping committed with it (join arrivals, reducer contributions, ended flag).
+    Totals (tokens, ``cost_usd``) are sums over committed step attempts. ``error`` is
+    ``{"code", "message", ...}`` when the run failed.
+    """
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    graph_version = models.ForeignKey("builder.GraphVersion", on_delete=models.PROTECT, related_name="runs")
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
+    input = models.JSONField(default=dict, blank=True)
+    state = models.JSONField(default=dict, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    scheduler = models.JSONField(default=dict, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    max_parallelism = models.PositiveIntegerField(default=4)
+    max_steps = models.PositiveIntegerField(default=1000)
+    step_count = models.PositiveIntegerField(default=0)
+    budget_usd = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    budget_tokens = models.BigIntegerField(null=True, blank=True)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_RUN_STATUSES
+
+
+class Step(models.Model):
+    """One execution of one node inside a run (``node_id`` + ``iteration`` for loops).
+
+    Lease: ``lease_owner`` (worker id ``host:pid:start``) holds the step until
+    ``lease_expires_at``; ``attempt`` is the fencing token (a commit only lands if the
+    attempt and owner still match). ``idempotency_key`` is the same on every attempt.
+    ``available_at`` delays a retry (backoff); ``dispatched_at`` records the last queue
+    hand-off so recovery can find pending steps no queue entry holds.
+    ``depth`` is the step's causal distance from the start (orders reducer writes).
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    node_id = models.CharField(max_length=64)
+    kind = models.CharField(max_length=32)
+    iteration = models.PositiveIntegerField(default=0)
+    depth = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=StepStatus.choices, default=StepStatus.PENDING)
+    attempt = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=1)
+    idempotency_key = models.CharField(max_length=200)
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    available_at = models.DateTimeField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    input = models.JSONField(null=True, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    usage = models.JSONField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            # The step identity: a loop iteration of a node exists once per run, so a
+            # successor created twice (duplicate delivery, racing branches) cannot be.
+            models.UniqueConstraint(fields=["run", "node_id", "iteration"], name="step_unique_iteration"),
+        ]
+        indexes = [
+            # Recovery scans: expired leases and pending steps without a live queue entry.
+            models.Index(fields=["status", "lease_expires_at"], name="step_status_lease"),
+            models.Index(fields=["run", "status"], name="step_run_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}#{self.iteration} ({self.status})"
+
+
+class StepAttempt(models.Model):
+    """One attempt of a step, kept even when it failed or was interrupted.
+
+    Retries and crash re-runs are visible here apart from the successful path: an
+    attempt that never reached its commit is closed as ``lost`` by recovery.
+    """
+
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    worker = models.CharField(max_length=200, blank=True, default="")
+    status = models.CharField(max_length=16, default="running")
+    error = models.JSONField(null=True, blank=True)
+    usage = models.JSONField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["step", "number"]
+        constraints = [models.UniqueConstraint(fields=["step", "number"], name="stepattempt_unique_number")]
+
+
+class RunEvent(models.Model):
+    """Append-only record of what happened in a run; ids increase (live-update cursor)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
+    kind = models.CharField(max_length=48)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["run", "id"], name="runevent_run_cursor")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} #{self.pk}"
+
+
+class AuditEntry(models.Model):
+    """Who (a user or a worker) did what to which object, when. Append-only.
+
+    Written in the same transaction as the change it records.
+    """
+
+    actor_type = models.CharField(max_length=16)  # user, token, worker, system
+    actor = models.CharField(max_length=200)
+    action = models.CharField(max_length=64, db_index=True)
+    object_type = models.CharField(max_length=64)
+    object_id = models.CharField(max_length=64)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.actor} {self.action} {self.object_type}:{self.object_id}"
+
+
+class Worker(models.Model):
+    """A live qcluster (or in-process runner) with a heartbeat; recovery uses it to tell a
+    dead worker's leases from a live one's without waiting for lease expiry."""
+
+    name = models.CharField(max_length=200, unique=True)
+    host = models.CharField(max_length=200)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField(db_index=True)

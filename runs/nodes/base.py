@@ -1,0 +1,225 @@
+"""The node-kind plugin contract: config model, validation hooks and execute().
+
+A node kind knows nothing of the engine, the database or the queue. The engine gives
+``execute`` a :class:`NodeContext` (the committed run state, the step's identity and its
+idempotency key) and stores the returned :class:`NodeResult` in one commit.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, ClassVar, Mapping
+
+from pydantic import BaseModel, ConfigDict
+
+
+class NodeConfig(BaseModel):
+    """Base of every node kind's config model: unknown fields are an error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One validation problem: which node (or edge), which field, what is wrong.
+
+    ``node_id`` is None for graph-level problems; ``field`` is a dotted path inside the
+    node (``config.expression``) or a spec-level name (``edges[3].target``).
+    """
+
+    node_id: str | None
+    field: str
+    message: str
+    code: str = "invalid"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"node_id": self.node_id, "field": self.field, "message": self.message, "code": self.code}
+
+    def __str__(self) -> str:
+        where = f"{self.node_id}.{self.field}" if self.node_id else self.field
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class Usage:
+    """Token usage of one LLM call, as the provider reports it (counts of tokens)."""
+
+    provider: str
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+        }
+
+
+@dataclass
+class Wait:
+    """A step that must wait for a person: the engine commits it as ``waiting``.
+
+    ``payload`` is JSON stored with the request (prompt, who may decide, the data shown).
+    """
+
+    reason: str
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class NodeResult:
+    """What a step produced.
+
+    - ``updates``: state keys to write (merged into run state with the graph's reducers).
+    - ``output``: the step's recorded output (defaults to ``updates``).
+    - ``route``: source handles taken; None means every outgoing edge (fan-out).
+    - ``usage``/``cost_usd``: LLM usage and its price in USD (None = unknown price).
+    - ``wait``: set to park the run at this step until someone decides.
+    """
+
+    updates: dict[str, Any] = field(default_factory=dict)
+    output: Any = None
+    route: list[str] | None = None
+    usage: Usage | None = None
+    cost_usd: Decimal | None = None
+    wait: Wait | None = None
+
+    def recorded_output(self) -> Any:
+        return self.updates if self.output is None else self.output
+
+
+class NodeError(Exception):
+    """A node failed. ``retryable`` says whether the step's retry policy may try again.
+
+    ``code`` is a short machine name (``timeout``, ``expression``, ``http_error``,
+    ``rate_limited``, ``budget_exceeded`` ...) that retry policies match on.
+    """
+
+    def __init__(self, message: str, *, code: str = "error", retryable: bool = True, details: Any = None):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.retryable = retryable
+        self.details = details
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {"code": self.code, "message": self.message, "retryable": self.retryable}
+        if self.details is not None:
+            data["details"] = self.details
+        return data
+
+
+class StepCancelled(NodeError):
+    """Raised by :meth:`NodeContext.check_cancelled` when the run was cancelled or the lease lost."""
+
+    def __init__(self, message: str = "step cancelled"):
+        super().__init__(message, code="cancelled", retryable=False)
+
+
+@dataclass
+class NodeContext:
+    """What a node may know while it executes (outside any transaction).
+
+    - ``state``: a deep copy of the run state as committed before this step (mutating it
+      changes nothing).
+    - ``idempotency_key``: the same on every attempt of this step; pass it to external
+      systems (Idempotency-Key header, email Message-ID) so a re-run is recognised.
+    - ``deadline``: ``time.monotonic()`` value after which the step has timed out.
+    - ``cancel_event``: set when the run is cancelled or the lease is lost.
+    """
+
+    run_id: int
+    run_uuid: str
+    step_id: int
+    node_id: str
+    iteration: int
+    attempt: int
+    idempotency_key: str
+    state: dict[str, Any]
+    run_input: Mapping[str, Any]
+    deadline: float | None = None
+    budget_remaining_usd: Decimal | None = None
+    budget_remaining_tokens: int | None = None
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+
+    def time_left(self) -> float | None:
+        """Seconds until the deadline (None when the step has no timeout)."""
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def check_cancelled(self) -> None:
+        """Raise :class:`StepCancelled` if the run was cancelled or the lease was lost."""
+        if self.cancel_event.is_set():
+            raise StepCancelled()
+
+
+class NodeKind:
+    """Base class of a node kind plugin (one module per kind, registered by dotted path).
+
+    Class attributes:
+    - ``kind``: the spec's ``kind`` string.
+    - ``Config``: pydantic model of the node's ``config`` (its JSON Schema is exported).
+    - ``repeat_safe``: whether an attempt interrupted by a crash may simply run again. A
+      node whose side effect must not repeat (an email, a payment) says False; recovery
+      then parks the run for a person to decide instead of re-running it.
+    - ``description``: one line shown in the builder palette.
+    """
+
+    kind: ClassVar[str] = ""
+    Config: ClassVar[type[NodeConfig]] = NodeConfig
+    repeat_safe: ClassVar[bool] = True
+    description: ClassVar[str] = ""
+
+    # --- static facts used by validation and the scheduler --------------------------
+    def output_handles(self, config: NodeConfig) -> list[str] | None:
+        """Named source handles this node routes by, or None for a plain node.
+
+        A plain node has one unnamed handle and every outgoing edge fires (fan-out). A
+        routing node (condition, approval) returns its handle names; validation requires
+        every one to be wired (except those listed by :meth:`optional_handles`).
+        """
+        return None
+
+    def optional_handles(self, config: NodeConfig) -> set[str]:
+        """Handles that may be left unwired (for example an approval's ``rejected``)."""
+        return set()
+
+    def writes(self, config: NodeConfig) -> set[str]:
+        """State keys this node may write (for the parallel-write and unknown-name checks)."""
+        return set()
+
+    def check(self, node_id: str, config: NodeConfig, known_names: set[str]) -> list[Issue]:
+        """Kind-specific validation (expressions parse, names known, tools exist ...)."""
+        return []
+
+    def is_repeat_safe(self, config: NodeConfig) -> bool:
+        """Whether this configured node may re-run after a crash (default: ``repeat_safe``)."""
+        return self.repeat_safe
+
+    def estimate_cost(self, config: NodeConfig, state: Mapping[str, Any]) -> tuple[Decimal | None, int]:
+        """Worst-case (USD, tokens) of one execution, for budgets. (0, 0) for free nodes."""
+        return Decimal(0), 0
+
+    # --- execution ------------------------------------------------------------------
+    def execute(self, config: NodeConfig, ctx: NodeContext) -> NodeResult:
+        """Run the node once. Raise :class:`NodeError` on failure. Must not touch the DB."""
+        raise NotImplementedError
+
+    def on_wait(self, *, run: Any, step: Any, wait: Wait) -> None:
+        """Called inside the commit transaction when ``execute`` returned a Wait.
+
+        The approval kind creates its approval request here, so the request, the step's
+        waiting status and the run's waiting status commit together.
+        """

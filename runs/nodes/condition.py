@@ -1,0 +1,116 @@
+"""The condition node kind: routes a run down exactly one handle chosen by expressions."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from runs.expressions import ExpressionError, evaluate
+from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult
+from runs.nodes.transform import check_expression, expression_names
+
+HANDLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
+DEFAULT_HANDLE = "default"
+
+
+class Case(BaseModel):
+    """One branch of a multi-way condition: taken when ``expression`` is truthy."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    handle: str = Field(pattern=HANDLE_PATTERN, description="Source handle taken when the expression is true.")
+    expression: str = Field(description="Expression over the state; truthy selects this case.")
+
+
+class ConditionConfig(NodeConfig):
+    """Either ``expression`` (handles ``true``/``false``) or ``cases`` (each case's handle,
+    plus ``default`` when no case is true). The first true case wins."""
+
+    expression: str | None = Field(default=None, description="Two-way condition: handles 'true' and 'false'.")
+    cases: list[Case] | None = Field(
+        default=None,
+        min_length=1,
+        description="Multi-way condition: first true case wins; 'default' when none is true.",
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one_mode(self) -> ConditionConfig:
+        if (self.expression is None) == (self.cases is None):
+            raise ValueError("set exactly one of 'expression' or 'cases'")
+        return self
+
+
+class ConditionNode(NodeKind):
+    """Evaluates its expression(s) and takes exactly one handle; every handle must be wired
+    (validation), so a run never stops at a condition with nowhere to go."""
+
+    kind: ClassVar[str] = "condition"
+    Config: ClassVar[type[NodeConfig]] = ConditionConfig
+    description: ClassVar[str] = "Branch on an expression (true/false) or on cases (first true wins, else default)."
+    # Handles depend on the config (cases): the exported schema says so.
+    dynamic_handles: ClassVar[bool] = True
+
+    def output_handles(self, config: NodeConfig) -> list[str] | None:
+        assert isinstance(config, ConditionConfig)
+        if config.cases is None:
+            return ["true", "false"]
+        return list(dict.fromkeys([case.handle for case in config.cases] + [DEFAULT_HANDLE]))
+
+    def check(self, node_id: str, config: NodeConfig, known_names: set[str]) -> list[Issue]:
+        """Expressions parse and name known variables; case handles are unique and not ``default``."""
+        assert isinstance(config, ConditionConfig)
+        if config.cases is None:
+            return check_expression(node_id, "config.expression", config.expression or "", known_names)
+        issues: list[Issue] = []
+        seen: set[str] = set()
+        for i, case in enumerate(config.cases):
+            if case.handle == DEFAULT_HANDLE:
+                issues.append(
+                    Issue(
+                        node_id,
+                        f"config.cases[{i}].handle",
+                        "'default' is reserved for the no-case-matched handle",
+                        "duplicate_handle",
+                    )
+                )
+            elif case.handle in seen:
+                issues.append(
+                    Issue(
+                        node_id,
+                        f"config.cases[{i}].handle",
+                        f"handle '{case.handle}' is used by an earlier case",
+                        "duplicate_handle",
+                    )
+                )
+            seen.add(case.handle)
+            issues.extend(check_expression(node_id, f"config.cases[{i}].expression", case.expression, known_names))
+        return issues
+
+    def choose(self, config: ConditionConfig, ctx: NodeContext) -> str:
+        """The handle to take. Raises NodeError(code="expression", retryable=False)."""
+        names = expression_names(ctx)
+        if config.cases is None:
+            return "true" if self._truth(config.expression or "", names, "expression") else "false"
+        for i, case in enumerate(config.cases):
+            if self._truth(case.expression, names, f"cases[{i}] ({case.handle})"):
+                return case.handle
+        return DEFAULT_HANDLE
+
+    @staticmethod
+    def _truth(source: str, names: dict, where: str) -> bool:
+        try:
+            return bool(evaluate(source, names))
+        except ExpressionError as exc:
+            raise NodeError(
+                f"condition {where} failed: {exc.message}",
+                code="expression",
+                retryable=False,
+                details={"expression": source, "error_code": exc.code},
+            ) from exc
+
+    def execute(self, config: NodeConfig, ctx: NodeContext) -> NodeResult:
+        """Route down the chosen handle; the handle is also the step's recorded output."""
+        assert isinstance(config, ConditionConfig)
+        handle = self.choose(config, ctx)
+        return NodeResult(route=[handle], output={"handle": handle})

@@ -1,0 +1,50 @@
+"""The end node kind: finishes a run and selects the state keys returned as its result."""
+
+from __future__ import annotations
+
+import copy
+from typing import ClassVar
+
+from pydantic import Field
+
+from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeKind, NodeResult
+
+
+class EndConfig(NodeConfig):
+    """``output``: state keys returned as the run's result, in this order; None returns the
+    whole state."""
+
+    output: list[str] | None = Field(
+        default=None, description="State keys returned as the run's result (None = the whole state)."
+    )
+
+
+class EndNode(NodeKind):
+    """A terminal node (no outgoing edges). Its recorded output is the run's result."""
+
+    kind: ClassVar[str] = "end"
+    Config: ClassVar[type[NodeConfig]] = EndConfig
+    description: ClassVar[str] = "Finish the run and return selected state keys as its result."
+
+    def check(self, node_id: str, config: NodeConfig, known_names: set[str]) -> list[Issue]:
+        """Every selected key must be a known state name (else it would always be None)."""
+        assert isinstance(config, EndConfig)
+        issues: list[Issue] = []
+        seen: set[str] = set()
+        for i, key in enumerate(config.output or []):
+            field = f"config.output[{i}]"
+            if key in seen:
+                issues.append(Issue(node_id, field, f"state key '{key}' is listed twice", "duplicate_output"))
+            elif key not in known_names:
+                issues.append(Issue(node_id, field, f"unknown variable '{key}'", "unknown_variable"))
+            seen.add(key)
+        return issues
+
+    def execute(self, config: NodeConfig, ctx: NodeContext) -> NodeResult:
+        """Return the selected keys (a missing key gives None) or a copy of the whole state."""
+        assert isinstance(config, EndConfig)
+        if config.output is None:
+            result = copy.deepcopy(dict(ctx.state))
+        else:
+            result = {key: copy.deepcopy(ctx.state.get(key)) for key in config.output}
+        return NodeResult(output=result)

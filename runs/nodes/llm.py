@@ -1,0 +1,305 @@
+"""The ``llm`` node kind: render a prompt from run state, call a provider, store text or validated JSON.
+
+With ``output_schema`` the reply must be JSON that satisfies the schema; an invalid reply
+is answered with the validation errors and asked again (``schema_retries`` times) inside
+the same step, then the step fails with ``invalid_output``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from jsonschema.exceptions import SchemaError
+from jsonschema.validators import Draft202012Validator, validator_for
+from pydantic import Field, field_validator
+
+from runs.expressions import ExpressionError
+from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult, Usage
+from runs.nodes.transform import expression_names
+from runs.providers import UnknownProvider, get_provider
+from runs.providers.base import MESSAGE_OVERHEAD_TOKENS, LLMProvider, LLMRequest, LLMResponse, Message, estimate_tokens
+from runs.templating import render_template, template_names
+
+STATE_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+# The re-ask message. Validation errors are capped so that its size, and so the
+# budget's worst case in estimate_cost, stays bounded.
+CORRECTION_PREFIX = "Your previous reply was not valid:"
+CORRECTION_SUFFIX = "Reply again with only the corrected JSON value, no other text."
+MAX_ERROR_CHARS = 1000
+MAX_ERRORS = 10
+# How much of a rejected reply is kept in the error details.
+REJECTED_TEXT_CHARS = 2000
+
+_FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```$", re.DOTALL)
+
+
+class LLMConfig(NodeConfig):
+    """Config of an ``llm`` node.
+
+    - ``system``/``prompt``: templates rendered against the run state.
+    - ``temperature``: None = the provider's default.
+    - ``max_tokens``: upper bound of output tokens per call.
+    - ``output_key``: the state key the reply (text, or parsed JSON) is written to.
+    - ``output_schema``: JSON Schema the reply must satisfy (draft 2020-12 unless
+      ``$schema`` says otherwise), or None for free text.
+    - ``schema_retries``: re-asks after an invalid reply, within the step.
+    - ``options``: provider-specific options (the mock's ``script``, ``latency_ms`` ...).
+    """
+
+    provider: str = Field("mock", min_length=1)
+    model: str = Field("mock-1", min_length=1)
+    system: str | None = None
+    prompt: str = Field(min_length=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tokens: int = Field(1024, ge=1, le=1_000_000)
+    output_key: str = Field("reply", pattern=STATE_KEY_PATTERN)
+    output_schema: dict[str, Any] | None = None
+    schema_retries: int = Field(2, ge=0, le=10)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("output_schema")
+    @classmethod
+    def _valid_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is not None:
+            try:
+                validator_for(schema, default=Draft202012Validator).check_schema(schema)
+            except SchemaError as exc:
+                raise ValueError(f"not a valid JSON Schema: {exc.message}") from exc
+        return schema
+
+
+class LLMNode(NodeKind):
+    """Calls an LLM once (plus schema re-asks) and writes the reply to ``output_key``."""
+
+    kind = "llm"
+    Config = LLMConfig
+    description = "Ask a language model; store its reply (text or schema-checked JSON)."
+
+    def writes(self, config: LLMConfig) -> set[str]:
+        return {config.output_key}
+
+    def check(self, node_id: str, config: LLMConfig, known_names: set[str]) -> list[Issue]:
+        """Unknown provider or model, invalid provider options, template syntax errors and
+        template names that are not state keys."""
+        issues: list[Issue] = []
+        try:
+            provider = get_provider(config.provider)
+        except UnknownProvider:
+            issues.append(
+                Issue(node_id, "config.provider", f"unknown provider {config.provider!r}", code="unknown_provider")
+            )
+            provider = None
+        if provider is not None:
+            models = provider.models()
+            if models is not None and config.model not in models:
+                issues.append(
+                    Issue(
+                        node_id,
+                        "config.model",
+                        f"unknown model {config.model!r} for provider {config.provider!r} "
+                        f"(known: {', '.join(sorted(models))})",
+                        code="unknown_model",
+                    )
+                )
+            for problem in provider.validate_options(config.options):
+                issues.append(Issue(node_id, "config.options", problem, code="invalid_option"))
+        for field in ("system", "prompt"):
+            source = getattr(config, field)
+            if source is not None:
+                issues.extend(_template_issues(node_id, f"config.{field}", source, known_names))
+        return issues
+
+    def estimate_cost(self, config: LLMConfig, state: Mapping[str, Any]) -> tuple[Decimal | None, int]:
+        """Worst case of one execution: the rendered prompt's tokens plus ``max_tokens``
+        per call, for the first call and every schema re-ask (each re-ask resends the
+        conversation, grown by a full-length reply and a bounded correction). Returns
+        (USD or None when the price or provider is unknown, tokens)."""
+        try:
+            provider: LLMProvider | None = get_provider(config.provider)
+        except UnknownProvider:
+            provider = None
+        messages = _messages(config, state, strict=False)
+        request = LLMRequest(
+            model=config.model, messages=messages, max_tokens=config.max_tokens, response_schema=config.output_schema
+        )
+        count = provider.count_tokens if provider is not None else estimate_tokens
+        if provider is not None:
+            first_input = provider.count_request_tokens(request)
+        else:
+            first_input = sum(MESSAGE_OVERHEAD_TOKENS + count(m.content) for m in messages)
+        calls = 1 + config.schema_retries if config.output_schema is not None else 1
+        correction_bound = count("x" * (len(CORRECTION_PREFIX) + len(CORRECTION_SUFFIX) + MAX_ERROR_CHARS + 2))
+        growth = 2 * MESSAGE_OVERHEAD_TOKENS + config.max_tokens + correction_bound
+        input_tokens = sum(first_input + k * growth for k in range(calls))
+        output_tokens = calls * config.max_tokens
+        usd = None
+        if provider is not None:
+            usd = provider.price(
+                config.model,
+                Usage(
+                    provider=config.provider, model=config.model, input_tokens=input_tokens, output_tokens=output_tokens
+                ),
+            )
+        return usd, input_tokens + output_tokens
+
+    def execute(self, config: LLMConfig, ctx: NodeContext) -> NodeResult:
+        """Render, call the provider (timeout = the step's time left), check the reply.
+
+        Returns updates ``{output_key: text or parsed JSON}``, output ``{"text"|"json",
+        "provider", "model", "stop_reason", "calls"[, "tool_calls"]}``, the summed usage of
+        every call and its cost (None if the price is unknown).
+
+        Raises NodeError: ``unknown_provider`` and ``template`` (not retryable),
+        ``timeout`` when no time is left, any ProviderError of the provider, and
+        ``invalid_output`` (not retryable; ``details`` has the errors, the last reply,
+        and the usage and cost spent) when no reply satisfied ``output_schema``.
+        """
+        try:
+            provider = get_provider(config.provider)
+        except UnknownProvider:
+            raise NodeError(f"unknown provider {config.provider!r}", code="unknown_provider", retryable=False) from None
+        messages = _messages(config, expression_names(ctx), strict=True)
+        validator = None
+        if config.output_schema is not None:
+            validator = validator_for(config.output_schema, default=Draft202012Validator)(config.output_schema)
+
+        usage = Usage(provider=config.provider, model=config.model)
+        cost: Decimal | None = Decimal(0)
+        calls = 1 + config.schema_retries if validator is not None else 1
+        errors: list[str] = []
+        response: LLMResponse | None = None
+        for ask in range(calls):
+            ctx.check_cancelled()
+            timeout = ctx.time_left()
+            if timeout is not None and timeout <= 0:
+                raise NodeError("the step ran out of time before the model answered", code="timeout")
+            request = LLMRequest(
+                model=config.model,
+                messages=list(messages),
+                temperature=config.temperature,
+                max_tokens=config.max_tokens,
+                response_schema=config.output_schema,
+                timeout=timeout,
+                # Each re-ask is a different request: it needs its own key, the same on
+                # every attempt of the step.
+                idempotency_key=ctx.idempotency_key if ask == 0 else f"{ctx.idempotency_key}:reask-{ask}",
+                attempt=ctx.attempt,
+                options=dict(config.options),
+                cancel_event=ctx.cancel_event,
+            )
+            response = provider.complete(request)
+            _add_usage(usage, response.usage)
+            price = provider.price(config.model, response.usage)
+            cost = None if cost is None or price is None else cost + price
+
+            if validator is None:
+                return self._result(config, response, usage, cost, ask + 1, text=response.text)
+            value, errors = _parse_and_validate(response.text, validator)
+            if not errors:
+                return self._result(config, response, usage, cost, ask + 1, value=value)
+            messages += [
+                Message(role="assistant", content=response.text),
+                Message(role="user", content=_correction(errors)),
+            ]
+
+        assert response is not None
+        raise NodeError(
+            f"the model's reply did not satisfy output_schema after {calls} call(s): {errors[0]}",
+            code="invalid_output",
+            retryable=False,
+            details={
+                "errors": errors,
+                "reply": response.text[:REJECTED_TEXT_CHARS],
+                "usage": usage.as_dict(),
+                "cost_usd": None if cost is None else str(cost),
+            },
+        )
+
+    def _result(
+        self,
+        config: LLMConfig,
+        response: LLMResponse,
+        usage: Usage,
+        cost: Decimal | None,
+        calls: int,
+        *,
+        text: str | None = None,
+        value: Any = None,
+    ) -> NodeResult:
+        output: dict[str, Any] = {"text": text} if text is not None else {"json": value}
+        output.update(provider=config.provider, model=response.model, stop_reason=response.stop_reason, calls=calls)
+        if response.tool_calls:
+            output["tool_calls"] = [c.as_dict() for c in response.tool_calls]
+        reply = text if text is not None else value
+        return NodeResult(updates={config.output_key: reply}, output=output, usage=usage, cost_usd=cost)
+
+
+def _messages(config: LLMConfig, names: Mapping[str, Any], *, strict: bool) -> list[Message]:
+    """The system (if any) and user messages, rendered against ``names``.
+
+    ``strict``: raise NodeError(code="template") on a template error; otherwise (cost
+    estimates) fall back to the unrendered source.
+    """
+
+    def render(field: str, source: str) -> str:
+        try:
+            return render_template(source, names)
+        except ExpressionError as exc:
+            if not strict:
+                return source
+            raise NodeError(
+                f"config.{field}: {exc.message}", code="template", retryable=False, details={"error_code": exc.code}
+            ) from exc
+
+    messages = []
+    if config.system:
+        system = render("system", config.system)
+        if system.strip():
+            messages.append(Message(role="system", content=system))
+    messages.append(Message(role="user", content=render("prompt", config.prompt)))
+    return messages
+
+
+def _parse_and_validate(text: str, validator: Any) -> tuple[Any, list[str]]:
+    """(parsed value, []) when ``text`` is JSON satisfying the schema, else (None, errors).
+
+    A Markdown code fence around the JSON is tolerated: models add one even when told not to.
+    """
+    candidate = text.strip()
+    fenced = _FENCE.match(candidate)
+    if fenced:
+        candidate = fenced.group(1).strip()
+    try:
+        value = json.loads(candidate)
+    except ValueError as exc:
+        return None, [f"the reply is not JSON ({exc})"]
+    found = sorted(validator.iter_errors(value), key=lambda e: e.json_path)
+    return value, [f"{e.json_path}: {e.message}" for e in found[:MAX_ERRORS]]
+
+
+def _correction(errors: list[str]) -> str:
+    listed = "\n".join(f"- {e}" for e in errors)[:MAX_ERROR_CHARS]
+    return f"{CORRECTION_PREFIX}\n{listed}\n{CORRECTION_SUFFIX}"
+
+
+def _add_usage(total: Usage, more: Usage) -> None:
+    total.input_tokens += more.input_tokens
+    total.output_tokens += more.output_tokens
+    total.cached_input_tokens += more.cached_input_tokens
+    total.reasoning_tokens += more.reasoning_tokens
+
+
+def _template_issues(node_id: str, field: str, source: str, known_names: set[str]) -> list[Issue]:
+    try:
+        names = template_names(source)
+    except ExpressionError as exc:
+        return [Issue(node_id, field, exc.message, code="invalid_template")]
+    return [
+        Issue(node_id, field, f"unknown variable {name!r}", code="unknown_variable")
+        for name in sorted(names - set(known_names))
+    ]

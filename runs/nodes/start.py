@@ -1,0 +1,22 @@
+"""The start node kind: the single entry of a graph; the run's input is already in state."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from runs.nodes.base import NodeConfig, NodeContext, NodeKind, NodeResult
+
+
+class StartNode(NodeKind):
+    """Entry point of every run. Exactly one per graph, with no incoming edges (checked by
+    ``builder.validation``). It writes nothing: the engine seeds state from the run input
+    before the start step, so the start step only opens the graph's outgoing edges (all of
+    them: several edges from start are a parallel fan-out)."""
+
+    kind: ClassVar[str] = "start"
+    Config: ClassVar[type[NodeConfig]] = NodeConfig
+    description: ClassVar[str] = "Where a run begins; its input becomes the first state."
+
+    def execute(self, config: NodeConfig, ctx: NodeContext) -> NodeResult:
+        """Do nothing and fire every outgoing edge."""
+        return NodeResult()

@@ -1,0 +1,126 @@
+"""The ``tool`` node kind: render arguments from run state and call a registered tool once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from runs.expressions import ExpressionError
+from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult
+from runs.nodes.transform import expression_names
+from runs.templating import render_value, value_names
+from runs.tools import ToolContext, UnknownTool, field_errors, get_tool
+
+STATE_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class ToolConfig(NodeConfig):
+    """Config of a ``tool`` node.
+
+    - ``tool``: registered tool name.
+    - ``args``: the arguments object; string values may be templates rendered against
+      the run state (a string that is exactly ``{{ expr }}`` keeps the value's type).
+    - ``output_key``: state key the tool's result is written to (None: not stored in
+      state; the step output still records it).
+    """
+
+    tool: str = Field(min_length=1)
+    args: dict[str, Any] = Field(default_factory=dict)
+    output_key: str | None = Field(None, pattern=STATE_KEY_PATTERN)
+
+
+class ToolNode(NodeKind):
+    """Calls one registered tool with the step's idempotency key; repeat-safe as the tool is."""
+
+    kind = "tool"
+    Config = ToolConfig
+    description = "Call a tool (HTTP request, email, your own functions) with arguments from the state."
+
+    def writes(self, config: ToolConfig) -> set[str]:
+        return {config.output_key} if config.output_key else set()
+
+    def is_repeat_safe(self, config: ToolConfig) -> bool:
+        """The tool's own ``repeat_safe``; an unknown tool counts as unsafe (validation
+        rejects it anyway)."""
+        try:
+            return get_tool(config.tool).repeat_safe
+        except UnknownTool:
+            return False
+
+    def check(self, node_id: str, config: ToolConfig, known_names: set[str]) -> list[Issue]:
+        """Unknown tool, template errors and unknown names in ``args``, and argument errors
+        that do not depend on templates (missing required or unexpected arguments,
+        literal values of the wrong type)."""
+        issues: list[Issue] = []
+        templated: set[str] = set()
+        for key, value in config.args.items():
+            field = f"config.args.{key}"
+            try:
+                names = value_names(value)
+            except ExpressionError as exc:
+                issues.append(Issue(node_id, field, exc.message, code="invalid_template"))
+                templated.add(key)
+                continue
+            if names or _has_template(value):
+                templated.add(key)
+            for name in sorted(names - set(known_names)):
+                issues.append(Issue(node_id, field, f"unknown variable {name!r}", code="unknown_variable"))
+
+        try:
+            registered = get_tool(config.tool)
+        except UnknownTool:
+            issues.append(Issue(node_id, "config.tool", f"unknown tool {config.tool!r}", code="unknown_tool"))
+            return issues
+        try:
+            registered.args_model.model_validate(config.args)
+        except ValidationError as exc:
+            for error in field_errors(exc):
+                top = error["field"].split(".", 1)[0]
+                # A templated argument's value is only known at run time.
+                if top in templated:
+                    continue
+                field = f"config.args.{error['field']}" if error["field"] else "config.args"
+                issues.append(Issue(node_id, field, error["message"], code="tool_arguments"))
+        return issues
+
+    def execute(self, config: ToolConfig, ctx: NodeContext) -> NodeResult:
+        """Render ``args`` against the state and call the tool.
+
+        Returns updates ``{output_key: result}`` (or none) and the result as output.
+        Raises NodeError: ``unknown_tool`` and ``template`` (not retryable),
+        ``tool_arguments`` (not retryable), or whatever the tool raises.
+        """
+        try:
+            registered = get_tool(config.tool)
+        except UnknownTool:
+            raise NodeError(f"unknown tool {config.tool!r}", code="unknown_tool", retryable=False) from None
+        try:
+            args = render_value(config.args, expression_names(ctx))
+        except ExpressionError as exc:
+            raise NodeError(
+                f"config.args: {exc.message}", code="template", retryable=False, details={"error_code": exc.code}
+            ) from exc
+        ctx.check_cancelled()
+        tool_ctx = ToolContext(
+            idempotency_key=ctx.idempotency_key,
+            run_id=ctx.run_id,
+            step_id=ctx.step_id,
+            node_id=ctx.node_id,
+            attempt=ctx.attempt,
+            timeout=ctx.time_left(),
+        )
+        result = registered.call(args, tool_ctx)
+        updates = {config.output_key: result} if config.output_key else {}
+        return NodeResult(updates=updates, output=result)
+
+
+def _has_template(value: Any) -> bool:
+    """Whether a (nested) value contains a template string (even one naming nothing)."""
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value or "{#" in value
+    if isinstance(value, dict):
+        return any(_has_template(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_template(v) for v in value)
+    return False

@@ -1,0 +1,83 @@
+"""Run writes for interfaces (commands, API): start, cancel. The engine does the commits."""
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import jsonschema
+from django.db import IntegrityError, transaction
+
+from builder.models import GraphVersion
+from runs.engine import dispatch, store
+from runs.models import Run
+
+
+class RunInputInvalid(ValueError):
+    """The run input does not satisfy the graph's input schema; ``errors`` lists
+    ``{"field": dotted path, "message": text}``."""
+
+    def __init__(self, errors: list[dict[str, str]]):
+        super().__init__("; ".join(f"{e['field']}: {e['message']}" for e in errors))
+        self.errors = errors
+
+
+def input_errors(version: GraphVersion, run_input: Any) -> list[dict[str, str]]:
+    """Validate ``run_input`` against the version's input JSON Schema; [] when valid."""
+    if not isinstance(run_input, dict):
+        return [{"field": "input", "message": "must be a JSON object"}]
+    schema = version.spec.get("input_schema") or {"type": "object"}
+    validator = jsonschema.Draft202012Validator(schema)
+    return [
+        {"field": ".".join(str(p) for p in ("input", *err.absolute_path)), "message": err.message}
+        for err in sorted(validator.iter_errors(run_input), key=lambda e: list(map(str, e.absolute_path)))
+    ]
+
+
+def run_start(
+    *,
+    version: GraphVersion,
+    run_input: dict[str, Any] | None = None,
+    user: Any = None,
+    actor: str | None = None,
+    idempotency_key: str | None = None,
+    budget_usd: Decimal | None = None,
+    budget_tokens: int | None = None,
+) -> Run:
+    """Start a run of a published (hence validated) graph version.
+
+    The run and its start step commit before anything executes; the start step is handed
+    to the queue after the commit. With ``idempotency_key``, a second call with the same
+    key returns the first run. Raises RunInputInvalid.
+    """
+    run_input = {} if run_input is None else run_input
+    errors = input_errors(version, run_input)
+    if errors:
+        raise RunInputInvalid(errors)
+    if idempotency_key:
+        existing = Run.objects.filter(idempotency_key=idempotency_key).first()
+        if existing:
+            return existing
+    name = actor or (user.get_username() if user is not None else "system")
+    try:
+        run, step_ids = store.run_create(
+            version=version,
+            run_input=run_input,
+            actor=name,
+            actor_type="user" if user is not None else "system",
+            created_by=user,
+            idempotency_key_value=idempotency_key,
+            budget_usd=budget_usd,
+            budget_tokens=budget_tokens,
+        )
+    except IntegrityError:
+        if idempotency_key:
+            return Run.objects.get(idempotency_key=idempotency_key)
+        raise
+    transaction.on_commit(lambda: dispatch.enqueue(step_ids))
+    return run
+
+
+def run_cancel(*, run: Run, user: Any = None, actor: str | None = None, reason: str = "") -> bool:
+    """Cancel ``run`` (audited). Returns False if it had already ended."""
+    name = actor or (user.get_username() if user is not None else "system")
+    return store.run_cancel(run.pk, actor=name, actor_type="user" if user is not None else "system", reason=reason)

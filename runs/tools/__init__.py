@@ -1,0 +1,219 @@
+"""The tool registry: ``@tool`` functions with pydantic argument models, looked up by name.
+
+A tool is a plain function ``fn(args: ArgsModel, ctx: ToolContext) -> JSON value``.
+Modules listed in settings.BALLAST_TOOL_MODULES are imported on the first lookup, and
+their ``@tool`` decorators register the functions; nothing is imported at Django start.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar, get_type_hints, overload
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from pydantic import BaseModel, ValidationError
+
+from runs.nodes.base import NodeError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class UnknownTool(KeyError):
+    """No tool is registered under that name (after importing BALLAST_TOOL_MODULES)."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may know about the step calling it.
+
+    - ``idempotency_key``: the same on every attempt of the step; send it to the external
+      system (Idempotency-Key header, Message-ID) so a repeated call is recognised.
+    - ``timeout``: seconds left for the step (None = no limit); tools bound their own
+      network waits by it.
+    """
+
+    idempotency_key: str
+    run_id: int | None = None
+    step_id: int | None = None
+    node_id: str = ""
+    attempt: int = 1
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class RegisteredTool:
+    """A registered tool.
+
+    ``repeat_safe`` False means calling it twice may act twice (an email, a payment):
+    recovery then asks a person instead of re-running a step interrupted by a crash.
+    """
+
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    fn: Callable[[BaseModel, ToolContext], Any]
+    repeat_safe: bool = True
+
+    def json_schema(self) -> dict[str, Any]:
+        """JSON Schema of the arguments object (what an LLM or the builder is shown)."""
+        return self.args_model.model_json_schema()
+
+    def validate_args(self, raw: Mapping[str, Any]) -> BaseModel:
+        """Parse ``raw`` into the args model.
+
+        Raises NodeError(code="tool_arguments", retryable=False) whose ``details`` is
+        ``{"errors": [{"field": "a.b", "message": ..., "type": ...}]}``.
+        """
+        try:
+            return self.args_model.model_validate(dict(raw))
+        except ValidationError as exc:
+            errors = field_errors(exc)
+            summary = "; ".join(f"{e['field'] or '(arguments)'}: {e['message']}" for e in errors)
+            raise NodeError(
+                f"invalid arguments for tool {self.name!r}: {summary}",
+                code="tool_arguments",
+                retryable=False,
+                details={"errors": errors},
+            ) from exc
+
+    def call(self, raw_args: Mapping[str, Any], ctx: ToolContext) -> Any:
+        """Validate ``raw_args``, run the tool and return its result as plain JSON data.
+
+        Raises NodeError: ``tool_arguments`` (invalid arguments), whatever NodeError the
+        tool raises, ``tool_result`` when the result is not JSON-serialisable, and
+        ``tool_error`` (retryable) for any other exception from the tool.
+        """
+        args = self.validate_args(raw_args)
+        try:
+            result = self.fn(args, ctx)
+        except NodeError:
+            raise
+        except Exception as exc:  # a tool's bug or an unclassified failure
+            raise NodeError(f"tool {self.name!r} failed: {type(exc).__name__}: {exc}", code="tool_error") from exc
+        return _to_json(self.name, result)
+
+
+# name -> tool. Written at import time of tool modules (under the import lock) and by
+# _load_modules (under _lock); read freely.
+_REGISTRY: dict[str, RegisteredTool] = {}
+_loaded_modules: set[str] = set()
+_lock = threading.Lock()
+
+
+@overload
+def tool(fn: F, /) -> F: ...
+@overload
+def tool(name: str | None = None, *, description: str = "", repeat_safe: bool = True) -> Callable[[F], F]: ...
+
+
+def tool(name: Any = None, *, description: str = "", repeat_safe: bool = True) -> Any:
+    """Register a function as a tool; usable as ``@tool`` or ``@tool("name", ...)``.
+
+    - ``name``: registry name (default: the function's name).
+    - ``description``: shown to models and in the builder (default: the docstring).
+    - ``repeat_safe``: whether running it twice is harmless (see RegisteredTool).
+
+    The arguments model is the annotation of the function's first parameter, which must
+    be a pydantic BaseModel subclass (TypeError otherwise). Registering a different
+    function under a taken name raises ValueError. Returns the function unchanged.
+    """
+
+    def register(fn: F) -> F:
+        tool_name = name if isinstance(name, str) else fn.__name__
+        registered = RegisteredTool(
+            name=tool_name,
+            description=description or inspect.cleandoc(fn.__doc__ or ""),
+            args_model=_args_model(fn),
+            fn=fn,
+            repeat_safe=repeat_safe,
+        )
+        existing = _REGISTRY.get(tool_name)
+        if existing is not None and _qualified(existing.fn) != _qualified(fn):
+            raise ValueError(f"tool {tool_name!r} is already registered by {_qualified(existing.fn)}")
+        # Same qualified name: the module was reloaded; the newer function wins.
+        _REGISTRY[tool_name] = registered
+        return fn
+
+    if callable(name):  # bare @tool
+        fn, name = name, None
+        return register(fn)
+    return register
+
+
+def get_tool(name: str) -> RegisteredTool:
+    """The tool registered as ``name``. Raises UnknownTool."""
+    _load_modules()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownTool(name) from None
+
+
+def all_tools() -> dict[str, RegisteredTool]:
+    """Every registered tool, by name, sorted by name."""
+    _load_modules()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def field_errors(exc: ValidationError) -> list[dict[str, str]]:
+    """Pydantic errors as ``[{"field": "dotted.path", "message": ..., "type": ...}]``."""
+    return [
+        {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"], "type": e["type"]}
+        for e in exc.errors(include_url=False)
+    ]
+
+
+def _load_modules() -> None:
+    # Compared against the setting on every lookup (cheap) so that a module added by a
+    # test's settings override is imported too.
+    wanted = [m for m in settings.BALLAST_TOOL_MODULES if m not in _loaded_modules]
+    if not wanted:
+        return
+    with _lock:
+        for module in wanted:
+            if module not in _loaded_modules:
+                importlib.import_module(module)
+                _loaded_modules.add(module)
+
+
+def _args_model(fn: Callable[..., Any]) -> type[BaseModel]:
+    params = list(inspect.signature(fn).parameters.values())
+    if len(params) < 2:
+        raise TypeError(f"tool {fn.__qualname__} must take (args: SomeModel, ctx: ToolContext)")
+    model = params[0].annotation
+    if isinstance(model, str):  # postponed annotations: resolve in the function's module
+        try:
+            model = get_type_hints(fn).get(params[0].name)
+        except NameError as exc:
+            raise TypeError(f"tool {fn.__qualname__}: cannot resolve the args annotation: {exc}") from exc
+    if not (inspect.isclass(model) and issubclass(model, BaseModel)):
+        raise TypeError(f"tool {fn.__qualname__}: first parameter must be annotated with a pydantic model")
+    return model
+
+
+def _qualified(fn: Callable[..., Any]) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+class _ResultEncoder(DjangoJSONEncoder):
+    def default(self, o: Any) -> Any:
+        if isinstance(o, BaseModel):
+            return o.model_dump(mode="json")
+        return super().default(o)
+
+
+def _to_json(name: str, result: Any) -> Any:
+    """Turn a tool result into plain JSON data (pydantic models dumped; Decimal, dates
+    and UUIDs as strings) so it can be stored in the step output and the run state."""
+    try:
+        return json.loads(json.dumps(result, cls=_ResultEncoder, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise NodeError(
+            f"tool {name!r} returned a value that is not JSON: {exc}", code="tool_result", retryable=False
+        ) from exc

@@ -1,0 +1,256 @@
+"""Built-in tools: ``http_request`` (httpx) and ``send_email`` (Django's configured email backend).
+
+Both pass the step's idempotency key on (an ``Idempotency-Key`` header, a Message-ID
+derived from it) so a receiver that de-duplicates can recognise a repeated attempt. Both
+are registered ``repeat_safe=False``: a receiver may ignore the key, so an attempt cut
+short by a crash is parked for a person rather than silently sent again.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import json
+import smtplib
+import time
+from typing import Any, Literal
+
+import httpx
+from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.mail import BadHeaderError, EmailMessage
+from django.core.validators import validate_email
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from runs.nodes.base import NodeError
+from runs.tools import ToolContext, tool
+
+# Response headers worth keeping in run state; the rest are noise (and can be large).
+KEPT_RESPONSE_HEADERS = (
+    "content-type",
+    "content-length",
+    "location",
+    "etag",
+    "last-modified",
+    "retry-after",
+    "x-request-id",
+)
+# Characters of an error response body kept in the error details.
+ERROR_BODY_CHARS = 500
+# Methods that may follow redirects: re-sending a body to another location is surprising.
+REDIRECT_METHODS = {"GET", "HEAD", "OPTIONS"}
+
+HttpMethod = Literal["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
+ParamValue = str | int | float | bool | None
+
+
+class HttpRequestArgs(BaseModel):
+    """Arguments of ``http_request``.
+
+    - ``json``: a JSON body (sent with ``Content-Type: application/json``), or None.
+    - ``timeout``: seconds; bounded by the step's remaining time as well.
+    - ``max_chars``: the response body kept in the result, in characters.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    method: HttpMethod = "GET"
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, ParamValue | list[ParamValue]] | None = None
+    json_body: Any = Field(None, alias="json")
+    timeout: float = Field(30.0, gt=0, le=600)
+    max_chars: int = Field(20_000, ge=0, le=1_000_000)
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        try:
+            url = httpx.URL(value)
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"invalid URL: {exc}") from exc
+        if url.scheme not in {"http", "https"} or not url.host:
+            raise ValueError("URL must be absolute http:// or https://")
+        return value
+
+
+@tool(name="http_request", repeat_safe=False)
+def http_request(args: HttpRequestArgs, ctx: ToolContext) -> dict[str, Any]:
+    """Send one HTTP request and return its status, a few headers and its body.
+
+    Returns ``{"status": int, "headers": {lower-case name: value}, "json": value}`` when
+    the body is JSON, else ``{"status", "headers", "text": str, "truncated": bool}``.
+    Sends ``Idempotency-Key: <step key>`` unless the caller set that header itself.
+    Redirects are followed for GET, HEAD and OPTIONS only.
+
+    Raises NodeError: ``http_timeout`` (retryable; also for a 408 answer),
+    ``http_connection`` (retryable), ``http_5xx`` (retryable), ``rate_limited`` (429,
+    retryable, ``details.retry_after`` in seconds when the server sent one) and
+    ``http_4xx`` (not retryable). Not repeat-safe: the server may ignore the key.
+    """
+    headers = dict(args.headers)
+    if not any(name.lower() == "idempotency-key" for name in headers):
+        headers["Idempotency-Key"] = ctx.idempotency_key
+    timeout = args.timeout if ctx.timeout is None else max(0.001, min(args.timeout, ctx.timeout))
+    # httpx's timeout bounds each network phase; this deadline bounds the whole exchange
+    # (a server trickling bytes would otherwise hold the step forever).
+    deadline = time.monotonic() + timeout
+    limit_bytes = args.max_chars * 4 + 4  # UTF-8 needs at most 4 bytes per character
+
+    try:
+        with httpx.Client(timeout=timeout, follow_redirects=args.method in REDIRECT_METHODS) as client:
+            with client.stream(
+                args.method,
+                args.url,
+                headers=headers,
+                params=args.params,
+                json=args.json_body,
+            ) as response:
+                body = bytearray()
+                truncated = False
+                for chunk in response.iter_bytes():
+                    body.extend(chunk)
+                    if len(body) > limit_bytes:
+                        truncated = True
+                        break
+                    if time.monotonic() > deadline:
+                        raise httpx.ReadTimeout("response body took longer than the timeout")
+    except httpx.TimeoutException as exc:
+        raise NodeError(
+            f"{args.method} {args.url}: timed out after {timeout:g}s", code="http_timeout", details={"url": args.url}
+        ) from exc
+    except httpx.TransportError as exc:
+        raise NodeError(
+            f"{args.method} {args.url}: {type(exc).__name__}: {exc}", code="http_connection", details={"url": args.url}
+        ) from exc
+    except httpx.TooManyRedirects as exc:
+        raise NodeError(f"{args.method} {args.url}: too many redirects", code="http_4xx", retryable=False) from exc
+
+    text = body.decode(response.encoding or "utf-8", errors="replace")
+    kept_headers = {name: response.headers[name] for name in KEPT_RESPONSE_HEADERS if name in response.headers}
+    status = response.status_code
+    if status >= 400:
+        _raise_for_status(args, status, kept_headers, text)
+
+    result: dict[str, Any] = {"status": status, "headers": kept_headers}
+    if not truncated and len(text) <= args.max_chars and "json" in kept_headers.get("content-type", ""):
+        try:
+            result["json"] = json.loads(text)
+            return result
+        except ValueError:
+            pass  # says JSON, is not: hand back the text
+    result["text"] = text[: args.max_chars]
+    result["truncated"] = truncated or len(text) > args.max_chars
+    return result
+
+
+def _raise_for_status(args: HttpRequestArgs, status: int, headers: dict[str, str], text: str) -> None:
+    details: dict[str, Any] = {"url": args.url, "status": status, "body": text[:ERROR_BODY_CHARS]}
+    message = f"{args.method} {args.url}: HTTP {status}"
+    if status == 429:
+        retry_after = _retry_after_seconds(headers.get("retry-after"))
+        if retry_after is not None:
+            details["retry_after"] = retry_after
+        raise NodeError(message, code="rate_limited", retryable=True, details=details)
+    if status == 408:
+        raise NodeError(message, code="http_timeout", retryable=True, details=details)
+    if status >= 500:
+        raise NodeError(message, code="http_5xx", retryable=True, details=details)
+    raise NodeError(message, code="http_4xx", retryable=False, details=details)
+
+
+def _retry_after_seconds(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class SendEmailArgs(BaseModel):
+    """Arguments of ``send_email``: ``to`` is one address or a list (1 to 50)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    to: list[str] = Field(min_length=1, max_length=50)
+    subject: str = Field(max_length=998)
+    body: str
+
+    @field_validator("to", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("to")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        for address in value:
+            try:
+                validate_email(address)
+            except DjangoValidationError as exc:
+                raise ValueError(f"invalid email address: {address!r}") from exc
+        return value
+
+    @field_validator("subject")
+    @classmethod
+    def _one_line(cls, value: str) -> str:
+        if "\n" in value or "\r" in value:
+            raise ValueError("subject must be one line")
+        return value
+
+
+def message_id_for(idempotency_key: str) -> str:
+    """A Message-ID that is the same for every attempt of a step (and on every machine:
+    it depends on the key and DEFAULT_FROM_EMAIL's domain only, not on the host name)."""
+    digest = hashlib.sha256(idempotency_key.encode()).hexdigest()[:40]
+    _, address = email.utils.parseaddr(settings.DEFAULT_FROM_EMAIL)
+    domain = address.rpartition("@")[2] or "ballast.invalid"
+    return f"<{digest}.ballast@{domain}>"
+
+
+@tool(name="send_email", repeat_safe=False)
+def send_email(args: SendEmailArgs, ctx: ToolContext) -> dict[str, Any]:
+    """Send a plain-text email from DEFAULT_FROM_EMAIL through the configured EMAIL_BACKEND.
+
+    Returns ``{"message_id": str, "to": [addresses], "sent": int}``. The Message-ID is
+    derived from the idempotency key, so receivers and mail logs can spot a resend.
+
+    Raises NodeError: ``email_rejected`` (not retryable) when the server refuses the
+    recipients or answers with a permanent 5xx, ``email_error`` (retryable) for
+    connection problems and temporary failures. Not repeat-safe.
+    """
+    message_id = message_id_for(ctx.idempotency_key)
+    message = EmailMessage(
+        subject=args.subject,
+        body=args.body,
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=args.to,
+        headers={"Message-ID": message_id},
+    )
+    try:
+        sent = message.send(fail_silently=False)
+    except BadHeaderError as exc:
+        raise NodeError(f"send_email: {exc}", code="tool_arguments", retryable=False) from exc
+    except smtplib.SMTPRecipientsRefused as exc:
+        raise NodeError(f"send_email: recipients refused: {exc}", code="email_rejected", retryable=False) from exc
+    except smtplib.SMTPResponseException as exc:
+        permanent = exc.smtp_code >= 500
+        raise NodeError(
+            f"send_email: SMTP {exc.smtp_code}: {exc.smtp_error!r}",
+            code="email_rejected" if permanent else "email_error",
+            retryable=not permanent,
+        ) from exc
+    except (smtplib.SMTPException, OSError) as exc:
+        raise NodeError(f"send_email: {type(exc).__name__}: {exc}", code="email_error") from exc
+    return {"message_id": message_id, "to": list(args.to), "sent": sent}

@@ -1,0 +1,77 @@
+"""Tools used by tests: side effects recorded outside the run state, and a flaky tool.
+
+Imported by tests/conftest.py and, in worker subprocesses, through
+BALLAST_EXTRA_TOOL_MODULES=tests.support.tools.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from pydantic import BaseModel
+
+from runs.nodes.base import NodeError
+from runs.tools import ToolContext, tool
+
+
+def effects_path() -> str:
+    """The side-effect log (one JSON line per executed effect); BALLAST_EFFECTS_FILE."""
+    return os.environ.get("BALLAST_EFFECTS_FILE", "/tmp/ballast-effects.jsonl")
+
+
+def read_effects(path: str | None = None) -> list[dict]:
+    """Every recorded effect, in order."""
+    try:
+        with open(path or effects_path()) as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+class EffectArgs(BaseModel):
+    label: str
+    sleep: float = 0.0
+
+
+@tool("record_effect", description="Append a line to the side-effect log (tests).", repeat_safe=True)
+def record_effect(args: EffectArgs, ctx: ToolContext) -> dict:
+    """Record that this step executed (label, idempotency key, attempt), then sleep."""
+    with open(effects_path(), "a") as fh:
+        fh.write(json.dumps({"label": args.label, "key": ctx.idempotency_key, "attempt": ctx.attempt, "pid": os.getpid()}) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    if args.sleep:
+        time.sleep(args.sleep)
+    return {"label": args.label}
+
+
+@tool("record_effect_unsafe", description="Like record_effect but not safe to repeat (tests).", repeat_safe=False)
+def record_effect_unsafe(args: EffectArgs, ctx: ToolContext) -> dict:
+    """Record an effect that must not repeat (a payment, an email)."""
+    return record_effect.__wrapped__(args, ctx) if hasattr(record_effect, "__wrapped__") else _record(args, ctx)
+
+
+def _record(args: EffectArgs, ctx: ToolContext) -> dict:
+    with open(effects_path(), "a") as fh:
+        fh.write(json.dumps({"label": args.label, "key": ctx.idempotency_key, "attempt": ctx.attempt, "pid": os.getpid()}) + "\n")
+    if args.sleep:
+        time.sleep(args.sleep)
+    return {"label": args.label}
+
+
+class FlakyArgs(BaseModel):
+    fail_times: int = 1
+    code: str = "flaky"
+    retryable: bool = True
+    sleep: float = 0.0
+
+
+@tool("flaky", description="Fail the first fail_times attempts, then succeed (tests).")
+def flaky(args: FlakyArgs, ctx: ToolContext) -> dict:
+    """Raise a NodeError while ``ctx.attempt <= fail_times``; sleep first if asked."""
+    if args.sleep:
+        time.sleep(args.sleep)
+    if ctx.attempt <= args.fail_times:
+        raise NodeError(f"flaky failure on attempt {ctx.attempt}", code=args.code, retryable=args.retryable)
+    return {"attempt": ctx.attempt}
