@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from runs.engine import dispatch, store
+from runs.engine.audit import audit
 from runs.engine.store import compiled_graph
 from runs.nodes.base import NodeResult
 from runs.signals import run_finished
@@ -102,7 +103,7 @@ def approval_decide(
         if not won:
             request.refresh_from_db()
             raise AlreadyDecided(request)
-        store.audit(name, f"approval.{decision}", request, actor_type="user" if user is not None else "operator", run=request.run_id, comment=comment)
+        audit(name, f"approval.{decision}", request, actor_type="user" if user is not None else "operator", run=request.run_id, comment=comment)
         to_dispatch = _resume(request, decision, name, comment, output)
         transaction.on_commit(lambda: dispatch.enqueue(to_dispatch))
     request.refresh_from_db()

@@ -32,7 +32,7 @@ def graph_publish(*, graph: Graph, user: Any = None, actor: str = "system") -> G
     """Validate the graph's draft and freeze it as a new version (or return the existing
     version with the same content hash). Audited. Raises GraphInvalid."""
     from builder.validation import validate_spec
-    from runs.engine.store import audit
+    from runs.engine.audit import audit
 
     result = validate_spec(graph.draft)
     if not result.ok:

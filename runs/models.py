@@ -25,12 +25,13 @@ class StepStatus(models.TextChoices):
     RUNNING = "running"
     WAITING = "waiting"  # at an approval gate: holds no worker and no lease
     PARKED = "parked"  # not safe to repeat after a crash: a person decides
+    SUSPENDED = "suspended"  # waiting for its child steps: holds no worker and no lease
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
 
 
-ACTIVE_STEP_STATUSES = (StepStatus.PENDING, StepStatus.RUNNING, StepStatus.WAITING, StepStatus.PARKED)
+ACTIVE_STEP_STATUSES = (StepStatus.PENDING, StepStatus.RUNNING, StepStatus.WAITING, StepStatus.PARKED, StepStatus.SUSPENDED)
 FINISHED_STEP_STATUSES = (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.CANCELLED)
 
 
@@ -60,6 +61,8 @@ class Run(models.Model):
     output_tokens = models.BigIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
     idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
+    forked_from_step = models.ForeignKey("runs.Step", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -86,10 +89,15 @@ class Step(models.Model):
     ``available_at`` delays a retry (backoff); ``dispatched_at`` records the last queue
     hand-off so recovery can find pending steps no queue entry holds.
     ``depth`` is the step's causal distance from the start (orders reducer writes).
+    A child step (an agent's model turn or tool call) has a ``parent`` and a
+    ``child_key``; its ``node_id`` is ``<parent node>#<parent iteration>/<key>``.
+    ``price_version`` names the price data its cost came from.
     """
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
-    node_id = models.CharField(max_length=64)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    child_key = models.CharField(max_length=200, blank=True, default="")
+    node_id = models.CharField(max_length=300)
     kind = models.CharField(max_length=32)
     iteration = models.PositiveIntegerField(default=0)
     depth = models.PositiveIntegerField(default=0)
@@ -103,9 +111,11 @@ class Step(models.Model):
     dispatched_at = models.DateTimeField(null=True, blank=True)
     input = models.JSONField(null=True, blank=True)
     output = models.JSONField(null=True, blank=True)
+    updates = models.JSONField(null=True, blank=True)  # what it wrote to state (replayed by fork)
     error = models.JSONField(null=True, blank=True)
     usage = models.JSONField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    price_version = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -141,6 +151,7 @@ class StepAttempt(models.Model):
     error = models.JSONField(null=True, blank=True)
     usage = models.JSONField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    price_version = models.CharField(max_length=64, blank=True, default="")
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -124,7 +124,7 @@ def run_claimed(claimed: store.ClaimedStep) -> store.ClaimedStep | None:
     outcome_value = execute_node(claimed)
     faults.point("before_commit", node_id=claimed.node_id, step_id=claimed.step_id)
     if isinstance(outcome_value, NodeError):
-        outcome = store.step_fail(claimed, outcome_value)
+        outcome = store.step_fail(claimed, outcome_value, usage=outcome_value.usage, cost_usd=outcome_value.cost_usd)
     else:
         outcome = store.step_commit(claimed, outcome_value)
     faults.point("after_commit", node_id=claimed.node_id, step_id=claimed.step_id)

@@ -26,7 +26,6 @@ from runs.engine import scheduler
 from runs.models import (
     ACTIVE_STEP_STATUSES,
     TERMINAL_RUN_STATUSES,
-    AuditEntry,
     Run,
     RunEvent,
     RunStatus,
@@ -36,7 +35,8 @@ from runs.models import (
     Worker,
 )
 from runs.nodes import get_kind
-from runs.nodes.base import NodeError, NodeResult
+from runs.nodes.base import NodeError, NodeResult, Usage
+from runs.engine.audit import audit
 from runs.signals import run_finished
 
 log = logging.getLogger("ballast.engine")
@@ -114,18 +114,6 @@ class CommitOutcome:
 
 def _event(run_id: int, kind: str, step_id: int | None = None, **data: Any) -> RunEvent:
     return RunEvent(run_id=run_id, step_id=step_id, kind=kind, data=data)
-
-
-def audit(actor: str, action: str, obj: Any, *, actor_type: str = "user", **data: Any) -> AuditEntry:
-    """Append an audit entry in the caller's transaction (who did what to which object)."""
-    return AuditEntry.objects.create(
-        actor_type=actor_type,
-        actor=actor,
-        action=action,
-        object_type=obj._meta.model_name,
-        object_id=str(obj.pk),
-        data=data,
-    )
 
 
 # --------------------------------------------------------------------------- create
@@ -538,7 +526,7 @@ def _save_run_totals(run: Run, now: datetime) -> None:
     )
 
 
-def step_fail(claimed: ClaimedStep, error: NodeError, *, usage: Any = None, cost_usd: Decimal | None = None) -> CommitOutcome:
+def step_fail(claimed: ClaimedStep, error: NodeError, *, usage: Usage | None = None, cost_usd: Decimal | None = None) -> CommitOutcome:
     """Record a failed attempt (fenced). Retry per the node's policy, or fail the run.
 
     A retry puts the step back to pending with ``available_at`` after the backoff; it is
@@ -566,10 +554,14 @@ def step_fail(claimed: ClaimedStep, error: NodeError, *, usage: Any = None, cost
         if not written:
             return CommitOutcome(committed=False)
         StepAttempt.objects.filter(step_id=claimed.step_id, number=claimed.attempt).update(
-            status="failed", error=err, usage=usage, cost_usd=cost_usd, finished_at=now
+            status="failed", error=err, usage=usage.as_dict() if usage else None, cost_usd=cost_usd, finished_at=now
         )
         if usage or cost_usd:
-            Run.objects.filter(pk=run.pk).update(cost_usd=F("cost_usd") + (cost_usd or 0))
+            Run.objects.filter(pk=run.pk).update(
+                cost_usd=F("cost_usd") + (cost_usd or 0),
+                input_tokens=F("input_tokens") + (usage.input_tokens if usage else 0),
+                output_tokens=F("output_tokens") + (usage.output_tokens if usage else 0),
+            )
         if fields["status"] == StepStatus.PENDING:
             RunEvent.objects.create(
                 run_id=run.pk, step_id=claimed.step_id, kind="step_retrying", data={"node_id": claimed.node_id, "error": err, "available_at": fields["available_at"].isoformat()}

@@ -80,6 +80,18 @@ class Wait:
 
 
 @dataclass
+class ChildCall:
+    """A child step a node asks the engine to run and commit on its own (an agent's model
+    turn or tool call). ``key`` is unique within the parent step and stable across
+    replays (``turn-0``, ``tool-0-call_abc``); ``label`` names what it is (``model_turn``,
+    ``tool_call``); ``input`` is the JSON handed to :meth:`NodeKind.execute_child`."""
+
+    key: str
+    label: str
+    input: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class NodeResult:
     """What a step produced.
 
@@ -88,6 +100,11 @@ class NodeResult:
     - ``route``: source handles taken; None means every outgoing edge (fan-out).
     - ``usage``/``cost_usd``: LLM usage and its price in USD (None = unknown price).
     - ``wait``: set to park the run at this step until someone decides.
+    - ``spawn``: child steps to run before this node can finish. The engine commits them
+      as steps of their own, suspends this step (no lease, no worker), and executes the
+      node again once every child has finished, with their results in
+      ``NodeContext.children`` (durable replay, as in Temporal and DBOS: a finished child
+      is never executed again).
     """
 
     updates: dict[str, Any] = field(default_factory=dict)
@@ -96,6 +113,7 @@ class NodeResult:
     usage: Usage | None = None
     cost_usd: Decimal | None = None
     wait: Wait | None = None
+    spawn: list[ChildCall] | None = None
 
     def recorded_output(self) -> Any:
         return self.updates if self.output is None else self.output
@@ -105,15 +123,29 @@ class NodeError(Exception):
     """A node failed. ``retryable`` says whether the step's retry policy may try again.
 
     ``code`` is a short machine name (``timeout``, ``expression``, ``http_error``,
-    ``rate_limited``, ``budget_exceeded`` ...) that retry policies match on.
+    ``rate_limited``, ``budget_exceeded`` ...) that retry policies match on. ``usage`` and
+    ``cost_usd`` carry what the attempt spent before it failed.
     """
 
-    def __init__(self, message: str, *, code: str = "error", retryable: bool = True, details: Any = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "error",
+        retryable: bool = True,
+        details: Any = None,
+        usage: Usage | None = None,
+        cost_usd: Decimal | None = None,
+    ):
         super().__init__(message)
         self.message = message
         self.code = code
         self.retryable = retryable
         self.details = details
+        # What the failed attempt spent before failing (an LLM call whose reply was
+        # invalid): recorded on the attempt so retries' cost is visible.
+        self.usage = usage
+        self.cost_usd = cost_usd
 
     def as_dict(self) -> dict[str, Any]:
         data = {"code": self.code, "message": self.message, "retryable": self.retryable}
@@ -139,6 +171,8 @@ class NodeContext:
       systems (Idempotency-Key header, email Message-ID) so a re-run is recognised.
     - ``deadline``: ``time.monotonic()`` value after which the step has timed out.
     - ``cancel_event``: set when the run is cancelled or the lease is lost.
+    - ``children``: results of this step's committed child steps, by key:
+      ``{"status": "succeeded", "output": ...}`` or ``{"status": "failed", "error": {...}}``.
     """
 
     run_id: int
@@ -154,6 +188,7 @@ class NodeContext:
     budget_remaining_usd: Decimal | None = None
     budget_remaining_tokens: int | None = None
     cancel_event: threading.Event = field(default_factory=threading.Event)
+    children: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def time_left(self) -> float | None:
         """Seconds until the deadline (None when the step has no timeout)."""
@@ -216,6 +251,21 @@ class NodeKind:
     def execute(self, config: NodeConfig, ctx: NodeContext) -> NodeResult:
         """Run the node once. Raise :class:`NodeError` on failure. Must not touch the DB."""
         raise NotImplementedError
+
+    def execute_child(self, config: NodeConfig, call: ChildCall, ctx: NodeContext) -> NodeResult:
+        """Run one child step this node spawned (outside any transaction). ``ctx`` is the
+        child's context (its own idempotency key and attempt). Usage and cost returned
+        here are recorded on the child step. Raise :class:`NodeError` on failure; a
+        child that fails for good is reported to the parent in ``ctx.children``."""
+        raise NotImplementedError(f"node kind '{self.kind}' spawns no children")
+
+    def is_child_repeat_safe(self, config: NodeConfig, call: ChildCall) -> bool:
+        """Whether a child interrupted by a crash may run again (a tool call may not)."""
+        return True
+
+    def estimate_child_cost(self, config: NodeConfig, call: ChildCall, state: Mapping[str, Any]) -> tuple[Decimal | None, int]:
+        """Worst-case (USD, tokens) of one child step, for budgets."""
+        return Decimal(0), 0
 
     def on_wait(self, *, run: Any, step: Any, wait: Wait) -> None:
         """Called inside the commit transaction when ``execute`` returned a Wait.

@@ -270,7 +270,11 @@ def _pgid_of_worker(owner: str) -> int | None:
 
 
 def test_g_live_cluster_takes_over_a_dead_workers_lease_at_once(cluster_factory, effects_file):
-    lease = 3.0
+    # The lease must be clearly longer than the takeover: A's last heartbeat may be up to
+    # lease/3 old at the kill, so its lease can lapse 2/3 * lease after it; the takeover
+    # here is bounded by how soon the killed worker's zombie is reaped (see
+    # test_worker_liveness.py: a zombie counts as alive), about 2 s on this machine kind.
+    lease = 5.0
     run = start_run(linear_effects_spec())
     a = cluster_factory("A", lease_seconds=lease).start(fault="during_execute:x")
     a.wait_for_fault()  # A's worker holds x's lease (heartbeats keep extending it)

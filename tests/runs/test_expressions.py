@@ -375,6 +375,8 @@ def test_sizes_up_to_the_limit_are_fine(state, mode):
         "sorted(rows * 2)",
         "[x for x in rows]",
         "[[a, a] for a in [[b, b] for b in [[c, c] for c in [rows]]]]",
+        # Shared references: 128 items, but str() would write `text` 128 times.
+        "str([[t, t] for t in [[s, s] for s in [[r, r] for r in [[q, q] for q in [[text] * 8]]]]])",
     ],
 )
 def test_nested_products(source, state, mode):
