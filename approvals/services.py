@@ -12,7 +12,7 @@ from runs.engine import dispatch, store
 from runs.engine.audit import audit
 from runs.engine.store import compiled_graph
 from runs.nodes.base import NodeResult
-from runs.signals import run_finished
+from runs.signals import run_finished, steps_requeued
 
 GATE_DECISIONS = {"approve", "reject"}
 RECOVERY_DECISIONS = {"retry", "skip", "fail"}
@@ -150,4 +150,12 @@ def _close_requests_of_finished_run(sender: Any, run: Any, status: str, **kwargs
     # A cancelled or failed run leaves nothing to decide.
     ApprovalRequest.objects.filter(run_id=run.pk, status=ApprovalStatus.PENDING).update(
         status=ApprovalStatus.CANCELLED, decided_at=timezone.now(), decided_by_name="system"
+    )
+
+
+@receiver(steps_requeued)
+def _close_recovery_requests(sender: Any, run: Any, step_ids: list[int], actor: str, **kwargs: Any) -> None:
+    # Resuming a parked run answers its recovery requests with "retry".
+    ApprovalRequest.objects.filter(step_id__in=step_ids, purpose="recovery", status=ApprovalStatus.PENDING).update(
+        status=ApprovalStatus.APPROVED, decision="retry", decided_at=timezone.now(), decided_by_name=actor
     )

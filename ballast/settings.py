@@ -166,6 +166,8 @@ else:
 # Engine settings (runs.engine.*).
 BALLAST_LEASE_SECONDS = float(os.environ.get("BALLAST_LEASE_SECONDS", "30"))
 BALLAST_RECOVERY_INTERVAL = float(os.environ.get("BALLAST_RECOVERY_INTERVAL", "1.0"))
+# A step interrupted this many times (its worker died each time) fails instead of looping.
+BALLAST_MAX_LOST_ATTEMPTS = int(os.environ.get("BALLAST_MAX_LOST_ATTEMPTS", "5"))
 # Node kinds are plugins: kind -> dotted path of a NodeKind subclass, imported lazily.
 # The approval kind lives in the approvals app; runs never imports approvals.
 BALLAST_NODE_KINDS = {
@@ -178,6 +180,10 @@ BALLAST_NODE_KINDS = {
     "llm": "runs.nodes.llm.LLMNode",
     "approval": "approvals.nodes.ApprovalNode",
 }
+# Extra kinds (plugins, tests): BALLAST_EXTRA_NODE_KINDS="kind=dotted.Path,other=..."
+BALLAST_NODE_KINDS.update(
+    dict(item.split("=", 1) for item in os.environ.get("BALLAST_EXTRA_NODE_KINDS", "").split(",") if "=" in item)
+)
 # Where a step that is not safe to repeat is parked after a crash (a person decides).
 BALLAST_PARK_HANDLER = "approvals.services.recovery_request_create"
 # Modules imported for their @tool registrations (built-ins first).

@@ -57,9 +57,12 @@ class Limits:
     - ``int_bits``: largest integer an operation may produce (4096 bits, about 1233 digits).
     - ``string_chars``: longest string an operation may produce.
     - ``items``: most items in a list/tuple/dict/set an operation may produce, nested
-      items counted (``[[1]*1000]*1000`` is 1_001_001 items, even though it shares rows).
+      items counted (``[[1]*1000]*1000`` is 1_001_000 items, even though it shares rows).
       Also the most items a function such as ``sorted`` or ``range`` may walk or create.
     - ``iterations``: comprehension steps (all comprehensions of one evaluation together).
+    - ``budget``: characters and items all operations of one evaluation may build in
+      total, garbage included (``[s + str(i) for i in range(10000)]`` builds 10_000
+      strings even though each is small enough): bounds memory and time together.
     - ``timeout``: seconds of wall time for one evaluation (cooperative inline; the
       isolated process is killed ``HARD_KILL_GRACE`` seconds later).
     """
@@ -68,6 +71,7 @@ class Limits:
     string_chars: int = 100_000
     items: int = 100_000
     iterations: int = 10_000
+    budget: int = 2_000_000
     timeout: float = 0.5
 
 
@@ -151,12 +155,13 @@ _GUARD: contextvars.ContextVar[_Guard | None] = contextvars.ContextVar("ballast_
 class _Guard:
     """Limits, deadline and size accounting for one evaluation (or one template render)."""
 
-    __slots__ = ("limits", "deadline", "iterations", "_memo", "_memo_cells")
+    __slots__ = ("limits", "deadline", "iterations", "spent", "_memo", "_memo_cells")
 
     def __init__(self, limits: Limits, deadline: float | None = None) -> None:
         self.limits = limits
         self.deadline = deadline if deadline is not None else time.monotonic() + limits.timeout
         self.iterations = 0
+        self.spent = 0
         self._memo: dict[int, tuple[Any, int, int]] = {}
         self._memo_cells = 0
 
@@ -171,8 +176,15 @@ class _Guard:
         limit = self.limits.iterations if limit is None else limit
         if self.iterations > limit:
             raise _Fault("limit", f"exceeds the limit of {limit} {what}")
-        if not self.iterations & 63:
+        if time.monotonic() > self.deadline:
             self.check_time()
+
+    def spend(self, n: int) -> None:
+        """Account ``n`` characters or items about to be built against the evaluation's budget."""
+        self.spent += n
+        if self.spent > self.limits.budget:
+            raise _Fault("limit", f"exceeds the limit of {self.limits.budget} characters and items built in one "
+                                  "evaluation")
 
     # -- sizes -----------------------------------------------------------------------
     def measure(self, value: Any) -> tuple[int, int]:
@@ -252,7 +264,9 @@ class _Guard:
         """str(value), refused before it runs if the text would be too long."""
         if type(value) is str:
             return value
-        self.check_chars(self.measure(value)[1])
+        estimate = self.measure(value)[1]
+        self.check_chars(estimate)
+        self.spend(estimate)
         out = str(value)
         self.check_chars(len(out))  # escapes in reprs can exceed the estimate
         return out
@@ -262,10 +276,12 @@ class _Guard:
         ta, tb = type(a), type(b)
         if ta is str and tb is str:
             self.check_chars(len(a) + len(b))
+            self.spend(len(a) + len(b))
         elif (ta is int or ta is bool) and (tb is int or tb is bool):
             self.check_bits(max(a.bit_length(), b.bit_length()) + 1)
         elif ta in _SEQUENCES and tb is ta:
             self.check_items(self.measure(a)[0] + self.measure(b)[0] - 2, f"the joined {_type_name(a)}", True)
+            self.spend(len(a) + len(b))
         return a + b
 
     def sub(self, a: Any, b: Any) -> Any:
@@ -290,6 +306,7 @@ class _Guard:
             self.check_chars(len(seq) * times)
         else:
             self.check_items((self.measure(seq)[0] - 1) * times, f"the repeated {_type_name(seq)}", True)
+        self.spend(len(seq) * times)
 
     def pow(self, a: Any, b: Any) -> Any:
         if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1:
@@ -312,6 +329,7 @@ class _Guard:
     def bitor(self, a: Any, b: Any) -> Any:
         if type(a) in _MERGEABLE and type(b) in _MERGEABLE:
             self.check_items(self.measure(a)[0] + self.measure(b)[0] - 2, f"the merged {_type_name(a)}", True)
+            self.spend(len(a) + len(b))
         return a | b
 
 
@@ -383,6 +401,7 @@ def _fn_int(value=0, base=_MISSING):
     g = _guard()
     if isinstance(value, str):
         g.check_chars(len(value))
+        g.spend(len(value))
         result = int(value) if base is _MISSING else int(value, base)
     elif base is not _MISSING:
         raise TypeError("int() can't convert non-string with explicit base")
@@ -436,13 +455,13 @@ def _fn_all(iterable):
 
 @_named("sorted")
 def _fn_sorted(iterable, *, reverse=False):
-    _guard().check_iterable(iterable, "sorted")
+    _copying(iterable, "sorted")
     return sorted(iterable, reverse=bool(reverse))
 
 
 @_named("list")
 def _fn_list(iterable=()):
-    _guard().check_iterable(iterable, "list")
+    _copying(iterable, "list")
     return list(iterable)
 
 
@@ -451,8 +470,16 @@ def _fn_dict(*args, **kwargs):
     g = _guard()
     if args:
         g.check_iterable(args[0], "dict")
-    g.check_items(len(kwargs) + (len(args[0]) if args else 0), "the dict")
+    n = len(kwargs) + (len(args[0]) if args else 0)
+    g.check_items(n, "the dict")
+    g.spend(n)
     return dict(*args, **kwargs)
+
+
+def _copying(iterable: Any, fname: str, per_item: int = 1) -> None:
+    g = _guard()
+    g.check_iterable(iterable, fname)
+    g.spend(len(iterable) * per_item)
 
 
 @_named("range")
@@ -471,7 +498,7 @@ def _fn_range(*args):
 
 @_named("enumerate")
 def _fn_enumerate(iterable, start=0):
-    _guard().check_iterable(iterable, "enumerate")
+    _copying(iterable, "enumerate", 3)  # a list of (index, item) pairs
     if not isinstance(start, int):
         raise _Fault("type", "enumerate() start must be an integer")
     return list(enumerate(iterable, start))
@@ -482,12 +509,16 @@ def _fn_zip(*iterables):
     g = _guard()
     for it in iterables:
         g.check_iterable(it, "zip")
-    return list(zip(*iterables))
+    if iterables:  # zip(rows, rows, ...) builds len x count items
+        n = min(len(it) for it in iterables) * (len(iterables) + 1)
+        g.check_items(n, "the result of zip()", True)
+        g.spend(n)
+    return list(zip(*iterables, strict=False))
 
 
 @_named("reversed")
 def _fn_reversed(sequence):
-    _guard().check_iterable(sequence, "reversed")
+    _copying(sequence, "reversed")
     return list(reversed(sequence))
 
 
@@ -512,14 +543,55 @@ def _direct(name: str, fn):
     return method
 
 
+def _building(name: str, fn):
+    """A str method whose result is a new string (or tuple of strings) about the receiver's size."""
+
+    @_named(name)
+    def method(receiver, *args, **kwargs):
+        _guard().spend(len(receiver))
+        return fn(receiver, *args, **kwargs)
+
+    return method
+
+
+def _reverse_search(name: str, fn):
+    # CPython's reverse search has no linear-time fallback: 'a'*100000 .rfind() of a
+    # 50_000-character needle takes about 0.5 s inside one call.
+    @_named(name)
+    def method(receiver, sub, *args):
+        if isinstance(sub, str) and len(sub) > 8 and len(receiver) * len(sub) > 10**8:
+            raise _Fault("limit", f"{name}() of a {len(sub)}-character string in a {len(receiver)}-character one "
+                                  "exceeds the search cost limit")
+        if name == "rpartition":
+            _guard().spend(len(receiver))
+        return fn(receiver, sub, *args)
+
+    return method
+
+
+def _strip(name: str, fn):
+    # Each stripped character is looked up in ``chars``: cost is len(s) x len(chars).
+    @_named(name)
+    def method(receiver, chars=None):
+        if isinstance(chars, str) and len(receiver) * len(chars) > 10**9:
+            raise _Fault("limit", f"{name}() with {len(chars)} characters to strip exceeds the search cost limit")
+        _guard().spend(len(receiver))
+        return fn(receiver, chars)
+
+    return method
+
+
 def _str_replace(s, old, new, count=-1):
     if not (isinstance(old, str) and isinstance(new, str) and isinstance(count, int)):
         raise TypeError("replace() needs (old: str, new: str, count: int)")
+    size = len(s)
     if len(new) > len(old):
         n = s.count(old) if old else len(s) + 1
         if count >= 0:
             n = min(n, count)
-        _guard().check_chars(len(s) + n * (len(new) - len(old)))
+        size += n * (len(new) - len(old))
+        _guard().check_chars(size)
+    _guard().spend(size)
     return s.replace(old, new, count)
 
 
@@ -533,6 +605,7 @@ def _str_join(sep, items):
             raise TypeError(f"join() item {i} is a {_type_name(x)}, not a string")
         total += len(x)
     g.check_chars(total)
+    g.spend(total)
     return sep.join(seq)
 
 
@@ -543,6 +616,7 @@ def _str_pad(name: str):
         if not isinstance(width, int):
             raise TypeError(f"{name}() width must be an integer")
         _guard().check_chars(width)
+        _guard().spend(max(width, len(s)))
         return fn(s, width, *args)
 
     return _named(name)(method)
@@ -554,11 +628,15 @@ def _str_split(name: str):
     def method(s, sep=None, maxsplit=-1):
         if not isinstance(maxsplit, int):
             raise TypeError(f"{name}() maxsplit must be an integer")
+        if name == "rsplit" and isinstance(sep, str) and len(sep) > 8 and len(s) * len(sep) > 10**8:
+            raise _Fault("limit", f"rsplit() on a {len(sep)}-character separator exceeds the search cost limit")
         cap = _guard().limits.items
+        _guard().spend(len(s))
         # Ask for at most cap+1 parts: more than cap means the full split is too big, and
         # the check never builds more than the limit.
         parts = fn(s, sep, maxsplit if 0 <= maxsplit <= cap else cap)
         _guard().check_items(len(parts), f"the result of {name}()")
+        _guard().spend(len(parts))
         return parts
 
     return _named(name)(method)
@@ -566,13 +644,16 @@ def _str_split(name: str):
 
 _STR_METHODS: dict[str, Any] = {
     name: _direct(name, getattr(str, name))
-    for name in (
-        "lower", "upper", "title", "capitalize", "casefold", "swapcase", "strip", "lstrip", "rstrip",
-        "startswith", "endswith", "count", "find", "rfind", "index", "rindex", "isdigit", "isalpha",
-        "isalnum", "isspace", "islower", "isupper", "isnumeric", "isdecimal", "removeprefix",
-        "removesuffix", "partition", "rpartition",
-    )
+    for name in ("startswith", "endswith", "count", "find", "index", "isdigit", "isalpha", "isalnum", "isspace",
+                 "islower", "isupper", "isnumeric", "isdecimal")
 }
+_STR_METHODS.update({
+    name: _building(name, getattr(str, name))
+    for name in ("lower", "upper", "title", "capitalize", "casefold", "swapcase", "removeprefix", "removesuffix",
+                 "partition")
+})
+_STR_METHODS.update({name: _reverse_search(name, getattr(str, name)) for name in ("rfind", "rindex", "rpartition")})
+_STR_METHODS.update({name: _strip(name, getattr(str, name)) for name in ("strip", "lstrip", "rstrip")})
 _STR_METHODS.update(
     replace=_named("replace")(_str_replace),
     join=_named("join")(_str_join),
@@ -590,12 +671,30 @@ def _dict_get(d, key, default=None):
     return d.get(key, default)
 
 
+# Lists, not views: views are not JSON values and would keep the dict reachable.
+@_named("keys")
+def _dict_keys(d):
+    _guard().spend(len(d))
+    return list(d.keys())
+
+
+@_named("values")
+def _dict_values(d):
+    _guard().spend(len(d))
+    return list(d.values())
+
+
+@_named("items")
+def _dict_items(d):
+    _guard().spend(3 * len(d))  # the list and a pair per item
+    return list(d.items())
+
+
 _DICT_METHODS: dict[str, Any] = {
     "get": _dict_get,
-    # Lists, not views: views are not JSON values and would keep the dict reachable.
-    "keys": _named("keys")(lambda d: list(d.keys())),
-    "values": _named("values")(lambda d: list(d.values())),
-    "items": _named("items")(lambda d: list(d.items())),
+    "keys": _dict_keys,
+    "values": _dict_values,
+    "items": _dict_items,
 }
 _SEQ_METHODS: dict[str, Any] = {
     "count": _direct("count", lambda s, *a: s.count(*a)),
@@ -872,8 +971,8 @@ def _copy_value(value: Any, depth: int = 0) -> Any:
             return out
         if t is list or t is tuple:
             out_list = []
-            for key, v in enumerate(value):
-                out_list.append(_copy_value(v, depth + 1))
+            for key in range(len(value)):  # the index names the path if a value is refused
+                out_list.append(_copy_value(value[key], depth + 1))
             return out_list if t is list else tuple(out_list)
     except _BadValue as exc:
         exc.path = f"[{key!r}]{exc.path}"
@@ -1037,6 +1136,8 @@ class _Evaluator(SimpleEval):
         key = self._eval(node.slice)
         if type(container) not in (dict, list, tuple, str, range):
             raise _Fault("type", f"a {_type_name(container)} cannot be indexed")
+        if type(key) is slice:  # a slice is a copy
+            self.guard.spend(len(range(*key.indices(len(container)))))
         return container[key]
 
     def _eval_call(self, node: ast.Call) -> Any:
@@ -1073,6 +1174,7 @@ class _Evaluator(SimpleEval):
                 cells += self.guard.measure(value)[0]
                 self.guard.check_items(cells, "the literal", True)
                 out.append(value)
+        self.guard.spend(len(out))
         return out
 
     def _eval_list(self, node: ast.List) -> list:
@@ -1087,7 +1189,7 @@ class _Evaluator(SimpleEval):
     def _eval_dict(self, node: ast.Dict) -> dict:
         out: dict[Any, Any] = {}
         cells = 0
-        for key, value_node in zip(node.keys, node.values):
+        for key, value_node in zip(node.keys, node.values, strict=True):
             if key is None:  # {**other}
                 value = self._eval(value_node)
                 if type(value) is not dict:
@@ -1101,6 +1203,7 @@ class _Evaluator(SimpleEval):
                 cells += self.guard.measure(k)[0] + self.guard.measure(value)[0]
                 self.guard.check_items(cells, "the dict", True)
                 out[k] = value
+        self.guard.spend(len(out))
         return out
 
     def _eval_joinedstr(self, node: ast.JoinedStr) -> str:
@@ -1114,6 +1217,7 @@ class _Evaluator(SimpleEval):
             total += len(text)
             self.guard.check_chars(total)
             parts.append(text)
+        self.guard.spend(total)
         return "".join(parts)
 
     def _eval_formattedvalue(self, node: ast.FormattedValue) -> str:
@@ -1128,7 +1232,9 @@ class _Evaluator(SimpleEval):
             _check_format_spec(spec)
             if type(value) is not str:
                 self.guard.check_chars(self.guard.measure(value)[1])
-            return format(value, spec)
+            out = format(value, spec)
+            self.guard.spend(len(out))
+            return out
         return self.guard.text(value)
 
     # -- comprehensions ----------------------------------------------------------------
@@ -1147,7 +1253,7 @@ class _Evaluator(SimpleEval):
             values = list(value) if type(value) in (list, tuple) else None
             if values is None or len(values) != len(target.elts):
                 raise _Fault("type", f"cannot unpack a {_type_name(value)} into {len(target.elts)} names")
-            for t, v in zip(target.elts, values):
+            for t, v in zip(target.elts, values, strict=True):
                 bind(t, v)
 
         def run(level: int) -> None:
@@ -1157,6 +1263,7 @@ class _Evaluator(SimpleEval):
                 raise _Fault("type", f"cannot iterate over a {_type_name(iterable)}")
             for item in iterable:
                 guard.step()
+                guard.spend(1)
                 bind(gen.target, item)
                 if not all(self._eval(cond) for cond in gen.ifs):
                     continue
@@ -1248,6 +1355,8 @@ def _isolation() -> str:
 
 def _limits(base: Limits = LIMITS) -> Limits:
     timeout = float(_setting("BALLAST_EXPRESSION_TIMEOUT", base.timeout))
+    if not 0 < timeout < 3600:
+        raise ExpressionError(f"BALLAST_EXPRESSION_TIMEOUT must be a number of seconds above 0, not {timeout!r}")
     return base if timeout == base.timeout else Limits(**{**asdict(base), "timeout": timeout})
 
 
@@ -1263,16 +1372,17 @@ def _limits(base: Limits = LIMITS) -> Limits:
 _HEADER = struct.Struct("!I")
 _SPIN_SECONDS = 0.0002
 _EXIT_MEMORY = 3
-_SAFE_GLOBALS = {("builtins", "set"), ("builtins", "frozenset"), ("builtins", "complex"), ("builtins", "range"),
-                 ("builtins", "slice")}
+_SAFE_GLOBALS = {("builtins", "set"): set, ("builtins", "frozenset"): frozenset, ("builtins", "complex"): complex,
+                 ("builtins", "range"): range}
 
 
 class _ResultUnpickler(pickle.Unpickler):
     # The child ran hostile input: accept plain data only, never a reference to code.
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _SAFE_GLOBALS:
-            return getattr(__import__("builtins"), name)
-        raise pickle.UnpicklingError(f"result refers to {module}.{name}")
+        try:
+            return _SAFE_GLOBALS[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError(f"result refers to {module}.{name}") from None
 
 
 class _WorkerDied(Exception):
@@ -1298,9 +1408,9 @@ class _Worker:
         self.wfd = self.proc.stdin.fileno()
         try:
             ready = self._read(time.monotonic() + 30)
-        except _WorkerDied as exc:
+        except (_WorkerDied, TimeoutError, OSError, pickle.UnpicklingError, EOFError) as exc:
             self.kill()
-            raise ExpressionError(f"the isolated expression evaluator could not start: {exc}") from None
+            raise ExpressionError(f"the isolated expression evaluator could not start: {exc!r}") from None
         if ready != ("ready",):
             self.kill()
             raise ExpressionError("the isolated expression evaluator could not start")
@@ -1401,17 +1511,33 @@ class _Pool:
         finally:
             self._release(worker, healthy)
 
+    def _take_idle(self) -> _Worker | None:
+        # Caller holds self.cond. A worker that died while idle (killed from outside) is dropped.
+        while self.idle:
+            worker = self.idle.pop()
+            if worker.proc.poll() is None:
+                return worker
+            self.live.discard(worker)
+            worker.close()
+        return None
+
     def _acquire(self) -> _Worker:
-        size = max(1, int(_setting("BALLAST_EXPRESSION_WORKERS", 2)))
-        memory_mb = int(_setting("BALLAST_EXPRESSION_MEMORY_MB", 512))
         with self.cond:
-            while not self.idle and len(self.live) + self.starting >= size:
+            worker = self._take_idle()
+        if worker is not None:
+            return worker
+        size = max(1, int(_setting("BALLAST_EXPRESSION_WORKERS", 2)))
+        with self.cond:
+            while True:
+                worker = self._take_idle()
+                if worker is not None:
+                    return worker
+                if len(self.live) + self.starting < size:
+                    break
                 self.cond.wait()
-            if self.idle:
-                return self.idle.pop()
             self.starting += 1
         try:
-            worker = _Worker(memory_mb)
+            worker = _Worker(int(_setting("BALLAST_EXPRESSION_MEMORY_MB", 512)))
         except BaseException:
             with self.cond:
                 self.starting -= 1
@@ -1424,7 +1550,7 @@ class _Pool:
 
     def _release(self, worker: _Worker, healthy: bool) -> None:
         with self.cond:
-            if healthy and worker.proc.poll() is None:
+            if healthy:
                 self.idle.append(worker)
             else:
                 self.live.discard(worker)
@@ -1525,6 +1651,7 @@ def _child_main(memory_mb: int) -> None:
         body = read_exact(_HEADER.unpack(header)[0])
         if body is None:
             os._exit(0)
+        source = ""
         try:
             kind, source, state, limits = pickle.loads(body)
             limits = Limits(**limits)
@@ -1548,6 +1675,8 @@ def _child_main(memory_mb: int) -> None:
             send(("err", exc.code, exc.message, exc.position, exc.name))
         except BaseException as exc:  # keep serving; report what happened
             send(("err", "error", f"{type(exc).__name__}: {exc}", None, None))
+        finally:
+            state = value = None  # drop the request's data before waiting for the next one
 
 
 # ---------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class RunStatus(models.TextChoices):
@@ -178,25 +179,89 @@ class RunEvent(models.Model):
 
 
 class AuditEntry(models.Model):
-    """Who (a user or a worker) did what to which object, when. Append-only.
+    """Who (a user, an API token, or a worker) did what to which object, when. Append-only.
 
-    Written in the same transaction as the change it records.
+    Written in the same transaction as the change it records (``runs.engine.audit.audit``).
+    Entries form hash chains, one per ``scope`` (``run:<id>``, ``graph:<id>``,
+    ``user:<id>``, ``auth``): entry ``seq`` n stores the hash of entry n-1 in
+    ``prev_hash`` and its own ``hash`` (HMAC-SHA256 over its canonical content), so
+    ``manage.py verify_audit`` detects an edit, a deletion or a reordering. On PostgreSQL
+    a trigger refuses UPDATE and DELETE on this table (migration 0002).
     """
 
-    actor_type = models.CharField(max_length=16)  # user, token, worker, system
+    actor_type = models.CharField(max_length=16)  # user, token, worker, system, operator, anonymous
     actor = models.CharField(max_length=200)
     action = models.CharField(max_length=64, db_index=True)
     object_type = models.CharField(max_length=64)
     object_id = models.CharField(max_length=64)
     data = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # Set by audit() before hashing (auto_now_add would overwrite it after).
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    scope = models.CharField(max_length=100)
+    seq = models.PositiveBigIntegerField()
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
 
     class Meta:
         ordering = ["id"]
         verbose_name_plural = "audit entries"
+        constraints = [
+            # One entry per position of a chain: two appenders can never fork a chain.
+            models.UniqueConstraint(fields=["scope", "seq"], name="auditentry_unique_seq"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.actor} {self.action} {self.object_type}:{self.object_id}"
+
+
+class AuditChain(models.Model):
+    """The head of one audit hash chain: its last ``seq`` and ``hash``.
+
+    Appending locks this row (chains of runs lock the run row first, the order the
+    engine already uses), so appends to one chain are serial and appends to different
+    chains never wait for each other. The head also lets verify_audit notice entries
+    cut from the end of a chain. On PostgreSQL a trigger lets it only advance by one.
+    """
+
+    scope = models.CharField(max_length=100, unique=True)
+    seq = models.PositiveBigIntegerField(default=0)
+    hash = models.CharField(max_length=64, default="")
+
+    def __str__(self) -> str:
+        return f"{self.scope} @ {self.seq}"
+
+
+class ApiToken(models.Model):
+    """An API token of one user. Only the SHA-256 of the key is stored; the key itself is
+    shown once, when it is created (``runs.tokens.token_create``). ``prefix`` (the first
+    12 characters of the key) names the token in lists and audit entries. Revoked tokens
+    are kept (revoked_at set) so audit entries keep pointing at something."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=200, blank=True, default="")
+    prefix = models.CharField(max_length=16, db_index=True, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_by_name = models.CharField(max_length=200, blank=True, default="", editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_by_name = models.CharField(max_length=200, blank=True, default="", editable=False)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user}{', revoked' if self.revoked_at else ''})"
+
+    @property
+    def audit_scope(self) -> str:
+        """Token events chain with the other events of their user."""
+        return f"user:{self.user_id}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
 
 
 class Worker(models.Model):

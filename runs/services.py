@@ -79,5 +79,40 @@ def run_start(
 
 def run_cancel(*, run: Run, user: Any = None, actor: str | None = None, reason: str = "") -> bool:
     """Cancel ``run`` (audited). Returns False if it had already ended."""
-    name = actor or (user.get_username() if user is not None else "system")
-    return store.run_cancel(run.pk, actor=name, actor_type="user" if user is not None else "system", reason=reason)
+    name, kind = _actor(user, actor)
+    return store.run_cancel(run.pk, actor=name, actor_type=kind, reason=reason)
+
+
+def _actor(user: Any, actor: str | None) -> tuple[str, str]:
+    if actor:
+        return actor, "user" if user is not None else "system"
+    return (user.get_username(), "user") if user is not None else ("system", "system")
+
+
+def run_resume(
+    *, run: Run, user: Any = None, actor: str | None = None, budget_usd: Decimal | None = None, budget_tokens: int | None = None
+) -> Run:
+    """Continue a failed run from its failed step (fresh attempts), or re-queue a parked
+    run's interrupted steps. Committed steps never run again. Raises
+    runs.engine.store.StepStateError when the run is neither failed nor parked."""
+    name, kind = _actor(user, actor)
+    step_ids = store.run_resume(run.pk, actor=name, actor_type=kind, budget_usd=budget_usd, budget_tokens=budget_tokens)
+    transaction.on_commit(lambda: dispatch.enqueue(step_ids))
+    run.refresh_from_db()
+    return run
+
+
+def run_retry(*, run: Run, user: Any = None, actor: str | None = None) -> Run:
+    """Retry a failed run from the step that failed (same as resume for a failed run)."""
+    if run.status != "failed":
+        raise store.StepStateError(f"run {run.pk} is {run.status}; only a failed run can be retried")
+    return run_resume(run=run, user=user, actor=actor)
+
+
+def run_fork(*, run: Run, step_id: int, state_patch: dict[str, Any] | None = None, user: Any = None, actor: str | None = None) -> Run:
+    """Start a new run from committed step ``step_id`` of ``run`` with ``state_patch``
+    applied to the state as it was right after that step. Raises StepStateError."""
+    name, kind = _actor(user, actor)
+    new_run, step_ids = store.run_fork(run.pk, step_id=step_id, state_patch=state_patch or {}, actor=name, actor_type=kind, created_by=user)
+    transaction.on_commit(lambda: dispatch.enqueue(step_ids))
+    return new_run

@@ -44,7 +44,7 @@ MAX_TEMPLATE_CHARS = 50_000  # longest template source accepted
 
 # Output is capped at string_chars (200_000); every produced string is capped the same way.
 # "iterations" counts loop steps and calls together, over the whole render.
-TEMPLATE_LIMITS = Limits(string_chars=200_000, items=100_000, iterations=100_000)
+TEMPLATE_LIMITS = Limits(string_chars=200_000, items=100_000, iterations=100_000, budget=10_000_000)
 
 
 class TemplateError(ExpressionError):
@@ -443,6 +443,7 @@ def _render_inline(source: str, state: dict[str, Any], limits: Limits) -> str:
         total = 0
         for chunk in prepared.template.generate(state):
             total += len(chunk)
+            guard.spend(len(chunk))
             if total > limits.string_chars:
                 raise _Fault("limit", f"exceeds the output limit of {limits.string_chars} characters")
             guard.check_time()

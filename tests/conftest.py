@@ -12,3 +12,15 @@ def effects_file(tmp_path, monkeypatch):
     path = tmp_path / "effects.jsonl"
     monkeypatch.setenv("BALLAST_EFFECTS_FILE", str(path))
     return path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _test_node_kinds():
+    """Register the test-only node kinds (also passed to worker subprocesses by env)."""
+    from django.conf import settings
+
+    from runs.nodes import get_kind
+
+    settings.BALLAST_NODE_KINDS.setdefault("spawner", "tests.support.kinds.SpawnerNode")
+    get_kind.cache_clear()
+    yield

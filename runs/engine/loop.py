@@ -85,6 +85,7 @@ def _context(claimed: store.ClaimedStep) -> NodeContext:
         deadline=time.monotonic() + node.timeout_seconds if node.timeout_seconds else None,
         budget_remaining_usd=claimed.budget_remaining_usd,
         budget_remaining_tokens=claimed.budget_remaining_tokens,
+        children=claimed.children,
     )
 
 
@@ -102,14 +103,19 @@ def execute_node(claimed: store.ClaimedStep) -> NodeResult | NodeError:
     try:
         faults.point("during_execute", node_id=claimed.node_id, step_id=claimed.step_id)
         config = kind.Config.model_validate(node.config)
+        if claimed.parent_id is not None:
+            call = claimed.child_call()
+            target, args = kind.execute_child, (config, call, ctx)
+        else:
+            target, args = kind.execute, (config, ctx)
         if node.timeout_seconds:
-            future = _timeout_pool.submit(kind.execute, config, ctx)
+            future = _timeout_pool.submit(target, *args)
             try:
                 return future.result(timeout=node.timeout_seconds)
             except FutureTimeout:
                 ctx.cancel_event.set()
                 return NodeError(f"node '{node.id}' timed out after {node.timeout_seconds:g}s", code="timeout", retryable=True)
-        return kind.execute(config, ctx)
+        return target(*args)
     except NodeError as exc:
         return exc
     except Exception as exc:  # a bug or an unexpected library error fails the attempt, not the worker
@@ -124,7 +130,7 @@ def run_claimed(claimed: store.ClaimedStep) -> store.ClaimedStep | None:
     outcome_value = execute_node(claimed)
     faults.point("before_commit", node_id=claimed.node_id, step_id=claimed.step_id)
     if isinstance(outcome_value, NodeError):
-        outcome = store.step_fail(claimed, outcome_value, usage=outcome_value.usage, cost_usd=outcome_value.cost_usd)
+        outcome = store.step_fail(claimed, outcome_value)
     else:
         outcome = store.step_commit(claimed, outcome_value)
     faults.point("after_commit", node_id=claimed.node_id, step_id=claimed.step_id)

@@ -35,9 +35,9 @@ from runs.models import (
     Worker,
 )
 from runs.nodes import get_kind
-from runs.nodes.base import NodeError, NodeResult, Usage
+from runs.nodes.base import ChildCall, NodeError, NodeKind, NodeResult, Usage
 from runs.engine.audit import audit
-from runs.signals import run_finished
+from runs.signals import run_finished, steps_requeued
 
 log = logging.getLogger("ballast.engine")
 
@@ -55,6 +55,15 @@ def compiled_graph(version_id: int) -> scheduler.CompiledGraph:
     """The parsed spec and topology of a graph version (versions are immutable, so cache)."""
     spec = GraphVersion.objects.values_list("spec", flat=True).get(pk=version_id)
     return scheduler.CompiledGraph(GraphSpec.model_validate(spec))
+
+
+def spec_node_id(step_node_id: str) -> str:
+    """``agent#0/turn-1`` -> ``agent``: the spec node of a (child) step's node id."""
+    return step_node_id.split("#", 1)[0]
+
+
+def _spawns_children(kind: Any) -> bool:
+    return type(kind).execute_child is not NodeKind.execute_child
 
 
 def idempotency_key(run: Run, node_id: str, iteration: int) -> str:
@@ -92,10 +101,23 @@ class ClaimedStep:
     budget_remaining_usd: Decimal | None
     budget_remaining_tokens: int | None
     worker: str
+    parent_id: int | None = None
+    child_key: str = ""
+    child_input: dict[str, Any] | None = None
+    children: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def spec_node_id(self) -> str:
+        """The spec node this step executes (a child step executes its parent's node)."""
+        return spec_node_id(self.node_id)
 
     @property
     def node(self) -> NodeSpec:
-        return compiled_graph(self.version_id).topology.nodes[self.node_id]
+        return compiled_graph(self.version_id).topology.nodes[self.spec_node_id]
+
+    def child_call(self) -> ChildCall:
+        """The ChildCall of a child step (key, label, input)."""
+        return ChildCall(key=self.child_key, label=self.kind, input=self.child_input or {})
 
 
 @dataclass
@@ -172,6 +194,14 @@ def run_create(
 
 
 def _claim_details(step: Step, run: Run, worker: str) -> ClaimedStep:
+    children: dict[str, dict[str, Any]] = {}
+    if step.parent_id is None and _spawns_children(get_kind(compiled_graph(run.graph_version_id).topology.nodes[spec_node_id(step.node_id)].kind)):
+        # Durable replay: the node sees every child that finished (a fact) by key.
+        for key, status, output, error in Step.objects.filter(parent_id=step.pk).values_list("child_key", "status", "output", "error"):
+            if status == StepStatus.SUCCEEDED:
+                children[key] = {"status": "succeeded", "output": output}
+            elif status == StepStatus.FAILED:
+                children[key] = {"status": "failed", "error": error}
     return ClaimedStep(
         step_id=step.pk,
         run_id=run.pk,
@@ -191,16 +221,29 @@ def _claim_details(step: Step, run: Run, worker: str) -> ClaimedStep:
         if run.budget_tokens is None
         else run.budget_tokens - run.input_tokens - run.output_tokens,
         worker=worker,
+        parent_id=step.parent_id,
+        child_key=step.child_key,
+        child_input=step.input if step.parent_id else None,
+        children=children,
     )
 
 
-def _budget_refusal(run: Run, node: NodeSpec, state: dict[str, Any]) -> str | None:
-    """A message when the node's worst-case cost could overrun the run's budget, else None."""
+def _budget_refusal(run: Run, node: NodeSpec, state: dict[str, Any], call: ChildCall | None = None) -> str | None:
+    """A message when the step's worst-case cost could overrun the run's budget, else None.
+
+    ``call`` is set for a child step (its parent's kind estimates the child). A node
+    that spawns children costs nothing itself: its children are checked one by one.
+    """
     if run.budget_usd is None and run.budget_tokens is None:
         return None
     kind = get_kind(node.kind)
     config = kind.Config.model_validate(node.config)
-    usd, tokens = kind.estimate_cost(config, state)
+    if call is not None:
+        usd, tokens = kind.estimate_child_cost(config, call, state)
+    elif _spawns_children(kind):
+        return None
+    else:
+        usd, tokens = kind.estimate_cost(config, state)
     if run.budget_tokens is not None and tokens:
         left = run.budget_tokens - run.input_tokens - run.output_tokens
         if tokens > left:
@@ -238,11 +281,19 @@ def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
             return None
         step = Step.objects.select_related("run").get(pk=step_id)
         run = step.run
+        if step.parent_id is None and step.attempt > 1 and _lost_attempts(step.pk) >= settings.BALLAST_MAX_LOST_ATTEMPTS:
+            # A step that kills its worker every time must not loop forever (django-q2
+            # never counts a hard crash as an attempt; we do).
+            error = {"code": "worker_lost", "message": f"step '{step.node_id}' was interrupted {settings.BALLAST_MAX_LOST_ATTEMPTS} times; giving up"}
+            Step.objects.filter(pk=step_id).update(status=StepStatus.FAILED, lease_owner="", finished_at=now, error=error)
+            _finish_run(run, RunStatus.FAILED, error=error | {"node_id": step.node_id}, step_id=step_id)
+            return None
         if run.is_terminal:
             Step.objects.filter(pk=step_id).update(status=StepStatus.CANCELLED, lease_owner="", finished_at=now)
             return None
-        node = compiled_graph(run.graph_version_id).topology.nodes[step.node_id]
-        refusal = _budget_refusal(run, node, run.state)
+        node = compiled_graph(run.graph_version_id).topology.nodes[spec_node_id(step.node_id)]
+        call = ChildCall(step.child_key, step.kind, step.input or {}) if step.parent_id else None
+        refusal = _budget_refusal(run, node, run.state, call)
         if refusal:
             Step.objects.filter(pk=step_id).update(
                 status=StepStatus.CANCELLED, lease_owner="", finished_at=now, error={"code": "budget_exceeded", "message": refusal}
@@ -272,11 +323,94 @@ def step_heartbeat(step_id: int, attempt: int, worker: str) -> bool:
 # --------------------------------------------------------------------------- commit
 
 
-def _active_steps(run_id: int, exclude: int | None = None) -> list[tuple[int, str, str, datetime | None, datetime | None]]:
+ActiveRow = tuple[int, str, str, "datetime | None", "datetime | None", "int | None"]
+
+
+def _active_steps(run_id: int, exclude: int | None = None) -> list[ActiveRow]:
+    """(id, node_id, status, dispatched_at, available_at, parent_id) of the run's active steps."""
     qs = Step.objects.filter(run_id=run_id, status__in=ACTIVE_STEP_STATUSES)
     if exclude is not None:
         qs = qs.exclude(pk=exclude)
-    return list(qs.order_by("id").values_list("id", "node_id", "status", "dispatched_at", "available_at"))
+    return list(qs.order_by("id").values_list("id", "node_id", "status", "dispatched_at", "available_at", "parent_id"))
+
+
+def _lost_attempts(step_id: int) -> int:
+    return StepAttempt.objects.filter(step_id=step_id, status="lost").count()
+
+
+def _lease(step: Step, worker: str, now: datetime) -> None:
+    step.status = StepStatus.RUNNING
+    step.lease_owner = worker
+    step.lease_expires_at = now + _lease_delta()
+    step.started_at = now
+
+
+def _plan_dispatch(
+    run: Run,
+    active: list[ActiveRow],
+    new_steps: list[Step],
+    now: datetime,
+    *,
+    worker: str | None,
+    state: dict[str, Any],
+) -> tuple[Step | None, list[int]]:
+    """Choose which ready steps start now, within the run's parallelism bound.
+
+    New steps fill free slots first: the first one is leased to ``worker`` (it runs next
+    in this worker without a queue hop) when the budget allows; the others are marked
+    dispatched. Then older pending steps that were never dispatched (held back by the
+    bound) fill what is left. Returns (kept step, ids of old steps to mark dispatched).
+    The caller saves the new steps, marks the old ones and hands them to the queue
+    after commit.
+    """
+    busy = sum(1 for a in active if a[2] == StepStatus.RUNNING or (a[2] == StepStatus.PENDING and a[3] is not None))
+    slots = max(0, run.max_parallelism - busy)
+    graph = compiled_graph(run.graph_version_id)
+    kept: Step | None = None
+    for new in new_steps:
+        if slots <= 0:
+            break
+        if worker is not None and kept is None:
+            node = graph.topology.nodes[spec_node_id(new.node_id)]
+            call = ChildCall(new.child_key, new.kind, new.input or {}) if new.parent_id else None
+            if _budget_refusal(run, node, state, call) is None:
+                kept = new
+                new.attempt += 1
+                _lease(new, worker, now)
+                slots -= 1
+                continue
+        new.dispatched_at = now
+        slots -= 1
+    old: list[int] = []
+    for a in active:
+        if slots <= 0:
+            break
+        if a[2] == StepStatus.PENDING and a[3] is None and (a[4] is None or a[4] <= now):
+            old.append(a[0])
+            slots -= 1
+    return kept, old
+
+
+def _save_steps(run: Run, new_steps: list[Step]) -> None:
+    if not new_steps:
+        return
+    Step.objects.bulk_create(new_steps)
+    if new_steps[0].pk is None:  # a backend without RETURNING on bulk insert
+        keys = {(s.node_id, s.iteration): s for s in new_steps}
+        for pk, node_id, iteration in Step.objects.filter(run_id=run.pk, node_id__in=[s.node_id for s in new_steps]).values_list(
+            "id", "node_id", "iteration"
+        ):
+            if (node_id, iteration) in keys:
+                keys[(node_id, iteration)].pk = pk
+
+
+def _start_kept(run: Run, kept: Step | None, worker: str | None, now: datetime, events: list[RunEvent]) -> ClaimedStep | None:
+    if kept is None or worker is None:
+        return None
+    StepAttempt.objects.create(step_id=kept.pk, number=kept.attempt, worker=worker, started_at=now)
+    events.append(_event(run.pk, "step_started", kept.pk, node_id=kept.node_id, iteration=kept.iteration, attempt=kept.attempt))
+    kept.run = run
+    return _claim_details(kept, run, worker)
 
 
 def _finish_run(run: Run, status: str, *, error: dict | None = None, output: Any = None, step_id: int | None = None) -> None:
@@ -287,10 +421,12 @@ def _finish_run(run: Run, status: str, *, error: dict | None = None, output: Any
     )
     if not updated:
         return
-    Step.objects.filter(run_id=run.pk, status__in=(StepStatus.PENDING, StepStatus.WAITING, StepStatus.PARKED)).update(
-        status=StepStatus.CANCELLED, finished_at=now, lease_owner=""
+    open_steps = Step.objects.filter(
+        run_id=run.pk, status__in=(StepStatus.PENDING, StepStatus.WAITING, StepStatus.PARKED, StepStatus.SUSPENDED)
     )
-    data: dict[str, Any] = {}
+    cancelled = list(open_steps.values_list("id", flat=True))
+    open_steps.update(status=StepStatus.CANCELLED, finished_at=now, lease_owner="")
+    data: dict[str, Any] = {"cancelled_steps": cancelled}
     if error:
         data["error"] = error
     RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind=f"run_{status}", data=data)
@@ -314,10 +450,13 @@ def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = T
     usage = result.usage.as_dict() if result.usage else None
     with transaction.atomic():
         run = _lock_run(claimed.run_id)
+        if result.spawn and claimed.parent_id is None:
+            return _commit_spawn(run, claimed, result, now, keep_next=keep_next)
         status = StepStatus.WAITING if result.wait else StepStatus.SUCCEEDED
         written = _fenced(claimed.step_id, claimed.attempt, claimed.worker).update(
             status=status,
             output=_jsonable(result.recorded_output()),
+            updates=_jsonable(result.updates) if result.updates else None,
             usage=usage,
             cost_usd=result.cost_usd,
             lease_owner="",
@@ -338,7 +477,11 @@ def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = T
             kind=claimed.kind,
             iteration=claimed.iteration,
             depth=claimed.depth,
+            parent_id=claimed.parent_id,
         )
+        if claimed.parent_id is not None:
+            events = [_event(run.pk, "step_succeeded", step.pk, node_id=step.node_id, parent=claimed.parent_id)]
+            return _child_finished(run, step, events, now, worker=claimed.worker if keep_next else None)
         if result.wait:
             return _commit_wait(run, step, result, now)
         return _advance(run, step, result, now, worker=claimed.worker if keep_next else None)
@@ -382,7 +525,7 @@ def _commit_wait(run: Run, step: Step, result: NodeResult, now: datetime) -> Com
 
 def _advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker: str | None) -> CommitOutcome:
     """Apply a succeeded step to the locked run: state, successors, status. Inside a transaction."""
-    events = [_event(run.pk, "step_succeeded", step.pk, node_id=step.node_id, iteration=step.iteration)]
+    events = [_event(run.pk, "step_succeeded", step.pk, node_id=step.node_id, iteration=step.iteration, route=result.route)]
     if run.is_terminal:
         # The run ended (cancelled, failed elsewhere) while this step ran: its output is
         # a fact and is kept, but nothing follows it.
@@ -403,7 +546,7 @@ def _advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker:
         depth=step.depth,
         updates=result.updates,
         route=result.route,
-        other_active=[a[1] for a in active],
+        other_active=[spec_node_id(a[1]) for a in active],
         step_count=run.step_count,
         max_steps=run.max_steps,
     )
@@ -417,9 +560,6 @@ def _advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker:
     if transition.ended and graph.topology.nodes[step.node_id].kind == "end":
         run.output = result.recorded_output()
 
-    # Successors, dispatch within the run's parallelism bound.
-    busy = sum(1 for a in active if a[2] == StepStatus.RUNNING or (a[2] == StepStatus.PENDING and a[3] is not None))
-    slots = max(0, run.max_parallelism - busy)
     new_steps = []
     for act in transition.activations:
         node = graph.topology.nodes[act.node_id]
@@ -434,49 +574,18 @@ def _advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker:
                 idempotency_key=idempotency_key(run, act.node_id, act.iteration),
             )
         )
-    kept: Step | None = None
-    for new in new_steps:
-        if slots <= 0:
-            break
-        if worker is not None and kept is None and _budget_refusal(run, graph.topology.nodes[new.node_id], transition.state) is None:
-            kept = new
-            new.status = StepStatus.RUNNING
-            new.attempt = 1
-            new.lease_owner = worker
-            new.lease_expires_at = now + _lease_delta()
-            new.started_at = now
-        else:
-            new.dispatched_at = now
-        slots -= 1
-    dispatch_old: list[int] = []
-    for a in active:
-        if slots <= 0:
-            break
-        if a[2] == StepStatus.PENDING and a[3] is None and (a[4] is None or a[4] <= now):
-            dispatch_old.append(a[0])
-            slots -= 1
-    if new_steps:
-        Step.objects.bulk_create(new_steps)
-        if new_steps[0].pk is None:  # a backend without RETURNING on bulk insert
-            keys = {(s.node_id, s.iteration): s for s in new_steps}
-            for pk, node_id, iteration in Step.objects.filter(
-                run_id=run.pk, node_id__in=[s.node_id for s in new_steps]
-            ).values_list("id", "node_id", "iteration"):
-                if (node_id, iteration) in keys:
-                    keys[(node_id, iteration)].pk = pk
+    kept, dispatch_old = _plan_dispatch(run, active, new_steps, now, worker=worker, state=transition.state)
+    _save_steps(run, new_steps)
     if dispatch_old:
         Step.objects.filter(pk__in=dispatch_old).update(dispatched_at=now)
     for new in new_steps:
         events.append(_event(run.pk, "step_created", new.pk, node_id=new.node_id, iteration=new.iteration))
-    next_claim: ClaimedStep | None = None
-    if kept is not None:
-        StepAttempt.objects.create(step_id=kept.pk, number=1, worker=worker or "", started_at=now)
-        events.append(_event(run.pk, "step_started", kept.pk, node_id=kept.node_id, iteration=kept.iteration, attempt=1))
-
-    remaining = len(active) + len(new_steps)
     run.state = transition.state
     run.scheduler = transition.bookkeeping
     run.step_count += len(new_steps)
+    next_claim = _start_kept(run, kept, worker, now, events)
+
+    remaining = len(active) + len(new_steps)
     if remaining == 0:
         RunEvent.objects.bulk_create(events)
         _save_run_totals(run, now)
@@ -507,11 +616,126 @@ def _advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker:
         cost_usd=run.cost_usd,
         updated_at=now,
     )
-    if kept is not None:
-        kept.run = run
-        next_claim = _claim_details(kept, run, worker or "")
     dispatch = [s.pk for s in new_steps if s.dispatched_at is not None] + dispatch_old
     return CommitOutcome(committed=True, dispatch=dispatch, next_step=next_claim, run_status=new_status)
+
+
+def _run_status_after(active: list[ActiveRow], extra: Iterable[str] = ()) -> str:
+    statuses = {a[2] for a in active} | set(extra)
+    return RunStatus.RUNNING if statuses & {StepStatus.PENDING, StepStatus.RUNNING} else RunStatus.WAITING
+
+
+def _commit_spawn(run: Run, claimed: ClaimedStep, result: NodeResult, now: datetime, *, keep_next: bool) -> CommitOutcome:
+    """The parent asked for child steps: suspend it (no lease) and commit the children.
+
+    Children whose key already exists (an earlier replay spawned them) are not created
+    again. Inside the commit transaction, run row locked.
+    """
+    assert result.spawn is not None
+    worker = claimed.worker if keep_next else None
+    written = _fenced(claimed.step_id, claimed.attempt, claimed.worker).update(
+        status=StepStatus.SUSPENDED, lease_owner="", lease_expires_at=None
+    )
+    if not written:
+        log.warning("step %s attempt %s: lease lost, spawn discarded", claimed.step_id, claimed.attempt)
+        return CommitOutcome(committed=False)
+    StepAttempt.objects.filter(step_id=claimed.step_id, number=claimed.attempt).update(status="suspended", finished_at=now)
+    _add_usage(run, result)
+    events = [_event(run.pk, "step_suspended", claimed.step_id, node_id=claimed.node_id, children=[c.key for c in result.spawn])]
+    existing = set(Step.objects.filter(parent_id=claimed.step_id).values_list("child_key", flat=True))
+    node = claimed.node
+    new_steps = []
+    for call in result.spawn:
+        if call.key in existing:
+            continue
+        existing.add(call.key)
+        child_node_id = f"{claimed.node_id}#{claimed.iteration}/{call.key}"
+        new_steps.append(
+            Step(
+                run_id=run.pk,
+                parent_id=claimed.step_id,
+                child_key=call.key,
+                node_id=child_node_id,
+                kind=call.label,
+                iteration=0,
+                depth=claimed.depth,
+                input=_jsonable(call.input),
+                max_attempts=node.retry.max_attempts,
+                idempotency_key=idempotency_key(run, child_node_id, 0),
+            )
+        )
+    active = _active_steps(run.pk, exclude=claimed.step_id)
+    failure = None
+    if not new_steps and not any(a[5] == claimed.step_id for a in active):
+        failure = {"code": "spawn", "message": f"node '{node.id}' asked again for children that already finished", "node_id": node.id}
+    elif run.step_count + len(new_steps) > run.max_steps:
+        failure = {"code": "max_steps", "message": f"run reached its max_steps limit of {run.max_steps}", "node_id": node.id}
+    if failure or run.is_terminal:
+        RunEvent.objects.bulk_create(events)
+        _save_run_totals(run, now)
+        if failure:
+            Step.objects.filter(pk=claimed.step_id).update(status=StepStatus.FAILED, error=failure, finished_at=now)
+            _finish_run(run, RunStatus.FAILED, error=failure, step_id=claimed.step_id)
+        return CommitOutcome(committed=True, run_status=run.status)
+    kept, dispatch_old = _plan_dispatch(run, active, new_steps, now, worker=worker, state=run.state)
+    _save_steps(run, new_steps)
+    if dispatch_old:
+        Step.objects.filter(pk__in=dispatch_old).update(dispatched_at=now)
+    for new in new_steps:
+        events.append(_event(run.pk, "step_created", new.pk, node_id=new.node_id, parent=claimed.step_id))
+    next_claim = _start_kept(run, kept, worker, now, events)
+    run.step_count += len(new_steps)
+    run.status = _run_status_after(active, (s.status for s in new_steps))
+    RunEvent.objects.bulk_create(events)
+    Run.objects.filter(pk=run.pk).update(
+        status=run.status,
+        step_count=run.step_count,
+        input_tokens=run.input_tokens,
+        output_tokens=run.output_tokens,
+        cost_usd=run.cost_usd,
+        updated_at=now,
+    )
+    dispatch = [s.pk for s in new_steps if s.dispatched_at is not None] + dispatch_old
+    return CommitOutcome(committed=True, dispatch=dispatch, next_step=next_claim, run_status=run.status)
+
+
+def _child_finished(run: Run, child: Step, events: list[RunEvent], now: datetime, *, worker: str | None) -> CommitOutcome:
+    """A child step finished (succeeded, or failed for good): once no sibling is active,
+    the parent becomes runnable again (its replay sees every child's result). Inside the
+    commit transaction, run row locked."""
+    active = _active_steps(run.pk, exclude=child.pk)
+    dispatch: list[int] = []
+    next_claim: ClaimedStep | None = None
+    if not run.is_terminal and not any(a[5] == child.parent_id for a in active):
+        parent = Step.objects.get(pk=child.parent_id)
+        if parent.status == StepStatus.SUSPENDED:
+            events.append(_event(run.pk, "step_resumed", parent.pk, node_id=parent.node_id, reason="children finished"))
+            if worker is not None:
+                parent.attempt += 1
+                _lease(parent, worker, now)
+                Step.objects.filter(pk=parent.pk, status=StepStatus.SUSPENDED).update(
+                    status=StepStatus.RUNNING,
+                    attempt=parent.attempt,
+                    lease_owner=worker,
+                    lease_expires_at=parent.lease_expires_at,
+                    started_at=now,
+                )
+                next_claim = _start_kept(run, parent, worker, now, events)
+            else:
+                Step.objects.filter(pk=parent.pk, status=StepStatus.SUSPENDED).update(status=StepStatus.PENDING, dispatched_at=now)
+                dispatch.append(parent.pk)
+            active = [a if a[0] != parent.pk else (a[0], a[1], StepStatus.RUNNING, now, None, None) for a in active]
+    if not run.is_terminal:
+        _, dispatch_old = _plan_dispatch(run, active, [], now, worker=None, state=run.state)
+        if dispatch_old:
+            Step.objects.filter(pk__in=dispatch_old).update(dispatched_at=now)
+            dispatch += dispatch_old
+        run.status = _run_status_after(active)
+    RunEvent.objects.bulk_create(events)
+    Run.objects.filter(pk=run.pk).update(
+        status=run.status, input_tokens=run.input_tokens, output_tokens=run.output_tokens, cost_usd=run.cost_usd, updated_at=now
+    )
+    return CommitOutcome(committed=True, dispatch=dispatch, next_step=next_claim, run_status=run.status)
 
 
 def _save_run_totals(run: Run, now: datetime) -> None:
@@ -526,48 +750,70 @@ def _save_run_totals(run: Run, now: datetime) -> None:
     )
 
 
-def step_fail(claimed: ClaimedStep, error: NodeError, *, usage: Usage | None = None, cost_usd: Decimal | None = None) -> CommitOutcome:
-    """Record a failed attempt (fenced). Retry per the node's policy, or fail the run.
+def _retry_after(error: NodeError) -> float:
+    """Seconds the failing service asked us to wait (HTTP Retry-After), else 0."""
+    value = getattr(error, "retry_after", None)
+    if value is None and isinstance(error.details, dict):
+        value = error.details.get("retry_after")
+    try:
+        return max(0.0, float(value)) if value is not None else 0.0
+    except (TypeError, ValueError):
+        return 0.0
 
-    A retry puts the step back to pending with ``available_at`` after the backoff; it is
-    dispatched at once when the delay is zero, else by the recovery poller when due.
+
+def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
+    """Record a failed attempt (fenced), with what it spent (``error.usage``/``cost_usd``).
+
+    Retry per the node's policy: the step's failed and lost attempts count against its
+    ``max_attempts``; the delay is the policy's backoff or the service's Retry-After,
+    whichever is longer. A retry puts the step back to pending with ``available_at``; it
+    is dispatched at once when the delay is zero, else by the recovery poller when due.
+    A child step that fails for good does not fail the run: its parent is woken and its
+    replay sees the failure. Any other final failure fails the run.
     """
     now = timezone.now()
-    node = claimed.node
-    policy = node.retry
-    retry = (
-        error.retryable
-        and claimed.attempt < policy.max_attempts
-        and (not policy.retry_on or error.code in policy.retry_on)
-    )
+    policy = claimed.node.retry
+    usage, cost_usd = error.usage, error.cost_usd
     with transaction.atomic():
         run = _lock_run(claimed.run_id)
+        failures = StepAttempt.objects.filter(step_id=claimed.step_id, status__in=("failed", "lost")).count() + 1
+        retry = (
+            error.retryable
+            and failures < claimed.max_attempts
+            and (not policy.retry_on or error.code in policy.retry_on)
+            and not run.is_terminal
+        )
         err = error.as_dict() | {"attempt": claimed.attempt}
         fields: dict[str, Any] = {"error": err, "lease_owner": "", "lease_expires_at": None}
-        if retry and not run.is_terminal:
-            delay = policy.delay(claimed.attempt)
+        if retry:
+            delay = max(policy.delay(failures), _retry_after(error))
             fields |= {"status": StepStatus.PENDING, "available_at": now + timedelta(seconds=delay)}
             fields["dispatched_at"] = now if delay == 0 else None
         else:
             fields |= {"status": StepStatus.FAILED, "finished_at": now}
-        written = _fenced(claimed.step_id, claimed.attempt, claimed.worker).update(**fields)
-        if not written:
+        if not _fenced(claimed.step_id, claimed.attempt, claimed.worker).update(**fields):
             return CommitOutcome(committed=False)
         StepAttempt.objects.filter(step_id=claimed.step_id, number=claimed.attempt).update(
             status="failed", error=err, usage=usage.as_dict() if usage else None, cost_usd=cost_usd, finished_at=now
         )
         if usage or cost_usd:
-            Run.objects.filter(pk=run.pk).update(
-                cost_usd=F("cost_usd") + (cost_usd or 0),
-                input_tokens=F("input_tokens") + (usage.input_tokens if usage else 0),
-                output_tokens=F("output_tokens") + (usage.output_tokens if usage else 0),
-            )
-        if fields["status"] == StepStatus.PENDING:
+            run.cost_usd += cost_usd or 0
+            run.input_tokens += usage.input_tokens if usage else 0
+            run.output_tokens += usage.output_tokens if usage else 0
+            Run.objects.filter(pk=run.pk).update(cost_usd=run.cost_usd, input_tokens=run.input_tokens, output_tokens=run.output_tokens)
+        if retry:
             RunEvent.objects.create(
-                run_id=run.pk, step_id=claimed.step_id, kind="step_retrying", data={"node_id": claimed.node_id, "error": err, "available_at": fields["available_at"].isoformat()}
+                run_id=run.pk,
+                step_id=claimed.step_id,
+                kind="step_retrying",
+                data={"node_id": claimed.node_id, "error": err, "available_at": fields["available_at"].isoformat()},
             )
             return CommitOutcome(committed=True, dispatch=[claimed.step_id] if fields["dispatched_at"] else [], run_status=run.status)
-        RunEvent.objects.create(run_id=run.pk, step_id=claimed.step_id, kind="step_failed", data={"node_id": claimed.node_id, "error": err})
+        event = _event(run.pk, "step_failed", claimed.step_id, node_id=claimed.node_id, error=err)
+        if claimed.parent_id is not None:
+            child = Step(pk=claimed.step_id, run_id=run.pk, node_id=claimed.node_id, parent_id=claimed.parent_id)
+            return _child_finished(run, child, [event], now, worker=None)
+        event.save()
         _finish_run(run, RunStatus.FAILED, error=err | {"node_id": claimed.node_id}, step_id=claimed.step_id)
         return CommitOutcome(committed=True, run_status=RunStatus.FAILED)
 
@@ -586,13 +832,20 @@ def step_complete_waiting(step_id: int, result: NodeResult, *, actor: str, reaso
     run = _lock_run(step.run_id)
     now = timezone.now()
     written = Step.objects.filter(pk=step_id, status__in=(StepStatus.WAITING, StepStatus.PARKED)).update(
-        status=StepStatus.SUCCEEDED, output=_jsonable(result.recorded_output()), finished_at=now, lease_owner=""
+        status=StepStatus.SUCCEEDED,
+        output=_jsonable(result.recorded_output()),
+        updates=_jsonable(result.updates) if result.updates else None,
+        finished_at=now,
+        lease_owner="",
     )
     if not written:
         raise StepStateError(f"step {step_id} is {step.status}, not waiting")
     if run.is_terminal:
         return []
     RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind="run_resumed", data={"by": actor, "reason": reason})
+    if step.parent_id is not None:
+        done = _event(run.pk, "step_succeeded", step.pk, node_id=step.node_id, parent=step.parent_id, by=actor)
+        return _child_finished(run, step, [done], now, worker=None).dispatch
     outcome = _advance(run, step, result, now, worker=None)
     return outcome.dispatch
 
@@ -644,6 +897,150 @@ def run_cancel(run_id: int, *, actor: str, actor_type: str = "user", reason: str
     return True
 
 
+def run_resume(run_id: int, *, actor: str, actor_type: str = "user", budget_usd: Decimal | None = None, budget_tokens: int | None = None) -> list[int]:
+    """Continue a failed run from where it stopped, or a parked run, in one transaction.
+
+    Failed run: the step whose failure ended the run gets a fresh attempt budget (its
+    policy's ``max_attempts`` more) and goes back to pending, with the failed children
+    of an agent-like parent; the steps the failure cancelled are pending again; the run
+    is running again. Committed steps stay facts and never run again. A new budget may
+    be given (a run stopped for its budget). Parked run: each parked step is re-queued
+    (a deliberate re-run with the same idempotency key). Audited. Returns step ids to
+    dispatch after commit. Raises RunNotFound, StepStateError (any other status).
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        try:
+            run = _lock_run(run_id)
+        except Run.DoesNotExist:
+            raise RunNotFound(run_id) from None
+        graph = compiled_graph(run.graph_version_id)
+        if run.status == RunStatus.WAITING and Step.objects.filter(run=run, status=StepStatus.PARKED).exists():
+            parked = list(Step.objects.filter(run=run, status=StepStatus.PARKED).values_list("id", flat=True))
+            Step.objects.filter(pk__in=parked).update(status=StepStatus.PENDING, dispatched_at=now, available_at=None)
+            Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, updated_at=now)
+            RunEvent.objects.create(run=run, kind="run_resumed", data={"by": actor, "requeued": parked})
+            steps_requeued.send(sender=Run, run=run, step_ids=parked, actor=actor)
+            audit(actor, "run.resume", run, actor_type=actor_type, requeued=parked)
+            return parked
+        if run.status != RunStatus.FAILED:
+            raise StepStateError(f"run {run.pk} is {run.status}; only a failed or parked run can be resumed")
+        last = RunEvent.objects.filter(run=run, kind="run_failed").order_by("-id").first()
+        reopen = set(last.data.get("cancelled_steps", [])) if last else set()
+        failed_ids = set(Step.objects.filter(run=run, status=StepStatus.FAILED).values_list("id", flat=True))
+        if last and last.step_id:
+            reopen.add(last.step_id)
+        reopen |= failed_ids
+        rows = list(Step.objects.filter(pk__in=reopen).select_related(None))
+        parents_with_reopened_children = {r.parent_id for r in rows if r.parent_id}
+        ids: list[int] = []
+        for step in rows:
+            node = graph.topology.nodes[spec_node_id(step.node_id)]
+            status = StepStatus.SUSPENDED if step.pk in parents_with_reopened_children else StepStatus.PENDING
+            Step.objects.filter(pk=step.pk).update(
+                status=status,
+                max_attempts=step.attempt + node.retry.max_attempts,
+                finished_at=None,
+                available_at=None,
+                dispatched_at=now if status == StepStatus.PENDING else None,
+                lease_owner="",
+            )
+            if status == StepStatus.PENDING:
+                ids.append(step.pk)
+        fields: dict[str, Any] = {"status": RunStatus.RUNNING, "error": None, "finished_at": None, "updated_at": now}
+        if budget_usd is not None:
+            fields["budget_usd"] = budget_usd
+        if budget_tokens is not None:
+            fields["budget_tokens"] = budget_tokens
+        Run.objects.filter(pk=run.pk).update(**fields)
+        RunEvent.objects.create(run=run, kind="run_resumed", data={"by": actor, "reopened": sorted(ids)})
+        audit(actor, "run.resume", run, actor_type=actor_type, reopened=sorted(ids), previous_error=run.error)
+        return ids
+
+
+def run_fork(run_id: int, *, step_id: int, state_patch: dict[str, Any], actor: str, actor_type: str = "user", created_by: Any = None) -> tuple[Run, list[int]]:
+    """Start a new run from a committed step of another run, with edited state.
+
+    The new run is pinned to the same graph version. Its state is the source run's
+    state right after ``step_id`` committed (rebuilt by replaying every committed step's
+    writes in commit order, with the graph's reducers), then ``state_patch`` on top; it
+    starts with that step's successors as if the step had just committed (branches of
+    the source that had not finished by then do not exist in the fork). Audited.
+    Returns (new run, step ids to dispatch after commit). Raises RunNotFound,
+    StepStateError (step not committed, not top-level, or nothing follows it).
+    """
+    try:
+        source = Run.objects.get(pk=run_id)
+    except Run.DoesNotExist:
+        raise RunNotFound(run_id) from None
+    anchor = Step.objects.filter(pk=step_id, run=source, parent__isnull=True, status=StepStatus.SUCCEEDED).first()
+    if anchor is None:
+        raise StepStateError(f"step {step_id} is not a committed step of run {run_id}")
+    graph = compiled_graph(source.graph_version_id)
+    state = scheduler.initial_state(graph, source.input)
+    book: dict[str, Any] = {"iterations": {}}
+    committed = Step.objects.filter(run=source, parent__isnull=True, status=StepStatus.SUCCEEDED, finished_at__lte=anchor.finished_at)
+    for row in committed.order_by("finished_at", "id"):
+        if (row.finished_at, row.pk) > (anchor.finished_at, anchor.pk):
+            continue
+        scheduler.merge_updates(graph, state, book, row.updates or {}, node_id=row.node_id, iteration=row.iteration, depth=row.depth)
+        book["iterations"][row.node_id] = max(book["iterations"].get(row.node_id, 0), row.iteration + 1)
+    state.update(state_patch)
+    done = RunEvent.objects.filter(run=source, step=anchor, kind="step_succeeded").order_by("-id").first()
+    route = done.data.get("route") if done else None
+    transition = scheduler.apply_step(
+        graph,
+        state=state,
+        bookkeeping=book,
+        node_id=anchor.node_id,
+        iteration=anchor.iteration,
+        depth=anchor.depth,
+        updates={},
+        route=route,
+        other_active=[],
+        step_count=0,
+        max_steps=source.max_steps,
+    )
+    if transition.failure or not transition.activations:
+        reason = transition.failure[1] if transition.failure else "no step follows it"
+        raise StepStateError(f"cannot fork run {run_id} at step {step_id}: {reason}")
+    now = timezone.now()
+    with transaction.atomic():
+        run = Run.objects.create(
+            graph_version_id=source.graph_version_id,
+            input=source.input,
+            state=transition.state,
+            scheduler=transition.bookkeeping,
+            max_parallelism=source.max_parallelism,
+            max_steps=source.max_steps,
+            budget_usd=source.budget_usd,
+            budget_tokens=source.budget_tokens,
+            step_count=len(transition.activations),
+            created_by=created_by,
+            forked_from=source,
+            forked_from_step=anchor,
+        )
+        new_steps = [
+            Step(
+                run=run,
+                node_id=act.node_id,
+                kind=graph.topology.nodes[act.node_id].kind,
+                iteration=act.iteration,
+                depth=act.depth,
+                max_attempts=graph.topology.nodes[act.node_id].retry.max_attempts,
+                idempotency_key=idempotency_key(run, act.node_id, act.iteration),
+                dispatched_at=now,
+            )
+            for act in transition.activations
+        ]
+        _save_steps(run, new_steps)
+        RunEvent.objects.create(
+            run=run, kind="run_created", data={"forked_from": source.pk, "forked_from_step": anchor.pk, "state_patch": _jsonable(state_patch)}
+        )
+        audit(actor, "run.fork", run, actor_type=actor_type, source_run=source.pk, source_step=anchor.pk, patched=sorted(state_patch))
+    return run, [s.pk for s in new_steps]
+
+
 # --------------------------------------------------------------------------- recovery
 
 
@@ -689,9 +1086,13 @@ def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: Any) -> list
         if not expired and not owner_is_dead(step.lease_owner):
             return []
         run = _lock_run(step.run_id)
-        node = compiled_graph(run.graph_version_id).topology.nodes[step.node_id]
+        node = compiled_graph(run.graph_version_id).topology.nodes[spec_node_id(step.node_id)]
         kind = get_kind(node.kind)
-        safe = node.repeat_safe if node.repeat_safe is not None else kind.is_repeat_safe(kind.Config.model_validate(node.config))
+        config = kind.Config.model_validate(node.config)
+        if step.parent_id is not None:
+            safe = kind.is_child_repeat_safe(config, ChildCall(step.child_key, step.kind, step.input or {}))
+        else:
+            safe = node.repeat_safe if node.repeat_safe is not None else kind.is_repeat_safe(config)
         target = StepStatus.PENDING if safe or run.is_terminal else StepStatus.PARKED
         if not Step.objects.filter(pk=step_id, status=StepStatus.RUNNING, attempt=step.attempt, lease_owner=step.lease_owner).update(
             status=target, lease_owner="", lease_expires_at=None, dispatched_at=now if target == StepStatus.PENDING else None

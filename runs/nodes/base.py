@@ -44,7 +44,13 @@ class Issue:
 
 @dataclass
 class Usage:
-    """Token usage of one LLM call, as the provider reports it (counts of tokens)."""
+    """Token usage of one LLM call, as the provider reports it (counts of tokens).
+
+    ``input_tokens`` includes ``cached_input_tokens`` and ``output_tokens`` includes
+    ``reasoning_tokens`` (OpenAI's convention; providers normalise to it).
+    ``price_version`` names the price data the cost of this usage came from
+    (``genai-prices 0.2.3``; "" when nothing priced it).
+    """
 
     provider: str
     model: str
@@ -52,6 +58,7 @@ class Usage:
     output_tokens: int = 0
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
+    price_version: str = ""
 
     @property
     def total_tokens(self) -> int:
@@ -65,6 +72,7 @@ class Usage:
             "output_tokens": self.output_tokens,
             "cached_input_tokens": self.cached_input_tokens,
             "reasoning_tokens": self.reasoning_tokens,
+            "price_version": self.price_version,
         }
 
 

@@ -1,17 +1,23 @@
 """The one LLM provider interface: request/response shapes, errors, pricing and token estimates.
 
-Every provider (the offline mock now; OpenAI, Anthropic later) turns an :class:`LLMRequest`
-into an :class:`LLMResponse` and knows the price of its models. Node kinds talk only to
-this interface, so a provider SDK is imported by its own module and nowhere else.
+Every provider (the offline mock, OpenAI and OpenAI-compatible servers, Anthropic) turns
+an :class:`LLMRequest` into an :class:`LLMResponse` and knows the price of its models.
+Node kinds talk only to this interface, so a provider SDK is imported by its own module
+and nowhere else. Helpers shared by the SDK providers live here too: credential lookup,
+secret redaction, Retry-After parsing and a conservative token estimate.
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
 import math
+import os
+import re
 import threading
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar, Literal
@@ -27,6 +33,13 @@ StopReason = Literal["stop", "tool_calls", "max_tokens", "content_filter"]
 # counting them keeps estimates on the safe side for budgets.
 MESSAGE_OVERHEAD_TOKENS = 4
 MILLION = Decimal(1_000_000)
+
+# A tool call whose arguments were not a JSON object is kept (the model is told what
+# went wrong) with its raw text under this key, instead of failing the whole turn.
+INVALID_ARGUMENTS_KEY = "__invalid_arguments__"
+# Longest wait we take from a Retry-After header: a misbehaving proxy must not park a
+# step for a day.
+MAX_RETRY_AFTER_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -47,12 +60,14 @@ class Message:
 
     - ``tool_calls``: on an assistant message, the calls the model asked for.
     - ``tool_call_id``: on a ``tool`` message, which call this is the result of.
+    - ``is_error``: on a ``tool`` message, the call failed and ``content`` says why.
     """
 
     role: Role
     content: str
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
+    is_error: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,6 +93,9 @@ class LLMRequest:
     - ``options``: provider-specific options, as written in the node config (JSON).
     - ``cancel_event``: set when the step is cancelled or its lease lost; providers check
       it where they can (while waiting, between stream chunks).
+    - ``api_key_env``: name of the environment variable holding the API key (from the
+      node config; the key itself never travels in a request object), or None for the
+      provider's configured default.
     """
 
     model: str
@@ -91,6 +109,7 @@ class LLMRequest:
     attempt: int = 1
     options: dict[str, Any] = field(default_factory=dict)
     cancel_event: threading.Event | None = None
+    api_key_env: str | None = None
 
     def last_user_message(self) -> str:
         """Content of the last ``user`` message ("" if there is none)."""

@@ -355,3 +355,40 @@ def test_interrupted_unsafe_step_parks_the_run_for_a_person(effects_file):
     run = decide(run, "skip", output={"paid": True})
     assert run.status == "succeeded" and run.state["paid"] is True
     assert read_effects() == []  # never re-executed on its own
+
+
+def test_resume_continues_a_failed_run_from_its_failed_step(effects_file):
+    spec = graph(
+        [node("start", "start"), effect("before"), node("f", "tool", config={"tool": "flaky", "args": {"fail_times": 1}}), effect("after"), node("end", "end")],
+        chain("start", "before", "f", "after", "end"),
+    )
+    run = run_local(spec)
+    assert run.status == "failed"
+    from runs.services import run_resume
+
+    with dispatch.local_mode() as queue:
+        run_resume(run=run, actor="tester")
+        drive_local(run.pk, queue=queue, timeout=20)
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error
+    assert [e["label"] for e in read_effects()] == ["before", "after"]  # 'before' never re-ran
+    assert Step.objects.get(run=run, node_id="f").attempts.count() == 2
+
+
+def test_fork_starts_from_a_committed_step_with_edited_state():
+    spec = graph(
+        [node("start", "start"), transform("a", y="x * 2"), transform("b", z="y + 1"), node("end", "end")],
+        chain("start", "a", "b", "end"),
+        input_schema=X_INPUT,
+    )
+    run = run_local(spec, {"x": 5})
+    assert run.state["z"] == 11
+    from runs.services import run_fork
+
+    a = Step.objects.get(run=run, node_id="a")
+    with dispatch.local_mode() as queue:
+        fork = run_fork(run=run, step_id=a.pk, state_patch={"y": 100}, actor="tester")
+        drive_local(fork.pk, queue=queue, timeout=20)
+    fork.refresh_from_db()
+    assert fork.status == "succeeded" and fork.state["z"] == 101 and fork.forked_from_id == run.pk
+    assert [s[0] for s in steps_of(fork)] == ["b", "end"]

@@ -373,6 +373,7 @@ def test_sizes_up_to_the_limit_are_fine(state, mode):
         "[*rows, *rows]",
         "{**{'a': rows}, 'b': rows}",
         "sorted(rows * 2)",
+        "zip(rows, rows)",
         "[x for x in rows]",
         "[[a, a] for a in [[b, b] for b in [[c, c] for c in [rows]]]]",
         # Shared references: 128 items, but str() would write `text` 128 times.
@@ -384,8 +385,8 @@ def test_nested_products(source, state, mode):
 
 
 def test_timeout_of_many_bounded_steps(state, mode):
-    # Each step is small and allowed; together they run past the time limit.
-    err = fails("[len(sorted(rows)) for x in range(10000)]", state, "timeout")
+    # Each step is small, allowed and builds nothing; together they run past the time limit.
+    err = fails("[rows.count(x) for x in range(10000)]", state, "timeout")
     assert "time limit of 0.5 s" in err.message
 
 
@@ -393,8 +394,41 @@ def test_timeout_setting(state, settings):
     settings.BALLAST_EXPRESSION_ISOLATION = "inline"
     settings.BALLAST_EXPRESSION_TIMEOUT = 0.1
     started = time.monotonic()
-    fails("[len(sorted(rows)) for x in range(10000)]", state, "timeout")
+    fails("[rows.count(x) for x in range(10000)]", state, "timeout")
     assert time.monotonic() - started < 0.5
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # Every string is under the size limit; together they would be a gigabyte.
+        "[s + str(i) for i in range(10000)]",
+        "[s.upper() for i in range(10000)]",
+        "[s[1:] for i in range(10000)]",
+        "[len(sorted(rows)) for x in range(10000)]",
+        "[f'{s}{i}' for i in range(10000)]",
+    ],
+)
+def test_allocation_budget(source, state, mode):
+    state["s"] = "a" * 99_990
+    err = fails(source, state, "limit")
+    assert "built in one evaluation" in err.message
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "long.rfind(needle)",
+        "long.rindex(needle)",
+        "long.rpartition(needle)",
+        "long.rsplit(needle)",
+        "long.strip(long)",
+    ],
+)
+def test_quadratic_string_searches(source, mode):
+    names = {"long": "a" * 100_000, "needle": "a" * 25_000 + "b" + "a" * 25_000}
+    fails(source, names, "limit")
+    assert evaluate("long.rfind('b')", names) == -1
 
 
 # ---------------------------------------------------------------------------------------
@@ -521,7 +555,7 @@ def test_backstop_kills_runaway_cpu():
 
 @pytest.mark.parametrize("source", ["'a' * 10**10", "[0] * 10**9"])
 def test_backstop_bounds_memory(source):
-    no_size_limit = Limits(string_chars=10**12, items=10**12)
+    no_size_limit = Limits(string_chars=10**12, items=10**12, budget=10**13)
     started = time.monotonic()
     with pytest.raises(ExpressionError) as info:
         expressions._run_isolated("expr", source, {}, no_size_limit)

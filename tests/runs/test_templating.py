@@ -136,6 +136,9 @@ def test_unknown_variable(state, mode):
         ("{{ range(10**9)|list }}", "limit"),
         ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "limit"),
         ("{% for i in rows %}{% for j in rows %}{% endfor %}{% endfor %}", "limit"),
+        ("{{ [rows, rows] }}", "limit"),
+        ("{{ rows|string }}", "limit"),
+        ("{{ rows + rows }}", "limit"),
         ("{% for i in range(1000) %}{{ big }}{% endfor %}", "limit"),
         ("{{ 'x'.ljust(10**9) }}", "limit"),
         ("{{ ('a' * 1000).replace('a', 'a' * 1000) }}", "limit"),
@@ -214,6 +217,12 @@ def test_forbidden_tags(source, state):
         template_names(source)
     assert info.value.code == "forbidden"
     fails(source, state, "forbidden")
+
+
+def test_timeout_of_many_bounded_steps(state, mode):
+    # Each step is allowed and small; together they run past the time limit.
+    err = fails("{% for i in range(100000) %}{% if rows|sort|first %}{% endif %}{% endfor %}", state, "timeout")
+    assert "time limit" in err.message
 
 
 def test_output_up_to_the_limit_is_fine(state, mode):

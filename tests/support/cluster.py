@@ -207,12 +207,22 @@ class Cluster:
             self.proc.wait(timeout=10)
         self.pgid = None
 
-    def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM the group (django-q2 finishes and shuts down), SIGKILL after ``grace``."""
+    def stop(self, grace: float = 10.0, *, whole_group: bool = False) -> float:
+        """Graceful stop: SIGTERM, then SIGKILL to the whole group after ``grace`` seconds.
+
+        By default SIGTERM goes to the qcluster main process only, which is how django-q2
+        shuts down (its sentinel stops the pusher, drains the workers, then the monitor).
+        ``whole_group=True`` sends it to every process (what ``kill -TERM -PGID`` or a
+        container runtime does). Returns the seconds until the group was gone.
+        """
         if self.pgid is None:
-            return
+            return 0.0
+        began = time.monotonic()
         try:
-            os.killpg(self.pgid, signal.SIGTERM)
+            if whole_group:
+                os.killpg(self.pgid, signal.SIGTERM)
+            else:
+                os.kill(self.pgid, signal.SIGTERM)
         except ProcessLookupError:
             pass
         deadline = time.monotonic() + grace
@@ -222,6 +232,7 @@ class Cluster:
         if self.proc is not None:
             self.proc.wait(timeout=10)
         self.pgid = None
+        return time.monotonic() - began
 
     # ------------------------------------------------------------------ waiting
 

@@ -1,0 +1,83 @@
+"""Child steps (the agent node's durable shape): spawn, suspend, replay, never re-run a finished child."""
+from __future__ import annotations
+
+import pytest
+
+from approvals.models import ApprovalRequest
+from runs.engine import dispatch, recovery, store
+from runs.engine.loop import drive_local
+from runs.models import Step
+from runs.services import run_start
+from tests.support.specs import chain, graph, node, publish, run_local
+from tests.support.tools import read_effects
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def spawner_graph(**config):
+    return graph([node("start", "start"), node("agent", "spawner", config=config), node("end", "end")], chain("start", "agent", "end"))
+
+
+def test_children_run_in_rounds_and_parent_replays_with_their_results(effects_file):
+    run = run_local(spawner_graph(rounds=[["turn-0"], ["tool-a", "tool-b"], ["turn-1"]]))
+    assert run.status == "succeeded", run.error
+    assert run.state["children"] == {"turn-0": "succeeded", "tool-a": "succeeded", "tool-b": "succeeded", "turn-1": "succeeded"}
+    parent = Step.objects.get(run=run, node_id="agent")
+    children = list(Step.objects.filter(parent=parent).order_by("id").values_list("child_key", "status"))
+    assert children == [("turn-0", "succeeded"), ("tool-a", "succeeded"), ("tool-b", "succeeded"), ("turn-1", "succeeded")]
+    labels = [e["label"] for e in read_effects()]
+    assert sorted(labels) == ["tool-a", "tool-b", "turn-0", "turn-1"]  # each child executed once
+    keys = {e["key"] for e in read_effects()}
+    assert len(keys) == 4 and all(f"agent#0/{k}" in key for k, key in zip(sorted(labels), sorted(keys)))
+
+
+def test_failed_child_is_reported_to_the_parent_not_the_run(effects_file):
+    run = run_local(spawner_graph(rounds=[["a", "b"]], fail=["b"]))
+    assert run.status == "succeeded", run.error
+    assert run.state["children"] == {"a": "succeeded", "b": "failed"}
+
+
+def test_parallelism_bound_applies_to_children(effects_file):
+    spec = spawner_graph(rounds=[[f"c{i}" for i in range(6)]])
+    spec["settings"] = {"max_parallelism": 2}
+    run = run_local(spec)
+    assert run.status == "succeeded" and len(run.state["children"]) == 6
+
+
+def test_crashed_unsafe_child_parks_and_finished_children_never_rerun(effects_file):
+    version = publish(spawner_graph(rounds=[["safe"], ["pay"]], unsafe=["pay"]))
+    with dispatch.local_mode() as queue:
+        run = run_start(version=version, run_input={})
+        # Run until the 'pay' child exists, then simulate its worker dying mid-call.
+        for _ in range(20):
+            if not queue:
+                break
+            step_id = queue.popleft()
+            step = Step.objects.get(pk=step_id)
+            if step.child_key == "pay":
+                assert store.step_claim(step_id, "deadhost:1:1") is not None
+                break
+            claimed = store.step_claim(step_id, "livehost:1:1")
+            from runs.engine.loop import run_claimed
+
+            while claimed is not None and claimed.child_key != "pay":
+                outcome_value = __import__("runs.engine.loop", fromlist=["execute_node"]).execute_node(claimed)
+                outcome = store.step_commit(claimed, outcome_value, keep_next=False)
+                queue.extend(outcome.dispatch)
+                claimed = None
+    pay = Step.objects.get(run=run, child_key="pay")
+    assert pay.status == "running"
+    Step.objects.filter(pk=pay.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
+    recovery.recover_once()
+    pay.refresh_from_db()
+    run.refresh_from_db()
+    assert pay.status == "parked" and run.status == "waiting"
+    request = ApprovalRequest.objects.get(run=run, purpose="recovery")
+    from approvals.services import approval_decide
+
+    with dispatch.local_mode() as queue:
+        approval_decide(approval_id=request.pk, decision="skip", actor="tester", output={"paid": "manually"})
+        drive_local(run.pk, queue=queue, timeout=20)
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error
+    assert [e["label"] for e in read_effects()] == ["safe"]  # neither re-ran
