@@ -25,6 +25,7 @@ class SpawnerNode(NodeKind):
 
     kind = "spawner"
     Config = SpawnerConfig
+    description = "Test kind: spawns child steps in rounds."
 
     def writes(self, config: SpawnerConfig) -> set[str]:
         return {config.output_key}
