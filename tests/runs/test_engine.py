@@ -392,3 +392,48 @@ def test_fork_starts_from_a_committed_step_with_edited_state():
     fork.refresh_from_db()
     assert fork.status == "succeeded" and fork.state["z"] == 101 and fork.forked_from_id == run.pk
     assert [s[0] for s in steps_of(fork)] == ["b", "end"]
+
+
+HOSTILE = [
+    "9**9**9",
+    "10**100000 * 10**100000",
+    "'a' * 10**9",
+    "'a'.ljust(10**10)",
+    "('a' * 1000).replace('a', 'a' * 1000)",
+    "[[1] * 1000] * 1000 * 1000",
+    "[x for x in range(10**9)]",
+    "sum([sum(range(10**5)) for _ in range(10**5)])",
+]
+# Escapes and mutation are refused before the run exists: validation parses every expression.
+REFUSED = ["items.append(1)", "().__class__.__bases__", "'{0.__class__}'.format(1)", "items.clear()", "__import__('os')"]
+
+
+@pytest.mark.parametrize("expression", REFUSED)
+def test_escaping_or_mutating_expressions_are_refused_by_validation(expression):
+    from builder.services import GraphInvalid
+
+    spec = graph([node("start", "start"), transform("evil", out=expression), node("end", "end")], chain("start", "evil", "end"),
+                 input_schema={"type": "object", "properties": {"items": {"type": "array"}}})
+    with pytest.raises(GraphInvalid) as info:
+        publish(spec)
+    assert info.value.issues[0].node_id == "evil" and info.value.issues[0].field == "config.set.out"
+
+
+@pytest.mark.parametrize("expression", HOSTILE)
+def test_hostile_expression_fails_its_step_quickly_and_leaves_state_alone(expression):
+    import time
+
+    spec = graph(
+        [node("start", "start"), transform("evil", out=expression), node("end", "end")],
+        chain("start", "evil", "end"),
+        input_schema={"type": "object", "properties": {"items": {"type": "array"}}},
+    )
+    version = publish(spec)
+    started = time.monotonic()
+    run = run_local(version, {"items": [1, 2]}, timeout=10)
+    elapsed = time.monotonic() - started
+    assert run.status == "failed" and run.error["code"] == "expression", run.error
+    assert elapsed < 1.5, elapsed
+    assert run.state["items"] == [1, 2] and "out" not in run.state
+    # The worker (this process) lives on and runs the next run normally.
+    assert run_local(graph([node("start", "start"), transform("ok", y="1 + 1"), node("end", "end")], chain("start", "ok", "end"))).state["y"] == 2
