@@ -1479,6 +1479,8 @@ class _Pool:
         self.starting = 0
 
     def run(self, payload: tuple, timeout: float, source: str) -> Any:
+        what = "template" if payload[0] == "template" else "expression"
+        stopped = f"{what} took longer than the time limit of {timeout:g} s and was stopped in `{_clip(source)}`"
         worker = self._acquire()
         healthy = False
         try:
@@ -1486,18 +1488,15 @@ class _Pool:
                 reply = worker.request(payload, timeout + HARD_KILL_GRACE)
             except TimeoutError:
                 worker.kill()
-                raise ExpressionError(
-                    f"expression took longer than the time limit of {timeout:g} s and was stopped in "
-                    f"`{_clip(source)}`", "timeout", source=source) from None
+                raise ExpressionError(stopped, "timeout", source=source) from None
             except (_WorkerDied, OSError, pickle.UnpicklingError, EOFError) as exc:
                 code = worker.kill()
                 if code in (_EXIT_MEMORY, -9):
-                    raise ExpressionError(f"expression ran out of memory in `{_clip(source)}`", "memory",
+                    raise ExpressionError(f"{what} ran out of memory in `{_clip(source)}`", "memory",
                                           source=source) from None
                 if code == -24:  # SIGXCPU: the child's own CPU-time backstop
-                    raise ExpressionError(f"expression took longer than the time limit of {timeout:g} s and was "
-                                          f"stopped in `{_clip(source)}`", "timeout", source=source) from None
-                raise ExpressionError(f"the isolated expression evaluator failed ({exc}) in `{_clip(source)}`",
+                    raise ExpressionError(stopped, "timeout", source=source) from None
+                raise ExpressionError(f"the isolated evaluator failed ({exc!r}) on `{_clip(source)}`",
                                       source=source) from None
             if reply[0] == "ok":
                 healthy = True
@@ -1668,7 +1667,7 @@ def _child_main(memory_mb: int) -> None:
             send(("ok", value))
         except MemoryError:
             try:
-                send(("err", "memory", f"expression ran out of memory in `{_clip(source)}`", None, None))
+                send(("err", "memory", f"ran out of memory in `{_clip(source)}`", None, None))
             finally:
                 os._exit(_EXIT_MEMORY)
         except ExpressionError as exc:

@@ -470,12 +470,14 @@ def render_template(source: str, names: Mapping[str, Any]) -> str:
     mutation of lists/dicts), ``StrictUndefined`` (an unknown variable is an error),
     autoescape off. The template sees a deep copy of the variables it reads (JSON values).
     Attributes: dict keys first (``order.items`` is the key when the dict has one), then
-    the whitelisted str/dict/list methods of expressions. Limits (checked before an operation runs):
-    ``+ * ** %`` and ``~`` as for expressions, output and any string at most
-    ``TEMPLATE_LIMITS.string_chars`` (200_000) characters, ``range`` at most 100_000
-    items, 100_000 loop steps and calls in all, ``BALLAST_EXPRESSION_TIMEOUT`` seconds.
-    Non-trivial templates render in the guarded evaluator process when
-    ``BALLAST_EXPRESSION_ISOLATION = "process"``.
+    the whitelisted str/dict/list methods of expressions. Filters: a whitelist (no
+    padding, wrapping, formatting or batching filters). Limits, checked before an
+    operation runs: ``+ * ** %`` and ``~`` as for expressions; output and any string at
+    most ``TEMPLATE_LIMITS.string_chars`` (200_000) characters; ``range`` at most 100_000
+    items; 100_000 loop steps and calls and 10_000_000 characters and items built per
+    render; ``BALLAST_EXPRESSION_TIMEOUT`` seconds. Templates beyond plain output of
+    names, conditions and simple filters render in the guarded evaluator process when
+    ``BALLAST_EXPRESSION_ISOLATION = "process"`` (the default).
     Raises :class:`TemplateError` (codes as :class:`ExpressionError`).
     """
     prepared = _prepare(source)
