@@ -56,6 +56,9 @@ class Run(models.Model):
     max_parallelism = models.PositiveIntegerField(default=4)
     max_steps = models.PositiveIntegerField(default=1000)
     step_count = models.PositiveIntegerField(default=0)
+    # Bumped by every engine write to the row: the fast commit path checks it to know
+    # the worker's cached view of the run is still current (optimistic concurrency).
+    version = models.PositiveBigIntegerField(default=0)
     budget_usd = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
     budget_tokens = models.BigIntegerField(null=True, blank=True)
     input_tokens = models.BigIntegerField(default=0)

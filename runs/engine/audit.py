@@ -1,18 +1,273 @@
-"""The audit log's writer: append an entry in the caller's transaction."""
+"""The audit log's writer and verifier: append a hash-chained entry in the caller's transaction.
+
+Chains. Entries form one hash chain per *scope*: ``run:<id>`` for everything done to a run,
+its steps and its approvals; ``graph:<id>`` for graph versions; ``user:<id>`` for API tokens;
+``auth`` for login failures; ``<model>:<pk>`` otherwise. A single global chain would make every
+audited commit in the system wait behind one row lock (TRAPS.md measured it); a chain per run
+costs one row lock that the engine's own order already implies. Entry n of a chain stores
+``prev_hash`` (entry n-1's hash, or 64 zeros) and ``hash`` = HMAC-SHA256 over its canonical
+content (scope, seq, prev_hash, who, what, object, data, time). The HMAC key is
+``settings.BALLAST_AUDIT_KEY`` if set, else ``SECRET_KEY``: someone who can write to the
+database but does not hold the key cannot rewrite a chain so that it verifies again.
+
+The head of each chain (``AuditChain``: last seq and hash) is locked while appending and lets
+:func:`audit_verify` notice entries cut from the end of a chain.
+
+Principal. API views run inside :func:`acting_as`; an entry written there by a user
+authenticated with an API token is recorded with ``actor_type="token"`` and the token's prefix,
+without every service having to know how the user authenticated.
+"""
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import hashlib
+import hmac
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from runs.models import AuditEntry
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from runs.models import AuditChain, AuditEntry, Run
+
+GENESIS = "0" * 64
+
+# (actor_type, extra data) that overrides actor_type="user" while an API request runs.
+_principal: contextvars.ContextVar[tuple[str, dict[str, Any]] | None] = contextvars.ContextVar("ballast_audit_principal", default=None)
+
+
+@contextlib.contextmanager
+def acting_as(actor_type: str | None, **data: Any) -> Iterator[None]:
+    """Within this block, entries audited as ``actor_type="user"`` are recorded as
+    ``actor_type`` (e.g. ``"token"``) with ``data`` (e.g. ``token="bal_ab12cd34"``) added.
+    ``actor_type=None`` clears any principal set by an outer block."""
+    token = _principal.set((actor_type, data) if actor_type else None)
+    try:
+        yield
+    finally:
+        _principal.reset(token)
+
+
+def set_principal(actor_type: str | None, **data: Any) -> contextvars.Token:
+    """Set the principal for the rest of this context (reset it with :func:`reset_principal`)."""
+    return _principal.set((actor_type, data) if actor_type else None)
+
+
+def reset_principal(token: contextvars.Token) -> None:
+    """Undo :func:`set_principal`."""
+    _principal.reset(token)
+
+
+def _key() -> bytes:
+    secret = getattr(settings, "BALLAST_AUDIT_KEY", None) or settings.SECRET_KEY
+    return hashlib.sha256(b"ballast-audit:" + str(secret).encode()).digest()
+
+
+def _timestamp(value: datetime) -> str:
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _canonical(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+
+
+def entry_hash(
+    *,
+    scope: str,
+    seq: int,
+    prev_hash: str,
+    actor_type: str,
+    actor: str,
+    action: str,
+    object_type: str,
+    object_id: str,
+    data: Any,
+    created_at: datetime,
+) -> str:
+    """HMAC-SHA256 (hex) of an entry's canonical content: everything but its row id and hash."""
+    content = _canonical(
+        [scope, seq, prev_hash, actor_type, actor, action, object_type, object_id, data, _timestamp(created_at)]
+    )
+    return hmac.new(_key(), content.encode(), hashlib.sha256).hexdigest()
+
+
+def scope_of(obj: Any) -> str:
+    """The chain an object's entries go to (see the module docstring)."""
+    if obj is None:
+        return "auth"
+    explicit = getattr(obj, "audit_scope", None)
+    if isinstance(explicit, str) and explicit:
+        return explicit
+    model = obj._meta.model_name
+    if isinstance(obj, Run):
+        return f"run:{obj.pk}"
+    run_id = getattr(obj, "run_id", None)
+    if run_id is not None:
+        return f"run:{run_id}"
+    graph_id = getattr(obj, "graph_id", None)
+    if graph_id is not None:
+        return f"graph:{graph_id}"
+    return f"{model}:{obj.pk}"
 
 
 def audit(actor: str, action: str, obj: Any, *, actor_type: str = "user", **data: Any) -> AuditEntry:
-    """Append an audit entry in the caller's transaction (who did what to which object)."""
-    return AuditEntry.objects.create(
-        actor_type=actor_type,
-        actor=actor,
-        action=action,
-        object_type=obj._meta.model_name,
-        object_id=str(obj.pk),
-        data=data,
-    )
+    """Append an audit entry in the caller's transaction (who did what to which object).
+
+    ``obj`` is a model instance (or None for events about no object, such as a failed
+    login); ``data`` must be JSON-serialisable (other values are stored as ``str``). The
+    entry joins the hash chain of ``scope_of(obj)``; the chain's head is locked until the
+    caller's transaction ends, so entries of one chain are appended one at a time. For a
+    run's chain the run row is locked first, the order the engine uses, so an audited
+    service and an engine commit on one run cannot deadlock. Returns the entry.
+    """
+    principal = _principal.get()
+    if principal is not None and actor_type == "user":
+        actor_type, extra = principal
+        data = {**extra, **data}
+    data = json.loads(_canonical(data))  # what the JSON column will give back, hashed as such
+    scope = scope_of(obj)
+    object_type = "" if obj is None else obj._meta.model_name
+    object_id = "" if obj is None else str(obj.pk)
+    with transaction.atomic():
+        if scope.startswith("run:"):
+            list(Run.objects.select_for_update().filter(pk=int(scope[4:])).values_list("pk"))
+        head = AuditChain.objects.select_for_update().filter(scope=scope).first()
+        if head is None:
+            # First entry of this chain: create the head (a racing creator makes this a
+            # no-op after it commits), then lock it.
+            AuditChain.objects.bulk_create([AuditChain(scope=scope, seq=0, hash="")], ignore_conflicts=True)
+            head = AuditChain.objects.select_for_update().get(scope=scope)
+        seq = head.seq + 1
+        prev_hash = head.hash or GENESIS
+        created_at = timezone.now()
+        digest = entry_hash(
+            scope=scope,
+            seq=seq,
+            prev_hash=prev_hash,
+            actor_type=actor_type,
+            actor=actor,
+            action=action,
+            object_type=object_type,
+            object_id=object_id,
+            data=data,
+            created_at=created_at,
+        )
+        entry = AuditEntry.objects.create(
+            actor_type=actor_type,
+            actor=actor,
+            action=action,
+            object_type=object_type,
+            object_id=object_id,
+            data=data,
+            created_at=created_at,
+            scope=scope,
+            seq=seq,
+            prev_hash=prev_hash,
+            hash=digest,
+        )
+        AuditChain.objects.filter(pk=head.pk).update(seq=seq, hash=digest)
+    return entry
+
+
+@dataclass(frozen=True)
+class AuditProblem:
+    """One defect found by :func:`audit_verify`: the chain, the entry (if any) and what is wrong."""
+
+    scope: str
+    entry_id: int | None
+    seq: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.scope} seq {self.seq} (entry {self.entry_id})" if self.entry_id else self.scope
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class AuditReport:
+    """Outcome of :func:`audit_verify`: counts and the problems (empty when intact)."""
+
+    entries: int
+    chains: int
+    problems: list[AuditProblem]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def audit_verify(*, scope: str | None = None, chunk_size: int = 2000) -> AuditReport:
+    """Recompute every chain (or one ``scope``) and compare with the stored hashes and heads.
+
+    Detects: an edited entry (its hash no longer matches its content), a deleted entry (a
+    gap in ``seq`` and a ``prev_hash`` that no longer links), reordered entries (a changed
+    ``seq`` breaks both its hash and the links), entries cut from a chain's end (the head
+    names a later seq), a chain whose head is missing, and a head whose entries are all
+    gone. Streams entries in chunks and looks heads up in batches (a chain per run means
+    as many heads as runs); never writes.
+    """
+    problems: list[AuditProblem] = []
+    qs = AuditEntry.objects.order_by("scope", "seq", "id")
+    if scope is not None:
+        qs = qs.filter(scope=scope)
+    entries = chains = 0
+    ended: list[tuple[str, int, str]] = []  # (scope, last seq, last hash) of chains read, heads not yet checked
+
+    def check_heads() -> None:
+        heads = {s: (n, h) for s, n, h in AuditChain.objects.filter(scope__in=[c[0] for c in ended]).values_list("scope", "seq", "hash")}
+        for chain, last_seq, last_hash in ended:
+            head = heads.get(chain)
+            if head is None:
+                problems.append(AuditProblem(chain, None, None, "chain has entries but no head row (head deleted)"))
+            elif head != (last_seq, last_hash):
+                problems.append(
+                    AuditProblem(chain, None, None, f"head names seq {head[0]} but the chain ends at seq {last_seq} (entries cut from the end, or head edited)")
+                )
+        ended.clear()
+
+    current: str | None = None
+    expected_seq, prev = 1, GENESIS
+    for e in qs.iterator(chunk_size=chunk_size):
+        entries += 1
+        if e.scope != current:
+            if current is not None:
+                ended.append((current, expected_seq - 1, prev))
+                if len(ended) >= chunk_size:
+                    check_heads()
+            current, chains = e.scope, chains + 1
+            expected_seq, prev = 1, GENESIS
+        if e.seq != expected_seq:
+            problems.append(AuditProblem(e.scope, e.pk, e.seq, f"expected seq {expected_seq}: entries deleted or reordered"))
+        if e.prev_hash != prev:
+            problems.append(AuditProblem(e.scope, e.pk, e.seq, "prev_hash does not match the previous entry's hash: entries deleted, inserted or reordered"))
+        recomputed = entry_hash(
+            scope=e.scope,
+            seq=e.seq,
+            prev_hash=e.prev_hash,
+            actor_type=e.actor_type,
+            actor=e.actor,
+            action=e.action,
+            object_type=e.object_type,
+            object_id=e.object_id,
+            data=e.data,
+            created_at=e.created_at,
+        )
+        if not hmac.compare_digest(recomputed, e.hash):
+            problems.append(AuditProblem(e.scope, e.pk, e.seq, "hash does not match the entry's content: entry edited"))
+        expected_seq, prev = e.seq + 1, e.hash
+    if current is not None:
+        ended.append((current, expected_seq - 1, prev))
+    check_heads()
+    orphans = AuditChain.objects.filter(seq__gt=0).exclude(scope__in=AuditEntry.objects.values("scope"))
+    if scope is not None:
+        orphans = orphans.filter(scope=scope)
+    for chain, seq in orphans.values_list("scope", "seq"):
+        problems.append(AuditProblem(chain, None, None, f"head names seq {seq} but the chain has no entries (entries deleted)"))
+    return AuditReport(entries=entries, chains=chains, problems=problems)

@@ -7,6 +7,7 @@ is never stolen. Recovery re-enqueues; it never executes in place (DBOS does the
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import multiprocessing
 import os
@@ -37,7 +38,13 @@ def recover_once(*, on_start: bool = False) -> list[int]:
     ids: list[int] = []
     for step_id in store.expired_step_ids(owner_is_dead):
         ids += store.step_recover(step_id, recovered_by=me, owner_is_dead=owner_is_dead)
-    ids += store.due_pending_steps(stale_seconds=STALE_DISPATCH_SECONDS, everything=on_start)
+    # A cluster that died held queue entries in its prefetch buffer (locked for `retry`
+    # seconds by the ORM broker, dropped by Redis): hand every pending step to the queue
+    # again now rather than after STALE_DISPATCH_SECONDS. Duplicates are harmless.
+    dead = store.workers_forget_dead(owner_is_dead, silent_seconds=max(STALE_DISPATCH_SECONDS, 10 * settings.BALLAST_RECOVERY_INTERVAL))
+    if dead:
+        log.warning("cluster(s) %s died: re-dispatching pending steps", dead)
+    ids += store.due_pending_steps(stale_seconds=STALE_DISPATCH_SECONDS, everything=on_start or bool(dead))
     dispatch.enqueue(ids)
     if ids:
         log.info("recovery handed %d step(s) to the queue: %s", len(ids), ids[:20])
@@ -87,7 +94,20 @@ def start_supervisor() -> Supervisor:
     if _supervisor is None or not _supervisor.is_alive():
         _supervisor = Supervisor()
         _supervisor.start()
+        atexit.register(_stop_supervisor_at_exit)
     return _supervisor
+
+
+def _stop_supervisor_at_exit() -> None:
+    """Deregister a cluster that stops cleanly: django-q2's qcluster command returns right
+    after starting its sentinel and the process lives on in multiprocessing's atexit join;
+    join the children here too, then stop the supervisor (it deletes the Worker row)."""
+    for child in multiprocessing.active_children():
+        child.join()
+    supervisor = _supervisor
+    if supervisor is not None and supervisor.is_alive():
+        supervisor.stop_event.set()
+        supervisor.join(timeout=10)
 
 
 def is_cluster_main_process(argv: list[str]) -> bool:

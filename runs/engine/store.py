@@ -7,6 +7,7 @@ only after that commit (the caller hands the returned step ids to ``dispatch``).
 """
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -15,6 +16,7 @@ from functools import lru_cache
 from typing import Any, Iterable
 
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -75,6 +77,12 @@ def _lease_delta() -> timedelta:
     return timedelta(seconds=settings.BALLAST_LEASE_SECONDS)
 
 
+def _bump(queryset: Any, **fields: Any) -> int:
+    """Update run rows and bump their ``version``: every change to a run moves its version,
+    so a worker's cached view of a run is valid exactly while the version matches."""
+    return queryset.update(version=F("version") + 1, **fields)
+
+
 def _lock_run(run_id: int) -> Run:
     # The run row serialises commits of one run's parallel branches (state merge and
     # join bookkeeping); SQLite's IMMEDIATE transactions already serialise all writers.
@@ -105,6 +113,9 @@ class ClaimedStep:
     child_key: str = ""
     child_input: dict[str, Any] | None = None
     children: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The run as this worker's last commit left it, when this step is the run's only
+    # active step (a sequential stretch); lets the next commit skip reading the run.
+    snapshot: Run | None = None
 
     @property
     def spec_node_id(self) -> str:
@@ -303,7 +314,7 @@ def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
         StepAttempt.objects.create(step=step, number=step.attempt, worker=worker, started_at=now)
         events = [_event(run.pk, "step_started", step.pk, node_id=step.node_id, iteration=step.iteration, attempt=step.attempt)]
         if run.status == RunStatus.QUEUED:
-            Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(status=RunStatus.RUNNING, started_at=now)
+            _bump(Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED), status=RunStatus.RUNNING, started_at=now)
             events.insert(0, _event(run.pk, "run_started"))
         RunEvent.objects.bulk_create(events)
         return _claim_details(step, run, worker)
@@ -416,7 +427,7 @@ def _start_kept(run: Run, kept: Step | None, worker: str | None, now: datetime, 
 def _finish_run(run: Run, status: str, *, error: dict | None = None, output: Any = None, step_id: int | None = None) -> None:
     """Move ``run`` to a terminal status inside the caller's transaction (CAS on non-terminal)."""
     now = timezone.now()
-    updated = Run.objects.filter(pk=run.pk).exclude(status__in=TERMINAL_RUN_STATUSES).update(
+    updated = _bump(Run.objects.filter(pk=run.pk).exclude(status__in=TERMINAL_RUN_STATUSES), 
         status=status, error=error, output=output, finished_at=now
     )
     if not updated:
@@ -446,6 +457,10 @@ def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = T
     is no longer ours (recovery gave the step to someone else) nothing is written.
     With ``keep_next`` one ready successor is leased to this worker in the same commit.
     """
+    if claimed.snapshot is not None and keep_next and result.wait is None and not result.spawn:
+        fast = _fast_commit(claimed, result)
+        if fast is not None:
+            return fast
     now = timezone.now()
     usage = result.usage.as_dict() if result.usage else None
     with transaction.atomic():
@@ -487,6 +502,212 @@ def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = T
         return _advance(run, step, result, now, worker=claimed.worker if keep_next else None)
 
 
+# The sequential fast path (PostgreSQL): the whole commit of a step that is its run's only
+# active step, and the lease of its single successor to this worker, as ONE fenced
+# statement in autocommit mode (one round trip). The run row is locked first (the order
+# recovery and the slow path use) and only if its version is the one this worker's last
+# commit left; the step row only if its lease is still ours. If either check fails the
+# statement writes nothing and the caller takes the slow path, which re-reads everything.
+_FAST_COMMIT_SQL = """
+WITH locked_run AS (
+    SELECT id FROM runs_run WHERE id = %(run)s AND version = %(version)s FOR UPDATE
+), locked_step AS (
+    SELECT id FROM runs_step
+    WHERE id = %(step)s AND status = 'running' AND attempt = %(attempt)s AND lease_owner = %(owner)s
+      AND EXISTS (SELECT 1 FROM locked_run)
+    FOR UPDATE
+), run_upd AS (
+    UPDATE runs_run SET state = %(state)s::jsonb, scheduler = %(scheduler)s::jsonb, step_count = step_count + 1,
+        input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
+        cost_usd = cost_usd + %(cost)s, status = 'running', version = version + 1, updated_at = %(now)s
+    WHERE id IN (SELECT id FROM locked_run) AND EXISTS (SELECT 1 FROM locked_step)
+    RETURNING id
+), step_upd AS (
+    UPDATE runs_step SET status = 'succeeded', output = %(output)s::jsonb, updates = %(updates)s::jsonb,
+        usage = %(usage)s::jsonb, cost_usd = %(step_cost)s, lease_owner = '', lease_expires_at = NULL, finished_at = %(now)s
+    WHERE id IN (SELECT id FROM locked_step) AND EXISTS (SELECT 1 FROM run_upd)
+    RETURNING id
+), att_upd AS (
+    UPDATE runs_stepattempt SET status = 'succeeded', usage = %(usage)s::jsonb, cost_usd = %(step_cost)s, finished_at = %(now)s
+    WHERE step_id IN (SELECT id FROM step_upd) AND number = %(attempt)s
+), new_step AS (
+    INSERT INTO runs_step (run_id, parent_id, child_key, node_id, kind, iteration, depth, status, attempt, max_attempts,
+        idempotency_key, lease_owner, lease_expires_at, started_at, created_at, price_version)
+    SELECT %(run)s, NULL, '', %(next_node)s, %(next_kind)s, %(next_iteration)s, %(next_depth)s, 'running', 1,
+        %(next_max_attempts)s, %(next_key)s, %(owner)s, %(lease_until)s, %(now)s, %(now)s, ''
+    WHERE EXISTS (SELECT 1 FROM step_upd)
+    RETURNING id
+), new_att AS (
+    INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version)
+    SELECT id, 1, %(owner)s, 'running', %(now)s, '' FROM new_step
+), events AS (
+    INSERT INTO runs_runevent (run_id, step_id, kind, data, created_at)
+    SELECT %(run)s, id, 'step_succeeded', %(done_event)s::jsonb, %(now)s FROM step_upd
+    UNION ALL SELECT %(run)s, id, 'step_created', %(created_event)s::jsonb, %(now)s FROM new_step
+    UNION ALL SELECT %(run)s, id, 'step_started', %(started_event)s::jsonb, %(now)s FROM new_step
+)
+SELECT (SELECT id FROM new_step)
+"""
+
+
+# The same sequential commit for databases without data-modifying CTEs (SQLite): fixed
+# statements in one IMMEDIATE transaction, which holds SQLite's single writer lock from
+# BEGIN, so the version and lease checks cannot race. A failed check rolls it all back.
+_SEQ_RUN_SQL = """
+UPDATE runs_run SET state = %(state)s, scheduler = %(scheduler)s, step_count = step_count + 1,
+    input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
+    cost_usd = cost_usd + %(cost)s, status = 'running', version = version + 1, updated_at = %(now)s
+WHERE id = %(run)s AND version = %(version)s
+"""
+_SEQ_STEP_SQL = """
+UPDATE runs_step SET status = 'succeeded', output = %(output)s, updates = %(updates)s, usage = %(usage)s,
+    cost_usd = %(step_cost)s, lease_owner = '', lease_expires_at = NULL, finished_at = %(now)s
+WHERE id = %(step)s AND status = 'running' AND attempt = %(attempt)s AND lease_owner = %(owner)s
+"""
+_SEQ_ATTEMPT_SQL = """
+UPDATE runs_stepattempt SET status = 'succeeded', usage = %(usage)s, cost_usd = %(step_cost)s, finished_at = %(now)s
+WHERE step_id = %(step)s AND number = %(attempt)s
+"""
+_SEQ_NEW_STEP_SQL = """
+INSERT INTO runs_step (run_id, parent_id, child_key, node_id, kind, iteration, depth, status, attempt, max_attempts,
+    idempotency_key, lease_owner, lease_expires_at, started_at, created_at, price_version)
+VALUES (%(run)s, NULL, '', %(next_node)s, %(next_kind)s, %(next_iteration)s, %(next_depth)s, 'running', 1,
+    %(next_max_attempts)s, %(next_key)s, %(owner)s, %(lease_until)s, %(now)s, %(now)s, '')
+RETURNING id
+"""
+_SEQ_NEW_ATTEMPT_SQL = """
+INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version)
+VALUES (%(next_step)s, 1, %(owner)s, 'running', %(now)s, '')
+"""
+_SEQ_EVENTS_SQL = """
+INSERT INTO runs_runevent (run_id, step_id, kind, data, created_at) VALUES
+    (%(run)s, %(step)s, 'step_succeeded', %(done_event)s, %(now)s),
+    (%(run)s, %(next_step)s, 'step_created', %(created_event)s, %(now)s),
+    (%(run)s, %(next_step)s, 'step_started', %(started_event)s, %(now)s)
+"""
+
+
+class _Stale(Exception):
+    """A sequential commit's version or lease check failed: roll back, take the slow path."""
+
+
+def _sequential_statements(params: dict[str, Any]) -> int | None:
+    """Run the portable sequential commit; the new step's id, or None when a check failed."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(_SEQ_RUN_SQL, params)
+            if cursor.rowcount != 1:
+                raise _Stale
+            cursor.execute(_SEQ_STEP_SQL, params)
+            if cursor.rowcount != 1:
+                raise _Stale
+            cursor.execute(_SEQ_ATTEMPT_SQL, params)
+            cursor.execute(_SEQ_NEW_STEP_SQL, params)
+            params["next_step"] = cursor.fetchone()[0]
+            cursor.execute(_SEQ_NEW_ATTEMPT_SQL, params)
+            cursor.execute(_SEQ_EVENTS_SQL, params)
+    except _Stale:
+        return None
+    return params["next_step"]
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(_jsonable(value), cls=DjangoJSONEncoder)
+
+
+def _fast_commit(claimed: ClaimedStep, result: NodeResult) -> CommitOutcome | None:
+    """Commit ``claimed`` and lease its single successor, trusting the run snapshot this
+    worker's last commit left (checked by version), or return None and let the caller
+    take the slow path. One statement on PostgreSQL (_FAST_COMMIT_SQL), fixed statements
+    in one transaction elsewhere (_SEQ_*_SQL)."""
+    run = claimed.snapshot
+    assert run is not None
+    if run.budget_usd is not None or run.budget_tokens is not None or transaction.get_connection().in_atomic_block:
+        return None
+    graph = compiled_graph(run.graph_version_id)
+    transition = scheduler.apply_step(
+        graph,
+        state=run.state,
+        bookkeeping=run.scheduler,
+        node_id=claimed.node_id,
+        iteration=claimed.iteration,
+        depth=claimed.depth,
+        updates=result.updates,
+        route=result.route,
+        other_active=[],
+        step_count=run.step_count,
+        max_steps=run.max_steps,
+    )
+    if transition.failure or transition.ended or len(transition.activations) != 1:
+        return None
+    act = transition.activations[0]
+    node = graph.topology.nodes[act.node_id]
+    now = timezone.now()
+    usage = result.usage
+    key = idempotency_key(run, act.node_id, act.iteration)
+    params = {
+        "run": run.pk,
+        "version": run.version,
+        "step": claimed.step_id,
+        "attempt": claimed.attempt,
+        "owner": claimed.worker,
+        "state": _dumps(transition.state),
+        "scheduler": _dumps(transition.bookkeeping),
+        "in_tokens": usage.input_tokens if usage else 0,
+        "out_tokens": usage.output_tokens if usage else 0,
+        "cost": result.cost_usd or Decimal(0),
+        "now": now,
+        "output": _dumps(result.recorded_output()),
+        "updates": _dumps(result.updates) if result.updates else None,
+        "usage": _dumps(usage.as_dict()) if usage else None,
+        "step_cost": result.cost_usd,
+        "next_node": act.node_id,
+        "next_kind": node.kind,
+        "next_iteration": act.iteration,
+        "next_depth": act.depth,
+        "next_max_attempts": node.retry.max_attempts,
+        "next_key": key,
+        "lease_until": now + _lease_delta(),
+        "done_event": _dumps({"node_id": claimed.node_id, "iteration": claimed.iteration, "route": result.route}),
+        "created_event": _dumps({"node_id": act.node_id, "iteration": act.iteration}),
+        "started_event": _dumps({"node_id": act.node_id, "iteration": act.iteration, "attempt": 1}),
+    }
+    for name in ("now", "lease_until"):
+        params[name] = connection.ops.adapt_datetimefield_value(params[name])
+    for name in ("cost", "step_cost"):
+        params[name] = connection.ops.adapt_decimalfield_value(params[name], 14, 6)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_FAST_COMMIT_SQL, params)
+            row = cursor.fetchone()
+        new_id = row[0] if row else None
+    else:
+        new_id = _sequential_statements(params)
+    if new_id is None:
+        return None
+    row = (new_id,)
+    run.state = transition.state
+    run.scheduler = transition.bookkeeping
+    run.step_count += 1
+    run.version += 1
+    run.status = RunStatus.RUNNING
+    _add_usage(run, result)
+    kept = Step(
+        pk=row[0],
+        run=run,
+        node_id=act.node_id,
+        kind=node.kind,
+        iteration=act.iteration,
+        depth=act.depth,
+        attempt=1,
+        max_attempts=node.retry.max_attempts,
+        idempotency_key=key,
+    )
+    next_claim = _claim_details(kept, run, claimed.worker)
+    next_claim.snapshot = run
+    return CommitOutcome(committed=True, next_step=next_claim, run_status=RunStatus.RUNNING)
+
+
 def _add_usage(run: Run, result: NodeResult) -> None:
     if result.usage:
         run.input_tokens += result.usage.input_tokens
@@ -517,7 +738,7 @@ def _commit_wait(run: Run, step: Step, result: NodeResult, now: datetime) -> Com
         new_status = RunStatus.WAITING
         events.append(_event(run.pk, "run_waiting", step.pk, node_id=step.node_id))
     RunEvent.objects.bulk_create(events)
-    Run.objects.filter(pk=run.pk).update(
+    _bump(Run.objects.filter(pk=run.pk), 
         status=new_status, input_tokens=run.input_tokens, output_tokens=run.output_tokens, cost_usd=run.cost_usd, updated_at=now
     )
     return CommitOutcome(committed=True, run_status=new_status)
@@ -530,7 +751,7 @@ def _advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker:
         # The run ended (cancelled, failed elsewhere) while this step ran: its output is
         # a fact and is kept, but nothing follows it.
         RunEvent.objects.bulk_create(events)
-        Run.objects.filter(pk=run.pk).update(
+        _bump(Run.objects.filter(pk=run.pk), 
             input_tokens=run.input_tokens, output_tokens=run.output_tokens, cost_usd=run.cost_usd, updated_at=now
         )
         return CommitOutcome(committed=True, run_status=run.status)
@@ -606,7 +827,7 @@ def _advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker:
         events.append(_event(run.pk, "run_waiting", step.pk))
     RunEvent.objects.bulk_create(events)
     run.status = new_status
-    Run.objects.filter(pk=run.pk).update(
+    _bump(Run.objects.filter(pk=run.pk), 
         status=new_status,
         state=run.state,
         scheduler=run.scheduler,
@@ -616,6 +837,9 @@ def _advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker:
         cost_usd=run.cost_usd,
         updated_at=now,
     )
+    if next_claim is not None and not active and len(new_steps) == 1:
+        run.version += 1
+        next_claim.snapshot = run
     dispatch = [s.pk for s in new_steps if s.dispatched_at is not None] + dispatch_old
     return CommitOutcome(committed=True, dispatch=dispatch, next_step=next_claim, run_status=new_status)
 
@@ -687,7 +911,7 @@ def _commit_spawn(run: Run, claimed: ClaimedStep, result: NodeResult, now: datet
     run.step_count += len(new_steps)
     run.status = _run_status_after(active, (s.status for s in new_steps))
     RunEvent.objects.bulk_create(events)
-    Run.objects.filter(pk=run.pk).update(
+    _bump(Run.objects.filter(pk=run.pk), 
         status=run.status,
         step_count=run.step_count,
         input_tokens=run.input_tokens,
@@ -732,14 +956,14 @@ def _child_finished(run: Run, child: Step, events: list[RunEvent], now: datetime
             dispatch += dispatch_old
         run.status = _run_status_after(active)
     RunEvent.objects.bulk_create(events)
-    Run.objects.filter(pk=run.pk).update(
+    _bump(Run.objects.filter(pk=run.pk), 
         status=run.status, input_tokens=run.input_tokens, output_tokens=run.output_tokens, cost_usd=run.cost_usd, updated_at=now
     )
     return CommitOutcome(committed=True, dispatch=dispatch, next_step=next_claim, run_status=run.status)
 
 
 def _save_run_totals(run: Run, now: datetime) -> None:
-    Run.objects.filter(pk=run.pk).update(
+    _bump(Run.objects.filter(pk=run.pk), 
         state=run.state,
         scheduler=run.scheduler,
         step_count=run.step_count,
@@ -800,7 +1024,7 @@ def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
             run.cost_usd += cost_usd or 0
             run.input_tokens += usage.input_tokens if usage else 0
             run.output_tokens += usage.output_tokens if usage else 0
-            Run.objects.filter(pk=run.pk).update(cost_usd=run.cost_usd, input_tokens=run.input_tokens, output_tokens=run.output_tokens)
+            _bump(Run.objects.filter(pk=run.pk), cost_usd=run.cost_usd, input_tokens=run.input_tokens, output_tokens=run.output_tokens)
         if retry:
             RunEvent.objects.create(
                 run_id=run.pk,
@@ -862,7 +1086,7 @@ def step_requeue_parked(step_id: int, *, actor: str) -> list[int]:
         status=StepStatus.PENDING, dispatched_at=now, available_at=None
     ):
         raise StepStateError(f"step {step_id} is {step.status}, not parked")
-    Run.objects.filter(pk=run.pk, status=RunStatus.WAITING).update(status=RunStatus.RUNNING)
+    _bump(Run.objects.filter(pk=run.pk, status=RunStatus.WAITING), status=RunStatus.RUNNING)
     RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind="step_requeued", data={"by": actor})
     return [step_id]
 
@@ -918,7 +1142,7 @@ def run_resume(run_id: int, *, actor: str, actor_type: str = "user", budget_usd:
         if run.status == RunStatus.WAITING and Step.objects.filter(run=run, status=StepStatus.PARKED).exists():
             parked = list(Step.objects.filter(run=run, status=StepStatus.PARKED).values_list("id", flat=True))
             Step.objects.filter(pk__in=parked).update(status=StepStatus.PENDING, dispatched_at=now, available_at=None)
-            Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, updated_at=now)
+            _bump(Run.objects.filter(pk=run.pk), status=RunStatus.RUNNING, updated_at=now)
             RunEvent.objects.create(run=run, kind="run_resumed", data={"by": actor, "requeued": parked})
             steps_requeued.send(sender=Run, run=run, step_ids=parked, actor=actor)
             audit(actor, "run.resume", run, actor_type=actor_type, requeued=parked)
@@ -952,7 +1176,7 @@ def run_resume(run_id: int, *, actor: str, actor_type: str = "user", budget_usd:
             fields["budget_usd"] = budget_usd
         if budget_tokens is not None:
             fields["budget_tokens"] = budget_tokens
-        Run.objects.filter(pk=run.pk).update(**fields)
+        _bump(Run.objects.filter(pk=run.pk), **fields)
         RunEvent.objects.create(run=run, kind="run_resumed", data={"by": actor, "reopened": sorted(ids)})
         audit(actor, "run.resume", run, actor_type=actor_type, reopened=sorted(ids), previous_error=run.error)
         return ids
@@ -1056,6 +1280,16 @@ def worker_remove(name: str) -> None:
     Worker.objects.filter(name=name).delete()
 
 
+def workers_forget_dead(owner_is_dead: Any, *, silent_seconds: float) -> list[str]:
+    """Delete the rows of clusters that died (a dead pid on this host, or no heartbeat for
+    ``silent_seconds``) and return their names: their prefetched queue entries are lost."""
+    cutoff = timezone.now() - timedelta(seconds=silent_seconds)
+    dead = [name for name, beat in Worker.objects.values_list("name", "heartbeat_at") if beat < cutoff or owner_is_dead(name)]
+    if dead:
+        Worker.objects.filter(name__in=dead).delete()
+    return dead
+
+
 def workers_alive(within_seconds: float) -> bool:
     """Whether any worker sent a heartbeat in the last ``within_seconds``."""
     return Worker.objects.filter(heartbeat_at__gte=timezone.now() - timedelta(seconds=within_seconds)).exists()
@@ -1110,7 +1344,7 @@ def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: Any) -> list
         audit(recovered_by, "run.park", run, actor_type="worker", step=step_id, **data)
         active = _active_steps(run.pk, exclude=step_id)
         if not any(a[2] in (StepStatus.PENDING, StepStatus.RUNNING) for a in active):
-            Run.objects.filter(pk=run.pk).update(status=RunStatus.WAITING)
+            _bump(Run.objects.filter(pk=run.pk), status=RunStatus.WAITING)
             RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind="run_waiting", data={"node_id": step.node_id})
         handler = import_string(settings.BALLAST_PARK_HANDLER)
         handler(run=run, step=step, reason="interrupted by a worker crash; not safe to repeat")

@@ -17,6 +17,8 @@ def _process_start_ticks(pid: int) -> str | None:
         return None
     # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
     fields = data[data.rfind(")") + 2 :].split()
+    if fields and fields[0] in ("Z", "X"):  # exited (zombie, dying): it holds nothing any more
+        return None
     return fields[19] if len(fields) > 19 else None
 
 

@@ -42,12 +42,6 @@ def test_live_and_reaped_processes():
     assert workers.owner_is_dead(owner)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="engine bug: workers._process_start_ticks ignores the process state, so a killed, "
-    "not yet reaped (zombie) lease owner counts as alive and takeover waits for the reaper",
-)
 def test_killed_but_unreaped_owner_counts_as_dead():
     proc = subprocess.Popen(["sleep", "60"])
     try:

@@ -44,15 +44,21 @@ class Command(BaseCommand):
                     code = child.returncode or 1
                     stopping = True
             time.sleep(0.5)
+        # SIGTERM to qcluster's main process only: sent to its whole process group,
+        # django-q2 hangs in "stopping" (its sentinel dies holding the stop lock).
         for child in children:
             if child.poll() is None:
-                try:
-                    os.killpg(child.pid, signal.SIGTERM) if child.args[2] == "qcluster" else child.terminate()
-                except ProcessLookupError:
-                    pass
+                child.terminate()
         for child in children:
             try:
-                child.wait(timeout=15)
+                child.wait(timeout=20)
             except subprocess.TimeoutExpired:
+                pass
+            if child.args[2] == "qcluster":
+                try:
+                    os.killpg(child.pid, signal.SIGKILL)  # no orphaned workers, ever
+                except ProcessLookupError:
+                    pass
+            elif child.poll() is None:
                 child.kill()
         sys.exit(code)

@@ -1,0 +1,64 @@
+"""Round trips per node commit, counted so they cannot creep back (issue: benchmarks).
+
+A step that is its run's only active step commits, with the lease of its successor, as
+one statement on PostgreSQL and as six fixed statements in one transaction on SQLite.
+"""
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from runs.engine import dispatch
+from runs.engine.loop import drive_local
+from runs.models import Step
+from runs.services import run_start
+from tests.support.specs import chain, graph, node, publish, transform
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def linear(n: int):
+    ids = [f"t{i}" for i in range(n)]
+    nodes = [node("start", "start"), *[transform(i, x="x + 1") for i in ids], node("end", "end")]
+    return graph(nodes, chain("start", *ids, "end"), state={"x": {"default": 0}})
+
+
+def queries_for(n: int) -> int:
+    version = publish(linear(n))
+    with dispatch.local_mode() as queue:
+        run = run_start(version=version, run_input={})
+        with CaptureQueriesContext(connection) as captured:
+            drive_local(run.pk, queue=queue, timeout=60)
+    run.refresh_from_db()
+    assert run.status == "succeeded" and run.state["x"] == n
+    assert Step.objects.filter(run=run, status="succeeded").count() == n + 2
+    return len(captured.captured_queries)
+
+
+def test_round_trips_per_node_commit():
+    # The marginal cost of 30 more nodes, so the run's first and last commits don't count.
+    per_node = (queries_for(40) - queries_for(10)) / 30
+    if connection.vendor == "postgresql":
+        assert per_node == 1, per_node  # one fenced statement commits a node and leases the next
+    else:
+        assert per_node <= 8, per_node  # fixed statements: BEGIN, 6 statements, COMMIT
+
+
+def test_fast_path_falls_back_when_the_run_changed_underneath():
+    from runs.engine import store
+    from runs.engine.loop import execute_node
+    from runs.models import Run
+
+    version = publish(linear(3))
+    with dispatch.local_mode() as queue:
+        run = run_start(version=version, run_input={})
+    claimed = store.step_claim(queue.popleft(), "w:1:1")
+    outcome = store.step_commit(claimed, execute_node(claimed))  # slow path; keeps t0 with a snapshot
+    kept = outcome.next_step
+    assert kept.snapshot is not None
+    Run.objects.filter(pk=run.pk).update(version=kept.snapshot.version + 5)  # someone else wrote the run
+    outcome = store.step_commit(kept, execute_node(kept))
+    assert outcome.committed and outcome.next_step is not None  # committed through the slow path
+    run.refresh_from_db()
+    assert run.state["x"] == 1
