@@ -30,6 +30,9 @@ class ApprovalRequest(models.Model):
     payload = models.JSONField(default=dict, blank=True)
     approvers = models.JSONField(default=list, blank=True)
     approver_groups = models.JSONField(default=list, blank=True)
+    # "|user:ada|group:finance|" (empty = the default rule): who may decide, as text a
+    # plain substring filter finds on every database, so the inbox is one query.
+    principals = models.CharField(max_length=4000, blank=True, default="")
     decision = models.CharField(max_length=16, blank=True, default="")
     comment = models.TextField(blank=True, default="")
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -46,3 +49,13 @@ class ApprovalRequest(models.Model):
 
     def __str__(self) -> str:
         return f"approval {self.pk} run {self.run_id} {self.node_id} ({self.status})"
+
+    def save(self, *args, **kwargs):
+        self.principals = principals_text(self.approvers, self.approver_groups)
+        super().save(*args, **kwargs)
+
+
+def principals_text(approvers: list[str], groups: list[str]) -> str:
+    """The ``principals`` text of named approvers and groups (empty when none are named)."""
+    names = [f"user:{u}" for u in approvers] + [f"group:{g}" for g in groups]
+    return "|" + "|".join(names) + "|" if names else ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.dispatch import receiver
 from django.utils import timezone
 
@@ -47,21 +48,32 @@ class BadDecision(ApprovalError):
     code = "bad_decision"
 
 
+def decidable_by(user: Any) -> Q:
+    """The rule of who may decide a request, as a filter on ApprovalRequest (the inbox
+    and the decision both use it, so it is stated once): superusers always; else named
+    approvers or members of named groups; when none are named, the graph's approvers,
+    members of the ``approvers`` group and staff."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return Q(pk__in=[])
+    if user.is_superuser:
+        return Q()
+    groups = list(user.groups.values_list("name", flat=True))
+    named = Q(principals__contains=f"|user:{user.get_username()}|")
+    for group in groups:
+        named |= Q(principals__contains=f"|group:{group}|")
+    default = Q(run__graph_version__graph__approvers=user)
+    if "approvers" in groups or user.is_staff:
+        default = Q(principals="")
+    return named | (Q(principals="") & default)
+
+
 def user_may_decide(user: Any, request: ApprovalRequest) -> bool:
-    """Whether ``user`` may decide ``request``: superusers always; else named approvers,
-    members of named groups, the graph's approvers, or (when none are named) members of
-    the ``approvers`` group and staff."""
+    """Whether ``user`` may decide ``request`` (see :func:`decidable_by`)."""
     if user is None or not user.is_authenticated or not user.is_active:
         return False
     if user.is_superuser:
         return True
-    groups = set(user.groups.values_list("name", flat=True))
-    if request.approvers or request.approver_groups:
-        return user.username in request.approvers or bool(groups & set(request.approver_groups))
-    graph = request.run.graph_version.graph
-    if graph.approvers.filter(pk=user.pk).exists():
-        return True
-    return "approvers" in groups or user.is_staff
+    return ApprovalRequest.objects.filter(pk=request.pk).filter(decidable_by(user)).exists()
 
 
 def approval_decide(

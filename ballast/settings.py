@@ -10,6 +10,7 @@ Environment:
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
@@ -82,6 +83,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI / Redoc assets served locally (no CDN)
     "django_q",
     "builder",
     "runs",
@@ -133,10 +136,43 @@ LOGIN_URL = "/admin/login/"
 EMAIL_BACKEND = os.environ.get("BALLAST_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("BALLAST_FROM_EMAIL", "ballast@localhost")
 
+# API: token auth first so an anonymous request gets 401 with WWW-Authenticate; session
+# auth (CSRF enforced by DRF for session-authenticated unsafe methods) for the browser.
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "runs.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PAGINATION_CLASS": "ballast.api.Pagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "ballast.api.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Ballast API",
+    "DESCRIPTION": "Graphs, versions, runs, steps, events, approvals, costs and the audit log of Ballast, "
+    "a durable runtime for AI agents. Authenticate with `Authorization: Token <key>` "
+    "(`manage.py create_token`) or a session cookie.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "ballast.api.add_error_responses"],
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "runs.models.RunStatus",
+        "StepStatusEnum": "runs.models.StepStatus",
+        "ApprovalStatusEnum": "approvals.models.ApprovalStatus",
+    },
+}
+# API tokens: a used token's last_used_at is written at most this often (seconds).
+BALLAST_TOKEN_TOUCH_SECONDS = 60
 
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
@@ -179,6 +215,7 @@ BALLAST_NODE_KINDS = {
     "tool": "runs.nodes.tool.ToolNode",
     "llm": "runs.nodes.llm.LLMNode",
     "approval": "approvals.nodes.ApprovalNode",
+    "agent": "runs.nodes.agent.AgentNode",
 }
 # Extra kinds (plugins, tests): BALLAST_EXTRA_NODE_KINDS="kind=dotted.Path,other=..."
 BALLAST_NODE_KINDS.update(
@@ -192,7 +229,32 @@ BALLAST_TOOL_MODULES = ["runs.tools.builtins", "runs.tools.demo"] + [
 ]
 BALLAST_PROVIDERS = {
     "mock": "runs.providers.mock.MockProvider",
+    "openai": "runs.providers.openai_provider.OpenAIProvider",
+    "anthropic": "runs.providers.anthropic_provider.AnthropicProvider",
 }
+# Per provider name: runs.providers.base.SDKSettings (base_url, api_key_env,
+# allowed_api_key_envs, timeout, price_provider, ...). Keys are read from the environment
+# at call time (OPENAI_API_KEY, ANTHROPIC_API_KEY or the variable a node names, if
+# allowed here); a key never belongs in a graph.
+BALLAST_PROVIDER_SETTINGS: dict[str, dict] = {
+    "openai": {
+        "base_url": os.environ.get("BALLAST_OPENAI_BASE_URL") or None,
+        "price_provider": os.environ.get("BALLAST_OPENAI_PRICE_PROVIDER") or None,
+        "timeout": float(os.environ.get("BALLAST_LLM_TIMEOUT", "120")),
+    },
+    "anthropic": {
+        "base_url": os.environ.get("BALLAST_ANTHROPIC_BASE_URL") or None,
+        "price_provider": os.environ.get("BALLAST_ANTHROPIC_PRICE_PROVIDER") or None,
+        "timeout": float(os.environ.get("BALLAST_LLM_TIMEOUT", "120")),
+    },
+}
+# OpenAI-compatible servers (Ollama, vLLM, LM Studio, OpenRouter, Groq, Together), as JSON:
+# BALLAST_OPENAI_COMPATIBLE='{"ollama": {"base_url": "http://127.0.0.1:11434/v1",
+# "api_key_required": false}, "groq": {"base_url": "https://api.groq.com/openai/v1",
+# "api_key_env": "GROQ_API_KEY"}}'. Each name becomes a provider nodes can use.
+for _name, _config in json.loads(os.environ.get("BALLAST_OPENAI_COMPATIBLE") or "{}").items():
+    BALLAST_PROVIDERS[_name] = "runs.providers.openai_provider.OpenAIProvider"
+    BALLAST_PROVIDER_SETTINGS[_name] = _config
 
 LOGGING = {
     "version": 1,

@@ -1,9 +1,27 @@
-"""Top-level URL routes: admin now; the API and builder pages mount here."""
+"""Top-level URL routes: admin, the REST API under /api/v1/, its OpenAPI schema and docs."""
 from django.contrib import admin
-from django.urls import path
+from django.contrib.auth.decorators import login_required
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+import runs.authentication  # noqa: F401  (connects the login-failure audit receiver)
+import runs.token_admin  # noqa: F401  (registers the API token admin before admin.site.urls is built)
+from ballast.api import api_not_found
+
+api_v1 = [
+    path("", include("builder.urls")),
+    path("", include("runs.urls")),
+    path("", include("approvals.urls")),
+]
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    # The UIs are pages for a logged-in browser: anonymous visitors go to the login page.
+    path("api/docs/", login_required(SpectacularSwaggerView.as_view(url_name="schema")), name="api-docs"),
+    path("api/redoc/", login_required(SpectacularRedocView.as_view(url_name="schema")), name="api-redoc"),
+    re_path(r"^api/", api_not_found),  # last: unmatched API URLs answer JSON too
 ]

@@ -66,3 +66,42 @@ def graph_import(*, spec: dict[str, Any], user: Any = None, actor: str = "system
         raise GraphInvalid(result.issues)
     graph = graph_save_draft(name=result.spec.name, spec=spec, description=result.spec.description, user=user)
     return graph_publish(graph=graph, user=user, actor=actor)
+
+
+def graph_create(*, name: str, draft: dict[str, Any] | None = None, description: str = "", approvers: list[Any] | None = None, user: Any = None) -> Graph:
+    """Create a graph with a draft (which may be invalid) and named approvers (users).
+    Raises IntegrityError when the name is taken (callers check first)."""
+    with transaction.atomic():
+        graph = Graph.objects.create(name=name, description=description, draft=draft or {}, created_by=user)
+        if approvers:
+            graph.approvers.set(approvers)
+    return graph
+
+
+def graph_update(
+    *,
+    graph: Graph,
+    name: str | None = None,
+    draft: dict[str, Any] | None = None,
+    description: str | None = None,
+    approvers: list[Any] | None = None,
+    user: Any = None,
+) -> Graph:
+    """Change a graph's draft, name, description or approvers (None = leave as is).
+    Published versions never change: runs stay pinned to what they started on."""
+    with transaction.atomic():
+        fields = ["updated_at"]
+        for attr, value in (("name", name), ("draft", draft), ("description", description)):
+            if value is not None:
+                setattr(graph, attr, value)
+                fields.append(attr)
+        graph.save(update_fields=fields)
+        if approvers is not None:
+            graph.approvers.set(approvers)
+    return graph
+
+
+def graph_delete(*, graph: Graph, user: Any = None) -> None:
+    """Delete a graph and its versions. Raises django.db.models.ProtectedError when a run
+    is pinned to one of its versions (runs outlive edits; they are not deleted with it)."""
+    graph.delete()

@@ -1,0 +1,296 @@
+"""API plumbing shared by every app's views: error bodies, pagination, the base view, schema hooks.
+
+Every error response has one shape::
+
+    {"error": {"code": "invalid", "message": "Invalid input.", "fields": {"input.x": ["..."]}, ...}}
+
+``fields`` maps a dotted field path to its messages (empty when no field is at fault); some
+codes add keys (``issues`` for graph validation, ``decided_by`` for an approval decided before).
+Domain exceptions of the services are translated here, so views only call services.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import ProtectedError
+from django.http import Http404
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import OpenApiParameter, inline_serializer
+from rest_framework import exceptions, serializers, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from runs.engine.audit import reset_principal, set_principal
+
+log = logging.getLogger("ballast.api")
+
+# Path ids are bigint columns: a larger number can name nothing (and PostgreSQL would
+# refuse to compare with it), so it is a 404, not a database error.
+MAX_ID = 2**63 - 1
+
+
+class ApiError(exceptions.APIException):
+    """An error with a code, a message, field errors and extra keys for the error body."""
+
+    def __init__(self, status_code: int, code: str, message: str, fields: dict[str, list[str]] | None = None, **extra: Any):
+        super().__init__(detail=message, code=code)
+        self.status_code = status_code
+        self.code = code
+        self.message = message
+        self.fields = fields or {}
+        self.extra = extra
+
+
+def conflict(code: str, message: str, fields: dict[str, list[str]] | None = None, **extra: Any) -> ApiError:
+    """A 409 Conflict error."""
+    return ApiError(status.HTTP_409_CONFLICT, code, message, fields, **extra)
+
+
+def bad_request(code: str, message: str, fields: dict[str, list[str]] | None = None, **extra: Any) -> ApiError:
+    """A 400 Bad Request error."""
+    return ApiError(status.HTTP_400_BAD_REQUEST, code, message, fields, **extra)
+
+
+def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested error detail as ``{"a.b.0.c": ["message", ...]}``."""
+    out: dict[str, list[str]] = {}
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            for k, v in flatten_errors(value, path).items():
+                out.setdefault(k, []).extend(v)
+    elif isinstance(detail, list):
+        if all(not isinstance(d, (dict, list)) for d in detail):
+            out.setdefault(prefix or "non_field_errors", []).extend(str(d) for d in detail)
+        else:
+            for i, value in enumerate(detail):
+                for k, v in flatten_errors(value, f"{prefix}.{i}" if prefix else str(i)).items():
+                    out.setdefault(k, []).extend(v)
+    else:
+        out.setdefault(prefix or "non_field_errors", []).append(str(detail))
+    return out
+
+
+def _translate(exc: Exception) -> Exception:
+    """Map service exceptions to API errors (anything unknown stays as it is)."""
+    from approvals.services import AlreadyDecided, BadDecision, NotAllowed
+    from builder.services import GraphInvalid
+    from runs.engine.store import RunNotFound, StepStateError
+    from runs.services import RunInputInvalid
+
+    if isinstance(exc, GraphInvalid):
+        fields: dict[str, list[str]] = {}
+        for issue in exc.issues:
+            key = f"nodes.{issue.node_id}.{issue.field}" if issue.node_id else issue.field
+            fields.setdefault(key or "spec", []).append(issue.message)
+        return bad_request("graph_invalid", "The graph spec is not valid.", fields, issues=[i.as_dict() for i in exc.issues])
+    if isinstance(exc, RunInputInvalid):
+        fields = {}
+        for err in exc.errors:
+            fields.setdefault(err["field"], []).append(err["message"])
+        return bad_request("input_invalid", "The run input does not match the graph's input schema.", fields)
+    if isinstance(exc, AlreadyDecided):
+        req = exc.request
+        return conflict(
+            "already_decided",
+            str(exc),
+            decided_by=req.decided_by_name or None,
+            decided_at=req.decided_at.isoformat() if req.decided_at else None,
+            status=req.status,
+        )
+    if isinstance(exc, NotAllowed):
+        return ApiError(status.HTTP_403_FORBIDDEN, "not_allowed", str(exc))
+    if isinstance(exc, BadDecision):
+        return bad_request("bad_decision", str(exc), {"decision": [str(exc)]})
+    if isinstance(exc, StepStateError):
+        return conflict("invalid_state", str(exc))
+    if isinstance(exc, (RunNotFound, ObjectDoesNotExist)):
+        return exceptions.NotFound()
+    if isinstance(exc, ProtectedError):
+        return conflict("protected", "Still in use: runs are pinned to this object's versions; it cannot be deleted.")
+    if isinstance(exc, DjangoValidationError):
+        return exceptions.ValidationError(exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages})
+    if isinstance(exc, Http404):
+        return exceptions.NotFound()
+    if isinstance(exc, PermissionDenied):
+        return exceptions.PermissionDenied()
+    return exc
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """REST_FRAMEWORK['EXCEPTION_HANDLER']: every error as ``{"error": {...}}``; an
+    unexpected exception is logged and answered with a 500 of the same shape."""
+    exc = _translate(exc)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        log.exception("unhandled API error", exc_info=exc)
+        return Response(
+            {"error": {"code": "server_error", "message": "Internal server error.", "fields": {}}},
+            status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+        )
+    if isinstance(exc, ApiError):
+        body = {"code": exc.code, "message": exc.message, "fields": exc.fields, **exc.extra}
+    elif isinstance(exc, exceptions.ValidationError):
+        fields = flatten_errors(exc.detail)
+        first = next(iter(fields.values()), ["Invalid input."])[0]
+        body = {"code": "invalid", "message": f"Invalid input: {first}" if fields else "Invalid input.", "fields": fields}
+    elif isinstance(exc, exceptions.APIException):
+        detail = exc.detail
+        codes = exc.get_codes()
+        body = {
+            "code": codes if isinstance(codes, str) else exc.default_code,
+            "message": str(detail) if not isinstance(detail, (list, dict)) else str(exc.default_detail),
+            "fields": {},
+        }
+    else:  # pragma: no cover - DRF only handles APIException, Http404, PermissionDenied
+        body = {"code": "error", "message": str(exc), "fields": {}}
+    response.data = {"error": body}
+    return response
+
+
+@csrf_exempt  # it changes nothing; without this a POST would get Django's HTML CSRF page
+def api_not_found(request: Any, *args: Any, **kwargs: Any) -> Any:
+    """Any /api/ URL that no route matches (a negative id, a typo): the JSON 404 every
+    API error has, instead of Django's HTML page."""
+    from django.http import JsonResponse
+
+    return JsonResponse({"error": {"code": "not_found", "message": "No such API endpoint.", "fields": {}}}, status=404)
+
+
+class Pagination(PageNumberPagination):
+    """``?page=N&page_size=M`` (max 500); body ``{"count", "next", "previous", "results"}``."""
+
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class ApiView(APIView):
+    """Base of every API view: ids in the path bounded, and the request's principal set
+    for the audit entries its services write (a token user is audited as ``token``)."""
+
+    #: Permission classes required per HTTP method, on top of IsAuthenticated.
+    method_permissions: dict[str, list[Any]] = {}
+
+    def get_permissions(self) -> list[Any]:
+        method = "GET" if self.request.method == "HEAD" else self.request.method
+        return super().get_permissions() + [p() for p in self.method_permissions.get(method, [])]
+
+    def validated(self, serializer_class: Any, data: Any, **context: Any) -> dict[str, Any]:
+        """``data`` validated by ``serializer_class`` (raises ValidationError -> 400)."""
+        serializer = serializer_class(data=data, context={"request": self.request, **context})
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
+
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        self._principal_token = set_principal(None)
+        try:
+            return super().dispatch(request, *args, **kwargs)
+        finally:
+            reset_principal(self._principal_token)
+
+    def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
+        for value in kwargs.values():
+            if isinstance(value, int) and not 0 <= value <= MAX_ID:
+                raise exceptions.NotFound()
+        super().initial(request, *args, **kwargs)
+        from runs.models import ApiToken
+
+        if isinstance(request.auth, ApiToken):
+            set_principal("token", token=request.auth.prefix)
+
+    def paginate(self, queryset: Any, serializer_class: Any, **context: Any) -> Response:
+        """A page of ``queryset`` serialised with ``serializer_class``."""
+        paginator = Pagination()
+        page = paginator.paginate_queryset(queryset, self.request, view=self)
+        data = serializer_class(page, many=True, context={"request": self.request, **context}).data
+        return paginator.get_paginated_response(data)
+
+
+_PAGES: dict[str, Any] = {}
+
+
+def paginated(serializer_class: Any, name: str) -> Any:
+    """Schema of a page of ``serializer_class`` items (for extend_schema responses); one
+    component per ``name``."""
+    if name not in _PAGES:
+        _PAGES[name] = _page(serializer_class, name)
+    return _PAGES[name]
+
+
+def _page(serializer_class: Any, name: str) -> Any:
+    return inline_serializer(
+        name=f"Paginated{name}List",
+        fields={
+            "count": serializers.IntegerField(),
+            "next": serializers.CharField(allow_null=True),
+            "previous": serializers.CharField(allow_null=True),
+            "results": serializer_class(many=True),
+        },
+    )
+
+
+PAGE_PARAMETERS = [
+    OpenApiParameter("page", int, description="Page number (1-based)."),
+    OpenApiParameter("page_size", int, description="Items per page (default 50, at most 500)."),
+]
+
+
+ERROR_BODY = inline_serializer(
+    name="ErrorBody",
+    fields={
+        "error": inline_serializer(
+            name="Error",
+            fields={
+                "code": serializers.CharField(),
+                "message": serializers.CharField(),
+                "fields": serializers.DictField(child=serializers.ListField(child=serializers.CharField())),
+            },
+        )
+    },
+)
+
+_ERROR_STATUSES = {
+    "400": "Invalid input (see error.fields).",
+    "401": "Not authenticated.",
+    "403": "Not allowed.",
+    "404": "Not found.",
+    "405": "Method not allowed.",
+    "406": "Not acceptable.",
+    "415": "Unsupported media type.",
+}
+
+
+def add_error_responses(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: document the error body for the error statuses
+    every operation can answer with (views declare their own 409/422 where they have them)."""
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    schemas.setdefault(
+        "Error",
+        {
+            "type": "object",
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "fields": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+            },
+            "required": ["code", "message", "fields"],
+        },
+    )
+    schemas.setdefault(
+        "ErrorBody",
+        {"type": "object", "properties": {"error": {"$ref": "#/components/schemas/Error"}}, "required": ["error"]},
+    )
+    ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    for path_item in result.get("paths", {}).values():
+        for method, operation in path_item.items():
+            if method not in {"get", "post", "put", "patch", "delete"}:
+                continue
+            responses = operation.setdefault("responses", {})
+            for code, description in _ERROR_STATUSES.items():
+                responses.setdefault(code, {"description": description, "content": ref})
+    return result

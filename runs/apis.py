@@ -1,0 +1,253 @@
+"""Run API views: start (with Idempotency-Key), list, read, cancel, resume, retry, fork,
+steps, events after a cursor, cost aggregates and the audit log.
+
+Reads are open to every authenticated user (the audit log to admins); changing runs
+needs the ``operators`` role.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+
+from ballast.api import ERROR_BODY, PAGE_PARAMETERS, ApiError, ApiView, bad_request, paginated
+from builder.models import Graph, GraphVersion
+from runs import selectors, services
+from runs.authentication import IsAdmin, IsOperator
+from runs.models import Run
+from runs.serializers import (
+    AuditEntryOutput,
+    AuditQueryInput,
+    CostQueryInput,
+    CostRowOutput,
+    EventOutput,
+    EventPageOutput,
+    EventsQueryInput,
+    RunCancelInput,
+    RunDetailOutput,
+    RunForkInput,
+    RunListFilterInput,
+    RunOutput,
+    RunResumeInput,
+    RunStartInput,
+    StepDetailOutput,
+    StepOutput,
+)
+
+TAG = ["runs"]
+IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")  # printable ASCII, no spaces
+CONFLICT = OpenApiResponse(ERROR_BODY, description="The run is not in a status that allows this.")
+
+
+def _idempotency_header() -> OpenApiParameter:
+    return OpenApiParameter(
+        "Idempotency-Key",
+        str,
+        location=OpenApiParameter.HEADER,
+        description="Up to 128 printable ASCII characters. The same key (per user) returns the run it first started "
+        "(200) instead of starting another; a different request body with a used key is refused (422).",
+        pattern=r"^[\x21-\x7e]{1,128}$",
+    )
+
+
+class RunCollectionApi(ApiView):
+    """GET: runs, newest first, filtered. POST: start a run (operators)."""
+
+    method_permissions = {"POST": [IsOperator]}
+
+    @extend_schema(tags=TAG, operation_id="runs_list", parameters=[RunListFilterInput, *PAGE_PARAMETERS], responses=paginated(RunOutput, "Run"))
+    def get(self, request: Any) -> Response:
+        filters = self.validated(RunListFilterInput, request.query_params)
+        qs = selectors.run_list(
+            status=filters.get("status"),
+            graph_id=filters.get("graph"),
+            user=filters.get("user"),
+            created_after=filters.get("created_after"),
+            created_before=filters.get("created_before"),
+        )
+        return self.paginate(qs, RunOutput)
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="runs_start",
+        parameters=[_idempotency_header()],
+        request=RunStartInput,
+        responses={
+            201: RunDetailOutput,
+            200: OpenApiResponse(RunDetailOutput, description="Replay: the run this Idempotency-Key started before."),
+            422: OpenApiResponse(ERROR_BODY, description="The Idempotency-Key was used with a different request."),
+        },
+    )
+    def post(self, request: Any) -> Response:
+        data = self.validated(RunStartInput, request.data)
+        key = request.headers.get("Idempotency-Key")
+        if key is not None and not IDEMPOTENCY_KEY.match(key):
+            raise bad_request("invalid", "Idempotency-Key must be 1 to 128 printable ASCII characters.", {"Idempotency-Key": ["Invalid key."]})
+        graph = Graph.objects.filter(pk=data["graph"]).first()
+        if graph is None:
+            raise bad_request("invalid", "No such graph.", {"graph": ["No such graph."]})
+        versions = GraphVersion.objects.filter(graph=graph)
+        version = versions.filter(number=data["version"]).first() if "version" in data else versions.order_by("-number").first()
+        if version is None:
+            field = "version" if "version" in data else "graph"
+            raise bad_request("invalid", "No such published version of this graph.", {field: ["No such published version; publish the graph first."]})
+        # Keys are scoped to the user: one client's key never names another's run.
+        scoped = f"{request.user.pk}:{key}" if key is not None else None
+        if scoped is not None:
+            existing = Run.objects.select_related("graph_version").filter(idempotency_key=scoped).first()
+            if existing is not None:
+                self._check_replay(existing, graph, data)
+                return Response(RunDetailOutput(selectors.run_get(run_id=existing.pk)).data, status=status.HTTP_200_OK)
+        run = services.run_start(
+            version=version,
+            run_input=data["input"],
+            user=request.user,
+            idempotency_key=scoped,
+            budget_usd=data.get("budget_usd"),
+            budget_tokens=data.get("budget_tokens"),
+        )
+        if scoped is not None:
+            # A concurrent request with the same key may have won the race (run_start
+            # returned its run): it must still be the same request.
+            self._check_replay(run, graph, data)
+        return Response(RunDetailOutput(selectors.run_get(run_id=run.pk)).data, status=status.HTTP_201_CREATED)
+
+    @staticmethod
+    def _check_replay(run: Run, graph: Graph, data: dict[str, Any]) -> None:
+        same = (
+            run.graph_version.graph_id == graph.pk
+            and ("version" not in data or run.graph_version.number == data["version"])
+            and run.input == data["input"]
+        )
+        if not same:
+            raise ApiError(
+                status.HTTP_422_UNPROCESSABLE_ENTITY,
+                "idempotency_key_reused",
+                f"This Idempotency-Key started run {run.pk} with a different request.",
+                run=run.pk,
+            )
+
+
+class RunDetailApi(ApiView):
+    """GET: one run with its input, state, output and steps."""
+
+    @extend_schema(tags=TAG, operation_id="runs_read", responses=RunDetailOutput)
+    def get(self, request: Any, run_id: int) -> Response:
+        return Response(RunDetailOutput(selectors.run_get(run_id=run_id)).data)
+
+
+class RunCancelApi(ApiView):
+    """POST: cancel the run (operators). 409 when it had already ended."""
+
+    permission_classes = ApiView.permission_classes + [IsOperator]
+
+    @extend_schema(tags=TAG, operation_id="runs_cancel", request=RunCancelInput, responses={200: RunDetailOutput, 409: CONFLICT})
+    def post(self, request: Any, run_id: int) -> Response:
+        run = selectors.run_get(run_id=run_id)
+        data = self.validated(RunCancelInput, request.data)
+        if not services.run_cancel(run=run, user=request.user, reason=data["reason"]):
+            run.refresh_from_db()
+            raise ApiError(status.HTTP_409_CONFLICT, "invalid_state", f"Run {run.pk} already ended ({run.status}).")
+        return Response(RunDetailOutput(selectors.run_get(run_id=run.pk)).data)
+
+
+class RunResumeApi(ApiView):
+    """POST: continue a failed run from its failed step (fresh attempts), or re-queue a
+    parked run's interrupted steps (operators). 409 for any other status."""
+
+    permission_classes = ApiView.permission_classes + [IsOperator]
+
+    @extend_schema(tags=TAG, operation_id="runs_resume", request=RunResumeInput, responses={200: RunDetailOutput, 409: CONFLICT})
+    def post(self, request: Any, run_id: int) -> Response:
+        run = selectors.run_get(run_id=run_id)
+        data = self.validated(RunResumeInput, request.data)
+        run = services.run_resume(run=run, user=request.user, budget_usd=data.get("budget_usd"), budget_tokens=data.get("budget_tokens"))
+        return Response(RunDetailOutput(selectors.run_get(run_id=run.pk)).data)
+
+
+class RunRetryApi(ApiView):
+    """POST: retry a failed run from the step that failed (operators). 409 otherwise."""
+
+    permission_classes = ApiView.permission_classes + [IsOperator]
+
+    @extend_schema(tags=TAG, operation_id="runs_retry", request=None, responses={200: RunDetailOutput, 409: CONFLICT})
+    def post(self, request: Any, run_id: int) -> Response:
+        run = services.run_retry(run=selectors.run_get(run_id=run_id), user=request.user)
+        return Response(RunDetailOutput(selectors.run_get(run_id=run.pk)).data)
+
+
+class RunForkApi(ApiView):
+    """POST: start a new run from a committed step of this run, with ``state_patch``
+    applied to the state as it was right after that step (operators). 201 with the new
+    run; 409 when the step is not a committed top-level step or nothing follows it."""
+
+    permission_classes = ApiView.permission_classes + [IsOperator]
+
+    @extend_schema(tags=TAG, operation_id="runs_fork", request=RunForkInput, responses={201: RunDetailOutput, 409: CONFLICT})
+    def post(self, request: Any, run_id: int) -> Response:
+        run = selectors.run_get(run_id=run_id)
+        data = self.validated(RunForkInput, request.data)
+        new = services.run_fork(run=run, step_id=data["step"], state_patch=data["state_patch"], user=request.user)
+        return Response(RunDetailOutput(selectors.run_get(run_id=new.pk)).data, status=status.HTTP_201_CREATED)
+
+
+class RunStepListApi(ApiView):
+    """GET: the run's steps in creation order."""
+
+    @extend_schema(tags=TAG, operation_id="runs_steps", parameters=PAGE_PARAMETERS, responses=paginated(StepOutput, "Step"))
+    def get(self, request: Any, run_id: int) -> Response:
+        return self.paginate(selectors.step_list(run=selectors.run_get(run_id=run_id)), StepOutput)
+
+
+class StepDetailApi(ApiView):
+    """GET: one step with its input and attempts."""
+
+    @extend_schema(tags=TAG, operation_id="steps_read", responses=StepDetailOutput)
+    def get(self, request: Any, step_id: int) -> Response:
+        return Response(StepDetailOutput(selectors.step_get(step_id=step_id)).data)
+
+
+class RunEventListApi(ApiView):
+    """GET ``?after=<event id>&limit=``: the run's events after the cursor, oldest first.
+    Poll with ``after=next_after`` until ``run_status`` is final and ``has_more`` false."""
+
+    @extend_schema(tags=TAG, operation_id="runs_events", parameters=[EventsQueryInput], responses=EventPageOutput)
+    def get(self, request: Any, run_id: int) -> Response:
+        run = selectors.run_get(run_id=run_id)
+        query = self.validated(EventsQueryInput, request.query_params)
+        events, more = selectors.run_events_after(run=run, after=query["after"], limit=query["limit"])
+        run.refresh_from_db(fields=["status"])
+        body = {
+            "results": EventOutput(events, many=True).data,
+            "next_after": events[-1].pk if events else query["after"],
+            "has_more": more,
+            "run_status": run.status,
+        }
+        return Response(body)
+
+
+class CostListApi(ApiView):
+    """GET: spend grouped by step, run, graph, model or day (``group_by``), filtered by
+    run, graph, model and a day range; computed by the database."""
+
+    @extend_schema(tags=["costs"], operation_id="costs_aggregate", parameters=[CostQueryInput, *PAGE_PARAMETERS], responses=paginated(CostRowOutput, "CostRow"))
+    def get(self, request: Any) -> Response:
+        q = self.validated(CostQueryInput, request.query_params)
+        rows = selectors.cost_aggregate(
+            group_by=q["group_by"], run_id=q.get("run"), graph_id=q.get("graph"), model=q.get("model"), since=q.get("since"), until=q.get("until")
+        )
+        return self.paginate(rows, CostRowOutput)
+
+
+class AuditListApi(ApiView):
+    """GET: audit entries, newest first (admins)."""
+
+    permission_classes = ApiView.permission_classes + [IsAdmin]
+
+    @extend_schema(tags=["audit"], operation_id="audit_list", parameters=[AuditQueryInput, *PAGE_PARAMETERS], responses=paginated(AuditEntryOutput, "AuditEntry"))
+    def get(self, request: Any) -> Response:
+        q = self.validated(AuditQueryInput, request.query_params)
+        return self.paginate(selectors.audit_list(**q), AuditEntryOutput)

@@ -1,0 +1,236 @@
+"""Who is calling: API token authentication (HTTP and WebSocket), roles, and login-failure audit.
+
+Roles are Django groups (``manage.py create_login`` creates them): ``builders`` edit and
+publish graphs, ``operators`` start, cancel, resume, retry and fork runs, ``approvers``
+decide approvals (so do a graph's named approvers and staff; ``approvals.services.
+user_may_decide`` has the rule). Superusers hold every role. Staff are the admins who see
+every pending approval and the audit log. Any authenticated user may read graphs, runs,
+steps, events and costs; anonymous callers get nothing (401 over HTTP, a refused
+WebSocket handshake).
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+from urllib.parse import parse_qs
+
+from asgiref.sync import sync_to_async
+from channels.auth import AuthMiddlewareStack
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.signals import user_login_failed
+from django.dispatch import receiver
+from django.http.request import split_domain_port, validate_host
+from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions, permissions
+
+from runs.models import ApiToken
+from runs.tokens import hash_key
+
+BUILDERS = "builders"
+OPERATORS = "operators"
+APPROVERS = "approvers"
+ROLES = (BUILDERS, OPERATORS, APPROVERS)
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+def token_for_key(key: str) -> ApiToken | None:
+    """The active token with this key (its user active too), or None. Records the use
+    (``last_used_at``) at most every BALLAST_TOKEN_TOUCH_SECONDS, so reads stay reads."""
+    if not key or len(key) > 200:
+        return None
+    token = ApiToken.objects.select_related("user").filter(key_hash=hash_key(key), revoked_at__isnull=True).first()
+    if token is None or not token.user.is_active:
+        return None
+    now = timezone.now()
+    touch = timedelta(seconds=getattr(settings, "BALLAST_TOKEN_TOUCH_SECONDS", 60))
+    if token.last_used_at is None or now - token.last_used_at > touch:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token
+
+
+class TokenAuthentication(authentication.BaseAuthentication):
+    """``Authorization: Token <key>`` (or ``Bearer <key>``). ``request.auth`` is the ApiToken.
+
+    No header: not this scheme (None). A malformed header or an unknown, revoked or
+    inactive user's key: 401, and a login failure is signalled (and so audited).
+    """
+
+    keywords = (b"token", b"bearer")
+
+    def authenticate(self, request: Any) -> tuple[Any, ApiToken] | None:
+        parts = authentication.get_authorization_header(request).split()
+        if not parts or parts[0].lower() not in self.keywords:
+            return None
+        if len(parts) != 2:
+            raise exceptions.AuthenticationFailed("Invalid token header: use 'Authorization: Token <key>'.")
+        try:
+            key = parts[1].decode()
+        except UnicodeError:
+            raise exceptions.AuthenticationFailed("Invalid token header: the key must be ASCII.") from None
+        token = token_for_key(key)
+        if token is None:
+            user_login_failed.send(sender=__name__, credentials={"token": key[:12]}, request=request._request)
+            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+        return token.user, token
+
+    def authenticate_header(self, request: Any) -> str:
+        return 'Token realm="api"'
+
+
+class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
+    """Describes TokenAuthentication in the OpenAPI schema (drf-spectacular)."""
+
+    target_class = "runs.authentication.TokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "`Token <key>`; create a key with `manage.py create_token <username>`.",
+        }
+
+
+# --------------------------------------------------------------------------- roles
+
+
+def has_role(user: Any, role: str) -> bool:
+    """Whether an authenticated, active ``user`` is a superuser or in the group ``role``.
+    The user's group names are read once per user object (one query per request)."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return False
+    if user.is_superuser:
+        return True
+    names = getattr(user, "_ballast_groups", None)
+    if names is None:
+        names = set(user.groups.values_list("name", flat=True))
+        user._ballast_groups = names
+    return role in names
+
+
+def is_admin(user: Any) -> bool:
+    """Staff or superuser: sees every pending approval and the audit log."""
+    return bool(user is not None and user.is_authenticated and user.is_active and (user.is_staff or user.is_superuser))
+
+
+class _RolePermission(permissions.BasePermission):
+    role = ""
+    message = ""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        return has_role(request.user, self.role)
+
+
+class IsBuilder(_RolePermission):
+    """Member of ``builders`` (or superuser): may create, edit, publish, import, delete graphs."""
+
+    role = BUILDERS
+    message = "Only builders may change graphs."
+
+
+class IsOperator(_RolePermission):
+    """Member of ``operators`` (or superuser): may start, cancel, resume, retry and fork runs."""
+
+    role = OPERATORS
+    message = "Only operators may start or change runs."
+
+
+class IsAdmin(permissions.BasePermission):
+    """Staff or superuser."""
+
+    message = "Only administrators may see this."
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        return is_admin(request.user)
+
+
+# --------------------------------------------------------------------------- login failures
+
+
+@receiver(user_login_failed, dispatch_uid="ballast_audit_login_failed")
+def _audit_login_failure(sender: Any, credentials: dict[str, Any], request: Any = None, **kwargs: Any) -> None:
+    # A failed password login (admin, session login) or a bad API token: audited in the
+    # "auth" chain with the name tried, never the secret (Django already masks passwords;
+    # a token shows only the first 12 characters presented).
+    from runs.engine.audit import audit
+
+    name = str(credentials.get("username") or credentials.get("token") or "?")[:200]
+    data: dict[str, Any] = {}
+    if request is not None:
+        data["ip"] = request.META.get("REMOTE_ADDR", "")
+        data["path"] = request.path[:200]
+    if "token" in credentials:
+        data["via"] = "token"
+    audit(name, "auth.login_failed", None, actor_type="anonymous", **data)
+
+
+# --------------------------------------------------------------------------- WebSockets
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def origin_allowed(origin: str | None) -> bool:
+    """Whether a WebSocket ``Origin`` may carry the session cookie: absent (not a
+    browser), or its host in ALLOWED_HOSTS. A foreign page must not ride the cookie
+    (cross-site WebSocket hijacking); token clients do not depend on this."""
+    if not origin:
+        return True
+    from urllib.parse import urlparse
+
+    host = urlparse(origin).netloc
+    if not host:
+        return False
+    domain, _ = split_domain_port(host)
+    return bool(domain) and validate_host(domain, settings.ALLOWED_HOSTS)
+
+
+@sync_to_async
+def _token_user(key: str) -> Any:
+    token = token_for_key(key)
+    if token is None:
+        user_login_failed.send(sender=__name__, credentials={"token": key[:12]}, request=None)
+        return None
+    return token.user, token
+
+
+class WebSocketAuthMiddleware:
+    """Inner half of :func:`websocket_auth`: keeps the session user only for an allowed
+    Origin, else authenticates ``?token=<key>`` or ``Authorization: Token <key>``.
+    ``scope["user"]`` ends up a user or AnonymousUser; consumers refuse the anonymous."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        scope = dict(scope)
+        if not origin_allowed(_header(scope, b"origin")):
+            scope["user"] = AnonymousUser()
+        key = None
+        auth = _header(scope, b"authorization")
+        if auth:
+            parts = auth.split()
+            if len(parts) == 2 and parts[0].lower() in ("token", "bearer"):
+                key = parts[1]
+        if key is None:
+            values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token")
+            key = values[0] if values else None
+        if key:
+            found = await _token_user(key)
+            scope["user"] = found[0] if found else AnonymousUser()
+            scope["auth_token"] = found[1] if found else None
+        return await self.inner(scope, receive, send)
+
+
+def websocket_auth(inner: Any) -> Any:
+    """Session auth (Channels' AuthMiddlewareStack) plus token auth around ``inner``."""
+    return AuthMiddlewareStack(WebSocketAuthMiddleware(inner))

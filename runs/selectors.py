@@ -1,0 +1,143 @@
+"""Run reads: runs with filters, steps, events after a cursor, cost aggregates, audit entries.
+
+Cost aggregates are computed by the database (GROUP BY over step attempts), never by
+looping over rows in Python: every attempt's spend counts, including attempts that
+failed or were retried, which is what the provider billed.
+"""
+from __future__ import annotations
+
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import BigIntegerField, Count, DecimalField, F, Q, QuerySet, Sum, Value
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Coalesce, TruncDate
+
+from runs.models import AuditEntry, Run, RunEvent, Step, StepAttempt
+
+COST_GROUPS = ("step", "run", "graph", "model", "day")
+
+
+def run_list(
+    *,
+    status: str | None = None,
+    graph_id: int | None = None,
+    user: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+) -> QuerySet[Run]:
+    """Runs, newest first, filtered by status, graph, the starting user's username and a
+    creation time range (``created_after`` inclusive, ``created_before`` exclusive)."""
+    qs = Run.objects.select_related("graph_version__graph", "created_by").order_by("-id")
+    if status:
+        qs = qs.filter(status=status)
+    if graph_id is not None:
+        qs = qs.filter(graph_version__graph_id=graph_id)
+    if user:
+        qs = qs.filter(created_by__username=user)
+    if created_after is not None:
+        qs = qs.filter(created_at__gte=created_after)
+    if created_before is not None:
+        qs = qs.filter(created_at__lt=created_before)
+    return qs
+
+
+def run_get(*, run_id: int) -> Run:
+    """One run with its graph version. Raises Run.DoesNotExist."""
+    return Run.objects.select_related("graph_version__graph", "created_by").get(pk=run_id)
+
+
+def step_list(*, run: Run) -> QuerySet[Step]:
+    """The run's steps in creation order."""
+    return Step.objects.filter(run=run).order_by("id")
+
+
+def step_get(*, step_id: int) -> Step:
+    """One step with its attempts. Raises Step.DoesNotExist."""
+    return Step.objects.prefetch_related("attempts").get(pk=step_id)
+
+
+def run_events_after(*, run: Run, after: int = 0, limit: int = 100) -> tuple[list[RunEvent], bool]:
+    """Events of ``run`` with id > ``after``, oldest first, at most ``limit``; and whether
+    more follow. Ids increase with commit order of each run's events (the run row lock
+    serialises them), so ``after`` is a complete cursor."""
+    rows = list(RunEvent.objects.filter(run=run, id__gt=after).order_by("id")[: limit + 1])
+    return rows[:limit], len(rows) > limit
+
+
+def _tokens(key: str) -> Any:
+    return Coalesce(Sum(Cast(KeyTextTransform(key, "usage"), BigIntegerField())), Value(0), output_field=BigIntegerField())
+
+
+def cost_aggregate(
+    *,
+    group_by: str,
+    run_id: int | None = None,
+    graph_id: int | None = None,
+    model: str | None = None,
+    since: date | None = None,
+    until: date | None = None,
+) -> QuerySet[Any]:
+    """Spend grouped by ``group_by`` (one of COST_GROUPS), one database query.
+
+    Rows are dicts: the group's ``key`` (and ``label``) plus ``cost_usd`` (Decimal),
+    ``input_tokens``, ``output_tokens``, ``cached_input_tokens`` and ``attempts``. The
+    day is the UTC day an attempt started; ``since``/``until`` are inclusive days.
+    Raises ValueError for an unknown group.
+    """
+    qs = StepAttempt.objects.filter(Q(cost_usd__isnull=False) | Q(usage__isnull=False))
+    if run_id is not None:
+        qs = qs.filter(step__run_id=run_id)
+    if graph_id is not None:
+        qs = qs.filter(step__run__graph_version__graph_id=graph_id)
+    if model:
+        qs = qs.filter(usage__model=model)
+    if since is not None:
+        qs = qs.filter(started_at__date__gte=since)
+    if until is not None:
+        qs = qs.filter(started_at__date__lte=until)
+    if group_by == "step":
+        qs = qs.values(key=F("step_id"), label=F("step__node_id"), run=F("step__run_id"))
+    elif group_by == "run":
+        qs = qs.values(key=F("step__run_id"), label=F("step__run__graph_version__graph__name"))
+    elif group_by == "graph":
+        qs = qs.values(key=F("step__run__graph_version__graph_id"), label=F("step__run__graph_version__graph__name"))
+    elif group_by == "model":
+        qs = qs.values(key=KeyTextTransform("model", "usage"), label=KeyTextTransform("provider", "usage"))
+    elif group_by == "day":
+        qs = qs.values(key=TruncDate("started_at"), label=Value(""))
+    else:
+        raise ValueError(f"group_by must be one of {COST_GROUPS}")
+    money = DecimalField(max_digits=20, decimal_places=6)
+    return qs.annotate(
+        cost_usd=Coalesce(Sum("cost_usd"), Value(Decimal(0)), output_field=money),
+        input_tokens=_tokens("input_tokens"),
+        output_tokens=_tokens("output_tokens"),
+        cached_input_tokens=_tokens("cached_input_tokens"),
+        attempts=Count("id"),
+    ).order_by("key")
+
+
+def audit_list(
+    *,
+    action: str | None = None,
+    actor: str | None = None,
+    actor_type: str | None = None,
+    object_type: str | None = None,
+    object_id: str | None = None,
+    scope: str | None = None,
+) -> QuerySet[AuditEntry]:
+    """Audit entries, newest first, filtered by exact values."""
+    qs = AuditEntry.objects.order_by("-id")
+    for field, value in (
+        ("action", action),
+        ("actor", actor),
+        ("actor_type", actor_type),
+        ("object_type", object_type),
+        ("object_id", object_id),
+        ("scope", scope),
+    ):
+        if value:
+            qs = qs.filter(**{field: value})
+    return qs

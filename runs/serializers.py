@@ -1,0 +1,222 @@
+"""Input and output serializers of the run API: runs, steps, events, costs, audit entries."""
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from builder.serializers import JSONObjectField
+from runs.models import Run, RunStatus, Step
+from runs.selectors import COST_GROUPS
+
+MAX_INT = 2**63 - 1
+DATE_INPUT_FORMATS = ["iso-8601", "%Y-%m-%d"]
+
+
+def _username(user: Any) -> str | None:
+    return user.get_username() if user is not None else None
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+class RunListFilterInput(serializers.Serializer):
+    """Query filters of GET /runs/."""
+
+    status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
+    graph = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False)
+    user = serializers.CharField(max_length=150, required=False, help_text="Username of who started the run.")
+    created_after = serializers.DateTimeField(required=False, input_formats=DATE_INPUT_FORMATS, help_text="Inclusive.")
+    created_before = serializers.DateTimeField(required=False, input_formats=DATE_INPUT_FORMATS, help_text="Exclusive.")
+
+
+class RunStartInput(serializers.Serializer):
+    """POST /runs/: which graph (and version; default the latest) with which input."""
+
+    graph = serializers.IntegerField(min_value=1, max_value=MAX_INT)
+    version = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False, help_text="Version number (default: latest).")
+    input = JSONObjectField(required=False, default=dict)
+    budget_usd = serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0, required=False, allow_null=True)
+    budget_tokens = serializers.IntegerField(min_value=0, max_value=MAX_INT, required=False, allow_null=True)
+
+
+class RunCancelInput(serializers.Serializer):
+    reason = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="")
+
+
+class RunResumeInput(serializers.Serializer):
+    """A new budget may be given when the run stopped for its budget."""
+
+    budget_usd = serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0, required=False, allow_null=True)
+    budget_tokens = serializers.IntegerField(min_value=0, max_value=MAX_INT, required=False, allow_null=True)
+
+
+class RunForkInput(serializers.Serializer):
+    """Fork at a committed step, with keys of the state replaced by ``state_patch``."""
+
+    step = serializers.IntegerField(min_value=1, max_value=MAX_INT)
+    state_patch = JSONObjectField(required=False, default=dict)
+
+
+class EventsQueryInput(serializers.Serializer):
+    after = serializers.IntegerField(min_value=0, max_value=MAX_INT, required=False, default=0)
+    limit = serializers.IntegerField(min_value=1, max_value=1000, required=False, default=100)
+
+
+class CostQueryInput(serializers.Serializer):
+    group_by = serializers.ChoiceField(choices=COST_GROUPS, required=False, default="run")
+    run = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False)
+    graph = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False)
+    model = serializers.CharField(max_length=200, required=False)
+    since = serializers.DateField(required=False, help_text="First day (UTC), inclusive.")
+    until = serializers.DateField(required=False, help_text="Last day (UTC), inclusive.")
+
+
+class AuditQueryInput(serializers.Serializer):
+    action = serializers.CharField(max_length=64, required=False)
+    actor = serializers.CharField(max_length=200, required=False)
+    actor_type = serializers.CharField(max_length=16, required=False)
+    object_type = serializers.CharField(max_length=64, required=False)
+    object_id = serializers.CharField(max_length=64, required=False)
+    scope = serializers.CharField(max_length=100, required=False)
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+class StepOutput(serializers.Serializer):
+    """One step: a node's execution (``iteration`` counts loop passes)."""
+
+    id = serializers.IntegerField()
+    run = serializers.IntegerField(source="run_id")
+    parent = serializers.IntegerField(source="parent_id", allow_null=True)
+    node_id = serializers.CharField()
+    kind = serializers.CharField()
+    iteration = serializers.IntegerField()
+    status = serializers.CharField()
+    attempt = serializers.IntegerField()
+    max_attempts = serializers.IntegerField()
+    output = serializers.JSONField(allow_null=True)
+    updates = serializers.JSONField(allow_null=True)
+    error = serializers.JSONField(allow_null=True)
+    usage = serializers.JSONField(allow_null=True)
+    cost_usd = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class AttemptOutput(serializers.Serializer):
+    number = serializers.IntegerField()
+    worker = serializers.CharField()
+    status = serializers.CharField()
+    error = serializers.JSONField(allow_null=True)
+    usage = serializers.JSONField(allow_null=True)
+    cost_usd = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class StepDetailOutput(StepOutput):
+    """A step with its input and every attempt (failed and lost ones too)."""
+
+    input = serializers.JSONField(allow_null=True)
+    attempts = AttemptOutput(many=True)
+
+
+class RunOutput(serializers.Serializer):
+    """A run in a list."""
+
+    id = serializers.IntegerField()
+    uuid = serializers.UUIDField()
+    graph = serializers.IntegerField(source="graph_version.graph_id")
+    graph_name = serializers.CharField(source="graph_version.graph.name")
+    version = serializers.IntegerField(source="graph_version.number")
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+    error = serializers.JSONField(allow_null=True)
+    step_count = serializers.IntegerField()
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    cost_usd = serializers.DecimalField(max_digits=14, decimal_places=6)
+    budget_usd = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
+    budget_tokens = serializers.IntegerField(allow_null=True)
+    forked_from = serializers.IntegerField(source="forked_from_id", allow_null=True)
+    forked_from_step = serializers.IntegerField(source="forked_from_step_id", allow_null=True)
+    created_by = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def get_created_by(self, obj: Run) -> str | None:
+        return _username(obj.created_by)
+
+
+class RunDetailOutput(RunOutput):
+    """A run with its input, state, output and steps."""
+
+    input = serializers.JSONField()
+    state = serializers.JSONField()
+    output = serializers.JSONField(allow_null=True)
+    steps = serializers.SerializerMethodField()
+
+    @extend_schema_field(StepOutput(many=True))
+    def get_steps(self, obj: Run) -> list[dict[str, Any]]:
+        return StepOutput(Step.objects.filter(run=obj).order_by("id"), many=True).data
+
+
+class EventOutput(serializers.Serializer):
+    """One run event; ``id`` is the cursor for ``?after=``."""
+
+    id = serializers.IntegerField()
+    run = serializers.IntegerField(source="run_id")
+    step = serializers.IntegerField(source="step_id", allow_null=True)
+    kind = serializers.CharField()
+    data = serializers.JSONField()
+    created_at = serializers.DateTimeField()
+
+
+class EventPageOutput(serializers.Serializer):
+    """Events after the cursor; ask again with ``after=next_after``."""
+
+    results = EventOutput(many=True)
+    next_after = serializers.IntegerField()
+    has_more = serializers.BooleanField()
+    run_status = serializers.ChoiceField(choices=RunStatus.choices)
+
+
+class CostRowOutput(serializers.Serializer):
+    """Spend of one group: ``key`` is the step/run/graph id, the model name or the day."""
+
+    key = serializers.SerializerMethodField()
+    label = serializers.SerializerMethodField()
+    run = serializers.IntegerField(required=False)
+    cost_usd = serializers.DecimalField(max_digits=20, decimal_places=6)
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    cached_input_tokens = serializers.IntegerField()
+    attempts = serializers.IntegerField()
+
+    def get_key(self, row: dict[str, Any]) -> str:
+        value = row.get("key")
+        return "" if value is None else (value.isoformat() if hasattr(value, "isoformat") else str(value))
+
+    def get_label(self, row: dict[str, Any]) -> str:
+        return "" if row.get("label") is None else str(row["label"])
+
+
+class AuditEntryOutput(serializers.Serializer):
+    """One audit entry with its place in its hash chain."""
+
+    id = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    actor_type = serializers.CharField()
+    actor = serializers.CharField()
+    action = serializers.CharField()
+    object_type = serializers.CharField()
+    object_id = serializers.CharField()
+    data = serializers.JSONField()
+    scope = serializers.CharField()
+    seq = serializers.IntegerField()
+    prev_hash = serializers.CharField()
+    hash = serializers.CharField()

@@ -1,0 +1,18 @@
+"""Run, step, event, cost and audit API routes (mounted at /api/v1/)."""
+from django.urls import path
+
+from runs import apis
+
+urlpatterns = [
+    path("runs/", apis.RunCollectionApi.as_view(), name="runs"),
+    path("runs/<int:run_id>/", apis.RunDetailApi.as_view(), name="run"),
+    path("runs/<int:run_id>/cancel/", apis.RunCancelApi.as_view(), name="run-cancel"),
+    path("runs/<int:run_id>/resume/", apis.RunResumeApi.as_view(), name="run-resume"),
+    path("runs/<int:run_id>/retry/", apis.RunRetryApi.as_view(), name="run-retry"),
+    path("runs/<int:run_id>/fork/", apis.RunForkApi.as_view(), name="run-fork"),
+    path("runs/<int:run_id>/steps/", apis.RunStepListApi.as_view(), name="run-steps"),
+    path("runs/<int:run_id>/events/", apis.RunEventListApi.as_view(), name="run-events"),
+    path("steps/<int:step_id>/", apis.StepDetailApi.as_view(), name="step"),
+    path("costs/", apis.CostListApi.as_view(), name="costs"),
+    path("audit/", apis.AuditListApi.as_view(), name="audit"),
+]

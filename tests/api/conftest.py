@@ -1,0 +1,147 @@
+"""API test support: one user per role with an API token, and runs in each status, driven in-process."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from rest_framework.test import APIClient
+
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
+from builder.models import GraphVersion
+from runs.authentication import ROLES
+from runs.engine import dispatch
+from runs.engine.loop import drive_local
+from runs.models import Run, Step
+from runs.services import run_start
+from runs.tokens import token_create
+from tests.support.specs import chain, edge, graph, node, publish, run_local, transform
+
+ROLE_NAMES = ("anonymous", "viewer", "builder", "operator", "approver", "admin")
+NAME_INPUT = {"type": "object", "properties": {"name": {"type": "string"}}}
+
+
+def approval_spec(**extra: Any) -> dict[str, Any]:
+    """start -> draft -> review (approval gate) -> send -> end, with a reject branch."""
+    nodes = [
+        node("start", "start"),
+        transform("draft", reply="'Hello ' + name"),
+        node("review", "approval", config={"prompt": "Send {{ reply }}?"}),
+        transform("send", sent="True"),
+        transform("discard", sent="False"),
+        node("end", "end"),
+    ]
+    edges = chain("start", "draft", "review") + [
+        edge("review", "send", "approved"),
+        edge("review", "discard", "rejected"),
+        edge("send", "end"),
+        edge("discard", "end"),
+    ]
+    return graph(nodes, edges, input_schema=NAME_INPUT, **extra)
+
+
+def failing_spec() -> dict[str, Any]:
+    """A graph whose second step fails at run time (division by zero)."""
+    return graph(
+        [node("start", "start"), transform("boom", y="x / zero"), node("end", "end")],
+        chain("start", "boom", "end"),
+        input_schema={"type": "object", "properties": {"x": {"type": "integer"}, "zero": {"type": "integer"}}},
+    )
+
+
+def linear_spec() -> dict[str, Any]:
+    return graph(
+        [node("start", "start"), transform("double", y="x * 2"), node("end", "end")],
+        chain("start", "double", "end"),
+        input_schema={"type": "object", "properties": {"x": {"type": "integer"}}},
+    )
+
+
+def client_with_token(user: Any, keys: dict[Any, str] | None = None) -> APIClient:
+    """An API client authenticated by a fresh token of ``user`` (None: anonymous); the
+    key is kept in ``keys[user]`` when given."""
+    client = APIClient()
+    if user is not None:
+        _, key = token_create(user=user, name="test")
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+        if keys is not None:
+            keys[user] = key
+    return client
+
+
+@dataclass
+class World:
+    """Users per role (with clients) and factories for graphs and runs in each state."""
+
+    users: dict[str, Any]
+    clients: dict[str, APIClient]
+    approval_version: GraphVersion
+    keys: dict[Any, str] = field(default_factory=dict)
+
+    def token(self, role: str) -> str:
+        """The API key of ``role``'s client."""
+        return self.keys[self.users[role]]
+
+    def waiting_run(self) -> Run:
+        """A run paused at its approval gate (one pending request)."""
+        return run_local(self.approval_version, {"name": "Ada"})
+
+    def approval_of(self, run: Run) -> ApprovalRequest:
+        return ApprovalRequest.objects.get(run=run, status="pending")
+
+    def queued_run(self) -> Run:
+        """A run that exists but has not executed (its start step is pending)."""
+        with dispatch.local_mode():
+            return run_start(version=self.approval_version, run_input={"name": "Q"})
+
+    def failed_run(self) -> Run:
+        run = run_local(failing_spec(), {"x": 1, "zero": 0})
+        assert run.status == "failed", run.status
+        return run
+
+    def succeeded_run(self) -> Run:
+        run = run_local(linear_spec(), {"x": 2})
+        assert run.status == "succeeded", run.error
+        return run
+
+    def decided(self, run: Run, decision: str = "approve") -> Run:
+        """Decide the run's pending approval as a trusted operator and drive it on."""
+        with dispatch.local_mode() as queue:
+            approval_decide(approval_id=self.approval_of(run).pk, decision=decision, actor="tester")
+            drive_local(run.pk, queue=queue, timeout=30)
+        run.refresh_from_db()
+        return run
+
+    def step(self, run: Run, node_id: str) -> Step:
+        return Step.objects.get(run=run, node_id=node_id)
+
+
+def make_users() -> dict[str, Any]:
+    """One user per role name: viewer (no group), builder, operator, approver, admin
+    (superuser and staff). ``anonymous`` maps to None."""
+    User = get_user_model()
+    groups = {name: Group.objects.get_or_create(name=name)[0] for name in ROLES}
+    users: dict[str, Any] = {"anonymous": None}
+    users["viewer"] = User.objects.create_user("viewer", password="pw-viewer")
+    for role, group in (("builder", "builders"), ("operator", "operators"), ("approver", "approvers")):
+        users[role] = User.objects.create_user(role, password=f"pw-{role}")
+        users[role].groups.add(groups[group])
+    users["admin"] = User.objects.create_superuser("admin", "admin@localhost", "pw-admin")
+    return users
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings: Any) -> None:
+    """PBKDF2 at full strength costs ~0.3 s per user; these tests do not test hashing."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def world(transactional_db: Any) -> World:
+    users = make_users()
+    keys: dict[Any, str] = {}
+    clients = {name: client_with_token(user, keys) for name, user in users.items()}
+    return World(users=users, clients=clients, approval_version=publish(approval_spec()), keys=keys)

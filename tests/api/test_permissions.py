@@ -1,0 +1,191 @@
+"""The permission matrix: every role and an anonymous client against every endpoint, with
+the expected status asserted for each. Writes get fresh objects per role, so a 2xx for
+one role never turns into a 409 for the next."""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from runs.engine import dispatch
+from tests.api.conftest import ROLE_NAMES, World, linear_spec
+from tests.support.specs import graph, node, publish
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+USERS = ROLE_NAMES[1:]
+_names = itertools.count()
+
+
+def allowed(status: int, *roles: str, others: int = 403) -> dict[str, int]:
+    """Expected status per role: ``status`` for ``roles`` (all users when none given),
+    ``others`` for the remaining users, 401 for anonymous."""
+    chosen = roles or USERS
+    return {"anonymous": 401, **{r: (status if r in chosen else others) for r in USERS}}
+
+
+def fresh_graph_payload() -> dict[str, Any]:
+    spec = linear_spec()
+    spec["name"] = f"matrix-{next(_names)}"
+    return spec
+
+
+def draft_graph(world: World) -> int:
+    """An unpublished graph with a valid draft (nothing pinned to it)."""
+    from builder.services import graph_create
+
+    spec = fresh_graph_payload()
+    return graph_create(name=spec["name"], draft=spec).pk
+
+
+@dataclass
+class Endpoint:
+    name: str
+    method: str
+    make: Callable[[World], tuple[str, Any]]  # -> (path, body); called once per role
+    expect: dict[str, int]
+
+
+def _g(world: World) -> int:
+    return world.approval_version.graph_id
+
+
+ENDPOINTS = [
+    Endpoint("graphs_list", "get", lambda w: ("/api/v1/graphs/", None), allowed(200)),
+    Endpoint("graphs_create", "post", lambda w: ("/api/v1/graphs/", {"name": f"new-{next(_names)}"}), allowed(201, "builder", "admin")),
+    Endpoint("graphs_read", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/", None), allowed(200)),
+    Endpoint("graphs_update", "patch", lambda w: (f"/api/v1/graphs/{_g(w)}/", {"description": "edited"}), allowed(200, "builder", "admin")),
+    Endpoint("graphs_delete", "delete", lambda w: (f"/api/v1/graphs/{draft_graph(w)}/", None), allowed(204, "builder", "admin")),
+    Endpoint("graphs_validate", "post", lambda w: ("/api/v1/graphs/validate/", linear_spec()), allowed(200)),
+    Endpoint("graphs_import", "post", lambda w: ("/api/v1/graphs/import/", fresh_graph_payload()), allowed(201, "builder", "admin")),
+    Endpoint("graphs_export", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/export/", None), allowed(200)),
+    Endpoint("versions_list", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/versions/", None), allowed(200)),
+    Endpoint("versions_publish", "post", lambda w: (f"/api/v1/graphs/{draft_graph(w)}/versions/", None), allowed(201, "builder", "admin")),
+    Endpoint("versions_read", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/versions/1/", None), allowed(200)),
+    Endpoint("versions_diff", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/diff/?from=1&to=1", None), allowed(200)),
+    Endpoint("runs_list", "get", lambda w: ("/api/v1/runs/?status=waiting", None), allowed(200)),
+    Endpoint("runs_start", "post", lambda w: ("/api/v1/runs/", {"graph": _g(w), "input": {"name": "Ada"}}), allowed(201, "operator", "admin")),
+    Endpoint("runs_read", "get", lambda w: (f"/api/v1/runs/{w.waiting_run().pk}/", None), allowed(200)),
+    Endpoint("runs_cancel", "post", lambda w: (f"/api/v1/runs/{w.queued_run().pk}/cancel/", {"reason": "test"}), allowed(200, "operator", "admin")),
+    Endpoint("runs_resume", "post", lambda w: (f"/api/v1/runs/{w.failed_run().pk}/resume/", {}), allowed(200, "operator", "admin")),
+    Endpoint("runs_retry", "post", lambda w: (f"/api/v1/runs/{w.failed_run().pk}/retry/", None), allowed(200, "operator", "admin")),
+    Endpoint(
+        "runs_fork",
+        "post",
+        lambda w: (lambda run: (f"/api/v1/runs/{run.pk}/fork/", {"step": w.step(run, "start").pk, "state_patch": {"x": 5}}))(w.succeeded_run()),
+        allowed(201, "operator", "admin"),
+    ),
+    Endpoint("runs_steps", "get", lambda w: (f"/api/v1/runs/{w.waiting_run().pk}/steps/", None), allowed(200)),
+    Endpoint("steps_read", "get", lambda w: (f"/api/v1/steps/{w.step(w.waiting_run(), 'draft').pk}/", None), allowed(200)),
+    Endpoint("runs_events", "get", lambda w: (f"/api/v1/runs/{w.waiting_run().pk}/events/?after=0", None), allowed(200)),
+    Endpoint("costs", "get", lambda w: ("/api/v1/costs/?group_by=model", None), allowed(200)),
+    Endpoint("audit", "get", lambda w: ("/api/v1/audit/", None), allowed(200, "admin")),
+    Endpoint("approvals_mine", "get", lambda w: ("/api/v1/approvals/", None), allowed(200)),
+    Endpoint("approvals_all", "get", lambda w: ("/api/v1/approvals/all/", None), allowed(200, "admin")),
+    Endpoint("approvals_read", "get", lambda w: (f"/api/v1/approvals/{w.approval_of(w.waiting_run()).pk}/", None), allowed(200)),
+    Endpoint(
+        "approvals_decide",
+        "post",
+        lambda w: (f"/api/v1/approvals/{w.approval_of(w.waiting_run()).pk}/decide/", {"decision": "approve", "comment": "ok"}),
+        allowed(200, "approver", "admin"),
+    ),
+    Endpoint("schema", "get", lambda w: ("/api/schema/", None), allowed(200)),
+]
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=[e.name for e in ENDPOINTS])
+def test_permission_matrix(world: World, endpoint: Endpoint) -> None:
+    got: dict[str, int] = {}
+    for role in ROLE_NAMES:
+        path, body = endpoint.make(world)
+        with dispatch.local_mode():  # runs started here are not handed to django-q
+            call = getattr(world.clients[role], endpoint.method)
+            response = call(path, body, format="json") if body is not None else call(path)
+        got[role] = response.status_code
+        if response.status_code >= 400 and response.get("Content-Type", "").startswith("application/json"):
+            assert set(response.json()["error"]) >= {"code", "message", "fields"}
+    assert got == endpoint.expect
+
+
+def test_the_matrix_covers_every_api_operation() -> None:
+    """A new endpoint must be added to the matrix (operation ids from the schema)."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    operations = {op["operationId"] for item in schema["paths"].values() for op in item.values() if isinstance(op, dict) and "operationId" in op}
+    covered = {
+        "graphs_list", "graphs_create", "graphs_read", "graphs_update", "graphs_delete", "graphs_validate", "graphs_import",
+        "graphs_export", "graph_versions_list", "graph_versions_publish", "graph_versions_read", "graph_versions_diff",
+        "runs_list", "runs_start", "runs_read", "runs_cancel", "runs_resume", "runs_retry", "runs_fork", "runs_steps",
+        "steps_read", "runs_events", "costs_aggregate", "audit_list", "approvals_mine", "approvals_all", "approvals_read",
+        "approvals_decide",
+    }  # fmt: skip
+    assert operations == covered
+
+
+def test_graph_named_approver_may_decide_without_the_approvers_group(world: World) -> None:
+    graph_ = world.approval_version.graph
+    graph_.approvers.add(world.users["viewer"])
+    run = world.waiting_run()
+    approval = world.approval_of(run)
+    builder = world.clients["builder"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json")
+    assert builder.status_code == 403 and builder.json()["error"]["code"] == "not_allowed"
+    mine = world.clients["viewer"].get("/api/v1/approvals/").json()
+    assert [a["id"] for a in mine["results"]] == [approval.pk] and mine["results"][0]["may_decide"] is True
+    assert world.clients["builder"].get("/api/v1/approvals/").json()["count"] == 0
+    with dispatch.local_mode():
+        ok = world.clients["viewer"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json")
+    assert ok.status_code == 200 and ok.json()["decided_by"] == "viewer"
+
+
+def test_request_naming_its_approvers_excludes_the_approvers_group(world: World) -> None:
+    spec = graph(
+        [node("start", "start"), node("gate", "approval", config={"prompt": "ok?", "approvers": ["operator"]}), node("end", "end")],
+        [{"source": "start", "target": "gate"}, {"source": "gate", "target": "end", "source_handle": "approved"}],
+    )
+    from tests.support.specs import run_local
+
+    run = run_local(publish(spec), {})
+    approval = world.approval_of(run)
+    if approval.approvers != ["operator"]:
+        pytest.skip("the approval node kind does not take named approvers")
+    denied = world.clients["approver"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json")
+    assert denied.status_code == 403
+    with dispatch.local_mode():
+        assert world.clients["operator"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json").status_code == 200
+
+
+def test_session_auth_enforces_csrf_and_docs_need_a_login(world: World) -> None:
+    from rest_framework.test import APIClient
+
+    browser = APIClient(enforce_csrf_checks=True)
+    assert browser.get("/api/docs/").status_code == 302  # to the login page
+    assert browser.login(username="operator", password="pw-operator")
+    assert browser.get("/api/v1/runs/").status_code == 200
+    assert browser.get("/api/docs/").status_code == 200
+    refused = browser.post("/api/v1/runs/", {"graph": _g(world), "input": {"name": "x"}}, format="json")
+    assert refused.status_code == 403 and "CSRF" in refused.json()["error"]["message"]
+    browser.get("/admin/login/")  # sets the csrftoken cookie
+    token = browser.cookies["csrftoken"].value
+    with dispatch.local_mode():
+        accepted = browser.post("/api/v1/runs/", {"graph": _g(world), "input": {"name": "x"}}, format="json", HTTP_X_CSRFTOKEN=token)
+    assert accepted.status_code == 201
+
+
+def test_revoked_token_and_inactive_user_are_refused(world: World) -> None:
+    from runs.models import ApiToken
+    from runs.tokens import token_revoke
+    from tests.api.conftest import client_with_token
+
+    client = client_with_token(world.users["viewer"])
+    assert client.get("/api/v1/graphs/").status_code == 200
+    token = ApiToken.objects.filter(user=world.users["viewer"]).order_by("-id").first()
+    assert token_revoke(token=token, by="test")
+    assert client.get("/api/v1/graphs/").status_code == 401
+    other = client_with_token(world.users["builder"])
+    world.users["builder"].is_active = False
+    world.users["builder"].save()
+    assert other.get("/api/v1/graphs/").status_code == 401

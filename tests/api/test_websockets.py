@@ -1,0 +1,214 @@
+"""WebSockets: who may connect (every role, token or session; never anonymous, never a
+foreign Origin riding the session), run events after a cursor then live, including events
+committed by another OS process, and the approvals inbox."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.db import connection
+
+from ballast.asgi import application
+from runs.models import RunEvent
+from runs.tokens import token_create, token_revoke
+from tests.api.conftest import ROLE_NAMES, World
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 10
+
+
+def token_of(user: Any) -> str:
+    return token_create(user=user, name="ws")[1]
+
+
+def run_async(fn):
+    """Run an async test body from a sync (transactional) test."""
+    return async_to_sync(fn)()
+
+
+async def try_connect(path: str, headers: list[tuple[bytes, bytes]] | None = None) -> tuple[bool, WebsocketCommunicator]:
+    communicator = WebsocketCommunicator(application, path, headers=headers or [])
+    connected, _ = await communicator.connect(timeout=TIMEOUT)
+    return connected, communicator
+
+
+def ws_paths(world: World) -> list[str]:
+    return [f"/ws/runs/{world.waiting_run().pk}/", "/ws/approvals/"]
+
+
+def test_websocket_permission_matrix(world: World) -> None:
+    paths = ws_paths(world)
+    tokens = {role: token_of(user) for role, user in world.users.items() if user is not None}
+
+    async def body() -> dict[tuple[str, str], bool]:
+        got = {}
+        for role in ROLE_NAMES:
+            for path in paths:
+                query = f"?token={tokens[role]}" if role in tokens else ""
+                connected, communicator = await try_connect(path + query)
+                got[(role, path)] = connected
+                if connected:
+                    await communicator.disconnect()
+        return got
+
+    got = run_async(body)
+    assert got == {(role, path): role != "anonymous" for role in ROLE_NAMES for path in paths}
+
+
+def test_websocket_auth_by_header_session_and_origin(world: World) -> None:
+    from django.test import Client
+
+    path = "/ws/approvals/"
+    key = token_of(world.users["viewer"])
+    revoked_token, revoked_key = token_create(user=world.users["viewer"], name="old")
+    token_revoke(token=revoked_token, by="test")
+    browser = Client()
+    browser.force_login(world.users["approver"])
+    cookie = f"sessionid={browser.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
+
+    async def body() -> dict[str, bool]:
+        cases = {
+            "header token": [(b"authorization", f"Token {key}".encode())],
+            "bad token": [(b"authorization", b"Token bal_not-a-real-key")],
+            "revoked token": [(b"authorization", f"Token {revoked_key}".encode())],
+            "session, same origin": [(b"cookie", cookie), (b"origin", b"http://localhost")],
+            "session, no origin": [(b"cookie", cookie)],
+            "session, foreign origin": [(b"cookie", cookie), (b"origin", b"https://evil.example")],
+        }
+        got = {}
+        for name, headers in cases.items():
+            connected, communicator = await try_connect(path, headers)
+            got[name] = connected
+            if connected:
+                await communicator.disconnect()
+        return got
+
+    assert run_async(body) == {
+        "header token": True,
+        "bad token": False,
+        "revoked token": False,
+        "session, same origin": True,
+        "session, no origin": True,
+        "session, foreign origin": False,
+    }
+
+
+def test_run_events_stream_from_a_cursor_then_live_and_resume_after_reconnect(world: World) -> None:
+    run = world.waiting_run()
+    key = token_of(world.users["viewer"])
+    ids = list(RunEvent.objects.filter(run=run).order_by("id").values_list("id", flat=True))
+
+    async def body() -> tuple[list[int], list[str], list[int]]:
+        connected, ws = await try_connect(f"/ws/runs/{run.pk}/?after={ids[1]}&token={key}")
+        assert connected
+        backlog = [(await ws.receive_json_from(TIMEOUT))["event"]["id"] for _ in ids[2:]]
+        assert await ws.receive_nothing(0.5)
+        await database_sync_to_async(world.decided)(run)
+        live = []
+        while not live or live[-1]["kind"] != "run_succeeded":
+            live.append((await ws.receive_json_from(TIMEOUT))["event"])
+        await ws.disconnect()
+        # Reconnect with the last id seen: nothing is repeated, nothing is lost.
+        connected, again = await try_connect(f"/ws/runs/{run.pk}/?after={live[1]['id']}&token={key}")
+        assert connected
+        replay = [(await again.receive_json_from(TIMEOUT))["event"]["id"] for _ in live[2:]]
+        await again.disconnect()
+        return backlog, [e["kind"] for e in live], replay
+
+    backlog, live_kinds, replay = run_async(body)
+    assert backlog == ids[2:]
+    assert live_kinds[-1] == "run_succeeded" and "step_succeeded" in live_kinds
+    all_ids = list(RunEvent.objects.filter(run=run).order_by("id").values_list("id", flat=True))
+    assert replay == all_ids[len(ids) + 2 :]
+
+
+def test_bad_cursor_and_unknown_run_are_refused(world: World) -> None:
+    key = token_of(world.users["viewer"])
+    run = world.waiting_run()
+
+    async def body() -> list[bool]:
+        results = []
+        for path in (f"/ws/runs/{run.pk}/?after=-3&token={key}", f"/ws/runs/{run.pk}/?after=abc&token={key}", f"/ws/runs/999999/?token={key}"):
+            connected, communicator = await try_connect(path)
+            results.append(connected)
+        return results
+
+    assert run_async(body) == [False, False, False]
+
+
+def _database_url() -> str:
+    s = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{s['NAME']}"
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
+    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+def test_events_committed_by_another_process_reach_the_socket(world: World) -> None:
+    """The worker is another OS process (here `manage.py approve`, which decides and then
+    drives the run in its own process): its commits still reach the WebSocket client,
+    because the consumer reads rows, not an in-process channel layer."""
+    run = world.waiting_run()
+    key = token_of(world.users["viewer"])
+    last = RunEvent.objects.filter(run=run).order_by("-id").values_list("id", flat=True).first()
+    env = {**os.environ, "DATABASE_URL": _database_url(), "BALLAST_LOG_LEVEL": "WARNING"}
+
+    async def body() -> list[str]:
+        connected, ws = await try_connect(f"/ws/runs/{run.pk}/?after={last}&token={key}")
+        assert connected
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "approve", str(run.pk), "--comment", "from another process"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        kinds: list[str] = []
+        try:
+            while not kinds or kinds[-1] != "run_succeeded":
+                kinds.append((await ws.receive_json_from(30))["event"]["kind"])
+        finally:
+            out, _ = proc.communicate(timeout=60)
+            await ws.disconnect()
+        assert proc.returncode == 0, out.decode()
+        return kinds
+
+    kinds = run_async(body)
+    assert kinds[-1] == "run_succeeded" and "step_succeeded" in kinds
+
+
+def test_approvals_inbox_sends_a_snapshot_then_arrivals_and_departures(world: World) -> None:
+    first = world.waiting_run()
+    key = token_of(world.users["approver"])
+    operator_key = token_of(world.users["operator"])
+
+    async def body() -> dict[str, Any]:
+        connected, ws = await try_connect(f"/ws/approvals/?token={key}")
+        assert connected
+        snapshot = await ws.receive_json_from(TIMEOUT)
+        _, other = await try_connect(f"/ws/approvals/?token={operator_key}")
+        other_snapshot = await other.receive_json_from(TIMEOUT)
+        second = await database_sync_to_async(world.waiting_run)()
+        arrived = await ws.receive_json_from(TIMEOUT)
+        await database_sync_to_async(world.decided)(first)
+        closed = await ws.receive_json_from(TIMEOUT)
+        assert await other.receive_nothing(0.5)  # not the operator's to decide: nothing arrives
+        await ws.disconnect()
+        await other.disconnect()
+        return {"snapshot": snapshot, "other": other_snapshot, "arrived": arrived, "closed": closed, "second": second.pk}
+
+    got = run_async(body)
+    assert got["snapshot"]["type"] == "snapshot" and [a["run"] for a in got["snapshot"]["approvals"]] == [first.pk]
+    assert got["other"] == {"type": "snapshot", "approvals": []}
+    assert got["arrived"]["type"] == "approval.pending" and got["arrived"]["approval"]["run"] == got["second"]
+    assert got["closed"]["type"] == "approval.closed" and got["closed"]["approval"]["run"] == first.pk
+    assert got["closed"]["approval"]["status"] == "approved"
