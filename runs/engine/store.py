@@ -239,7 +239,9 @@ def _claim_details(step: Step, run: Run, worker: str) -> ClaimedStep:
     )
 
 
-def _budget_refusal(run: Run, node: NodeSpec, state: dict[str, Any], call: ChildCall | None = None) -> str | None:
+def _budget_refusal(
+    run: Run, node: NodeSpec, state: dict[str, Any], call: ChildCall | None = None, step_name: str | None = None
+) -> str | None:
     """A message when the step's worst-case cost could overrun the run's budget, else None.
 
     ``call`` is set for a child step (its parent's kind estimates the child). A node
@@ -247,6 +249,7 @@ def _budget_refusal(run: Run, node: NodeSpec, state: dict[str, Any], call: Child
     """
     if run.budget_usd is None and run.budget_tokens is None:
         return None
+    name = step_name or node.id
     kind = get_kind(node.kind)
     config = kind.Config.model_validate(node.config)
     if call is not None:
@@ -258,13 +261,13 @@ def _budget_refusal(run: Run, node: NodeSpec, state: dict[str, Any], call: Child
     if run.budget_tokens is not None and tokens:
         left = run.budget_tokens - run.input_tokens - run.output_tokens
         if tokens > left:
-            return f"node '{node.id}' may use up to {tokens} tokens; {left} of the run's token budget remain"
+            return f"step '{name}' may use up to {tokens} tokens; {left} of the run's token budget remain"
     if run.budget_usd is not None:
         left_usd = run.budget_usd - run.cost_usd
         if usd is None:
-            return f"node '{node.id}' has no known price, so the run's USD budget cannot be guaranteed"
+            return f"step '{name}' has no known price, so the run's USD budget cannot be guaranteed"
         if usd > left_usd:
-            return f"node '{node.id}' may cost up to ${usd:.6f}; ${left_usd:.6f} of the run's budget remain"
+            return f"step '{name}' may cost up to ${usd:.6f}; ${left_usd:.6f} of the run's budget remain"
     return None
 
 
@@ -304,7 +307,7 @@ def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
             return None
         node = compiled_graph(run.graph_version_id).topology.nodes[spec_node_id(step.node_id)]
         call = ChildCall(step.child_key, step.kind, step.input or {}) if step.parent_id else None
-        refusal = _budget_refusal(run, node, run.state, call)
+        refusal = _budget_refusal(run, node, run.state, call, step.node_id)
         if refusal:
             Step.objects.filter(pk=step_id).update(
                 status=StepStatus.CANCELLED, lease_owner="", finished_at=now, error={"code": "budget_exceeded", "message": refusal}
@@ -384,7 +387,7 @@ def _plan_dispatch(
         if worker is not None and kept is None:
             node = graph.topology.nodes[spec_node_id(new.node_id)]
             call = ChildCall(new.child_key, new.kind, new.input or {}) if new.parent_id else None
-            if _budget_refusal(run, node, state, call) is None:
+            if _budget_refusal(run, node, state, call, new.node_id) is None:
                 kept = new
                 new.attempt += 1
                 _lease(new, worker, now)
@@ -474,6 +477,7 @@ def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = T
             updates=_jsonable(result.updates) if result.updates else None,
             usage=usage,
             cost_usd=result.cost_usd,
+            price_version=_price_version(result.usage),
             lease_owner="",
             lease_expires_at=None,
             finished_at=None if result.wait else now,
@@ -482,7 +486,7 @@ def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = T
             log.warning("step %s attempt %s: lease lost, result discarded", claimed.step_id, claimed.attempt)
             return CommitOutcome(committed=False)
         StepAttempt.objects.filter(step_id=claimed.step_id, number=claimed.attempt).update(
-            status="succeeded", usage=usage, cost_usd=result.cost_usd, finished_at=now
+            status="succeeded", usage=usage, cost_usd=result.cost_usd, price_version=_price_version(result.usage), finished_at=now
         )
         _add_usage(run, result)
         step = Step(
@@ -524,11 +528,13 @@ WITH locked_run AS (
     RETURNING id
 ), step_upd AS (
     UPDATE runs_step SET status = 'succeeded', output = %(output)s::jsonb, updates = %(updates)s::jsonb,
-        usage = %(usage)s::jsonb, cost_usd = %(step_cost)s, lease_owner = '', lease_expires_at = NULL, finished_at = %(now)s
+        usage = %(usage)s::jsonb, cost_usd = %(step_cost)s, price_version = %(price_version)s, lease_owner = '',
+        lease_expires_at = NULL, finished_at = %(now)s
     WHERE id IN (SELECT id FROM locked_step) AND EXISTS (SELECT 1 FROM run_upd)
     RETURNING id
 ), att_upd AS (
-    UPDATE runs_stepattempt SET status = 'succeeded', usage = %(usage)s::jsonb, cost_usd = %(step_cost)s, finished_at = %(now)s
+    UPDATE runs_stepattempt SET status = 'succeeded', usage = %(usage)s::jsonb, cost_usd = %(step_cost)s,
+        price_version = %(price_version)s, finished_at = %(now)s
     WHERE step_id IN (SELECT id FROM step_upd) AND number = %(attempt)s
 ), new_step AS (
     INSERT INTO runs_step (run_id, parent_id, child_key, node_id, kind, iteration, depth, status, attempt, max_attempts,
@@ -561,11 +567,12 @@ WHERE id = %(run)s AND version = %(version)s
 """
 _SEQ_STEP_SQL = """
 UPDATE runs_step SET status = 'succeeded', output = %(output)s, updates = %(updates)s, usage = %(usage)s,
-    cost_usd = %(step_cost)s, lease_owner = '', lease_expires_at = NULL, finished_at = %(now)s
+    cost_usd = %(step_cost)s, price_version = %(price_version)s, lease_owner = '', lease_expires_at = NULL, finished_at = %(now)s
 WHERE id = %(step)s AND status = 'running' AND attempt = %(attempt)s AND lease_owner = %(owner)s
 """
 _SEQ_ATTEMPT_SQL = """
-UPDATE runs_stepattempt SET status = 'succeeded', usage = %(usage)s, cost_usd = %(step_cost)s, finished_at = %(now)s
+UPDATE runs_stepattempt SET status = 'succeeded', usage = %(usage)s, cost_usd = %(step_cost)s,
+    price_version = %(price_version)s, finished_at = %(now)s
 WHERE step_id = %(step)s AND number = %(attempt)s
 """
 _SEQ_NEW_STEP_SQL = """
@@ -661,6 +668,7 @@ def _fast_commit(claimed: ClaimedStep, result: NodeResult) -> CommitOutcome | No
         "updates": _dumps(result.updates) if result.updates else None,
         "usage": _dumps(usage.as_dict()) if usage else None,
         "step_cost": result.cost_usd,
+        "price_version": _price_version(usage),
         "next_node": act.node_id,
         "next_kind": node.kind,
         "next_iteration": act.iteration,
@@ -675,7 +683,7 @@ def _fast_commit(claimed: ClaimedStep, result: NodeResult) -> CommitOutcome | No
     for name in ("now", "lease_until"):
         params[name] = connection.ops.adapt_datetimefield_value(params[name])
     for name in ("cost", "step_cost"):
-        params[name] = connection.ops.adapt_decimalfield_value(params[name], 14, 6)
+        params[name] = connection.ops.adapt_decimalfield_value(params[name], 24, 12)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(_FAST_COMMIT_SQL, params)
@@ -706,6 +714,11 @@ def _fast_commit(claimed: ClaimedStep, result: NodeResult) -> CommitOutcome | No
     next_claim = _claim_details(kept, run, claimed.worker)
     next_claim.snapshot = run
     return CommitOutcome(committed=True, next_step=next_claim, run_status=RunStatus.RUNNING)
+
+
+def _price_version(usage: Usage | None) -> str:
+    """The price data version a cost came from ('' when there was no priced usage)."""
+    return (getattr(usage, "price_version", None) or "") if usage else ""
 
 
 def _add_usage(run: Run, result: NodeResult) -> None:
@@ -1018,7 +1031,12 @@ def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
         if not _fenced(claimed.step_id, claimed.attempt, claimed.worker).update(**fields):
             return CommitOutcome(committed=False)
         StepAttempt.objects.filter(step_id=claimed.step_id, number=claimed.attempt).update(
-            status="failed", error=err, usage=usage.as_dict() if usage else None, cost_usd=cost_usd, finished_at=now
+            status="failed",
+            error=err,
+            usage=usage.as_dict() if usage else None,
+            cost_usd=cost_usd,
+            price_version=_price_version(usage),
+            finished_at=now,
         )
         if usage or cost_usd:
             run.cost_usd += cost_usd or 0

@@ -25,6 +25,8 @@ from runs.providers.base import MESSAGE_OVERHEAD_TOKENS, LLMProvider, LLMRequest
 from runs.templating import render_template, template_names
 
 STATE_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# The name of an environment variable (never its value: keys stay out of graphs).
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 
 # The re-ask message. Validation errors are capped so that its size, and so the
 # budget's worst case in estimate_cost, stays bounded.
@@ -49,6 +51,9 @@ class LLMConfig(NodeConfig):
       ``$schema`` says otherwise), or None for free text.
     - ``schema_retries``: re-asks after an invalid reply, within the step.
     - ``options``: provider-specific options (the mock's ``script``, ``latency_ms`` ...).
+    - ``api_key_env``: the environment variable holding the provider's API key (None: the
+      provider's configured default); the provider only reads variables its settings
+      allow.
     """
 
     provider: str = Field("mock", min_length=1)
@@ -61,6 +66,7 @@ class LLMConfig(NodeConfig):
     output_schema: dict[str, Any] | None = None
     schema_retries: int = Field(2, ge=0, le=10)
     options: dict[str, Any] = Field(default_factory=dict)
+    api_key_env: str | None = Field(None, pattern=ENV_NAME_PATTERN)
 
     @field_validator("output_schema")
     @classmethod
@@ -84,34 +90,20 @@ class LLMNode(NodeKind):
         return {config.output_key}
 
     def check(self, node_id: str, config: LLMConfig, known_names: set[str]) -> list[Issue]:
-        """Unknown provider or model, invalid provider options, template syntax errors and
-        template names that are not state keys."""
-        issues: list[Issue] = []
-        try:
-            provider = get_provider(config.provider)
-        except UnknownProvider:
-            issues.append(
-                Issue(node_id, "config.provider", f"unknown provider {config.provider!r}", code="unknown_provider")
-            )
-            provider = None
-        if provider is not None:
-            models = provider.models()
-            if models is not None and config.model not in models:
-                issues.append(
-                    Issue(
-                        node_id,
-                        "config.model",
-                        f"unknown model {config.model!r} for provider {config.provider!r} "
-                        f"(known: {', '.join(sorted(models))})",
-                        code="unknown_model",
-                    )
-                )
-            for problem in provider.validate_options(config.options):
-                issues.append(Issue(node_id, "config.options", problem, code="invalid_option"))
+        """Unknown provider or model, invalid provider options, parameters or credential
+        variable, template syntax errors and template names that are not state keys."""
+        issues = provider_issues(
+            node_id,
+            provider_name=config.provider,
+            model=config.model,
+            options=config.options,
+            temperature=config.temperature,
+            api_key_env=config.api_key_env,
+        )
         for field in ("system", "prompt"):
             source = getattr(config, field)
             if source is not None:
-                issues.extend(_template_issues(node_id, f"config.{field}", source, known_names))
+                issues.extend(template_issues(node_id, f"config.{field}", source, known_names))
         return issues
 
     def estimate_cost(self, config: LLMConfig, state: Mapping[str, Any]) -> tuple[Decimal | None, int]:
@@ -168,7 +160,7 @@ class LLMNode(NodeKind):
         if config.output_schema is not None:
             validator = validator_for(config.output_schema, default=Draft202012Validator)(config.output_schema)
 
-        usage = Usage(provider=config.provider, model=config.model)
+        usage = Usage(provider=config.provider, model=config.model, price_version=provider.price_version(config.model))
         cost: Decimal | None = Decimal(0)
         calls = 1 + config.schema_retries if validator is not None else 1
         errors: list[str] = []
@@ -191,10 +183,21 @@ class LLMNode(NodeKind):
                 attempt=ctx.attempt,
                 options=dict(config.options),
                 cancel_event=ctx.cancel_event,
+                api_key_env=config.api_key_env,
             )
-            response = provider.complete(request)
+            try:
+                response = provider.complete(request)
+            except NodeError as exc:
+                if ask:
+                    # A re-ask failed: the earlier calls of this attempt were paid for.
+                    exc.usage, exc.cost_usd = usage, cost
+                raise
+            if ask == 0:
+                # Price by the model that answered (an alias resolves to a dated version).
+                usage.model = response.usage.model or usage.model
+                usage.price_version = provider.price_version(usage.model)
             _add_usage(usage, response.usage)
-            price = provider.price(config.model, response.usage)
+            price = provider.price(usage.model, response.usage)
             cost = None if cost is None or price is None else cost + price
 
             if validator is None:
@@ -218,6 +221,8 @@ class LLMNode(NodeKind):
                 "usage": usage.as_dict(),
                 "cost_usd": None if cost is None else str(cost),
             },
+            usage=usage,
+            cost_usd=cost,
         )
 
     def _result(
@@ -237,6 +242,41 @@ class LLMNode(NodeKind):
             output["tool_calls"] = [c.as_dict() for c in response.tool_calls]
         reply = text if text is not None else value
         return NodeResult(updates={config.output_key: reply}, output=output, usage=usage, cost_usd=cost)
+
+
+def provider_issues(
+    node_id: str,
+    *,
+    provider_name: str,
+    model: str,
+    options: Mapping[str, Any],
+    temperature: float | None,
+    api_key_env: str | None,
+) -> list[Issue]:
+    """Validation issues of a node's provider settings (shared by the llm and agent kinds):
+    unknown provider, a model the provider does not list, invalid ``options``, and what
+    the provider refuses (a temperature it does not take, a credential variable its
+    settings do not allow)."""
+    issues: list[Issue] = []
+    try:
+        provider = get_provider(provider_name)
+    except UnknownProvider:
+        return [Issue(node_id, "config.provider", f"unknown provider {provider_name!r}", code="unknown_provider")]
+    models = provider.models()
+    if models is not None and model not in models:
+        issues.append(
+            Issue(
+                node_id,
+                "config.model",
+                f"unknown model {model!r} for provider {provider_name!r} (known: {', '.join(sorted(models))})",
+                code="unknown_model",
+            )
+        )
+    for problem in provider.validate_options(options):
+        issues.append(Issue(node_id, "config.options", problem, code="invalid_option"))
+    for field, problem in provider.config_issues(model=model, temperature=temperature, api_key_env=api_key_env):
+        issues.append(Issue(node_id, f"config.{field}", problem, code="unsupported"))
+    return issues
 
 
 def _messages(config: LLMConfig, names: Mapping[str, Any], *, strict: bool) -> list[Message]:
@@ -294,7 +334,7 @@ def _add_usage(total: Usage, more: Usage) -> None:
     total.reasoning_tokens += more.reasoning_tokens
 
 
-def _template_issues(node_id: str, field: str, source: str, known_names: set[str]) -> list[Issue]:
+def template_issues(node_id: str, field: str, source: str, known_names: set[str]) -> list[Issue]:
     try:
         names = template_names(source)
     except ExpressionError as exc:

@@ -19,8 +19,11 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from runs.nodes.base import NodeError, Usage
 
@@ -211,14 +214,24 @@ class ModelPrice:
 class LLMProvider(ABC):
     """Base class of a provider (one module per provider, registered by dotted path).
 
-    Subclasses set ``name``, implement :meth:`complete`, and usually fill ``prices``.
-    Instances are shared by every thread of a worker (the registry caches one), so they
-    must be thread-safe: keep per-call data in locals, not on ``self``.
+    Subclasses set ``name``, implement :meth:`complete`, and usually fill ``prices`` or
+    override :meth:`price`. The registry builds one instance per registered name with
+    ``cls(name=<registry name>, config=settings.BALLAST_PROVIDER_SETTINGS.get(name))``, so
+    one class can serve several names (``openai``, ``ollama``, ``groq``: one SDK, other
+    base URLs). Instances are shared by every thread of a worker, so they must be
+    thread-safe: keep per-call data in locals, not on ``self``.
     """
 
-    name: ClassVar[str] = ""
-    # model -> price; the maintained price list for this provider's models.
+    name: str = ""
+    # model -> price; a fixed price list for this provider's models (the mock's).
     prices: ClassVar[Mapping[str, ModelPrice]] = {}
+    # Names the price data of ``prices`` (recorded with every cost computed from it).
+    prices_version: ClassVar[str] = ""
+
+    def __init__(self, *, name: str | None = None, config: Mapping[str, Any] | None = None) -> None:
+        if name:
+            self.name = name
+        self.config: Mapping[str, Any] = dict(config or {})
 
     @abstractmethod
     def complete(self, request: LLMRequest) -> LLMResponse:
@@ -229,11 +242,17 @@ class LLMProvider(ABC):
         validation does not reject unknown models)."""
         return None
 
-    def price(self, model: str, usage: Usage) -> Decimal | None:
+    def price(self, model: str, usage: Usage, *, at: datetime | None = None) -> Decimal | None:
         """Cost of ``usage`` on ``model`` in USD, or None when the price is unknown (never a
-        made-up 0: an unknown price must show as unknown in cost reports and budgets)."""
+        made-up 0: an unknown price must show as unknown in cost reports and budgets).
+        ``at``: when the call was made (price data with a history prices it as of then;
+        None = now)."""
         price = self.prices.get(model)
         return None if price is None else price.cost(usage)
+
+    def price_version(self, model: str) -> str:
+        """Names the price data :meth:`price` uses for ``model`` ("" when it has none)."""
+        return self.prices_version if model in self.prices else ""
 
     def count_tokens(self, text: str) -> int:
         """Estimated token count of ``text`` (about 4 characters per token; at least 1 for
@@ -261,6 +280,13 @@ class LLMProvider(ABC):
         run starts. The default accepts anything."""
         return []
 
+    def config_issues(self, *, model: str, temperature: float | None, api_key_env: str | None) -> list[tuple[str, str]]:
+        """Problems with a node's provider-related config, as ``(field, message)`` pairs
+        (``field`` is ``temperature`` or ``api_key_env``), checked before a run starts.
+        The default accepts anything; SDK providers check the credential variable is one
+        they may read and that the API takes the parameters."""
+        return []
+
 
 def estimate_tokens(text: str) -> int:
     """Rough token count of ``text`` without a tokenizer: ceil(characters / 4), 0 for ""."""
@@ -269,3 +295,304 @@ def estimate_tokens(text: str) -> int:
 
 def _dumps(data: Any) -> str:
     return json.dumps(data, separators=(",", ":"), sort_keys=True, default=str)
+
+
+# --------------------------------------------------------------------------- SDK providers
+# Shared by the OpenAI and Anthropic providers: settings, credentials, one SDK client per
+# (process, key, base URL), error mapping, genai-prices pricing and a conservative token
+# estimate.
+
+_SECRET_PATTERNS = [
+    # Provider key shapes (OpenAI sk-..., sk-proj-..., Anthropic sk-ant-...), bearer
+    # tokens and "api_key=..." echoes in error bodies.
+    re.compile(r"\bsk-[A-Za-z0-9_\-*]{6,}"),
+    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._\-~+/=*]{6,}"),
+    re.compile(r"(?i)(api[_-]?key[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{4,}"),
+]
+REDACTED = "[REDACTED]"
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every secret in ``secrets`` and anything shaped like an API key or
+    bearer token replaced by ``[REDACTED]``. Used on every provider message that may end
+    up in an error, an event or a log line."""
+    for secret in secrets:
+        # Very short "secrets" (a placeholder key "x") would shred ordinary text.
+        if secret and len(secret) >= 6:
+            text = text.replace(secret, REDACTED)
+    for pattern in _SECRET_PATTERNS:
+        text = pattern.sub(lambda m: (m.group(1) if m.re.groups else "") + REDACTED, text)
+    return text
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
+    """Seconds a provider asked us to wait, from ``retry-after-ms`` (OpenAI) or
+    ``retry-after`` (seconds, or an HTTP date: RFC 9110 section 10.2.3); None when absent or
+    unparsable; capped at MAX_RETRY_AFTER_SECONDS."""
+    if not headers:
+        return None
+    seconds: float | None = None
+    raw_ms = headers.get("retry-after-ms")
+    raw = headers.get("retry-after")
+    try:
+        if raw_ms is not None:
+            seconds = float(raw_ms) / 1000
+        elif raw is not None:
+            seconds = float(raw)
+    except ValueError:
+        seconds = None
+    if seconds is None and raw:
+        parsed = email.utils.parsedate_tz(raw)
+        if parsed is not None:
+            seconds = email.utils.mktime_tz(parsed) - (time.time() if now is None else now)
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    return min(max(0.0, seconds), MAX_RETRY_AFTER_SECONDS)
+
+
+def conservative_tokens(text: str) -> int:
+    """A token estimate that errs high for real tokenizers, for budgets: one token per
+    three ASCII characters and one per non-ASCII character (BPE vocabularies average 3.5-4.5
+    ASCII characters per token on prose and code, and CJK text is close to a token per
+    character). 0 for ""."""
+    if not text:
+        return 0
+    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
+    return math.ceil(ascii_chars / 3) + (len(text) - ascii_chars)
+
+
+class SDKSettings(BaseModel):
+    """Settings of one SDK-backed provider name (settings.BALLAST_PROVIDER_SETTINGS[name]).
+
+    - ``base_url``: the API root (None: the vendor's public API). An OpenAI-compatible
+      server (Ollama, vLLM, LM Studio, OpenRouter, Groq, Together) is a base URL.
+    - ``api_key``: a key given in settings (read from the environment in settings.py);
+      never put one in a graph.
+    - ``api_key_env``: the environment variable read when neither the node nor
+      ``api_key`` gives a key.
+    - ``allowed_api_key_envs``: further variables a node's ``api_key_env`` may name.
+      Anything else is refused, so a graph cannot send e.g. the database password to a
+      provider as its "key".
+    - ``api_key_required``: False for local servers that take no key.
+    - ``timeout``: seconds per call when the step sets no deadline.
+    - ``price_provider``: genai-prices provider id to price models with (None: the
+      vendor's for the public API; for another base URL, whatever genai-prices matches
+      to that URL, else the price is unknown).
+    - ``models``: the models nodes may use (None: any; unknown models are then priced
+      as unknown, not rejected).
+    - ``headers``: extra HTTP headers on every call (OpenRouter's ``HTTP-Referer`` ...).
+    - ``structured_output``: use the API's native structured output for a node's
+      ``output_schema`` (False for servers without it; the llm node's validation and
+      re-asks still hold the reply to the schema).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    api_key_env: str | None = None
+    allowed_api_key_envs: list[str] = Field(default_factory=list)
+    api_key_required: bool = True
+    timeout: float = Field(120.0, gt=0, le=3600)
+    price_provider: str | None = None
+    models: list[str] | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    structured_output: bool = True
+
+
+class SDKProvider(LLMProvider):
+    """Shared part of the providers that call a vendor SDK over HTTP.
+
+    Subclasses set ``default_base_url``, ``default_api_key_env``, ``default_price_provider``
+    and ``settings_model``, and implement :meth:`_make_client` and :meth:`complete`.
+    """
+
+    settings_model: ClassVar[type[SDKSettings]] = SDKSettings
+    default_base_url: ClassVar[str] = ""
+    default_api_key_env: ClassVar[str] = ""
+    default_price_provider: ClassVar[str] = ""
+    # Whether the API takes a sampling temperature.
+    supports_temperature: ClassVar[bool] = True
+
+    def __init__(self, *, name: str | None = None, config: Mapping[str, Any] | None = None) -> None:
+        super().__init__(name=name, config=config)
+        # A mistyped setting fails the first use of the provider, loudly.
+        self.settings = self.settings_model.model_validate(dict(self.config))
+        # Keep no plain copy of a key given in settings (``settings.api_key`` is a SecretStr).
+        self.config = self.settings.model_dump(exclude={"api_key"})
+        self._clients: dict[tuple[int, str, str], Any] = {}
+        self._clients_lock = threading.Lock()
+
+    # ----------------------------------------------------------------- credentials
+    @property
+    def base_url(self) -> str:
+        """The API root this provider talks to."""
+        return self.settings.base_url or self.default_base_url
+
+    def default_key_env(self) -> str:
+        """The environment variable read when a node names none."""
+        return self.settings.api_key_env or self.default_api_key_env
+
+    def allowed_key_envs(self) -> set[str]:
+        """Environment variables a node's ``api_key_env`` may name."""
+        return {self.default_key_env(), *self.settings.allowed_api_key_envs} - {""}
+
+    def api_key(self, api_key_env: str | None) -> str:
+        """The API key for a call: the node's variable, else ``api_key`` from settings, else
+        the default variable. Raises ProviderError(code="credentials", not retryable) when
+        the variable is not allowed or not set; the message names the variable, never a
+        value."""
+        if api_key_env:
+            if api_key_env not in self.allowed_key_envs():
+                raise ProviderError(
+                    f"provider {self.name!r} may not read api_key_env {api_key_env!r} "
+                    f"(allowed: {', '.join(sorted(self.allowed_key_envs())) or 'none'})",
+                    code="credentials",
+                    retryable=False,
+                )
+            value = os.environ.get(api_key_env, "")
+            if not value:
+                raise ProviderError(
+                    f"environment variable {api_key_env} (api_key_env) is not set", code="credentials", retryable=False
+                )
+            return value
+        if self.settings.api_key is not None and self.settings.api_key.get_secret_value():
+            return self.settings.api_key.get_secret_value()
+        env = self.default_key_env()
+        value = os.environ.get(env, "") if env else ""
+        if value:
+            return value
+        if not self.settings.api_key_required:
+            return "unused"  # the SDKs insist on some key; keyless servers ignore it
+        raise ProviderError(
+            f"no API key for provider {self.name!r}: set the environment variable {env or '(none configured)'}",
+            code="credentials",
+            retryable=False,
+        )
+
+    def client(self, api_key: str) -> Any:
+        """The SDK client for ``api_key``, made once per process (qcluster forks workers;
+        a connection pool must not be shared across a fork) and shared by its threads."""
+        key = (os.getpid(), api_key, self.base_url)
+        client = self._clients.get(key)
+        if client is None:
+            with self._clients_lock:
+                client = self._clients.get(key)
+                if client is None:
+                    client = self._make_client(api_key)
+                    self._clients[key] = client
+        return client
+
+    def _make_client(self, api_key: str) -> Any:
+        """Build the SDK client (``max_retries=0``: Ballast's retry policy governs)."""
+        raise NotImplementedError
+
+    def request_timeout(self, request: LLMRequest) -> float:
+        """Seconds this call may take: the step's time left, else the provider default."""
+        if request.timeout is not None:
+            return max(0.001, min(request.timeout, self.settings.timeout))
+        return self.settings.timeout
+
+    def request_headers(self, request: LLMRequest) -> dict[str, str]:
+        """Extra headers of one call: configured ones plus ``Idempotency-Key`` (the same on
+        every attempt of the step, so a provider or gateway that de-duplicates can)."""
+        headers = dict(self.settings.headers)
+        if request.idempotency_key:
+            headers["Idempotency-Key"] = request.idempotency_key
+        return headers
+
+    # ----------------------------------------------------------------- validation
+    def models(self) -> set[str] | None:
+        return set(self.settings.models) if self.settings.models is not None else None
+
+    def config_issues(self, *, model: str, temperature: float | None, api_key_env: str | None) -> list[tuple[str, str]]:
+        issues = []
+        if api_key_env and api_key_env not in self.allowed_key_envs():
+            issues.append(
+                (
+                    "api_key_env",
+                    f"provider {self.name!r} may not read {api_key_env!r} "
+                    f"(allowed: {', '.join(sorted(self.allowed_key_envs())) or 'none'})",
+                )
+            )
+        if temperature is not None and not self.supports_temperature:
+            issues.append(("temperature", f"provider {self.name!r} does not take a temperature"))
+        return issues
+
+    # ----------------------------------------------------------------- errors
+    def error_from_sdk(self, exc: Exception, *, api_key: str, timeout: float) -> ProviderError:
+        """Map an SDK exception to a ProviderError, credentials redacted.
+
+        Timeouts -> ``timeout``; connection errors -> ``provider_error``; HTTP answers by
+        status (429 ``rate_limited`` and 5xx/529 ``provider_unavailable`` are retryable with
+        the Retry-After the provider sent; other 4xx are ``provider_rejected`` with the
+        provider's own message). Both SDKs share these exception shapes (``status_code``,
+        ``response.headers``, ``body``).
+        """
+        secrets = [api_key]
+        kind = type(exc).__name__
+        status = getattr(exc, "status_code", None)
+        response = getattr(exc, "response", None)
+        if status is None:
+            if "Timeout" in kind:
+                return ProviderError(
+                    f"{self.name}: no answer within {timeout:g}s", code="timeout", retryable=True, details={"error": kind}
+                )
+            return ProviderError(
+                redact(f"{self.name}: {kind}: {exc}", secrets), retryable=True, details={"error": kind}
+            )
+        if status < 400:
+            # A 2xx answer the SDK could not parse (APIResponseValidationError): a
+            # misbehaving server or proxy, worth another try.
+            return ProviderError(f"{self.name}: HTTP {status} answer the SDK could not read ({kind})", retryable=True)
+        body = getattr(exc, "body", None)
+        if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+            body = body["error"]  # Anthropic's envelope: {"type": "error", "error": {...}}
+        error_type = None
+        if isinstance(body, Mapping):
+            message = body.get("message") or _dumps(body)
+            error_type = body.get("type") or body.get("code")
+        else:
+            message = str(body or getattr(exc, "message", "") or exc)
+        message = redact(str(message)[:2000], secrets)
+        headers = getattr(response, "headers", None)
+        details: dict[str, Any] = {"status": status}
+        if error_type:
+            details["type"] = str(error_type)
+        request_id = headers.get("request-id") or headers.get("x-request-id") if headers is not None else None
+        if request_id:
+            details["request_id"] = request_id
+        code = None
+        if status == 529:  # Anthropic: overloaded
+            code = "provider_overloaded"
+        return ProviderError(
+            f"{self.name} answered HTTP {status}" + (f" ({error_type})" if error_type else "") + f": {message}",
+            status=status,
+            retry_after=parse_retry_after(headers),
+            code=code,
+            details=details,
+        )
+
+    # ----------------------------------------------------------------- pricing
+    def price_provider(self) -> str | None:
+        """The genai-prices provider id of this provider's models (None: match by URL)."""
+        if self.settings.price_provider:
+            return self.settings.price_provider
+        return None if self.settings.base_url and self.settings.base_url != self.default_base_url else self.default_price_provider
+
+    def price(self, model: str, usage: Usage, *, at: datetime | None = None) -> Decimal | None:
+        """Cost from genai-prices (None when it does not know the model)."""
+        from runs.providers import pricing
+
+        return pricing.cost(usage, model=model, provider_id=self.price_provider(), api_url=self.base_url, at=at)
+
+    def price_version(self, model: str) -> str:
+        from runs.providers import pricing
+
+        if pricing.find_model(model, provider_id=self.price_provider(), api_url=self.base_url) is None:
+            return ""
+        return pricing.price_version()
+
+    def count_tokens(self, text: str) -> int:
+        """Conservative estimate (see :func:`conservative_tokens`): budgets err high."""
+        return conservative_tokens(text)

@@ -2,11 +2,14 @@
 
 Options (``LLMRequest.options``, written in the llm node's ``options``):
 
-- ``script``: a list of rules ``{"when": ..., "reply": ..., "tool_calls": [...]}``; the first
-  rule whose ``when`` matches the last user message answers. ``when`` is a
-  case-insensitive substring, or a Python regular expression when it starts with ``re:``;
-  a rule without ``when`` always matches (a default). ``reply`` is a string or a JSON
-  value (sent back as JSON text). ``tool_calls`` items are ``{"name", "arguments", "id"?}``.
+- ``script``: a list of rules ``{"when": ..., "turn": ..., "reply": ..., "tool_calls": [...]}``;
+  the first rule that matches answers. ``when`` matches the last user message: a
+  case-insensitive substring, or a Python regular expression when it starts with ``re:``.
+  ``turn`` matches the model turn of a conversation: the number of assistant messages in
+  the request (0 for the first call; an agent's turn after its first tool results is 1).
+  A rule without ``when`` and ``turn`` always matches (a default). ``reply`` is a string
+  or a JSON value (sent back as JSON text). ``tool_calls`` items are ``{"name",
+  "arguments", "id"?}`` (default ids ``call_1``, ``call_2``, ... within the reply).
   When no rule matches, or there is no script, the reply is ``"Echo: <last user message>"``.
 - ``latency_ms``: wait this long before answering (gives up at the request timeout, and
   stops at once when the step is cancelled).
@@ -54,6 +57,7 @@ class _Rule(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     when: str | None = None
+    turn: int | None = Field(None, ge=0)
     reply: str | dict[str, Any] | list[Any] | int | float | bool | None = None
     tool_calls: list[_ScriptedCall] | None = None
 
@@ -73,7 +77,9 @@ class _Rule(BaseModel):
             raise ValueError("a rule needs a reply or tool_calls")
         return self
 
-    def matches(self, message: str) -> bool:
+    def matches(self, message: str, turn: int) -> bool:
+        if self.turn is not None and self.turn != turn:
+            return False
         if self.when is None:
             return True
         if self.when.startswith(REGEX_PREFIX):
@@ -101,6 +107,7 @@ class MockProvider(LLMProvider):
 
     name = "mock"
     prices = MOCK_PRICES
+    prices_version = "mock-prices-1 (simulated)"
 
     def models(self) -> set[str]:
         return set(MOCK_PRICES)
@@ -140,7 +147,8 @@ class MockProvider(LLMProvider):
             )
 
         last_user = request.last_user_message()
-        rule = next((r for r in options.script or [] if r.matches(last_user)), None)
+        turn = sum(1 for m in request.messages if m.role == "assistant")
+        rule = next((r for r in options.script or [] if r.matches(last_user, turn)), None)
         if rule is None:
             text, calls = f"Echo: {last_user}", []
         else:

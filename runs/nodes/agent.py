@@ -1,0 +1,460 @@
+"""The ``agent`` node kind: a tool-calling LLM loop whose every model turn and tool call is a committed child step.
+
+``execute`` is a deterministic replay over the committed children (``ctx.children``),
+as in Temporal and DBOS workflows: it rebuilds the conversation from the children that
+finished and asks the engine for the next ones.
+
+    turn-0 (model_turn) -> tool-0-<call id> ... (tool_call, parallel) -> turn-1 -> ...
+
+until a model turn answers without tool calls (the answer is written to ``output_key``)
+or ``max_turns`` model turns were used (the step fails with ``max_turns``). A finished
+child is a fact: a crash or a replay never calls the model or a tool again for it, and
+never pays for a finished model turn twice. Model turns carry their usage and cost on
+their own step; the agent step itself spends nothing.
+
+A tool call that fails for good is told to the model as an error result (it may try
+something else); a model turn that fails for good fails the agent step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from runs.expressions import ExpressionError
+from runs.nodes.base import ChildCall, Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult, Usage
+from runs.nodes.llm import ENV_NAME_PATTERN, STATE_KEY_PATTERN, provider_issues, template_issues
+from runs.nodes.transform import expression_names
+from runs.providers import UnknownProvider, get_provider
+from runs.providers.base import (
+    INVALID_ARGUMENTS_KEY,
+    MESSAGE_OVERHEAD_TOKENS,
+    LLMProvider,
+    LLMRequest,
+    Message,
+    ToolCall,
+    ToolDefinition,
+    estimate_tokens,
+)
+from runs.templating import render_template
+from runs.tools import ToolContext, UnknownTool, get_tool
+
+MODEL_TURN = "model_turn"
+TOOL_CALL = "tool_call"
+# Child keys name steps (``<node>#<iteration>/<key>``): keep provider call ids to a safe
+# alphabet and length.
+_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+MAX_CALL_ID_CHARS = 64
+TRUNCATION_NOTE = "... [truncated {n} characters]"
+
+
+class AgentConfig(NodeConfig):
+    """Config of an ``agent`` node.
+
+    - ``provider``/``model``/``api_key_env``/``options``/``temperature``: as on the llm
+      node (``options`` go to the provider, e.g. the mock's ``script`` with ``turn`` rules).
+    - ``system``/``prompt``: templates rendered against the run state (the first turn).
+    - ``tools``: registered tool names offered to the model (their descriptions and
+      argument JSON Schemas are sent with every turn).
+    - ``max_turns``: model turns at most; a reply that still asks for tools on the last
+      turn fails the step with ``max_turns`` (its tools are not run).
+    - ``max_tokens``: output tokens per model turn.
+    - ``max_tool_calls_per_turn``: calls beyond this in one reply are not run; the model
+      is told so in their results.
+    - ``max_tool_result_chars``: a tool result is cut to this many characters before it
+      is sent back to the model (bounds every later turn's input, and so the budget's
+      worst case).
+    - ``output_key``: the state key the final answer (text) is written to.
+    """
+
+    provider: str = Field("mock", min_length=1)
+    model: str = Field("mock-1", min_length=1)
+    system: str | None = None
+    prompt: str = Field(min_length=1)
+    tools: list[str] = Field(min_length=1, max_length=64)
+    max_turns: int = Field(8, ge=1, le=50)
+    max_tokens: int = Field(1024, ge=1, le=1_000_000)
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tool_calls_per_turn: int = Field(8, ge=1, le=64)
+    max_tool_result_chars: int = Field(20_000, ge=100, le=1_000_000)
+    output_key: str = Field("answer", pattern=STATE_KEY_PATTERN)
+    api_key_env: str | None = Field(None, pattern=ENV_NAME_PATTERN)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("tools")
+    @classmethod
+    def _unique(cls, tools: list[str]) -> list[str]:
+        if len(set(tools)) != len(tools):
+            raise ValueError("tool names must be unique")
+        return tools
+
+
+class AgentNode(NodeKind):
+    """An LLM that calls registered tools in a loop, each turn and call a durable child step."""
+
+    kind = "agent"
+    Config = AgentConfig
+    description = "An LLM agent with tools: model turns and tool calls are durable child steps."
+
+    # ----------------------------------------------------------------- validation
+    def writes(self, config: AgentConfig) -> set[str]:
+        return {config.output_key}
+
+    def check(self, node_id: str, config: AgentConfig, known_names: set[str]) -> list[Issue]:
+        """Provider problems (as on the llm node), unknown tools, and template problems."""
+        issues = provider_issues(
+            node_id,
+            provider_name=config.provider,
+            model=config.model,
+            options=config.options,
+            temperature=config.temperature,
+            api_key_env=config.api_key_env,
+        )
+        for i, name in enumerate(config.tools):
+            try:
+                get_tool(name)
+            except UnknownTool:
+                issues.append(Issue(node_id, f"config.tools.{i}", f"unknown tool {name!r}", code="unknown_tool"))
+        for field in ("system", "prompt"):
+            source = getattr(config, field)
+            if source is not None:
+                issues.extend(template_issues(node_id, f"config.{field}", source, known_names))
+        return issues
+
+    # ----------------------------------------------------------------- the loop (replay)
+    def execute(self, config: AgentConfig, ctx: NodeContext) -> NodeResult:
+        """Replay the loop over ``ctx.children`` and return the next children to run, or
+        the answer.
+
+        Returns ``NodeResult(spawn=[...])`` with the next model turn or the tool calls of
+        the last reply (all of them at once: they run as parallel steps), or the final
+        ``NodeResult(updates={output_key: answer}, output={"answer", "turns",
+        "tool_calls", "stop_reason", "model"})``.
+
+        Raises NodeError (not retryable: a replay would see the same facts):
+        ``template``/``unknown_tool`` for a broken config, the failed model turn's own
+        code when a model turn failed for good, ``max_turns`` when the model still asks
+        for tools on its last turn.
+        """
+        self._definitions(config)  # every tool must exist before anything is spent
+        first = ctx.children.get("turn-0")
+        if first is not None and first.get("status") == "succeeded" and "prompt" in (first.get("output") or {}):
+            # The conversation starts with what turn 0 was really sent: the state may have
+            # changed since (a parallel branch committed), and a replay must not diverge.
+            messages = [_load_message(m) for m in first["output"]["prompt"]]
+        else:
+            messages = _initial_messages(config, expression_names(ctx))
+        tool_calls_run = 0
+        turn = 0
+        while True:
+            key = f"turn-{turn}"
+            child = ctx.children.get(key)
+            if child is None:
+                return NodeResult(
+                    spawn=[ChildCall(key, MODEL_TURN, {"turn": turn, "messages": [_dump_message(m) for m in messages]})]
+                )
+            if child.get("status") != "succeeded":
+                error = child.get("error") or {}
+                raise NodeError(
+                    f"model turn {turn} failed: {error.get('message', 'unknown error')}",
+                    code=str(error.get("code") or "model_turn_failed"),
+                    retryable=False,
+                    details={"turn": turn, "error": error},
+                )
+            reply = child["output"]
+            calls = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in reply.get("tool_calls") or []]
+            messages.append(Message(role="assistant", content=reply.get("text") or "", tool_calls=calls or None))
+            if not calls:
+                answer = reply.get("text") or ""
+                return NodeResult(
+                    updates={config.output_key: answer},
+                    output={
+                        "answer": answer,
+                        "turns": turn + 1,
+                        "tool_calls": tool_calls_run,
+                        "stop_reason": reply.get("stop_reason"),
+                        "model": reply.get("model"),
+                    },
+                )
+            if turn + 1 >= config.max_turns:
+                raise NodeError(
+                    f"the agent used its {config.max_turns} model turn(s) and the model still asks for tools",
+                    code="max_turns",
+                    retryable=False,
+                    details={"turns": turn + 1, "tool_calls": [c.name for c in calls]},
+                )
+            keyed = _tool_keys(turn, calls)
+            runnable = keyed[: config.max_tool_calls_per_turn]
+            missing = [
+                ChildCall(key, TOOL_CALL, {"tool": c.name, "arguments": c.arguments, "call_id": c.id, "turn": turn})
+                for key, c in runnable
+                if key not in ctx.children
+            ]
+            if missing:
+                return NodeResult(spawn=missing)
+            for i, (key, call) in enumerate(keyed):
+                if i >= config.max_tool_calls_per_turn:
+                    content = _error_content(
+                        "too_many_tool_calls",
+                        f"not run: at most {config.max_tool_calls_per_turn} tool calls per turn",
+                    )
+                    messages.append(Message(role="tool", content=content, tool_call_id=call.id, is_error=True))
+                    continue
+                result = ctx.children[key]
+                tool_calls_run += 1
+                if result.get("status") == "succeeded":
+                    content = _result_content(result.get("output"), config.max_tool_result_chars)
+                    messages.append(Message(role="tool", content=content, tool_call_id=call.id))
+                else:
+                    error = result.get("error") or {}
+                    content = _error_content(str(error.get("code") or "tool_failed"), str(error.get("message") or ""))
+                    messages.append(Message(role="tool", content=content, tool_call_id=call.id, is_error=True))
+            turn += 1
+
+    # ----------------------------------------------------------------- children
+    def execute_child(self, config: AgentConfig, call: ChildCall, ctx: NodeContext) -> NodeResult:
+        """Run one child: a model turn (one provider call; usage and cost recorded on this
+        child) or a tool call (the registered tool, with this child's idempotency key).
+
+        Raises ProviderError from the model call (retryable ones follow the agent node's
+        retry policy), and for tool calls NodeError ``tool_arguments`` (the model's
+        arguments were not a JSON object or do not fit the tool), ``unknown_tool`` (a tool
+        that was not offered), or whatever the tool raises.
+        """
+        ctx.check_cancelled()
+        if call.label == MODEL_TURN:
+            return self._model_turn(config, call, ctx)
+        if call.label == TOOL_CALL:
+            return self._tool_call(config, call, ctx)
+        raise NodeError(f"unknown agent child {call.label!r}", code="spawn", retryable=False)
+
+    def _model_turn(self, config: AgentConfig, call: ChildCall, ctx: NodeContext) -> NodeResult:
+        provider = _provider(config)
+        timeout = ctx.time_left()
+        if timeout is not None and timeout <= 0:
+            raise NodeError("the model turn ran out of time before the model answered", code="timeout")
+        request = LLMRequest(
+            model=config.model,
+            messages=[_load_message(m) for m in call.input.get("messages", [])],
+            tools=self._definitions(config),
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+            timeout=timeout,
+            idempotency_key=ctx.idempotency_key,
+            attempt=ctx.attempt,
+            options=dict(config.options),
+            cancel_event=ctx.cancel_event,
+            api_key_env=config.api_key_env,
+        )
+        response = provider.complete(request)
+        usage = response.usage
+        usage.price_version = provider.price_version(usage.model)
+        output: dict[str, Any] = {
+            "text": response.text,
+            "tool_calls": [c.as_dict() for c in response.tool_calls],
+            "stop_reason": response.stop_reason,
+            "model": response.model,
+        }
+        if call.input.get("turn") == 0:
+            # The rendered prompt, kept with the first turn's result: replays rebuild the
+            # conversation from it (ctx.children carries outputs, not inputs).
+            output["prompt"] = call.input.get("messages", [])
+        return NodeResult(output=output, usage=usage, cost_usd=provider.price(usage.model, usage))
+
+    def _tool_call(self, config: AgentConfig, call: ChildCall, ctx: NodeContext) -> NodeResult:
+        name = str(call.input.get("tool", ""))
+        arguments = call.input.get("arguments") or {}
+        if name not in config.tools:
+            raise NodeError(
+                f"the model called {name!r}, which is not one of this agent's tools ({', '.join(config.tools)})",
+                code="unknown_tool",
+                retryable=False,
+            )
+        if not isinstance(arguments, Mapping) or INVALID_ARGUMENTS_KEY in arguments:
+            raw = arguments.get(INVALID_ARGUMENTS_KEY) if isinstance(arguments, Mapping) else arguments
+            raise NodeError(
+                f"the arguments for {name!r} were not a JSON object: {str(raw)[:500]}",
+                code="tool_arguments",
+                retryable=False,
+            )
+        try:
+            registered = get_tool(name)
+        except UnknownTool:
+            raise NodeError(f"unknown tool {name!r}", code="unknown_tool", retryable=False) from None
+        tool_ctx = ToolContext(
+            idempotency_key=ctx.idempotency_key,
+            run_id=ctx.run_id,
+            step_id=ctx.step_id,
+            node_id=ctx.node_id,
+            attempt=ctx.attempt,
+            timeout=ctx.time_left(),
+        )
+        return NodeResult(output=registered.call(arguments, tool_ctx))
+
+    def is_child_repeat_safe(self, config: AgentConfig, call: ChildCall) -> bool:
+        """A tool call is as repeat-safe as its tool (an email is not: a crash mid-call
+        parks the run for a person); a model turn may simply run again (it may be paid
+        twice, which the attempts record shows)."""
+        if call.label != TOOL_CALL:
+            return True
+        name = str(call.input.get("tool", ""))
+        if name not in config.tools:
+            return True  # it fails before doing anything
+        try:
+            return get_tool(name).repeat_safe
+        except UnknownTool:
+            return True
+
+    # ----------------------------------------------------------------- budgets
+    def estimate_child_cost(
+        self, config: AgentConfig, call: ChildCall, state: Mapping[str, Any]
+    ) -> tuple[Decimal | None, int]:
+        """Worst case of one child: for a model turn, its actual messages and the tool
+        definitions (estimated tokens) plus ``max_tokens`` output at the model's price;
+        a tool call costs (0, 0). USD is None when the price or provider is unknown."""
+        if call.label != MODEL_TURN:
+            return Decimal(0), 0
+        provider = _provider_or_none(config)
+        messages = [_load_message(m) for m in call.input.get("messages", [])]
+        request = LLMRequest(model=config.model, messages=messages, tools=self._definitions(config, strict=False))
+        input_tokens = _count(provider, request)
+        return _price(provider, config, input_tokens, config.max_tokens), input_tokens + config.max_tokens
+
+    def estimate_cost(self, config: AgentConfig, state: Mapping[str, Any]) -> tuple[Decimal | None, int]:
+        """Worst case of the whole loop, for the pre-run estimate (validate_graph
+        --estimate): ``max_turns`` model turns, each resending the conversation so far,
+        which grows per turn by at most a full reply (``max_tokens``) and
+        ``max_tool_calls_per_turn`` results of ``max_tool_result_chars``. The engine does
+        not use this for the agent step's budget check: it checks every model turn before
+        it starts (:meth:`estimate_child_cost`)."""
+        provider = _provider_or_none(config)
+        messages = _initial_messages(config, state, strict=False)
+        tools = self._definitions(config, strict=False)
+        first = _count(provider, LLMRequest(model=config.model, messages=messages, tools=tools))
+        count = provider.count_tokens if provider is not None else estimate_tokens
+        result_tokens = MESSAGE_OVERHEAD_TOKENS + count("x" * (config.max_tool_result_chars + len(TRUNCATION_NOTE) + 12))
+        growth = MESSAGE_OVERHEAD_TOKENS + config.max_tokens + config.max_tool_calls_per_turn * result_tokens
+        input_tokens = sum(first + k * growth for k in range(config.max_turns))
+        output_tokens = config.max_turns * config.max_tokens
+        return _price(provider, config, input_tokens, output_tokens), input_tokens + output_tokens
+
+    # ----------------------------------------------------------------- helpers
+    def _definitions(self, config: AgentConfig, *, strict: bool = True) -> list[ToolDefinition]:
+        """The tool definitions sent to the model. ``strict``: raise NodeError for an
+        unknown tool (else skip it: estimates)."""
+        definitions = []
+        for name in config.tools:
+            try:
+                registered = get_tool(name)
+            except UnknownTool:
+                if strict:
+                    raise NodeError(f"unknown tool {name!r}", code="unknown_tool", retryable=False) from None
+                continue
+            definitions.append(ToolDefinition(name=name, description=registered.description, parameters=registered.json_schema()))
+        return definitions
+
+
+def _provider(config: AgentConfig) -> LLMProvider:
+    try:
+        return get_provider(config.provider)
+    except UnknownProvider:
+        raise NodeError(f"unknown provider {config.provider!r}", code="unknown_provider", retryable=False) from None
+
+
+def _provider_or_none(config: AgentConfig) -> LLMProvider | None:
+    try:
+        return get_provider(config.provider)
+    except UnknownProvider:
+        return None
+
+
+def _count(provider: LLMProvider | None, request: LLMRequest) -> int:
+    if provider is not None:
+        return provider.count_request_tokens(request)
+    return sum(MESSAGE_OVERHEAD_TOKENS + estimate_tokens(m.content) for m in request.messages)
+
+
+def _price(provider: LLMProvider | None, config: AgentConfig, input_tokens: int, output_tokens: int) -> Decimal | None:
+    if provider is None:
+        return None
+    usage = Usage(provider=config.provider, model=config.model, input_tokens=input_tokens, output_tokens=output_tokens)
+    return provider.price(config.model, usage)
+
+
+def _initial_messages(config: AgentConfig, names: Mapping[str, Any], *, strict: bool = True) -> list[Message]:
+    """System (if any) and user messages rendered against ``names``. ``strict``: raise
+    NodeError(code="template"); otherwise (estimates) fall back to the template source."""
+
+    def render(field: str, source: str) -> str:
+        try:
+            return render_template(source, names)
+        except ExpressionError as exc:
+            if not strict:
+                return source
+            raise NodeError(
+                f"config.{field}: {exc.message}", code="template", retryable=False, details={"error_code": exc.code}
+            ) from exc
+
+    messages = []
+    if config.system:
+        system = render("system", config.system)
+        if system.strip():
+            messages.append(Message(role="system", content=system))
+    messages.append(Message(role="user", content=render("prompt", config.prompt)))
+    return messages
+
+
+def _tool_keys(turn: int, calls: list[ToolCall]) -> list[tuple[str, ToolCall]]:
+    """``(child key, call)`` for each call of one reply: ``tool-<turn>-<call id>``, the id
+    cut to a safe alphabet; a missing or repeated id gets the call's position instead."""
+    keyed = []
+    seen: set[str] = set()
+    for i, call in enumerate(calls):
+        ident = _KEY_UNSAFE.sub("_", call.id or "")[:MAX_CALL_ID_CHARS] or f"call{i}"
+        key = f"tool-{turn}-{ident}"
+        if key in seen:
+            key = f"tool-{turn}-{ident}-{i}"
+        seen.add(key)
+        keyed.append((key, call))
+    return keyed
+
+
+def _result_content(output: Any, limit: int) -> str:
+    """A tool result as the text sent to the model (JSON; strings as they are), cut to
+    ``limit`` characters."""
+    text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, separators=(",", ":"))
+    if len(text) > limit:
+        text = text[:limit] + TRUNCATION_NOTE.format(n=len(text) - limit)
+    return text
+
+
+def _error_content(code: str, message: str) -> str:
+    return json.dumps({"error": {"code": code, "message": message[:2000]}}, ensure_ascii=False)
+
+
+def _dump_message(message: Message) -> dict[str, Any]:
+    """A message as JSON for a model turn's child input."""
+    data: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        data["tool_calls"] = [c.as_dict() for c in message.tool_calls]
+    if message.tool_call_id is not None:
+        data["tool_call_id"] = message.tool_call_id
+    if message.is_error:
+        data["is_error"] = True
+    return data
+
+
+def _load_message(data: Mapping[str, Any]) -> Message:
+    calls = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in data.get("tool_calls") or []]
+    return Message(
+        role=data["role"],
+        content=data.get("content") or "",
+        tool_calls=calls or None,
+        tool_call_id=data.get("tool_call_id"),
+        is_error=bool(data.get("is_error")),
+    )

@@ -1,0 +1,74 @@
+"""Costs from genai-prices, checked against the library's own numbers for real models: the
+provider's usage mapping of the very responses the server sent must price the same as
+genai-prices' extractors do. Unknown models cost "unknown" (None), never $0."""
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+from genai_prices import Usage as GenaiUsage
+from genai_prices import calc_price, extract_usage
+
+from runs.nodes.base import Usage
+from runs.providers import get_provider, pricing
+from runs.providers.base import LLMRequest, Message
+from tests.support.llm_server import Reply
+
+CASES = [
+    # provider, model, path, genai-prices API flavor, usage the server reports
+    ("openai", "gpt-4o", "/v1/chat/completions", "chat", {"input": 12_000, "cached": 4_096, "output": 800}),
+    ("openai", "gpt-4o-mini", "/v1/chat/completions", "chat", {"input": 3_000, "output": 1_200}),
+    ("openai", "gpt-5-mini", "/v1/chat/completions", "chat", {"input": 5_000, "cached": 1_024, "output": 2_000, "reasoning": 1_500}),
+    ("openai", "gpt-4.1", "/v1/chat/completions", "chat", {"input": 700, "output": 90}),
+    ("anthropic", "claude-sonnet-4-6", "/v1/messages", "default", {"input": 9_000, "cached": 6_000, "output": 700}),
+    ("anthropic", "claude-haiku-4-5", "/v1/messages", "default", {"input": 2_500, "output": 400, "reasoning": 150}),
+    ("anthropic", "claude-opus-4-8", "/v1/messages", "default", {"input": 1_000, "output": 3_000}),
+]
+
+
+@pytest.mark.parametrize("provider_name, model, path, flavor, usage", CASES, ids=[c[1] for c in CASES])
+def test_cost_matches_genai_prices(sdk_providers, provider_name, model, path, flavor, usage):
+    sdk_providers.set_script([Reply(text="ok", usage=usage)])
+    provider = get_provider(provider_name)
+    response = provider.complete(LLMRequest(model=model, messages=[Message("user", "hi")]))
+    ours = provider.price(response.model, response.usage)
+
+    [call] = sdk_providers.calls(path)
+    theirs = extract_usage(call.response, provider_id=provider_name, api_flavor=flavor).calc_price().total_price
+    assert ours == theirs
+    assert ours > 0
+    assert provider.price_version(model) == pricing.price_version()
+
+
+def test_figures_by_hand_for_gpt_4o():
+    # $2.50/M input, $1.25/M cached input, $10/M output (genai-prices' gpt-4o prices).
+    usage = Usage("openai", "gpt-4o", input_tokens=1_000_000, cached_input_tokens=400_000, output_tokens=100_000)
+    assert pricing.cost(usage, model="gpt-4o", provider_id="openai") == Decimal("1.5") + Decimal("0.5") + Decimal("1")
+
+
+def test_long_context_tiers_are_priced_by_the_library():
+    usage = Usage("openai", "gpt-5.5", input_tokens=400_000, output_tokens=10_000)
+    theirs = calc_price(GenaiUsage(input_tokens=400_000, output_tokens=10_000), "gpt-5.5", provider_id="openai").total_price
+    assert pricing.cost(usage, model="gpt-5.5", provider_id="openai") == theirs
+
+
+def test_unknown_model_is_unknown_not_free(sdk_providers):
+    openai = get_provider("openai")
+    usage = Usage("openai", "my-finetune-7b", input_tokens=1000, output_tokens=1000)
+    assert openai.price("my-finetune-7b", usage) is None
+    assert openai.price_version("my-finetune-7b") == ""
+    assert pricing.cost(usage, model="gpt-4o") is None  # no provider and no URL: no guess
+
+
+def test_price_version_names_the_library_and_its_version():
+    import genai_prices
+
+    assert pricing.price_version() == f"genai-prices {genai_prices.__version__}"
+
+
+def test_prices_are_taken_as_of_the_call():
+    usage = Usage("openai", "gpt-4o", input_tokens=1000, output_tokens=1000)
+    then = datetime(2025, 1, 1, tzinfo=UTC)
+    assert pricing.cost(usage, model="gpt-4o", provider_id="openai", at=then) == calc_price(
+        GenaiUsage(input_tokens=1000, output_tokens=1000), "gpt-4o", provider_id="openai", genai_request_timestamp=then
+    ).total_price
