@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import io
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from decimal import Decimal
 from django.core.management import call_command
 
 from builder.validation import validate_spec

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import deque
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 _local = threading.local()
 

@@ -15,8 +15,9 @@ Bookkeeping (``Run.scheduler``) is a JSON object:
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from builder.spec import EdgeSpec, GraphSpec, StateKeySpec
 from builder.topology import Topology

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
@@ -25,6 +26,7 @@ from django.utils.module_loading import import_string
 from builder.models import GraphVersion
 from builder.spec import GraphSpec, NodeSpec
 from runs.engine import scheduler
+from runs.engine.audit import audit
 from runs.models import (
     ACTIVE_STEP_STATUSES,
     TERMINAL_RUN_STATUSES,
@@ -38,7 +40,6 @@ from runs.models import (
 )
 from runs.nodes import get_kind
 from runs.nodes.base import ChildCall, NodeError, NodeKind, NodeResult, Usage
-from runs.engine.audit import audit
 from runs.signals import run_finished, steps_requeued
 
 log = logging.getLogger("ballast.engine")
@@ -430,7 +431,7 @@ def _start_kept(run: Run, kept: Step | None, worker: str | None, now: datetime, 
 def _finish_run(run: Run, status: str, *, error: dict | None = None, output: Any = None, step_id: int | None = None) -> None:
     """Move ``run`` to a terminal status inside the caller's transaction (CAS on non-terminal)."""
     now = timezone.now()
-    updated = _bump(Run.objects.filter(pk=run.pk).exclude(status__in=TERMINAL_RUN_STATUSES), 
+    updated = _bump(Run.objects.filter(pk=run.pk).exclude(status__in=TERMINAL_RUN_STATUSES),
         status=status, error=error, output=output, finished_at=now
     )
     if not updated:
@@ -751,7 +752,7 @@ def _commit_wait(run: Run, step: Step, result: NodeResult, now: datetime) -> Com
         new_status = RunStatus.WAITING
         events.append(_event(run.pk, "run_waiting", step.pk, node_id=step.node_id))
     RunEvent.objects.bulk_create(events)
-    _bump(Run.objects.filter(pk=run.pk), 
+    _bump(Run.objects.filter(pk=run.pk),
         status=new_status, input_tokens=run.input_tokens, output_tokens=run.output_tokens, cost_usd=run.cost_usd, updated_at=now
     )
     return CommitOutcome(committed=True, run_status=new_status)
@@ -764,7 +765,7 @@ def _advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker:
         # The run ended (cancelled, failed elsewhere) while this step ran: its output is
         # a fact and is kept, but nothing follows it.
         RunEvent.objects.bulk_create(events)
-        _bump(Run.objects.filter(pk=run.pk), 
+        _bump(Run.objects.filter(pk=run.pk),
             input_tokens=run.input_tokens, output_tokens=run.output_tokens, cost_usd=run.cost_usd, updated_at=now
         )
         return CommitOutcome(committed=True, run_status=run.status)
@@ -840,7 +841,7 @@ def _advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker:
         events.append(_event(run.pk, "run_waiting", step.pk))
     RunEvent.objects.bulk_create(events)
     run.status = new_status
-    _bump(Run.objects.filter(pk=run.pk), 
+    _bump(Run.objects.filter(pk=run.pk),
         status=new_status,
         state=run.state,
         scheduler=run.scheduler,
@@ -924,7 +925,7 @@ def _commit_spawn(run: Run, claimed: ClaimedStep, result: NodeResult, now: datet
     run.step_count += len(new_steps)
     run.status = _run_status_after(active, (s.status for s in new_steps))
     RunEvent.objects.bulk_create(events)
-    _bump(Run.objects.filter(pk=run.pk), 
+    _bump(Run.objects.filter(pk=run.pk),
         status=run.status,
         step_count=run.step_count,
         input_tokens=run.input_tokens,
@@ -969,14 +970,14 @@ def _child_finished(run: Run, child: Step, events: list[RunEvent], now: datetime
             dispatch += dispatch_old
         run.status = _run_status_after(active)
     RunEvent.objects.bulk_create(events)
-    _bump(Run.objects.filter(pk=run.pk), 
+    _bump(Run.objects.filter(pk=run.pk),
         status=run.status, input_tokens=run.input_tokens, output_tokens=run.output_tokens, cost_usd=run.cost_usd, updated_at=now
     )
     return CommitOutcome(committed=True, dispatch=dispatch, next_step=next_claim, run_status=run.status)
 
 
 def _save_run_totals(run: Run, now: datetime) -> None:
-    _bump(Run.objects.filter(pk=run.pk), 
+    _bump(Run.objects.filter(pk=run.pk),
         state=run.state,
         scheduler=run.scheduler,
         step_count=run.step_count,

@@ -5,7 +5,7 @@ registry never imports an app that itself imports the engine.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -17,7 +17,7 @@ class UnknownNodeKind(KeyError):
     """No node kind is registered under that name."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_kind(kind: str) -> NodeKind:
     """Return the (singleton) NodeKind for ``kind``. Raises UnknownNodeKind."""
     path = settings.BALLAST_NODE_KINDS.get(kind)

@@ -26,9 +26,8 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from runs.expressions import ExpressionError
 from runs.nodes.base import ChildCall, Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult, Usage
-from runs.nodes.llm import ENV_NAME_PATTERN, STATE_KEY_PATTERN, provider_issues, template_issues
+from runs.nodes.llm import ENV_NAME_PATTERN, STATE_KEY_PATTERN, prompt_messages, provider_issues, template_issues
 from runs.nodes.transform import expression_names
 from runs.providers import UnknownProvider, get_provider
 from runs.providers.base import (
@@ -41,7 +40,6 @@ from runs.providers.base import (
     ToolDefinition,
     estimate_tokens,
 )
-from runs.templating import render_template
 from runs.tools import ToolContext, UnknownTool, get_tool
 
 MODEL_TURN = "model_turn"
@@ -148,7 +146,7 @@ class AgentNode(NodeKind):
             # changed since (a parallel branch committed), and a replay must not diverge.
             messages = [_load_message(m) for m in first["output"]["prompt"]]
         else:
-            messages = _initial_messages(config, expression_names(ctx))
+            messages = prompt_messages(config, expression_names(ctx))
         tool_calls_run = 0
         turn = 0
         while True:
@@ -333,7 +331,7 @@ class AgentNode(NodeKind):
         not use this for the agent step's budget check: it checks every model turn before
         it starts (:meth:`estimate_child_cost`)."""
         provider = _provider_or_none(config)
-        messages = _initial_messages(config, state, strict=False)
+        messages = prompt_messages(config, state, strict=False)
         tools = self._definitions(config, strict=False)
         first = _count(provider, LLMRequest(model=config.model, messages=messages, tools=tools))
         count = provider.count_tokens if provider is not None else estimate_tokens
@@ -384,29 +382,6 @@ def _price(provider: LLMProvider | None, config: AgentConfig, input_tokens: int,
         return None
     usage = Usage(provider=config.provider, model=config.model, input_tokens=input_tokens, output_tokens=output_tokens)
     return provider.price(config.model, usage)
-
-
-def _initial_messages(config: AgentConfig, names: Mapping[str, Any], *, strict: bool = True) -> list[Message]:
-    """System (if any) and user messages rendered against ``names``. ``strict``: raise
-    NodeError(code="template"); otherwise (estimates) fall back to the template source."""
-
-    def render(field: str, source: str) -> str:
-        try:
-            return render_template(source, names)
-        except ExpressionError as exc:
-            if not strict:
-                return source
-            raise NodeError(
-                f"config.{field}: {exc.message}", code="template", retryable=False, details={"error_code": exc.code}
-            ) from exc
-
-    messages = []
-    if config.system:
-        system = render("system", config.system)
-        if system.strip():
-            messages.append(Message(role="system", content=system))
-    messages.append(Message(role="user", content=render("prompt", config.prompt)))
-    return messages
 
 
 def _tool_keys(turn: int, calls: list[ToolCall]) -> list[tuple[str, ToolCall]]:

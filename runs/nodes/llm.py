@@ -115,7 +115,7 @@ class LLMNode(NodeKind):
             provider: LLMProvider | None = get_provider(config.provider)
         except UnknownProvider:
             provider = None
-        messages = _messages(config, state, strict=False)
+        messages = prompt_messages(config, state, strict=False)
         request = LLMRequest(
             model=config.model, messages=messages, max_tokens=config.max_tokens, response_schema=config.output_schema
         )
@@ -155,7 +155,7 @@ class LLMNode(NodeKind):
             provider = get_provider(config.provider)
         except UnknownProvider:
             raise NodeError(f"unknown provider {config.provider!r}", code="unknown_provider", retryable=False) from None
-        messages = _messages(config, expression_names(ctx), strict=True)
+        messages = prompt_messages(config, expression_names(ctx), strict=True)
         validator = None
         if config.output_schema is not None:
             validator = validator_for(config.output_schema, default=Draft202012Validator)(config.output_schema)
@@ -279,8 +279,9 @@ def provider_issues(
     return issues
 
 
-def _messages(config: LLMConfig, names: Mapping[str, Any], *, strict: bool) -> list[Message]:
-    """The system (if any) and user messages, rendered against ``names``.
+def prompt_messages(config: Any, names: Mapping[str, Any], *, strict: bool = True) -> list[Message]:
+    """The system (if any) and user messages of an llm or agent config (``system`` and
+    ``prompt`` templates), rendered against ``names``.
 
     ``strict``: raise NodeError(code="template") on a template error; otherwise (cost
     estimates) fall back to the unrendered source.

@@ -5,7 +5,7 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from runs.engine import dispatch, recovery, store
-from runs.engine.loop import drive_local
+from runs.engine.loop import drive_local, execute_node
 from runs.models import Step
 from runs.services import run_start
 from tests.support.specs import chain, graph, node, publish, run_local
@@ -28,7 +28,7 @@ def test_children_run_in_rounds_and_parent_replays_with_their_results(effects_fi
     labels = [e["label"] for e in read_effects()]
     assert sorted(labels) == ["tool-a", "tool-b", "turn-0", "turn-1"]  # each child executed once
     keys = {e["key"] for e in read_effects()}
-    assert len(keys) == 4 and all(f"agent#0/{k}" in key for k, key in zip(sorted(labels), sorted(keys)))
+    assert keys == {f"{run.uuid}:agent#0/{label}:0" for label in labels}  # one idempotency key per child
 
 
 def test_failed_child_is_reported_to_the_parent_not_the_run(effects_file):
@@ -48,23 +48,16 @@ def test_crashed_unsafe_child_parks_and_finished_children_never_rerun(effects_fi
     version = publish(spawner_graph(rounds=[["safe"], ["pay"]], unsafe=["pay"]))
     with dispatch.local_mode() as queue:
         run = run_start(version=version, run_input={})
-        # Run until the 'pay' child exists, then simulate its worker dying mid-call.
-        for _ in range(20):
-            if not queue:
-                break
-            step_id = queue.popleft()
-            step = Step.objects.get(pk=step_id)
-            if step.child_key == "pay":
-                assert store.step_claim(step_id, "deadhost:1:1") is not None
-                break
-            claimed = store.step_claim(step_id, "livehost:1:1")
-            from runs.engine.loop import run_claimed
-
-            while claimed is not None and claimed.child_key != "pay":
-                outcome_value = __import__("runs.engine.loop", fromlist=["execute_node"]).execute_node(claimed)
-                outcome = store.step_commit(claimed, outcome_value, keep_next=False)
-                queue.extend(outcome.dispatch)
-                claimed = None
+    # Commit step by step, never keeping a successor, until the 'pay' child is queued;
+    # then a worker claims it and dies mid-call.
+    pending = list(queue)
+    while pending:
+        step = Step.objects.get(pk=pending.pop(0))
+        if step.child_key == "pay":
+            assert store.step_claim(step.pk, "deadhost:1:1") is not None
+            break
+        claimed = store.step_claim(step.pk, "livehost:1:1")
+        pending += store.step_commit(claimed, execute_node(claimed), keep_next=False).dispatch
     pay = Step.objects.get(run=run, child_key="pay")
     assert pay.status == "running"
     Step.objects.filter(pk=pay.pk).update(lease_expires_at="2000-01-01T00:00:00Z")

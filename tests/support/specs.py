@@ -35,7 +35,7 @@ def graph(nodes: list[dict], edges: list[dict], **extra: Any) -> dict[str, Any]:
 
 def chain(*ids: str) -> list[dict[str, Any]]:
     """Edges a->b->c for consecutive ids."""
-    return [edge(a, b) for a, b in zip(ids, ids[1:])]
+    return [edge(a, b) for a, b in zip(ids, ids[1:], strict=False)]
 
 
 def transform(node_id: str, **assignments: str) -> dict[str, Any]:
