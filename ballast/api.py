@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
+from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import ProtectedError
 from django.http import Http404
@@ -119,6 +120,15 @@ def _translate(exc: Exception) -> Exception:
         return exceptions.NotFound()
     if isinstance(exc, PermissionDenied):
         return exceptions.PermissionDenied()
+    if isinstance(exc, RequestDataTooBig):
+        return ApiError(
+            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            "too_large",
+            f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
+        )
+    if isinstance(exc, RecursionError):
+        # A JSON body (or run input) nested thousands of levels deep.
+        return bad_request("too_deep", "The request body is nested too deeply.")
     return exc
 
 

@@ -109,8 +109,10 @@ class GraphSpec(_Model):
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
     state: dict[str, StateKeySpec] = Field(default_factory=dict)
     settings: GraphSettings = Field(default_factory=GraphSettings)
-    nodes: list[NodeSpec]
-    edges: list[EdgeSpec] = Field(default_factory=list)
+    # Bounds keep validation (quadratic in the worst case) and every run's bookkeeping
+    # small; an agent graph this size is already unreadable.
+    nodes: list[NodeSpec] = Field(max_length=500)
+    edges: list[EdgeSpec] = Field(default_factory=list, max_length=2000)
 
     def node(self, node_id: str) -> NodeSpec:
         """The node with ``node_id`` (KeyError if absent)."""

@@ -21,10 +21,33 @@ class RunInputInvalid(ValueError):
         self.errors = errors
 
 
+MAX_INPUT_DEPTH = 64  # deeper inputs would exhaust recursion in copies and JSON encoders
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a JSON value, without recursion (1 for a flat object)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            items = item.values()
+        elif isinstance(item, list):
+            items = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if level > MAX_INPUT_DEPTH:
+            return level
+        stack.extend((child, level + 1) for child in items)
+    return deepest
+
+
 def input_errors(version: GraphVersion, run_input: Any) -> list[dict[str, str]]:
     """Validate ``run_input`` against the version's input JSON Schema; [] when valid."""
     if not isinstance(run_input, dict):
         return [{"field": "input", "message": "must be a JSON object"}]
+    if _depth(run_input) > MAX_INPUT_DEPTH:
+        return [{"field": "input", "message": f"nests deeper than {MAX_INPUT_DEPTH} levels"}]
     schema = version.spec.get("input_schema") or {"type": "object"}
     validator = jsonschema.Draft202012Validator(schema)
     return [
