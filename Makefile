@@ -26,7 +26,7 @@ up: migrate
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py create_login
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py serve
 
-test: test-sqlite test-postgres
+test: lint test-sqlite test-postgres
 
 test-sqlite: install
 	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(BIN)/pytest $(PYTEST_ARGS)
@@ -39,3 +39,11 @@ crash: install
 
 lint: install
 	$(BIN)/ruff check .
+
+# Every benchmark on PostgreSQL (database ballast_bench on the local server) and SQLite
+# (var/bench/), with LangGraph and DBOS side by side; installs the bench extra first.
+# One JSON line per figure; all of them in bench/results/<timestamp>.jsonl. ~15 minutes.
+.PHONY: bench
+bench: install
+	$(BIN)/python -c "import langgraph.checkpoint.postgres, dbos, pyinstrument, websockets.sync.client" 2>/dev/null || $(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python -m bench all

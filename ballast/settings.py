@@ -189,7 +189,7 @@ Q_CLUSTER = {
     "queue_limit": int(os.environ.get("BALLAST_Q_QUEUE_LIMIT", "4")),
     "max_attempts": 1,
     "ack_failures": True,
-    "save_limit": 200,
+    "save_limit": -1,  # no success rows: Ballast's own tables are the truth (and saving them costs a lock per task)
     "poll": float(os.environ.get("BALLAST_Q_POLL", "0.05")),
     "catch_up": False,
     "label": "Task queue",

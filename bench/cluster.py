@@ -15,8 +15,8 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from bench.core import REPO, WORK_DIR, child_env
 
@@ -145,10 +145,13 @@ class Cluster:
         extra.update(self.extra_env)
         return child_env(self.db, **extra)
 
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", _OTHER_HOST_BOOT] if self.other_host else [sys.executable, "manage.py", "qcluster"]
+
     def start(self) -> Cluster:
         if self.fault_file.exists():
             self.fault_file.unlink()
-        cmd = [sys.executable, "-c", _OTHER_HOST_BOOT] if self.other_host else [sys.executable, "manage.py", "qcluster"]
+        cmd = self.command()
         log = open(self.log_path, "ab")
         try:
             self.started_at = time.time()
@@ -226,3 +229,33 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, *, clus
             tail = f"\n{cluster.log_tail()}" if cluster else ""
             raise TimeoutError(f"timed out after {timeout}s waiting for {what}{tail}")
         time.sleep(poll)
+
+
+class WebServer(Cluster):
+    """daphne serving ballast.asgi (HTTP + WebSockets) on 127.0.0.1:``port``, in its own
+    process group like a cluster."""
+
+    def __init__(self, name: str, db: str, port: int):
+        super().__init__(name, db)
+        self.port = port
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "ballast.asgi:application"]
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        import socket
+
+        def accepting() -> bool:
+            with socket.socket() as sock:
+                sock.settimeout(0.2)
+                return sock.connect_ex(("127.0.0.1", self.port)) == 0
+
+        wait_until(accepting, timeout, f"daphne on port {self.port}", cluster=self, poll=0.05)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

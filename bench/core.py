@@ -19,7 +19,7 @@ import statistics
 import sys
 import time
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -32,6 +32,25 @@ PG_SERVER_URL = os.environ.get("BENCH_PG_URL", "postgres://root@127.0.0.1:5432/p
 PG_DB_NAME = os.environ.get("BENCH_PG_DB", "ballast_bench")
 SQLITE_FILE = WORK_DIR / "ballast_bench.sqlite3"
 DATABASES = ("postgres", "sqlite")
+
+# The Django settings of this process and its subprocesses: ballast.settings, or with
+# ``--settings tuned`` bench.settings_tuned (the configuration changes proposed in
+# docs/performance.md, measured as a what-if).
+SETTINGS = {"default": "ballast.settings", "tuned": "bench.settings_tuned"}
+_settings_variant = "default"
+
+
+def use_settings(variant: str) -> None:
+    """Choose the settings variant (before :func:`setup`)."""
+    global _settings_variant
+    if variant not in SETTINGS:
+        raise ValueError(f"unknown settings variant {variant!r}")
+    _settings_variant = variant
+
+
+def settings_variant() -> str:
+    return _settings_variant
+
 
 # The queue name the benchmark process enqueues to; clusters that should pick the tasks
 # up use the same name (a stand-by cluster uses another one, see cases.recovery).
@@ -76,7 +95,7 @@ def child_env(db: str, **extra: str) -> dict[str, str]:
     env.update(
         {
             "DATABASE_URL": database_url(db),
-            "DJANGO_SETTINGS_MODULE": "ballast.settings",
+            "DJANGO_SETTINGS_MODULE": SETTINGS[_settings_variant],
             "BALLAST_DEBUG": "0",
             "BALLAST_LOG_LEVEL": "WARNING",
             "BALLAST_Q_LOG_LEVEL": "WARNING",
@@ -111,6 +130,9 @@ def setup(db: str, *, migrate: bool = True) -> None:
     import django
 
     django.setup()
+    import logging
+
+    logging.getLogger("django-q").setLevel(logging.WARNING)  # "Enqueued [bench] 1" per task
     if migrate:
         from django.core.management import call_command
 
@@ -219,7 +241,7 @@ def measure_floor(*, ops: int = 300, runs: int = 5, warmup: int = 100) -> list[f
 
 
 def _timestamp() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 class Reporter:
@@ -250,6 +272,17 @@ class Reporter:
                       note="single-row INSERT + COMMIT, same driver and database; median/p95 over every commit")
         return self.floor_ms
 
+    def _bracket_floor(self) -> tuple[float | None, float | None]:
+        """Re-measure the floor (500 commits) after a timed section; the section's figure is
+        compared with the mean of the floors measured just before and just after it, so a
+        machine that got busier or quieter in between skews the ratio less."""
+        before = self.floor_ms
+        if before is None:
+            return None, None
+        after = statistics.median(measure_floor(ops=100, runs=5, warmup=20))
+        self.floor_ms = after
+        return before, after
+
     def emit(
         self,
         case: str,
@@ -269,9 +302,17 @@ class Reporter:
         compute their own ratio in ``extra``."""
         if samples is not None:
             median, p95 = summary(samples)
+        floor, bracket = self.floor_ms, None
+        if per_commit and case != "floor":
+            before, after = self._bracket_floor()
+            if before is not None and after is not None:
+                floor, bracket = (before + after) / 2, [_round(before), _round(after)]
         ratio = None
-        if per_commit and self.floor_ms and median is not None:
-            ratio = (median / per_commit) / self.floor_ms
+        if per_commit and floor and median is not None:
+            ratio = (median / per_commit) / floor
+        if _settings_variant != "default" and case != "floor":
+            case = f"{case}.{_settings_variant}"
+            extra = {"settings": SETTINGS[_settings_variant], **extra}
         line: dict[str, Any] = {
             "case": case,
             "database": self.db,
@@ -281,17 +322,20 @@ class Reporter:
             "p95": _round(p95),
             "unit": unit,
             "ratio_to_floor": _round(ratio, 2),
-            "floor_ms": _round(self.floor_ms),
+            "floor_ms": _round(floor),
         }
+        if bracket:
+            line["floor_before_after_ms"] = bracket
         line.update({k: _round(v) if isinstance(v, float) else v for k, v in extra.items()})
-        line["at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        line["load1"] = round(os.getloadavg()[0], 2)  # other work on the machine skews figures
+        line["at"] = datetime.now(UTC).isoformat(timespec="seconds")
         self.write(line)
         return line
 
     def skip(self, case: str, reason: str, **extra: Any) -> dict[str, Any]:
         """Report a case that could not run here (and why), as a line with ``skipped``."""
         line = {"case": case, "database": self.db, "skipped": reason, **extra}
-        line["at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        line["at"] = datetime.now(UTC).isoformat(timespec="seconds")
         self.write(line)
         return line
 

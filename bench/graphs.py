@@ -29,7 +29,7 @@ def linear(n: int) -> dict[str, Any]:
         "state": {"i": {"reducer": "replace", "default": 0}},
         "settings": {"max_steps": n + 10},
         "nodes": nodes,
-        "edges": [_edge(a, b) for a, b in zip(chain, chain[1:])],
+        "edges": [_edge(a, b) for a, b in zip(chain, chain[1:], strict=False)],
     }
 
 

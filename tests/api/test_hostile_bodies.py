@@ -19,7 +19,7 @@ def test_body_over_the_upload_limit_is_413(world, settings):
 
 def test_deeply_nested_run_input_is_400(world):
     deep = "[" * 500 + "]" * 500
-    body = '{"graph": %d, "input": {"name": "x", "d": %s}}' % (world.approval_version.graph_id, deep)
+    body = f'{{"graph": {world.approval_version.graph_id}, "input": {{"name": "x", "d": {deep}}}}}'
     response = post_raw(world, "/api/v1/runs/", body)
     assert response.status_code == 400, response.content[:300]
     assert "nests deeper" in json.dumps(response.json())
