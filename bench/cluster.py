@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.core import REPO, WORK_DIR, child_env
+from runs.engine.workers import process_group_members
 
 _LIVE_GROUPS: set[int] = set()
 
@@ -31,21 +32,7 @@ _OTHER_HOST_BOOT = (
 )
 
 
-def group_members(pgid: int) -> list[int]:
-    """Pids of live (non-zombie) processes in process group ``pgid``."""
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                data = fh.read().decode(errors="replace")
-        except OSError:
-            continue
-        fields = data[data.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry))
-    return members
+group_members = process_group_members
 
 
 def rss_kib(pid: int) -> int:

@@ -47,3 +47,22 @@ def owner_is_dead(owner: str) -> bool:
         return False
     actual = _process_start_ticks(pid)
     return actual is None or (start != "0" and actual != start)
+
+
+def process_group_members(pgid: int) -> list[int]:
+    """Pids of live (non-zombie) processes in process group ``pgid`` (from /proc), for
+    stopping a worker's whole group and knowing when it is gone."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                data = fh.read().decode(errors="replace")
+        except OSError:
+            continue
+        fields = data[data.rfind(")") + 2 :].split()
+        # fields[0] is the state, fields[2] the process group id.
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry))
+    return members

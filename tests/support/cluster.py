@@ -28,28 +28,15 @@ from urllib.parse import quote
 import pytest
 from django.db import connection
 
+from runs.engine.workers import process_group_members
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # Every group started by this process, so even an interpreter exit kills them.
 _LIVE_GROUPS: set[int] = set()
 
 
-def _group_members(pgid: int) -> list[int]:
-    """Pids of live (non-zombie) processes whose process group is ``pgid``."""
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                data = fh.read().decode(errors="replace")
-        except OSError:
-            continue
-        fields = data[data.rfind(")") + 2 :].split()
-        # fields[0] is the state, fields[2] the process group id.
-        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry))
-    return members
+_group_members = process_group_members
 
 
 def _kill_group(pgid: int, *, timeout: float = 10.0) -> None:
