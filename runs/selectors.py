@@ -19,6 +19,12 @@ from runs.models import AuditEntry, Run, RunEvent, Step, StepAttempt
 COST_GROUPS = ("step", "run", "graph", "model", "day")
 
 
+
+def _filter_given(queryset: Any, **lookups: Any) -> Any:
+    """``queryset`` filtered by every lookup whose value was given (not None)."""
+    given = {key: value for key, value in lookups.items() if value is not None}
+    return queryset.filter(**given) if given else queryset
+
 def run_list(
     *,
     status: str | None = None,
@@ -30,17 +36,14 @@ def run_list(
     """Runs, newest first, filtered by status, graph, the starting user's username and a
     creation time range (``created_after`` inclusive, ``created_before`` exclusive)."""
     qs = Run.objects.select_related("graph_version__graph", "created_by").order_by("-id")
-    if status:
-        qs = qs.filter(status=status)
-    if graph_id is not None:
-        qs = qs.filter(graph_version__graph_id=graph_id)
-    if user:
-        qs = qs.filter(created_by__username=user)
-    if created_after is not None:
-        qs = qs.filter(created_at__gte=created_after)
-    if created_before is not None:
-        qs = qs.filter(created_at__lt=created_before)
-    return qs
+    return _filter_given(
+        qs,
+        status=status or None,
+        graph_version__graph_id=graph_id,
+        created_by__username=user or None,
+        created_at__gte=created_after,
+        created_at__lt=created_before,
+    )
 
 
 def run_get(*, run_id: int) -> Run:
@@ -87,16 +90,14 @@ def cost_aggregate(
     Raises ValueError for an unknown group.
     """
     qs = StepAttempt.objects.filter(Q(cost_usd__isnull=False) | Q(usage__isnull=False))
-    if run_id is not None:
-        qs = qs.filter(step__run_id=run_id)
-    if graph_id is not None:
-        qs = qs.filter(step__run__graph_version__graph_id=graph_id)
-    if model:
-        qs = qs.filter(usage__model=model)
-    if since is not None:
-        qs = qs.filter(started_at__date__gte=since)
-    if until is not None:
-        qs = qs.filter(started_at__date__lte=until)
+    qs = _filter_given(
+        qs,
+        step__run_id=run_id,
+        step__run__graph_version__graph_id=graph_id,
+        usage__model=model or None,
+        started_at__date__gte=since,
+        started_at__date__lte=until,
+    )
     if group_by == "step":
         qs = qs.values(key=F("step_id"), label=F("step__node_id"), run=F("step__run_id"))
     elif group_by == "run":
