@@ -18,6 +18,7 @@ from runs.expressions import (
     evaluate,
     parse_expression,
 )
+from tests.support.bounded import assert_fails_fast
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -53,26 +54,9 @@ def mode(request, settings):
     return request.param
 
 
-# Wall-clock slack for a machine shared with other work (CPU time is checked exactly).
-TIME_SLACK = float(os.environ.get("BALLAST_TEST_TIME_SLACK", "4"))
-
-
 def fails(source: str, state: dict, code: str | None = None, within: float = 1.0) -> ExpressionError:
     """Evaluating ``source`` raises ExpressionError within ``within`` seconds and leaves state untouched."""
-    before = copy.deepcopy(state)
-    started, cpu_started = time.monotonic(), time.thread_time()
-    with pytest.raises(ExpressionError) as info:
-        evaluate(source, state)
-    elapsed, cpu = time.monotonic() - started, time.thread_time() - cpu_started
-    # The bound is on work done: CPU time of this thread (inline) or the wall time the
-    # evaluator process is allowed (process mode, where this thread only waits). Wall
-    # time on a loaded 2-core machine includes waiting for a core, so it gets slack.
-    assert min(elapsed, cpu if cpu > 0.05 else elapsed) < within, f"{source!r} took {elapsed:.3f} s ({cpu:.3f} s CPU)"
-    assert elapsed < within * TIME_SLACK, f"{source!r} took {elapsed:.3f} s"
-    assert state == before, f"{source!r} changed the state"
-    if code is not None:
-        assert info.value.code == code, (info.value.code, info.value.message)
-    return info.value
+    return assert_fails_fast(evaluate, ExpressionError, source, state, code, within)
 
 
 # ---------------------------------------------------------------------------------------
