@@ -48,8 +48,8 @@ def page_context(request: HttpRequest, page: str, *, title: str, props: dict[str
         "csrf_token": get_token(request),
         "urls": {
             "home": reverse("home"),
-            "graphs": reverse("graphs"),
-            "runs": reverse("runs"),
+            "graphs": reverse("graphs-page"),
+            "runs": reverse("runs-page"),
             "login": reverse("login"),
             "logout": reverse("logout"),
             "password_change": reverse("password_change"),

@@ -17,9 +17,9 @@ api_v1 = [
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("graphs/", views.graph_list, name="graphs"),
+    path("graphs/", views.graph_list, name="graphs-page"),
     path("graphs/<int:graph_id>/", views.graph_builder, name="graph-builder"),
-    path("runs/", views.run_list, name="runs"),
+    path("runs/", views.run_list, name="runs-page"),
     path("runs/<int:run_id>/", views.run_detail, name="run-page"),
     # Django's auth views for every user, staff or not: login and password change with the
     # app's page context (top bar, CSS); logout (POST only) and password reset as Django has them.

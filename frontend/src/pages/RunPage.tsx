@@ -22,6 +22,12 @@ export function errorText(error: unknown): string {
   return JSON.stringify(error);
 }
 
+/** The node an engine error names (``node_id``), if any. */
+function failedAt(error: unknown): string | null {
+  const id = error && typeof error === "object" ? (error as { node_id?: unknown }).node_id : undefined;
+  return typeof id === "string" ? id : null;
+}
+
 export default function RunPage({ runId }: { runId?: unknown }) {
   const id = Number(runId);
   const { data: run, error, loading, reload } = useApi<RunDetail>(Number.isInteger(id) ? `runs/${id}/` : null);
@@ -50,7 +56,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
         <div><dt>Cost</dt><dd>{formatUsd(run.cost_usd)}</dd></div>
       </dl>
       {run.error ? (
-        <div className="alert alert-error" role="alert"><strong>The run failed.</strong> {errorText(run.error)}</div>
+        <div className="alert alert-error" role="alert"><strong>The run failed{failedAt(run.error) ? ` at ${failedAt(run.error)}` : ""}.</strong> {errorText(run.error)}</div>
       ) : null}
       <div className="grid-2">
         <section className="card" aria-labelledby="run-input"><h2 id="run-input">Input</h2><JsonBlock value={run.input} label="Run input" /></section>

@@ -96,7 +96,7 @@ export function DeleteDialog({ graph, onClose, onDone }: { graph: GraphSummary; 
   return (
     <Modal title={`Delete “${graph.name}”?`} onClose={onClose} footer={
       <>
-        <button type="button" className="btn" onClick={onClose}>{error ? "Close" : "Cancel"}</button>
+        <button type="button" className="btn" onClick={onClose} ref={(b) => { if (error) b?.focus(); }}>{error ? "Close" : "Cancel"}</button>
         {error ? null : <button type="button" className="btn btn-danger" onClick={confirm} disabled={busy}>{busy ? "Deleting…" : "Delete graph"}</button>}
       </>
     }>

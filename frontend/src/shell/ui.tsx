@@ -59,12 +59,17 @@ export function Modal({ title, onClose, children, footer }: { title: string; onC
     (first ?? el)?.focus();
     return () => before?.focus();
   }, []);
+  // Escape closes from anywhere (focus may have left with a button that was removed).
+  const close = useRef(onClose);
+  close.current = onClose;
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key === "Escape") close.current();
+    };
+    document.addEventListener("keydown", onKey);
+    return () => document.removeEventListener("keydown", onKey);
+  }, []);
   const onKeyDown = (e: React.KeyboardEvent) => {
-    if (e.key === "Escape") {
-      e.stopPropagation();
-      onClose();
-      return;
-    }
     if (e.key !== "Tab" || !ref.current) return;
     const focusable = [...ref.current.querySelectorAll<HTMLElement>("a[href], button:not([disabled]), input, textarea, select")];
     if (focusable.length === 0) return;
