@@ -48,13 +48,23 @@ export function problemsOf(err: ApiError): ImportProblem[] {
   return Object.entries(err.fields).flatMap(([path, msgs]) => msgs.map((message) => ({ path, message })));
 }
 
+/** A file's text (FileReader: ``Blob.text`` is missing in some engines, jsdom among them). */
+function readText(file: Blob): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(String(reader.result));
+    reader.onerror = () => reject(reader.error ?? new Error("The file could not be read."));
+    reader.readAsText(file);
+  });
+}
+
 /**
  * Read ``file`` as a graph spec and POST it to /graphs/import/ (saved and published).
  * Raises ImportFailed with the problems by path when the file is not JSON, not an
  * object, or the server's validation refuses it; other ApiErrors pass through.
  */
 export async function importGraphFile(file: File): Promise<ImportResult> {
-  const text = await file.text();
+  const text = await readText(file);
   let spec: unknown;
   try {
     spec = JSON.parse(text);
