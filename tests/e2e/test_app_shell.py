@@ -132,6 +132,7 @@ def test_graph_list_create_duplicate_delete_import_export(live_server, page, tmp
     page.get_by_role("button", name="Delete pinned").click()
     page.get_by_role("dialog").get_by_role("button", name="Delete graph").click()
     expect(page.get_by_role("dialog").get_by_role("alert")).to_contain_text("runs are pinned")
+    screenshot(page, "graphs-delete-refused")
     page.keyboard.press("Escape")
     assert Graph.objects.filter(name="pinned").exists()
 
@@ -156,6 +157,7 @@ def test_graph_list_create_duplicate_delete_import_export(live_server, page, tmp
     errors = page.get_by_role("alert", name="Import errors")
     expect(errors).to_contain_text("bad.json was not imported")
     expect(errors.locator("code").first).to_contain_text("nodes.x")
+    screenshot(page, "graphs-import-errors")
     assert not Graph.objects.filter(name="broken").exists()
     notjson = tmp_path / "notjson.json"
     notjson.write_text("{nope")
@@ -209,7 +211,7 @@ def test_screenshots_of_home_graphs_runs_and_run_page(live_server, page):
     login(page, live_server, admin)
     expect(page.get_by_role("banner").get_by_role("link", name="Admin")).to_be_visible()
     expect(page.get_by_role("region", name="Latest runs").get_by_role("link", name=f"#{ok.pk}")).to_be_visible()
-    screenshot(page, "home")
+    screenshot(page, "home-with-data")
 
     page.get_by_role("banner").get_by_role("link", name="Graphs").click()
     expect(page.get_by_role("link", name="linear-double")).to_be_visible()

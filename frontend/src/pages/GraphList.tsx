@@ -57,7 +57,7 @@ export default function GraphList() {
 
   const actions = canBuild ? (
     <>
-      <ImportButton onImported={onImported} onFailure={setFailure} />
+      <ImportButton onImported={onImported} onFailure={(f) => { setFailure(f); if (f) setNotice(null); }} />
       <button type="button" className="btn btn-primary" onClick={() => setDialog({ kind: "new" })}>New graph</button>
     </>
   ) : null;

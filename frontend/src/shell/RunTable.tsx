@@ -7,7 +7,7 @@ import { StatusBadge } from "./ui";
 export function RunTable({ runs, compact = false }: { runs: RunSummary[]; compact?: boolean }) {
   return (
     <div className="table-wrap">
-      <table className="table">
+      <table className={compact ? "table table-compact" : "table"}>
         <thead>
           <tr>
             <th scope="col">Run</th>
