@@ -124,3 +124,10 @@ def test_logout_is_a_post_and_password_change_works_for_everyone():
     out = client.post("/accounts/logout/")
     assert out.status_code == 302 and out["Location"] == "/accounts/login/"
     assert client.get("/").status_code == 302
+
+
+def test_password_reset_pages_render_for_anonymous_users(client):
+    # Linked from the login page; Django's own views and templates (the admin's look).
+    assert client.get("/accounts/password_reset/").status_code == 200
+    sent = client.post("/accounts/password_reset/", {"email": "nobody@example.com"})
+    assert sent.status_code == 302 and sent["Location"] == "/accounts/password_reset/done/"

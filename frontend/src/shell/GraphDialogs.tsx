@@ -118,7 +118,7 @@ export function ImportProblems({ title, problems, onDismiss }: { title: string; 
       {problems.length > 0 ? (
         <ul className="field-errors">
           {problems.map((p, i) => (
-            <li key={i}>{p.path ? <code>{p.path}</code> : <code>(file)</code>}: {p.message}</li>
+            <li key={i}>{p.path ? <code>{p.path}</code> : <code>(file)</code>}{p.node ? <span className="muted"> (node {p.node})</span> : null}: {p.message}</li>
           ))}
         </ul>
       ) : null}

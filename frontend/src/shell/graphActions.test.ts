@@ -28,6 +28,7 @@ describe("importGraphFile", () => {
           error: { code: "graph_invalid", message: "The graph spec is not valid.", fields: { "nodes.x.kind": ["Unknown kind."] } },
           issues: [
             { node_id: "x", field: "kind", message: "Unknown node kind 'nope'.", code: "unknown_kind" },
+            { node_id: "y", field: "config.x", path: "nodes[2].config.x", message: "Required.", code: "invalid" },
             { node_id: null, field: "edges", message: "No path from start to end.", code: "unreachable" },
           ],
         },
@@ -36,7 +37,8 @@ describe("importGraphFile", () => {
     const err = (await importGraphFile(file("g.json", '{"name": "g", "nodes": [], "edges": []}')).catch((e: unknown) => e)) as ImportFailed;
     expect(err.message).toBe("g.json was not imported: The graph spec is not valid.");
     expect(err.problems).toEqual([
-      { path: "nodes.x.kind", message: "Unknown node kind 'nope'." },
+      { path: "nodes.x.kind", message: "Unknown node kind 'nope'.", node: "x" },
+      { path: "nodes[2].config.x", message: "Required.", node: "y" },
       { path: "edges", message: "No path from start to end." },
     ]);
   });

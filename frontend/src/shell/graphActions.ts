@@ -22,8 +22,8 @@ export function deleteGraph(id: number): Promise<void> {
 
 export interface ImportResult { graph: number; name: string; version: number; created: boolean }
 
-/** One problem with an imported file, by path in the document ("" for the whole file). */
-export interface ImportProblem { path: string; message: string }
+/** One problem with an imported file, by path in the document ("" for the whole file) and the node it concerns. */
+export interface ImportProblem { path: string; message: string; node?: string }
 
 /** Thrown by importGraphFile when the file is not a graph: every problem found, by path. */
 export class ImportFailed extends Error {
@@ -40,9 +40,10 @@ export function problemsOf(err: ApiError): ImportProblem[] {
   const issues = err.body?.issues;
   if (Array.isArray(issues) && issues.length > 0) {
     return issues.map((raw) => {
-      const i = raw as { node_id?: string | null; field?: string; message?: string };
-      const path = [i.node_id ? `nodes.${i.node_id}` : "", i.field ?? ""].filter(Boolean).join(".");
-      return { path, message: i.message ?? "" };
+      // ``path`` (from the spec root, e.g. nodes[2].config.x) when the server gives it; else node id + field.
+      const i = raw as { node_id?: string | null; field?: string; path?: string; message?: string };
+      const path = i.path || [i.node_id ? `nodes.${i.node_id}` : "", i.field ?? ""].filter(Boolean).join(".");
+      return i.node_id ? { path, message: i.message ?? "", node: i.node_id } : { path, message: i.message ?? "" };
     });
   }
   return Object.entries(err.fields).flatMap(([path, msgs]) => msgs.map((message) => ({ path, message })));
