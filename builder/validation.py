@@ -750,3 +750,65 @@ def _disjoint(a: Iterable[frozenset[int]], b: Iterable[frozenset[int]]) -> bool:
 def _edge_text(edge: EdgeSpec) -> str:
     handle = f".{edge.source_handle}" if edge.source_handle else ""
     return f"{edge.source}{handle} -> {edge.target}"
+
+
+# --- one expression or template, as an editor checks it while it is typed ----------------
+
+SOURCE_KINDS = ("expression", "template")
+
+
+def _line_column(text: str, offset: int) -> tuple[int, int]:
+    """1-based (line, column) of character ``offset`` of ``text``."""
+    before = text[:offset]
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
+
+
+def check_source(kind: str, source: str, state_keys: Iterable[str] | None = None) -> dict[str, Any]:
+    """Check one expression (``kind`` "expression": conditions, transforms) or template
+    (``kind`` "template": prompts, tool arguments) the way graph validation does, with
+    the same parsers (``runs.expressions.parse_expression``, ``runs.templating.
+    template_names``) and the same names known (``state_keys`` plus ``input`` and the
+    expression functions; ``state_keys`` None skips the unknown-name check).
+
+    Returns ``{"ok": bool, "errors": [{"message", "line", "column", "code"}], "names":
+    [variables read, sorted]}``; line and column are 1-based in ``source`` (None when
+    the parser gives no place). Raises ValueError for an unknown ``kind``.
+    """
+    from runs.expressions import ExpressionError, parse_expression
+    from runs.templating import template_names
+
+    if kind not in SOURCE_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(SOURCE_KINDS)}")
+    try:
+        names = parse_expression(source).names if kind == "expression" else template_names(source)
+    except ExpressionError as exc:
+        line, column = exc.position or (None, None)
+        if kind == "expression" and line is not None and column is not None:
+            # The expression parser counts in the stripped text; point into the source.
+            lead = source[: len(source) - len(source.lstrip())]
+            lead_line, lead_column = _line_column(source, len(lead))
+            line, column = (line + lead_line - 1, column + lead_column - 1) if line == 1 else (line + lead_line - 1, column)
+        error = {"message": exc.message, "line": line, "column": column, "code": exc.code}
+        return {"ok": False, "errors": [error], "names": []}
+    errors = []
+    if state_keys is not None:
+        known = set(state_keys) | {INPUT_NAME, *FUNCTION_NAMES}
+        for name in sorted(names - known):
+            found = re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", source)
+            line, column = _line_column(source, found.start()) if found else (None, None)
+            errors.append({"message": f"unknown variable '{name}'", "line": line, "column": column, "code": "unknown_variable"})
+    return {"ok": not errors, "errors": errors, "names": sorted(names)}
+
+
+def validation_report(data: Any) -> dict[str, Any]:
+    """What the builder shows for a spec (the API's validation response): ``{"valid",
+    "errors", "warnings"}`` as :meth:`ValidationResult.as_dict`, plus ``handles`` (node
+    id -> :func:`node_handles`) and ``estimate`` (``builder.estimate.estimate_by_node``;
+    None when the document did not parse). Never raises for a bad spec."""
+    from builder.estimate import estimate_by_node, estimate_spec
+
+    result = validate_spec(data)
+    report = result.as_dict()
+    report["handles"] = result.handles
+    report["estimate"] = estimate_by_node(estimate_spec(result.spec, result.configs)) if result.spec is not None else None
+    return report
