@@ -42,6 +42,68 @@ def _username(user: Any) -> str | None:
     return user.get_username() if user is not None else None
 
 
+# --------------------------------------------------------------------------- validation
+
+
+class IssueOutput(serializers.Serializer):
+    """One validation problem: which node (null for the whole graph), field, message, code.
+
+    ``field`` is relative to the node (``config.cases[0].expression``) or, for a graph
+    problem, a spec path (``edges[3].target``); ``path`` is always from the spec root
+    (``nodes[2].config.cases[0].expression``; ``nodes[2]`` for the pseudo-fields
+    ``incoming``, ``outgoing``, ``handles.*``, ``writes.*``). ``node_id`` = ``node``."""
+
+    code = serializers.CharField()
+    node = serializers.CharField(allow_null=True)
+    node_id = serializers.CharField(allow_null=True)
+    field = serializers.CharField()
+    path = serializers.CharField()
+    message = serializers.CharField()
+
+
+class NodeHandlesOutput(serializers.Serializer):
+    """A node's handles on the canvas: named outputs ([] = one default output, see
+    ``default_output``; an end node has none)."""
+
+    inputs = serializers.ListField(child=serializers.CharField())
+    outputs = serializers.ListField(child=serializers.CharField())
+    default_output = serializers.BooleanField()
+    optional = serializers.ListField(child=serializers.CharField(), help_text="Outputs that may stay unwired.")
+
+
+class NodeEstimateOutput(serializers.Serializer):
+    usd = serializers.CharField(allow_null=True, help_text="Worst case in USD (decimal string); null when unknown.")
+    tokens = serializers.IntegerField()
+    kind = serializers.CharField()
+    model = serializers.CharField(allow_null=True)
+
+
+class CostliestPathOutput(serializers.Serializer):
+    nodes = serializers.ListField(child=serializers.CharField())
+    usd = serializers.CharField(help_text="Sum of the known prices (decimal string).")
+    tokens = serializers.IntegerField()
+    unpriced = serializers.ListField(child=serializers.CharField(), help_text="Nodes on the path with no known price.")
+    loops = serializers.ListField(child=serializers.CharField(), help_text="Bounded loops on the path, counted max_iterations + 1 times.")
+
+
+class EstimateOutput(serializers.Serializer):
+    """Pre-run worst-case cost: per node, and the costliest path from start to an end."""
+
+    nodes = serializers.DictField(child=NodeEstimateOutput())
+    costliest_path = CostliestPathOutput()
+
+
+class ValidationOutput(serializers.Serializer):
+    """Outcome of validating a spec: errors block runs, warnings do not; each node's
+    handles; the cost estimate (null when the spec did not parse)."""
+
+    valid = serializers.BooleanField()
+    errors = IssueOutput(many=True)
+    warnings = IssueOutput(many=True)
+    handles = serializers.DictField(child=NodeHandlesOutput())
+    estimate = EstimateOutput(allow_null=True)
+
+
 # --------------------------------------------------------------------------- graphs
 
 
@@ -120,7 +182,7 @@ class GraphDetailOutput(GraphListOutput):
     def get_draft_updated_by(self, obj: Graph) -> str | None:
         return _username(obj.draft_updated_by)
 
-    @extend_schema_field(lambda: ValidationOutput)
+    @extend_schema_field(ValidationOutput)
     def get_validation(self, obj: Graph) -> dict[str, Any]:
         from builder.validation import validation_report
 
@@ -178,65 +240,6 @@ class VersionDetailOutput(VersionListOutput):
     """A published version with its frozen spec."""
 
     spec = serializers.JSONField()
-
-
-class IssueOutput(serializers.Serializer):
-    """One validation problem: which node (null for the whole graph), field, message, code.
-
-    ``field`` is relative to the node (``config.cases[0].expression``) or, for a graph
-    problem, a spec path (``edges[3].target``); ``path`` is always from the spec root
-    (``nodes[2].config.cases[0].expression``; ``nodes[2]`` for the pseudo-fields
-    ``incoming``, ``outgoing``, ``handles.*``, ``writes.*``). ``node_id`` = ``node``."""
-
-    code = serializers.CharField()
-    node = serializers.CharField(allow_null=True)
-    node_id = serializers.CharField(allow_null=True)
-    field = serializers.CharField()
-    path = serializers.CharField()
-    message = serializers.CharField()
-
-
-class NodeHandlesOutput(serializers.Serializer):
-    """A node's handles on the canvas: named outputs ([] = one default output, see
-    ``default_output``; an end node has none)."""
-
-    inputs = serializers.ListField(child=serializers.CharField())
-    outputs = serializers.ListField(child=serializers.CharField())
-    default_output = serializers.BooleanField()
-    optional = serializers.ListField(child=serializers.CharField(), help_text="Outputs that may stay unwired.")
-
-
-class NodeEstimateOutput(serializers.Serializer):
-    usd = serializers.CharField(allow_null=True, help_text="Worst case in USD (decimal string); null when unknown.")
-    tokens = serializers.IntegerField()
-    kind = serializers.CharField()
-    model = serializers.CharField(allow_null=True)
-
-
-class CostliestPathOutput(serializers.Serializer):
-    nodes = serializers.ListField(child=serializers.CharField())
-    usd = serializers.CharField(help_text="Sum of the known prices (decimal string).")
-    tokens = serializers.IntegerField()
-    unpriced = serializers.ListField(child=serializers.CharField(), help_text="Nodes on the path with no known price.")
-    loops = serializers.ListField(child=serializers.CharField(), help_text="Bounded loops on the path, counted max_iterations + 1 times.")
-
-
-class EstimateOutput(serializers.Serializer):
-    """Pre-run worst-case cost: per node, and the costliest path from start to an end."""
-
-    nodes = serializers.DictField(child=NodeEstimateOutput())
-    costliest_path = CostliestPathOutput()
-
-
-class ValidationOutput(serializers.Serializer):
-    """Outcome of validating a spec: errors block runs, warnings do not; each node's
-    handles; the cost estimate (null when the spec did not parse)."""
-
-    valid = serializers.BooleanField()
-    errors = IssueOutput(many=True)
-    warnings = IssueOutput(many=True)
-    handles = serializers.DictField(child=NodeHandlesOutput())
-    estimate = EstimateOutput(allow_null=True)
 
 
 class ImportOutput(serializers.Serializer):
