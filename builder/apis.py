@@ -43,6 +43,7 @@ from builder.serializers import (
     VersionDiffInput,
     VersionDiffOutput,
     VersionListOutput,
+    has_nul,
 )
 from builder.validation import check_source, validation_report
 from runs.authentication import IsBuilder
@@ -263,6 +264,8 @@ class GraphImportApi(ApiView):
     def post(self, request: Any) -> Response:
         if not isinstance(request.data, dict):
             raise bad_request("invalid", "The body must be a graph spec (a JSON object).", {"spec": ["Must be a JSON object."]})
+        if has_nul(request.data):
+            raise bad_request("invalid", "Strings may not contain NUL (\\u0000) characters.", {"spec": ["Contains a NUL character."]})
         name = request.data.get("name")
         before = 0
         if isinstance(name, str):

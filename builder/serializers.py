@@ -11,16 +11,35 @@ from rest_framework import serializers
 from builder.models import Graph, GraphVersion
 
 
+def has_nul(value: Any) -> bool:
+    """Whether a JSON value holds a NUL character in any string or key (PostgreSQL's
+    jsonb refuses them; checked before anything is stored). Iterative: no recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 @extend_schema_field(OpenApiTypes.OBJECT)
 class JSONObjectField(serializers.JSONField):
-    """A JSON object (dict); anything else is a field error."""
+    """A JSON object (dict) without NUL characters; anything else is a field error."""
 
-    default_error_messages = {"not_object": "Must be a JSON object."}
+    default_error_messages = {"not_object": "Must be a JSON object.", "nul": "Strings may not contain NUL (\\u0000) characters."}
 
     def to_internal_value(self, data: Any) -> Any:
         value = super().to_internal_value(data)
         if not isinstance(value, dict):
             self.fail("not_object")
+        if has_nul(value):
+            self.fail("nul")
         return value
 
 

@@ -408,3 +408,24 @@ def test_testing_an_agent_runs_its_turns_and_tools_as_child_steps(world: World) 
     body = response.json()
     assert body["status"] == "succeeded", body["error"]
     assert body["steps"] > 2 and body["usage"]["input_tokens"] > 0 and Decimal(body["cost_usd"]) > 0
+
+
+def test_an_agent_with_a_tool_not_safe_to_repeat_asks_too(world: World) -> None:
+    spec = graph(
+        [node("start", "start"), node("agent", "agent", config={"prompt": "go", "tools": ["record_effect", "record_effect_unsafe"]}), node("end", "end")],
+        chain("start", "agent", "end"),
+    )
+    created = create(world, spec)
+    asked = world.clients["builder"].post(f"/api/v1/graphs/{created['id']}/nodes/agent/test/", {}, format="json")
+    assert asked.status_code == 428 and asked.json()["error"]["effects"] == ["tool 'record_effect_unsafe'"]
+
+
+def test_nul_characters_are_refused_before_anything_is_stored(world: World) -> None:
+    created = create(world, linear_spec())
+    client = world.clients["builder"]
+    saved = client.patch(f"/api/v1/graphs/{created['id']}/", {"spec": {**created["draft"], "description": "a\u0000b"}, "base_revision": 1}, format="json")
+    assert saved.status_code == 400 and "spec" in saved.json()["error"]["fields"]
+    tested = client.post(f"/api/v1/graphs/{created['id']}/nodes/double/test/", {"state": {"x": 1, "k\u0000": 1}}, format="json")
+    assert tested.status_code == 400
+    imported = client.post("/api/v1/graphs/import/", {**linear_spec(), "description": "\u0000"}, format="json")
+    assert imported.status_code == 400 and Graph.objects.get(pk=created["id"]).draft_revision == 1
