@@ -25,12 +25,14 @@ describe("importGraphFile", () => {
       "POST /api/v1/graphs/import/": () => ({
         status: 400,
         body: {
-          error: { code: "graph_invalid", message: "The graph spec is not valid.", fields: { "nodes.x.kind": ["Unknown kind."] } },
-          issues: [
-            { node_id: "x", field: "kind", message: "Unknown node kind 'nope'.", code: "unknown_kind" },
-            { node_id: "y", field: "config.x", path: "nodes[2].config.x", message: "Required.", code: "invalid" },
-            { node_id: null, field: "edges", message: "No path from start to end.", code: "unreachable" },
-          ],
+          error: {
+            code: "graph_invalid", message: "The graph spec is not valid.", fields: { "nodes.x.kind": ["Unknown kind."] },
+            issues: [
+              { node_id: "x", field: "kind", message: "Unknown node kind 'nope'.", code: "unknown_kind" },
+              { node_id: "y", field: "config.x", path: "nodes[2].config.x", message: "Required.", code: "invalid" },
+              { node_id: null, field: "edges", message: "No path from start to end.", code: "unreachable" },
+            ],
+          },
         },
       }),
     });

@@ -35,9 +35,9 @@ export class ImportFailed extends Error {
   }
 }
 
-/** The problems of a 400 from the import API: ``issues`` when the server sent them, else ``fields``. */
+/** The problems of a 400 from the import API: ``error.issues`` when the server sent them, else ``error.fields``. */
 export function problemsOf(err: ApiError): ImportProblem[] {
-  const issues = err.body?.issues;
+  const issues = (err.body?.error as { issues?: unknown } | undefined)?.issues;
   if (Array.isArray(issues) && issues.length > 0) {
     return issues.map((raw) => {
       // ``path`` (from the spec root, e.g. nodes[2].config.x) when the server gives it; else node id + field.
