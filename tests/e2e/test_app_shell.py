@@ -59,6 +59,14 @@ def test_approver_who_is_not_staff_signs_in_and_sees_no_edit_controls(live_serve
     login(page, live_server, approver)
 
     bar = page.get_by_role("banner")
+    # Keyboard first: Tab reaches the logo, then the nav, with a visible focus ring.
+    page.keyboard.press("Tab")
+    expect(bar.get_by_role("link", name="Ballast")).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(bar.get_by_role("link", name="Graphs")).to_be_focused()
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline == "solid"
+    screenshot(page, "focus-visible")
     expect(bar.get_by_role("link", name="Graphs")).to_be_visible()
     expect(bar.get_by_role("link", name="Runs")).to_be_visible()
     expect(bar.get_by_role("link", name="Admin")).to_have_count(0)
