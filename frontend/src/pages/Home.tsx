@@ -35,7 +35,7 @@ export default function Home() {
         <section className="card" aria-labelledby="home-graphs">
           <div className="card-head">
             <h2 id="home-graphs">Graphs</h2>
-            {graphs.data && graphs.data.count > 0 ? <a href="/graphs/">All {graphs.data.count} graphs →</a> : null}
+            {graphs.data && graphs.data.count > 0 ? <a href="/graphs/">{graphs.data.count === 1 ? "All graphs" : `All ${graphs.data.count} graphs`} →</a> : null}
           </div>
           {graphs.error ? <ErrorMessage error={graphs.error} title="The graphs could not be loaded." onRetry={graphs.reload} /> : null}
           {!graphs.data && graphs.loading ? <Loading label="Loading graphs…" /> : null}
