@@ -190,7 +190,8 @@ def _render_error(exc: BaseException, source: str, state: Mapping[str, Any]) -> 
     elif isinstance(exc, TemplateSyntaxError):
         return _syntax_error(exc, source)
     else:
-        code, reason, _, _ = describe(exc)
+        what = describe(exc)
+        code, reason = what.code, what.reason
         if isinstance(exc, (RecursionError, MemoryError)) or reason.startswith(("exceeds", "took")):
             reason = "template " + reason  # "template exceeds the output limit ...", as for expressions
     return TemplateError(reason + at, code, source=source, position=pos, name=name)

@@ -1,9 +1,9 @@
 """Errors of sandboxed evaluation: the user-facing ExpressionError, the internal Fault, and exception codes."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["CODES", "ExpressionError", "Fault", "clip", "describe", "type_name"]
+__all__ = ["CODES", "Described", "ExpressionError", "Fault", "clip", "describe", "type_name"]
 
 CODES = frozenset({"syntax", "unknown_name", "forbidden", "limit", "timeout", "memory", "type", "error"})
 
@@ -70,26 +70,35 @@ class Fault(Exception):
         self.whole = whole
 
 
-def describe(exc: BaseException) -> tuple[str, str, str | None, bool]:
-    """(code, reason, name, whole) for an exception raised inside an evaluation.
+class Described(NamedTuple):
+    """What went wrong inside an evaluation, before the location is added (see :class:`Fault`)."""
+
+    code: str
+    reason: str
+    name: str | None = None
+    whole: bool = False
+
+
+def describe(exc: BaseException) -> Described:
+    """What ``exc``, raised inside an evaluation, means for the user.
 
     A :class:`Fault` speaks for itself; Python's own errors get the code that says what
     went wrong (a TypeError is "type", an OverflowError "limit", a MemoryError
     "memory"); anything else is "error" with the exception's type and text.
     """
     if isinstance(exc, Fault):
-        return exc.code, exc.reason, exc.name, exc.whole
+        return Described(exc.code, exc.reason, exc.name, exc.whole)
     if isinstance(exc, ZeroDivisionError):
-        return "error", "division by zero", None, False
+        return Described("error", "division by zero")
     if isinstance(exc, TypeError):
-        return "type", str(exc), None, False
+        return Described("type", str(exc))
     if isinstance(exc, OverflowError):
-        return "limit", f"number too large ({exc})", None, False
+        return Described("limit", f"number too large ({exc})")
     if isinstance(exc, RecursionError):
-        return "limit", "nests too deeply", None, False
+        return Described("limit", "nests too deeply")
     if isinstance(exc, MemoryError):
-        return "memory", "ran out of memory", None, False
-    return "error", f"{type(exc).__name__}: {exc}", None, False
+        return Described("memory", "ran out of memory")
+    return Described("error", f"{type(exc).__name__}: {exc}")
 
 
 def clip(text: str, limit: int = 160) -> str:

@@ -63,12 +63,20 @@ class Guard:
                                  "evaluation")
 
     # -- sizes -----------------------------------------------------------------------
-    def measure(self, value: Any) -> tuple[int, int]:
-        """(items, chars): items counted through nesting, and about how long str() of it is.
+    def count_items(self, value: Any) -> int:
+        """Items in ``value`` counted through nesting, itself included (``[[1, 2]]`` is 4).
 
         Shared sub-values count once per reference, as str() and == walk them that way.
-        Walks stop once past the items limit, so a check costs O(limit) at worst.
+        The walk stops once past ``limits.items``, so a check costs O(limit) at worst.
         """
+        return self._measure(value)[0]
+
+    def text_size(self, value: Any) -> int:
+        """About how many characters str(value) has (HUGE once past ``limits.items`` items)."""
+        return self._measure(value)[1]
+
+    def _measure(self, value: Any) -> tuple[int, int]:
+        # (items, chars) in one walk; memoised for large containers within one evaluation.
         t = type(value)
         if t is str:
             return 1, len(value) + 2
@@ -83,8 +91,8 @@ class Guard:
             cells, chars = 1, 2
             if t is dict:
                 for k, v in value.items():
-                    kc, kch = self.measure(k)
-                    vc, vch = self.measure(v)
+                    kc, kch = self._measure(k)
+                    vc, vch = self._measure(v)
                     cells += kc + vc
                     chars += kch + vch + 4
                     if cells > cap:
@@ -92,7 +100,7 @@ class Guard:
                         break
             else:
                 for item in value:
-                    c, ch = self.measure(item)
+                    c, ch = self._measure(item)
                     cells += c
                     chars += ch + 2
                     if cells > cap:
@@ -142,7 +150,7 @@ class Guard:
         """str(value), refused before it runs if the text would be too long."""
         if type(value) is str:
             return value
-        estimate = self.measure(value)[1]
+        estimate = self.text_size(value)
         self.check_chars(estimate)
         self.spend(estimate)
         out = str(value)
@@ -159,7 +167,7 @@ class Guard:
         elif (ta is int or ta is bool) and (tb is int or tb is bool):
             self.check_bits(max(a.bit_length(), b.bit_length()) + 1)
         elif ta in SEQUENCES and tb is ta:
-            self.check_items(self.measure(a)[0] + self.measure(b)[0] - 2, f"the joined {type_name(a)}", True)
+            self.check_items(self.count_items(a) + self.count_items(b) - 2, f"the joined {type_name(a)}", True)
             self.spend(len(a) + len(b))
         return a + b
 
@@ -186,7 +194,7 @@ class Guard:
         if type(seq) is str:
             self.check_chars(len(seq) * times)
         else:
-            self.check_items((self.measure(seq)[0] - 1) * times, f"the repeated {type_name(seq)}", True)
+            self.check_items((self.count_items(seq) - 1) * times, f"the repeated {type_name(seq)}", True)
         self.spend(len(seq) * times)
 
     def pow(self, a: Any, b: Any) -> Any:
@@ -213,7 +221,7 @@ class Guard:
     def bitor(self, a: Any, b: Any) -> Any:
         """a | b; merging dicts or sets is size checked first."""
         if type(a) in MERGEABLE and type(b) in MERGEABLE:
-            self.check_items(self.measure(a)[0] + self.measure(b)[0] - 2, f"the merged {type_name(a)}", True)
+            self.check_items(self.count_items(a) + self.count_items(b) - 2, f"the merged {type_name(a)}", True)
             self.spend(len(a) + len(b))
         return a | b
 

@@ -56,7 +56,7 @@ def _finalize(value: Any) -> Any:
     # (['x' * 100000] * 1000 is 1001 items but 100 million characters).
     if type(value) is not str:
         g = current_guard()
-        g.check_chars(g.measure(value)[1])
+        g.check_chars(g.text_size(value))
     return value
 
 
@@ -71,6 +71,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset({"+", "*", "**", "%"})
 
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+        """``+ * ** %`` through the guard's checked operators (the time is checked first)."""
         g = current_guard()
         g.check_time()
         if operator == "+":
@@ -82,6 +83,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         return g.mod(left, right)
 
     def getattr(self, obj: Any, attribute: str) -> Any | Undefined:
+        """On run-state values: the dict key, else a whitelisted method, else undefined (unsafe if private)."""
         table = _method_table(obj)
         if table is None:  # Jinja's own objects (loop, cycler, namespace, Undefined ...)
             return super().getattr(obj, attribute)
@@ -98,6 +100,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         return self.undefined(obj=obj, name=attribute)
 
     def getitem(self, obj: Any, argument: str | Any) -> Any | Undefined:
+        """On run-state values: ``obj[argument]``, falling back to :meth:`getattr` for a string."""
         if _method_table(obj) is None:
             return super().getitem(obj, argument)
         try:
@@ -109,6 +112,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         return self.undefined(obj=obj, name=argument)
 
     def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (Jinja's own signature)
+        """Every call in a template is one guarded step ("loop steps and calls")."""
         current_guard().step(what="loop steps and calls")
         return super().call(__context, __obj, *args, **kwargs)
 
@@ -176,7 +180,7 @@ def _filter_replace(s: Any, old: Any, new: Any, count: Any = None) -> str:
 
 def _filter_tojson(value: Any, indent: Any = None) -> str:
     g = current_guard()
-    g.check_chars(g.measure(value)[1] * (2 if indent else 1))
+    g.check_chars(g.text_size(value) * (2 if indent else 1))
     if indent is not None and (not isinstance(indent, int) or not 0 <= indent <= 8):
         raise Fault("limit", "tojson indent must be between 0 and 8")
     out = json.dumps(value, ensure_ascii=False, indent=indent, default=str)

@@ -4,7 +4,9 @@ It is ours outright. It began as a subclass of simpleeval 1.0.8's ``SimpleEval``
 re-implemented nearly every handler to add the guard's checks; the six it still took
 from simpleeval (constant, unary operator, boolean operator, comparison, conditional
 expression, slice) are a few lines each and are written here too, so no simpleeval code
-remains and simpleeval is no longer a dependency. What simpleeval offered beyond that
+remains and simpleeval is no longer a dependency. (Its constant handler's check on
+literals over 100_000 characters is moot: runs.expressions refuses sources over 2,000
+characters before they are parsed.) What simpleeval offered beyond that
 does not fit: it parses with ``ast.parse`` as we do (runs.expressions), its limits are
 module globals shared by every caller (TRAPS.md) and do not cover what
 runs.sandbox.guard checks, and its name, function and attribute rules are replaced by
@@ -19,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from runs.sandbox.errors import ExpressionError, Fault, clip, describe, type_name
+from runs.sandbox.errors import Described, ExpressionError, Fault, clip, describe, type_name
 from runs.sandbox.guard import Guard
 from runs.sandbox.whitelist import FUNCTIONS, METHODS
 
@@ -81,19 +83,18 @@ class Walker:
 
     def _error(self, exc: Exception, node: ast.AST) -> ExpressionError:
         if isinstance(exc, KeyError):
-            code, reason, name, whole = "error", f"key {exc.args[0]!r} not found" if exc.args else "key not found", \
-                None, False
+            what = Described("error", f"key {exc.args[0]!r} not found" if exc.args else "key not found")
         elif isinstance(exc, IndexError):
-            code, reason, name, whole = "error", str(exc) or "index out of range", None, False
+            what = Described("error", str(exc) or "index out of range")
         elif isinstance(exc, ValueError):
-            code, reason, name, whole = "error", str(exc), None, False
+            what = Described("error", str(exc))
         else:
-            code, reason, name, whole = describe(exc)
-        if code == "unknown_name":
-            return ExpressionError(reason, code, source=self.expr, name=name)
-        seg = self.expr if whole else (ast.get_source_segment(self.expr, node) or self.expr)
-        prefix = "expression " if reason.startswith(("exceeds", "took")) else ""
-        return ExpressionError(f"{prefix}{reason} in `{clip(seg)}`", code, source=self.expr, name=name)
+            what = describe(exc)
+        if what.code == "unknown_name":
+            return ExpressionError(what.reason, what.code, source=self.expr, name=what.name)
+        seg = self.expr if what.whole else (ast.get_source_segment(self.expr, node) or self.expr)
+        prefix = "expression " if what.reason.startswith(("exceeds", "took")) else ""
+        return ExpressionError(f"{prefix}{what.reason} in `{clip(seg)}`", what.code, source=self.expr, name=what.name)
 
     # -- constants, operators, conditions ------------------------------------------------
     def _eval_constant(self, node: ast.Constant) -> Any:
@@ -194,12 +195,12 @@ class Walker:
             if type(item) is ast.Starred:
                 value = self.eval(item.value)
                 self.guard.check_iterable(value, "*")
-                cells += self.guard.measure(value)[0] - 1
+                cells += self.guard.count_items(value) - 1
                 self.guard.check_items(cells, "the literal", True)
                 out.extend(value)
             else:
                 value = self.eval(item)
-                cells += self.guard.measure(value)[0]
+                cells += self.guard.count_items(value)
                 self.guard.check_items(cells, "the literal", True)
                 out.append(value)
         self.guard.spend(len(out))
@@ -222,13 +223,13 @@ class Walker:
                 value = self.eval(value_node)
                 if type(value) is not dict:
                     raise Fault("type", f"** needs a dict, not a {type_name(value)}")
-                cells += self.guard.measure(value)[0] - 1
+                cells += self.guard.count_items(value) - 1
                 self.guard.check_items(cells, "the dict", True)
                 out.update(value)
             else:
                 k = self.eval(key)
                 value = self.eval(value_node)
-                cells += self.guard.measure(k)[0] + self.guard.measure(value)[0]
+                cells += self.guard.count_items(k) + self.guard.count_items(value)
                 self.guard.check_items(cells, "the dict", True)
                 out[k] = value
         self.guard.spend(len(out))
@@ -252,7 +253,7 @@ class Walker:
     def _eval_formattedvalue(self, node: ast.FormattedValue) -> str:
         value = self.eval(node.value)
         if node.conversion in (114, 97):  # !r, !a
-            self.guard.check_chars(self.guard.measure(value)[1])
+            self.guard.check_chars(self.guard.text_size(value))
             value = repr(value) if node.conversion == 114 else ascii(value)
         elif node.conversion == 115:  # !s
             value = self.guard.text(value)
@@ -260,7 +261,7 @@ class Walker:
             spec = self.eval(node.format_spec)
             _check_format_spec(spec)
             if type(value) is not str:
-                self.guard.check_chars(self.guard.measure(value)[1])
+                self.guard.check_chars(self.guard.text_size(value))
             out = format(value, spec)
             self.guard.spend(len(out))
             return out
@@ -302,12 +303,12 @@ class Walker:
                     run(level + 1)
                 elif isinstance(node, ast.DictComp):
                     k, v = self.eval(node.key), self.eval(node.value)
-                    cells += guard.measure(k)[0] + guard.measure(v)[0]
+                    cells += guard.count_items(k) + guard.count_items(v)
                     guard.check_items(cells, "the comprehension", True)
                     out[k] = v
                 else:
                     v = self.eval(node.elt)
-                    cells += guard.measure(v)[0]
+                    cells += guard.count_items(v)
                     guard.check_items(cells, "the comprehension", True)
                     if kind is ast.SetComp:
                         out.add(v)

@@ -31,8 +31,8 @@ def test_pickling_keeps_every_field():
 ])
 def test_describe(exc, code, reason):
     got = describe(exc)
-    assert got[:2] == (code, reason)
-    assert got[3] is isinstance(exc, Fault)
+    assert (got.code, got.reason) == (code, reason)
+    assert got.whole is isinstance(exc, Fault)
 
 
 def test_clip_and_type_name():

@@ -34,7 +34,8 @@ def test_string_formatting_with_percent_is_forbidden():
 def test_nested_items_count_through_shared_rows():
     g = Guard(Limits(items=1000))
     row = [1] * 100
-    assert g.measure([row] * 5)[0] == 1 + 5 * 101
+    assert g.count_items([row] * 5) == 1 + 5 * 101
+    assert g.text_size("abc") == 5 and g.text_size(list(range(10**4))) > 10**15  # past the items limit
     err = refused(g.mul, [row], 10)
     assert "nested items counted" in err.reason
 
