@@ -92,8 +92,10 @@ class _Checker:
         self.names: set[str] = set()
 
     def fail(self, node: ast.AST, code: str, reason: str) -> ExpressionError:
-        seg = ast.get_source_segment(self.text, node) if hasattr(node, "lineno") else None
-        pos = (node.lineno, node.col_offset + 1) if hasattr(node, "lineno") else None
+        if isinstance(node, (ast.expr, ast.keyword)):  # the nodes that carry a position
+            seg, pos = ast.get_source_segment(self.text, node), (node.lineno, node.col_offset + 1)
+        else:
+            seg, pos = None, None
         return ExpressionError(f"{reason} in `{clip(seg or self.text)}`", code, source=self.text, position=pos)
 
     def check(self, node: ast.AST, bound: frozenset[str]) -> None:
@@ -101,25 +103,26 @@ class _Checker:
         if t not in _ALLOWED_NODES:
             reason = _FORBIDDEN_NODES.get(t) or f"{t.__name__} is not allowed in expressions"
             raise self.fail(node, "forbidden", reason)
-        if t is ast.Constant:
+        # ast.parse builds exact node types, so isinstance here means the same as `t is`.
+        if isinstance(node, ast.Constant):
             self._constant(node)
-        elif t is ast.Name:
+        elif isinstance(node, ast.Name):
             if not isinstance(node.ctx, ast.Load):
                 raise self.fail(node, "forbidden", "assignment is not allowed")
             if node.id not in bound:
                 self.names.add(node.id)
-        elif t is ast.Call:
+        elif isinstance(node, ast.Call):
             self._call(node, bound)
-        elif t is ast.Attribute:
+        elif isinstance(node, ast.Attribute):
             self._attr_name(node, node.attr)
             self.check(node.value, bound)
-        elif t in (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp):
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
             self._comprehension(node, bound)
-        elif t is ast.FormattedValue:
+        elif isinstance(node, ast.FormattedValue):
             self.check(node.value, bound)
             if node.format_spec is not None:
                 self.check(node.format_spec, bound)
-        elif t is ast.Starred and not isinstance(node.ctx, ast.Load):
+        elif isinstance(node, ast.Starred) and not isinstance(node.ctx, ast.Load):
             raise self.fail(node, "forbidden", "starred assignment is not allowed")
         else:
             for child in ast.iter_child_nodes(node):
@@ -161,7 +164,8 @@ class _Checker:
                 raise self.fail(kw.value, "forbidden", "**arguments are not allowed in calls")
             self.check(kw.value, bound)
 
-    def _comprehension(self, node: ast.AST, bound: frozenset[str]) -> None:
+    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
+                       bound: frozenset[str]) -> None:
         inner = bound
         for i, gen in enumerate(node.generators):
             if gen.is_async:
@@ -171,16 +175,16 @@ class _Checker:
             inner = inner | self._targets(gen.target)
             for cond in gen.ifs:
                 self.check(cond, inner)
-        if type(node) is ast.DictComp:
+        if isinstance(node, ast.DictComp):
             self.check(node.key, inner)
             self.check(node.value, inner)
         else:
             self.check(node.elt, inner)
 
     def _targets(self, target: ast.AST) -> frozenset[str]:
-        if type(target) is ast.Name:
+        if isinstance(target, ast.Name):
             return frozenset({target.id})
-        if type(target) in (ast.Tuple, ast.List):
+        if isinstance(target, (ast.Tuple, ast.List)):
             out: frozenset[str] = frozenset()
             for elt in target.elts:
                 out |= self._targets(elt)
@@ -211,7 +215,7 @@ def _parse_cached(source: str) -> ParsedExpression:
         raise ExpressionError(f"expression nests too deeply (the limit is {MAX_DEPTH} levels)", "limit",
                               source=source) from None
     # Depth first and without recursion: the checker and evaluator below recurse.
-    stack = [(tree.body, 1)]
+    stack: list[tuple[ast.AST, int]] = [(tree.body, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
@@ -248,12 +252,14 @@ def _is_linear(tree: ast.AST) -> bool:
     for node in ast.walk(tree):
         if type(node) not in _LINEAR_NODES:
             return False
-        if type(node) is ast.Call:
+        if isinstance(node, ast.Call):  # the checker allows calls of names and methods only
             func = node.func
-            name = func.id if type(func) is ast.Name else func.attr
-            if name not in (_LINEAR_FUNCTIONS if type(func) is ast.Name else _LINEAR_METHODS):
+            if isinstance(func, ast.Name):
+                if func.id not in _LINEAR_FUNCTIONS:
+                    return False
+            elif not isinstance(func, ast.Attribute) or func.attr not in _LINEAR_METHODS:
                 return False
-        elif type(node) is ast.Dict and None in node.keys:
+        elif isinstance(node, ast.Dict) and None in node.keys:
             return False
     return True
 

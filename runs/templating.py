@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +42,7 @@ def _as_template_error(exc: ExpressionError) -> TemplateError:
 # ---------------------------------------------------------------------------------------
 # Parsing, checks and the rewrite
 
-_FORBIDDEN_TAGS = {
+_FORBIDDEN_TAGS: dict[type[nodes.Node], str] = {
     nodes.Macro: "macros are not allowed",
     nodes.CallBlock: "call blocks are not allowed",
     nodes.Include: "include is not allowed",
@@ -68,7 +68,7 @@ _LINEAR_FILTERS = frozenset({"default", "d", "lower", "upper", "trim", "title", 
 class _Rewrite(NodeTransformer):
     """Refuses forbidden tags and routes loops and ~ through the bounded environment hooks."""
 
-    def generic_visit(self, node, *args, **kwargs):
+    def generic_visit(self, node: nodes.Node, *args: Any, **kwargs: Any) -> nodes.Node:
         reason = _FORBIDDEN_TAGS.get(type(node))
         if reason is not None:
             raise TemplateError(f"{reason} (line {node.lineno})", "forbidden", position=(node.lineno, 1))
@@ -78,13 +78,13 @@ class _Rewrite(NodeTransformer):
         if node.recursive:
             raise TemplateError(f"recursive loops are not allowed (line {node.lineno})", "forbidden",
                                 position=(node.lineno, 1))
-        node = self.generic_visit(node)
+        self.generic_visit(node)  # rewrites the children in place
         node.iter = nodes.Call(nodes.EnvironmentAttribute(LOOP_HOOK, lineno=node.lineno), [node.iter], [],
                                None, None, lineno=node.lineno)
         return node
 
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
-        node = self.generic_visit(node)
+        self.generic_visit(node)
         return nodes.Call(nodes.EnvironmentAttribute(CONCAT_HOOK, lineno=node.lineno), list(node.nodes), [],
                           None, None, lineno=node.lineno)
 
@@ -263,31 +263,40 @@ _SINGLE_OUTPUT = re.compile(r"\s*\{\{[-+]?(?P<expr>.*?)[-+]?\}\}\s*", re.S)
 
 
 @functools.lru_cache(maxsize=4096)
-def _classify(text: str) -> tuple[str, str | None]:
-    """("plain", None), ("expr", inner expression) or ("template", None) for one string."""
+@dataclass(frozen=True)
+class _Classified:
+    kind: str  # "plain" (returned as is), "expr" (evaluated natively) or "template" (rendered)
+    expression: str = ""  # the expression inside {{ }} when kind is "expr"
+
+
+_PLAIN, _TEMPLATE = _Classified("plain"), _Classified("template")
+
+
+def _classify(text: str) -> _Classified:
+    """How :func:`render_value` treats one string."""
     if "{{" not in text and "{%" not in text and "{#" not in text:
-        return "plain", None
+        return _PLAIN
     match = _SINGLE_OUTPUT.fullmatch(text)
     if match is None:
-        return "template", None
+        return _TEMPLATE
     inner = match.group("expr").strip()
     if not inner or "{{" in inner or "}}" in inner or "{%" in inner or "{#" in inner:
-        return "template", None
+        return _TEMPLATE
     try:
         parsed = parse_expression(inner)
     except ExpressionError:
-        return "template", None
+        return _TEMPLATE
     # Native evaluation only where Python and Jinja read the text alike: filters (|),
     # tests (is defined), ~ and lowercase true/none mean the author wrote Jinja.
     try:
         tree = ENV.parse(text)
     except TemplateSyntaxError:
-        return "expr", inner  # Python-only syntax, e.g. a comprehension
+        return _Classified("expr", inner)  # Python-only syntax, e.g. a comprehension
     if any(tree.find_all((nodes.Filter, nodes.Test, nodes.Concat))):
-        return "template", None
+        return _TEMPLATE
     if not parsed.names <= frozenset(meta.find_undeclared_variables(tree)):
-        return "template", None
-    return "expr", inner
+        return _TEMPLATE
+    return _Classified("expr", inner)
 
 
 def render_value(value: Any, names: Mapping[str, Any]) -> Any:
@@ -302,10 +311,10 @@ def render_value(value: Any, names: Mapping[str, Any]) -> Any:
     Raises :class:`ExpressionError` / :class:`TemplateError`.
     """
     if isinstance(value, str):
-        kind, inner = _classify(value)
-        if kind == "expr":
-            return evaluate(inner, names)
-        if kind == "template":
+        how = _classify(value)
+        if how.kind == "expr":
+            return evaluate(how.expression, names)
+        if how.kind == "template":
             return render_template(value, names)
         return value
     if isinstance(value, dict):
@@ -324,12 +333,13 @@ def value_names(value: Any) -> frozenset[str]:
     constructs, as rendering would.
     """
     if isinstance(value, str):
-        kind, inner = _classify(value)
-        if kind == "expr":
-            return parse_expression(inner).names
-        if kind == "template":
+        how = _classify(value)
+        if how.kind == "expr":
+            return parse_expression(how.expression).names
+        if how.kind == "template":
             return template_names(value)
         return frozenset()
+    values: Iterable[Any]
     if isinstance(value, dict):
         values = value.values()
     elif isinstance(value, (list, tuple)):
