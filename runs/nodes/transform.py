@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from runs.expressions import ExpressionError, evaluate, parse_expression
+from runs.expressions import ExpressionError, check_constant_parts, evaluate, parse_expression
 from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult
 
 # A key written by a node must be usable as a name in later expressions.
@@ -17,7 +17,9 @@ STATE_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 def check_expression(node_id: str, field: str, source: str, known_names: set[str]) -> list[Issue]:
     """Issues of one expression: ``invalid_expression`` when it does not parse (or breaks a
-    static limit), else one ``unknown_variable`` per name outside ``known_names`` (sorted).
+    static limit), ``expression_limit`` when a part made only of constants exceeds the
+    evaluation limits (``runs.expressions.check_constant_parts``), else one
+    ``unknown_variable`` per name outside ``known_names`` (sorted).
 
     Shared by the kinds that hold expressions (transform, condition).
     """
@@ -25,6 +27,10 @@ def check_expression(node_id: str, field: str, source: str, known_names: set[str
         parsed = parse_expression(source)
     except ExpressionError as exc:
         return [Issue(node_id, field, f"invalid expression: {exc.message}", "invalid_expression")]
+    try:
+        check_constant_parts(source)
+    except ExpressionError as exc:
+        return [Issue(node_id, field, exc.message, "expression_limit")]
     return [
         Issue(node_id, field, f"unknown variable '{name}'", "unknown_variable")
         for name in sorted(parsed.names - known_names)
