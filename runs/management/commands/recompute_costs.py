@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import F
 
 from runs.engine.audit import audit
+from runs.formatting import format_usd
 from runs.models import Run, Step, StepAttempt
 from runs.nodes.base import Usage
 from runs.providers import UnknownProvider, get_provider
@@ -180,6 +181,6 @@ class Command(BaseCommand):
         verb = "would change" if dry_run else "changed"
         self.stdout.write(
             f"{len(ids)} attempt(s) with usage; {verb} {totals['attempts']} attempt(s), {totals['steps']} step(s), "
-            f"{len(totals['runs'])} run(s); total cost delta ${totals['delta']:.6f}"
+            f"{len(totals['runs'])} run(s); total cost delta {format_usd(totals['delta'])}"
             + (f"; {totals['skipped']} skipped (provider not registered)" if totals["skipped"] else "")
         )
