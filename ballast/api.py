@@ -208,7 +208,7 @@ class ApiView(APIView):
             if isinstance(value, int) and not 0 <= value <= MAX_ID:
                 raise exceptions.NotFound()
         super().initial(request, *args, **kwargs)
-        from runs.models import ApiToken
+        from accounts.models import ApiToken
 
         if isinstance(request.auth, ApiToken):
             set_principal("token", token=request.auth.prefix)

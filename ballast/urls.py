@@ -5,8 +5,6 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-import runs.authentication  # noqa: F401  (connects the login-failure audit receiver)
-import runs.token_admin  # noqa: F401  (registers the API token admin before admin.site.urls is built)
 from ballast.api import api_not_found
 
 api_v1 = [

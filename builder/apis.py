@@ -13,6 +13,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import status
 from rest_framework.response import Response
 
+from accounts.authentication import IsBuilder
 from ballast.api import ERROR_BODY, PAGE_PARAMETERS, ApiView, bad_request, conflict, paginated
 from builder import selectors, services
 from builder.models import Graph, GraphVersion
@@ -30,7 +31,6 @@ from builder.serializers import (
     VersionListOutput,
 )
 from builder.validation import validate_spec
-from runs.authentication import IsBuilder
 
 TAG = ["graphs"]
 NAME_TAKEN = OpenApiResponse(ERROR_BODY, description="Another graph has this name.")

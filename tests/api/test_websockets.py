@@ -16,9 +16,9 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.db import connection
 
+from accounts.tokens import token_create, token_revoke
 from ballast.asgi import application
 from runs.models import RunEvent
-from runs.tokens import token_create, token_revoke
 from tests.api.conftest import ROLE_NAMES, World
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,7 +6,7 @@ import getpass
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.tokens import token_create
+from accounts.tokens import token_create
 
 
 class Command(BaseCommand):

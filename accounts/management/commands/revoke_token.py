@@ -5,8 +5,8 @@ import getpass
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.models import ApiToken
-from runs.tokens import token_revoke
+from accounts.models import ApiToken
+from accounts.tokens import token_revoke
 
 
 class Command(BaseCommand):
