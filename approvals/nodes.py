@@ -1,6 +1,8 @@
 """The approval node kind: pause the run as a row until a person decides."""
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeKind, NodeResult, Wait
@@ -17,12 +19,12 @@ class ApprovalConfig(NodeConfig):
     output_key: str = "approval"
 
 
-class ApprovalNode(NodeKind):
+class ApprovalNode(NodeKind[ApprovalConfig]):
     """Commits an approval request and sets the run waiting; routes ``approved`` or
     ``rejected`` on the decision. An unwired ``rejected`` fails the run."""
 
     kind = "approval"
-    Config = ApprovalConfig
+    config_model = ApprovalConfig
     description = "Wait for a person to approve or reject (minutes or weeks)."
 
     def output_handles(self, config: ApprovalConfig) -> list[str]:
@@ -56,7 +58,7 @@ class ApprovalNode(NodeKind):
         payload = {"prompt": prompt, "approvers": config.approvers, "approver_groups": config.approver_groups}
         return NodeResult(output={"prompt": prompt}, wait=Wait("approval", payload))
 
-    def on_wait(self, *, run, step, wait: Wait) -> None:
+    def on_wait(self, *, run: Any, step: Any, wait: Wait) -> None:
         from approvals.models import ApprovalRequest
 
         ApprovalRequest.objects.create(

@@ -138,7 +138,7 @@ def export_schemas() -> dict[str, Any]:
     nodes: dict[str, Any] = {}
     for name, kind in all_kinds().items():
         nodes[name] = {
-            "config": kind.Config.model_json_schema(),
+            "config": kind.config_model.model_json_schema(),
             "description": kind.description,
             "handles": _handles_of(kind),
         }
@@ -215,14 +215,14 @@ def _sorted(issues: Iterable[Issue]) -> list[Issue]:
 
 def _handles_of(kind: NodeKind) -> dict[str, Any]:
     """Handle facts of a kind for the palette (see :func:`export_schemas`)."""
-    dynamic = bool(getattr(kind, "dynamic_handles", False))
+    dynamic = kind.dynamic_handles
     try:
         try:
-            config = kind.Config()
+            config = kind.config_model()
         except ValidationError:
             # Required fields: handles usually do not depend on them (approval), and a
             # kind whose handles do depends on defaults that model_construct fills in.
-            config = kind.Config.model_construct()
+            config = kind.config_model.model_construct()
         names = kind.output_handles(config)
         optional = sorted(kind.optional_handles(config))
     except Exception:  # noqa: BLE001 - a kind that cannot answer without a real config
@@ -307,7 +307,7 @@ class _GraphCheck:
                 continue
             self.kinds[node.id] = kind
             try:
-                config = kind.Config.model_validate(node.config)
+                config = kind.config_model.model_validate(node.config)
             except ValidationError as exc:
                 self.issues.extend(_config_issues(node.id, exc))
                 continue

@@ -92,11 +92,11 @@ class AgentConfig(NodeConfig):
         return tools
 
 
-class AgentNode(NodeKind):
+class AgentNode(NodeKind[AgentConfig]):
     """An LLM that calls registered tools in a loop, each turn and call a durable child step."""
 
     kind = "agent"
-    Config = AgentConfig
+    config_model = AgentConfig
     description = "An LLM agent with tools: model turns and tool calls are durable child steps."
 
     # ----------------------------------------------------------------- validation

@@ -79,11 +79,11 @@ class LLMConfig(NodeConfig):
         return schema
 
 
-class LLMNode(NodeKind):
+class LLMNode(NodeKind[LLMConfig]):
     """Calls an LLM once (plus schema re-asks) and writes the reply to ``output_key``."""
 
     kind = "llm"
-    Config = LLMConfig
+    config_model = LLMConfig
     description = "Ask a language model; store its reply (text or schema-checked JSON)."
 
     def writes(self, config: LLMConfig) -> set[str]:

@@ -30,11 +30,11 @@ class ToolConfig(NodeConfig):
     output_key: str | None = Field(None, pattern=STATE_KEY_PATTERN)
 
 
-class ToolNode(NodeKind):
+class ToolNode(NodeKind[ToolConfig]):
     """Calls one registered tool with the step's idempotency key; repeat-safe as the tool is."""
 
     kind = "tool"
-    Config = ToolConfig
+    config_model = ToolConfig
     description = "Call a tool (HTTP request, email, your own functions) with arguments from the state."
 
     def writes(self, config: ToolConfig) -> set[str]:

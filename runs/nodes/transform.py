@@ -61,32 +61,29 @@ class TransformConfig(NodeConfig):
         return value
 
 
-class TransformNode(NodeKind):
+class TransformNode(NodeKind[TransformConfig]):
     """Writes each key of ``config.set`` with the value of its expression."""
 
     kind: ClassVar[str] = "transform"
-    Config: ClassVar[type[NodeConfig]] = TransformConfig
+    config_model = TransformConfig
     description: ClassVar[str] = "Compute state values from expressions over the current state."
 
-    def writes(self, config: NodeConfig) -> set[str]:
-        assert isinstance(config, TransformConfig)
+    def writes(self, config: TransformConfig) -> set[str]:
         return set(config.set)
 
-    def check(self, node_id: str, config: NodeConfig, known_names: set[str]) -> list[Issue]:
+    def check(self, node_id: str, config: TransformConfig, known_names: set[str]) -> list[Issue]:
         """Each expression parses and names only known variables (field ``config.set.<key>``)."""
-        assert isinstance(config, TransformConfig)
         issues: list[Issue] = []
         for key, source in config.set.items():
             issues.extend(check_expression(node_id, f"config.set.{key}", source, known_names))
         return issues
 
-    def execute(self, config: NodeConfig, ctx: NodeContext) -> NodeResult:
+    def execute(self, config: TransformConfig, ctx: NodeContext) -> NodeResult:
         """Evaluate every expression against the state before this node; return the updates.
 
         Raises NodeError(code="expression", retryable=False) naming the key whose
         expression failed: the same state would fail the same way on every retry.
         """
-        assert isinstance(config, TransformConfig)
         names: Mapping[str, Any] = expression_names(ctx)
         updates: dict[str, Any] = {}
         for key, source in config.set.items():

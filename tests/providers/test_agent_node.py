@@ -22,7 +22,7 @@ def config(**fields):
     fields.setdefault("prompt", "Order {{ order_id }}: {{ question }}")
     fields.setdefault("tools", ["order_lookup", "kb_search"])
     fields.setdefault("options", {"script": [TURN0, {"reply": "done"}]})
-    return AgentNode.Config.model_validate(fields)
+    return AgentNode.config_model.model_validate(fields)
 
 
 def ctx(children=None, *, key="run:agent:0", state=None):

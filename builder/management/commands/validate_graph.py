@@ -118,7 +118,7 @@ def estimate_spec(spec: GraphSpec) -> dict[str, Any]:
     cost: dict[str, tuple[Decimal | None, int]] = {}
     for node in spec.nodes:
         kind = get_kind(node.kind)
-        config = kind.Config.model_validate(node.config)
+        config = kind.config_model.model_validate(node.config)
         usd, tokens = kind.estimate_cost(config, {})
         cost[node.id] = (usd, tokens)
         nodes.append(
