@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar, Generic, TypeVar
@@ -27,12 +27,27 @@ class NodeConfig(BaseModel):
 ConfigT = TypeVar("ConfigT", bound=NodeConfig)
 
 
+def field_path(loc: Iterable[str | int], prefix: str = "") -> str:
+    """The one style of a field's path in every error Ballast reports (validation issues,
+    API field errors, run input, tool arguments, provider options): keys joined by dots,
+    list positions in brackets. ``("cases", 0, "expression")`` -> ``cases[0].expression``;
+    with ``prefix="config"``: ``config.cases[0].expression``; ``()`` -> ``prefix``.
+    Pydantic, jsonschema and DRF locations are such sequences (ints are positions)."""
+    out = prefix
+    for part in loc:
+        if isinstance(part, int) and not isinstance(part, bool):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
 @dataclass(frozen=True)
 class Issue:
     """One validation problem: which node (or edge), which field, what is wrong.
 
-    ``node_id`` is None for graph-level problems; ``field`` is a dotted path inside the
-    node (``config.expression``) or a spec-level name (``edges[3].target``).
+    ``node_id`` is None for graph-level problems; ``field`` is a :func:`field_path` inside
+    the node (``config.cases[0].expression``) or in the spec (``edges[3].target``).
     """
 
     node_id: str | None

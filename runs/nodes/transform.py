@@ -8,37 +8,9 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from runs.expressions import ExpressionError, evaluate, parse_expression
+from runs.expressions import ExpressionError, evaluate
 from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult
-
-# A key written by a node must be usable as a name in later expressions.
-STATE_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-
-
-def check_expression(node_id: str, field: str, source: str, known_names: set[str]) -> list[Issue]:
-    """Issues of one expression: ``invalid_expression`` when it does not parse (or breaks a
-    static limit), else one ``unknown_variable`` per name outside ``known_names`` (sorted).
-
-    Shared by the kinds that hold expressions (transform, condition).
-    """
-    try:
-        parsed = parse_expression(source)
-    except ExpressionError as exc:
-        return [Issue(node_id, field, f"invalid expression: {exc.message}", "invalid_expression")]
-    return [
-        Issue(node_id, field, f"unknown variable '{name}'", "unknown_variable")
-        for name in sorted(parsed.names - known_names)
-    ]
-
-
-def expression_names(ctx: NodeContext) -> dict[str, Any]:
-    """The names an expression sees: the committed state plus ``input`` (the run input).
-
-    ``ctx.state`` is already a private copy, so expressions cannot change the run's state.
-    """
-    names: dict[str, Any] = dict(ctx.state)
-    names.setdefault("input", dict(ctx.run_input))
-    return names
+from runs.nodes.shared import STATE_KEY_PATTERN, check_expression, expression_names
 
 
 class TransformConfig(NodeConfig):
