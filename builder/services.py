@@ -10,11 +10,14 @@ from builder.spec import content_hash
 
 
 class GraphInvalid(ValueError):
-    """The spec failed validation; ``issues`` holds the structured errors (Issue objects)."""
+    """The spec failed validation; ``issues`` holds the structured errors (Issue objects)
+    and ``fields`` the same as API field errors (``{"nodes[2].config.x": [messages]}``,
+    see ``ValidationResult.field_errors``)."""
 
-    def __init__(self, issues: list[Any]):
+    def __init__(self, issues: list[Any], fields: dict[str, list[str]] | None = None):
         super().__init__("; ".join(str(i) for i in issues[:10]))
         self.issues = issues
+        self.fields = fields or {}
 
 
 def graph_save_draft(*, name: str, spec: dict[str, Any], description: str = "", user: Any = None) -> Graph:
@@ -36,7 +39,7 @@ def graph_publish(*, graph: Graph, user: Any = None, actor: str = "system") -> G
 
     result = validate_spec(graph.draft)
     if not result.ok:
-        raise GraphInvalid(result.issues)
+        raise GraphInvalid(result.issues, result.field_errors())
     spec = result.spec.model_dump(mode="json", exclude_none=False)
     digest = content_hash(spec)
     existing = GraphVersion.objects.filter(graph=graph, content_hash=digest).first()
@@ -63,7 +66,7 @@ def graph_import(*, spec: dict[str, Any], user: Any = None, actor: str = "system
 
     result = validate_spec(spec)
     if not result.ok:
-        raise GraphInvalid(result.issues)
+        raise GraphInvalid(result.issues, result.field_errors())
     graph = graph_save_draft(name=result.spec.name, spec=spec, description=result.spec.description, user=user)
     return graph_publish(graph=graph, user=user, actor=actor)
 

@@ -69,7 +69,7 @@ from builder.spec import EdgeSpec, GraphSpec, spec_json_schema
 from builder.topology import Topology
 from runs.expressions import FUNCTION_NAMES
 from runs.nodes import UnknownNodeKind, all_kinds, get_kind
-from runs.nodes.base import Issue, NodeConfig, NodeKind
+from runs.nodes.base import Issue, NodeConfig, NodeKind, field_path
 
 # Names an expression always sees besides state keys: the run input and the functions.
 # A node or state key with one of these names would shadow it.
@@ -87,17 +87,33 @@ class ValidationResult:
     - ``issues``: errors, sorted (graph-level first, then by node id, field, code).
     - ``warnings``: problems that do not block a run (see the module docstring).
     - ``configs``: node id -> parsed config, for every node whose kind and config are valid.
+    - ``node_index``: node id -> position of its (first) node in the document's ``nodes``.
     """
 
     spec: GraphSpec | None
     issues: list[Issue] = field(default_factory=list)
     warnings: list[Issue] = field(default_factory=list)
     configs: dict[str, NodeConfig] = field(default_factory=dict)
+    node_index: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         """True when the graph may run: it parsed and has no errors (warnings allowed)."""
         return self.spec is not None and not self.issues
+
+    def field_errors(self) -> dict[str, list[str]]:
+        """The errors as API field errors: ``{path in the document: [messages]}``, a node's
+        issue under ``nodes[<index>].<field>`` (``nodes[2].config.set.total``), a
+        graph-level one under its field (``edges[3].target``), in the :func:`field_path`
+        style every Ballast error uses."""
+        fields: dict[str, list[str]] = {}
+        for issue in self.issues:
+            if issue.node_id is not None and issue.node_id in self.node_index:
+                key = f"nodes[{self.node_index[issue.node_id]}].{issue.field}"
+            else:
+                key = issue.field or "spec"
+            fields.setdefault(key, []).append(issue.message)
+        return fields
 
     def as_dict(self) -> dict[str, Any]:
         """``{"valid": bool, "errors": [issue dicts], "warnings": [issue dicts]}`` (JSON-ready)."""
@@ -125,8 +141,12 @@ def validate_spec(data: dict[str, Any] | GraphSpec) -> ValidationResult:
         try:
             spec = GraphSpec.model_validate(data)
         except ValidationError as exc:
-            return ValidationResult(spec=None, issues=_sorted(_spec_issues(exc, data)))
-    return _GraphCheck(spec).run()
+            return ValidationResult(spec=None, issues=_sorted(_spec_issues(exc, data)), node_index=_node_index(data))
+    result = _GraphCheck(spec).run()
+    result.node_index = {}
+    for index, node in enumerate(spec.nodes):
+        result.node_index.setdefault(node.id, index)
+    return result
 
 
 def export_schemas() -> dict[str, Any]:
@@ -148,15 +168,15 @@ def export_schemas() -> dict[str, Any]:
 # --- pydantic errors -> issues ------------------------------------------------------------
 
 
-def _path(loc: Iterable[Any]) -> str:
-    """('cases', 0, 'expression') -> 'cases[0].expression'."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
+def _node_index(data: dict[str, Any]) -> dict[str, int]:
+    """Node id -> position of its first node, from a document that did not parse."""
+    index: dict[str, int] = {}
+    nodes = data.get("nodes")
+    for i, raw in enumerate(nodes if isinstance(nodes, list) else []):
+        node_id = raw.get("id") if isinstance(raw, dict) else None
+        if isinstance(node_id, str) and node_id:
+            index.setdefault(node_id, i)
+    return index
 
 
 def _message(err: dict[str, Any]) -> str:
@@ -184,7 +204,7 @@ def _spec_issues(exc: ValidationError, data: dict[str, Any]) -> list[Issue]:
             if isinstance(raw_id, str) and raw_id:
                 node_id = raw_id
                 loc = loc[2:]
-        fld = _path(loc) or "spec"
+        fld = field_path(loc) or "spec"
         message = _message(err)
         if node_id is not None and loc == ("id",) and err.get("type") == "string_pattern_mismatch":
             message = "node id must start with a letter or _ and hold only letters, digits, _ and - (at most 64)"
@@ -195,7 +215,7 @@ def _spec_issues(exc: ValidationError, data: dict[str, Any]) -> list[Issue]:
 def _config_issues(node_id: str, exc: ValidationError) -> list[Issue]:
     """Issues for a node config that does not match its kind's Config (field config.<path>)."""
     return [
-        Issue(node_id, _path(("config", *err.get("loc", ()))), _message(err), "invalid_config") for err in exc.errors()
+        Issue(node_id, field_path(err.get("loc", ()), "config"), _message(err), "invalid_config") for err in exc.errors()
     ]
 
 
@@ -274,7 +294,7 @@ class _GraphCheck:
         try:
             cls.check_schema(schema)
         except jsonschema.SchemaError as exc:
-            where = _path(("input_schema", *exc.path))
+            where = field_path(exc.path, "input_schema")
             self.error(None, where, f"not a valid JSON Schema: {exc.message}", "invalid_input_schema")
             return
         # A run's input is a dict of named values (they become state keys).

@@ -26,7 +26,8 @@ def test_draft_lifecycle_publish_versions_and_diff(world: World) -> None:
     error = invalid.json()["error"]
     assert error["code"] == "graph_invalid" and error["issues"]
     assert any(i["code"] == "dead_end" and i["node_id"] == "double" for i in error["issues"])
-    assert any(key.startswith("nodes.double.") for key in error["fields"])
+    double = [n["id"] for n in broken["nodes"]].index("double")
+    assert f"nodes[{double}].outgoing" in error["fields"]  # the validator's path style: nodes[i].field
     assert not GraphVersion.objects.filter(graph_id=graph["id"]).exists()
 
     assert client.patch(f"/api/v1/graphs/{graph['id']}/", {"draft": spec}, format="json").status_code == 200
