@@ -5,8 +5,9 @@ Every error response has one shape::
     {"error": {"code": "invalid", "message": "Invalid input.", "fields": {"input.items[0].x": ["..."]}, ...}}
 
 ``fields`` maps a field path (keys joined by dots, list positions in brackets, as
-``runs.nodes.base.field_path`` writes them; ``nodes[2].config.x`` for a graph's node) to its messages (empty when no field is at fault); some
-codes add keys (``issues`` for graph validation, ``decided_by`` for an approval decided before).
+``runs.nodes.base.field_path`` writes them; ``nodes[2].config.x`` for a graph's node) to
+its messages (empty when no field is at fault); some codes add keys (``issues`` for graph
+validation, ``decided_by`` for an approval decided before).
 Domain exceptions of the services are translated here, so views only call services.
 """
 from __future__ import annotations

@@ -88,6 +88,7 @@ class AgentNode(LLMCallKind[AgentConfig]):
     kind = "agent"
     config_model = AgentConfig
     description = "An LLM agent with tools: model turns and tool calls are durable child steps."
+    title, category = "Agent", "ai"  # builder palette (builder.selectors.node_kind_catalogue)
 
     # ----------------------------------------------------------------- validation
     def check(self, node_id: str, config: AgentConfig, known_names: set[str]) -> list[Issue]:

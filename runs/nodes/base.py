@@ -241,7 +241,8 @@ class NodeKind(Generic[ConfigT]):
     - ``repeat_safe``: whether an attempt interrupted by a crash may simply run again. A
       node whose side effect must not repeat (an email, a payment) says False; recovery
       then parks the run for a person to decide instead of re-running it.
-    - ``description``: one line shown in the builder palette.
+    - ``description``: one line shown in the builder palette; ``title`` and ``category``
+      name and group the kind there (``builder.selectors.node_kind_catalogue``).
     - ``dynamic_handles``: whether :meth:`output_handles` depends on the config (the
       condition's cases); the exported schema says so.
     """
@@ -250,6 +251,8 @@ class NodeKind(Generic[ConfigT]):
     config_model: type[ConfigT]
     repeat_safe: ClassVar[bool] = True
     description: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    category: ClassVar[str] = ""
     dynamic_handles: ClassVar[bool] = False
 
     # --- static facts used by validation and the scheduler --------------------------

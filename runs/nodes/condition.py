@@ -48,6 +48,7 @@ class ConditionNode(NodeKind[ConditionConfig]):
     kind: ClassVar[str] = "condition"
     config_model = ConditionConfig
     description: ClassVar[str] = "Branch on an expression (true/false) or on cases (first true wins, else default)."
+    title, category = "Condition", "logic"  # builder palette (builder.selectors.node_kind_catalogue)
     dynamic_handles = True
 
     def output_handles(self, config: ConditionConfig) -> list[str] | None:

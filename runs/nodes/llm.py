@@ -74,6 +74,7 @@ class LLMNode(LLMCallKind[LLMConfig]):
     kind = "llm"
     config_model = LLMConfig
     description = "Ask a language model; store its reply (text or schema-checked JSON)."
+    title, category = "LLM", "ai"  # builder palette (builder.selectors.node_kind_catalogue)
 
     def estimate_cost(self, config: LLMConfig, state: Mapping[str, Any]) -> tuple[Decimal | None, int]:
         """Worst case of one execution: the rendered prompt's tokens plus ``max_tokens``

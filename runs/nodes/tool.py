@@ -34,6 +34,7 @@ class ToolNode(NodeKind[ToolConfig]):
     kind = "tool"
     config_model = ToolConfig
     description = "Call a tool (HTTP request, email, your own functions) with arguments from the state."
+    title, category = "Tool", "tools"  # builder palette (builder.selectors.node_kind_catalogue)
 
     def writes(self, config: ToolConfig) -> set[str]:
         return {config.output_key} if config.output_key else set()

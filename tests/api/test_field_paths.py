@@ -38,8 +38,8 @@ def test_node_config_and_tool_argument_errors():
         ],
         chain("start", "pick", "end"),
     )
-    fields = validate_spec(spec).field_errors()
-    assert "nodes[1].config.cases[1].expression" in fields and "nodes[1].config.cases[1].handle" in fields
+    paths = {i.path for i in validate_spec(spec).issues}
+    assert {"nodes[1].config.cases[1].expression", "nodes[1].config.cases[1].handle"} <= paths
     config = ToolNode.config_model.model_validate({"tool": "http_request", "args": {"url": "http://x", "headers": {"a": 1}}})
     issues = ToolNode().check("call", config, set())
     assert [(i.field, i.code) for i in issues] == [("config.args.headers.a", "tool_arguments")]

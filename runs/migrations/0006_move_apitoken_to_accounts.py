@@ -5,7 +5,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0004_cost_precision"),
+        ("runs", "0005_run_is_test"),
         ("accounts", "0001_initial"),
     ]
 
