@@ -4,9 +4,9 @@ On connect the caller gets ``{"type": "snapshot", "approvals": [...]}``: every p
 request they may decide (the inbox selector, ``approval_list_for_user``, as the inbox API
 lists them). Then, polling the database every ``POLL_SECONDS`` (rows first: it works
 whichever process created or decided a request, and a change of who may decide shows at
-the next poll), ``{"type": "approval.pending",
-"approval": {...}}`` for each new one and ``{"type": "approval.closed", "approval":
-{...}}`` for each one that left the inbox (decided, or its run ended). A reconnect gets a
+the next poll), ``{"type": "approval.pending", "approval": {...}}`` for each new one and
+``{"type": "approval.closed", "approval": {...}}`` for each one that left the inbox
+(decided, its run ended, or no longer the caller's to decide). A reconnect gets a
 fresh snapshot, so nothing is lost. Close code 4401: not authenticated.
 """
 from __future__ import annotations
@@ -50,7 +50,8 @@ class ApprovalInboxConsumer(AsyncJsonWebsocketConsumer):
 
     @database_sync_to_async
     def _poll(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """(arrived, left) since the last poll; one query for the ids when nothing changed."""
+        """(arrived, left) since the last poll; two queries (the user's groups, the inbox
+        ids) when nothing changed."""
         inbox = approval_list_for_user(user=self.user)
         mine = set(inbox.values_list("id", flat=True))
         arrived, left = mine - self.inbox, self.inbox - mine

@@ -110,9 +110,8 @@ class AnthropicProvider(SDKProvider):
         return params
 
     # ----------------------------------------------------------------- response
-    def parse(self, answer: Any, request: LLMRequest) -> LLMResponse:
+    def parse(self, message: Any, request: LLMRequest) -> LLMResponse:
         """The LLMResponse of a Message: text blocks joined, tool_use blocks as calls."""
-        message = answer
         texts: list[str] = []
         calls: list[ToolCall] = []
         for block in message.content or []:

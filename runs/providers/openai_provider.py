@@ -138,9 +138,8 @@ class OpenAIProvider(SDKProvider):
         return params
 
     # ----------------------------------------------------------------- response
-    def parse(self, answer: Any, request: LLMRequest) -> LLMResponse:
+    def parse(self, completion: Any, request: LLMRequest) -> LLMResponse:
         """The LLMResponse of a ChatCompletion (first choice)."""
-        completion = answer
         if not completion.choices:
             raise ProviderError(f"{self.name}: the answer has no choices", retryable=True)
         choice = completion.choices[0]
