@@ -64,6 +64,8 @@ class ProviderCreateInput(_CredentialFields):
 class ProviderUpdateInput(_CredentialFields):
     """PATCH /providers/<name>/: the fields to change (the name cannot change)."""
 
+    name = serializers.CharField(max_length=64, required=False, help_text="Cannot change: anything but the current name is refused.")
+
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         for field in self.fields.values():
