@@ -51,9 +51,13 @@ def _registered(name: str) -> LLMProvider:
 
 
 def provider_names() -> list[str]:
-    """Provider names registered in settings, in settings order (the app's are in
-    ``runs.providers.credentials.provider_catalogue``)."""
-    return list(settings.BALLAST_PROVIDERS)
+    """Every provider name a node may use: those registered in settings (settings order),
+    then those added in the app (by name; one query)."""
+    from runs.models import ProviderCredential
+
+    names = list(settings.BALLAST_PROVIDERS)
+    stored = ProviderCredential.objects.exclude(name__in=names).order_by("name").values_list("name", flat=True)
+    return names + list(stored)
 
 
 @receiver(setting_changed)

@@ -148,3 +148,12 @@ def test_connection_test_of_settings_providers(world: World) -> None:
     no_model = post(world, "admin", "/api/v1/providers/openai/test/")
     assert no_model.status_code == 400 and "model" in no_model.json()["error"]["fields"]
     assert post(world, "admin", "/api/v1/providers/unknown-one/test/").status_code == 404
+
+
+def test_the_model_catalogue_offers_stored_providers(world: World, server) -> None:
+    post(world, "admin", "/api/v1/providers/", body(server, models=["gpt-4o-mini", "gpt-4o"]))
+    post(world, "admin", "/api/v1/providers/", body(server, name="any-model", kind="openai_compatible", api_key="", default_model="local-7b"))
+    providers = {p["provider"]: p for p in world.clients["viewer"].get("/api/v1/models/").json()["providers"]}
+    assert [m["id"] for m in providers["local"]["models"]] == ["gpt-4o", "gpt-4o-mini"]
+    assert providers["local"]["accepts_any_model"] is False
+    assert providers["any-model"]["accepts_any_model"] is True
