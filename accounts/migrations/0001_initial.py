@@ -1,5 +1,5 @@
 """ApiToken moves from the runs app into accounts: state only, the table ``runs_apitoken``
-and its rows stay as they are (runs 0006 drops the model from the runs state)."""
+and its rows stay as they are (runs 0007 drops the model from the runs state)."""
 import django.db.models.deletion
 import django.utils.timezone
 from django.conf import settings

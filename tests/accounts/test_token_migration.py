@@ -11,7 +11,7 @@ from accounts.tokens import KEY_PREFIX, hash_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BEFORE = [("runs", "0005_run_is_test"), ("accounts", None)]
+BEFORE = [("runs", "0006_provider_credential"), ("accounts", None)]
 
 
 def _state(executor, targets):

@@ -5,7 +5,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0005_run_is_test"),
+        ("runs", "0006_provider_credential"),
         ("accounts", "0001_initial"),
     ]
 
