@@ -144,16 +144,20 @@ export function configUiSchema(kind: string, rawSchema: Schema): UiSchema {
 
 /**
  * Names an expression or template of this graph may use, sorted: declared state keys, the
- * input schema's top-level properties, keys nodes write (``output_key``, a transform's ``set``)
+ * input schema's top-level properties, keys nodes write (``output_key`` or its default in the
+ * kind's schema from ``catalogue``, a transform's ``set``)
  * and ``input`` (the run input). Completions offer them; the server check is told them.
  */
-export function stateKeyNames(spec: GraphSpec): string[] {
+export function stateKeyNames(spec: GraphSpec, catalogue: readonly { kind: string; config_schema: Record<string, unknown> }[] = []): string[] {
   const names = new Set<string>(["input"]);
   for (const key of Object.keys(spec.state ?? {})) names.add(key);
   const props = spec.input_schema?.properties;
   if (isObject(props)) for (const key of Object.keys(props)) names.add(key);
   for (const node of spec.nodes) {
-    const out = node.config.output_key;
+    // A node that leaves output_key out writes its kind's default key (llm: "reply").
+    const kindProps = catalogue.find((k) => k.kind === node.kind)?.config_schema.properties;
+    const fallback = isObject(kindProps) && isObject(kindProps.output_key) ? kindProps.output_key.default : undefined;
+    const out = node.config.output_key ?? fallback;
     if (typeof out === "string" && out) names.add(out);
     if (node.kind === "transform" && isObject(node.config.set)) for (const key of Object.keys(node.config.set)) names.add(key);
   }

@@ -120,7 +120,7 @@ export function NodePanel({ node, graphId }: Props) {
   const kind = b.catalogue.find((k) => k.kind === node.kind);
   const schema = useMemo(() => formSchema(kind?.config_schema), [kind]);
   const uiSchema = useMemo(() => configUiSchema(node.kind, schema), [node.kind, schema]);
-  const names = useMemo(() => stateKeyNames(b.spec), [b.spec]);
+  const names = useMemo(() => stateKeyNames(b.spec, b.catalogue), [b.spec, b.catalogue]);
   const issues = useMemo<ValidationIssue[]>(
     () => (b.validation?.errors ?? []).filter((e) => e.node === node.id),
     [b.validation, node.id],
