@@ -10,6 +10,8 @@ export interface NodeTestResult {
   run_id: number | null;
   status: string;
   output: unknown;
+  /** What the node wrote to the state. */
+  updates?: Record<string, unknown> | null;
   error: { code?: string; message?: string } | string | null;
   usage: { input_tokens?: number; output_tokens?: number; [k: string]: unknown } | null;
   cost_usd: string | number | null;
@@ -44,7 +46,7 @@ interface Props {
 type Phase =
   | { kind: "idle" }
   | { kind: "running" }
-  | { kind: "confirm"; message: string }
+  | { kind: "confirm"; message: string; effects: string[] }
   | { kind: "done"; result: NodeTestResult }
   | { kind: "failed"; message: string };
 
@@ -65,7 +67,8 @@ export function NodeTest({ graphId, node, spec }: Props) {
       setPhase({ kind: "done", result });
     } catch (err) {
       if (err instanceof ApiError && (err.status === 428 || err.status === 409) && err.code === "confirmation_required") {
-        setPhase({ kind: "confirm", message: err.message });
+        const effects = (err.body?.error as { effects?: unknown } | undefined)?.effects;
+        setPhase({ kind: "confirm", message: err.message, effects: Array.isArray(effects) ? effects.map(String) : [] });
       } else {
         setPhase({ kind: "failed", message: err instanceof Error ? err.message : String(err) });
       }
@@ -106,6 +109,13 @@ export function NodeTest({ graphId, node, spec }: Props) {
             <strong>This node is not safe to repeat.</strong> Testing it really performs its action (for example, sends the
             email or the request). {phase.message}
           </p>
+          {phase.effects.length > 0 && (
+            <ul>
+              {phase.effects.map((e, i) => (
+                <li key={i}>{e}</li>
+              ))}
+            </ul>
+          )}
           <div className="button-row">
             <button type="button" className="btn btn-danger" onClick={() => void run(true)}>
               Run it anyway
@@ -156,6 +166,12 @@ export function NodeTest({ graphId, node, spec }: Props) {
           )}
           <h4>Output</h4>
           <pre className="test-output">{displayValue(result.output)}</pre>
+          {result.updates && Object.keys(result.updates).length > 0 && (
+            <>
+              <h4>Written to the state</h4>
+              <pre className="test-output">{displayValue(result.updates)}</pre>
+            </>
+          )}
         </div>
       )}
     </section>
