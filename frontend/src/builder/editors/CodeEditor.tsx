@@ -66,6 +66,8 @@ export interface CodeEditorProps {
   placeholder?: string;
   ariaLabel?: string;
   ariaDescribedBy?: string;
+  /** Messages already shown for this field (the graph validation's): not listed twice under it. */
+  knownErrors?: readonly string[];
 }
 
 function languageExtension(language: CodeLanguage): Extension {
@@ -193,13 +195,15 @@ export function CodeEditor(props: CodeEditorProps) {
     });
   }, [readOnly]);
 
+  const known = props.knownErrors ?? [];
+  const shown = problems.filter((p) => !known.some((k) => p.endsWith(`: ${k}`) || p === k));
   return (
     <div className="code-editor" data-language={language}>
       {/* Keys typed here are the editor's: the canvas must not delete nodes on Backspace. */}
       <div ref={host} className="code-editor-host" onKeyDown={(e) => e.stopPropagation()} />
-      {problems.length > 0 && (
+      {shown.length > 0 && (
         <ul className="code-editor-problems" aria-live="polite" id={`${id}-problems`}>
-          {problems.map((p, i) => (
+          {shown.map((p, i) => (
             <li key={i}>{p}</li>
           ))}
         </ul>

@@ -40,6 +40,7 @@ function makeCodeWidget(language: CodeLanguage) {
         placeholder={placeholder || (language === "expression" ? "e.g. score > 0.5" : "e.g. Hello {{ name }}")}
         ariaLabel={label}
         ariaDescribedBy={describedBy}
+        knownErrors={rawErrors}
       />
     );
   }

@@ -89,10 +89,10 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate }: St
   }
 
   return (
-    <div className="dialog-backdrop" onMouseDown={(e) => e.target === e.currentTarget && onClose()}>
+    <div className="run-dialog-backdrop" onMouseDown={(e) => e.target === e.currentTarget && onClose()}>
       <div
         ref={dialog}
-        className="dialog"
+        className="run-dialog"
         role="dialog"
         aria-modal="true"
         aria-labelledby="start-run-title"
@@ -132,7 +132,7 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate }: St
           {freeForm && (
             <FreeFormInput value={input} onChange={setInput} />
           )}
-          <div className="button-row dialog-buttons">
+          <div className="button-row run-dialog-buttons">
             <button type="submit" className="btn btn-primary" disabled={busy}>
               {busy ? "Starting…" : "Start run"}
             </button>
