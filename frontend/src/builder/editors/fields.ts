@@ -157,9 +157,10 @@ export function stateKeyNames(spec: GraphSpec, catalogue: readonly { kind: strin
     // A node that leaves output_key out writes its kind's default key (llm: "reply").
     const kindProps = catalogue.find((k) => k.kind === node.kind)?.config_schema.properties;
     const fallback = isObject(kindProps) && isObject(kindProps.output_key) ? kindProps.output_key.default : undefined;
-    const out = node.config.output_key ?? fallback;
+    const config: Record<string, unknown> = node.config ?? {};
+    const out = config.output_key ?? fallback;
     if (typeof out === "string" && out) names.add(out);
-    if (node.kind === "transform" && isObject(node.config.set)) for (const key of Object.keys(node.config.set)) names.add(key);
+    if (node.kind === "transform" && isObject(config.set)) for (const key of Object.keys(config.set)) names.add(key);
   }
   return [...names].sort();
 }

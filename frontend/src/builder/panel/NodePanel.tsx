@@ -109,6 +109,8 @@ function formSchema(raw: Record<string, unknown> | undefined): Record<string, un
   return rest;
 }
 
+const EMPTY_CONFIG: Record<string, unknown> = {};
+
 interface Props {
   node: NodeSpec;
   graphId: number | null;
@@ -130,6 +132,8 @@ export function NodePanel({ node, graphId }: Props) {
   const settings = useMemo(() => settingsOf(node), [node]);
   const estimate = b.validation?.estimate?.nodes[node.id];
   const field = b.selection.field;
+  // A spec may leave an empty config out (the CLI and API accept that).
+  const config = node.config ?? EMPTY_CONFIG;
 
   // The error list (or a click on a node's error badge) asks for a field: focus and show it.
   useEffect(() => {
@@ -145,8 +149,8 @@ export function NodePanel({ node, graphId }: Props) {
   }
 
   function onConfig(next: Record<string, unknown>) {
-    if (jsonEqual(next, node.config)) return;
-    const path = changedPath(node.config, next);
+    if (jsonEqual(next, config)) return;
+    const path = changedPath(config, next);
     b.change((spec) => updateNode(spec, node.id, { config: next }), `node:${node.id}:config${path}`);
   }
 
@@ -200,7 +204,7 @@ export function NodePanel({ node, graphId }: Props) {
         <h3>Configuration</h3>
         {!kind && <p className="panel-error">Unknown node kind “{node.kind}”: its settings cannot be shown as a form.</p>}
         {b.readOnly ? (
-          <ReadOnlyValues schema={schema} value={node.config} idPrefix="config" />
+          <ReadOnlyValues schema={schema} value={config} idPrefix="config" />
         ) : Object.keys((schema.properties as object | undefined) ?? {}).length === 0 ? (
           <p className="panel-empty">This kind has no settings.</p>
         ) : (
@@ -209,7 +213,7 @@ export function NodePanel({ node, graphId }: Props) {
             label="Configuration"
             schema={schema}
             uiSchema={uiSchema}
-            value={node.config}
+            value={config}
             onChange={onConfig}
             errors={configErrors.schema}
             idPrefix="config"
