@@ -7,6 +7,8 @@ import { CodeEditor, type CodeLanguage } from "./CodeEditor";
 export interface EditorFormContext {
   /** Names expressions and templates may use (completions, and the server check's known keys). */
   names: readonly string[];
+  /** Options for ``ui:widget: "choice"`` fields, by their ``ui:options.choices`` name. */
+  options?: Readonly<Record<string, readonly { value: string; label: string }[]>>;
 }
 
 function namesOf(props: { registry: { formContext?: unknown } }): readonly string[] {
@@ -130,5 +132,47 @@ export function JsonField(props: FieldProps) {
   );
 }
 
-export const editorWidgets: RegistryWidgetsType = { expression: ExpressionWidget, template: TemplateWidget };
+/**
+ * ``ui:widget: "choice"``: a text input offering known values (a datalist of tools, providers
+ * or models) while still taking any value, since a catalogue may be incomplete or unavailable.
+ */
+export function ChoiceWidget(props: WidgetProps) {
+  const { id, value, onChange, onBlur, onFocus, readonly, disabled, placeholder, options, rawErrors, required } = props;
+  const ctx = props.registry.formContext as EditorFormContext | undefined;
+  const which = typeof options.choices === "string" ? options.choices : "";
+  const list = ctx?.options?.[which] ?? [];
+  const listId = `${id}__choices`;
+  const current = list.find((o) => o.value === value);
+  return (
+    <>
+      <input
+        id={id}
+        className="form-control"
+        list={list.length > 0 ? listId : undefined}
+        value={typeof value === "string" ? value : ""}
+        placeholder={placeholder}
+        required={required}
+        disabled={disabled}
+        readOnly={readonly}
+        autoComplete="off"
+        aria-invalid={rawErrors && rawErrors.length > 0 ? true : undefined}
+        onChange={(e) => onChange(e.target.value === "" ? undefined : e.target.value)}
+        onBlur={(e) => onBlur(id, e.target.value)}
+        onFocus={(e) => onFocus(id, e.target.value)}
+      />
+      {list.length > 0 && (
+        <datalist id={listId}>
+          {list.map((o) => (
+            <option key={o.value} value={o.value}>
+              {o.label}
+            </option>
+          ))}
+        </datalist>
+      )}
+      {current && current.label !== current.value && <span className="field-help">{current.label}</span>}
+    </>
+  );
+}
+
+export const editorWidgets: RegistryWidgetsType = { expression: ExpressionWidget, template: TemplateWidget, choice: ChoiceWidget };
 export const editorFieldComponents: RegistryFieldsType = { json: JsonField };

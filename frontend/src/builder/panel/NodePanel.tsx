@@ -6,6 +6,7 @@ import type { NodeSpec, RetryPolicy } from "../spec";
 import { updateNode } from "../spec";
 import { useBuilder, type ValidationIssue } from "../store";
 import { formatCost } from "./format";
+import { CHOICE_FIELDS, optionsFor, useChoices } from "./choices";
 import { NodeTest } from "./NodeTest";
 import { changedPath, errorSchemaFor, fieldDomId, jsonEqual } from "./paths";
 import { ReadOnlyValues } from "./ReadOnlyValues";
@@ -111,6 +112,19 @@ function formSchema(raw: Record<string, unknown> | undefined): Record<string, un
 
 const EMPTY_CONFIG: Record<string, unknown> = {};
 
+/** ``choice`` widgets (a datalist of tools, providers or models) on the kind's CHOICE_FIELDS. */
+function withChoiceWidgets(kind: string, ui: UiSchema): UiSchema {
+  const out: UiSchema = { ...ui };
+  for (const [path, which] of Object.entries(CHOICE_FIELDS[kind] ?? {})) {
+    const [field, star] = path.split(".");
+    if (!field) continue;
+    const widget = { "ui:widget": "choice", "ui:options": { choices: which } };
+    const own = (out[field] ?? {}) as UiSchema;
+    out[field] = star === "*" ? { ...own, items: { ...((own.items as UiSchema | undefined) ?? {}), ...widget } } : { ...own, ...widget };
+  }
+  return out;
+}
+
 interface Props {
   node: NodeSpec;
   graphId: number | null;
@@ -121,7 +135,8 @@ export function NodePanel({ node, graphId }: Props) {
   const b = useBuilder();
   const kind = b.catalogue.find((k) => k.kind === node.kind);
   const schema = useMemo(() => formSchema(kind?.config_schema), [kind]);
-  const uiSchema = useMemo(() => configUiSchema(node.kind, schema), [node.kind, schema]);
+  const choices = useChoices();
+  const uiSchema = useMemo(() => withChoiceWidgets(node.kind, configUiSchema(node.kind, schema)), [node.kind, schema]);
   const names = useMemo(() => stateKeyNames(b.spec, b.catalogue), [b.spec, b.catalogue]);
   const issues = useMemo<ValidationIssue[]>(
     () => (b.validation?.errors ?? []).filter((e) => e.node === node.id),
@@ -134,6 +149,11 @@ export function NodePanel({ node, graphId }: Props) {
   const field = b.selection.field;
   // A spec may leave an empty config out (the CLI and API accept that).
   const config = node.config ?? EMPTY_CONFIG;
+  const options = useMemo(() => {
+    const out: Record<string, { value: string; label: string }[]> = {};
+    for (const which of new Set(Object.values(CHOICE_FIELDS[node.kind] ?? {}))) out[which] = optionsFor(which, choices, config);
+    return out;
+  }, [node.kind, choices, config]);
 
   // The error list (or a click on a node's error badge) asks for a field: focus and show it.
   useEffect(() => {
@@ -218,6 +238,7 @@ export function NodePanel({ node, graphId }: Props) {
             errors={configErrors.schema}
             idPrefix="config"
             names={names}
+            options={options}
           />
         )}
       </section>

@@ -5,6 +5,7 @@ import validator from "@rjsf/validator-ajv8";
 import { useMemo } from "react";
 import { editorFieldComponents, editorWidgets, type EditorFormContext } from "../editors/widgets";
 
+const NO_NAMES: readonly string[] = [];
 const NO_DEFAULTS = { emptyObjectFields: "skipDefaults", arrayMinItems: { populate: "never" } } as const;
 
 /** ``ui:placeholder`` "default: X" on top-level fields with a default (unless one is set already). */
@@ -29,6 +30,8 @@ export interface SchemaFormProps {
   /** Field ids are ``idPrefix`` + ``.`` + the path (``config.cases.0.expression``). */
   idPrefix: string;
   names?: readonly string[];
+  /** Options of ``choice`` widgets by name (tools, providers, models). */
+  options?: EditorFormContext["options"];
   readOnly?: boolean;
   /** Accessible name of the form. */
   label: string;
@@ -38,8 +41,8 @@ export interface SchemaFormProps {
  * Validates against the schema when a field loses focus (``liveValidate="onBlur"``), never on
  * every keystroke (rjsf lags on large forms, see UI.md); the server's errors come in ``errors``.
  */
-export function SchemaForm({ schema, uiSchema, value, onChange, errors, idPrefix, names = [], readOnly, label }: SchemaFormProps) {
-  const formContext = useMemo<EditorFormContext>(() => ({ names }), [names]);
+export function SchemaForm({ schema, uiSchema, value, onChange, errors, idPrefix, names = NO_NAMES, options, readOnly, label }: SchemaFormProps) {
+  const formContext = useMemo<EditorFormContext>(() => ({ names, options }), [names, options]);
   const ui = useMemo<UiSchema>(() => withDefaultPlaceholders(schema, { ...uiSchema, "ui:submitButtonOptions": { norender: true } }), [schema, uiSchema]);
   return (
     <Form
