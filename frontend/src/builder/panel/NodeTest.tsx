@@ -91,10 +91,12 @@ export function NodeTest({ graphId, node, spec }: Props) {
   return (
     <section className="panel-section node-test" aria-label="Test node">
       <h3>Test node</h3>
-      <label htmlFor={`test-state-${node.id}`}>State (JSON object)</label>
-      <p className="field-help">The state the node sees. Tests use the node as last saved; the test run is recorded with its cost.</p>
-      <JsonValueEditor id={`test-state-${node.id}`} value={state} onChange={setState} label="Test state" />
-      {!stateOk && <p className="field-errors">The state must be a JSON object.</p>}
+      <div className="form-field">
+        <label htmlFor={`test-state-${node.id}`}>State (JSON object)</label>
+        <p className="field-help">The state the node sees. Tests use the node as last saved; the test run is recorded with its cost.</p>
+        <JsonValueEditor id={`test-state-${node.id}`} value={state} onChange={setState} label="Test state" />
+        {!stateOk && <p className="field-errors">The state must be a JSON object.</p>}
+      </div>
       <div className="button-row">
         <button type="button" className="btn btn-primary" disabled={!stateOk || phase.kind === "running"} onClick={() => void run(false)}>
           {phase.kind === "running" ? "Running…" : "Run test"}
