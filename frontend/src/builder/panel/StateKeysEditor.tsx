@@ -64,7 +64,7 @@ function KeyRow({ name, spec, state, onChange, errors }: { name: string; spec: S
   }
 
   return (
-    <fieldset className="state-key-row" aria-label={`State key ${name}`}>
+    <fieldset className="state-key-row" aria-label={`State key ${name}`} id={base} tabIndex={-1}>
       <div className="form-field">
         <label htmlFor={`${base}.name`}>Key</label>
         <input
