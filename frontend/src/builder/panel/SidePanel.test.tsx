@@ -118,3 +118,13 @@ describe("SidePanel with one node selected", () => {
     expect(screen.queryByRole("button", { name: "Test node" })).toBeNull();
   });
 });
+
+describe("SidePanel with several nodes selected", () => {
+  it("says how many and edits nothing", () => {
+    okCheck();
+    const { harness } = renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["route", "calc"] } });
+    expect(screen.getByRole("heading", { name: "2 nodes selected" })).toBeTruthy();
+    expect(document.querySelector("form")).toBeNull();
+    expect(harness.changeKeys).toEqual([]);
+  });
+});

@@ -1,4 +1,5 @@
 import { render, screen, waitFor, within } from "@testing-library/react";
+import { PageContextReact, type PageContext } from "../../lib/context";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { scriptFetch } from "../panel/testing";
@@ -128,5 +129,27 @@ describe("VersionsPanel", () => {
     scriptFetch(() => [500, { error: { code: "server_error", message: "Boom." } }]);
     render(<VersionsPanel graphId={5} onOpenVersion={vi.fn()} onShowDiff={vi.fn()} />);
     expect((await screen.findByRole("alert")).textContent).toContain("Boom.");
+  });
+});
+
+describe("VersionsPanel for a user who may not build", () => {
+  it("lists and opens versions but offers no restore", async () => {
+    scriptFetch(() => [200, VERSIONS]);
+    const ctx: PageContext = {
+      page: "builder",
+      title: "g",
+      csrf_token: "t",
+      urls: {},
+      props: {},
+      user: { id: 2, username: "ann", display_name: "Ann", is_staff: false, groups: ["approvers"], can: { build: false, operate: false, approve: true, admin: false } },
+    };
+    render(
+      <PageContextReact.Provider value={ctx}>
+        <VersionsPanel graphId={5} onOpenVersion={vi.fn()} onShowDiff={vi.fn()} />
+      </PageContextReact.Provider>,
+    );
+    await screen.findByText("Stricter routing");
+    expect(screen.getByRole("button", { name: "Open version 3" })).toBeTruthy();
+    expect(screen.queryByRole("button", { name: /Restore/ })).toBeNull();
   });
 });
