@@ -1,3 +1,4 @@
+// CodeEditor: server checks shown inline and cleared when fixed, check failures, completions of state keys.
 import { CompletionContext, currentCompletions, startCompletion } from "@codemirror/autocomplete";
 import { forceLinting } from "@codemirror/lint";
 import { jinja } from "@codemirror/lang-jinja";

@@ -1,3 +1,4 @@
+// Which config fields get expression/template/JSON editors, schema tidying, and the names offered.
 import { describe, expect, it } from "vitest";
 import { KINDS } from "../panel/fixtures";
 import { sampleSpec } from "../panel/testing";

@@ -1,3 +1,4 @@
+// Graph settings: fields as undo steps, state keys added/edited/removed, the costliest path, read-only.
 import { act, fireEvent, screen, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";

@@ -1,3 +1,4 @@
+// Test node: the state sent, the result shown, and the confirmation a tool not safe to repeat needs.
 import { screen, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";

@@ -1,3 +1,4 @@
+// SidePanel: the node form from its kind's schema, coalesced undo, server errors on fields, focus, read-only.
 import { act, fireEvent, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { EditorView } from "@codemirror/view";

@@ -1,3 +1,4 @@
+// Every node of the support-triage example opens in the side panel without changing the graph.
 import { screen } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
 // The example the README and the browser tests build: every node kind it uses must open.

@@ -1,3 +1,4 @@
+// Node forms offer registered tools and the chosen provider's models.
 import { screen, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";

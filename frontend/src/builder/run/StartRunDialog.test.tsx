@@ -1,3 +1,4 @@
+// StartRunDialog: the input form from the input schema, the POST, validation and the server's refusal.
 import { render, screen, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";

@@ -1,3 +1,4 @@
+// Version history: list, open, diff (logic and layout apart), restore and its 409, permissions.
 import { render, screen, waitFor, within } from "@testing-library/react";
 import { PageContextReact, type PageContext } from "../../lib/context";
 import userEvent from "@testing-library/user-event";
