@@ -109,3 +109,23 @@ describe("CodeEditor", () => {
     expect(offsetOf("ab", 9, 9)).toBe(2);
   });
 });
+
+describe("CodeEditor with a lagging value", () => {
+  it("keeps later keystrokes when an older value of its own arrives late, and follows a real outside change", () => {
+    scriptFetch(() => [200, { ok: true, errors: [] }]);
+    const onChange = vi.fn();
+    const { rerender } = render(<CodeEditor id="lag" value="a" onChange={onChange} language="expression" />);
+    const view = viewOf("lag");
+    act(() => view.dispatch({ changes: { from: 1, insert: "b" }, userEvent: "input.type" }));
+    act(() => view.dispatch({ changes: { from: 2, insert: "c" }, userEvent: "input.type" }));
+    expect(onChange.mock.calls.map((c) => c[0])).toEqual(["ab", "abc"]);
+    // The parent renders the first of our values late: the editor keeps "abc".
+    rerender(<CodeEditor id="lag" value="ab" onChange={onChange} language="expression" />);
+    expect(view.state.doc.toString()).toBe("abc");
+    rerender(<CodeEditor id="lag" value="abc" onChange={onChange} language="expression" />);
+    // An undo elsewhere sets a value the editor never emitted: it is applied, without an echo.
+    rerender(<CodeEditor id="lag" value="a" onChange={onChange} language="expression" />);
+    expect(view.state.doc.toString()).toBe("a");
+    expect(onChange).toHaveBeenCalledTimes(2);
+  });
+});

@@ -92,6 +92,8 @@ export function CodeEditor(props: CodeEditorProps) {
   const latest = useRef(props);
   latest.current = props;
   const editable = useRef(new Compartment());
+  // Texts handed to onChange that the value prop has not caught up with yet.
+  const emitted = useRef<string[]>([]);
   const [problems, setProblems] = useState<string[]>([]);
   const [checkFailed, setCheckFailed] = useState<string | null>(null);
 
@@ -164,7 +166,9 @@ export function CodeEditor(props: CodeEditorProps) {
         }),
         EditorView.updateListener.of((update) => {
           if (update.docChanged && !update.transactions.some((t) => t.annotation(External))) {
-            latest.current.onChange(update.state.doc.toString());
+            const text = update.state.doc.toString();
+            emitted.current.push(text);
+            latest.current.onChange(text);
           }
           if (update.focusChanged && !update.view.hasFocus) latest.current.onBlur?.();
         }),
@@ -181,12 +185,20 @@ export function CodeEditor(props: CodeEditorProps) {
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [language, id]);
 
-  // A value changed from outside (undo, another field) replaces the document without echoing onChange.
+  // A value changed from outside (undo, another field) replaces the document without echoing
+  // onChange. A value we emitted ourselves that arrives late (the panel may render a deferred
+  // copy of the builder state) is not an outside change: applying it would drop later keystrokes.
   useEffect(() => {
     const v = view.current;
-    if (v && v.state.doc.toString() !== value) {
-      v.dispatch({ changes: { from: 0, to: v.state.doc.length, insert: value }, annotations: External.of(true) });
+    if (!v) return;
+    const doc = v.state.doc.toString();
+    const mine = emitted.current.indexOf(value);
+    if (doc === value || mine !== -1) {
+      emitted.current = doc === value ? [] : emitted.current.slice(mine + 1);
+      return;
     }
+    emitted.current = [];
+    v.dispatch({ changes: { from: 0, to: v.state.doc.length, insert: value }, annotations: External.of(true) });
   }, [value]);
 
   useEffect(() => {
