@@ -136,7 +136,17 @@ STATIC_URL = "static/"
 # hashed asset files that the {% vite_entry %} tag emits.
 BALLAST_FRONTEND_DIST = Path(os.environ.get("BALLAST_FRONTEND_DIST", BASE_DIR / "frontend" / "dist"))
 STATICFILES_DIRS = [BASE_DIR / "static", BALLAST_FRONTEND_DIST]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+# collectstatic's target, which whitenoise serves when DEBUG is off. Created here so the
+# middleware does not warn before the first collectstatic; the image sets its own path.
+STATIC_ROOT = Path(os.environ.get("BALLAST_STATIC_ROOT", VAR_DIR / "staticfiles"))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Gzip and Brotli copies next to each file; names unchanged (Vite hashes its own).
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Vite's output names carry a content hash (assets/<name>-<8 chars>.<ext>): cache them forever.
+WHITENOISE_IMMUTABLE_FILE_TEST = r"/assets/[^/]+-[A-Za-z0-9_-]{8}\.[a-z0-9]+(\.map)?$"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
