@@ -16,7 +16,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from django.conf import settings
 from django.db import close_old_connections, connections
 
-from runs.engine import dispatch, faults, store
+from runs.engine import claims, commit, dispatch, faults, recovery_queries
+from runs.engine.types import ClaimedStep
 from runs.engine.workers import current_worker, owner_is_dead
 from runs.nodes import get_kind
 from runs.nodes.base import NodeContext, NodeError, NodeResult
@@ -33,11 +34,11 @@ class _Heartbeats:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._steps: dict[int, tuple[store.ClaimedStep, threading.Event, float]] = {}
+        self._steps: dict[int, tuple[ClaimedStep, threading.Event, float]] = {}
         self._thread: threading.Thread | None = None
         self._pid = 0
 
-    def track(self, claimed: store.ClaimedStep, cancel: threading.Event) -> None:
+    def track(self, claimed: ClaimedStep, cancel: threading.Event) -> None:
         import os
 
         with self._lock:
@@ -59,7 +60,7 @@ class _Heartbeats:
                 due = [v for v in self._steps.values() if time.monotonic() - v[2] >= interval]
             for claimed, cancel, _ in due:
                 try:
-                    if not store.step_heartbeat(claimed.step_id, claimed.attempt, claimed.worker):
+                    if not claims.step_heartbeat(claimed.step_id, claimed.attempt, claimed.worker):
                         cancel.set()
                 except Exception:  # a heartbeat must never kill the thread; the lease may lapse
                     log.exception("heartbeat failed for step %s", claimed.step_id)
@@ -70,7 +71,7 @@ _heartbeats = _Heartbeats()
 _timeout_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="ballast-step")
 
 
-def _context(claimed: store.ClaimedStep) -> NodeContext:
+def _context(claimed: ClaimedStep) -> NodeContext:
     node = claimed.node
     return NodeContext(
         run_id=claimed.run_id,
@@ -89,7 +90,7 @@ def _context(claimed: store.ClaimedStep) -> NodeContext:
     )
 
 
-def execute_node(claimed: store.ClaimedStep) -> NodeResult | NodeError:
+def execute_node(claimed: ClaimedStep) -> NodeResult | NodeError:
     """Run the claimed step's node outside any transaction; never raises.
 
     A node with ``timeout_seconds`` runs on a pool thread and is abandoned (its cancel
@@ -125,14 +126,14 @@ def execute_node(claimed: store.ClaimedStep) -> NodeResult | NodeError:
         _heartbeats.untrack(claimed.step_id)
 
 
-def run_claimed(claimed: store.ClaimedStep) -> store.ClaimedStep | None:
+def run_claimed(claimed: ClaimedStep) -> ClaimedStep | None:
     """Execute and commit one claimed step; return a successor leased to us, if any."""
     outcome_value = execute_node(claimed)
     faults.point("before_commit", node_id=claimed.node_id, step_id=claimed.step_id)
     if isinstance(outcome_value, NodeError):
-        outcome = store.step_fail(claimed, outcome_value)
+        outcome = commit.step_fail(claimed, outcome_value)
     else:
-        outcome = store.step_commit(claimed, outcome_value)
+        outcome = commit.step_commit(claimed, outcome_value)
     faults.point("after_commit", node_id=claimed.node_id, step_id=claimed.step_id)
     dispatch.enqueue(outcome.dispatch)
     return outcome.next_step
@@ -144,7 +145,7 @@ def execute_step(step_id: int, *, worker: str | None = None) -> None:
     Idempotent: a step that is not pending (finished, running elsewhere) is left alone.
     """
     worker = worker or current_worker()
-    claimed = store.step_claim(step_id, worker)
+    claimed = claims.step_claim(step_id, worker)
     while claimed is not None:
         claimed = run_claimed(claimed)
 
@@ -170,11 +171,11 @@ def drive_local(run_id: int, *, queue, poll: float = 0.05, stop_when_waiting: bo
             return status
         if deadline is not None and time.monotonic() > deadline:
             return status
-        due = store.due_pending_steps(stale_seconds=0, run_id=run_id)
+        due = recovery_queries.due_pending_steps(stale_seconds=0, run_id=run_id)
         queue.extend(due)
         if not due:
             # Steps of this run left running by a dead process (a killed run_graph).
-            for step_id in store.expired_step_ids(owner_is_dead, run_id=run_id):
-                queue.extend(store.step_recover(step_id, recovered_by=worker, owner_is_dead=owner_is_dead))
+            for step_id in recovery_queries.expired_step_ids(owner_is_dead, run_id=run_id):
+                queue.extend(recovery_queries.step_recover(step_id, recovered_by=worker, owner_is_dead=owner_is_dead))
             if not queue:
                 time.sleep(poll)

@@ -1,8 +1,10 @@
 """Pure scheduling: merge a step's writes into the run state and decide what runs next.
 
-No database here. ``apply_step`` is the one function the store calls inside a commit;
-its inputs are the committed facts (state, bookkeeping, active steps) and its output is
-the next state, bookkeeping and the steps to create. LangGraph's ``pregel/_algo.py``
+No database here. ``apply_step`` is the one function the commit calls to decide
+successors: its inputs are the committed facts (state, bookkeeping, active steps) and its
+output is the next state, bookkeeping and the steps to create. ``plan_dispatch`` decides
+which ready steps start now, ``run_status_after`` the run's status after a commit, and
+``fork_transition`` replays a run's committed writes to fork it at one step. LangGraph's ``pregel/_algo.py``
 keeps the same split between "what runs next" and the loop that commits it.
 
 Bookkeeping (``Run.scheduler``) is a JSON object:
@@ -15,12 +17,15 @@ Bookkeeping (``Run.scheduler``) is a JSON object:
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from builder.spec import EdgeSpec, GraphSpec, StateKeySpec
 from builder.topology import Topology
+from runs.engine.types import ActiveStep
+from runs.models import RunStatus, StepStatus
 
 ORDERED_REDUCERS = {"append", "extend", "merge"}
 
@@ -43,7 +48,7 @@ class Transition:
     """The result of applying one committed step.
 
     ``failure`` is set (code, message) when the graph cannot go on (loop bound, step
-    limit, reducer error); the store then fails the run instead of creating steps.
+    limit, reducer error); the commit then fails the run instead of creating steps.
     """
 
     state: dict[str, Any]
@@ -53,10 +58,8 @@ class Transition:
     failure: tuple[str, str] | None = None
 
 
-
-
 class CompiledGraph:
-    """A GraphSpec with its Topology and reducers, cached per graph version by the store."""
+    """A GraphSpec with its Topology and reducers, cached per graph version (runs.engine.graphs)."""
 
     def __init__(self, spec: GraphSpec):
         self.spec = spec
@@ -66,6 +69,7 @@ class CompiledGraph:
         self.end_ids = {n.id for n in spec.nodes if n.kind == "end"}
 
     def start_id(self) -> str:
+        """The id of the graph's start node."""
         return self.topology.start_ids[0]
 
 
@@ -267,3 +271,109 @@ def _join_ready(graph: CompiledGraph, join_id: str, armed: dict[str, Any], activ
             if node != join_id and topo.can_reach(node, edge.source, avoid=join_id):
                 return False
     return True
+
+
+@dataclass(frozen=True)
+class DispatchPlan:
+    """Which ready steps start now. ``kept``: index (into the new steps) of the one leased
+    to the committing worker, or None; ``dispatch_new``: indices of new steps to hand to
+    the queue; ``dispatch_old``: ids of older pending steps to hand to the queue."""
+
+    kept: int | None
+    dispatch_new: list[int]
+    dispatch_old: list[int]
+
+
+def plan_dispatch(
+    *,
+    max_parallelism: int,
+    active: Sequence[ActiveStep],
+    new_count: int,
+    now: datetime,
+    may_keep: Callable[[int], bool] | None,
+) -> DispatchPlan:
+    """Choose which ready steps start now, within the run's parallelism bound.
+
+    ``active``: the run's other active steps; a step counts against the bound while it
+    runs or was handed to the queue. New steps (``new_count`` of them, in creation order)
+    fill free slots first: the first one ``may_keep(index)`` accepts (``None``: no worker
+    keeps a step) is kept by the committing worker (no queue hop), the others are
+    dispatched. Then older pending steps never dispatched (held back by the bound) and
+    past their backoff (``available_at <= now``) fill what is left.
+    """
+    busy = sum(1 for a in active if a.status == StepStatus.RUNNING or (a.status == StepStatus.PENDING and a.dispatched_at is not None))
+    slots = max(0, max_parallelism - busy)
+    kept: int | None = None
+    dispatch_new: list[int] = []
+    for index in range(new_count):
+        if slots <= 0:
+            break
+        slots -= 1
+        if may_keep is not None and kept is None and may_keep(index):
+            kept = index
+            continue
+        dispatch_new.append(index)
+    old: list[int] = []
+    for a in active:
+        if slots <= 0:
+            break
+        if a.status == StepStatus.PENDING and a.dispatched_at is None and (a.available_at is None or a.available_at <= now):
+            old.append(a.id)
+            slots -= 1
+    return DispatchPlan(kept, dispatch_new, old)
+
+
+def run_status_after(step_statuses: Iterable[str]) -> str:
+    """The status of a live run whose active steps have ``step_statuses``: running while one
+    can make progress (pending or running), else waiting (only gates, parked or suspended
+    steps are left)."""
+    return RunStatus.RUNNING if set(step_statuses) & {StepStatus.PENDING, StepStatus.RUNNING} else RunStatus.WAITING
+
+
+@dataclass(frozen=True)
+class CommittedWrite:
+    """A committed top-level step's identity and the state updates it wrote."""
+
+    node_id: str
+    iteration: int
+    depth: int
+    updates: dict[str, Any]
+
+
+def fork_transition(
+    graph: CompiledGraph,
+    *,
+    run_input: dict[str, Any],
+    writes: Iterable[CommittedWrite],
+    anchor: CommittedWrite,
+    route: list[str] | None,
+    state_patch: dict[str, Any],
+    max_steps: int,
+) -> Transition:
+    """The start of a fork at ``anchor``: the state right after it committed, patched.
+
+    ``writes`` are the source run's committed top-level steps up to and including the
+    anchor, in commit order; they are replayed with the graph's reducers onto the initial
+    state, then ``state_patch`` is applied on top, then the anchor's successors are decided
+    as if it had just committed (``route`` as it recorded). The result's ``failure`` is set
+    (or ``activations`` is empty) when nothing can follow the anchor.
+    """
+    state = initial_state(graph, run_input)
+    book: dict[str, Any] = {"iterations": {}}
+    for w in writes:
+        merge_updates(graph, state, book, w.updates, node_id=w.node_id, iteration=w.iteration, depth=w.depth)
+        book["iterations"][w.node_id] = max(book["iterations"].get(w.node_id, 0), w.iteration + 1)
+    state.update(state_patch)
+    return apply_step(
+        graph,
+        state=state,
+        bookkeeping=book,
+        node_id=anchor.node_id,
+        iteration=anchor.iteration,
+        depth=anchor.depth,
+        updates={},
+        route=route,
+        other_active=[],
+        step_count=0,
+        max_steps=max_steps,
+    )

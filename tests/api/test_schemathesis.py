@@ -31,7 +31,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from runs.engine import dispatch
+from runs.engine import api as engine
 from tests.api.conftest import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -88,7 +88,7 @@ def test_api_conforms_to_its_schema(world: World, label: str) -> None:
     )
     @given(case=st.one_of(*strategies))
     def check(case: Any) -> None:
-        with dispatch.local_mode():  # started runs stay rows; nothing goes to django-q
+        with engine.local_mode():  # started runs stay rows; nothing goes to django-q
             case.call_and_validate(headers=headers, checks=CHECKS)
 
     check()

@@ -28,7 +28,7 @@ from urllib.parse import quote
 import pytest
 from django.db import connection
 
-from runs.engine.workers import process_group_members
+from runs.engine.api import process_group_members
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
