@@ -286,7 +286,7 @@ def child_finished(run: Run, child: Step, events: list[RunEvent], now: datetime,
     active = active_steps(run.pk, exclude=child.pk)
     dispatch: list[int] = []
     next_claim: ClaimedStep | None = None
-    if not run.is_terminal and not any(a.parent_id == child.parent_id for a in active):
+    if child.parent_id is not None and not run.is_terminal and not any(a.parent_id == child.parent_id for a in active):
         parent = Step.objects.get(pk=child.parent_id)
         if parent.status == StepStatus.SUSPENDED:
             events.append(event(run.pk, RunEventKind.STEP_RESUMED, parent.pk, node_id=parent.node_id, reason="children finished"))

@@ -7,9 +7,12 @@ long steps from one background thread per process.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
@@ -104,19 +107,20 @@ def execute_node(claimed: ClaimedStep) -> NodeResult | NodeError:
     try:
         faults.point("during_execute", node_id=claimed.node_id, step_id=claimed.step_id)
         config = kind.Config.model_validate(node.config)
+        target: Callable[[], NodeResult]
         if claimed.parent_id is not None:
             call = claimed.child_call()
-            target, args = kind.execute_child, (config, call, ctx)
+            target = functools.partial(kind.execute_child, config, call, ctx)
         else:
-            target, args = kind.execute, (config, ctx)
+            target = functools.partial(kind.execute, config, ctx)
         if node.timeout_seconds:
-            future = _timeout_pool.submit(target, *args)
+            future = _timeout_pool.submit(target)
             try:
                 return future.result(timeout=node.timeout_seconds)
             except FutureTimeout:
                 ctx.cancel_event.set()
                 return NodeError(f"node '{node.id}' timed out after {node.timeout_seconds:g}s", code="timeout", retryable=True)
-        return target(*args)
+        return target()
     except NodeError as exc:
         return exc
     except Exception as exc:  # a bug or an unexpected library error fails the attempt, not the worker
@@ -150,7 +154,7 @@ def execute_step(step_id: int, *, worker: str | None = None) -> None:
         claimed = run_claimed(claimed)
 
 
-def drive_local(run_id: int, *, queue, poll: float = 0.05, stop_when_waiting: bool = True, timeout: float | None = None) -> str:
+def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when_waiting: bool = True, timeout: float | None = None) -> str:
     """Run one run's steps in this process until it ends (or waits at a gate).
 
     ``queue`` is the deque from ``dispatch.local_mode()``. Steps whose retry backoff is
