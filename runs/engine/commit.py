@@ -161,10 +161,10 @@ def advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker: 
         max_steps=run.max_steps,
     )
     if transition.failure:
-        code, message = transition.failure
+        failure = transition.failure
         RunEvent.objects.bulk_create(events)
         save_run_totals(run, now)
-        finish_run(run, RunStatus.FAILED, error={"code": code, "message": message, "node_id": step.node_id}, step_id=step.pk)
+        finish_run(run, RunStatus.FAILED, error={"code": failure.code, "message": failure.message, "node_id": step.node_id}, step_id=step.pk)
         return CommitOutcome(committed=True, run_status=RunStatus.FAILED)
 
     if transition.ended and graph.topology.nodes[step.node_id].kind == "end":

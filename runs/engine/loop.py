@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import close_old_connections, connections
@@ -28,6 +29,16 @@ from runs.nodes.base import NodeContext, NodeError, NodeResult
 log = logging.getLogger("ballast.engine")
 
 
+@dataclass
+class _Tracked:
+    """An in-flight step of this process: its claim, its cancel event, when it started
+    (monotonic seconds)."""
+
+    claimed: ClaimedStep
+    cancel: threading.Event
+    since: float
+
+
 class _Heartbeats:
     """Extends the leases of this process's in-flight steps every lease/3 seconds.
 
@@ -37,7 +48,7 @@ class _Heartbeats:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._steps: dict[int, tuple[ClaimedStep, threading.Event, float]] = {}
+        self._steps: dict[int, _Tracked] = {}
         self._thread: threading.Thread | None = None
         self._pid = 0
 
@@ -45,7 +56,7 @@ class _Heartbeats:
         import os
 
         with self._lock:
-            self._steps[claimed.step_id] = (claimed, cancel, time.monotonic())
+            self._steps[claimed.step_id] = _Tracked(claimed, cancel, time.monotonic())
             if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
                 self._pid = os.getpid()
                 self._thread = threading.Thread(target=self._run, name="ballast-heartbeat", daemon=True)
@@ -60,8 +71,9 @@ class _Heartbeats:
         while True:
             time.sleep(interval)
             with self._lock:
-                due = [v for v in self._steps.values() if time.monotonic() - v[2] >= interval]
-            for claimed, cancel, _ in due:
+                due = [t for t in self._steps.values() if time.monotonic() - t.since >= interval]
+            for tracked in due:
+                claimed, cancel = tracked.claimed, tracked.cancel
                 try:
                     if not claims.step_heartbeat(claimed.step_id, claimed.attempt, claimed.worker):
                         cancel.set()

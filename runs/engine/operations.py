@@ -246,7 +246,7 @@ def run_fork(
         max_steps=source.max_steps,
     )
     if transition.failure or not transition.activations:
-        reason = transition.failure[1] if transition.failure else "no step follows it"
+        reason = transition.failure.message if transition.failure else "no step follows it"
         raise StepStateError(f"cannot fork run {run_id} at step {step_id}: {reason}")
     now = timezone.now()
     with transaction.atomic():

@@ -129,7 +129,7 @@ def due_pending_steps(*, stale_seconds: float, everything: bool = False, run_id:
         candidates = list(qs.order_by("id").values_list("id", "run_id", "dispatched_at")[:1000])
         if not candidates:
             return []
-        run_ids = {c[1] for c in candidates}
+        run_ids = {rid for _pk, rid, _dispatched in candidates}
         limits = dict(Run.objects.filter(pk__in=run_ids).values_list("id", "max_parallelism"))
         busy: dict[int, int] = {}
         for rid, status, dispatched in Step.objects.filter(run_id__in=run_ids, status__in=(StepStatus.RUNNING, StepStatus.PENDING)).values_list(

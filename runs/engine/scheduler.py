@@ -20,7 +20,7 @@ import copy
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from builder.spec import EdgeSpec, GraphSpec, StateKeySpec
 from builder.topology import Topology
@@ -43,6 +43,13 @@ class Activation:
     depth: int
 
 
+class Failure(NamedTuple):
+    """Why the graph cannot go on: ``code`` (max_iterations, max_steps, reducer) and a message."""
+
+    code: str
+    message: str
+
+
 @dataclass
 class Transition:
     """The result of applying one committed step.
@@ -55,7 +62,7 @@ class Transition:
     bookkeeping: dict[str, Any]
     activations: list[Activation] = field(default_factory=list)
     ended: bool = False
-    failure: tuple[str, str] | None = None
+    failure: Failure | None = None
 
 
 class CompiledGraph:
@@ -131,26 +138,27 @@ def merge_updates(
         else:
             entries = contrib.setdefault(key, [])
             entries.append([depth, node_id, iteration, value])
-            entries.sort(key=lambda e: (e[0], e[1], e[2]))
+            entries.sort(key=lambda e: (e[0], e[1], e[2]))  # [depth, node_id, iteration, value] (JSON)
             state[key] = _reduce_ordered(key, reducer, decl, entries)
 
 
 def _reduce_ordered(key: str, reducer: str, decl: StateKeySpec | None, entries: list[list[Any]]) -> Any:
     base = copy.deepcopy(decl.default) if decl and decl.default is not None else _empty(reducer)
+    values = [value for _depth, _node, _iteration, value in entries]
     if reducer == "append":
-        return list(base) + [e[3] for e in entries]
+        return list(base) + values
     if reducer == "extend":
         out = list(base)
-        for e in entries:
-            if not isinstance(e[3], list):
-                raise ReducerError(f"reducer 'extend' on state key '{key}' needs lists, got {type(e[3]).__name__}")
-            out.extend(e[3])
+        for value in values:
+            if not isinstance(value, list):
+                raise ReducerError(f"reducer 'extend' on state key '{key}' needs lists, got {type(value).__name__}")
+            out.extend(value)
         return out
     out_d = dict(base)
-    for e in entries:
-        if not isinstance(e[3], dict):
-            raise ReducerError(f"reducer 'merge' on state key '{key}' needs objects, got {type(e[3]).__name__}")
-        out_d.update(e[3])
+    for value in values:
+        if not isinstance(value, dict):
+            raise ReducerError(f"reducer 'merge' on state key '{key}' needs objects, got {type(value).__name__}")
+        out_d.update(value)
     return out_d
 
 
@@ -195,7 +203,7 @@ def apply_step(
     try:
         merge_updates(graph, new_state, book, updates, node_id=node_id, iteration=iteration, depth=depth)
     except ReducerError as exc:
-        return Transition(state, bookkeeping, failure=("reducer", str(exc)))
+        return Transition(state, bookkeeping, failure=Failure("reducer", str(exc)))
 
     transition = Transition(new_state, book)
     if node_id in graph.end_ids:
@@ -247,13 +255,13 @@ def _activate(
     depth: int,
     step_count: int,
     max_steps: int,
-) -> tuple[str, str] | None:
+) -> Failure | None:
     iteration = iterations.get(node_id, 0)
     node = graph.topology.nodes[node_id]
     if node.max_iterations is not None and iteration >= node.max_iterations:
-        return ("max_iterations", f"node '{node_id}' reached its max_iterations bound of {node.max_iterations}")
+        return Failure("max_iterations", f"node '{node_id}' reached its max_iterations bound of {node.max_iterations}")
     if step_count + len(transition.activations) + 1 > max_steps:
-        return ("max_steps", f"run reached its max_steps limit of {max_steps}")
+        return Failure("max_steps", f"run reached its max_steps limit of {max_steps}")
     iterations[node_id] = iteration + 1
     transition.activations.append(Activation(node_id, iteration, depth))
     return None

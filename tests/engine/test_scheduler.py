@@ -93,7 +93,7 @@ def test_ordered_reducers_do_not_depend_on_commit_order():
 def test_a_reducer_type_error_fails_the_transition_without_changes():
     g = compiled(*LINEAR, state={"total": {"reducer": "add"}})
     t = apply(g, "start", state={"total": 1}, updates={"total": "many"})
-    assert t.failure is not None and t.failure[0] == "reducer" and t.activations == [] and t.state == {"total": 1}
+    assert t.failure is not None and t.failure.code == "reducer" and t.activations == [] and t.state == {"total": 1}
 
 
 def test_loop_and_step_bounds():
@@ -103,7 +103,7 @@ def test_loop_and_step_bounds():
         input_schema={"type": "object", "properties": {"n": {"type": "integer"}}},
     )
     bound = apply(loop, "again", book={"iterations": {"again": 2}}, route=None)
-    assert bound.failure is not None and bound.failure[0] == "max_iterations"
+    assert bound.failure is not None and bound.failure.code == "max_iterations"
     steps = apply(compiled(*LINEAR), "start", step_count=5, max_steps=5)
     assert steps.failure == ("max_steps", "run reached its max_steps limit of 5")
 

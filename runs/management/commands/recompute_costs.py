@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from runs.engine.api import audit, run_cost_adjust
-from runs.models import Run, Step, StepAttempt
+from runs.models import AttemptStatus, Run, Step, StepAttempt
 from runs.nodes.base import Usage
 from runs.providers import UnknownProvider, get_provider
 from runs.providers.base import LLMProvider
@@ -114,7 +114,7 @@ def recompute_batch(attempt_ids: list[int], repricer: Repricer, *, dry_run: bool
             step = attempt.step
             # A step's own cost is its successful attempt's (failed attempts' costs count
             # in the run total only).
-            if attempt.status == "succeeded" and step.usage:
+            if attempt.status == AttemptStatus.SUCCEEDED and step.usage:
                 step_usage = dict(step.usage)
                 step_usage["price_version"] = version
                 Step.objects.filter(pk=step.pk).update(cost_usd=new, price_version=version, usage=step_usage)
