@@ -15,9 +15,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from runs.engine import fastpath, scheduler
+from runs.engine import fastpath, graphs, scheduler
 from runs.engine.claims import budget_refusal, lease_to, start_kept
-from runs.engine.graphs import compiled_graph
 from runs.engine.types import ActiveStep, ClaimedStep, CommitOutcome, spec_node_id, step_idempotency_key
 from runs.engine.writes import (
     active_steps,
@@ -145,20 +144,10 @@ def advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker: 
         save_run_usage(run, now)
         return CommitOutcome(committed=True, run_status=run.status)
 
-    graph = compiled_graph(run.graph_version_id)
+    graph = graphs.compiled_graph(run.graph_version_id)
     active = active_steps(run.pk, exclude=step.pk)
-    transition = scheduler.apply_step(
-        graph,
-        state=run.state,
-        bookkeeping=run.scheduler,
-        node_id=step.node_id,
-        iteration=step.iteration,
-        depth=step.depth,
-        updates=result.updates,
-        route=result.route,
-        other_active=[spec_node_id(a.node_id) for a in active],
-        step_count=run.step_count,
-        max_steps=run.max_steps,
+    transition = graphs.transition(
+        run, node_id=step.node_id, iteration=step.iteration, depth=step.depth, result=result, other_active=[spec_node_id(a.node_id) for a in active]
     )
     if transition.failure:
         failure = transition.failure

@@ -19,7 +19,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
-from runs.engine import fastpath_postgresql, fastpath_sqlite, scheduler
+from runs.engine import fastpath_postgresql, fastpath_sqlite, graphs
 from runs.engine.claims import claim_details
 from runs.engine.graphs import compiled_graph
 from runs.engine.types import ClaimedStep, CommitOutcome, step_idempotency_key
@@ -59,19 +59,7 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult) -> CommitOutcome | Non
     if not enabled() or run.budget_usd is not None or run.budget_tokens is not None or transaction.get_connection().in_atomic_block:
         return None
     graph = compiled_graph(run.graph_version_id)
-    transition = scheduler.apply_step(
-        graph,
-        state=run.state,
-        bookkeeping=run.scheduler,
-        node_id=claimed.node_id,
-        iteration=claimed.iteration,
-        depth=claimed.depth,
-        updates=result.updates,
-        route=result.route,
-        other_active=[],
-        step_count=run.step_count,
-        max_steps=run.max_steps,
-    )
+    transition = graphs.transition(run, node_id=claimed.node_id, iteration=claimed.iteration, depth=claimed.depth, result=result, other_active=[])
     if transition.failure or transition.ended or len(transition.activations) != 1:
         return None
     act = transition.activations[0]

@@ -147,19 +147,16 @@ def _reduce_ordered(key: str, reducer: str, decl: StateKeySpec | None, entries: 
     values = [value for _depth, _node, _iteration, value in entries]
     if reducer == "append":
         return list(base) + values
-    if reducer == "extend":
-        out = list(base)
-        for value in values:
-            if not isinstance(value, list):
-                raise ReducerError(f"reducer 'extend' on state key '{key}' needs lists, got {type(value).__name__}")
-            out.extend(value)
-        return out
-    out_d = dict(base)
+    wanted, noun = (list, "lists") if reducer == "extend" else (dict, "objects")
     for value in values:
-        if not isinstance(value, dict):
-            raise ReducerError(f"reducer 'merge' on state key '{key}' needs objects, got {type(value).__name__}")
-        out_d.update(value)
-    return out_d
+        if not isinstance(value, wanted):
+            raise ReducerError(f"reducer '{reducer}' on state key '{key}' needs {noun}, got {type(value).__name__}")
+    if reducer == "extend":
+        return list(base) + [item for value in values for item in value]
+    merged = dict(base)
+    for value in values:  # later contributions win on a shared key
+        merged.update(value)
+    return merged
 
 
 def fired_edges(graph: CompiledGraph, node_id: str, route: list[str] | None) -> list[EdgeSpec]:
