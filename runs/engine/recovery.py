@@ -114,7 +114,3 @@ def is_cluster_main_process(argv: list[str]) -> bool:
     """Whether this process is ``manage.py qcluster``'s main process (not a forked child)."""
     return len(argv) > 1 and argv[1] == "qcluster" and multiprocessing.parent_process() is None
 
-
-def workers_alive() -> bool:
-    """Whether a qcluster sent a heartbeat recently (run_graph uses it to pick in-process)."""
-    return recovery_queries.workers_alive(max(5.0, 3 * settings.BALLAST_RECOVERY_INTERVAL))

@@ -372,6 +372,6 @@ def test_i_graceful_stop_deregisters_the_cluster(cluster_factory):
     cluster.wait_ready()
     took = cluster.stop(grace=10)
     assert took < 5
-    # Until its heartbeat ages out, recovery.workers_alive() still reports this cluster
+    # Until its heartbeat ages out, engine.workers_alive() still reports this cluster
     # as live (run_graph then hands runs to a queue nobody serves), and rows pile up.
     assert not Worker.objects.filter(pid=cluster.pid).exists()
