@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # Packages mypy checks (the engine now; runs/sandbox and runs/nodes join as they are typed).
 MYPY_PATHS ?= runs/engine
 
-.PHONY: install up test test-sqlite test-postgres crash lint migrate
+.PHONY: install up test test-sqlite test-postgres test-frontend frontend browser crash lint migrate
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,21 +20,40 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The browser app: npm ci when the lock file changes, vite build when any source changes.
+FRONTEND_SRC := $(shell find frontend/src -type f 2>/dev/null) frontend/package.json frontend/vite.config.ts frontend/tsconfig.json
+frontend/node_modules/.installed: frontend/package-lock.json
+	cd frontend && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+frontend/dist/manifest.json: frontend/node_modules/.installed $(FRONTEND_SRC)
+	cd frontend && npm run build --silent
+
+frontend: frontend/dist/manifest.json
+
+test-frontend: frontend/node_modules/.installed
+	cd frontend && npm test --silent
+
+# Debian's Chromium for the browser tests (Playwright's own download cannot reach its host here).
+browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+
 migrate: install
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py migrate --noinput
 
-up: migrate
+up: migrate frontend
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py load_examples
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py create_login
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py serve
 
-test: lint test-sqlite test-postgres
+test: lint test-frontend test-sqlite test-postgres
 
-test-sqlite: install
+# The browser tests run here only (once per make test), not again on PostgreSQL.
+test-sqlite: install frontend browser
 	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(BIN)/pytest $(PYTEST_ARGS)
 
 test-postgres: install
-	DATABASE_URL=$(PG_URL) $(BIN)/pytest $(PYTEST_ARGS)
+	DATABASE_URL=$(PG_URL) $(BIN)/pytest -m "not browser" $(PYTEST_ARGS)
 
 crash: install
 	DATABASE_URL=$(PG_URL) $(BIN)/pytest -m crash $(PYTEST_ARGS)

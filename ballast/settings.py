@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI / Redoc assets served locally (no CDN)
     "django_q",
+    "ballast",  # template tags (vite) and the browser app's pages
     "builder",
     "runs",
     "approvals",
@@ -93,6 +94,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Serves static files (the built front end included) from daphne/gunicorn in production.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -129,9 +132,14 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# The built browser app (frontend/dist, made by `npm run build`): its manifest.json names the
+# hashed asset files that the {% vite_entry %} tag emits.
+BALLAST_FRONTEND_DIST = Path(os.environ.get("BALLAST_FRONTEND_DIST", BASE_DIR / "frontend" / "dist"))
+STATICFILES_DIRS = [BASE_DIR / "static", BALLAST_FRONTEND_DIST]
 STATIC_ROOT = VAR_DIR / "staticfiles"
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 EMAIL_BACKEND = os.environ.get("BALLAST_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("BALLAST_FROM_EMAIL", "ballast@localhost")

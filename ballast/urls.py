@@ -1,12 +1,12 @@
-"""Top-level URL routes: admin, the REST API under /api/v1/, its OpenAPI schema and docs."""
+"""Top-level URL routes: the browser app's pages, sign-in, admin, the REST API under /api/v1/, its schema and docs."""
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
 from django.urls import include, path, re_path
-from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 import runs.authentication  # noqa: F401  (connects the login-failure audit receiver)
 import runs.token_admin  # noqa: F401  (registers the API token admin before admin.site.urls is built)
+from ballast import views
 from ballast.api import api_not_found
 
 api_v1 = [
@@ -16,7 +16,10 @@ api_v1 = [
 ]
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("", views.home, name="home"),
+    path("graphs/<int:graph_id>/", views.graph_builder, name="graph-builder"),
+    # Django's auth views: login, logout (POST), password change and reset, for every user.
+    path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -1,4 +1,5 @@
-"""Run writes for interfaces (commands, API): start (idempotent by key), cancel, resume, retry, fork.
+"""Run writes for interfaces (commands, API): start (idempotent by key), cancel, resume, retry, fork,
+and one-node test runs.
 
 Input checks and idempotency live here; the engine (runs.engine.api) does the commits and
 the queue hand-off after them.
@@ -10,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 import jsonschema
+from django.conf import settings
 from django.db import IntegrityError
 
 from builder.models import GraphVersion
@@ -201,3 +203,38 @@ def run_fork(*, run: Run, step_id: int, state_patch: dict[str, Any] | None = Non
     applied to the state as it was right after that step. Raises StepStateError."""
     name, kind = _actor(user, actor)
     return engine.run_fork(run.pk, step_id=step_id, state_patch=state_patch or {}, actor=name, actor_type=kind, created_by=user)
+
+
+def node_test_run(
+    *,
+    version: GraphVersion,
+    node_id: str,
+    state: dict[str, Any],
+    user: Any = None,
+    actor: str | None = None,
+    timeout: float | None = None,
+) -> Run:
+    """Run node ``node_id`` of test snapshot ``version`` once, in this process, through
+    the engine (claim, execute outside any transaction, fenced commit), and return the
+    finished run.
+
+    A new engine entry (the builder's "test this node"): the run is marked ``is_test``,
+    its first step is ``node_id`` itself rather than the start node, with ``state`` as
+    the committed state (declared state defaults first; ``state["input"]``, an object,
+    is the run input). The snapshot (``builder.services.graph_node_test`` builds it)
+    wires the node to an end node, so the run ends after it; an agent node's child
+    steps run here too. Cost, usage, events and an audit entry (``run.test_node``) are
+    recorded as for any run; budgets of the snapshot's settings apply. ``timeout``
+    (seconds, default settings.BALLAST_NODE_TEST_TIMEOUT) bounds the wait between steps;
+    a run still going after it is returned as it is (its steps continue on recovery).
+    Raises ValueError when ``version`` is not a test snapshot.
+    """
+    name, kind = _actor(user, actor)
+    limit = timeout if timeout is not None else getattr(settings, "BALLAST_NODE_TEST_TIMEOUT", 600.0)
+    with engine.local_mode() as queue:
+        started = engine.run_start_node_test(version=version, node_id=node_id, state=state, actor=name, actor_type=kind, created_by=user)
+        queue.extend(started.step_ids)  # run here now, even inside a caller's transaction (a second hand-off finds nothing)
+        engine.drive_local(started.run.pk, queue=queue, timeout=limit)
+    run = started.run
+    run.refresh_from_db()
+    return run

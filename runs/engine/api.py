@@ -58,6 +58,7 @@ __all__ = [
     "run_resume",
     "run_retry",
     "run_start",
+    "run_start_node_test",
     "set_principal",
     "start_supervisor",
     "step_claim",
@@ -126,6 +127,20 @@ def run_start(
     )
     _dispatch_on_commit(started.step_ids)
     return started.run
+
+
+def run_start_node_test(
+    *, version: GraphVersion, node_id: str, state: dict[str, Any], actor: str, actor_type: str, created_by: Any = None
+) -> StartedRun:
+    """Commit a test run (``is_test``) of node ``node_id`` of test snapshot ``version``: its
+    first step is that node, with ``state`` as the committed state (``state["input"]`` is
+    the run input); audited as ``run.test_node``; the step goes to the queue after commit.
+    Raises ValueError (not a test snapshot), KeyError (no such node)."""
+    started = operations.run_create_node_test(
+        version=version, node_id=node_id, state=state, actor=actor, actor_type=actor_type, created_by=created_by
+    )
+    _dispatch_on_commit(started.step_ids)
+    return started
 
 
 # --------------------------------------------------------------------------- claim and run

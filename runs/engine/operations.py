@@ -6,6 +6,7 @@ hands to the queue after commit.
 """
 from __future__ import annotations
 
+import copy
 from decimal import Decimal
 from typing import Any
 
@@ -70,6 +71,54 @@ def run_create(
         )
         RunEvent.objects.create(run=run, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "input": run_input})
         audit(actor, "run.start", run, actor_type=actor_type, graph_version=version.pk)
+    return StartedRun(run, [step.pk])
+
+
+def run_create_node_test(
+    *, version: GraphVersion, node_id: str, state: dict[str, Any], actor: str, actor_type: str, created_by: Any = None
+) -> StartedRun:
+    """Commit a test run of one node of test snapshot ``version``: the run (``is_test``) and
+    its first step, ``node_id`` itself, pending, in one transaction, audited as
+    ``run.test_node``.
+
+    The committed state is the declared state defaults, then ``state``; ``state["input"]``
+    (an object) is the run input. Budgets and limits come from the snapshot's settings.
+    Raises ValueError when ``version`` is not a test snapshot, KeyError for an unknown node.
+    """
+    if not version.is_test:
+        raise ValueError("node_test_run needs a test snapshot version")
+    graph = compiled_graph(version.pk)
+    node = graph.topology.nodes[node_id]
+    given = copy.deepcopy(state)
+    run_input = given.get("input") if isinstance(given.get("input"), dict) else {}
+    initial = scheduler.initial_state(graph, {})
+    initial.update(given)
+    initial["input"] = run_input
+    limits = graph.spec.settings
+    with transaction.atomic():
+        run = Run.objects.create(
+            graph_version=version,
+            is_test=True,
+            input=run_input,
+            state=initial,
+            scheduler={"iterations": {node_id: 1}},
+            max_parallelism=limits.max_parallelism,
+            max_steps=limits.max_steps,
+            budget_usd=limits.budget_usd,
+            budget_tokens=limits.budget_tokens,
+            step_count=1,
+            created_by=created_by if getattr(created_by, "pk", None) is not None else None,
+        )
+        step = Step.objects.create(
+            run=run,
+            node_id=node_id,
+            kind=node.kind,
+            max_attempts=1,
+            idempotency_key=step_idempotency_key(run.uuid, node_id, 0),
+            dispatched_at=timezone.now(),
+        )
+        RunEvent.objects.create(run=run, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "test": True, "node_id": node_id})
+        audit(actor, "run.test_node", run, actor_type=actor_type, graph=version.graph_id, graph_version=version.pk, node_id=node_id)
     return StartedRun(run, [step.pk])
 
 

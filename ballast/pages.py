@@ -1,0 +1,58 @@
+"""Renders a browser-app page: one template, the page's context as one JSON script tag, the Vite bundle."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
+from django.shortcuts import render
+from django.urls import reverse
+
+
+def user_context(user: Any) -> dict[str, Any] | None:
+    """What the front end knows of the signed-in user: name, groups and what they may do.
+
+    ``can`` follows the API's roles (groups builders, operators, approvers; staff may do
+    everything); the server checks every action again, this only decides which controls
+    are shown. Returns None for an anonymous user.
+    """
+    if not getattr(user, "is_authenticated", False):
+        return None
+    groups = sorted(user.groups.values_list("name", flat=True))
+    staff = bool(user.is_staff or user.is_superuser)
+    return {
+        "id": user.pk,
+        "username": user.get_username(),
+        "display_name": user.get_full_name() or user.get_username(),
+        "is_staff": staff,
+        "groups": groups,
+        "can": {
+            "build": staff or "builders" in groups,
+            "operate": staff or "operators" in groups,
+            "approve": staff or "approvers" in groups,
+            "admin": staff,
+        },
+    }
+
+
+def render_page(request: HttpRequest, page: str, *, title: str, props: dict[str, Any] | None = None,
+                status: int = 200) -> HttpResponse:
+    """Render ``templates/app.html`` for page component ``page`` (a key of frontend/src/pages/index.ts).
+
+    ``props`` must be JSON-serialisable; they reach the page component as its props.
+    """
+    context = {
+        "page": page,
+        "title": title,
+        "user": user_context(request.user),
+        "csrf_token": get_token(request),
+        "urls": {
+            "home": reverse("home"),
+            "login": reverse("login"),
+            "logout": reverse("logout"),
+            "admin": reverse("admin:index"),
+            "api": "/api/v1/",
+        },
+        "props": props or {},
+    }
+    return render(request, "app.html", {"page_context": context, "title": title}, status=status)

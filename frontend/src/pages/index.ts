@@ -1,0 +1,9 @@
+// The page registry: page name (from the Django view's context) -> lazily loaded component.
+import { lazy, type ComponentType, type LazyExoticComponent } from "react";
+
+// Each page is its own chunk, so the first page loads only its own code.
+export type PageComponent = LazyExoticComponent<ComponentType<Record<string, unknown>>>;
+
+export const pages: Record<string, PageComponent> = {
+  placeholder: lazy(() => import("./Placeholder")),
+};

@@ -1,0 +1,24 @@
+// Vite build of the browser app: one entry, a manifest Django reads, assets under /static/.
+/// <reference types="vitest/config" />
+import react from "@vitejs/plugin-react";
+import { defineConfig } from "vite";
+
+export default defineConfig({
+  plugins: [react()],
+  // Django serves frontend/dist through STATICFILES_DIRS at STATIC_URL ("/static/").
+  base: "/static/",
+  build: {
+    outDir: "dist",
+    emptyOutDir: true,
+    // Vite's default ".vite/manifest.json" sits in a dot-folder that collectstatic skips.
+    manifest: "manifest.json",
+    sourcemap: true,
+    rollupOptions: { input: "src/main.tsx" },
+  },
+  test: {
+    environment: "jsdom",
+    setupFiles: ["src/test/setup.ts"],
+    include: ["src/**/*.test.{ts,tsx}"],
+    globals: true,
+  },
+});
