@@ -7,8 +7,8 @@ STAMP := $(VENV)/.installed
 PG_URL ?= postgres://root@127.0.0.1:5432/postgres
 SQLITE_URL ?= sqlite:///var/ballast.sqlite3
 PYTEST_ARGS ?=
-# Packages mypy checks (the engine now; runs/sandbox and runs/nodes join as they are typed).
-MYPY_PATHS ?= runs/engine
+# What mypy checks (as [tool.mypy] files); runs/nodes joins as it is typed.
+MYPY_PATHS ?= runs/engine runs/sandbox runs/expressions.py runs/templating.py
 
 .PHONY: install up test test-sqlite test-postgres test-frontend frontend browser crash lint migrate
 
