@@ -10,6 +10,7 @@ from runs.engine import api as engine
 from runs.models import RunEvent, Step, StepAttempt
 from runs.nodes.base import NodeResult
 from runs.services import run_cancel, run_start
+from tests.support.bounded import TIME_SLACK
 from tests.support.specs import chain, edge, effect, graph, node, publish, run_local, transform
 from tests.support.tools import read_effects
 
@@ -432,7 +433,8 @@ def test_hostile_expression_fails_its_step_quickly_and_leaves_state_alone(expres
     run = run_local(version, {"items": [1, 2]}, timeout=10)
     elapsed = time.monotonic() - started
     assert run.status == "failed" and run.error["code"] == "expression", run.error
-    assert elapsed < 1.5, elapsed
+    # Wall time on a shared 2-core machine includes waiting for a core: the shared slack.
+    assert elapsed < 1.5 * TIME_SLACK, elapsed
     assert run.state["items"] == [1, 2] and "out" not in run.state
     # The worker (this process) lives on and runs the next run normally.
     assert run_local(graph([node("start", "start"), transform("ok", y="1 + 1"), node("end", "end")], chain("start", "ok", "end"))).state["y"] == 2
