@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0005_run_is_test'),
+        ('runs', '0006_provider_credential'),
     ]
 
     operations = [
