@@ -157,7 +157,7 @@ def _audit_login_failure(sender: Any, credentials: dict[str, Any], request: Any 
     # A failed password login (admin, session login) or a bad API token: audited in the
     # "auth" chain with the name tried, never the secret (Django already masks passwords;
     # a token shows only the first 12 characters presented).
-    from runs.engine.audit import audit
+    from runs.engine.api import audit
 
     name = str(credentials.get("username") or credentials.get("token") or "?")[:200]
     data: dict[str, Any] = {}

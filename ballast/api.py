@@ -28,7 +28,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from runs.engine.audit import reset_principal, set_principal
+from runs.engine.api import reset_principal, set_principal
 from runs.nodes.base import field_path
 
 log = logging.getLogger("ballast.api")
@@ -84,7 +84,7 @@ def _translate(exc: Exception) -> Exception:
     """Map service exceptions to API errors (anything unknown stays as it is)."""
     from approvals.services import AlreadyDecided, BadDecision, NotAllowed
     from builder.services import GraphInvalid
-    from runs.engine.store import RunNotFound, StepStateError
+    from runs.engine.api import RunNotFound, StepStateError
     from runs.services import RunInputInvalid
 
     if isinstance(exc, GraphInvalid):

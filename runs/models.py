@@ -32,6 +32,71 @@ class StepStatus(models.TextChoices):
     CANCELLED = "cancelled"
 
 
+class AttemptStatus(models.TextChoices):
+    """Status of one StepAttempt. ``lost``: its worker died before the commit (closed by
+    recovery); ``suspended``: the step handed off to child steps and will replay."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    LOST = "lost"
+    SUSPENDED = "suspended"
+
+
+class RunEventKind(models.TextChoices):
+    """Every kind of RunEvent, with the payload (``RunEvent.data``) each one carries.
+
+    The engine writes every event; the raw SQL of its fast paths takes these values as
+    parameters. Payloads (all keys JSON):
+
+    - ``run_created``: ``{graph_version, input}``; a fork: ``{forked_from, forked_from_step, state_patch}``;
+      a one-node test run: ``{graph_version, test: true, node_id}``.
+    - ``run_started``: ``{}`` (the first claim moved the run from queued to running).
+    - ``run_waiting``: ``{}`` or ``{node_id}``: no step can run until a person decides.
+    - ``run_resumed``: ``{by, reason}`` (a decision), ``{by, requeued: [step ids]}`` (parked
+      run resumed) or ``{by, reopened: [step ids]}`` (failed run resumed).
+    - ``run_succeeded``, ``run_failed``, ``run_cancelled``: ``{cancelled_steps: [step ids], error?}``.
+    - ``step_created``: ``{node_id, iteration}``; a child step: ``{node_id, parent}``.
+    - ``step_started``: ``{node_id, iteration, attempt}`` (a claim or a lease kept by a commit).
+    - ``step_succeeded``: ``{node_id, iteration, route}``; a child step: ``{node_id, parent, by?}``.
+    - ``step_failed``: ``{node_id, error}`` (failed for good).
+    - ``step_retrying``: ``{node_id, error, available_at}`` (ISO time the retry is due).
+    - ``step_waiting``: ``{node_id, reason}`` (at an approval gate).
+    - ``step_suspended``: ``{node_id, children: [child keys]}``.
+    - ``step_resumed``: ``{node_id, reason}`` (its children finished).
+    - ``step_requeued``: ``{by}`` (a parked step sent back to pending by a person).
+    - ``step_recovered``, ``step_parked``: ``{node_id, attempt, owner, lease_expired}`` (its
+      worker died; re-queued, or parked because it is not safe to repeat).
+    """
+
+    RUN_CREATED = "run_created"
+    RUN_STARTED = "run_started"
+    RUN_WAITING = "run_waiting"
+    RUN_RESUMED = "run_resumed"
+    RUN_SUCCEEDED = "run_succeeded"
+    RUN_FAILED = "run_failed"
+    RUN_CANCELLED = "run_cancelled"
+    STEP_CREATED = "step_created"
+    STEP_STARTED = "step_started"
+    STEP_SUCCEEDED = "step_succeeded"
+    STEP_FAILED = "step_failed"
+    STEP_RETRYING = "step_retrying"
+    STEP_WAITING = "step_waiting"
+    STEP_SUSPENDED = "step_suspended"
+    STEP_RESUMED = "step_resumed"
+    STEP_REQUEUED = "step_requeued"
+    STEP_RECOVERED = "step_recovered"
+    STEP_PARKED = "step_parked"
+
+
+# The event that records a run reaching each terminal status.
+FINISHED_EVENT_KINDS: dict[str, RunEventKind] = {
+    RunStatus.SUCCEEDED: RunEventKind.RUN_SUCCEEDED,
+    RunStatus.FAILED: RunEventKind.RUN_FAILED,
+    RunStatus.CANCELLED: RunEventKind.RUN_CANCELLED,
+}
+
+
 ACTIVE_STEP_STATUSES = (StepStatus.PENDING, StepStatus.RUNNING, StepStatus.WAITING, StepStatus.PARKED, StepStatus.SUSPENDED)
 FINISHED_STEP_STATUSES = (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.CANCELLED)
 
@@ -154,7 +219,7 @@ class StepAttempt(models.Model):
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempts")
     number = models.PositiveIntegerField()
     worker = models.CharField(max_length=200, blank=True, default="")
-    status = models.CharField(max_length=16, default="running")
+    status = models.CharField(max_length=16, choices=AttemptStatus.choices, default=AttemptStatus.RUNNING)
     error = models.JSONField(null=True, blank=True)
     usage = models.JSONField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=24, decimal_places=12, null=True, blank=True)
@@ -172,7 +237,7 @@ class RunEvent(models.Model):
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
     step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
-    kind = models.CharField(max_length=48)
+    kind = models.CharField(max_length=48, choices=RunEventKind.choices)  # payloads: RunEventKind
     data = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

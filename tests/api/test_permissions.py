@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runs.engine import dispatch
+from runs.engine import api as engine
 from tests.api.conftest import ROLE_NAMES, World, linear_spec
 from tests.support.specs import graph, node, publish
 
@@ -48,7 +48,7 @@ def provider_payload() -> dict[str, Any]:
 
 def stored_provider() -> str:
     """The name of a fresh provider added in the app."""
-    from runs.providers.credentials import provider_credential_create
+    from runs.provider_services import provider_credential_create
 
     return provider_credential_create(data=provider_payload()).name
 
@@ -149,7 +149,7 @@ def test_permission_matrix(world: World, endpoint: Endpoint) -> None:
     got: dict[str, int] = {}
     for role in ROLE_NAMES:
         path, body = endpoint.make(world)
-        with dispatch.local_mode():  # runs started here are not handed to django-q
+        with engine.local_mode():  # runs started here are not handed to django-q
             call = getattr(world.clients[role], endpoint.method)
             response = call(path, body, format="json") if body is not None else call(path)
         got[role] = response.status_code
@@ -186,7 +186,7 @@ def test_graph_named_approver_may_decide_without_the_approvers_group(world: Worl
     mine = world.clients["viewer"].get("/api/v1/approvals/").json()
     assert [a["id"] for a in mine["results"]] == [approval.pk] and mine["results"][0]["may_decide"] is True
     assert world.clients["builder"].get("/api/v1/approvals/").json()["count"] == 0
-    with dispatch.local_mode():
+    with engine.local_mode():
         ok = world.clients["viewer"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json")
     assert ok.status_code == 200 and ok.json()["decided_by"] == "viewer"
 
@@ -204,7 +204,7 @@ def test_request_naming_its_approvers_excludes_the_approvers_group(world: World)
         pytest.skip("the approval node kind does not take named approvers")
     denied = world.clients["approver"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json")
     assert denied.status_code == 403
-    with dispatch.local_mode():
+    with engine.local_mode():
         assert world.clients["operator"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json").status_code == 200
 
 
@@ -220,7 +220,7 @@ def test_session_auth_enforces_csrf_and_docs_need_a_login(world: World) -> None:
     assert refused.status_code == 403 and "CSRF" in refused.json()["error"]["message"]
     browser.get("/admin/login/")  # sets the csrftoken cookie
     token = browser.cookies["csrftoken"].value
-    with dispatch.local_mode():
+    with engine.local_mode():
         accepted = browser.post("/api/v1/runs/", {"graph": _g(world), "input": {"name": "x"}}, format="json", HTTP_X_CSRFTOKEN=token)
     assert accepted.status_code == 201
 

@@ -31,7 +31,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from runs.engine import dispatch
+from runs.engine import api as engine
 from tests.api.conftest import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -69,7 +69,7 @@ def seeded_ids(world: World) -> dict[str, Any]:
 
 def _stored_provider() -> str:
     """A provider added in the app (nothing listens at its URL: a test of it fails fast)."""
-    from runs.providers.credentials import provider_credential_create
+    from runs.provider_services import provider_credential_create
 
     data = {"name": "seeded", "kind": "openai_compatible", "base_url": "http://127.0.0.1:9/v1", "default_model": "local-7b"}
     return provider_credential_create(data=data).name
@@ -98,7 +98,7 @@ def test_api_conforms_to_its_schema(world: World, label: str) -> None:
     )
     @given(case=st.one_of(*strategies))
     def check(case: Any) -> None:
-        with dispatch.local_mode():  # started runs stay rows; nothing goes to django-q
+        with engine.local_mode():  # started runs stay rows; nothing goes to django-q
             case.call_and_validate(headers=headers, checks=CHECKS)
 
     check()
