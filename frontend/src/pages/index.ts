@@ -6,4 +6,5 @@ export type PageComponent = LazyExoticComponent<ComponentType<Record<string, unk
 
 export const pages: Record<string, PageComponent> = {
   placeholder: lazy(() => import("./Placeholder")),
+  builder: lazy(() => import("../builder/BuilderPage")),
 };
