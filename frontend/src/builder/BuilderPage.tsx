@@ -47,7 +47,13 @@ export default function BuilderPage(props: Record<string, unknown>) {
       api<{ kinds: NodeKindInfo[] }>("node-kinds/"),
       version === null ? Promise.resolve(null) : api<{ spec: GraphSpec }>(`graphs/${graphId}/versions/${version}/`),
     ])
-      .then(([graph, kinds, v]) => setLoaded({ graph: v ? { ...graph, spec: v.spec } : graph, catalogue: kinds.kinds, version }))
+      .then(([graph, kinds, v]) => {
+        // Older servers call the draft ``draft``; the builder API calls it ``spec``.
+        const draft = (graph.spec ?? (graph as unknown as { draft: GraphSpec }).draft) as GraphSpec;
+        const spec = v ? v.spec : { ...draft, nodes: draft.nodes ?? [], edges: draft.edges ?? [], name: draft.name ?? graph.name };
+        const same = !v && spec.nodes === draft.nodes && spec.edges === draft.edges && spec.name === draft.name;
+        setLoaded({ graph: { ...graph, spec: same ? draft : spec, revision: graph.revision ?? 0 }, catalogue: kinds.kinds, version });
+      })
       .catch((err: unknown) => setError(err instanceof Error ? err.message : String(err)));
   }, [graphId]);
   if (error) return <main className="page"><p role="alert" className="alert">Could not open this graph: {error}</p></main>;
@@ -135,7 +141,7 @@ function Builder({ loaded }: { loaded: Loaded }) {
               <Canvas onHelp={onHelp} onMessage={setToast} />
               <ErrorsPanel pending={validation.pending} failed={validation.failed} />
             </div>
-            <SidePanel graphId={graph.id} />
+            <SidePanel />
           </div>
           {toast && <div className="toast" role="status">{toast}</div>}
           {dialog === "help" && <HelpDialog onClose={() => setDialog(null)} />}
