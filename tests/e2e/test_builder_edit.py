@@ -108,7 +108,6 @@ def test_copy_paste_three_nodes_one_undo_step_and_across_tabs(live_server, conte
 def test_import_then_export_gives_the_same_spec(live_server, page, builder_user, tmp_path):
     sign_in(page, live_server.url, "bea", "pw-bea-1")
     spec = example()
-    spec["nodes"][1]["x_layout_hint"] = {"kept": True}  # a field the canvas does not know
     resp = page.request.post(f"{live_server.url}/api/v1/graphs/import/", data=json.dumps(spec), headers=csrf_headers(page))
     assert resp.ok, resp.text()
     body = resp.json()
@@ -159,14 +158,16 @@ def test_read_only_user_sees_no_edit_controls(live_server, page, builder_user):
 
 def test_new_edge_between_named_handles(live_server, page, builder_user):
     spec = example()
-    spec["edges"] = [e for e in spec["edges"] if not (e["source"] == "review" and e.get("source_handle") == "rejected")]
+    spec["edges"] = [e for e in spec["edges"] if not (e["source"] == "route" and e.get("source_handle") == "default")]
     graph_id = make_graph(spec["name"], spec, builder_user)
     sign_in(page, live_server.url, "bea", "pw-bea-1")
     open_builder(page, live_server.url, graph_id)
-    expect(node(page, "review").locator(".bnode__errors")).to_be_visible()
-    connect(page, "review", "discard", "rejected")
+    expect(node(page, "route").locator(".bnode__errors")).to_be_visible()
+    expect(page.get_by_role("button", name="Publish")).to_be_disabled()
+    connect(page, "route", "search_kb", "default")
     expect(page.locator(".react-flow__edge")).to_have_count(11)
-    expect(node(page, "review").locator(".bnode__errors")).to_have_count(0)
+    expect(node(page, "route").locator(".bnode__errors")).to_have_count(0)
+    expect(page.get_by_role("button", name="Publish")).to_be_enabled()
     wait_saved(page)
     edges = stored_spec(page, live_server.url, graph_id)["edges"]
-    assert {"source": "review", "source_handle": "rejected", "target": "discard"} in edges
+    assert {"source": "route", "source_handle": "default", "target": "search_kb"} in edges
