@@ -280,7 +280,7 @@ function ConflictDialog({ mine, theirs, graphName, onReload, onCopy }: {
   const when = theirs.updated_at ? new Date(theirs.updated_at).toLocaleString() : "just now";
   const list = (ids: string[]) => (ids.length ? ids.join(", ") : "none");
   return (
-    <Dialog title="Someone else saved this graph" onClose={() => undefined} wide>
+    <Dialog title="Someone else saved this graph" onClose={null} wide>
       <p>
         Your changes were <strong>not saved</strong>: “{graphName}” was saved by <strong>{theirs.updated_by ?? "another user"}</strong> at {when} (revision {theirs.revision})
         after you opened it. Nothing was overwritten; choose what to do with your edit.

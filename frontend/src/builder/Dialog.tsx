@@ -1,7 +1,8 @@
 // A modal dialog (native <dialog>): focus stays inside, Escape closes it.
 import { useEffect, useRef, type ReactNode } from "react";
 
-export function Dialog({ title, onClose, children, wide }: { title: string; onClose: () => void; children: ReactNode; wide?: boolean }) {
+/** ``onClose`` null: the dialog must be answered (no close button, Escape does nothing). */
+export function Dialog({ title, onClose, children, wide }: { title: string; onClose: (() => void) | null; children: ReactNode; wide?: boolean }) {
   const ref = useRef<HTMLDialogElement>(null);
   useEffect(() => {
     const d = ref.current;
@@ -10,10 +11,10 @@ export function Dialog({ title, onClose, children, wide }: { title: string; onCl
   }, []);
   return (
     <dialog ref={ref} className={`dialog${wide ? " dialog--wide" : ""}`} aria-label={title} role="dialog"
-      onCancel={(e) => { e.preventDefault(); onClose(); }}>
+      onCancel={(e) => { e.preventDefault(); onClose?.(); }}>
       <header className="dialog__head">
         <h2>{title}</h2>
-        <button type="button" className="icon-button" aria-label="Close" onClick={onClose}>×</button>
+        {onClose && <button type="button" className="icon-button" aria-label="Close" onClick={onClose}>×</button>}
       </header>
       <div className="dialog__body">{children}</div>
     </dialog>
