@@ -75,7 +75,8 @@ def connect(page: Page, source: str, target: str, handle: str | None = None) -> 
     assert a and b, (source, target, handle)
     page.mouse.move(a["x"] + a["width"] / 2, a["y"] + a["height"] / 2)
     page.mouse.down()
-    page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2, steps=8)
+    page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2, steps=12)
+    page.mouse.move(b["x"] + b["width"] / 2 + 1, b["y"] + b["height"] / 2)
     page.mouse.up()
 
 

@@ -97,6 +97,9 @@ export function Canvas({ onHelp, onMessage }: { onHelp: () => void; onMessage: (
     [spec, catalogue, validation, readOnly, selectedNodes, selectedNotes],
   );
   const [nodes, setNodes] = useState<FlowNode[]>(derived);
+  // Fit the graph in view when it opens with nodes; an empty canvas keeps zoom 1 (React Flow
+  // would otherwise zoom onto the first dropped node, moving the canvas under the user's hand).
+  const [fitOnOpen] = useState(() => derived.length > 0);
   useEffect(() => setNodes((prev) => mergeNodes(prev, derived)), [derived]);
   const edges = useMemo(() => specToFlowEdges(spec, { selectedEdges, readOnly }), [spec, selectedEdges, readOnly]);
 
@@ -299,7 +302,7 @@ export function Canvas({ onHelp, onMessage }: { onHelp: () => void; onMessage: (
         selectionKeyCode="Shift"
         selectionOnDrag={false}
         defaultEdgeOptions={{ type: "smoothstep" }}
-        fitView
+        fitView={fitOnOpen}
         fitViewOptions={{ padding: 0.15, maxZoom: 1.2 }}
         minZoom={0.1}
         maxZoom={2}
