@@ -149,7 +149,14 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
                 if i == 0:
                     page.on("response", lambda r, s=scripts: s.__setitem__(r.url, r) if r.request.resource_type == "script" else None)
                 page.goto(f"{base}/graphs/{graph.pk}/")
-                page.wait_for_function("window.__bench && window.__bench.drawnAt !== null", timeout=30_000)
+                try:
+                    page.wait_for_function("window.__bench && window.__bench.drawnAt !== null", timeout=30_000)
+                except Exception as exc:
+                    shot = ROOT / "var" / "bench" / "builder-timeout.png"
+                    shot.parent.mkdir(parents=True, exist_ok=True)
+                    page.screenshot(path=str(shot))
+                    count = page.locator(".react-flow__node").count()
+                    raise CheckFailed(f"the builder did not draw {size} nodes in 30 s ({count} drawn; screenshot {shot})") from exc
                 drawn = page.evaluate("window.__bench.drawnAt")
                 # First drag right away: mouse down on a node and one move; time until the node moved.
                 target = page.locator('.react-flow__node[data-id="t1"]')
