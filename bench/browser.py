@@ -124,6 +124,13 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
 
     Graph.objects.filter(name=spec["name"]).delete()
     graph = graph_create(name=spec["name"], draft=spec, user=user)
+    # Production serving: whitenoise from STATIC_ROOT after collectstatic (DEBUG is off).
+    import subprocess
+    import sys
+
+    from bench.core import child_env
+
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"], cwd=ROOT, env=child_env(db), check=True)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     open_ms: list[float] = []
