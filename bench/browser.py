@@ -174,7 +174,12 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
                 page.mouse.move(box["x"] + box["width"] / 2, box["y"] + 8)
                 page.mouse.down()
                 page.mouse.move(box["x"] + box["width"] / 2 + 30, box["y"] + 38, steps=2)
-                page.wait_for_function("(b) => document.querySelector('.react-flow__node[data-id=\"t1\"]').getAttribute('style') !== b", arg=before)
+                try:
+                    page.wait_for_function("(b) => { const el = document.querySelector('.react-flow__node[data-id=\"t1\"]'); return el && el.getAttribute('style') !== b; }", arg=before, timeout=10_000)
+                except Exception as exc:
+                    shot = ROOT / "var" / "bench" / "builder-drag.png"
+                    page.screenshot(path=str(shot))
+                    raise CheckFailed(f"dragging node t1 did not move it (screenshot {shot})") from exc
                 moved_at = page.evaluate("performance.now()")
                 t0 = page.evaluate("window.__dragT0")
                 page.mouse.up()
