@@ -145,6 +145,7 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
         try:
             ctx = browser.new_context(viewport={"width": 1440, "height": 900})
             page = ctx.new_page()
+            page.on("pageerror", lambda err: log(f"page error: {err}"))
             page.goto(f"{base}/accounts/login/")
             page.get_by_label("Username").fill("bench-builder")
             page.get_by_label("Password").fill(PASSWORD)
