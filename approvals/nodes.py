@@ -24,6 +24,7 @@ class ApprovalNode(NodeKind):
     kind = "approval"
     Config = ApprovalConfig
     description = "Wait for a person to approve or reject (minutes or weeks)."
+    title, category = "Approval", "human"  # builder palette (builder.selectors.node_kind_catalogue)
 
     def output_handles(self, config: ApprovalConfig) -> list[str]:
         return ["approved", "rejected"]

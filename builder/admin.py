@@ -6,7 +6,7 @@ from builder.models import Graph, GraphVersion
 
 class GraphVersionInline(admin.TabularInline):
     model = GraphVersion
-    fields = ("number", "content_hash", "created_by", "created_at")
+    fields = ("number", "is_test", "message", "content_hash", "created_by", "created_at")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -28,10 +28,10 @@ class GraphAdmin(admin.ModelAdmin):
 
 @admin.register(GraphVersion)
 class GraphVersionAdmin(admin.ModelAdmin):
-    list_display = ("graph", "number", "short_hash", "created_by", "created_at")
-    list_filter = ("graph",)
-    search_fields = ("graph__name", "content_hash")
-    readonly_fields = ("graph", "number", "spec", "content_hash", "created_by", "created_at")
+    list_display = ("graph", "number", "is_test", "message", "short_hash", "created_by", "created_at")
+    list_filter = ("is_test", "graph")
+    search_fields = ("graph__name", "content_hash", "message")
+    readonly_fields = ("graph", "number", "is_test", "message", "spec", "content_hash", "created_by", "created_at")
 
     @admin.display(description="hash")
     def short_hash(self, obj: GraphVersion) -> str:

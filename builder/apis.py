@@ -1,39 +1,80 @@
-"""Graph API views: drafts CRUD, versions (publish, list, read, diff), validate, import, export.
+"""Graph API views: drafts (optimistic saves), versions (publish, list, read, diff, restore),
+duplicate, validate, import, export, test one node; and the builder's catalogues (node
+kinds, tools, models) and the expression checker.
 
-Reads are open to every authenticated user; writes need the ``builders`` role. Views
-validate input, call a service or selector, and serialise the result.
+Reads (and the pure checks) are open to every authenticated user; writes, and testing a
+node, need the ``builders`` role. Views validate input, call a service or selector, and
+serialise the result.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Max
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import status
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
-from ballast.api import ERROR_BODY, PAGE_PARAMETERS, ApiView, bad_request, conflict, paginated
+from ballast.api import ERROR_BODY, PAGE_PARAMETERS, ApiError, ApiView, bad_request, conflict, paginated
 from builder import selectors, services
 from builder.models import Graph, GraphVersion
 from builder.serializers import (
+    DraftOutput,
+    DuplicateInput,
     ExportQueryInput,
+    ExpressionCheckInput,
+    ExpressionCheckOutput,
     GraphCreateInput,
     GraphDetailOutput,
     GraphListOutput,
     GraphUpdateInput,
     ImportOutput,
+    ModelsOutput,
+    NodeKindsOutput,
+    NodeTestInput,
+    NodeTestOutput,
+    PublishInput,
+    RestoreInput,
+    ToolsOutput,
     ValidationOutput,
     VersionDetailOutput,
     VersionDiffInput,
     VersionDiffOutput,
     VersionListOutput,
+    has_nul,
 )
-from builder.validation import validate_spec
+from builder.validation import check_source, validation_report
 from runs.authentication import IsBuilder
 
 TAG = ["graphs"]
 NAME_TAKEN = OpenApiResponse(ERROR_BODY, description="Another graph has this name.")
+DRAFT_CONFLICT = OpenApiResponse(
+    inline_serializer(
+        name="DraftConflictBody",
+        fields={
+            "error": inline_serializer(
+                name="DraftConflictError",
+                fields={
+                    "code": serializers.CharField(),
+                    "message": serializers.CharField(),
+                    "fields": serializers.DictField(child=serializers.ListField(child=serializers.CharField())),
+                },
+            ),
+            "current": DraftOutput(),
+        },
+    ),
+    description="code conflict: the draft was saved since base_revision; current is what is stored (nothing was overwritten). "
+    "code name_taken: another graph has this name.",
+)
+INVALID_GRAPH = OpenApiResponse(ERROR_BODY, description="code graph_invalid: the validation errors are in error.issues.")
+
+
+def _draft_conflict(exc: services.DraftConflict) -> Response:
+    """The 409 of a refused save: the error and the draft as stored now."""
+    body = {"error": {"code": "conflict", "message": str(exc), "fields": {}}, "current": DraftOutput(exc.graph).data}
+    return Response(body, status=status.HTTP_409_CONFLICT)
 
 
 def _check_name_free(name: str, graph: Graph | None = None) -> None:
@@ -65,9 +106,11 @@ class GraphCollectionApi(ApiView):
 
 
 class GraphDetailApi(ApiView):
-    """GET: one graph with its draft. PATCH: update the draft, name, description or
-    approvers (builders). DELETE: delete it with its versions (builders; 409 when runs
-    are pinned to a version)."""
+    """GET: one graph with its draft, revision and the draft's validation. PATCH: save
+    the draft (``spec`` with ``base_revision``: 409 ``conflict`` with the stored draft
+    when another save came first) and/or change name, description, approvers
+    (builders). DELETE: delete it with its versions (builders; 409 ``graph_has_runs``
+    with the count when runs are pinned to a version)."""
 
     method_permissions = {"PATCH": [IsBuilder], "DELETE": [IsBuilder]}
 
@@ -75,29 +118,57 @@ class GraphDetailApi(ApiView):
     def get(self, request: Any, graph_id: int) -> Response:
         return Response(GraphDetailOutput(selectors.graph_get(graph_id=graph_id)).data)
 
-    @extend_schema(tags=TAG, operation_id="graphs_update", request=GraphUpdateInput, responses={200: GraphDetailOutput, 409: NAME_TAKEN})
+    @extend_schema(tags=TAG, operation_id="graphs_update", request=GraphUpdateInput, responses={200: GraphDetailOutput, 409: DRAFT_CONFLICT})
     def patch(self, request: Any, graph_id: int) -> Response:
         graph = selectors.graph_get(graph_id=graph_id)
         data = self.validated(GraphUpdateInput, request.data)
         if "name" in data:
             _check_name_free(data["name"], graph=graph)
-        services.graph_update(graph=graph, user=request.user, **data)
+        spec, base = data.pop("spec", None), data.pop("base_revision", None)
+        try:
+            with transaction.atomic():  # a refused save changes nothing else either
+                if spec is not None:
+                    graph = services.graph_draft_save(graph=graph, spec=spec, base_revision=base, user=request.user)
+                if data:
+                    services.graph_update(graph=graph, user=request.user, **data)
+        except services.DraftConflict as exc:
+            return _draft_conflict(exc)
         return Response(GraphDetailOutput(selectors.graph_get(graph_id=graph.pk)).data)
 
     @extend_schema(
         tags=TAG,
         operation_id="graphs_delete",
-        responses={204: None, 409: OpenApiResponse(ERROR_BODY, description="Runs are pinned to a version of this graph.")},
+        responses={204: None, 409: OpenApiResponse(ERROR_BODY, description="code graph_has_runs: runs are pinned to its versions (error.runs, error.test_runs).")},
     )
     def delete(self, request: Any, graph_id: int) -> Response:
-        services.graph_delete(graph=selectors.graph_get(graph_id=graph_id), user=request.user)
+        try:
+            services.graph_delete(graph=selectors.graph_get(graph_id=graph_id), user=request.user)
+        except services.GraphHasRuns as exc:
+            raise conflict("graph_has_runs", str(exc), runs=exc.runs, test_runs=exc.test_runs) from None
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class GraphDuplicateApi(ApiView):
+    """POST ``{"name"}``: a new graph with a copy of this graph's draft, description and
+    approvers (no versions, no runs) (builders). 201 with the new graph."""
+
+    permission_classes = ApiView.permission_classes + [IsBuilder]
+
+    @extend_schema(tags=TAG, operation_id="graphs_duplicate", request=DuplicateInput, responses={201: GraphDetailOutput, 409: NAME_TAKEN})
+    def post(self, request: Any, graph_id: int) -> Response:
+        graph = selectors.graph_get(graph_id=graph_id)
+        data = self.validated(DuplicateInput, request.data)
+        _check_name_free(data["name"])
+        new = services.graph_duplicate(graph=graph, name=data["name"], user=request.user)
+        return Response(GraphDetailOutput(selectors.graph_get(graph_id=new.pk)).data, status=status.HTTP_201_CREATED)
+
+
 class GraphVersionCollectionApi(ApiView):
-    """GET: the graph's versions, newest first. POST: publish the draft as a new version
+    """GET: the graph's versions, newest first, with who published each, when, and its
+    message. POST ``{"message"}``: publish the draft as a new immutable version
     (builders): 201 with the new version, 200 with the existing one when the content was
-    published before, 400 with the validation issues when the draft is invalid."""
+    published before, 400 ``graph_invalid`` with the validation issues when the draft
+    has errors (nothing published)."""
 
     method_permissions = {"POST": [IsBuilder]}
 
@@ -109,13 +180,14 @@ class GraphVersionCollectionApi(ApiView):
     @extend_schema(
         tags=TAG,
         operation_id="graph_versions_publish",
-        request=None,
-        responses={201: VersionDetailOutput, 200: VersionDetailOutput},
+        request=PublishInput,
+        responses={201: VersionDetailOutput, 200: VersionDetailOutput, 400: INVALID_GRAPH},
     )
     def post(self, request: Any, graph_id: int) -> Response:
         graph = selectors.graph_get(graph_id=graph_id)
-        before = graph.versions.aggregate(n=Max("number"))["n"] or 0
-        version = services.graph_publish(graph=graph, user=request.user, actor=request.user.get_username())
+        data = self.validated(PublishInput, request.data if request.data else {})
+        before = graph.versions.filter(is_test=False).aggregate(n=Max("number"))["n"] or 0
+        version = services.graph_publish(graph=graph, user=request.user, actor=request.user.get_username(), message=data["message"])
         code = status.HTTP_201_CREATED if version.number > before else status.HTTP_200_OK
         return Response(VersionDetailOutput(version).data, status=code)
 
@@ -127,6 +199,25 @@ class GraphVersionDetailApi(ApiView):
     def get(self, request: Any, graph_id: int, number: int) -> Response:
         graph = selectors.graph_get(graph_id=graph_id)
         return Response(VersionDetailOutput(selectors.graph_version_get(graph=graph, number=number)).data)
+
+
+class GraphVersionRestoreApi(ApiView):
+    """POST ``{"base_revision"}``: make this version's spec the graph's new draft
+    (builders), optimistically like any save: 409 ``conflict`` with the stored draft when
+    the draft was saved since ``base_revision``. 200 with the graph."""
+
+    permission_classes = ApiView.permission_classes + [IsBuilder]
+
+    @extend_schema(tags=TAG, operation_id="graph_versions_restore", request=RestoreInput, responses={200: GraphDetailOutput, 409: DRAFT_CONFLICT})
+    def post(self, request: Any, graph_id: int, number: int) -> Response:
+        graph = selectors.graph_get(graph_id=graph_id)
+        version = selectors.graph_version_get(graph=graph, number=number)
+        data = self.validated(RestoreInput, request.data)
+        try:
+            services.graph_version_restore(graph=graph, version=version, base_revision=data["base_revision"], user=request.user)
+        except services.DraftConflict as exc:
+            return _draft_conflict(exc)
+        return Response(GraphDetailOutput(selectors.graph_get(graph_id=graph.pk)).data)
 
 
 class GraphVersionDiffApi(ApiView):
@@ -151,13 +242,15 @@ class GraphVersionDiffApi(ApiView):
 
 class GraphValidateApi(ApiView):
     """POST a graph spec (JSON object): validate it without saving anything. Always 200
-    for a JSON object: ``valid`` says whether a run could start on it."""
+    for a JSON object: ``valid`` says whether a run could start on it; ``errors`` point
+    at node and field; ``handles`` gives each node's handles (condition cases, approval
+    outcomes) and ``estimate`` the worst-case cost per node and on the costliest path."""
 
     @extend_schema(tags=TAG, operation_id="graphs_validate", request=OpenApiTypes.OBJECT, responses=ValidationOutput)
     def post(self, request: Any) -> Response:
         if not isinstance(request.data, dict):
             raise bad_request("invalid", "The body must be a graph spec (a JSON object).", {"spec": ["Must be a JSON object."]})
-        return Response(validate_spec(request.data).as_dict())
+        return Response(validation_report(request.data))
 
 
 class GraphImportApi(ApiView):
@@ -171,6 +264,8 @@ class GraphImportApi(ApiView):
     def post(self, request: Any) -> Response:
         if not isinstance(request.data, dict):
             raise bad_request("invalid", "The body must be a graph spec (a JSON object).", {"spec": ["Must be a JSON object."]})
+        if has_nul(request.data):
+            raise bad_request("invalid", "Strings may not contain NUL (\\u0000) characters.", {"spec": ["Contains a NUL character."]})
         name = request.data.get("name")
         before = 0
         if isinstance(name, str):
@@ -200,3 +295,94 @@ class GraphExportApi(ApiView):
             latest = graph.latest_version()
             return Response(latest.spec if latest else graph.draft)
         return Response(selectors.graph_version_get(graph=graph, number=int(which)).spec)
+
+
+class GraphNodeTestApi(ApiView):
+    """POST ``{"state": {...}, "confirm": false}``: run one node of the graph's draft once,
+    through its real node kind and provider, as a one-node test run (builders). The run
+    is kept (marked as a test, left out of run lists and cost reports by default) with
+    its cost and an audit entry. 200 with what the node did (a node that failed is a 200
+    with status failed and the error); 400 ``graph_invalid`` when the node's config or
+    kind checks fail, ``not_testable`` for a node that waits for a person; 404 for an
+    unknown node; 428 ``confirmation_required`` when it would do something not safe to
+    repeat (``error.effects``) and ``confirm`` is false."""
+
+    permission_classes = ApiView.permission_classes + [IsBuilder]
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="graph_nodes_test",
+        request=NodeTestInput,
+        responses={
+            200: NodeTestOutput,
+            400: INVALID_GRAPH,
+            428: OpenApiResponse(ERROR_BODY, description="code confirmation_required: send confirm true to run it (error.effects)."),
+        },
+    )
+    def post(self, request: Any, graph_id: int, node_id: str) -> Response:
+        from runs.models import Step
+
+        graph = selectors.graph_get(graph_id=graph_id)
+        data = self.validated(NodeTestInput, request.data if request.data else {})
+        try:
+            run = services.graph_node_test(graph=graph, node_id=node_id, state=data["state"], confirm=data["confirm"], user=request.user)
+        except services.NodeNotFound:
+            raise exceptions.NotFound(f"The draft has no node {node_id!r}.") from None
+        except services.NodeNotTestable as exc:
+            raise bad_request("not_testable", str(exc)) from None
+        except services.ConfirmationRequired as exc:
+            raise ApiError(status.HTTP_428_PRECONDITION_REQUIRED, "confirmation_required", str(exc), {"confirm": [str(exc)]}, effects=exc.effects) from None
+        step = Step.objects.filter(run=run, node_id=node_id, parent__isnull=True).first()
+        usage = step.usage if step is not None and step.usage else None
+        if usage is None and (run.input_tokens or run.output_tokens):  # an agent: its model turns are child steps
+            usage = {"input_tokens": run.input_tokens, "output_tokens": run.output_tokens}
+        body = {
+            "run_id": run.pk,
+            "status": run.status,
+            "output": step.output if step is not None else None,
+            "updates": step.updates if step is not None else None,
+            "state": run.state,
+            "error": (step.error if step is not None and step.error else None) or run.error,
+            "usage": usage,
+            "cost_usd": run.cost_usd,
+            "steps": run.steps.count(),
+        }
+        return Response(NodeTestOutput(body).data)
+
+
+class NodeKindListApi(ApiView):
+    """GET: the node-kind catalogue for the builder's palette (every registered kind with
+    its title, category, config JSON Schema and handles)."""
+
+    @extend_schema(tags=["builder"], operation_id="node_kinds_list", responses=NodeKindsOutput)
+    def get(self, request: Any) -> Response:
+        return Response(NodeKindsOutput({"kinds": selectors.node_kind_catalogue()}).data)
+
+
+class ToolListApi(ApiView):
+    """GET: registered tools (name, description, JSON Schema of the arguments, repeat_safe)."""
+
+    @extend_schema(tags=["builder"], operation_id="tools_list", responses=ToolsOutput)
+    def get(self, request: Any) -> Response:
+        return Response(ToolsOutput({"tools": selectors.tool_catalogue()}).data)
+
+
+class ModelListApi(ApiView):
+    """GET: per LLM provider, the models node forms can offer (from the provider or the
+    price library)."""
+
+    @extend_schema(tags=["builder"], operation_id="models_list", responses=ModelsOutput)
+    def get(self, request: Any) -> Response:
+        return Response(ModelsOutput({"providers": selectors.model_catalogue()}).data)
+
+
+class ExpressionCheckApi(ApiView):
+    """POST ``{"kind": "expression"|"template", "source", "state_keys"}``: check one
+    expression or template as graph validation would (for editors that check as you
+    type). Always 200 for a well-formed request; ``ok`` false lists the errors with 1-based
+    line and column."""
+
+    @extend_schema(tags=["builder"], operation_id="expressions_check", request=ExpressionCheckInput, responses=ExpressionCheckOutput)
+    def post(self, request: Any) -> Response:
+        data = self.validated(ExpressionCheckInput, request.data)
+        return Response(ExpressionCheckOutput(check_source(data["kind"], data["source"], data.get("state_keys"))).data)

@@ -11,11 +11,19 @@ class Graph(models.Model):
     ``draft`` is what the builder saves (it may be invalid); publishing validates it and
     freezes a :class:`GraphVersion`. ``approvers`` may decide this graph's approvals in
     addition to the approvers group.
+
+    ``draft_revision`` counts saves of the draft (1 at creation, bumped by every save,
+    restore and import): a save names the revision it was made from and is refused when
+    another save came first (optimistic concurrency, ``builder.services.graph_draft_save``).
+    ``draft_updated_by``/``draft_updated_at`` say who saved it last and when.
     """
 
     name = models.CharField(max_length=200, unique=True)
     description = models.TextField(blank=True, default="")
     draft = models.JSONField(default=dict, blank=True)
+    draft_revision = models.PositiveBigIntegerField(default=1)
+    draft_updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    draft_updated_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     approvers = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="approvable_graphs")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -28,28 +36,40 @@ class Graph(models.Model):
         return self.name
 
     def latest_version(self) -> GraphVersion | None:
-        return self.versions.order_by("-number").first()
+        """The newest published version (test snapshots are not versions a user sees)."""
+        return self.versions.filter(is_test=False).order_by("-number").first()
 
 
 class GraphVersion(models.Model):
     """An immutable, validated copy of a graph's spec. Every run is pinned to one.
 
     ``content_hash`` is the SHA-256 of the canonical spec JSON; publishing the same
-    content twice returns the existing version.
+    content twice returns the existing version. ``message`` is the publisher's note.
+
+    ``is_test`` marks a test snapshot: the one-node spec a "test this node" run is pinned
+    to (``runs.services.node_test_run``). Snapshots have number 0, are never listed as
+    versions, and are reused when the same node is tested again (unique content).
     """
 
     graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()
     spec = models.JSONField()
     content_hash = models.CharField(max_length=64)
+    message = models.CharField(max_length=500, blank=True, default="")
+    is_test = models.BooleanField(default=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["graph", "-number"]
         constraints = [
-            models.UniqueConstraint(fields=["graph", "number"], name="graphversion_unique_number"),
-            models.UniqueConstraint(fields=["graph", "content_hash"], name="graphversion_unique_content"),
+            models.UniqueConstraint(fields=["graph", "number"], condition=models.Q(is_test=False), name="graphversion_unique_number"),
+            models.UniqueConstraint(
+                fields=["graph", "content_hash"], condition=models.Q(is_test=False), name="graphversion_unique_content"
+            ),
+            models.UniqueConstraint(
+                fields=["graph", "content_hash"], condition=models.Q(is_test=True), name="graphversion_unique_test_content"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -1,16 +1,20 @@
-"""Graph reads: lists, a graph and its versions, and the diff of two versions (pure)."""
+"""Graph reads: lists, a graph and its versions, the diff of two versions (pure), and the builder's catalogues (node kinds, tools, models)."""
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Max, QuerySet
+from django.db.models import Max, Q, QuerySet
 
 from builder.models import Graph, GraphVersion
 
 
 def graph_list(*, search: str | None = None) -> QuerySet[Graph]:
     """Graphs by name, with ``latest_number`` (None before the first publish)."""
-    qs = Graph.objects.select_related("created_by").annotate(latest_number=Max("versions__number")).order_by("name")
+    qs = (
+        Graph.objects.select_related("created_by", "draft_updated_by")
+        .annotate(latest_number=Max("versions__number", filter=Q(versions__is_test=False)))
+        .order_by("name")
+    )
     if search:
         qs = qs.filter(name__icontains=search)
     return qs
@@ -22,8 +26,8 @@ def graph_get(*, graph_id: int) -> Graph:
 
 
 def graph_version_list(*, graph: Graph) -> QuerySet[GraphVersion]:
-    """Versions of ``graph``, newest first."""
-    return GraphVersion.objects.filter(graph=graph).select_related("created_by", "graph").order_by("-number")
+    """Published versions of ``graph``, newest first (test snapshots left out)."""
+    return GraphVersion.objects.filter(graph=graph, is_test=False).select_related("created_by", "graph").order_by("-number")
 
 
 def graph_version_get(*, graph: Graph, number: int) -> GraphVersion:
@@ -39,25 +43,42 @@ def _changed(old: dict[str, Any], new: dict[str, Any]) -> dict[str, dict[str, An
     return {k: {"from": old.get(k), "to": new.get(k)} for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
 
 
+# Node fields that are layout (where the node sits), not logic: a diff lists them apart.
+LAYOUT_NODE_FIELDS = ("position",)
+
+
+def _by_id(items: Any) -> dict[str, dict[str, Any]]:
+    return {n["id"]: n for n in items or [] if isinstance(n, dict) and "id" in n}
+
+
 def spec_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """What changed from spec ``old`` to spec ``new`` (both JSON dicts of GraphSpec).
 
     Returns ``{"nodes": {"added": [ids], "removed": [ids], "changed": [{"id", "fields":
     {name: {"from", "to"}}}]}, "edges": {"added": [edge], "removed": [edge]},
     "settings": {name: {"from", "to"}}, "state": {...}, "input_schema": {"from", "to"} | None,
-    "description": {...} | None, "identical": bool}``. Edges are identified by
-    (source, source_handle, target, target_handle); node fields compare whole values.
+    "description": {...} | None, "layout": {"positions": [ids of nodes that moved],
+    "notes": {"added": [ids], "removed": [ids], "changed": [{"id", "fields"}]}},
+    "logic_identical": bool, "identical": bool}``.
+
+    Layout (node positions, sticky notes) is listed under ``layout`` only: a node that
+    just moved is not in ``nodes.changed``, and ``logic_identical`` ignores layout (what
+    a run would do is the same). Edges are identified by (source, source_handle, target,
+    target_handle); node fields compare whole values.
     """
-    old_nodes = {n["id"]: n for n in old.get("nodes") or [] if isinstance(n, dict) and "id" in n}
-    new_nodes = {n["id"]: n for n in new.get("nodes") or [] if isinstance(n, dict) and "id" in n}
-    changed = [
-        {"id": nid, "fields": _changed(old_nodes[nid], new_nodes[nid])}
-        for nid in sorted(set(old_nodes) & set(new_nodes))
-        if old_nodes[nid] != new_nodes[nid]
-    ]
+    old_nodes, new_nodes = _by_id(old.get("nodes")), _by_id(new.get("nodes"))
+    changed, moved = [], []
+    for nid in sorted(set(old_nodes) & set(new_nodes)):
+        fields = _changed(old_nodes[nid], new_nodes[nid])
+        if any(f in fields for f in LAYOUT_NODE_FIELDS):
+            moved.append(nid)
+        logic = {k: v for k, v in fields.items() if k not in LAYOUT_NODE_FIELDS}
+        if logic:
+            changed.append({"id": nid, "fields": logic})
     old_edges = {_edge_key(e): e for e in old.get("edges") or [] if isinstance(e, dict)}
     new_edges = {_edge_key(e): e for e in new.get("edges") or [] if isinstance(e, dict)}
-    out = {
+    old_notes, new_notes = _by_id(old.get("notes")), _by_id(new.get("notes"))
+    out: dict[str, Any] = {
         "nodes": {
             "added": sorted(set(new_nodes) - set(old_nodes)),
             "removed": sorted(set(old_nodes) - set(new_nodes)),
@@ -75,7 +96,23 @@ def spec_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         "description": None
         if old.get("description") == new.get("description")
         else {"from": old.get("description"), "to": new.get("description")},
+        "layout": {
+            "positions": moved,
+            "notes": {
+                "added": sorted(set(new_notes) - set(old_notes)),
+                "removed": sorted(set(old_notes) - set(new_notes)),
+                "changed": [
+                    {"id": nid, "fields": _changed(old_notes[nid], new_notes[nid])}
+                    for nid in sorted(set(old_notes) & set(new_notes))
+                    if old_notes[nid] != new_notes[nid]
+                ],
+            },
+        },
     }
+    out["logic_identical"] = not (
+        any(out["nodes"].values()) or any(out["edges"].values()) or out["settings"] or out["state"]
+        or out["input_schema"] or out["description"]
+    )
     out["identical"] = old == new
     return out
 
@@ -83,3 +120,100 @@ def spec_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 def graph_version_diff(*, old: GraphVersion, new: GraphVersion) -> dict[str, Any]:
     """:func:`spec_diff` of two versions, with their numbers as ``from`` and ``to``."""
     return {"from": old.number, "to": new.number, **spec_diff(old.spec, new.spec)}
+
+
+# --------------------------------------------------------------------------- catalogues
+# What the builder's palette and forms are made from: read from the registries on every
+# call (cheap), so a kind, tool or provider added by a plugin appears without front-end
+# changes.
+
+KIND_CATEGORIES = ("ai", "logic", "flow", "tools", "human", "data")
+
+
+def node_kind_catalogue() -> list[dict[str, Any]]:
+    """Every registered node kind, in registry order: ``{"kind", "title", "description",
+    "category" (one of KIND_CATEGORIES), "config_schema" (JSON Schema of its pydantic
+    config, self-contained: references point into its own ``$defs``), "inputs",
+    "outputs" (fixed named output handles; [] for a node with one default output or none),
+    "optional_outputs", "default_output" (bool: one unnamed output firing every edge),
+    "dynamic_outputs" (bool: the handles depend on the config; the validation response
+    gives each node's), "repeat_safe"}``. A kind without ``title``/``category`` class
+    attributes gets its name and ``logic``."""
+    from builder.validation import kind_handles
+    from runs.nodes import all_kinds
+
+    out = []
+    for name, kind in all_kinds().items():
+        handles = kind_handles(kind)
+        category = getattr(kind, "category", "") or "logic"
+        out.append(
+            {
+                "kind": name,
+                "title": getattr(kind, "title", "") or name.replace("_", " ").capitalize(),
+                "description": kind.description,
+                "category": category if category in KIND_CATEGORIES else "logic",
+                "config_schema": kind.Config.model_json_schema(),
+                "inputs": [] if name == "start" else ["in"],
+                "outputs": list(handles["names"] or []),
+                "optional_outputs": list(handles["optional"]),
+                "default_output": handles["names"] is None and name != "end",
+                "dynamic_outputs": bool(handles["dynamic"]),
+                "repeat_safe": bool(kind.repeat_safe),
+            }
+        )
+    return out
+
+
+def tool_catalogue() -> list[dict[str, Any]]:
+    """Every registered tool, by name: ``{"name", "description", "args_schema" (JSON
+    Schema of its arguments), "repeat_safe"}``."""
+    from runs.tools import all_tools
+
+    return [
+        {"name": t.name, "description": t.description, "args_schema": t.json_schema(), "repeat_safe": t.repeat_safe}
+        for t in all_tools().values()
+    ]
+
+
+def _price_library_models(provider_id: str | None) -> list[dict[str, Any]]:
+    """Current (not deprecated) models genai-prices knows at ``provider_id``."""
+    if not provider_id:
+        return []
+    from genai_prices import data_snapshot
+
+    for provider in data_snapshot.get_snapshot().providers:
+        if provider.id == provider_id:
+            return [
+                {"id": m.id, "name": m.name or m.id, "priced": True}
+                for m in sorted(provider.models, key=lambda m: m.id)
+                if not getattr(m, "deprecated", False)
+            ]
+    return []
+
+
+def model_catalogue() -> list[dict[str, Any]]:
+    """Per registered LLM provider, the models a node form can offer: ``{"provider",
+    "models": [{"id", "name", "priced"}], "source": "provider" | "price_library" |
+    "none", "accepts_any_model": bool}``. ``source`` "provider": the provider lists its
+    models and validation rejects others; "price_library": the models genai-prices
+    prices at that provider (others are accepted, priced as unknown); "none": nothing is
+    known (an OpenAI-compatible server with its own models), any name is accepted.
+    A provider whose settings are broken is listed with ``error``."""
+    from runs.providers import get_provider, provider_names
+
+    out = []
+    for name in provider_names():
+        try:
+            provider = get_provider(name)
+            listed = provider.models()
+        except Exception as exc:  # noqa: BLE001 - a misconfigured provider must not hide the others
+            out.append({"provider": name, "models": [], "source": "none", "accepts_any_model": False, "error": str(exc)})
+            continue
+        if listed is not None:
+            models = [{"id": m, "name": m, "priced": bool(provider.price_version(m))} for m in sorted(listed)]
+            out.append({"provider": name, "models": models, "source": "provider", "accepts_any_model": False})
+            continue
+        price_provider = getattr(provider, "price_provider", None)
+        models = _price_library_models(price_provider() if callable(price_provider) else None)
+        out.append({"provider": name, "models": models, "source": "price_library" if models else "none", "accepts_any_model": True})
+    return out

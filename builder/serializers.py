@@ -11,16 +11,35 @@ from rest_framework import serializers
 from builder.models import Graph, GraphVersion
 
 
+def has_nul(value: Any) -> bool:
+    """Whether a JSON value holds a NUL character in any string or key (PostgreSQL's
+    jsonb refuses them; checked before anything is stored). Iterative: no recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 @extend_schema_field(OpenApiTypes.OBJECT)
 class JSONObjectField(serializers.JSONField):
-    """A JSON object (dict); anything else is a field error."""
+    """A JSON object (dict) without NUL characters; anything else is a field error."""
 
-    default_error_messages = {"not_object": "Must be a JSON object."}
+    default_error_messages = {"not_object": "Must be a JSON object.", "nul": "Strings may not contain NUL (\\u0000) characters."}
 
     def to_internal_value(self, data: Any) -> Any:
         value = super().to_internal_value(data)
         if not isinstance(value, dict):
             self.fail("not_object")
+        if has_nul(value):
+            self.fail("nul")
         return value
 
 
@@ -42,6 +61,68 @@ def _username(user: Any) -> str | None:
     return user.get_username() if user is not None else None
 
 
+# --------------------------------------------------------------------------- validation
+
+
+class IssueOutput(serializers.Serializer):
+    """One validation problem: which node (null for the whole graph), field, message, code.
+
+    ``field`` is relative to the node (``config.cases[0].expression``) or, for a graph
+    problem, a spec path (``edges[3].target``); ``path`` is always from the spec root
+    (``nodes[2].config.cases[0].expression``; ``nodes[2]`` for the pseudo-fields
+    ``incoming``, ``outgoing``, ``handles.*``, ``writes.*``). ``node_id`` = ``node``."""
+
+    code = serializers.CharField()
+    node = serializers.CharField(allow_null=True)
+    node_id = serializers.CharField(allow_null=True)
+    field = serializers.CharField()
+    path = serializers.CharField()
+    message = serializers.CharField()
+
+
+class NodeHandlesOutput(serializers.Serializer):
+    """A node's handles on the canvas: named outputs ([] = one default output, see
+    ``default_output``; an end node has none)."""
+
+    inputs = serializers.ListField(child=serializers.CharField())
+    outputs = serializers.ListField(child=serializers.CharField())
+    default_output = serializers.BooleanField()
+    optional = serializers.ListField(child=serializers.CharField(), help_text="Outputs that may stay unwired.")
+
+
+class NodeEstimateOutput(serializers.Serializer):
+    usd = serializers.CharField(allow_null=True, help_text="Worst case in USD (decimal string); null when unknown.")
+    tokens = serializers.IntegerField()
+    kind = serializers.CharField()
+    model = serializers.CharField(allow_null=True)
+
+
+class CostliestPathOutput(serializers.Serializer):
+    nodes = serializers.ListField(child=serializers.CharField())
+    usd = serializers.CharField(help_text="Sum of the known prices (decimal string).")
+    tokens = serializers.IntegerField()
+    unpriced = serializers.ListField(child=serializers.CharField(), help_text="Nodes on the path with no known price.")
+    loops = serializers.ListField(child=serializers.CharField(), help_text="Bounded loops on the path, counted max_iterations + 1 times.")
+
+
+class EstimateOutput(serializers.Serializer):
+    """Pre-run worst-case cost: per node, and the costliest path from start to an end."""
+
+    nodes = serializers.DictField(child=NodeEstimateOutput())
+    costliest_path = CostliestPathOutput()
+
+
+class ValidationOutput(serializers.Serializer):
+    """Outcome of validating a spec: errors block runs, warnings do not; each node's
+    handles; the cost estimate (null when the spec did not parse)."""
+
+    valid = serializers.BooleanField()
+    errors = IssueOutput(many=True)
+    warnings = IssueOutput(many=True)
+    handles = serializers.DictField(child=NodeHandlesOutput())
+    estimate = EstimateOutput(allow_null=True)
+
+
 # --------------------------------------------------------------------------- graphs
 
 
@@ -56,12 +137,28 @@ class GraphCreateInput(serializers.Serializer):
 
 
 class GraphUpdateInput(serializers.Serializer):
-    """PATCH /graphs/{id}/: any subset of name, description, draft, approvers."""
+    """PATCH /graphs/{id}/: any subset of name, description, approvers, and the draft
+    ``spec`` (``draft`` is the older name of the same field) with the ``base_revision``
+    it was edited from, which a draft save requires (optimistic saving: 409 when another
+    save came first)."""
 
     name = serializers.CharField(max_length=200, required=False)
     description = serializers.CharField(required=False, allow_blank=True)
-    draft = JSONObjectField(required=False)
+    spec = JSONObjectField(required=False, help_text="The new draft spec (may be invalid until published).")
+    draft = JSONObjectField(required=False, help_text="Same as spec (older name).")
+    base_revision = serializers.IntegerField(
+        min_value=1, max_value=2**63 - 1, required=False, help_text="The draft revision this spec was edited from (required with spec)."
+    )
     approvers = UsernamesField(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "spec" in attrs and "draft" in attrs:
+            raise serializers.ValidationError({"draft": ["Give spec or draft, not both."]})
+        if "draft" in attrs:
+            attrs["spec"] = attrs.pop("draft")
+        if "spec" in attrs and "base_revision" not in attrs:
+            raise serializers.ValidationError({"base_revision": ["Required when saving the spec: the revision it was edited from."]})
+        return attrs
 
 
 
@@ -79,20 +176,66 @@ class GraphListOutput(serializers.Serializer):
     def get_latest_version(self, obj: Graph) -> int | None:
         if hasattr(obj, "latest_number"):  # annotated by builder.selectors.graph_list
             return obj.latest_number
-        return obj.versions.order_by("-number").values_list("number", flat=True).first()
+        return obj.versions.filter(is_test=False).order_by("-number").values_list("number", flat=True).first()
 
     def get_created_by(self, obj: Graph) -> str | None:
         return _username(obj.created_by)
 
 
 class GraphDetailOutput(GraphListOutput):
-    """A graph with its draft spec and named approvers."""
+    """A graph with its draft spec (``draft``, also as ``spec``), the draft's revision and
+    who saved it when, its named approvers, and the validation of the draft (errors,
+    handles per node, cost estimate: as POST /graphs/validate/ answers)."""
 
     draft = serializers.JSONField()
+    spec = serializers.JSONField(source="draft")
+    revision = serializers.IntegerField(source="draft_revision")
+    draft_updated_by = serializers.SerializerMethodField()
+    draft_updated_at = serializers.DateTimeField(allow_null=True)
     approvers = serializers.SerializerMethodField()
+    validation = serializers.SerializerMethodField()
 
     def get_approvers(self, obj: Graph) -> list[str]:
         return sorted(u.get_username() for u in obj.approvers.all())
+
+    def get_draft_updated_by(self, obj: Graph) -> str | None:
+        return _username(obj.draft_updated_by)
+
+    @extend_schema_field(ValidationOutput)
+    def get_validation(self, obj: Graph) -> dict[str, Any]:
+        from builder.validation import validation_report
+
+        return validation_report(obj.draft)
+
+
+class DraftOutput(serializers.Serializer):
+    """The stored draft: what a save conflicted with."""
+
+    spec = serializers.JSONField(source="draft")
+    revision = serializers.IntegerField(source="draft_revision")
+    updated_by = serializers.SerializerMethodField()
+    updated_at = serializers.DateTimeField(source="draft_updated_at", allow_null=True)
+
+    def get_updated_by(self, obj: Graph) -> str | None:
+        return _username(obj.draft_updated_by)
+
+
+class DuplicateInput(serializers.Serializer):
+    """POST /graphs/{id}/duplicate/: the new graph's name."""
+
+    name = serializers.CharField(max_length=200)
+
+
+class PublishInput(serializers.Serializer):
+    """POST /graphs/{id}/versions/: what this version changes (optional)."""
+
+    message = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+
+
+class RestoreInput(serializers.Serializer):
+    """POST /graphs/{id}/versions/{n}/restore/: the draft revision the restore replaces."""
+
+    base_revision = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
 
 
 # --------------------------------------------------------------------------- versions
@@ -103,9 +246,10 @@ class VersionListOutput(serializers.Serializer):
 
     graph = serializers.IntegerField(source="graph_id")
     number = serializers.IntegerField()
+    message = serializers.CharField(help_text="The publisher's note.")
     content_hash = serializers.CharField()
-    created_by = serializers.SerializerMethodField()
-    created_at = serializers.DateTimeField()
+    created_by = serializers.SerializerMethodField(help_text="Who published it.")
+    created_at = serializers.DateTimeField(help_text="When it was published.")
 
     def get_created_by(self, obj: GraphVersion) -> str | None:
         return _username(obj.created_by)
@@ -115,23 +259,6 @@ class VersionDetailOutput(VersionListOutput):
     """A published version with its frozen spec."""
 
     spec = serializers.JSONField()
-
-
-class IssueOutput(serializers.Serializer):
-    """One validation problem: which node (null for the whole graph), field, message, code."""
-
-    node_id = serializers.CharField(allow_null=True)
-    field = serializers.CharField()
-    message = serializers.CharField()
-    code = serializers.CharField()
-
-
-class ValidationOutput(serializers.Serializer):
-    """Outcome of validating a spec: errors block runs, warnings do not."""
-
-    valid = serializers.BooleanField()
-    errors = IssueOutput(many=True)
-    warnings = IssueOutput(many=True)
 
 
 class ImportOutput(serializers.Serializer):
@@ -169,8 +296,21 @@ class EdgesDiffOutput(serializers.Serializer):
     removed = serializers.ListField(child=serializers.DictField())
 
 
+class NotesDiffOutput(serializers.Serializer):
+    added = serializers.ListField(child=serializers.CharField())
+    removed = serializers.ListField(child=serializers.CharField())
+    changed = NodeChangeOutput(many=True)
+
+
+class LayoutDiffOutput(serializers.Serializer):
+    """Layout changes (no effect on runs): nodes that moved, sticky notes."""
+
+    positions = serializers.ListField(child=serializers.CharField())
+    notes = NotesDiffOutput()
+
+
 class VersionDiffOutput(serializers.Serializer):
-    """What changed between two versions (see builder.selectors.spec_diff)."""
+    """What changed between two versions (see builder.selectors.spec_diff); layout apart."""
 
     to = serializers.IntegerField()
     nodes = NodesDiffOutput()
@@ -179,6 +319,8 @@ class VersionDiffOutput(serializers.Serializer):
     state = serializers.DictField(child=serializers.JSONField())
     input_schema = serializers.JSONField(allow_null=True)
     description = serializers.JSONField(allow_null=True)
+    layout = LayoutDiffOutput()
+    logic_identical = serializers.BooleanField(help_text="Nothing but layout changed.")
     identical = serializers.BooleanField()
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -190,3 +332,101 @@ class ExportQueryInput(serializers.Serializer):
     """?version=<number>|draft (default: the latest version, or the draft before any)."""
 
     version = serializers.RegexField(r"^(draft|[1-9][0-9]{0,8})$", required=False)
+
+
+# --------------------------------------------------------------------------- builder tools
+
+
+class ExpressionCheckInput(serializers.Serializer):
+    """POST /expressions/check/: one expression or template, and the state keys known."""
+
+    kind = serializers.ChoiceField(choices=["expression", "template"])
+    source = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=100_000)
+    state_keys = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, allow_null=True, max_length=10_000,
+        help_text="Names known besides input and the functions; omitted: names are not checked.",
+    )
+
+
+class SourceErrorOutput(serializers.Serializer):
+    message = serializers.CharField()
+    line = serializers.IntegerField(allow_null=True, help_text="1-based.")
+    column = serializers.IntegerField(allow_null=True, help_text="1-based.")
+    code = serializers.CharField()
+
+
+class ExpressionCheckOutput(serializers.Serializer):
+    ok = serializers.BooleanField()
+    errors = SourceErrorOutput(many=True)
+    names = serializers.ListField(child=serializers.CharField(), help_text="Variables the source reads.")
+
+
+class NodeKindOutput(serializers.Serializer):
+    """One node kind of the palette (see builder.selectors.node_kind_catalogue)."""
+
+    kind = serializers.CharField()
+    title = serializers.CharField()
+    description = serializers.CharField()
+    category = serializers.ChoiceField(choices=["ai", "logic", "flow", "tools", "human", "data"])
+    config_schema = serializers.JSONField()
+    inputs = serializers.ListField(child=serializers.CharField())
+    outputs = serializers.ListField(child=serializers.CharField())
+    optional_outputs = serializers.ListField(child=serializers.CharField())
+    default_output = serializers.BooleanField()
+    dynamic_outputs = serializers.BooleanField()
+    repeat_safe = serializers.BooleanField()
+
+
+class NodeKindsOutput(serializers.Serializer):
+    kinds = NodeKindOutput(many=True)
+
+
+class ToolOutput(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    args_schema = serializers.JSONField()
+    repeat_safe = serializers.BooleanField()
+
+
+class ToolsOutput(serializers.Serializer):
+    tools = ToolOutput(many=True)
+
+
+class ModelOutput(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    priced = serializers.BooleanField()
+
+
+class ProviderModelsOutput(serializers.Serializer):
+    provider = serializers.CharField()
+    models = ModelOutput(many=True)
+    source = serializers.ChoiceField(choices=["provider", "price_library", "none"])
+    accepts_any_model = serializers.BooleanField()
+    error = serializers.CharField(required=False)
+
+
+class ModelsOutput(serializers.Serializer):
+    providers = ProviderModelsOutput(many=True)
+
+
+class NodeTestInput(serializers.Serializer):
+    """POST /graphs/{id}/nodes/{node_id}/test/: the state the node sees, and whether a
+    side effect that is not safe to repeat may run."""
+
+    state = JSONObjectField(required=False, default=dict)
+    confirm = serializers.BooleanField(required=False, default=False)
+
+
+class NodeTestOutput(serializers.Serializer):
+    """The test run and what the node did."""
+
+    run_id = serializers.IntegerField()
+    status = serializers.CharField(help_text="The test run's status: succeeded or failed.")
+    output = serializers.JSONField(allow_null=True, help_text="The node's recorded output.")
+    updates = serializers.JSONField(allow_null=True, help_text="What it wrote to the state.")
+    state = serializers.JSONField(help_text="The state after the node.")
+    error = serializers.JSONField(allow_null=True)
+    usage = serializers.JSONField(allow_null=True, help_text="Token usage (summed over an agent's model turns).")
+    cost_usd = serializers.DecimalField(max_digits=20, decimal_places=12)
+    steps = serializers.IntegerField(help_text="Steps the test run took (the node, its child steps, the closing end).")

@@ -1,9 +1,12 @@
-"""Graph writes: create or update a draft, publish an immutable validated version."""
+"""Graph writes: create, save drafts (optimistic), publish immutable validated versions, restore, duplicate, delete, import."""
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
 
 from builder.models import Graph, GraphVersion
 from builder.spec import content_hash
@@ -17,20 +20,95 @@ class GraphInvalid(ValueError):
         self.issues = issues
 
 
+class DraftConflict(Exception):
+    """A draft save named a revision that is no longer the stored one: someone saved
+    since. ``graph`` is the graph as stored now (its draft, revision and who saved it);
+    nothing was written."""
+
+    def __init__(self, graph: Graph, base_revision: int):
+        super().__init__(
+            f"The draft was saved by someone else since revision {base_revision} "
+            f"(it is now at revision {graph.draft_revision}); nothing was overwritten."
+        )
+        self.graph = graph
+        self.base_revision = base_revision
+
+
+class GraphHasRuns(Exception):
+    """The graph cannot be deleted: ``runs`` runs (``test_runs`` of them node tests) are
+    pinned to its versions, and runs outlive the graphs they ran."""
+
+    def __init__(self, graph: Graph, runs: int, test_runs: int):
+        tests = f" ({test_runs} of them node tests)" if test_runs else ""
+        super().__init__(
+            f"Graph {graph.name!r} has {runs} run{'s' if runs != 1 else ''}{tests}; "
+            "a graph with runs cannot be deleted (runs keep the version they ran)."
+        )
+        self.runs = runs
+        self.test_runs = test_runs
+
+
+def _actor(user: Any, actor: str | None) -> str:
+    if actor:
+        return actor
+    return user.get_username() if user is not None else "system"
+
+
+def _user_or_none(user: Any) -> Any:
+    """A saved user for a foreign key (anonymous or None -> None)."""
+    return user if getattr(user, "pk", None) is not None else None
+
+
 def graph_save_draft(*, name: str, spec: dict[str, Any], description: str = "", user: Any = None) -> Graph:
-    """Create the graph ``name`` or replace its draft. The draft may be invalid."""
-    graph, created = Graph.objects.get_or_create(name=name, defaults={"draft": spec, "description": description, "created_by": user})
+    """Create the graph ``name`` or replace its draft (no revision check: an import
+    replaces the draft on purpose). The revision is bumped, so an editor holding the old
+    draft gets a conflict instead of overwriting the import. The draft may be invalid."""
+    now = timezone.now()
+    graph, created = Graph.objects.get_or_create(
+        name=name,
+        defaults={
+            "draft": spec,
+            "description": description,
+            "created_by": _user_or_none(user),
+            "draft_updated_by": _user_or_none(user),
+            "draft_updated_at": now,
+        },
+    )
     if not created:
-        graph.draft = spec
+        fields = {"draft": spec, "draft_revision": F("draft_revision") + 1, "draft_updated_by": _user_or_none(user), "draft_updated_at": now, "updated_at": now}
         if description:
-            graph.description = description
-        graph.save(update_fields=["draft", "description", "updated_at"])
+            fields["description"] = description
+        Graph.objects.filter(pk=graph.pk).update(**fields)
+        graph.refresh_from_db()
     return graph
 
 
-def graph_publish(*, graph: Graph, user: Any = None, actor: str = "system") -> GraphVersion:
-    """Validate the graph's draft and freeze it as a new version (or return the existing
-    version with the same content hash). Audited. Raises GraphInvalid."""
+def graph_draft_save(*, graph: Graph, spec: dict[str, Any], base_revision: int, user: Any = None) -> Graph:
+    """Save ``spec`` as the graph's draft if ``base_revision`` is the stored revision
+    (compare-and-set on ``draft_revision``); the revision goes up by one and the saver
+    and time are recorded. Returns the graph as saved.
+
+    Raises DraftConflict (nothing written) when another save came first. The draft may
+    be invalid: validation is for publishing.
+    """
+    now = timezone.now()
+    saved = Graph.objects.filter(pk=graph.pk, draft_revision=base_revision).update(
+        draft=spec,
+        draft_revision=F("draft_revision") + 1,
+        draft_updated_by=_user_or_none(user),
+        draft_updated_at=now,
+        updated_at=now,
+    )
+    graph.refresh_from_db()
+    if saved != 1:
+        raise DraftConflict(graph, base_revision)
+    return graph
+
+
+def graph_publish(*, graph: Graph, user: Any = None, actor: str = "system", message: str = "") -> GraphVersion:
+    """Validate the graph's draft and freeze it as a new version with ``message`` (or
+    return the existing version with the same content hash, whose message stays).
+    Audited. Raises GraphInvalid (nothing saved)."""
     from builder.validation import validate_spec
     from runs.engine.audit import audit
 
@@ -39,21 +117,35 @@ def graph_publish(*, graph: Graph, user: Any = None, actor: str = "system") -> G
         raise GraphInvalid(result.issues)
     spec = result.spec.model_dump(mode="json", exclude_none=False)
     digest = content_hash(spec)
-    existing = GraphVersion.objects.filter(graph=graph, content_hash=digest).first()
+    published = GraphVersion.objects.filter(graph=graph, is_test=False)
+    existing = published.filter(content_hash=digest).first()
     if existing:
         return existing
     for _ in range(3):  # two publishers racing for the next number: retry on the unique constraint
         try:
             with transaction.atomic():
-                last = GraphVersion.objects.filter(graph=graph).order_by("-number").values_list("number", flat=True).first() or 0
-                version = GraphVersion.objects.create(graph=graph, number=last + 1, spec=spec, content_hash=digest, created_by=user)
-                audit(actor, "graph.publish", version, actor_type="user" if user else "system", graph=graph.pk, number=version.number)
+                last = published.order_by("-number").values_list("number", flat=True).first() or 0
+                version = GraphVersion.objects.create(
+                    graph=graph, number=last + 1, spec=spec, content_hash=digest, message=message, created_by=_user_or_none(user)
+                )
+                audit(actor, "graph.publish", version, actor_type="user" if user else "system", graph=graph.pk, number=version.number, message=message)
                 return version
         except IntegrityError:
-            existing = GraphVersion.objects.filter(graph=graph, content_hash=digest).first()
+            existing = published.filter(content_hash=digest).first()
             if existing:
                 return existing
     raise RuntimeError("could not allocate a graph version number")
+
+
+def graph_version_restore(*, graph: Graph, version: GraphVersion, base_revision: int, user: Any = None, actor: str | None = None) -> Graph:
+    """Make ``version``'s spec the graph's new draft, optimistically like any save (the
+    revision goes up). Audited. Raises DraftConflict when ``base_revision`` is stale."""
+    from runs.engine.audit import audit
+
+    with transaction.atomic():
+        graph = graph_draft_save(graph=graph, spec=copy.deepcopy(version.spec), base_revision=base_revision, user=user)
+        audit(_actor(user, actor), "graph.restore", graph, actor_type="user" if user else "system", number=version.number, revision=graph.draft_revision)
+    return graph
 
 
 def graph_import(*, spec: dict[str, Any], user: Any = None, actor: str = "system") -> GraphVersion:
@@ -64,34 +156,57 @@ def graph_import(*, spec: dict[str, Any], user: Any = None, actor: str = "system
     result = validate_spec(spec)
     if not result.ok:
         raise GraphInvalid(result.issues)
-    graph = graph_save_draft(name=result.spec.name, spec=spec, description=result.spec.description, user=user)
-    return graph_publish(graph=graph, user=user, actor=actor)
+    with transaction.atomic():
+        graph = graph_save_draft(name=result.spec.name, spec=spec, description=result.spec.description, user=user)
+        return graph_publish(graph=graph, user=user, actor=actor)
 
 
 def graph_create(*, name: str, draft: dict[str, Any] | None = None, description: str = "", approvers: list[Any] | None = None, user: Any = None) -> Graph:
-    """Create a graph with a draft (which may be invalid) and named approvers (users).
-    Raises IntegrityError when the name is taken (callers check first)."""
+    """Create a graph with a draft (which may be invalid; revision 1) and named approvers
+    (users). Raises IntegrityError when the name is taken (callers check first)."""
     with transaction.atomic():
-        graph = Graph.objects.create(name=name, description=description, draft=draft or {}, created_by=user)
+        graph = Graph.objects.create(
+            name=name,
+            description=description,
+            draft=draft or {},
+            created_by=_user_or_none(user),
+            draft_updated_by=_user_or_none(user),
+            draft_updated_at=timezone.now(),
+        )
         if approvers:
             graph.approvers.set(approvers)
     return graph
+
+
+def graph_duplicate(*, graph: Graph, name: str, user: Any = None, actor: str | None = None) -> Graph:
+    """A new graph named ``name`` with a copy of ``graph``'s draft (its ``name`` set to
+    the new name), description and approvers; no versions, no runs. Audited on the new
+    graph. Raises IntegrityError when the name is taken (callers check first)."""
+    from runs.engine.audit import audit
+
+    draft = copy.deepcopy(graph.draft)
+    if isinstance(draft, dict) and "name" in draft:
+        draft["name"] = name
+    with transaction.atomic():
+        new = graph_create(name=name, draft=draft, description=graph.description, approvers=list(graph.approvers.all()), user=user)
+        audit(_actor(user, actor), "graph.duplicate", new, actor_type="user" if user else "system", source=graph.pk)
+    return new
 
 
 def graph_update(
     *,
     graph: Graph,
     name: str | None = None,
-    draft: dict[str, Any] | None = None,
     description: str | None = None,
     approvers: list[Any] | None = None,
     user: Any = None,
 ) -> Graph:
-    """Change a graph's draft, name, description or approvers (None = leave as is).
-    Published versions never change: runs stay pinned to what they started on."""
+    """Change a graph's name, description or approvers (None = leave as is); the draft
+    changes through :func:`graph_draft_save` only. Published versions never change:
+    runs stay pinned to what they started on."""
     with transaction.atomic():
         fields = ["updated_at"]
-        for attr, value in (("name", name), ("draft", draft), ("description", description)):
+        for attr, value in (("name", name), ("description", description)):
             if value is not None:
                 setattr(graph, attr, value)
                 fields.append(attr)
@@ -101,7 +216,146 @@ def graph_update(
     return graph
 
 
-def graph_delete(*, graph: Graph, user: Any = None) -> None:
-    """Delete a graph and its versions. Raises django.db.models.ProtectedError when a run
-    is pinned to one of its versions (runs outlive edits; they are not deleted with it)."""
-    graph.delete()
+def graph_delete(*, graph: Graph, user: Any = None, actor: str | None = None) -> None:
+    """Delete a graph and its versions (audited). Raises GraphHasRuns when a run (a node
+    test run too) is pinned to one of its versions: runs are kept, so is their graph."""
+    from runs.engine.audit import audit
+    from runs.models import Run
+
+    with transaction.atomic():
+        runs = Run.objects.filter(graph_version__graph=graph)
+        total = runs.count()
+        if total:
+            raise GraphHasRuns(graph, total, runs.filter(is_test=True).count())
+        audit(_actor(user, actor), "graph.delete", graph, actor_type="user" if user else "system", name=graph.name)
+        graph.delete()
+
+
+# --------------------------------------------------------------------------- test one node
+
+
+class NodeNotFound(LookupError):
+    """The graph's draft has no node with that id."""
+
+
+class NodeNotTestable(ValueError):
+    """The node cannot run alone (it waits for a person, as an approval gate does)."""
+
+
+class ConfirmationRequired(Exception):
+    """Testing the node would do something that is not safe to repeat (send an email, call
+    an endpoint that may not de-duplicate): the caller must confirm. ``effects`` names
+    them (``tool 'send_email'``)."""
+
+    def __init__(self, node_id: str, effects: list[str]):
+        super().__init__(f"Testing node {node_id!r} runs {', '.join(effects)}, which is not safe to repeat; confirm to run it.")
+        self.node_id = node_id
+        self.effects = effects
+
+
+TEST_END_ID = "test_end"
+
+
+def _unsafe_effects(kind: Any, node: Any, config: Any) -> list[str]:
+    """What running this configured node would do that is not safe to repeat: the node
+    itself (its ``repeat_safe`` override or its kind's rule, e.g. a tool node's tool) and,
+    for a node with ``tools`` it may call as child steps (an agent), each such tool."""
+    from runs.nodes.base import ChildCall
+
+    effects = []
+    safe = node.repeat_safe if node.repeat_safe is not None else kind.is_repeat_safe(config)
+    if not safe:
+        tool = getattr(config, "tool", None)
+        effects.append(f"tool '{tool}'" if isinstance(tool, str) else f"node '{node.id}' ({node.kind})")
+    for name in getattr(config, "tools", None) or []:
+        if isinstance(name, str) and not kind.is_child_repeat_safe(config, ChildCall("probe", "tool_call", {"tool": name})):
+            effects.append(f"tool '{name}'")
+    return effects
+
+
+def _test_snapshot_spec(spec: Any, node: Any, kind: Any, config: Any) -> dict[str, Any]:
+    """The one-node graph a test run is pinned to: the node as drafted (tried once: no
+    retries), wired from each of its handles to an end node that returns nothing, with
+    the draft's state declarations and run settings (budgets apply)."""
+    tested = node.model_dump(mode="json")
+    tested["retry"] = {**tested.get("retry", {}), "max_attempts": 1}
+    nodes = [tested]
+    edges: list[dict[str, Any]] = []
+    if node.kind != "end":
+        end_id = TEST_END_ID if node.id != TEST_END_ID else f"{TEST_END_ID}_"
+        nodes.append({"id": end_id, "kind": "end", "config": {"output": []}})
+        handles = kind.output_handles(config)
+        edges = [{"source": node.id, "target": end_id, "source_handle": h} for h in (handles or [None])]
+    return {
+        "version": 1,
+        "name": spec.name,
+        "description": f"test of node {node.id}",
+        "input_schema": {"type": "object"},
+        "state": {k: v.model_dump(mode="json") for k, v in spec.state.items()},
+        "settings": spec.settings.model_dump(mode="json"),
+        "nodes": nodes,
+        "edges": edges,
+    }
+
+
+def graph_node_test(
+    *, graph: Graph, node_id: str, state: dict[str, Any], confirm: bool = False, user: Any = None, actor: str | None = None
+) -> Any:
+    """Run node ``node_id`` of the graph's draft once with ``state`` (a JSON object; its
+    ``input`` key, when an object, is the run input) through its real node kind and
+    provider, recorded as a test run (``runs.services.node_test_run``). Returns the
+    finished Run (``is_test``).
+
+    Checked first, before any token is spent: the draft parses, the node exists, its
+    kind and config are valid and its kind's own checks pass with the draft's names and
+    the keys of ``state`` known. Raises NodeNotFound, GraphInvalid (the issues),
+    NodeNotTestable (a node that waits for a person), ConfirmationRequired (the node
+    may do something not safe to repeat and ``confirm`` is false).
+    """
+    from pydantic import ValidationError
+
+    from builder.spec import GraphSpec
+    from builder.validation import INPUT_NAME, LocatedIssue, validate_spec
+    from runs.expressions import FUNCTION_NAMES
+    from runs.nodes import UnknownNodeKind, get_kind
+    from runs.nodes.base import NodeKind
+    from runs.services import node_test_run
+
+    try:
+        spec = GraphSpec.model_validate(graph.draft)
+    except ValidationError:
+        raise GraphInvalid(validate_spec(graph.draft).issues) from None
+    index = next((i for i, n in enumerate(spec.nodes) if n.id == node_id), None)
+    if index is None:
+        raise NodeNotFound(node_id)
+    node = spec.nodes[index]
+    try:
+        kind = get_kind(node.kind)
+    except UnknownNodeKind:
+        raise GraphInvalid([LocatedIssue(node.id, "kind", f"unknown node kind '{node.kind}'", "unknown_kind", f"nodes[{index}].kind")]) from None
+    result = validate_spec(spec)
+    config = result.configs.get(node.id)
+    if config is None:
+        raise GraphInvalid([i for i in result.issues if i.node_id == node.id])
+    known = set(spec.input_names()) | set(spec.state) | set(state) | {INPUT_NAME, *FUNCTION_NAMES}
+    for other_id, other_config in result.configs.items():
+        known |= set(get_kind(spec.node(other_id).kind).writes(other_config))
+    issues = kind.check(node.id, config, known)
+    if issues:
+        raise GraphInvalid([LocatedIssue(i.node_id, i.field, i.message, i.code, f"nodes[{index}].{i.field}") for i in issues])
+    if type(kind).on_wait is not NodeKind.on_wait:
+        raise NodeNotTestable(f"node {node.id!r} ({node.kind}) waits for a person; it cannot be tested on its own")
+    effects = _unsafe_effects(kind, node, config)
+    if effects and not confirm:
+        raise ConfirmationRequired(node.id, effects)
+
+    harness = _test_snapshot_spec(spec, node, kind, config)
+    digest = content_hash(harness)
+    with transaction.atomic():
+        # One snapshot per distinct tested content: testing the same node again reuses it.
+        GraphVersion.objects.bulk_create(
+            [GraphVersion(graph=graph, number=0, spec=harness, content_hash=digest, is_test=True, created_by=_user_or_none(user))],
+            ignore_conflicts=True,
+        )
+        version = GraphVersion.objects.get(graph=graph, is_test=True, content_hash=digest)
+    return node_test_run(version=version, node_id=node.id, state=state, user=user, actor=actor)

@@ -90,6 +90,26 @@ class StateKeySpec(_Model):
     description: str = ""
 
 
+# A named color of the builder's palette or a hex color.
+NOTE_COLOR_PATTERN = r"^(yellow|blue|green|pink|purple|gray|#[0-9a-fA-F]{6})$"
+
+
+class NoteSpec(_Model):
+    """A sticky note on the canvas: layout only, like node positions.
+
+    Validation ignores notes, the engine never reads them, and a version diff lists them
+    under ``layout`` apart from the graph's logic. ``position`` is the top-left corner and
+    ``width``/``height`` the size, in pixels; ``color`` a palette name or ``#rrggbb``.
+    """
+
+    id: str = Field(pattern=NODE_ID_PATTERN)
+    text: str = Field("", max_length=10000)
+    position: Position = Field(default_factory=Position)
+    width: float = Field(200, gt=0, le=4000)
+    height: float = Field(120, gt=0, le=4000)
+    color: str = Field("yellow", pattern=NOTE_COLOR_PATTERN)
+
+
 class GraphSettings(_Model):
     """Run-wide limits: parallel steps at once, steps per run, and an optional budget."""
 
@@ -113,6 +133,8 @@ class GraphSpec(_Model):
     # small; an agent graph this size is already unreadable.
     nodes: list[NodeSpec] = Field(max_length=500)
     edges: list[EdgeSpec] = Field(default_factory=list, max_length=2000)
+    # Layout only (see NoteSpec): kept with the spec so a version shows its notes.
+    notes: list[NoteSpec] = Field(default_factory=list, max_length=500)
 
     def node(self, node_id: str) -> NodeSpec:
         """The node with ``node_id`` (KeyError if absent)."""

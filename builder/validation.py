@@ -39,6 +39,17 @@ parallel_writes             parallel nodes write one key without a reducer (node
 Kinds add their own codes through ``NodeKind.check`` (unknown_tool, unknown_provider,
 unknown_model ... for llm and tool nodes).
 
+Where an issue points (:class:`LocatedIssue`, every issue this module returns):
+
+- ``node`` (also ``node_id``): the node at fault, or None for a graph-level problem;
+- ``field``: relative to that node (``config.cases[0].expression``, ``kind``, or one of
+  the pseudo-fields ``incoming``, ``outgoing``, ``handles.<h>``, ``writes.<key>``), or,
+  for a graph-level problem, a spec path (``edges[3].target``, ``input_schema.type``);
+- ``path``: always from the spec root: ``nodes[2].config.cases[0].expression`` (a
+  pseudo-field's path is the node's own, ``nodes[2]``), or the graph-level field.
+
+Sticky notes (``GraphSpec.notes``) are layout: no check looks at them.
+
 Warnings (``ValidationResult.warnings``) never block a run. There is one:
 ``unused_reducer``: a non-replace reducer declared on a state key that no node writes. It
 changes nothing at run time, so it is not an error; it is usually a typo of a key name,
@@ -65,7 +76,7 @@ import jsonschema
 from django.conf import settings
 from pydantic import ValidationError
 
-from builder.spec import EdgeSpec, GraphSpec, spec_json_schema
+from builder.spec import EdgeSpec, GraphSpec, NodeSpec, spec_json_schema
 from builder.topology import Topology
 from runs.expressions import FUNCTION_NAMES
 from runs.nodes import UnknownNodeKind, all_kinds, get_kind
@@ -79,6 +90,20 @@ INPUT_NAME = "input"
 UNKNOWN_NAME_CODES = frozenset({"unknown_variable", "unknown_name"})
 
 
+@dataclass(frozen=True)
+class LocatedIssue(Issue):
+    """An :class:`Issue` that also knows its ``path`` from the spec root (see the module
+    docstring); ``as_dict`` adds ``node`` (= ``node_id``) and ``path``."""
+
+    path: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        data = super().as_dict()
+        data["node"] = self.node_id
+        data["path"] = self.path
+        return data
+
+
 @dataclass
 class ValidationResult:
     """Outcome of :func:`validate_spec`.
@@ -87,12 +112,15 @@ class ValidationResult:
     - ``issues``: errors, sorted (graph-level first, then by node id, field, code).
     - ``warnings``: problems that do not block a run (see the module docstring).
     - ``configs``: node id -> parsed config, for every node whose kind and config are valid.
+    - ``handles``: node id -> :func:`node_handles` of every node with a string id (also
+      when the document did not parse, so the canvas can still draw its edges).
     """
 
     spec: GraphSpec | None
-    issues: list[Issue] = field(default_factory=list)
-    warnings: list[Issue] = field(default_factory=list)
+    issues: list[LocatedIssue] = field(default_factory=list)
+    warnings: list[LocatedIssue] = field(default_factory=list)
     configs: dict[str, NodeConfig] = field(default_factory=dict)
+    handles: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -119,14 +147,91 @@ def validate_spec(data: dict[str, Any] | GraphSpec) -> ValidationResult:
     if isinstance(data, GraphSpec):
         spec = data
     elif not isinstance(data, dict):
-        issue = Issue(None, "spec", f"a graph spec must be a JSON object, not {type(data).__name__}", "invalid_spec")
+        issue = LocatedIssue(None, "spec", f"a graph spec must be a JSON object, not {type(data).__name__}", "invalid_spec", "")
         return ValidationResult(spec=None, issues=[issue])
     else:
         try:
             spec = GraphSpec.model_validate(data)
         except ValidationError as exc:
-            return ValidationResult(spec=None, issues=_sorted(_spec_issues(exc, data)))
+            raw_nodes = data.get("nodes")
+            raw_nodes = [n for n in raw_nodes if isinstance(n, dict)] if isinstance(raw_nodes, list) else []
+            index = _node_index(data.get("nodes"))
+            return ValidationResult(
+                spec=None, issues=_located(_sorted(_spec_issues(exc, data)), index), handles=_all_handles(raw_nodes)
+            )
     return _GraphCheck(spec).run()
+
+
+def node_handles(kind_name: Any, raw_config: Any) -> dict[str, Any]:
+    """The handles a node of kind ``kind_name`` with config ``raw_config`` (a JSON dict)
+    shows on the canvas: ``{"inputs": [names], "outputs": [names], "default_output": bool,
+    "optional": [names]}``.
+
+    ``inputs`` is ``["in"]`` (``[]`` for a start node). ``outputs`` are the named source
+    handles an edge must name (condition: ``true``/``false``, or each case's handle and
+    ``default``; approval: ``approved``/``rejected``), ``[]`` for a plain node, whose one
+    unnamed output (``default_output`` true; false for an end node, which has none)
+    fires every edge. ``optional`` handles may stay unwired. A config that does not
+    parse falls back to the kind's handles for a default config (see
+    :func:`kind_handles`); an unknown kind to a plain node. Never raises.
+    """
+    inputs = [] if kind_name == "start" else ["in"]
+    plain = {"inputs": inputs, "outputs": [], "default_output": kind_name != "end", "optional": []}
+    if not isinstance(kind_name, str):
+        return plain
+    try:
+        kind = get_kind(kind_name)
+    except UnknownNodeKind:
+        return plain
+    try:
+        config = kind.Config.model_validate(raw_config if isinstance(raw_config, dict) else {})
+    except ValidationError:
+        fixed = kind_handles(kind)
+        names = fixed["names"]
+        return {**plain, "outputs": list(names or []), "default_output": names is None and plain["default_output"], "optional": fixed["optional"]}
+    names = kind.output_handles(config)
+    optional = sorted(kind.optional_handles(config)) if names else []
+    return {**plain, "outputs": list(names or []), "default_output": names is None and plain["default_output"], "optional": optional}
+
+
+def _all_handles(raw_nodes: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """:func:`node_handles` of every node dict with a string id (first one per id)."""
+    out: dict[str, dict[str, Any]] = {}
+    for raw in raw_nodes:
+        node_id = raw.get("id")
+        if isinstance(node_id, str) and node_id not in out:
+            out[node_id] = node_handles(raw.get("kind"), raw.get("config"))
+    return out
+
+
+def _node_index(nodes: Any) -> dict[str, int]:
+    """Node id -> index of its first occurrence in the spec's ``nodes`` list."""
+    index: dict[str, int] = {}
+    for i, raw in enumerate(nodes if isinstance(nodes, list) else []):
+        node_id = raw.get("id") if isinstance(raw, dict) else getattr(raw, "id", None)
+        if isinstance(node_id, str):
+            index.setdefault(node_id, i)
+    return index
+
+
+_NODE_FIELDS = frozenset(NodeSpec.model_fields)
+
+
+def issue_path(issue: Issue, node_index: dict[str, int]) -> str:
+    """The spec-root path of ``issue`` (see the module docstring)."""
+    if issue.node_id is None:
+        return "" if issue.field == "spec" else issue.field
+    index = node_index.get(issue.node_id)
+    if index is None:
+        return issue.field
+    head = re.split(r"[.\[]", issue.field, maxsplit=1)[0]
+    return f"nodes[{index}].{issue.field}" if head in _NODE_FIELDS else f"nodes[{index}]"
+
+
+def _located(issues: Iterable[Issue], node_index: dict[str, int]) -> list[LocatedIssue]:
+    return [
+        LocatedIssue(i.node_id, i.field, i.message, i.code, issue_path(i, node_index)) for i in issues
+    ]
 
 
 def export_schemas() -> dict[str, Any]:
@@ -140,7 +245,7 @@ def export_schemas() -> dict[str, Any]:
         nodes[name] = {
             "config": kind.Config.model_json_schema(),
             "description": kind.description,
-            "handles": _handles_of(kind),
+            "handles": kind_handles(kind),
         }
     return {"graph": spec_json_schema(), "nodes": nodes}
 
@@ -213,8 +318,9 @@ def _sorted(issues: Iterable[Issue]) -> list[Issue]:
     )
 
 
-def _handles_of(kind: NodeKind) -> dict[str, Any]:
-    """Handle facts of a kind for the palette (see :func:`export_schemas`)."""
+def kind_handles(kind: NodeKind) -> dict[str, Any]:
+    """Handle facts of a kind for the palette (see :func:`export_schemas`): ``{"names":
+    [..] | None, "optional": [..], "dynamic": bool}`` for a default config."""
     dynamic = bool(getattr(kind, "dynamic_handles", False))
     try:
         try:
@@ -263,8 +369,13 @@ class _GraphCheck:
         self.check_names()
         self.check_parallel()
         self.check_reducers()
+        index = _node_index(self.spec.nodes)
         return ValidationResult(
-            spec=self.spec, issues=_sorted(self.issues), warnings=_sorted(self.warnings), configs=self.configs
+            spec=self.spec,
+            issues=_located(_sorted(self.issues), index),
+            warnings=_located(_sorted(self.warnings), index),
+            configs=self.configs,
+            handles=_all_handles({"id": n.id, "kind": n.kind, "config": n.config} for n in self.spec.nodes),
         )
 
     # -- document-level ---------------------------------------------------------------
@@ -639,3 +750,65 @@ def _disjoint(a: Iterable[frozenset[int]], b: Iterable[frozenset[int]]) -> bool:
 def _edge_text(edge: EdgeSpec) -> str:
     handle = f".{edge.source_handle}" if edge.source_handle else ""
     return f"{edge.source}{handle} -> {edge.target}"
+
+
+# --- one expression or template, as an editor checks it while it is typed ----------------
+
+SOURCE_KINDS = ("expression", "template")
+
+
+def _line_column(text: str, offset: int) -> tuple[int, int]:
+    """1-based (line, column) of character ``offset`` of ``text``."""
+    before = text[:offset]
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
+
+
+def check_source(kind: str, source: str, state_keys: Iterable[str] | None = None) -> dict[str, Any]:
+    """Check one expression (``kind`` "expression": conditions, transforms) or template
+    (``kind`` "template": prompts, tool arguments) the way graph validation does, with
+    the same parsers (``runs.expressions.parse_expression``, ``runs.templating.
+    template_names``) and the same names known (``state_keys`` plus ``input`` and the
+    expression functions; ``state_keys`` None skips the unknown-name check).
+
+    Returns ``{"ok": bool, "errors": [{"message", "line", "column", "code"}], "names":
+    [variables read, sorted]}``; line and column are 1-based in ``source`` (None when
+    the parser gives no place). Raises ValueError for an unknown ``kind``.
+    """
+    from runs.expressions import ExpressionError, parse_expression
+    from runs.templating import template_names
+
+    if kind not in SOURCE_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(SOURCE_KINDS)}")
+    try:
+        names = parse_expression(source).names if kind == "expression" else template_names(source)
+    except ExpressionError as exc:
+        line, column = exc.position or (None, None)
+        if kind == "expression" and line is not None and column is not None:
+            # The expression parser counts in the stripped text; point into the source.
+            lead = source[: len(source) - len(source.lstrip())]
+            lead_line, lead_column = _line_column(source, len(lead))
+            line, column = (line + lead_line - 1, column + lead_column - 1) if line == 1 else (line + lead_line - 1, column)
+        error = {"message": exc.message, "line": line, "column": column, "code": exc.code}
+        return {"ok": False, "errors": [error], "names": []}
+    errors = []
+    if state_keys is not None:
+        known = set(state_keys) | {INPUT_NAME, *FUNCTION_NAMES}
+        for name in sorted(names - known):
+            found = re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", source)
+            line, column = _line_column(source, found.start()) if found else (None, None)
+            errors.append({"message": f"unknown variable '{name}'", "line": line, "column": column, "code": "unknown_variable"})
+    return {"ok": not errors, "errors": errors, "names": sorted(names)}
+
+
+def validation_report(data: Any) -> dict[str, Any]:
+    """What the builder shows for a spec (the API's validation response): ``{"valid",
+    "errors", "warnings"}`` as :meth:`ValidationResult.as_dict`, plus ``handles`` (node
+    id -> :func:`node_handles`) and ``estimate`` (``builder.estimate.estimate_by_node``;
+    None when the document did not parse). Never raises for a bad spec."""
+    from builder.estimate import estimate_by_node, estimate_spec
+
+    result = validate_spec(data)
+    report = result.as_dict()
+    report["handles"] = result.handles
+    report["estimate"] = estimate_by_node(estimate_spec(result.spec, result.configs)) if result.spec is not None else None
+    return report

@@ -16,7 +16,7 @@ class StepInline(admin.TabularInline):
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
     list_display = ("id", "graph_version", "status", "step_count", "input_tokens", "output_tokens", "cost_usd", "created_at", "finished_at")
-    list_filter = ("status", "graph_version__graph", "created_at")
+    list_filter = ("status", "is_test", "graph_version__graph", "created_at")
     search_fields = ("id", "uuid", "graph_version__graph__name", "idempotency_key")
     readonly_fields = [f.name for f in Run._meta.fields]
     inlines = [StepInline]

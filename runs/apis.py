@@ -67,6 +67,7 @@ class RunCollectionApi(ApiView):
             user=filters.get("user"),
             created_after=filters.get("created_after"),
             created_before=filters.get("created_before"),
+            include_tests=filters["include_tests"],
         )
         return self.paginate(qs, RunOutput)
 
@@ -89,7 +90,7 @@ class RunCollectionApi(ApiView):
         graph = Graph.objects.filter(pk=data["graph"]).first()
         if graph is None:
             raise bad_request("invalid", "No such graph.", {"graph": ["No such graph."]})
-        versions = GraphVersion.objects.filter(graph=graph)
+        versions = GraphVersion.objects.filter(graph=graph, is_test=False)  # test snapshots are not runnable versions
         version = versions.filter(number=data["version"]).first() if "version" in data else versions.order_by("-number").first()
         if version is None:
             field = "version" if "version" in data else "graph"
@@ -237,7 +238,13 @@ class CostListApi(ApiView):
     def get(self, request: Any) -> Response:
         q = self.validated(CostQueryInput, request.query_params)
         rows = selectors.cost_aggregate(
-            group_by=q["group_by"], run_id=q.get("run"), graph_id=q.get("graph"), model=q.get("model"), since=q.get("since"), until=q.get("until")
+            group_by=q["group_by"],
+            run_id=q.get("run"),
+            graph_id=q.get("graph"),
+            model=q.get("model"),
+            since=q.get("since"),
+            until=q.get("until"),
+            include_tests=q["include_tests"],
         )
         return self.paginate(rows, CostRowOutput)
 

@@ -42,7 +42,9 @@ class Run(models.Model):
     ``state`` is the committed run state (JSON object). ``scheduler`` holds the engine's
     bookkeeping committed with it (join arrivals, reducer contributions, ended flag).
     Totals (tokens, ``cost_usd``) are sums over committed step attempts. ``error`` is
-    ``{"code", "message", ...}`` when the run failed.
+    ``{"code", "message", ...}`` when the run failed. ``is_test`` marks a one-node test
+    run started from the builder (pinned to a test snapshot version): run lists, cost
+    reports and dashboards leave test runs out unless asked to include them.
     """
 
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
@@ -65,6 +67,7 @@ class Run(models.Model):
     output_tokens = models.BigIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=24, decimal_places=12, default=Decimal(0))
     idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    is_test = models.BooleanField(default=False)
     forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
     forked_from_step = models.ForeignKey("runs.Step", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

@@ -32,10 +32,14 @@ def run_list(
     user: str | None = None,
     created_after: datetime | None = None,
     created_before: datetime | None = None,
+    include_tests: bool = False,
 ) -> QuerySet[Run]:
     """Runs, newest first, filtered by status, graph, the starting user's username and a
-    creation time range (``created_after`` inclusive, ``created_before`` exclusive)."""
+    creation time range (``created_after`` inclusive, ``created_before`` exclusive).
+    One-node test runs from the builder are left out unless ``include_tests``."""
     qs = Run.objects.select_related("graph_version__graph", "created_by").order_by("-id")
+    if not include_tests:
+        qs = qs.filter(is_test=False)
     return _filter_given(
         qs,
         status=status or None,
@@ -81,8 +85,12 @@ def cost_aggregate(
     model: str | None = None,
     since: date | None = None,
     until: date | None = None,
+    include_tests: bool = False,
 ) -> QuerySet[Any]:
     """Spend grouped by ``group_by`` (one of COST_GROUPS), one database query.
+
+    The spend of one-node test runs is left out unless ``include_tests`` or ``run_id``
+    names a run (then that run's spend is shown whatever it is).
 
     Rows are dicts: the group's ``key`` (and ``label``) plus ``cost_usd`` (Decimal),
     ``input_tokens``, ``output_tokens``, ``cached_input_tokens`` and ``attempts``. The
@@ -90,6 +98,8 @@ def cost_aggregate(
     Raises ValueError for an unknown group.
     """
     qs = StepAttempt.objects.filter(Q(cost_usd__isnull=False) | Q(usage__isnull=False))
+    if not include_tests and run_id is None:
+        qs = qs.filter(step__run__is_test=False)
     qs = _filter_given(
         qs,
         step__run_id=run_id,

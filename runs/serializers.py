@@ -29,6 +29,7 @@ class RunListFilterInput(serializers.Serializer):
     user = serializers.CharField(max_length=150, required=False, help_text="Username of who started the run.")
     created_after = serializers.DateTimeField(required=False, input_formats=DATE_INPUT_FORMATS, help_text="Inclusive.")
     created_before = serializers.DateTimeField(required=False, input_formats=DATE_INPUT_FORMATS, help_text="Exclusive.")
+    include_tests = serializers.BooleanField(required=False, default=False, help_text="Also list one-node test runs from the builder.")
 
 
 class RunStartInput(serializers.Serializer):
@@ -71,6 +72,7 @@ class CostQueryInput(serializers.Serializer):
     model = serializers.CharField(max_length=200, required=False)
     since = serializers.DateField(required=False, help_text="First day (UTC), inclusive.")
     until = serializers.DateField(required=False, help_text="Last day (UTC), inclusive.")
+    include_tests = serializers.BooleanField(required=False, default=False, help_text="Also count one-node test runs from the builder.")
 
 
 class AuditQueryInput(serializers.Serializer):
@@ -141,6 +143,7 @@ class RunOutput(serializers.Serializer):
     cost_usd = serializers.DecimalField(max_digits=14, decimal_places=6)
     budget_usd = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
     budget_tokens = serializers.IntegerField(allow_null=True)
+    is_test = serializers.BooleanField(help_text="A one-node test run from the builder.")
     forked_from = serializers.IntegerField(source="forked_from_id", allow_null=True)
     forked_from_step = serializers.IntegerField(source="forked_from_step_id", allow_null=True)
     created_by = serializers.SerializerMethodField()

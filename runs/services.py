@@ -1,15 +1,19 @@
-"""Run writes for interfaces (commands, API): start, cancel. The engine does the commits."""
+"""Run writes for interfaces (commands, API): start, cancel, resume, fork, and one-node test runs. The engine does the commits."""
 from __future__ import annotations
 
+import copy
 from decimal import Decimal
 from typing import Any
 
 import jsonschema
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from builder.models import GraphVersion
-from runs.engine import dispatch, store
-from runs.models import Run
+from runs.engine import dispatch, scheduler, store
+from runs.engine.audit import audit
+from runs.models import Run, RunEvent, Step
 
 
 class RunInputInvalid(ValueError):
@@ -139,3 +143,71 @@ def run_fork(*, run: Run, step_id: int, state_patch: dict[str, Any] | None = Non
     new_run, step_ids = store.run_fork(run.pk, step_id=step_id, state_patch=state_patch or {}, actor=name, actor_type=kind, created_by=user)
     transaction.on_commit(lambda: dispatch.enqueue(step_ids))
     return new_run
+
+
+def node_test_run(
+    *,
+    version: GraphVersion,
+    node_id: str,
+    state: dict[str, Any],
+    user: Any = None,
+    actor: str | None = None,
+    timeout: float | None = None,
+) -> Run:
+    """Run node ``node_id`` of test snapshot ``version`` once, in this process, through
+    the engine (claim, execute outside any transaction, fenced commit), and return the
+    finished run.
+
+    A new engine entry (the builder's "test this node"): the run is marked ``is_test``,
+    its first step is ``node_id`` itself rather than the start node, with ``state`` as
+    the committed state (declared state defaults first; ``state["input"]``, an object,
+    is the run input). The snapshot (``builder.services.graph_node_test`` builds it)
+    wires the node to an end node, so the run ends after it; an agent node's child
+    steps run here too. Cost, usage, events and an audit entry (``run.test_node``) are
+    recorded as for any run; budgets of the snapshot's settings apply. ``timeout``
+    (seconds, default settings.BALLAST_NODE_TEST_TIMEOUT) bounds the wait between steps;
+    a run still going after it is returned as it is (its steps continue on recovery).
+    """
+    if not version.is_test:
+        raise ValueError("node_test_run needs a test snapshot version")
+    graph = store.compiled_graph(version.pk)
+    node = graph.topology.nodes[node_id]
+    given = copy.deepcopy(state)
+    run_input = given.get("input") if isinstance(given.get("input"), dict) else {}
+    initial = scheduler.initial_state(graph, {})
+    initial.update(given)
+    initial["input"] = run_input
+    name, kind = _actor(user, actor)
+    limits = graph.spec.settings
+    with transaction.atomic():
+        run = Run.objects.create(
+            graph_version=version,
+            is_test=True,
+            input=run_input,
+            state=initial,
+            scheduler={"iterations": {node_id: 1}},
+            max_parallelism=limits.max_parallelism,
+            max_steps=limits.max_steps,
+            budget_usd=limits.budget_usd,
+            budget_tokens=limits.budget_tokens,
+            step_count=1,
+            created_by=user if getattr(user, "pk", None) is not None else None,
+        )
+        step = Step.objects.create(
+            run=run,
+            node_id=node_id,
+            kind=node.kind,
+            max_attempts=1,
+            idempotency_key=store.idempotency_key(run, node_id, 0),
+            dispatched_at=timezone.now(),
+        )
+        RunEvent.objects.create(run=run, kind="run_created", data={"graph_version": version.pk, "test": True, "node_id": node_id})
+        audit(name, "run.test_node", run, actor_type=kind, graph=version.graph_id, graph_version=version.pk, node_id=node_id)
+    from runs.engine.loop import drive_local
+
+    limit = timeout if timeout is not None else getattr(settings, "BALLAST_NODE_TEST_TIMEOUT", 600.0)
+    with dispatch.local_mode() as queue:
+        queue.append(step.pk)
+        drive_local(run.pk, queue=queue, timeout=limit)
+    run.refresh_from_db()
+    return run

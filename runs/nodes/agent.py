@@ -98,6 +98,7 @@ class AgentNode(NodeKind):
     kind = "agent"
     Config = AgentConfig
     description = "An LLM agent with tools: model turns and tool calls are durable child steps."
+    title, category = "Agent", "ai"  # builder palette (builder.selectors.node_kind_catalogue)
 
     # ----------------------------------------------------------------- validation
     def writes(self, config: AgentConfig) -> set[str]:

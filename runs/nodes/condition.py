@@ -48,6 +48,7 @@ class ConditionNode(NodeKind):
     kind: ClassVar[str] = "condition"
     Config: ClassVar[type[NodeConfig]] = ConditionConfig
     description: ClassVar[str] = "Branch on an expression (true/false) or on cases (first true wins, else default)."
+    title, category = "Condition", "logic"  # builder palette (builder.selectors.node_kind_catalogue)
     # Handles depend on the config (cases): the exported schema says so.
     dynamic_handles: ClassVar[bool] = True
 

@@ -25,6 +25,7 @@ class EndNode(NodeKind):
     kind: ClassVar[str] = "end"
     Config: ClassVar[type[NodeConfig]] = EndConfig
     description: ClassVar[str] = "Finish the run and return selected state keys as its result."
+    title, category = "End", "flow"  # builder palette (builder.selectors.node_kind_catalogue)
 
     def check(self, node_id: str, config: NodeConfig, known_names: set[str]) -> list[Issue]:
         """Every selected key must be a known state name (else it would always be None)."""

@@ -19,6 +19,7 @@ class JoinNode(NodeKind):
     kind: ClassVar[str] = "join"
     Config: ClassVar[type[NodeConfig]] = NodeConfig
     description: ClassVar[str] = "Wait for all parallel branches that can still arrive, then continue once."
+    title, category = "Join", "flow"  # builder palette (builder.selectors.node_kind_catalogue)
 
     def execute(self, config: NodeConfig, ctx: NodeContext) -> NodeResult:
         """Do nothing: the scheduler only creates this step once every live input arrived."""

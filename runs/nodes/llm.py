@@ -85,6 +85,7 @@ class LLMNode(NodeKind):
     kind = "llm"
     Config = LLMConfig
     description = "Ask a language model; store its reply (text or schema-checked JSON)."
+    title, category = "LLM", "ai"  # builder palette (builder.selectors.node_kind_catalogue)
 
     def writes(self, config: LLMConfig) -> set[str]:
         return {config.output_key}

@@ -16,6 +16,7 @@ class StartNode(NodeKind):
     kind: ClassVar[str] = "start"
     Config: ClassVar[type[NodeConfig]] = NodeConfig
     description: ClassVar[str] = "Where a run begins; its input becomes the first state."
+    title, category = "Start", "flow"  # builder palette (builder.selectors.node_kind_catalogue)
 
     def execute(self, config: NodeConfig, ctx: NodeContext) -> NodeResult:
         """Do nothing and fire every outgoing edge."""

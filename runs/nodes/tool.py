@@ -36,6 +36,7 @@ class ToolNode(NodeKind):
     kind = "tool"
     Config = ToolConfig
     description = "Call a tool (HTTP request, email, your own functions) with arguments from the state."
+    title, category = "Tool", "tools"  # builder palette (builder.selectors.node_kind_catalogue)
 
     def writes(self, config: ToolConfig) -> set[str]:
         return {config.output_key} if config.output_key else set()

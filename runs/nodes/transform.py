@@ -67,6 +67,7 @@ class TransformNode(NodeKind):
     kind: ClassVar[str] = "transform"
     Config: ClassVar[type[NodeConfig]] = TransformConfig
     description: ClassVar[str] = "Compute state values from expressions over the current state."
+    title, category = "Transform", "data"  # builder palette (builder.selectors.node_kind_catalogue)
 
     def writes(self, config: NodeConfig) -> set[str]:
         assert isinstance(config, TransformConfig)

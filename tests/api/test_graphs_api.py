@@ -29,7 +29,7 @@ def test_draft_lifecycle_publish_versions_and_diff(world: World) -> None:
     assert any(key.startswith("nodes.double.") for key in error["fields"])
     assert not GraphVersion.objects.filter(graph_id=graph["id"]).exists()
 
-    assert client.patch(f"/api/v1/graphs/{graph['id']}/", {"draft": spec}, format="json").status_code == 200
+    assert client.patch(f"/api/v1/graphs/{graph['id']}/", {"draft": spec, "base_revision": 1}, format="json").status_code == 200
     v1 = client.post(f"/api/v1/graphs/{graph['id']}/versions/")
     assert v1.status_code == 201 and v1.json()["number"] == 1
     same = client.post(f"/api/v1/graphs/{graph['id']}/versions/")
@@ -38,7 +38,7 @@ def test_draft_lifecycle_publish_versions_and_diff(world: World) -> None:
     changed = {**spec, "nodes": [n if n["id"] != "double" else transform("double", y="x * 3") for n in spec["nodes"]]}
     changed["nodes"].append(node("note", "transform", config={"set": {"z": "1"}}))
     changed["edges"] = [{"source": "start", "target": "double"}, {"source": "double", "target": "note"}, {"source": "note", "target": "end"}]
-    client.patch(f"/api/v1/graphs/{graph['id']}/", {"draft": changed}, format="json")
+    assert client.patch(f"/api/v1/graphs/{graph['id']}/", {"spec": changed, "base_revision": 2}, format="json").status_code == 200
     assert client.post(f"/api/v1/graphs/{graph['id']}/versions/").json()["number"] == 2
     listed = client.get(f"/api/v1/graphs/{graph['id']}/versions/").json()
     assert [v["number"] for v in listed["results"]] == [2, 1]
@@ -69,7 +69,7 @@ def test_name_conflicts_and_deleting_a_graph_that_runs_are_pinned_to(world: Worl
     assert unknown.status_code == 400 and "approvers" in unknown.json()["error"]["fields"]
     world.waiting_run()
     protected = client.delete(f"/api/v1/graphs/{world.approval_version.graph_id}/")
-    assert protected.status_code == 409 and protected.json()["error"]["code"] == "protected"
+    assert protected.status_code == 409 and protected.json()["error"]["code"] == "graph_has_runs"
     assert client.delete(f"/api/v1/graphs/{other['id']}/").status_code == 204
     assert not Graph.objects.filter(pk=other["id"]).exists()
 
@@ -78,10 +78,11 @@ def test_validate_saves_nothing_and_reports_structured_issues(world: World) -> N
     client = world.clients["viewer"]
     before = Graph.objects.count()
     good = client.post("/api/v1/graphs/validate/", linear_spec(), format="json").json()
-    assert good == {"valid": True, "errors": [], "warnings": []}
+    assert (good["valid"], good["errors"], good["warnings"]) == (True, [], [])
+    assert set(good["handles"]) == {"start", "double", "end"} and good["estimate"]["costliest_path"]["nodes"] == ["start", "double", "end"]
     bad = client.post("/api/v1/graphs/validate/", {"name": "x", "nodes": [{"id": "a", "kind": "warp"}]}, format="json").json()
     assert bad["valid"] is False and {e["code"] for e in bad["errors"]} >= {"unknown_kind"}
-    assert set(bad["errors"][0]) == {"node_id", "field", "message", "code"}
+    assert set(bad["errors"][0]) == {"node_id", "node", "field", "path", "message", "code"}
     assert client.post("/api/v1/graphs/validate/", [1, 2], format="json").status_code == 400
     assert Graph.objects.count() == before
 

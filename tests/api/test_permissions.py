@@ -41,6 +41,26 @@ def draft_graph(world: World) -> int:
     return graph_create(name=spec["name"], draft=spec).pk
 
 
+def published_graph(world: World) -> tuple[int, int]:
+    """A fresh graph with version 1 published from its draft: (graph id, draft revision)."""
+    from builder.services import graph_import
+
+    version = graph_import(spec=fresh_graph_payload())
+    return version.graph_id, version.graph.draft_revision
+
+
+def draft_save(world: World) -> tuple[str, Any]:
+    from builder.models import Graph
+
+    graph = Graph.objects.get(pk=draft_graph(world))
+    return f"/api/v1/graphs/{graph.pk}/", {"spec": {**graph.draft, "description": "saved"}, "base_revision": graph.draft_revision}
+
+
+def restore(world: World) -> tuple[str, Any]:
+    graph_id, revision = published_graph(world)
+    return f"/api/v1/graphs/{graph_id}/versions/1/restore/", {"base_revision": revision}
+
+
 @dataclass
 class Endpoint:
     name: str
@@ -58,6 +78,8 @@ ENDPOINTS = [
     Endpoint("graphs_create", "post", lambda w: ("/api/v1/graphs/", {"name": f"new-{next(_names)}"}), allowed(201, "builder", "admin")),
     Endpoint("graphs_read", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/", None), allowed(200)),
     Endpoint("graphs_update", "patch", lambda w: (f"/api/v1/graphs/{_g(w)}/", {"description": "edited"}), allowed(200, "builder", "admin")),
+    Endpoint("graphs_update_draft", "patch", draft_save, allowed(200, "builder", "admin")),
+    Endpoint("graphs_duplicate", "post", lambda w: (f"/api/v1/graphs/{_g(w)}/duplicate/", {"name": f"dup-{next(_names)}"}), allowed(201, "builder", "admin")),
     Endpoint("graphs_delete", "delete", lambda w: (f"/api/v1/graphs/{draft_graph(w)}/", None), allowed(204, "builder", "admin")),
     Endpoint("graphs_validate", "post", lambda w: ("/api/v1/graphs/validate/", linear_spec()), allowed(200)),
     Endpoint("graphs_import", "post", lambda w: ("/api/v1/graphs/import/", fresh_graph_payload()), allowed(201, "builder", "admin")),
@@ -66,6 +88,14 @@ ENDPOINTS = [
     Endpoint("versions_publish", "post", lambda w: (f"/api/v1/graphs/{draft_graph(w)}/versions/", None), allowed(201, "builder", "admin")),
     Endpoint("versions_read", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/versions/1/", None), allowed(200)),
     Endpoint("versions_diff", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/diff/?from=1&to=1", None), allowed(200)),
+    Endpoint("versions_restore", "post", restore, allowed(200, "builder", "admin")),
+    Endpoint(
+        "nodes_test", "post", lambda w: (f"/api/v1/graphs/{draft_graph(w)}/nodes/double/test/", {"state": {"x": 2}}), allowed(200, "builder", "admin")
+    ),
+    Endpoint("node_kinds", "get", lambda w: ("/api/v1/node-kinds/", None), allowed(200)),
+    Endpoint("tools", "get", lambda w: ("/api/v1/tools/", None), allowed(200)),
+    Endpoint("models", "get", lambda w: ("/api/v1/models/", None), allowed(200)),
+    Endpoint("expressions_check", "post", lambda w: ("/api/v1/expressions/check/", {"kind": "expression", "source": "x + 1", "state_keys": ["x"]}), allowed(200)),
     Endpoint("runs_list", "get", lambda w: ("/api/v1/runs/?status=waiting", None), allowed(200)),
     Endpoint("runs_start", "post", lambda w: ("/api/v1/runs/", {"graph": _g(w), "input": {"name": "Ada"}}), allowed(201, "operator", "admin")),
     Endpoint("runs_read", "get", lambda w: (f"/api/v1/runs/{w.waiting_run().pk}/", None), allowed(200)),
@@ -121,7 +151,8 @@ def test_the_matrix_covers_every_api_operation() -> None:
         "graphs_export", "graph_versions_list", "graph_versions_publish", "graph_versions_read", "graph_versions_diff",
         "runs_list", "runs_start", "runs_read", "runs_cancel", "runs_resume", "runs_retry", "runs_fork", "runs_steps",
         "steps_read", "runs_events", "costs_aggregate", "audit_list", "approvals_mine", "approvals_all", "approvals_read",
-        "approvals_decide",
+        "approvals_decide", "graphs_duplicate", "graph_versions_restore", "graph_nodes_test", "node_kinds_list", "tools_list",
+        "models_list", "expressions_check",
     }  # fmt: skip
     assert operations == covered
 

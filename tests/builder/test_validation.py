@@ -717,6 +717,8 @@ def test_as_dict_shape():
                 "field": "handles.false",
                 "message": "handle 'false' is not connected to any node",
                 "code": "unwired_handle",
+                "node": "check",
+                "path": "nodes[2]",  # a pseudo-field points at the node itself
             }
         ],
         "warnings": [],

@@ -5,16 +5,13 @@ from __future__ import annotations
 import json
 import sys
 from decimal import Decimal
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from builder.spec import GraphSpec
-from builder.topology import Topology
+from builder.estimate import estimate_spec
 from builder.validation import validate_spec
-from runs.nodes import get_kind
 
 
 class Command(BaseCommand):
@@ -38,7 +35,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, file: str, as_json: bool, estimate: bool = False, **options: Any) -> None:
         data = self.load(file, as_json)
         result = validate_spec(data)
-        report = estimate_spec(GraphSpec.model_validate(data)) if estimate and result.ok else None
+        report = estimate_spec(result.spec, result.configs) if estimate and result.ok else None
         if as_json:
             out = result.as_dict()
             if report is not None:
@@ -101,82 +98,3 @@ class Command(BaseCommand):
 
 def _usd(value: str | None) -> str:
     return "unknown" if value is None else f"${Decimal(value):.6f}"
-
-
-def estimate_spec(spec: GraphSpec) -> dict[str, Any]:
-    """Pre-run worst-case cost of a valid graph: each node's ``estimate_cost`` (an empty
-    state, so prompts count as their template source) and the costliest path from the
-    start to an end.
-
-    Returns ``{"nodes": [{"node_id", "kind", "model", "tokens", "usd" (str|None)}],
-    "costliest_path": {"nodes", "tokens", "usd", "unpriced", "loops"}}``. The path is
-    chosen by USD (ties and unknown prices by tokens); a cycle (a bounded loop) counts
-    each of its nodes ``max(max_iterations) + 1`` times, an upper bound.
-    """
-    topology = Topology(spec)
-    nodes: list[dict[str, Any]] = []
-    cost: dict[str, tuple[Decimal | None, int]] = {}
-    for node in spec.nodes:
-        kind = get_kind(node.kind)
-        config = kind.Config.model_validate(node.config)
-        usd, tokens = kind.estimate_cost(config, {})
-        cost[node.id] = (usd, tokens)
-        nodes.append(
-            {
-                "node_id": node.id,
-                "kind": node.kind,
-                "model": node.config.get("model") if node.kind in ("llm", "agent") else None,
-                "tokens": tokens,
-                "usd": None if usd is None else str(usd),
-            }
-        )
-
-    # Condense cycles (bounded loops) into one vertex each; the rest is a DAG.
-    component = {node_id: node_id for node_id in topology.nodes}
-    members: dict[str, list[str]] = {node_id: [node_id] for node_id in topology.nodes}
-    repeat: dict[str, int] = {node_id: 1 for node_id in topology.nodes}
-    for cycle in topology.cycles:
-        head = cycle[0]
-        bound = max((topology.nodes[n].max_iterations or 1) for n in cycle) + 1
-        for n in cycle:
-            component[n] = head
-            members.pop(n, None)
-        members[head], repeat[head] = list(cycle), bound
-
-    def weight(comp: str) -> tuple[Decimal, int, list[str]]:
-        usd, tokens, unpriced = Decimal(0), 0, []
-        for n in members[comp]:
-            n_usd, n_tokens = cost[n]
-            tokens += n_tokens * repeat[comp]
-            if n_usd is None:
-                unpriced.append(n)
-            else:
-                usd += n_usd * repeat[comp]
-        return usd, tokens, unpriced
-
-    ends = {component[e] for e in topology.end_ids}
-
-    @cache
-    def best(comp: str) -> tuple[Decimal, int, tuple[str, ...], tuple[str, ...]] | None:
-        usd, tokens, unpriced = weight(comp)
-        successors = {component[t] for n in members[comp] for t in topology.successors(n)} - {comp}
-        options = [b for b in (best(s) for s in sorted(successors)) if b is not None]
-        if not options:
-            return (usd, tokens, (comp,), tuple(unpriced)) if comp in ends else None
-        tail = max(options, key=lambda b: (b[0], b[1]))
-        return usd + tail[0], tokens + tail[1], (comp, *tail[2]), tuple(unpriced) + tail[3]
-
-    start = component[topology.start_ids[0]]
-    found = best(start) or (Decimal(0), 0, (start,), ())
-    path_nodes = [n for comp in found[2] for n in members[comp]]
-    loops = [f"{'+'.join(members[c])} x{repeat[c]}" for c in found[2] if repeat[c] > 1]
-    return {
-        "nodes": nodes,
-        "costliest_path": {
-            "nodes": path_nodes,
-            "tokens": found[1],
-            "usd": str(found[0]),
-            "unpriced": list(found[3]),
-            "loops": loops,
-        },
-    }

@@ -1,4 +1,4 @@
-"""``manage.py cost_report [--since DATE] [--until DATE] [--by step|run|graph|model|day] [--csv]``: LLM spend aggregated in the database."""
+"""``manage.py cost_report [--since DATE] [--until DATE] [--by step|run|graph|model|day] [--csv] [--include-tests]``: LLM spend aggregated in the database."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _group_fields(by: str) -> dict[str, Any]:
     raise ValueError(by)
 
 
-def cost_rows(*, by: str, since: datetime | None = None, until: datetime | None = None) -> list[dict[str, Any]]:
+def cost_rows(*, by: str, since: datetime | None = None, until: datetime | None = None, include_tests: bool = False) -> list[dict[str, Any]]:
     """Spend per group, one dict per row (ordered by the group), computed with one
     aggregate query over every LLM attempt (StepAttempt rows with usage), including
     failed, retried and crash-interrupted attempts.
@@ -57,9 +57,12 @@ def cost_rows(*, by: str, since: datetime | None = None, until: datetime | None 
     the token sums (``input_tokens`` ... ``reasoning_tokens``), ``usd`` (Decimal sum of
     the known costs, None when none is known) and ``unpriced`` (attempts with usage but an unknown price: their
     cost is not in ``cost_usd``; never counted as $0 silently). ``since``/``until`` bound
-    the attempts' start time (until exclusive).
+    the attempts' start time (until exclusive). One-node test runs from the builder are
+    left out unless ``include_tests``.
     """
     qs: QuerySet = StepAttempt.objects.filter(usage__isnull=False)
+    if not include_tests:
+        qs = qs.filter(step__run__is_test=False)
     if since is not None:
         qs = qs.filter(started_at__gte=since)
     if until is not None:
@@ -128,11 +131,12 @@ class Command(BaseCommand):
         parser.add_argument("--until", help="only attempts started before this date")
         parser.add_argument("--by", choices=GROUPINGS, default="model", help="grouping (default: model)")
         parser.add_argument("--csv", action="store_true", dest="as_csv", help="write CSV instead of a table")
+        parser.add_argument("--include-tests", action="store_true", help="also count one-node test runs from the builder")
 
-    def handle(self, *args: Any, since: str | None, until: str | None, by: str, as_csv: bool, **options: Any) -> None:
+    def handle(self, *args: Any, since: str | None, until: str | None, by: str, as_csv: bool, include_tests: bool = False, **options: Any) -> None:
         start = _parse_date(since, "--since") if since else None
         end = _parse_date(until, "--until") if until else None
-        rows = cost_rows(by=by, since=start, until=end)
+        rows = cost_rows(by=by, since=start, until=end, include_tests=include_tests)
         columns = list(_group_fields(by)) + [
             "attempts",
             "failed_attempts",

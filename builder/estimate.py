@@ -1,0 +1,135 @@
+"""Pre-run cost estimate of a graph: each node's worst case and the costliest path (pure: no database).
+
+Shared by ``manage.py validate_graph --estimate`` and the API's validation response.
+"""
+from __future__ import annotations
+
+import logging
+from decimal import Decimal
+from functools import cache
+from typing import Any
+
+from builder.spec import GraphSpec
+from builder.topology import Topology
+from runs.nodes import UnknownNodeKind, get_kind
+from runs.nodes.base import NodeConfig
+
+log = logging.getLogger("ballast.builder")
+
+
+def _node_cost(kind_name: str, raw_config: dict[str, Any], config: NodeConfig | None) -> tuple[Decimal | None, int] | None:
+    """(USD or None, tokens) of one execution, or None when the node cannot be estimated
+    (unknown kind or invalid config)."""
+    try:
+        kind = get_kind(kind_name)
+    except UnknownNodeKind:
+        return None
+    if config is None:
+        try:
+            config = kind.Config.model_validate(raw_config)
+        except ValueError:  # pydantic's ValidationError is a ValueError
+            return None
+    try:
+        return kind.estimate_cost(config, {})
+    except Exception:  # noqa: BLE001 - an estimate must never break validation of a draft
+        log.exception("estimate_cost of a %s node failed", kind_name)
+        return None
+
+
+def estimate_spec(spec: GraphSpec, configs: dict[str, NodeConfig] | None = None) -> dict[str, Any]:
+    """Pre-run worst-case cost of a graph: each node's ``estimate_cost`` (an empty state,
+    so prompts count as their template source) and the costliest path from the start to
+    an end.
+
+    ``configs``: already parsed node configs by node id (``ValidationResult.configs``);
+    the others are parsed here. The graph need not be valid: a node whose kind or config
+    is invalid counts as unknown (``usd`` None, ``tokens`` 0, listed in ``unpriced``), and
+    without a start node the path is empty.
+
+    Returns ``{"nodes": [{"node_id", "kind", "model", "tokens", "usd" (str|None)}],
+    "costliest_path": {"nodes", "tokens", "usd" (str), "unpriced", "loops"}}``. The path is
+    chosen by USD (ties and unknown prices by tokens); a cycle (a bounded loop) counts
+    each of its nodes ``max(max_iterations) + 1`` times, an upper bound.
+    """
+    configs = configs or {}
+    topology = Topology(spec)
+    nodes: list[dict[str, Any]] = []
+    cost: dict[str, tuple[Decimal | None, int]] = {}
+    for node in topology.nodes.values():
+        found = _node_cost(node.kind, node.config, configs.get(node.id))
+        usd, tokens = found if found is not None else (None, 0)
+        cost[node.id] = (usd, tokens)
+        nodes.append(
+            {
+                "node_id": node.id,
+                "kind": node.kind,
+                "model": node.config.get("model") if node.kind in ("llm", "agent") else None,
+                "tokens": tokens,
+                "usd": None if usd is None else str(usd),
+            }
+        )
+    empty = {"nodes": [], "tokens": 0, "usd": "0", "unpriced": [], "loops": []}
+    if not topology.start_ids:
+        return {"nodes": nodes, "costliest_path": empty}
+
+    # Condense cycles (bounded loops) into one vertex each; the rest is a DAG.
+    component = {node_id: node_id for node_id in topology.nodes}
+    members: dict[str, list[str]] = {node_id: [node_id] for node_id in topology.nodes}
+    repeat: dict[str, int] = {node_id: 1 for node_id in topology.nodes}
+    for cycle in topology.cycles:
+        head = cycle[0]
+        bound = max((topology.nodes[n].max_iterations or 1) for n in cycle) + 1
+        for n in cycle:
+            component[n] = head
+            members.pop(n, None)
+        members[head], repeat[head] = list(cycle), bound
+
+    def weight(comp: str) -> tuple[Decimal, int, list[str]]:
+        usd, tokens, unpriced = Decimal(0), 0, []
+        for n in members[comp]:
+            n_usd, n_tokens = cost[n]
+            tokens += n_tokens * repeat[comp]
+            if n_usd is None:
+                unpriced.append(n)
+            else:
+                usd += n_usd * repeat[comp]
+        return usd, tokens, unpriced
+
+    ends = {component[e] for e in topology.end_ids}
+
+    @cache
+    def best(comp: str) -> tuple[Decimal, int, tuple[str, ...], tuple[str, ...]] | None:
+        usd, tokens, unpriced = weight(comp)
+        successors = {component[t] for n in members[comp] for t in topology.successors(n)} - {comp}
+        options = [b for b in (best(s) for s in sorted(successors)) if b is not None]
+        if not options:
+            return (usd, tokens, (comp,), tuple(unpriced)) if comp in ends else None
+        tail = max(options, key=lambda b: (b[0], b[1]))
+        return usd + tail[0], tokens + tail[1], (comp, *tail[2]), tuple(unpriced) + tail[3]
+
+    start = component[topology.start_ids[0]]
+    found = best(start) or (Decimal(0), 0, (start,), ())
+    path_nodes = [n for comp in found[2] for n in members[comp]]
+    loops = [f"{'+'.join(members[c])} x{repeat[c]}" for c in found[2] if repeat[c] > 1]
+    return {
+        "nodes": nodes,
+        "costliest_path": {
+            "nodes": path_nodes,
+            "tokens": found[1],
+            "usd": str(found[0]),
+            "unpriced": list(found[3]),
+            "loops": loops,
+        },
+    }
+
+
+def estimate_by_node(report: dict[str, Any]) -> dict[str, Any]:
+    """:func:`estimate_spec`'s report keyed by node id, as the API answers it:
+    ``{"nodes": {node_id: {"usd", "tokens", "kind", "model"}}, "costliest_path": {...}}``."""
+    return {
+        "nodes": {
+            n["node_id"]: {"usd": n["usd"], "tokens": n["tokens"], "kind": n["kind"], "model": n["model"]}
+            for n in report["nodes"]
+        },
+        "costliest_path": report["costliest_path"],
+    }
