@@ -237,6 +237,8 @@ def drag_trace(browser: Any, page: Any, size: int) -> tuple[list[float], list[fl
     raw = browser.stop_tracing()
     rafs = page.evaluate("window.__raf")
     trace = json.loads(raw)
+    if os.environ.get("BENCH_KEEP_TRACE"):
+        Path(os.environ["BENCH_KEEP_TRACE"]).write_bytes(raw)
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     stamps = [e["ts"] for e in events if e.get("ts")]
     frames = frame_work_ms(trace, min(stamps), max(stamps))
