@@ -1,7 +1,7 @@
 // The builder page (/graphs/<id>/): loads the graph, the node-kind catalogue and validation; canvas, palette, side panel.
 import { ReactFlowProvider } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
-import { useCallback, useEffect, useMemo, useState } from "react";
+import { useCallback, useDeferredValue, useEffect, useMemo, useState } from "react";
 import { ApiError, api } from "../lib/api";
 import { usePageContext } from "../lib/context";
 import { Canvas, SHORTCUTS } from "./Canvas";
@@ -76,6 +76,9 @@ function Builder({ loaded }: { loaded: Loaded }) {
   const base = useBuilderState(graph.spec, { readOnly, catalogue, validation: null });
   const validation = useValidation(base.spec);
   const builder = useMemo(() => ({ ...base, validation: validation.result }), [base, validation.result]);
+  // The side panel (forms, code editors) follows at low priority, so a click or a drag on
+  // the canvas never waits for it: React renders it when the canvas is done, interruptibly.
+  const deferred = useDeferredValue(builder);
   const save = useAutosave(graph.id, builder.spec, graph, !readOnly);
   const [dialog, setDialog] = useState<"help" | "publish" | "run" | null>(null);
   const [toast, setToast] = useState<string | null>(null);
@@ -141,7 +144,9 @@ function Builder({ loaded }: { loaded: Loaded }) {
               <Canvas onHelp={onHelp} onMessage={setToast} />
               <ErrorsPanel pending={validation.pending} failed={validation.failed} />
             </div>
-            <SidePanel />
+            <BuilderContext.Provider value={deferred}>
+              <SidePanel />
+            </BuilderContext.Provider>
           </div>
           {toast && <div className="toast" role="status">{toast}</div>}
           {dialog === "help" && <HelpDialog onClose={() => setDialog(null)} />}
