@@ -84,7 +84,8 @@ def frame_work_ms(trace: dict[str, Any], t0_us: float, t1_us: float) -> list[flo
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     main = {(e["pid"], e["tid"]) for e in events if e.get("name") == "thread_name" and e.get("args", {}).get("name") == "CrRendererMain"}
     begins = sorted(e["ts"] for e in events if e.get("name") == "BeginMainThreadFrame" and (e["pid"], e["tid"]) in main and t0_us <= e["ts"] <= t1_us)
-    tasks = sorted((e["ts"], e.get("dur", 0)) for e in events if e.get("name") == "RunTask" and e.get("ph") == "X"
+    # Top-level tasks: "RunTask" in older Chromium, "ThreadControllerImpl::RunTask" in newer.
+    tasks = sorted((e["ts"], e.get("dur", 0)) for e in events if str(e.get("name", "")).endswith("RunTask") and e.get("ph") == "X"
                    and (e["pid"], e["tid"]) in main and t0_us <= e["ts"] <= t1_us)
     out: list[float] = []
     j = 0

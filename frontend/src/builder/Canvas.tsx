@@ -101,7 +101,20 @@ export function Canvas({ onHelp, onMessage }: { onHelp: () => void; onMessage: (
   // would otherwise zoom onto the first dropped node, moving the canvas under the user's hand).
   const [fitOnOpen] = useState(() => derived.length > 0);
   useEffect(() => setNodes((prev) => mergeNodes(prev, derived)), [derived]);
-  const edges = useMemo(() => specToFlowEdges(spec, { selectedEdges, readOnly }), [spec, selectedEdges, readOnly]);
+  // Reuse unchanged edge objects: React Flow re-renders an edge only when its object changes.
+  const edgeCache = useRef(new Map<string, Edge>());
+  const edges = useMemo(() => {
+    const next = specToFlowEdges(spec, { selectedEdges, readOnly });
+    const cache = edgeCache.current;
+    const out = next.map((e) => {
+      const p = cache.get(e.id);
+      return p && p.source === e.source && p.target === e.target && p.sourceHandle === e.sourceHandle
+        && p.targetHandle === e.targetHandle && !!p.selected === !!e.selected && p.deletable === e.deletable
+        && (p.data as { index: number }).index === (e.data as { index: number }).index ? p : e;
+    });
+    edgeCache.current = new Map(out.map((e) => [e.id, e]));
+    return out;
+  }, [spec, selectedEdges, readOnly]);
 
   const onNodesChange = useCallback((changes: NodeChange<FlowNode>[]) => {
     const local = changes.filter((c) => c.type === "position" || c.type === "dimensions");
