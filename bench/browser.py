@@ -123,8 +123,7 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
         user = User.objects.create_superuser("bench-builder", "bench@localhost", PASSWORD)
     from builder.models import Graph
 
-    Graph.objects.filter(name=spec["name"]).delete()
-    graph = graph_create(name=spec["name"], draft=spec, user=user)
+    Graph.objects.filter(name__startswith=spec["name"]).delete()
     # Production serving: whitenoise from STATIC_ROOT after collectstatic (DEBUG is off).
     import subprocess
     import sys
@@ -154,6 +153,8 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
             page.wait_for_url(f"{base}/")
             page.add_init_script(f"window.__benchNodes = {size};\n" + DRAWN_PROBE)
             for i in range(runs + 1):  # the first load is a warm-up (and measures the scripts)
+                # A fresh copy per load: the drags below autosave, and every load must open the same graph.
+                graph = graph_create(name=f"{spec['name']} #{i}", draft=spec, user=user)
                 scripts: dict[str, Any] = {}
                 if i == 0:
                     page.on("response", lambda r, s=scripts: s.__setitem__(r.url, r) if r.request.resource_type == "script" else None)
@@ -202,7 +203,7 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
             ctx.close()
         finally:
             browser.close()
-    Graph.objects.filter(pk=graph.pk).delete()
+    Graph.objects.filter(name__startswith=spec["name"]).delete()
     entry = {k: v for k, v in script_sizes.items() if k.startswith("main-")}
     total_raw = sum(v[0] for v in script_sizes.values())
     total_gz = sum(v[1] for v in script_sizes.values())
