@@ -107,6 +107,9 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
     from django.contrib.auth import get_user_model
     from playwright.sync_api import sync_playwright
 
+    # Playwright's sync API runs an event loop in this thread; the ORM calls here stay synchronous.
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
     from bench.cluster import WebServer, free_port
     from builder.services import graph_create
 
