@@ -1,20 +1,23 @@
 // The builder page (/graphs/<id>/): loads the graph, the node-kind catalogue and validation; canvas, palette, side panel.
 import { ReactFlowProvider } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
-import { useCallback, useDeferredValue, useEffect, useMemo, useState } from "react";
+import { Suspense, lazy, useCallback, useDeferredValue, useEffect, useMemo, useRef, useState } from "react";
 import { ApiError, api } from "../lib/api";
 import { usePageContext } from "../lib/context";
 import { Canvas, SHORTCUTS } from "./Canvas";
 import { diffDrafts } from "./conflict";
 import { Dialog } from "./Dialog";
 import { ErrorsPanel } from "./ErrorsPanel";
-import { SidePanel } from "./panel/SidePanel";
 import { Palette } from "./Palette";
 import type { GraphSpec } from "./spec";
 import { BuilderContext, useBuilderState, type NodeKindInfo } from "./store";
 import { useAutosave, type SaveStatus, type StoredDraft } from "./useAutosave";
 import { useValidation } from "./useValidation";
 import "./builder.css";
+
+// The side panel (JSON-Schema forms, code editors) is its own chunk: the canvas draws
+// without waiting for those libraries to download and compile.
+const SidePanel = lazy(() => import("./panel/SidePanel"));
 
 /** GET /api/v1/graphs/<id>/ (the fields the builder uses). */
 export interface GraphDetail extends StoredDraft {
@@ -79,6 +82,18 @@ function Builder({ loaded }: { loaded: Loaded }) {
   // The side panel (forms, code editors) follows at low priority, so a click or a drag on
   // the canvas never waits for it: React renders it when the canvas is done, interruptibly.
   const deferred = useDeferredValue(builder);
+  // While a pointer is down on the canvas (a drag, a box selection) the panel keeps what it
+  // shows; it catches up when the pointer is released, so no form renders mid-drag.
+  const [pointerDown, setPointerDown] = useState(false);
+  const panelState = useRef(deferred);
+  if (!pointerDown) panelState.current = deferred;
+  useEffect(() => {
+    if (!pointerDown) return;
+    const up = () => setPointerDown(false);
+    window.addEventListener("pointerup", up);
+    window.addEventListener("pointercancel", up);
+    return () => { window.removeEventListener("pointerup", up); window.removeEventListener("pointercancel", up); };
+  }, [pointerDown]);
   const save = useAutosave(graph.id, builder.spec, graph, !readOnly);
   const [dialog, setDialog] = useState<"help" | "publish" | "run" | null>(null);
   const [toast, setToast] = useState<string | null>(null);
@@ -140,12 +155,14 @@ function Builder({ loaded }: { loaded: Loaded }) {
           )}
           <div className={`builder__body${readOnly ? " builder__body--readonly" : ""}`}>
             {!readOnly && <Palette catalogue={catalogue} onAdd={(kind) => addAtCentre(builder, kind)} />}
-            <div className="builder__main">
+            <div className="builder__main" onPointerDownCapture={() => setPointerDown(true)}>
               <Canvas onHelp={onHelp} onMessage={setToast} />
               <ErrorsPanel pending={validation.pending} failed={validation.failed} />
             </div>
-            <BuilderContext.Provider value={deferred}>
-              <SidePanel />
+            <BuilderContext.Provider value={panelState.current}>
+              <Suspense fallback={<aside className="side-panel muted" aria-busy="true">Loading…</aside>}>
+                <SidePanel />
+              </Suspense>
             </BuilderContext.Provider>
           </div>
           {toast && <div className="toast" role="status">{toast}</div>}
