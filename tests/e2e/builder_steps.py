@@ -73,7 +73,7 @@ def connect(page: Page, source: str, target: str, handle: str | None = None) -> 
     dst = page.locator(f'.react-flow__handle.target[data-nodeid="{target}"]').first
     a, b = src.bounding_box(), dst.bounding_box()
     assert a and b, (source, target, handle)
-    page.mouse.move(a["x"] + a["width"] / 2, a["y"] + a["height"] / 2)
+    src.hover()
     page.mouse.down()
     page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2, steps=12)
     page.mouse.move(b["x"] + b["width"] / 2 + 1, b["y"] + b["height"] / 2)

@@ -1,6 +1,6 @@
 // One graph node on the canvas: kind, label, error badge and its named handles in a stable order.
-import { Handle, Position, type NodeProps } from "@xyflow/react";
-import { memo } from "react";
+import { Handle, Position, useUpdateNodeInternals, type NodeProps } from "@xyflow/react";
+import { memo, useEffect } from "react";
 import type { BallastFlowNode } from "./flow";
 
 /** Vertical offset (px from the top) of the i-th of n handles on a side. */
@@ -18,8 +18,13 @@ export function categoryColour(category: string | undefined): string {
   return `hsl(${h} 55% 45%)`;
 }
 
-function NodeCardImpl({ data, selected }: NodeProps<BallastFlowNode>) {
+function NodeCardImpl({ id, data, selected }: NodeProps<BallastFlowNode>) {
   const { node, info, handles, errors } = data;
+  // Handles that follow the config (a condition's cases) change after mount: React Flow
+  // must measure them again, or edges to a new handle cannot be drawn or shown.
+  const updateInternals = useUpdateNodeInternals();
+  const handleKey = `${handles.inputs.join(",")}|${handles.hasInput}|${handles.defaultOutput}|${handles.outputs.join(",")}`;
+  useEffect(() => updateInternals(id), [id, handleKey, updateInternals]);
   const named = handles.outputs;
   const outputs = handles.defaultOutput ? [null, ...named] : named;
   const title = info?.title ?? node.kind;
