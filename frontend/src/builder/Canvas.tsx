@@ -319,7 +319,6 @@ export function Canvas({ onHelp, onMessage }: { onHelp: () => void; onMessage: (
         fitViewOptions={{ padding: 0.15, maxZoom: 1.2 }}
         minZoom={0.1}
         maxZoom={2}
-        onlyRenderVisibleElements={spec.nodes.length > 150}
         proOptions={{ hideAttribution: true }}
       >
         <Background gap={20} size={1} />
