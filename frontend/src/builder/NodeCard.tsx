@@ -1,6 +1,6 @@
 // One graph node on the canvas: kind, label, error badge and its named handles in a stable order.
 import { Handle, Position, useUpdateNodeInternals, type NodeProps } from "@xyflow/react";
-import { memo, useEffect } from "react";
+import { memo, useEffect, useRef } from "react";
 import type { BallastFlowNode } from "./flow";
 
 /** Vertical offset (px from the top) of the i-th of n handles on a side. */
@@ -24,7 +24,12 @@ function NodeCardImpl({ id, data, selected }: NodeProps<BallastFlowNode>) {
   // must measure them again, or edges to a new handle cannot be drawn or shown.
   const updateInternals = useUpdateNodeInternals();
   const handleKey = `${handles.inputs.join(",")}|${handles.hasInput}|${handles.defaultOutput}|${handles.outputs.join(",")}`;
-  useEffect(() => updateInternals(id), [id, handleKey, updateInternals]);
+  const measuredKey = useRef(handleKey);
+  useEffect(() => {
+    if (measuredKey.current === handleKey) return; // the first measure happens on mount anyway
+    measuredKey.current = handleKey;
+    updateInternals(id);
+  }, [id, handleKey, updateInternals]);
   const named = handles.outputs;
   const outputs = handles.defaultOutput ? [null, ...named] : named;
   const title = info?.title ?? node.kind;
