@@ -1,44 +1,26 @@
-"""Prompt and argument templates: Jinja2's immutable sandbox with size, loop and time limits."""
+"""Prompt and argument templates: parse and check Jinja2 templates, render them in the bounded sandbox environment."""
 from __future__ import annotations
 
 import functools
-import itertools
-import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, meta, nodes
+from jinja2 import Template, TemplateSyntaxError, UndefinedError, meta, nodes
 from jinja2.exceptions import SecurityError, TemplateAssertionError
-from jinja2.filters import do_round, do_sum
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
-from runs.expressions import (
-    _DICT_METHODS,
-    _GUARD,
-    _SEQ_METHODS,
-    _STR_METHODS,
-    ExpressionError,
-    Limits,
-    _Fault,
-    _fn_range,
-    _Guard,
-    _guard,
-    _isolation,
-    _known_names_hint,
-    _limits,
-    _run_isolated,
-    _snapshot,
-    _str_join,
-    _str_replace,
-    evaluate,
-    parse_expression,
-)
+from runs.expressions import evaluate, parse_expression
+from runs.sandbox.errors import ExpressionError, Fault, describe
+from runs.sandbox.guard import guarded
+from runs.sandbox.jinja_env import CONCAT_HOOK, ENV, GLOBAL_NAMES, LOOP_HOOK
+from runs.sandbox.limits import Limits, effective_limits, isolation
+from runs.sandbox.process import run_isolated
+from runs.sandbox.snapshot import known_names_hint, snapshot
 
-__all__ = ["TemplateError", "TEMPLATE_LIMITS", "MAX_TEMPLATE_CHARS", "render_template", "render_value",
-           "template_names", "value_names"]
+__all__ = ["TemplateError", "TEMPLATE_LIMITS", "MAX_TEMPLATE_CHARS", "render_inline", "render_template",
+           "render_value", "template_names", "value_names"]
 
 MAX_TEMPLATE_CHARS = 50_000  # longest template source accepted
 
@@ -58,216 +40,9 @@ def _as_template_error(exc: ExpressionError) -> TemplateError:
 
 
 # ---------------------------------------------------------------------------------------
-# The environment
-
-class _BoundMethod:
-    """A whitelisted method bound to its receiver; its fields are private to the sandbox."""
-
-    __slots__ = ("_fn", "_obj", "_name")
-
-    def __init__(self, fn, obj, name) -> None:
-        self._fn, self._obj, self._name = fn, obj, name
-
-    def __call__(self, *args, **kwargs):
-        return self._fn(self._obj, *args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<method {self._name}>"
-
-
-def _method_table(obj: Any) -> dict[str, Any] | None:
-    if isinstance(obj, str):
-        return _STR_METHODS
-    if isinstance(obj, dict):
-        return _DICT_METHODS
-    if isinstance(obj, (list, tuple)):
-        return _SEQ_METHODS
-    if isinstance(obj, (int, float)):
-        return {}
-    return None
-
-
-def _finalize(value: Any) -> Any:
-    # Every {{ }} goes through here before str(): refuse text that would be too long
-    # (['x' * 100000] * 1000 is 1001 items but 100 million characters).
-    if type(value) is not str:
-        g = _guard()
-        g.check_chars(g.measure(value)[1])
-    return value
-
-
-class _Environment(ImmutableSandboxedEnvironment):
-    """ImmutableSandboxedEnvironment whose operators, attributes, calls and loops are bounded.
-
-    Hooks used (jinja2 sandbox docs): ``intercepted_binops``/``call_binop``, ``getattr``,
-    ``getitem``, ``call``; plus two environment attributes the parsed tree is rewritten to
-    call (``ballast_loop`` around every for-loop iterable, ``ballast_concat`` for ``~``).
-    """
-
-    intercepted_binops = frozenset({"+", "*", "**", "%"})
-
-    def call_binop(self, context, operator, left, right):
-        g = _guard()
-        g.check_time()
-        if operator == "+":
-            return g.add(left, right)
-        if operator == "*":
-            return g.mul(left, right)
-        if operator == "**":
-            return g.pow(left, right)
-        return g.mod(left, right)
-
-    def getattr(self, obj, attribute):
-        table = _method_table(obj)
-        if table is None:  # Jinja's own objects (loop, cycler, namespace, Undefined ...)
-            return super().getattr(obj, attribute)
-        if attribute.startswith("_"):
-            return self.unsafe_undefined(obj, attribute)
-        # Data first: run state is JSON, and `order.items` should be the key, not dict.items.
-        if isinstance(obj, dict) and attribute in obj:
-            return obj[attribute]
-        fn = table.get(attribute)
-        if fn is not None:
-            return _BoundMethod(fn, obj, attribute)
-        if hasattr(type(obj), attribute):  # str.format, list.append ...: not whitelisted
-            return self.unsafe_undefined(obj, attribute)
-        return self.undefined(obj=obj, name=attribute)
-
-    def getitem(self, obj, argument):
-        if _method_table(obj) is None:
-            return super().getitem(obj, argument)
-        try:
-            return obj[argument]
-        except (TypeError, LookupError):
-            pass
-        if isinstance(argument, str):  # Jinja falls back from item to attribute
-            return self.getattr(obj, argument)
-        return self.undefined(obj=obj, name=argument)
-
-    def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 (Jinja's own signature)
-        _guard().step(what="loop steps and calls")
-        return super().call(__context, __obj, *args, **kwargs)
-
-    def ballast_loop(self, iterable):
-        g = _guard()
-        for item in iterable:
-            g.step(what="loop steps and calls")
-            yield item
-
-    def ballast_concat(self, *parts):
-        g = _guard()
-        total = 0
-        out = []
-        for part in parts:
-            text = g.text(part)
-            total += len(text)
-            g.check_chars(total)
-            out.append(text)
-        return "".join(out)
-
-
-def _stringifies(fn):
-    """Filters that str() their input: refuse input whose text would be too long."""
-
-    value_at = 0 if getattr(fn, "jinja_pass_arg", None) is None else 1  # after env/context, if passed
-
-    @functools.wraps(fn)  # keeps jinja_pass_arg
-    def wrapper(*args, **kwargs):
-        _finalize(args[value_at])
-        return fn(*args, **kwargs)
-
-    return wrapper
-
-
-def _bounded_list(value: Any, what: str) -> list:
-    """Materialise a filter's input; other filters' generators are cut off past the limit."""
-    g = _guard()
-    if isinstance(value, (str, list, tuple, dict, range, set)):
-        g.check_iterable(value, what)
-        return list(value)
-    try:
-        items = list(itertools.islice(iter(value), g.limits.items + 1))
-    except TypeError:
-        raise _Fault("type", f"{what} needs a list, not a {type(value).__name__}") from None
-    g.check_items(len(items), f"the input of {what}")
-    return items
-
-
-def _filter_join(value, d="", attribute=None):
-    g = _guard()
-    items = _bounded_list(value, "join")
-    if attribute is not None:
-        items = [_ENV.getitem(x, attribute) for x in items]
-    return _str_join(str(d), [g.text(x) for x in items])
-
-
-def _filter_replace(s, old, new, count=None):
-    return _str_replace(_guard().text(s), str(old), str(new), -1 if count is None else count)
-
-
-def _filter_tojson(value, indent=None):
-    g = _guard()
-    g.check_chars(g.measure(value)[1] * (2 if indent else 1))
-    if indent is not None and (not isinstance(indent, int) or not 0 <= indent <= 8):
-        raise _Fault("limit", "tojson indent must be between 0 and 8")
-    out = json.dumps(value, ensure_ascii=False, indent=indent, default=str)
-    g.check_chars(len(out))
-    return out
-
-
-def _filter_round(value, precision=0, method="common"):
-    # do_round computes 10**precision for ceil/floor: bound it first.
-    if not isinstance(precision, int) or abs(precision) > 300:
-        raise _Fault("limit", "round precision must be between -300 and 300")
-    return do_round(value, precision, method)
-
-
-def _filter_sum(environment, iterable, attribute=None, start=0):
-    # Numbers only: sum(lists, start=[]) is quadratic.
-    if not isinstance(start, (int, float)):
-        raise _Fault("type", "sum adds numbers only")
-    g = _guard()
-    result = do_sum(environment, _bounded_list(iterable, "sum"), attribute=attribute, start=start)
-    if isinstance(result, int):
-        g.check_bits(result.bit_length())
-    return result
-
-
-_filter_sum.jinja_pass_arg = do_sum.jinja_pass_arg  # type: ignore[attr-defined]
-
-# Filters that pad, wrap, format or repeat (center, indent, wordwrap, format, batch,
-# slice, filesizeformat, xmlattr, urlize, pprint, random, attr, escape/safe) are absent.
-_SAFE_FILTERS = ("abs", "count", "d", "default", "dictsort", "first", "float", "groupby", "int", "items", "last",
-                 "length", "list", "map", "max", "min", "reject", "rejectattr", "reverse", "select", "selectattr",
-                 "sort", "unique")
-_STRINGIFYING_FILTERS = ("capitalize", "lower", "string", "title", "trim", "truncate", "upper", "urlencode",
-                         "wordcount")
-# The lower/upper tests str() their argument; the rest only compare or inspect.
-_UNSAFE_TESTS = ("lower", "upper")
-
-
-def _make_environment() -> _Environment:
-    env = _Environment(undefined=StrictUndefined, autoescape=False, finalize=_finalize, cache_size=0)
-    defaults = env.filters
-    env.filters = {name: defaults[name] for name in _SAFE_FILTERS}
-    env.filters.update({name: _stringifies(defaults[name]) for name in _STRINGIFYING_FILTERS})
-    env.filters.update(join=_filter_join, replace=_filter_replace, tojson=_filter_tojson, round=_filter_round,
-                       sum=_filter_sum)
-    for name in _UNSAFE_TESTS:
-        env.tests.pop(name, None)
-    env.globals.pop("lipsum", None)  # lipsum(10**9) generates text inside one call
-    env.globals["range"] = _fn_range
-    return env
-
-
-_ENV = _make_environment()
-_GLOBAL_NAMES = frozenset(_ENV.globals)
-
-
-# ---------------------------------------------------------------------------------------
 # Parsing, checks and the rewrite
 
-_FORBIDDEN_TAGS = {
+_FORBIDDEN_TAGS: dict[type[nodes.Node], str] = {
     nodes.Macro: "macros are not allowed",
     nodes.CallBlock: "call blocks are not allowed",
     nodes.Include: "include is not allowed",
@@ -293,7 +68,7 @@ _LINEAR_FILTERS = frozenset({"default", "d", "lower", "upper", "trim", "title", 
 class _Rewrite(NodeTransformer):
     """Refuses forbidden tags and routes loops and ~ through the bounded environment hooks."""
 
-    def generic_visit(self, node, *args, **kwargs):
+    def generic_visit(self, node: nodes.Node, *args: Any, **kwargs: Any) -> nodes.Node:
         reason = _FORBIDDEN_TAGS.get(type(node))
         if reason is not None:
             raise TemplateError(f"{reason} (line {node.lineno})", "forbidden", position=(node.lineno, 1))
@@ -303,20 +78,20 @@ class _Rewrite(NodeTransformer):
         if node.recursive:
             raise TemplateError(f"recursive loops are not allowed (line {node.lineno})", "forbidden",
                                 position=(node.lineno, 1))
-        node = self.generic_visit(node)
-        node.iter = nodes.Call(nodes.EnvironmentAttribute("ballast_loop", lineno=node.lineno), [node.iter], [],
+        self.generic_visit(node)  # rewrites the children in place
+        node.iter = nodes.Call(nodes.EnvironmentAttribute(LOOP_HOOK, lineno=node.lineno), [node.iter], [],
                                None, None, lineno=node.lineno)
         return node
 
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
-        node = self.generic_visit(node)
-        return nodes.Call(nodes.EnvironmentAttribute("ballast_concat", lineno=node.lineno), list(node.nodes), [],
+        self.generic_visit(node)
+        return nodes.Call(nodes.EnvironmentAttribute(CONCAT_HOOK, lineno=node.lineno), list(node.nodes), [],
                           None, None, lineno=node.lineno)
 
 
 @dataclass(frozen=True)
 class _Prepared:
-    template: Any
+    template: Template
     names: frozenset[str]
     linear: bool
 
@@ -324,7 +99,7 @@ class _Prepared:
 def _syntax_error(exc: TemplateSyntaxError, source: str) -> TemplateError:
     if isinstance(exc, TemplateAssertionError) and exc.message and exc.message.startswith(("No filter", "No test")):
         return TemplateError(f"{exc.message.rstrip('.')} (line {exc.lineno}); available filters: "
-                             f"{', '.join(sorted(_ENV.filters))}", "forbidden", source=source,
+                             f"{', '.join(sorted(ENV.filters))}", "forbidden", source=source,
                              position=(exc.lineno, 1))
     return TemplateError(f"template syntax error at line {exc.lineno}: {exc.message}", "syntax", source=source,
                          position=(exc.lineno, 1))
@@ -342,8 +117,8 @@ def _is_linear_template(tree: nodes.Template) -> bool:
 @functools.lru_cache(maxsize=1024)
 def _prepare_cached(source: str) -> _Prepared:
     try:
-        tree = _ENV.parse(source)
-        names = frozenset(meta.find_undeclared_variables(tree)) - _GLOBAL_NAMES  # compiles: finds bad filters
+        tree = ENV.parse(source)
+        names = frozenset(meta.find_undeclared_variables(tree)) - GLOBAL_NAMES  # compiles: finds bad filters
     except TemplateSyntaxError as exc:
         raise _syntax_error(exc, source) from None
     except RecursionError:
@@ -354,9 +129,9 @@ def _prepare_cached(source: str) -> _Prepared:
     except TemplateError as exc:
         exc.source = source
         raise
-    tree.set_environment(_ENV)
+    tree.set_environment(ENV)
     try:
-        template = _ENV.from_string(tree)
+        template = ENV.from_string(tree)
     except TemplateSyntaxError as exc:
         raise _syntax_error(exc, source) from None
     return _Prepared(template, names, linear)
@@ -403,11 +178,7 @@ def _render_error(exc: BaseException, source: str, state: Mapping[str, Any]) -> 
     at = f" (line {line})" if line else ""
     pos = (line, 1) if line else None
     name = None
-    if isinstance(exc, _Fault):
-        code, reason = exc.code, exc.reason
-        if reason.startswith(("exceeds", "took")):
-            reason = "template " + reason
-    elif isinstance(exc, UndefinedError):
+    if isinstance(exc, UndefinedError):
         match = _UNDEFINED_NAME.match(str(exc))
         if match and match.group(1) not in state:
             name = match.group(1)
@@ -418,49 +189,39 @@ def _render_error(exc: BaseException, source: str, state: Mapping[str, Any]) -> 
         code, reason = "forbidden", f"not allowed: {exc}"
     elif isinstance(exc, TemplateSyntaxError):
         return _syntax_error(exc, source)
-    elif isinstance(exc, TypeError):
-        code, reason = "type", str(exc)
-    elif isinstance(exc, ZeroDivisionError):
-        code, reason = "error", "division by zero"
-    elif isinstance(exc, OverflowError):
-        code, reason = "limit", f"number too large ({exc})"
-    elif isinstance(exc, RecursionError):
-        code, reason = "limit", "template nests too deeply"
-    elif isinstance(exc, MemoryError):
-        code, reason = "memory", "template ran out of memory"
     else:
-        code, reason = "error", f"{type(exc).__name__}: {exc}"
+        what = describe(exc)
+        code, reason = what.code, what.reason
+        if isinstance(exc, (RecursionError, MemoryError)) or reason.startswith(("exceeds", "took")):
+            reason = "template " + reason  # "template exceeds the output limit ...", as for expressions
     return TemplateError(reason + at, code, source=source, position=pos, name=name)
 
 
-def _render_inline(source: str, state: dict[str, Any], limits: Limits) -> str:
-    """Render in this thread; ``state`` must already be a private snapshot."""
+def render_inline(source: str, state: dict[str, Any], limits: Limits) -> str:
+    """Render ``source`` in this thread under ``limits``; ``state`` must already be a snapshot.
+
+    The evaluator process runs this for each request (runs.sandbox.process.EVALUATORS).
+    Raises TemplateError.
+    """
     prepared = _prepare(source)
-    guard = _Guard(limits)
-    token = _GUARD.set(guard)
     try:
-        out: list[str] = []
-        total = 0
-        for chunk in prepared.template.generate(state):
-            total += len(chunk)
-            guard.spend(len(chunk))
-            if total > limits.string_chars:
-                raise _Fault("limit", f"exceeds the output limit of {limits.string_chars} characters")
-            guard.check_time()
-            out.append(chunk)
-        return "".join(out)
+        with guarded(limits) as guard:
+            out: list[str] = []
+            total = 0
+            for chunk in prepared.template.generate(state):
+                total += len(chunk)
+                guard.spend(len(chunk))
+                if total > limits.string_chars:
+                    raise Fault("limit", f"exceeds the output limit of {limits.string_chars} characters")
+                guard.check_time()
+                out.append(chunk)
+            return "".join(out)
     except TemplateError:
         raise
     except ExpressionError as exc:
         raise _as_template_error(exc) from None
     except Exception as exc:
         raise _render_error(exc, source, state) from None
-    finally:
-        _GUARD.reset(token)
-
-
-def _template_limits() -> Limits:
-    return _limits(TEMPLATE_LIMITS)
 
 
 def render_template(source: str, names: Mapping[str, Any]) -> str:
@@ -482,15 +243,15 @@ def render_template(source: str, names: Mapping[str, Any]) -> str:
     """
     prepared = _prepare(source)
     try:
-        state = _snapshot(prepared.names, names, source)
-        limits = _template_limits()
-        if not prepared.linear and _isolation() == "process":
-            return _run_isolated("template", source, state, limits)
-        return _render_inline(source, state, limits)
+        state = snapshot(prepared.names, names, source)
+        limits = effective_limits(TEMPLATE_LIMITS)
+        if not prepared.linear and isolation() == "process":
+            return run_isolated("template", source, state, limits)
+        return render_inline(source, state, limits)
     except ExpressionError as exc:
         err = _as_template_error(exc)
         if err.code == "unknown_name" and err.name is not None:
-            err = TemplateError(f"{err.message}; {_known_names_hint(names)}", "unknown_name", source=source,
+            err = TemplateError(f"{err.message}; {known_names_hint(names)}", "unknown_name", source=source,
                                 position=err.position, name=err.name)
         raise err from None
 
@@ -502,31 +263,40 @@ _SINGLE_OUTPUT = re.compile(r"\s*\{\{[-+]?(?P<expr>.*?)[-+]?\}\}\s*", re.S)
 
 
 @functools.lru_cache(maxsize=4096)
-def _classify(text: str) -> tuple[str, str | None]:
-    """("plain", None), ("expr", inner expression) or ("template", None) for one string."""
+@dataclass(frozen=True)
+class _Classified:
+    kind: str  # "plain" (returned as is), "expr" (evaluated natively) or "template" (rendered)
+    expression: str = ""  # the expression inside {{ }} when kind is "expr"
+
+
+_PLAIN, _TEMPLATE = _Classified("plain"), _Classified("template")
+
+
+def _classify(text: str) -> _Classified:
+    """How :func:`render_value` treats one string."""
     if "{{" not in text and "{%" not in text and "{#" not in text:
-        return "plain", None
+        return _PLAIN
     match = _SINGLE_OUTPUT.fullmatch(text)
     if match is None:
-        return "template", None
+        return _TEMPLATE
     inner = match.group("expr").strip()
     if not inner or "{{" in inner or "}}" in inner or "{%" in inner or "{#" in inner:
-        return "template", None
+        return _TEMPLATE
     try:
         parsed = parse_expression(inner)
     except ExpressionError:
-        return "template", None
+        return _TEMPLATE
     # Native evaluation only where Python and Jinja read the text alike: filters (|),
     # tests (is defined), ~ and lowercase true/none mean the author wrote Jinja.
     try:
-        tree = _ENV.parse(text)
+        tree = ENV.parse(text)
     except TemplateSyntaxError:
-        return "expr", inner  # Python-only syntax, e.g. a comprehension
+        return _Classified("expr", inner)  # Python-only syntax, e.g. a comprehension
     if any(tree.find_all((nodes.Filter, nodes.Test, nodes.Concat))):
-        return "template", None
+        return _TEMPLATE
     if not parsed.names <= frozenset(meta.find_undeclared_variables(tree)):
-        return "template", None
-    return "expr", inner
+        return _TEMPLATE
+    return _Classified("expr", inner)
 
 
 def render_value(value: Any, names: Mapping[str, Any]) -> Any:
@@ -541,10 +311,10 @@ def render_value(value: Any, names: Mapping[str, Any]) -> Any:
     Raises :class:`ExpressionError` / :class:`TemplateError`.
     """
     if isinstance(value, str):
-        kind, inner = _classify(value)
-        if kind == "expr":
-            return evaluate(inner, names)
-        if kind == "template":
+        how = _classify(value)
+        if how.kind == "expr":
+            return evaluate(how.expression, names)
+        if how.kind == "template":
             return render_template(value, names)
         return value
     if isinstance(value, dict):
@@ -563,12 +333,13 @@ def value_names(value: Any) -> frozenset[str]:
     constructs, as rendering would.
     """
     if isinstance(value, str):
-        kind, inner = _classify(value)
-        if kind == "expr":
-            return parse_expression(inner).names
-        if kind == "template":
+        how = _classify(value)
+        if how.kind == "expr":
+            return parse_expression(how.expression).names
+        if how.kind == "template":
             return template_names(value)
         return frozenset()
+    values: Iterable[Any]
     if isinstance(value, dict):
         values = value.values()
     elif isinstance(value, (list, tuple)):

@@ -1,20 +1,14 @@
-"""Sandboxed expressions: normal use, every hostile class from TRAPS.md, isolation and concurrency."""
+"""Sandboxed expressions: normal use and every hostile class from TRAPS.md, inline and in the evaluator process."""
 from __future__ import annotations
 
 import copy
-import os
 import pickle
-import threading
-import time
 
 import pytest
 
-from runs import expressions
 from runs.expressions import (
     FUNCTION_NAMES,
-    LIMITS,
     ExpressionError,
-    Limits,
     evaluate,
     parse_expression,
 )
@@ -385,9 +379,7 @@ def test_timeout_of_many_bounded_steps(state, mode):
 def test_timeout_setting(state, settings):
     settings.BALLAST_EXPRESSION_ISOLATION = "inline"
     settings.BALLAST_EXPRESSION_TIMEOUT = 0.1
-    started = time.monotonic()
-    fails("[rows.count(x) for x in range(10000)]", state, "timeout")
-    assert time.monotonic() - started < 0.5
+    fails("[rows.count(x) for x in range(10000)]", state, "timeout", within=0.5)
 
 
 @pytest.mark.parametrize(
@@ -528,94 +520,6 @@ def test_deeply_nested_state_value(mode):
         value = [value]
     err = fails("len(v)", {"v": value}, "limit")
     assert "v" in err.message
-
-
-# ---------------------------------------------------------------------------------------
-# The evaluator process: the hard backstop, with the pre-checks switched off
-
-def test_backstop_kills_runaway_cpu():
-    # With the integer check disabled, 9**9**9 would run for minutes inside one C call.
-    no_int_limit = Limits(int_bits=10**12)
-    started = time.monotonic()
-    with pytest.raises(ExpressionError) as info:
-        expressions._run_isolated("expr", "9**9**9", {}, no_int_limit)
-    assert time.monotonic() - started < 1.0
-    assert info.value.code == "timeout"
-    # The next evaluation gets a fresh process.
-    assert expressions._run_isolated("expr", "[x for x in a]", {"a": [1]}, LIMITS) == [1]
-
-
-@pytest.mark.parametrize("source", ["'a' * 10**10", "[0] * 10**9"])
-def test_backstop_bounds_memory(source):
-    no_size_limit = Limits(string_chars=10**12, items=10**12, budget=10**13)
-    started = time.monotonic()
-    with pytest.raises(ExpressionError) as info:
-        expressions._run_isolated("expr", source, {}, no_size_limit)
-    assert time.monotonic() - started < 1.0
-    assert info.value.code == "memory"
-    assert expressions._run_isolated("expr", "[x for x in a]", {"a": [2]}, LIMITS) == [2]
-
-
-def test_result_unpickler_refuses_code():
-    import io
-
-    payload = pickle.dumps(("ok", os.system))
-    with pytest.raises(pickle.UnpicklingError):
-        expressions._ResultUnpickler(io.BytesIO(payload)).load()
-
-
-def test_threads_share_the_pool(settings, state):
-    settings.BALLAST_EXPRESSION_ISOLATION = "process"
-    settings.BALLAST_EXPRESSION_WORKERS = 2
-    errors: list[BaseException] = []
-
-    def work(k: int) -> None:
-        try:
-            for i in range(20):
-                assert evaluate("[x * k for x in items]", {**state, "k": k + i}) == [3 * (k + i), k + i, 2 * (k + i)]
-                assert evaluate("order.total > k", {**state, "k": k}) is True
-                with pytest.raises(ExpressionError):
-                    evaluate("'a' * 10**9", state)
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    pool = expressions._pool()
-    assert len(pool.live) <= 2
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_forked_child_starts_its_own_evaluator(settings):
-    settings.BALLAST_EXPRESSION_ISOLATION = "process"
-    assert evaluate("[x + 1 for x in a]", {"a": [1]}) == [2]  # the parent's pool is running
-    parent_workers = {w.proc.pid for w in expressions._pool().live}
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: like a django-q2 worker forked from the cluster
-        try:
-            os.close(read_fd)
-            value = evaluate("[x + 1 for x in a]", {"a": [41]})
-            mine = {w.proc.pid for w in expressions._pool().live}
-            try:
-                evaluate("9**9**9", {})
-                hostile = "no error"
-            except ExpressionError as exc:
-                hostile = exc.code
-            os.write(write_fd, pickle.dumps((value, bool(mine & parent_workers), hostile)))
-        finally:
-            os._exit(0)
-    os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as f:
-        data = f.read()
-    os.waitpid(pid, 0)
-    value, shared, hostile = pickle.loads(data)
-    assert value == [42] and not shared and hostile == "limit"
-    assert evaluate("[x + 1 for x in a]", {"a": [2]}) == [3]  # the parent's pool still works
 
 
 def test_bad_isolation_setting(settings, state):

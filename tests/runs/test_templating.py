@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import copy
-import time
 
 import pytest
 
@@ -294,21 +293,6 @@ def test_value_names():
         value_names({"x": "{{ a + }}"})
     with pytest.raises(TemplateError):
         value_names(["{% if %}"])
-
-
-def test_backstop_kills_runaway_template():
-    from runs import expressions
-    from runs.templating import TEMPLATE_LIMITS
-
-    # With the integer check disabled, 9 ** (9 ** 9) would run for minutes inside one C call.
-    no_int_limit = expressions.Limits(**{**vars(TEMPLATE_LIMITS), "int_bits": 10**12})
-    started = time.monotonic()
-    with pytest.raises(ExpressionError) as info:
-        expressions._run_isolated("template", "{{ 9 ** (9 ** 9) }}", {}, no_int_limit)
-    assert time.monotonic() - started < 1.0
-    assert info.value.code == "timeout" and info.value.message.startswith("template took longer")
-    assert expressions._run_isolated("template", "{% for i in a %}{{ i }}{% endfor %}", {"a": [1, 2]},
-                                     TEMPLATE_LIMITS) == "12"
 
 
 def test_error_as_dict(state):

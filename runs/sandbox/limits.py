@@ -1,0 +1,75 @@
+"""Evaluation limits for expressions and templates, and the settings that adjust them."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from runs.sandbox.errors import ExpressionError
+
+__all__ = ["HARD_KILL_GRACE", "HUGE", "LIMITS", "Limits", "effective_limits", "isolation", "setting"]
+
+# TRAPS.md: simpleeval-style evaluators stop code execution but not resource exhaustion,
+# and a big-integer multiply or a padding method cannot be interrupted once it has
+# started. So every operation that can produce more than its inputs is checked BEFORE it
+# runs, against these values (runs.sandbox.guard); a cooperative deadline bounds the
+# number of (individually bounded) steps; the evaluator process (runs.sandbox.process) is
+# the hard backstop.
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Evaluation-time limits. Sizes count what an operation would BUILD, checked before it runs.
+
+    - ``int_bits``: largest integer an operation may produce (4096 bits, about 1233 digits).
+    - ``string_chars``: longest string an operation may produce.
+    - ``items``: most items in a list/tuple/dict/set an operation may produce, nested
+      items counted (``[[1]*1000]*1000`` is 1_001_000 items, even though it shares rows).
+      Also the most items a function such as ``sorted`` or ``range`` may walk or create.
+    - ``iterations``: comprehension steps (all comprehensions of one evaluation together).
+    - ``budget``: characters and items all operations of one evaluation may build in
+      total, garbage included (``[s + str(i) for i in range(10000)]`` builds 10_000
+      strings even though each is small enough): bounds memory and time together.
+    - ``timeout``: seconds of wall time for one evaluation (cooperative inline; the
+      isolated process is killed ``HARD_KILL_GRACE`` seconds later).
+    """
+
+    int_bits: int = 4096
+    string_chars: int = 100_000
+    items: int = 100_000
+    iterations: int = 10_000
+    budget: int = 2_000_000
+    timeout: float = 0.5
+
+
+LIMITS = Limits()
+HARD_KILL_GRACE = 0.25  # process mode: kill at timeout + this, if the cooperative stop did not come
+HUGE = 1 << 62  # stands for "more than any limit" (a size that cannot even be computed)
+
+
+def setting(name: str, default: Any) -> Any:
+    """Django setting ``name``, or ``default`` when it is unset or Django is absent or not configured."""
+    try:
+        from django.conf import settings
+
+        return getattr(settings, name, default)
+    except Exception:  # Django absent or not configured: module defaults
+        return default
+
+
+def isolation() -> str:
+    """``BALLAST_EXPRESSION_ISOLATION``: "process" (default) or "inline"; raises ExpressionError otherwise."""
+    mode = setting("BALLAST_EXPRESSION_ISOLATION", "process")
+    if mode not in ("process", "inline"):
+        raise ExpressionError(f"BALLAST_EXPRESSION_ISOLATION must be 'process' or 'inline', not {mode!r}")
+    return str(mode)
+
+
+def effective_limits(base: Limits = LIMITS) -> Limits:
+    """``base`` with ``timeout`` from ``BALLAST_EXPRESSION_TIMEOUT`` (seconds, 0 < t < 3600) when set.
+
+    Raises ExpressionError on a timeout outside that range.
+    """
+    timeout = float(setting("BALLAST_EXPRESSION_TIMEOUT", base.timeout))
+    if not 0 < timeout < 3600:
+        raise ExpressionError(f"BALLAST_EXPRESSION_TIMEOUT must be a number of seconds above 0, not {timeout!r}")
+    return base if timeout == base.timeout else Limits(**{**asdict(base), "timeout": timeout})
