@@ -19,7 +19,12 @@ export function ErrorsPanel({ pending, failed }: { pending: boolean; failed: str
     if (e.node) void rf.fitView({ nodes: [{ id: e.node }], maxZoom: 1, duration: 250, padding: 0.5 });
   };
   const errors = validation?.errors ?? [];
-  const label = (id: string | null) => (id ? spec.nodes.find((n) => n.id === id)?.label || id : "Graph");
+  // "Label (id)": two nodes may share a label, never an id.
+  const label = (id: string | null) => {
+    if (!id) return "Graph";
+    const text = spec.nodes.find((n) => n.id === id)?.label;
+    return text && text !== id ? `${text} (${id})` : id;
+  };
   const headline = failed ? `Validation unavailable: ${failed}` : validation === null ? "Checking…"
     : errors.length === 0 ? "No problems" : `${errors.length} problem${errors.length > 1 ? "s" : ""}`;
   return (
