@@ -1,6 +1,18 @@
 # Ballast image: one image for web (daphne) and worker (qcluster) processes.
+
+# Stage 1: build the browser app (Vite) with Node 20; only frontend/dist is kept.
+FROM node:20-slim AS frontend
+WORKDIR /frontend
+COPY frontend/package.json frontend/package-lock.json ./
+RUN npm ci --no-audit --no-fund --loglevel=error
+COPY frontend/ ./
+RUN npm run build
+
+# Stage 2: the Python app, with the built front end collected into its static root.
 FROM python:3.11-slim
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
+    BALLAST_FRONTEND_DIST=/app/frontend/dist \
+    BALLAST_STATIC_ROOT=/app/staticfiles
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY ballast ballast
@@ -9,6 +21,8 @@ COPY runs runs
 COPY approvals approvals
 RUN pip install --no-cache-dir .
 COPY . .
+COPY --from=frontend /frontend/dist /app/frontend/dist
+# whitenoise serves /static/ from here (admin, API docs and the app's hashed assets).
 RUN BALLAST_VAR_DIR=/tmp/ballast python manage.py collectstatic --noinput
 EXPOSE 8000
 CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "ballast.asgi:application"]

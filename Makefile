@@ -8,7 +8,7 @@ PG_URL ?= postgres://root@127.0.0.1:5432/postgres
 SQLITE_URL ?= sqlite:///var/ballast.sqlite3
 PYTEST_ARGS ?=
 
-.PHONY: install up test test-sqlite test-postgres test-frontend frontend browser crash lint migrate
+.PHONY: install up test test-sqlite test-postgres test-frontend frontend static browser crash lint migrate
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,9 +18,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The browser app: npm ci when the lock file changes, vite build when any source changes.
+# The browser app: npm ci when the lock file changes, vite build when any source changes
+# (nothing runs when neither did). Needs Node 20 (>= 20.19) and npm.
 FRONTEND_SRC := $(shell find frontend/src -type f 2>/dev/null) frontend/package.json frontend/vite.config.ts frontend/tsconfig.json
 frontend/node_modules/.installed: frontend/package-lock.json
+	@command -v npm >/dev/null || { echo "make: the browser app needs Node.js 20 and npm (see README, Quick start)" >&2; exit 1; }
 	cd frontend && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
@@ -28,6 +30,14 @@ frontend/dist/manifest.json: frontend/node_modules/.installed $(FRONTEND_SRC)
 	cd frontend && npm run build --silent
 
 frontend: frontend/dist/manifest.json
+
+# collectstatic into var/staticfiles (served by whitenoise when BALLAST_DEBUG=false) when the
+# build or the Python packages changed.
+var/.static-collected: frontend/dist/manifest.json $(STAMP)
+	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py collectstatic --noinput -v0
+	@mkdir -p var && touch $@
+
+static: var/.static-collected
 
 test-frontend: frontend/node_modules/.installed
 	cd frontend && npm test --silent
@@ -39,7 +49,7 @@ browser:
 migrate: install
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py migrate --noinput
 
-up: migrate frontend
+up: migrate frontend static
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py load_examples
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py create_login
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py serve

@@ -35,24 +35,36 @@ def user_context(user: Any) -> dict[str, Any] | None:
     }
 
 
-def render_page(request: HttpRequest, page: str, *, title: str, props: dict[str, Any] | None = None,
-                status: int = 200) -> HttpResponse:
-    """Render ``templates/app.html`` for page component ``page`` (a key of frontend/src/pages/index.ts).
+def page_context(request: HttpRequest, page: str, *, title: str, props: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON context of one page (frontend/src/lib/context.ts ``PageContext``).
 
-    ``props`` must be JSON-serialisable; they reach the page component as its props.
+    ``page`` names a component of frontend/src/pages/index.ts, or is ``""`` for a
+    server-rendered page (sign-in, password change) that only mounts the top bar.
     """
-    context = {
+    return {
         "page": page,
         "title": title,
         "user": user_context(request.user),
         "csrf_token": get_token(request),
         "urls": {
             "home": reverse("home"),
+            "graphs": reverse("graphs-page"),
+            "runs": reverse("runs-page"),
             "login": reverse("login"),
             "logout": reverse("logout"),
+            "password_change": reverse("password_change"),
             "admin": reverse("admin:index"),
             "api": "/api/v1/",
         },
         "props": props or {},
     }
+
+
+def render_page(request: HttpRequest, page: str, *, title: str, props: dict[str, Any] | None = None,
+                status: int = 200) -> HttpResponse:
+    """Render ``templates/app.html`` for page component ``page`` (a key of frontend/src/pages/index.ts).
+
+    ``props`` must be JSON-serialisable; they reach the page component as its props.
+    """
+    context = page_context(request, page, title=title, props=props)
     return render(request, "app.html", {"page_context": context, "title": title}, status=status)

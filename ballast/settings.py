@@ -136,7 +136,17 @@ STATIC_URL = "static/"
 # hashed asset files that the {% vite_entry %} tag emits.
 BALLAST_FRONTEND_DIST = Path(os.environ.get("BALLAST_FRONTEND_DIST", BASE_DIR / "frontend" / "dist"))
 STATICFILES_DIRS = [BASE_DIR / "static", BALLAST_FRONTEND_DIST]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+# collectstatic's target, which whitenoise serves when DEBUG is off. Created here so the
+# middleware does not warn before the first collectstatic; the image sets its own path.
+STATIC_ROOT = Path(os.environ.get("BALLAST_STATIC_ROOT", VAR_DIR / "staticfiles"))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Gzip and Brotli copies next to each file; names unchanged (Vite hashes its own).
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Vite's output names carry a content hash (assets/<name>-<8 chars>.<ext>): cache them forever.
+WHITENOISE_IMMUTABLE_FILE_TEST = r"/assets/[^/]+-[A-Za-z0-9_-]{8}\.[a-z0-9]+(\.map)?$"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -260,9 +270,21 @@ BALLAST_PROVIDER_SETTINGS: dict[str, dict] = {
 # BALLAST_OPENAI_COMPATIBLE='{"ollama": {"base_url": "http://127.0.0.1:11434/v1",
 # "api_key_required": false}, "groq": {"base_url": "https://api.groq.com/openai/v1",
 # "api_key_env": "GROQ_API_KEY"}}'. Each name becomes a provider nodes can use.
+BALLAST_PROVIDERS_FROM_ENV: list[str] = []  # names defined by BALLAST_OPENAI_COMPATIBLE (listed as "environment")
 for _name, _config in json.loads(os.environ.get("BALLAST_OPENAI_COMPATIBLE") or "{}").items():
     BALLAST_PROVIDERS[_name] = "runs.providers.openai_provider.OpenAIProvider"
     BALLAST_PROVIDER_SETTINGS[_name] = _config
+    BALLAST_PROVIDERS_FROM_ENV.append(_name)
+# Providers added in the app (runs.providers.credentials) keep their API keys encrypted
+# with Fernet. BALLAST_CREDENTIALS_KEY: one or more Fernet keys, comma separated; the
+# first encrypts, every one decrypts (rotation: put a new key first, run
+# ``manage.py rotate_credentials``, then drop the old one). Unset: a key generated once
+# into BALLAST_CREDENTIALS_KEY_FILE (fine for one machine; set the variable when several
+# machines share the database).
+BALLAST_CREDENTIALS_KEY = os.environ.get("BALLAST_CREDENTIALS_KEY", "")
+BALLAST_CREDENTIALS_KEY_FILE = VAR_DIR / "credentials-key.txt"
+# Seconds a "Test connection" (admin button, POST /api/v1/providers/<name>/test/) may take.
+BALLAST_PROVIDER_TEST_TIMEOUT = float(os.environ.get("BALLAST_PROVIDER_TEST_TIMEOUT", "15"))
 
 LOGGING = {
     "version": 1,

@@ -5,6 +5,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 import runs.authentication  # noqa: F401  (connects the login-failure audit receiver)
+import runs.provider_admin  # noqa: F401  (registers the LLM provider admin before admin.site.urls is built)
 import runs.token_admin  # noqa: F401  (registers the API token admin before admin.site.urls is built)
 from ballast import views
 from ballast.api import api_not_found
@@ -17,8 +18,15 @@ api_v1 = [
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("graphs/", views.graph_list, name="graphs-page"),
     path("graphs/<int:graph_id>/", views.graph_builder, name="graph-builder"),
-    # Django's auth views: login, logout (POST), password change and reset, for every user.
+    path("runs/", views.run_list, name="runs-page"),
+    path("runs/<int:run_id>/", views.run_detail, name="run-page"),
+    # Django's auth views for every user, staff or not: login and password change with the
+    # app's page context (top bar, CSS); logout (POST only) and password reset as Django has them.
+    path("accounts/login/", views.login, name="login"),
+    path("accounts/password_change/", views.password_change, name="password_change"),
+    path("accounts/password_change/done/", views.password_change_done, name="password_change_done"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),

@@ -1,18 +1,34 @@
-"""The browser app's pages: thin views that check access and hand a page name and props to render_page."""
+"""The browser app's pages: thin views that check access and hand a page name and props to render_page.
+
+Every page needs a signed-in user (anonymous visitors are sent to the login page); what
+a user may *do* on a page follows the API's roles (``user.can`` in the page context), and
+the API refuses anything else. The sign-in and password pages are Django's auth views
+with the page context added, so their server-rendered forms get the app's top bar and CSS.
+"""
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 
-from ballast.pages import render_page
+from ballast.pages import page_context, render_page
 from builder.models import Graph
+from runs.models import Run
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    """``/``: the signed-in user's start page."""
-    return render_page(request, "placeholder", title="Home")
+    """``/``: the signed-in user's start page (graphs and the latest runs)."""
+    return render_page(request, "home", title="Home")
+
+
+@login_required
+def graph_list(request: HttpRequest) -> HttpResponse:
+    """``/graphs/``: search, create, duplicate, delete, import and export graphs."""
+    return render_page(request, "graphs", title="Graphs")
 
 
 @login_required
@@ -20,3 +36,34 @@ def graph_builder(request: HttpRequest, graph_id: int) -> HttpResponse:
     """``/graphs/<id>/``: the canvas for one graph (read-only for users who may not build)."""
     graph = get_object_or_404(Graph, pk=graph_id)
     return render_page(request, "builder", title=graph.name, props={"graphId": graph.pk})
+
+
+@login_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    """``/runs/``: every run, newest first."""
+    return render_page(request, "runs", title="Runs")
+
+
+@login_required
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    """``/runs/<id>/``: one run's status, version, input, output or error, and steps (404 if unknown)."""
+    run = get_object_or_404(Run, pk=run_id)
+    return render_page(request, "run", title=f"Run {run.pk}", props={"runId": run.pk})
+
+
+def _with_page_context(view: Any, title: str) -> Any:
+    """Wrap a Django auth class-based view so its template gets ``page_context`` (top bar, CSRF, urls)."""
+
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        extra = {"page_context": page_context(request, "", title=title), "title": title}
+        return view.as_view(extra_context=extra)(request, *args, **kwargs)
+
+    wrapped.__name__ = view.__name__
+    wrapped.__doc__ = view.__doc__
+    return wrapped
+
+
+# Django's own views (and forms, rate of password hashing, redirects), our templates.
+login = _with_page_context(auth_views.LoginView, "Sign in")
+password_change = login_required(_with_page_context(auth_views.PasswordChangeView, "Change password"))
+password_change_done = login_required(_with_page_context(auth_views.PasswordChangeDoneView, "Password changed"))

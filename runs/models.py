@@ -1,4 +1,4 @@
-"""Runs, steps, run events and audit entries: the rows the durable engine commits."""
+"""Runs, steps, run events, audit entries and app-stored provider credentials: the rows the durable engine commits and reads."""
 from __future__ import annotations
 
 import uuid
@@ -279,3 +279,50 @@ class Worker(models.Model):
     pid = models.PositiveIntegerField()
     started_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField(db_index=True)
+
+
+class ProviderKind(models.TextChoices):
+    OPENAI = "openai", "OpenAI"
+    ANTHROPIC = "anthropic", "Anthropic"
+    OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible server"
+
+
+class ProviderCredential(models.Model):
+    """An LLM provider added in the app: a name nodes refer to (``"provider": name``), its
+    kind and base URL, and its API key encrypted at rest.
+
+    ``api_key_encrypted`` is a Fernet token (``runs.providers.credentials``) made with
+    ``BALLAST_CREDENTIALS_KEY``; "" means no key (a local server that takes none). The
+    key is never readable through a form, the API, a log line or an audit entry: only
+    ``has_key`` is shown. ``model_names`` (list of names, may be empty: any model) are offered
+    by node forms and checked by validation. A name configured in settings or the
+    environment cannot be taken here, so a name means one provider in every process.
+    """
+
+    name = models.CharField(max_length=64, unique=True)
+    kind = models.CharField(max_length=32, choices=ProviderKind.choices)
+    label = models.CharField(max_length=200, blank=True, default="")
+    base_url = models.CharField(max_length=500, blank=True, default="")
+    api_key_encrypted = models.TextField(blank=True, default="", editable=False)
+    default_model = models.CharField(max_length=200)
+    model_names = models.JSONField(default=list, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "LLM provider"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def has_key(self) -> bool:
+        return bool(self.api_key_encrypted)
+
+    @property
+    def audit_scope(self) -> str:
+        """One audit chain per provider name (it outlives a deleted and re-created row)."""
+        return f"provider:{self.name}"

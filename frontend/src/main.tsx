@@ -1,22 +1,41 @@
-// The browser app's entry: read the page context, mount the page component it names.
+// The browser app's entry: read the page context, mount the top bar and the page component it names.
 import { StrictMode, Suspense } from "react";
 import { createRoot } from "react-dom/client";
 import { setCsrfToken } from "./lib/api";
 import { PageContextReact, readPageContext } from "./lib/context";
 import { pages } from "./pages";
+import { TopBar } from "./shell/TopBar";
+import { ErrorBoundary } from "./shell/ErrorBoundary";
 import "./styles/app.css";
 
 const ctx = readPageContext();
 setCsrfToken(ctx.csrf_token);
+
+// #topbar: on every page for a signed-in user (server-rendered account pages too).
+const topbar = document.getElementById("topbar");
+if (topbar !== null && ctx.user !== null) {
+  createRoot(topbar).render(
+    <StrictMode>
+      <PageContextReact.Provider value={ctx}>
+        <TopBar />
+      </PageContextReact.Provider>
+    </StrictMode>,
+  );
+}
+
+// #app: the page component; absent on server-rendered pages (page "").
 const root = document.getElementById("app");
-if (root === null) throw new Error("#app element is missing");
-const Page = pages[ctx.page];
-createRoot(root).render(
-  <StrictMode>
-    <PageContextReact.Provider value={ctx}>
-      <Suspense fallback={<div className="page-loading" role="status">Loading…</div>}>
-        {Page ? <Page {...ctx.props} /> : <p role="alert">Unknown page “{ctx.page}”.</p>}
-      </Suspense>
-    </PageContextReact.Provider>
-  </StrictMode>,
-);
+if (root !== null && ctx.page !== "") {
+  const Page = pages[ctx.page];
+  createRoot(root).render(
+    <StrictMode>
+      <PageContextReact.Provider value={ctx}>
+        <ErrorBoundary>
+          <Suspense fallback={<div className="page-loading" role="status">Loading…</div>}>
+            {Page ? <Page {...ctx.props} /> : <p role="alert" className="page">Unknown page “{ctx.page}”.</p>}
+          </Suspense>
+        </ErrorBoundary>
+      </PageContextReact.Provider>
+    </StrictMode>,
+  );
+}

@@ -41,6 +41,18 @@ def draft_graph(world: World) -> int:
     return graph_create(name=spec["name"], draft=spec).pk
 
 
+def provider_payload() -> dict[str, Any]:
+    """A new provider for the app (an OpenAI-compatible server that takes no key)."""
+    return {"name": f"matrix-{next(_names)}", "kind": "openai_compatible", "base_url": "http://127.0.0.1:9/v1", "default_model": "local-7b"}
+
+
+def stored_provider() -> str:
+    """The name of a fresh provider added in the app."""
+    from runs.providers.credentials import provider_credential_create
+
+    return provider_credential_create(data=provider_payload()).name
+
+
 def published_graph(world: World) -> tuple[int, int]:
     """A fresh graph with version 1 published from its draft: (graph id, draft revision)."""
     from builder.services import graph_import
@@ -123,6 +135,12 @@ ENDPOINTS = [
         allowed(200, "approver", "admin"),
     ),
     Endpoint("schema", "get", lambda w: ("/api/schema/", None), allowed(200)),
+    Endpoint("providers_list", "get", lambda w: ("/api/v1/providers/", None), allowed(200)),
+    Endpoint("providers_create", "post", lambda w: ("/api/v1/providers/", provider_payload()), allowed(201, "admin")),
+    Endpoint("providers_update", "patch", lambda w: (f"/api/v1/providers/{stored_provider()}/", {"label": "edited"}), allowed(200, "admin")),
+    Endpoint("providers_delete", "delete", lambda w: (f"/api/v1/providers/{stored_provider()}/", None), allowed(204, "admin")),
+    # The built-in mock answers offline; a stored one would need a server.
+    Endpoint("providers_test", "post", lambda w: ("/api/v1/providers/mock/test/", {}), allowed(200, "admin")),
 ]
 
 
@@ -151,7 +169,8 @@ def test_the_matrix_covers_every_api_operation() -> None:
         "graphs_export", "graph_versions_list", "graph_versions_publish", "graph_versions_read", "graph_versions_diff",
         "runs_list", "runs_start", "runs_read", "runs_cancel", "runs_resume", "runs_retry", "runs_fork", "runs_steps",
         "steps_read", "runs_events", "costs_aggregate", "audit_list", "approvals_mine", "approvals_all", "approvals_read",
-        "approvals_decide", "graphs_duplicate", "graph_versions_restore", "graph_nodes_test", "node_kinds_list", "tools_list",
+        "approvals_decide", "providers_list", "providers_create", "providers_update", "providers_delete", "providers_test",
+        "graphs_duplicate", "graph_versions_restore", "graph_nodes_test", "node_kinds_list", "tools_list",
         "models_list", "expressions_check",
     }  # fmt: skip
     assert operations == covered

@@ -192,6 +192,7 @@ def test_repeat_safety_follows_the_tool():
 
 
 # --- estimates and validation -----------------------------------------------------------
+@pytest.mark.django_db  # a name settings do not know is looked up among the providers added in the app
 def test_child_estimate_is_the_turns_messages_plus_max_tokens_at_the_price():
     node, cfg = AgentNode(), config(max_tokens=500)
     call = ChildCall("turn-0", MODEL_TURN, {"messages": [{"role": "user", "content": "x" * 4000}]})

@@ -5,6 +5,10 @@ import { lazy, type ComponentType, type LazyExoticComponent } from "react";
 export type PageComponent = LazyExoticComponent<ComponentType<Record<string, unknown>>>;
 
 export const pages: Record<string, PageComponent> = {
+  home: lazy(() => import("./Home")),
+  graphs: lazy(() => import("./GraphList")),
+  runs: lazy(() => import("./RunList")),
+  run: lazy(() => import("./RunPage")),
   placeholder: lazy(() => import("./Placeholder")),
   builder: lazy(() => import("../builder/BuilderPage")),
 };

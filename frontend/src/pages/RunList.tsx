@@ -1,0 +1,49 @@
+// /runs/: every run, newest first, filtered by status (a plain list; a later issue makes it live).
+import { useState } from "react";
+import { RunTable } from "../shell/RunTable";
+import type { RunSummary } from "../shell/types";
+import { EmptyState, ErrorMessage, Loading, PageHeader } from "../shell/ui";
+import { useApi, type Page } from "../shell/useApi";
+
+const PAGE_SIZE = 50;
+const STATUSES = ["queued", "running", "waiting", "succeeded", "failed", "cancelled"];
+
+export default function RunList() {
+  const [status, setStatus] = useState("");
+  const [pageNo, setPageNo] = useState(1);
+  const path = `runs/?page=${pageNo}&page_size=${PAGE_SIZE}${status ? `&status=${status}` : ""}`;
+  const { data, error, loading, reload } = useApi<Page<RunSummary>>(path);
+  return (
+    <main className="page">
+      <PageHeader title="Runs" subtitle="Every run, newest first. Open one to see its steps." actions={
+        <button type="button" className="btn" onClick={reload} disabled={loading}>Refresh</button>
+      } />
+      <div className="toolbar">
+        <label className="inline-field">
+          <span>Status</span>
+          <select value={status} onChange={(e) => { setStatus(e.target.value); setPageNo(1); }}>
+            <option value="">All</option>
+            {STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
+          </select>
+        </label>
+        {data ? <span className="muted">{data.count} run{data.count === 1 ? "" : "s"}</span> : null}
+        {loading && data ? <Loading label="Updating…" /> : null}
+      </div>
+      {error ? <ErrorMessage error={error} title="The runs could not be loaded." onRetry={reload} /> : null}
+      {!data && loading ? <Loading label="Loading runs…" /> : null}
+      {data && data.results.length === 0 ? (
+        <EmptyState title={status ? `No ${status} runs.` : "No runs yet"}>
+          {status ? "Choose another status, or All." : "Start a run from a graph's builder page, the API or `manage.py run_graph`; it is listed here."}
+        </EmptyState>
+      ) : null}
+      {data && data.results.length > 0 ? <RunTable runs={data.results} /> : null}
+      {data && (data.next || data.previous) ? (
+        <nav className="pager" aria-label="Pages">
+          <button type="button" className="btn btn-small" disabled={!data.previous} onClick={() => setPageNo((n) => n - 1)}>Newer</button>
+          <span className="muted">Page {pageNo} of {Math.max(1, Math.ceil(data.count / PAGE_SIZE))}</span>
+          <button type="button" className="btn btn-small" disabled={!data.next} onClick={() => setPageNo((n) => n + 1)}>Older</button>
+        </nav>
+      ) : null}
+    </main>
+  );
+}

@@ -1,0 +1,172 @@
+// Dialogs and controls for graph operations: new graph, duplicate, delete, import a JSON file.
+import { useRef, useState, type FormEvent } from "react";
+import { ApiError } from "../lib/api";
+import { createGraph, deleteGraph, duplicateGraph, ImportFailed, importGraphFile, type ImportProblem, type ImportResult } from "./graphActions";
+import { graphUrl } from "./graphLinks";
+import type { GraphSummary } from "./types";
+import { ErrorMessage, Modal } from "./ui";
+
+/** Ask for a name, create the graph and open it in the builder (``onCreated`` replaces the navigation in tests). */
+export function NewGraphDialog({ onClose, onCreated = (g) => window.location.assign(graphUrl(g.id)) }: {
+  onClose: () => void;
+  onCreated?: (g: GraphSummary) => void;
+}) {
+  const [name, setName] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      onCreated(await createGraph(name.trim()));
+    } catch (err) {
+      setError(err);
+      setBusy(false);
+    }
+  };
+  const nameError = error instanceof ApiError ? error.fields.name?.join(" ") : undefined;
+  return (
+    <Modal title="New graph" onClose={onClose}>
+      <form onSubmit={submit} className="form">
+        <div className={`field${nameError ? " field-invalid" : ""}`}>
+          <label htmlFor="new-graph-name">Name</label>
+          <input id="new-graph-name" value={name} onChange={(e) => setName(e.target.value)} required maxLength={200}
+            placeholder="e.g. support-triage" aria-invalid={nameError ? true : undefined} autoFocus />
+          {nameError ? <div className="field-error" role="alert">{nameError}</div> : null}
+        </div>
+        {error && !nameError ? <ErrorMessage error={error} /> : null}
+        <div className="modal-footer">
+          <button type="button" className="btn" onClick={onClose}>Cancel</button>
+          <button type="submit" className="btn btn-primary" disabled={busy || name.trim() === ""}>{busy ? "Creating…" : "Create and open"}</button>
+        </div>
+      </form>
+    </Modal>
+  );
+}
+
+/** Ask for the copy's name (default "<name> copy") and duplicate the graph. */
+export function DuplicateDialog({ graph, onClose, onDone }: { graph: GraphSummary; onClose: () => void; onDone: (copy: GraphSummary) => void }) {
+  const [name, setName] = useState(`${graph.name} copy`);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      onDone(await duplicateGraph(graph.id, name.trim()));
+    } catch (err) {
+      setError(err);
+      setBusy(false);
+    }
+  };
+  return (
+    <Modal title={`Duplicate “${graph.name}”`} onClose={onClose}>
+      <form onSubmit={submit} className="form">
+        <div className="field">
+          <label htmlFor="dup-graph-name">Name of the copy</label>
+          <input id="dup-graph-name" value={name} onChange={(e) => setName(e.target.value)} required maxLength={200} autoFocus />
+        </div>
+        {error ? <ErrorMessage error={error} /> : null}
+        <div className="modal-footer">
+          <button type="button" className="btn" onClick={onClose}>Cancel</button>
+          <button type="submit" className="btn btn-primary" disabled={busy || name.trim() === ""}>{busy ? "Duplicating…" : "Duplicate"}</button>
+        </div>
+      </form>
+    </Modal>
+  );
+}
+
+/** Confirm, then delete; a refusal (409 when runs exist) is shown with the server's reason. */
+export function DeleteDialog({ graph, onClose, onDone }: { graph: GraphSummary; onClose: () => void; onDone: () => void }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const confirm = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      await deleteGraph(graph.id);
+      onDone();
+    } catch (err) {
+      setError(err);
+      setBusy(false);
+    }
+  };
+  return (
+    <Modal title={`Delete “${graph.name}”?`} onClose={onClose} footer={
+      <>
+        <button type="button" className="btn" onClick={onClose} ref={(b) => { if (error) b?.focus(); }}>{error ? "Close" : "Cancel"}</button>
+        {error ? null : <button type="button" className="btn btn-danger" onClick={confirm} disabled={busy}>{busy ? "Deleting…" : "Delete graph"}</button>}
+      </>
+    }>
+      {error ? <ErrorMessage error={error} title="Not deleted." /> : (
+        <p>The graph, its draft and all {graph.latest_version ?? 0} published version(s) are deleted. This cannot be undone.</p>
+      )}
+    </Modal>
+  );
+}
+
+/** The problems of a refused import, listed by path. */
+export function ImportProblems({ title, problems, onDismiss }: { title: string; problems: ImportProblem[]; onDismiss: () => void }) {
+  return (
+    <div className="alert alert-error" role="alert" aria-label="Import errors">
+      <div className="alert-head">
+        <strong>{title}</strong>
+        <button type="button" className="btn btn-small btn-ghost" onClick={onDismiss} aria-label="Dismiss import errors">✕</button>
+      </div>
+      {problems.length > 0 ? (
+        <ul className="field-errors">
+          {problems.map((p, i) => (
+            <li key={i}>{p.path ? <code>{p.path}</code> : <code>(file)</code>}{p.node ? <span className="muted"> (node {p.node})</span> : null}: {p.message}</li>
+          ))}
+        </ul>
+      ) : null}
+    </div>
+  );
+}
+
+/** Why an import was refused: problems by path (ImportFailed) or another error. */
+export type ImportFailure = { title: string; problems: ImportProblem[] } | { error: unknown };
+
+/**
+ * "Import JSON" button over a hidden file input: reads the chosen file and imports it,
+ * then calls ``onImported`` or ``onFailure`` (the page shows it; ``null`` clears it).
+ */
+export function ImportButton({ onImported, onFailure, className = "btn" }: {
+  onImported: (r: ImportResult) => void;
+  onFailure: (f: ImportFailure | null) => void;
+  className?: string;
+}) {
+  const input = useRef<HTMLInputElement>(null);
+  const [busy, setBusy] = useState(false);
+  const onFile = async (file: File | undefined) => {
+    if (!file) return;
+    setBusy(true);
+    onFailure(null);
+    try {
+      onImported(await importGraphFile(file));
+    } catch (err) {
+      onFailure(err instanceof ImportFailed ? { title: err.message, problems: err.problems } : { error: err });
+    } finally {
+      setBusy(false);
+      if (input.current) input.current.value = "";
+    }
+  };
+  return (
+    <>
+      <button type="button" className={className} onClick={() => input.current?.click()} disabled={busy}>
+        {busy ? "Importing…" : "Import JSON"}
+      </button>
+      <input ref={input} type="file" accept="application/json,.json" className="visually-hidden" tabIndex={-1}
+        aria-label="Graph JSON file to import" data-testid="import-file" onChange={(e) => void onFile(e.target.files?.[0])} />
+    </>
+  );
+}
+
+/** The feedback of a failed import (or nothing). */
+export function ImportFeedback({ failure, onDismiss }: { failure: ImportFailure | null; onDismiss: () => void }) {
+  if (failure === null) return null;
+  if ("error" in failure) return <ErrorMessage error={failure.error} title="Import failed." />;
+  return <ImportProblems title={failure.title} problems={failure.problems} onDismiss={onDismiss} />;
+}

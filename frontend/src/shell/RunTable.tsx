@@ -1,0 +1,42 @@
+// A table of runs (the run list and the home page's latest runs): status, graph, version, who, when, cost.
+import { formatDateTime, formatDuration, formatUsd } from "./format";
+import { graphUrl, runUrl } from "./graphLinks";
+import type { RunSummary } from "./types";
+import { StatusBadge } from "./ui";
+
+export function RunTable({ runs, compact = false }: { runs: RunSummary[]; compact?: boolean }) {
+  return (
+    <div className="table-wrap">
+      <table className={compact ? "table table-compact" : "table"}>
+        <thead>
+          <tr>
+            <th scope="col">Run</th>
+            <th scope="col">Status</th>
+            <th scope="col">Graph</th>
+            <th scope="col">Version</th>
+            {compact ? null : <th scope="col">Started by</th>}
+            <th scope="col">Started</th>
+            {compact ? null : <th scope="col">Finished</th>}
+            {compact ? null : <th scope="col">Duration</th>}
+            <th scope="col" className="num">Cost</th>
+          </tr>
+        </thead>
+        <tbody>
+          {runs.map((r) => (
+            <tr key={r.id}>
+              <td><a href={runUrl(r.id)}>#{r.id}</a></td>
+              <td><StatusBadge status={r.status} /></td>
+              <td><a href={graphUrl(r.graph)}>{r.graph_name}</a></td>
+              <td>v{r.version}</td>
+              {compact ? null : <td>{r.created_by ?? "—"}</td>}
+              <td>{formatDateTime(r.started_at ?? r.created_at)}</td>
+              {compact ? null : <td>{formatDateTime(r.finished_at)}</td>}
+              {compact ? null : <td>{formatDuration(r.started_at, r.finished_at)}</td>}
+              <td className="num">{formatUsd(r.cost_usd)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}

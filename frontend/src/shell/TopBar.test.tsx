@@ -1,0 +1,52 @@
+import { fireEvent, screen, within } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { activeSection, TopBar } from "./TopBar";
+import { makeContext, renderWith } from "./testing";
+
+describe("TopBar", () => {
+  it("shows Graphs and Runs to everyone and Admin only to staff", () => {
+    const { unmount } = renderWith(<TopBar path="/" />, makeContext({ approve: true }));
+    const nav = screen.getByRole("navigation", { name: "Main" });
+    expect(within(nav).getByRole("link", { name: "Graphs" })).toHaveProperty("href", expect.stringMatching(/\/graphs\/$/));
+    expect(within(nav).getByRole("link", { name: "Runs" })).toBeTruthy();
+    expect(within(nav).queryByRole("link", { name: "Admin" })).toBeNull();
+    expect(screen.getByRole("link", { name: "Ballast" }).getAttribute("href")).toBe("/");
+    unmount();
+    renderWith(<TopBar path="/" />, makeContext({ admin: true, build: true }));
+    expect(screen.getByRole("link", { name: "Admin" }).getAttribute("href")).toBe("/admin/");
+  });
+
+  it("marks the current section", () => {
+    renderWith(<TopBar path="/runs/12/" />, makeContext({}));
+    expect(screen.getByRole("link", { name: "Runs" }).getAttribute("aria-current")).toBe("page");
+    expect(screen.getByRole("link", { name: "Graphs" }).getAttribute("aria-current")).toBeNull();
+    expect(activeSection("/", [{ href: "/" }, { href: "/graphs/" }])).toBe("/");
+    expect(activeSection("/graphs/3/", [{ href: "/" }, { href: "/graphs/" }])).toBe("/graphs/");
+  });
+
+  it("renders nothing for an anonymous visitor", () => {
+    const { container } = renderWith(<TopBar path="/" />, makeContext(null));
+    expect(container.innerHTML).toBe("");
+  });
+
+  it("opens a keyboard-usable user menu with password change and a POST sign-out carrying the CSRF token", async () => {
+    const user = userEvent.setup();
+    renderWith(<TopBar path="/" />, makeContext({ approve: true }));
+    const button = screen.getByRole("button", { name: /Ada/ });
+    expect(button.getAttribute("aria-expanded")).toBe("false");
+    await user.click(button);
+    const menu = screen.getByRole("menu", { name: "Account" });
+    const items = within(menu).getAllByRole("menuitem");
+    expect(items.map((i) => i.textContent)).toEqual(["Change password", "Sign out"]);
+    expect(document.activeElement).toBe(items[0]);
+    await user.keyboard("{ArrowDown}");
+    expect(document.activeElement).toBe(items[1]);
+    const form = items[1]!.closest("form")!;
+    expect(form.getAttribute("method")).toBe("post");
+    expect(form.getAttribute("action")).toBe("/accounts/logout/");
+    expect((form.querySelector("input[name=csrfmiddlewaretoken]") as HTMLInputElement).value).toBe("csrf-test-token");
+    fireEvent.keyDown(menu, { key: "Escape" });
+    expect(screen.queryByRole("menu")).toBeNull();
+    expect(document.activeElement).toBe(button);
+  });
+});

@@ -1,0 +1,97 @@
+// The top bar on every page of a signed-in user: logo -> home, Graphs, Runs, Admin (staff), user menu.
+import { useEffect, useRef, useState } from "react";
+import { usePageContext } from "../lib/context";
+
+/** Which nav link is current for ``path``: the longest link prefix, "/" only for itself. */
+export function activeSection(path: string, links: { href: string }[]): string | null {
+  let best: string | null = null;
+  for (const { href } of links) {
+    const match = href === "/" ? path === "/" : path === href || path.startsWith(href);
+    if (match && (best === null || href.length > best.length)) best = href;
+  }
+  return best;
+}
+
+export function TopBar({ path = window.location.pathname }: { path?: string }) {
+  const ctx = usePageContext();
+  const user = ctx.user;
+  if (user === null) return null;
+  const urls = ctx.urls;
+  const links = [
+    { href: urls.graphs ?? "/graphs/", label: "Graphs" },
+    { href: urls.runs ?? "/runs/", label: "Runs" },
+  ];
+  const current = activeSection(path, links);
+  return (
+    <header className="topbar">
+      <a className="brand" href={urls.home ?? "/"}>
+        <span className="brand-mark" aria-hidden="true">B</span>Ballast
+      </a>
+      <nav aria-label="Main" className="topnav">
+        {links.map((l) => (
+          <a key={l.href} href={l.href} className="topnav-link" aria-current={current === l.href ? "page" : undefined}>{l.label}</a>
+        ))}
+        {user.can.admin ? <a href={urls.admin ?? "/admin/"} className="topnav-link">Admin</a> : null}
+      </nav>
+      <div className="topbar-spacer" />
+      <UserMenu />
+    </header>
+  );
+}
+
+/** The signed-in user's menu: who they are, their roles, change password, sign out (a POST). */
+export function UserMenu() {
+  const ctx = usePageContext();
+  const user = ctx.user!;
+  const [open, setOpen] = useState(false);
+  const wrap = useRef<HTMLDivElement>(null);
+  const button = useRef<HTMLButtonElement>(null);
+
+  useEffect(() => {
+    if (!open) return;
+    const onDown = (e: MouseEvent) => {
+      if (wrap.current && !wrap.current.contains(e.target as Node)) setOpen(false);
+    };
+    document.addEventListener("mousedown", onDown);
+    wrap.current?.querySelector<HTMLElement>("[role=menuitem]")?.focus();
+    return () => document.removeEventListener("mousedown", onDown);
+  }, [open]);
+
+  const onKeyDown = (e: React.KeyboardEvent) => {
+    if (e.key === "Escape" && open) {
+      setOpen(false);
+      button.current?.focus();
+    }
+    if ((e.key === "ArrowDown" || e.key === "ArrowUp") && open && wrap.current) {
+      e.preventDefault();
+      const items = [...wrap.current.querySelectorAll<HTMLElement>("[role=menuitem]")];
+      const at = items.indexOf(document.activeElement as HTMLElement);
+      const next = (at + (e.key === "ArrowDown" ? 1 : -1) + items.length) % items.length;
+      items[next]?.focus();
+    }
+  };
+  const roles = user.is_staff ? ["staff"] : user.groups;
+  return (
+    <div className="usermenu" ref={wrap} onKeyDown={onKeyDown}>
+      <button ref={button} type="button" className="usermenu-button" aria-haspopup="menu" aria-expanded={open}
+        onClick={() => setOpen((o) => !o)}>
+        <span className="avatar" aria-hidden="true">{user.display_name.slice(0, 1).toUpperCase()}</span>
+        <span className="usermenu-name">{user.display_name}</span>
+        <span aria-hidden="true" className="caret">▾</span>
+      </button>
+      {open ? (
+        <div className="usermenu-panel" role="menu" aria-label="Account">
+          <div className="usermenu-who">
+            <div className="usermenu-username">{user.username}</div>
+            <div className="muted">{roles.length ? roles.join(", ") : "no role yet: you can look, not change"}</div>
+          </div>
+          <a role="menuitem" className="menuitem" href={ctx.urls.password_change ?? "/accounts/password_change/"}>Change password</a>
+          <form method="post" action={ctx.urls.logout ?? "/accounts/logout/"}>
+            <input type="hidden" name="csrfmiddlewaretoken" value={ctx.csrf_token} />
+            <button role="menuitem" type="submit" className="menuitem">Sign out</button>
+          </form>
+        </div>
+      ) : null}
+    </div>
+  );
+}

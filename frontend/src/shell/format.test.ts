@@ -1,0 +1,28 @@
+import { formatDuration, formatUsd, statusLabel, statusTone } from "./format";
+
+describe("format", () => {
+  it("formats durations at each scale and dashes missing ends", () => {
+    const t0 = "2026-12-01T10:00:00.000Z";
+    expect(formatDuration(t0, "2026-12-01T10:00:00.250Z")).toBe("250 ms");
+    expect(formatDuration(t0, "2026-12-01T10:00:12.340Z")).toBe("12.3 s");
+    expect(formatDuration(t0, "2026-12-01T10:04:05.000Z")).toBe("4 min 05 s");
+    expect(formatDuration(t0, "2026-12-01T12:03:00.000Z")).toBe("2 h 03 min");
+    expect(formatDuration(t0, null)).toBe("—");
+    expect(formatDuration("2026-12-01T10:00:01Z", t0)).toBe("—");
+  });
+
+  it("formats API decimal dollars", () => {
+    expect(formatUsd("0.000000")).toBe("$0");
+    expect(formatUsd("0.001234567")).toBe("$0.001235");
+    expect(formatUsd("12.5")).toBe("$12.50");
+    expect(formatUsd(null)).toBe("—");
+  });
+
+  it("names and colours statuses", () => {
+    expect(statusLabel("waiting_approval")).toBe("waiting approval");
+    expect(statusTone("succeeded")).toBe("ok");
+    expect(statusTone("failed")).toBe("bad");
+    expect(statusTone("running")).toBe("busy");
+    expect(statusTone("parked")).toBe("wait");
+  });
+});

@@ -1,0 +1,108 @@
+// Small UI primitives every page uses: loading, error, empty states, status badges, modal dialogs.
+import { useEffect, useId, useRef, type ReactNode } from "react";
+import { ApiError } from "../lib/api";
+import { statusLabel, statusTone } from "./format";
+
+/** A polite "Loading…" line for a section whose data is on its way. */
+export function Loading({ label = "Loading…" }: { label?: string }) {
+  return <div className="loading" role="status"><span className="spinner" aria-hidden="true" />{label}</div>;
+}
+
+/** An error from the API (its message and any field errors by path) or from the network. */
+export function ErrorMessage({ error, title, onRetry }: { error: unknown; title?: string; onRetry?: () => void }) {
+  const message = error instanceof Error ? error.message : String(error);
+  const fields = error instanceof ApiError ? Object.entries(error.fields) : [];
+  const offline = error instanceof TypeError;
+  return (
+    <div className="alert alert-error" role="alert">
+      {title ? <strong>{title} </strong> : null}
+      <span>{offline ? "The server could not be reached. Check your connection and try again." : message}</span>
+      {fields.length > 0 ? (
+        <ul className="field-errors">
+          {fields.map(([path, messages]) => (
+            <li key={path}><code>{path}</code>: {messages.join(" ")}</li>
+          ))}
+        </ul>
+      ) : null}
+      {onRetry ? <div><button type="button" className="btn btn-small" onClick={onRetry}>Try again</button></div> : null}
+    </div>
+  );
+}
+
+/** What to show when a list has nothing in it: a title, a line of help and the actions that fill it. */
+export function EmptyState({ title, children, actions }: { title: string; children?: ReactNode; actions?: ReactNode }) {
+  return (
+    <div className="empty">
+      <div className="empty-title">{title}</div>
+      {children ? <div className="empty-body">{children}</div> : null}
+      {actions ? <div className="empty-actions">{actions}</div> : null}
+    </div>
+  );
+}
+
+/** A run or step status as a coloured badge. */
+export function StatusBadge({ status }: { status: string }) {
+  return <span className={`badge badge-${statusTone(status)}`}>{statusLabel(status)}</span>;
+}
+
+/**
+ * A modal dialog: focus moves into it, Tab stays inside, Escape or the backdrop closes it,
+ * and focus returns to what had it before. ``children`` is the body, ``footer`` the buttons.
+ */
+export function Modal({ title, onClose, children, footer }: { title: string; onClose: () => void; children: ReactNode; footer?: ReactNode }) {
+  const ref = useRef<HTMLDivElement>(null);
+  const titleId = useId();
+  useEffect(() => {
+    const before = document.activeElement as HTMLElement | null;
+    const el = ref.current;
+    const first = el?.querySelector<HTMLElement>("[autofocus], input, textarea, select, button");
+    (first ?? el)?.focus();
+    return () => before?.focus();
+  }, []);
+  // Escape closes from anywhere (focus may have left with a button that was removed).
+  const close = useRef(onClose);
+  close.current = onClose;
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key === "Escape") close.current();
+    };
+    document.addEventListener("keydown", onKey);
+    return () => document.removeEventListener("keydown", onKey);
+  }, []);
+  const onKeyDown = (e: React.KeyboardEvent) => {
+    if (e.key !== "Tab" || !ref.current) return;
+    const focusable = [...ref.current.querySelectorAll<HTMLElement>("a[href], button:not([disabled]), input, textarea, select")];
+    if (focusable.length === 0) return;
+    const first = focusable[0]!;
+    const last = focusable[focusable.length - 1]!;
+    if (e.shiftKey && document.activeElement === first) {
+      e.preventDefault();
+      last.focus();
+    } else if (!e.shiftKey && document.activeElement === last) {
+      e.preventDefault();
+      first.focus();
+    }
+  };
+  return (
+    <div className="modal-backdrop" onMouseDown={(e) => { if (e.target === e.currentTarget) onClose(); }}>
+      <div className="modal" role="dialog" aria-modal="true" aria-labelledby={titleId} ref={ref} tabIndex={-1} onKeyDown={onKeyDown}>
+        <h2 id={titleId} className="modal-title">{title}</h2>
+        <div className="modal-body">{children}</div>
+        {footer ? <div className="modal-footer">{footer}</div> : null}
+      </div>
+    </div>
+  );
+}
+
+/** A page's heading row: title, an optional line under it, and actions on the right. */
+export function PageHeader({ title, subtitle, actions }: { title: ReactNode; subtitle?: ReactNode; actions?: ReactNode }) {
+  return (
+    <div className="page-header">
+      <div>
+        <h1>{title}</h1>
+        {subtitle ? <p className="muted page-subtitle">{subtitle}</p> : null}
+      </div>
+      {actions ? <div className="page-actions">{actions}</div> : null}
+    </div>
+  );
+}

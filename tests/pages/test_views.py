@@ -1,0 +1,133 @@
+"""The browser app's pages: anonymous visitors go to the login page, every signed-in user
+gets the page with a context whose ``user.can`` follows the API's roles, and the account
+pages (login, logout, password change) work for users who are not staff."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+from runs.authentication import ROLES
+from tests.support.specs import chain, graph, node, run_local, transform
+
+pytestmark = pytest.mark.django_db
+
+PAGES = ["/", "/graphs/", "/runs/"]
+
+
+def make_user(username: str, *groups: str, staff: bool = False) -> User:
+    user = User.objects.create_user(username, password="pw-1-secret", is_staff=staff)
+    for name in ROLES:
+        Group.objects.get_or_create(name=name)
+    user.groups.set(Group.objects.filter(name__in=groups))
+    return user
+
+
+def context_of(response) -> dict:
+    """The page context JSON script tag of a rendered page."""
+    match = re.search(r'<script id="ballast-context" type="application/json">(.*?)</script>', response.content.decode(), re.S)
+    assert match, "no page context in the page"
+    return json.loads(match.group(1))
+
+
+def signed_in(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def finished_run():
+    spec = graph([node("start", "start"), transform("double", y="x * 2"), node("end", "end")], chain("start", "double", "end"),
+                 input_schema={"type": "object", "properties": {"x": {"type": "integer"}}})
+    return run_local(spec, {"x": 1})
+
+
+@pytest.mark.parametrize("path", [*PAGES, "/runs/1/", "/graphs/1/", "/accounts/password_change/"])
+def test_anonymous_is_sent_to_the_apps_login_page(client, path):
+    response = client.get(path)
+    assert response.status_code == 302
+    assert response["Location"] == f"/accounts/login/?next={path}"
+
+
+@pytest.mark.parametrize(("path", "page"), [("/", "home"), ("/graphs/", "graphs"), ("/runs/", "runs")])
+def test_every_signed_in_user_gets_the_page(path, page):
+    response = signed_in(make_user("nobody")).get(path)
+    assert response.status_code == 200
+    ctx = context_of(response)
+    assert ctx["page"] == page
+    assert ctx["user"]["username"] == "nobody"
+    assert ctx["urls"]["graphs"] == "/graphs/" and ctx["urls"]["runs"] == "/runs/"
+    assert ctx["csrf_token"]
+
+
+@pytest.mark.parametrize(
+    ("groups", "staff", "can"),
+    [
+        ((), False, {"build": False, "operate": False, "approve": False, "admin": False}),
+        (("approvers",), False, {"build": False, "operate": False, "approve": True, "admin": False}),
+        (("builders",), False, {"build": True, "operate": False, "approve": False, "admin": False}),
+        (("operators",), False, {"build": False, "operate": True, "approve": False, "admin": False}),
+        ((), True, {"build": True, "operate": True, "approve": True, "admin": True}),
+    ],
+)
+def test_user_can_follows_the_roles(groups, staff, can):
+    ctx = context_of(signed_in(make_user("u", *groups, staff=staff)).get("/"))
+    assert ctx["user"]["can"] == can
+    assert ctx["user"]["is_staff"] is staff
+
+
+@pytest.mark.django_db(transaction=True)  # runs drive the engine, which commits
+def test_run_page_names_the_run_and_unknown_runs_are_404(finished_run):
+    client = signed_in(make_user("viewer"))
+    ctx = context_of(client.get(f"/runs/{finished_run.pk}/"))
+    assert ctx["page"] == "run"
+    assert ctx["props"] == {"runId": finished_run.pk}
+    assert client.get(f"/runs/{finished_run.pk + 1000}/").status_code == 404
+    assert client.get("/graphs/999999/").status_code == 404
+
+
+def test_login_page_is_the_apps_and_signs_in_a_user_who_is_not_staff():
+    make_user("amal", "approvers")
+    client = Client()
+    page = client.get("/accounts/login/?next=/runs/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert 'id="ballast-context"' in html and "/static/assets/" in html  # the app's CSS, not admin's
+    assert context_of(page)["user"] is None
+    wrong = client.post("/accounts/login/", {"username": "amal", "password": "nope"})
+    assert wrong.status_code == 200 and "Please enter a correct username and password" in wrong.content.decode()
+    ok = client.post("/accounts/login/", {"username": "amal", "password": "pw-1-secret", "next": "/runs/"})
+    assert ok.status_code == 302 and ok["Location"] == "/runs/"
+    assert client.get("/runs/").status_code == 200
+    # /admin/ stays for staff: this user is sent to the admin's own login.
+    assert client.get("/admin/").status_code == 302
+
+
+def test_logout_is_a_post_and_password_change_works_for_everyone():
+    user = make_user("amal", "approvers")
+    client = signed_in(user)
+    form = client.get("/accounts/password_change/")
+    assert form.status_code == 200 and context_of(form)["user"]["username"] == "amal"
+    done = client.post("/accounts/password_change/", {
+        "old_password": "pw-1-secret", "new_password1": "An0ther-long-pass", "new_password2": "An0ther-long-pass",
+    })
+    assert done.status_code == 302 and done["Location"] == "/accounts/password_change/done/"
+    assert client.get("/accounts/password_change/done/").status_code == 200
+    user.refresh_from_db()
+    assert user.check_password("An0ther-long-pass")
+    assert client.get("/accounts/logout/").status_code == 405  # a GET (a link preview) never signs out
+    assert client.get("/").status_code == 200
+    out = client.post("/accounts/logout/")
+    assert out.status_code == 302 and out["Location"] == "/accounts/login/"
+    assert client.get("/").status_code == 302
+
+
+def test_password_reset_pages_render_for_anonymous_users(client):
+    # Linked from the login page; Django's own views and templates (the admin's look).
+    assert client.get("/accounts/password_reset/").status_code == 200
+    sent = client.post("/accounts/password_reset/", {"email": "nobody@example.com"})
+    assert sent.status_code == 302 and sent["Location"] == "/accounts/password_reset/done/"
