@@ -9,9 +9,11 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.nodes import APPROVED, REJECTED, ApprovalNode
 from runs.engine import dispatch, store
 from runs.engine.audit import audit
 from runs.engine.store import compiled_graph
+from runs.nodes import get_kind
 from runs.nodes.base import NodeResult
 from runs.signals import run_finished, steps_requeued
 
@@ -131,17 +133,23 @@ def _resume(request: ApprovalRequest, decision: str, name: str, comment: str, ou
     if decision == "skip":
         updates = output or {}
         return store.step_complete_waiting(request.step_id, NodeResult(updates=updates, output={"skipped_by": name, "updates": updates}), actor=name, reason="skip")
-    node = compiled_graph(request.run.graph_version_id).topology.nodes[request.node_id]
-    output_key = node.config.get("output_key", "approval")
-    verdict = "approved" if decision == "approve" else "rejected"
-    record = {"decision": verdict, "comment": comment, "by": name}
-    if verdict == "rejected" and not any(
-        (e.source_handle or "") == "rejected" for e in compiled_graph(request.run.graph_version_id).topology.out_edges.get(request.node_id, [])
-    ):
+    topology = compiled_graph(request.run.graph_version_id).topology
+    node = topology.nodes[request.node_id]
+    kind = get_kind(node.kind)
+    # Only the approval kind's on_wait creates gate requests.
+    assert isinstance(kind, ApprovalNode), f"a gate request on a {node.kind!r} node"
+    approved = decision == "approve"
+    result = kind.decision_result(
+        kind.config_model.model_validate(node.config),
+        approved=approved,
+        comment=comment,
+        by=name,
+        wired_handles=[e.source_handle or "" for e in topology.out_edges.get(request.node_id, [])],
+    )
+    if result is None:
         store.step_fail_parked(request.step_id, actor=name, message=f"rejected by {name}" + (f": {comment}" if comment else ""))
         return []
-    result = NodeResult(updates={output_key: record}, output=record, route=[verdict])
-    return store.step_complete_waiting(request.step_id, result, actor=name, reason=verdict)
+    return store.step_complete_waiting(request.step_id, result, actor=name, reason=APPROVED if approved else REJECTED)
 
 
 def recovery_request_create(*, run: Any, step: Any, reason: str) -> ApprovalRequest:

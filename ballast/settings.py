@@ -87,6 +87,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI / Redoc assets served locally (no CDN)
     "django_q",
     "ballast",  # template tags (vite) and the browser app's pages
+    "accounts",
     "builder",
     "runs",
     "approvals",
@@ -158,7 +159,7 @@ DEFAULT_FROM_EMAIL = os.environ.get("BALLAST_FROM_EMAIL", "ballast@localhost")
 # auth (CSRF enforced by DRF for session-authenticated unsafe methods) for the browser.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "runs.authentication.TokenAuthentication",
+        "accounts.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

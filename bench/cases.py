@@ -652,10 +652,10 @@ def case_live(rep: Reporter, db: str, n: int | None, runs: int) -> None:
 
     from django.contrib.auth import get_user_model
 
+    from accounts.tokens import token_create
     from bench.cluster import WebServer, free_port
     from runs.engine import dispatch
     from runs.models import RunEvent
-    from runs.tokens import token_create
 
     size = n or 50
     version = graphs.publish(graphs.linear(size))

@@ -13,11 +13,17 @@ from builder.spec import content_hash
 
 
 class GraphInvalid(ValueError):
-    """The spec failed validation; ``issues`` holds the structured errors (Issue objects)."""
+    """The spec failed validation; ``issues`` holds the structured errors (LocatedIssue
+    objects) and ``fields`` the same as API field errors, each message under its issue's
+    path from the spec root (``{"nodes[2].config.set.total": [messages]}``; ``spec`` for
+    the document as a whole): the path style of every Ballast error."""
 
     def __init__(self, issues: list[Any]):
         super().__init__("; ".join(str(i) for i in issues[:10]))
         self.issues = issues
+        self.fields: dict[str, list[str]] = {}
+        for issue in issues:
+            self.fields.setdefault(getattr(issue, "path", "") or issue.field or "spec", []).append(issue.message)
 
 
 class DraftConflict(Exception):

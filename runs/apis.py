@@ -13,10 +13,10 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import status
 from rest_framework.response import Response
 
+from accounts.authentication import IsAdmin, IsOperator
 from ballast.api import ERROR_BODY, PAGE_PARAMETERS, ApiError, ApiView, bad_request, paginated
 from builder.models import Graph, GraphVersion
 from runs import selectors, services
-from runs.authentication import IsAdmin, IsOperator
 from runs.models import Run
 from runs.serializers import (
     AuditEntryOutput,

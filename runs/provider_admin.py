@@ -1,6 +1,6 @@
 """Admin for providers added in the app: a write-only API key field, saves through the audited services, and a "Test connection" button.
 
-Imported by ``ballast.urls`` before the admin URLs are built (like ``runs.token_admin``).
+Imported by ``ballast.urls`` before the admin URLs are built.
 The key is a password input that never renders a value; once saved, the page only says
 whether a key is stored.
 """

@@ -13,8 +13,8 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
+from accounts.authentication import IsAdmin
 from ballast.api import ERROR_BODY, ApiError, ApiView, bad_request, conflict
-from runs.authentication import IsAdmin
 from runs.models import ProviderCredential, ProviderKind
 from runs.providers import UnknownProvider, get_provider
 from runs.providers import credentials as store

@@ -14,11 +14,12 @@ from builder.models import GraphVersion
 from runs.engine import dispatch, scheduler, store
 from runs.engine.audit import audit
 from runs.models import Run, RunEvent, Step
+from runs.nodes.base import field_path
 
 
 class RunInputInvalid(ValueError):
     """The run input does not satisfy the graph's input schema; ``errors`` lists
-    ``{"field": dotted path, "message": text}``."""
+    ``{"field": path, "message": text}`` (``input.items[0].sku``: ``field_path``)."""
 
     def __init__(self, errors: list[dict[str, str]]):
         super().__init__("; ".join(f"{e['field']}: {e['message']}" for e in errors))
@@ -55,7 +56,7 @@ def input_errors(version: GraphVersion, run_input: Any) -> list[dict[str, str]]:
     schema = version.spec.get("input_schema") or {"type": "object"}
     validator = jsonschema.Draft202012Validator(schema)
     return [
-        {"field": ".".join(str(p) for p in ("input", *err.absolute_path)), "message": err.message}
+        {"field": field_path(err.absolute_path, "input"), "message": err.message}
         for err in sorted(validator.iter_errors(run_input), key=lambda e: list(map(str, e.absolute_path)))
     ]
 

@@ -102,7 +102,7 @@ def execute_node(claimed: store.ClaimedStep) -> NodeResult | NodeError:
     _heartbeats.track(claimed, ctx.cancel_event)
     try:
         faults.point("during_execute", node_id=claimed.node_id, step_id=claimed.step_id)
-        config = kind.Config.model_validate(node.config)
+        config = kind.config_model.model_validate(node.config)
         if claimed.parent_id is not None:
             call = claimed.child_call()
             target, args = kind.execute_child, (config, call, ctx)

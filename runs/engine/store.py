@@ -252,7 +252,7 @@ def _budget_refusal(
         return None
     name = step_name or node.id
     kind = get_kind(node.kind)
-    config = kind.Config.model_validate(node.config)
+    config = kind.config_model.model_validate(node.config)
     if call is not None:
         usd, tokens = kind.estimate_child_cost(config, call, state)
     elif _spawns_children(kind):
@@ -1357,7 +1357,7 @@ def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: Any) -> list
         run = _lock_run(step.run_id)
         node = compiled_graph(run.graph_version_id).topology.nodes[spec_node_id(step.node_id)]
         kind = get_kind(node.kind)
-        config = kind.Config.model_validate(node.config)
+        config = kind.config_model.model_validate(node.config)
         if step.parent_id is not None:
             safe = kind.is_child_repeat_safe(config, ChildCall(step.child_key, step.kind, step.input or {}))
         else:

@@ -9,6 +9,7 @@ serves several names (``openai`` and an OpenAI-compatible ``ollama``).
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -61,7 +62,7 @@ def provider_names() -> list[str]:
 
 
 @receiver(setting_changed)
-def _reset_on_setting_change(*, setting: str, **kwargs) -> None:
+def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
     # Tests swap BALLAST_PROVIDERS with override_settings; a cached instance from the
     # old mapping would otherwise outlive the override.
     if setting in ("BALLAST_PROVIDERS", "BALLAST_PROVIDER_SETTINGS"):

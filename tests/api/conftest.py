@@ -9,15 +9,15 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
+from accounts.authentication import ROLES
+from accounts.tokens import token_create
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from builder.models import GraphVersion
-from runs.authentication import ROLES
 from runs.engine import dispatch
 from runs.engine.loop import drive_local
 from runs.models import Run, Step
 from runs.services import run_start
-from runs.tokens import token_create
 from tests.support.specs import chain, edge, graph, node, publish, run_local, transform
 
 ROLE_NAMES = ("anonymous", "viewer", "builder", "operator", "approver", "admin")

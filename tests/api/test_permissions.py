@@ -226,8 +226,8 @@ def test_session_auth_enforces_csrf_and_docs_need_a_login(world: World) -> None:
 
 
 def test_revoked_token_and_inactive_user_are_refused(world: World) -> None:
-    from runs.models import ApiToken
-    from runs.tokens import token_revoke
+    from accounts.models import ApiToken
+    from accounts.tokens import token_revoke
     from tests.api.conftest import client_with_token
 
     client = client_with_token(world.users["viewer"])

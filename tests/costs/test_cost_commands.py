@@ -205,7 +205,7 @@ def test_validate_graph_estimate(tmp_path, sdk_providers):
     nodes = {n["node_id"]: n for n in data["estimate"]["nodes"]}
     from runs.nodes.agent import AgentNode
 
-    usd, tokens = AgentNode().estimate_cost(AgentNode.Config.model_validate(spec["nodes"][1]["config"]), {})
+    usd, tokens = AgentNode().estimate_cost(AgentNode.config_model.model_validate(spec["nodes"][1]["config"]), {})
     assert (Decimal(nodes["agent"]["usd"]), nodes["agent"]["tokens"]) == (usd, tokens)
     assert data["estimate"]["costliest_path"] == {
         "nodes": ["start", "agent", "end"], "tokens": tokens, "usd": str(usd), "unpriced": [], "loops": []

@@ -42,11 +42,11 @@ def make_ctx(state=None, *, attempt=1, deadline=None, key="run-1:review:0"):
 
 def llm_config(**fields):
     fields.setdefault("prompt", "Hello {{ name }}")
-    return LLMNode.Config.model_validate(fields)
+    return LLMNode.config_model.model_validate(fields)
 
 
 def tool_config(**fields):
-    return ToolNode.Config.model_validate(fields)
+    return ToolNode.config_model.model_validate(fields)
 
 
 # --- llm: execution -----------------------------------------------------------------

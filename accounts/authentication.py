@@ -25,8 +25,8 @@ from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
-from runs.models import ApiToken
-from runs.tokens import hash_key
+from accounts.models import ApiToken
+from accounts.tokens import hash_key
 
 BUILDERS = "builders"
 OPERATORS = "operators"
@@ -84,7 +84,7 @@ class TokenAuthentication(authentication.BaseAuthentication):
 class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
     """Describes TokenAuthentication in the OpenAPI schema (drf-spectacular)."""
 
-    target_class = "runs.authentication.TokenAuthentication"
+    target_class = "accounts.authentication.TokenAuthentication"
     name = "tokenAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
