@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 PG_URL ?= postgres://root@127.0.0.1:5432/postgres
 SQLITE_URL ?= sqlite:///var/ballast.sqlite3
 PYTEST_ARGS ?=
+# What mypy checks (as [tool.mypy] files); runs/nodes joins as it is typed.
+MYPY_PATHS ?= runs/engine runs/sandbox runs/expressions.py runs/templating.py runs/nodes approvals/nodes.py
 
 .PHONY: install up test test-sqlite test-postgres test-frontend frontend static browser crash lint migrate
 
@@ -66,8 +68,11 @@ test-postgres: install
 crash: install
 	DATABASE_URL=$(PG_URL) $(BIN)/pytest -m crash $(PYTEST_ARGS)
 
+# ruff, the layering contracts in pyproject.toml ([tool.importlinter]) and mypy.
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-logo
+	$(BIN)/mypy $(MYPY_PATHS)
 
 # Every benchmark on PostgreSQL (database ballast_bench on the local server) and SQLite
 # (var/bench/), with LangGraph and DBOS side by side; installs the bench extra first.

@@ -7,10 +7,10 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_seriali
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from accounts.authentication import IsAdmin
 from approvals import selectors, services
 from approvals.serializers import ApprovalDecideInput, ApprovalListQueryInput, ApprovalOutput
 from ballast.api import PAGE_PARAMETERS, ApiView, paginated
-from runs.authentication import IsAdmin
 
 TAG = ["approvals"]
 

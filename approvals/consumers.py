@@ -1,10 +1,12 @@
 """The approvals inbox over a WebSocket: ``ws/approvals/``.
 
 On connect the caller gets ``{"type": "snapshot", "approvals": [...]}``: every pending
-request they may decide. Then, polling the database every ``POLL_SECONDS`` (rows first:
-it works whichever process created or decided a request), ``{"type": "approval.pending",
-"approval": {...}}`` for each new one and ``{"type": "approval.closed", "approval":
-{...}}`` for each one that left the inbox (decided, or its run ended). A reconnect gets a
+request they may decide (the inbox selector, ``approval_list_for_user``, as the inbox API
+lists them). Then, polling the database every ``POLL_SECONDS`` (rows first: it works
+whichever process created or decided a request, and a change of who may decide shows at
+the next poll), ``{"type": "approval.pending", "approval": {...}}`` for each new one and
+``{"type": "approval.closed", "approval": {...}}`` for each one that left the inbox
+(decided, its run ended, or no longer the caller's to decide). A reconnect gets a
 fresh snapshot, so nothing is lost. Close code 4401: not authenticated.
 """
 from __future__ import annotations
@@ -16,9 +18,8 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.selectors import approval_list, approval_list_for_user
 from approvals.serializers import ApprovalOutput
-from approvals.services import user_may_decide
 
 POLL_SECONDS = 0.2
 
@@ -33,7 +34,6 @@ class ApprovalInboxConsumer(AsyncJsonWebsocketConsumer):
             return
         self.user = user
         self.inbox: set[int] = set()
-        self.verdicts: dict[int, bool] = {}  # approval id -> may this user decide it
         await self.accept()
         self.pump = asyncio.ensure_future(self._pump())
 
@@ -50,19 +50,16 @@ class ApprovalInboxConsumer(AsyncJsonWebsocketConsumer):
 
     @database_sync_to_async
     def _poll(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """(arrived, left) since the last poll; one cheap query when nothing changed."""
-        pending = set(ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING).values_list("id", flat=True))
-        unknown = pending - set(self.verdicts)
-        if unknown:
-            for request in ApprovalRequest.objects.select_related("run__graph_version__graph").filter(pk__in=unknown):
-                self.verdicts[request.pk] = user_may_decide(self.user, request)
-        mine = {pk for pk in pending if self.verdicts.get(pk)}
+        """(arrived, left) since the last poll; two queries (the user's groups, the inbox
+        ids) when nothing changed."""
+        inbox = approval_list_for_user(user=self.user)
+        mine = set(inbox.values_list("id", flat=True))
         arrived, left = mine - self.inbox, self.inbox - mine
         self.inbox = mine
-        qs = ApprovalRequest.objects.select_related("run__graph_version__graph").order_by("-id")
         return (
-            self._serialise(qs.filter(pk__in=arrived)) if arrived else [],
-            self._serialise(qs.filter(pk__in=left)) if left else [],
+            self._serialise(inbox.filter(pk__in=arrived)) if arrived else [],
+            # Departed requests are pending no more (or no longer this user's): any status.
+            self._serialise(approval_list(status=None).filter(pk__in=left)) if left else [],
         )
 
     async def _pump(self) -> None:

@@ -1,9 +1,19 @@
-"""The approval node kind: pause the run as a row until a person decides."""
+"""The approval node kind: pause the run as a row until a person decides, then route by the decision."""
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
 
 from pydantic import Field
 
-from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeKind, NodeResult, Wait
+from runs.expressions import ExpressionError
+from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult, Wait
+from runs.nodes.shared import check_template, expression_names
+from runs.templating import render_template
+
+# The handles of an approval node: a decision takes exactly one.
+APPROVED = "approved"
+REJECTED = "rejected"
 
 
 class ApprovalConfig(NodeConfig):
@@ -17,47 +27,38 @@ class ApprovalConfig(NodeConfig):
     output_key: str = "approval"
 
 
-class ApprovalNode(NodeKind):
+class ApprovalNode(NodeKind[ApprovalConfig]):
     """Commits an approval request and sets the run waiting; routes ``approved`` or
     ``rejected`` on the decision. An unwired ``rejected`` fails the run."""
 
     kind = "approval"
-    Config = ApprovalConfig
+    config_model = ApprovalConfig
     description = "Wait for a person to approve or reject (minutes or weeks)."
     title, category = "Approval", "human"  # builder palette (builder.selectors.node_kind_catalogue)
 
     def output_handles(self, config: ApprovalConfig) -> list[str]:
-        return ["approved", "rejected"]
+        return [APPROVED, REJECTED]
 
     def optional_handles(self, config: ApprovalConfig) -> set[str]:
-        return {"rejected"}
+        return {REJECTED}
 
     def writes(self, config: ApprovalConfig) -> set[str]:
         return {config.output_key}
 
     def check(self, node_id: str, config: ApprovalConfig, known_names: set[str]) -> list[Issue]:
-        from runs.expressions import ExpressionError
-        from runs.templating import template_names
-
-        try:
-            unknown = sorted(template_names(config.prompt) - known_names)
-        except ExpressionError as exc:
-            return [Issue(node_id, "config.prompt", exc.message, "template_syntax")]
-        return [Issue(node_id, "config.prompt", f"unknown variable '{name}'", "unknown_variable") for name in unknown]
+        """The prompt template parses and names only known variables."""
+        return check_template(node_id, "config.prompt", config.prompt, known_names)
 
     def execute(self, config: ApprovalConfig, ctx: NodeContext) -> NodeResult:
-        from runs.expressions import ExpressionError
-        from runs.nodes.base import NodeError
-        from runs.templating import render_template
-
+        """Render the prompt and wait. Raises NodeError(code="template", not retryable)."""
         try:
-            prompt = render_template(config.prompt, ctx.state)
+            prompt = render_template(config.prompt, expression_names(ctx))
         except ExpressionError as exc:
             raise NodeError(f"approval prompt: {exc.message}", code="template", retryable=False) from None
         payload = {"prompt": prompt, "approvers": config.approvers, "approver_groups": config.approver_groups}
         return NodeResult(output={"prompt": prompt}, wait=Wait("approval", payload))
 
-    def on_wait(self, *, run, step, wait: Wait) -> None:
+    def on_wait(self, *, run: Any, step: Any, wait: Wait) -> None:
         from approvals.models import ApprovalRequest
 
         ApprovalRequest.objects.create(
@@ -70,3 +71,17 @@ class ApprovalNode(NodeKind):
             approvers=wait.payload.get("approvers", []),
             approver_groups=wait.payload.get("approver_groups", []),
         )
+
+    def decision_result(
+        self, config: ApprovalConfig, *, approved: bool, comment: str, by: str, wired_handles: Iterable[str]
+    ) -> NodeResult | None:
+        """The waiting step's result for a decision: ``{"decision": "approved"|"rejected",
+        "comment", "by"}`` written to ``output_key`` and recorded as the output, routed down
+        the handle of that name. ``wired_handles``: the source handles of the node's
+        outgoing edges. Returns None for a rejection when ``rejected`` is not wired: the
+        run then fails (there is nowhere to go)."""
+        if not approved and REJECTED not in set(wired_handles):
+            return None
+        verdict = APPROVED if approved else REJECTED
+        record = {"decision": verdict, "comment": comment, "by": by}
+        return NodeResult(updates={config.output_key: record}, output=record, route=[verdict])

@@ -9,9 +9,10 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest, ApprovalStatus
-from runs.engine import dispatch, store
-from runs.engine.audit import audit
-from runs.engine.store import compiled_graph
+from approvals.nodes import APPROVED, REJECTED, ApprovalNode
+from runs.engine import api as engine
+from runs.engine.api import audit, compiled_graph
+from runs.nodes import get_kind
 from runs.nodes.base import NodeResult
 from runs.signals import run_finished, steps_requeued
 
@@ -116,32 +117,37 @@ def approval_decide(
             request.refresh_from_db()
             raise AlreadyDecided(request)
         audit(name, f"approval.{decision}", request, actor_type="user" if user is not None else "operator", run=request.run_id, comment=comment)
-        to_dispatch = _resume(request, decision, name, comment, output)
-        transaction.on_commit(lambda: dispatch.enqueue(to_dispatch))
+        _resume(request, decision, name, comment, output)  # the engine dispatches after commit
     request.refresh_from_db()
     return request
 
 
 def _resume(request: ApprovalRequest, decision: str, name: str, comment: str, output: dict | None) -> list[int]:
     if decision == "retry":
-        return store.step_requeue_parked(request.step_id, actor=name)
+        return engine.step_requeue_parked(request.step_id, actor=name)
     if decision == "fail":
-        store.step_fail_parked(request.step_id, actor=name, message=f"failed by {name} after a crash: {comment}".strip())
+        engine.step_fail_parked(request.step_id, actor=name, message=f"failed by {name} after a crash: {comment}".strip())
         return []
     if decision == "skip":
         updates = output or {}
-        return store.step_complete_waiting(request.step_id, NodeResult(updates=updates, output={"skipped_by": name, "updates": updates}), actor=name, reason="skip")
-    node = compiled_graph(request.run.graph_version_id).topology.nodes[request.node_id]
-    output_key = node.config.get("output_key", "approval")
-    verdict = "approved" if decision == "approve" else "rejected"
-    record = {"decision": verdict, "comment": comment, "by": name}
-    if verdict == "rejected" and not any(
-        (e.source_handle or "") == "rejected" for e in compiled_graph(request.run.graph_version_id).topology.out_edges.get(request.node_id, [])
-    ):
-        store.step_fail_parked(request.step_id, actor=name, message=f"rejected by {name}" + (f": {comment}" if comment else ""))
+        return engine.step_complete_waiting(request.step_id, NodeResult(updates=updates, output={"skipped_by": name, "updates": updates}), actor=name, reason="skip")
+    topology = compiled_graph(request.run.graph_version_id).topology
+    node = topology.nodes[request.node_id]
+    kind = get_kind(node.kind)
+    # Only the approval kind's on_wait creates gate requests.
+    assert isinstance(kind, ApprovalNode), f"a gate request on a {node.kind!r} node"
+    approved = decision == "approve"
+    result = kind.decision_result(
+        kind.config_model.model_validate(node.config),
+        approved=approved,
+        comment=comment,
+        by=name,
+        wired_handles=[e.source_handle or "" for e in topology.out_edges.get(request.node_id, [])],
+    )
+    if result is None:
+        engine.step_fail_parked(request.step_id, actor=name, message=f"rejected by {name}" + (f": {comment}" if comment else ""))
         return []
-    result = NodeResult(updates={output_key: record}, output=record, route=[verdict])
-    return store.step_complete_waiting(request.step_id, result, actor=name, reason=verdict)
+    return engine.step_complete_waiting(request.step_id, result, actor=name, reason=APPROVED if approved else REJECTED)
 
 
 def recovery_request_create(*, run: Any, step: Any, reason: str) -> ApprovalRequest:

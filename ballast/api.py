@@ -2,10 +2,12 @@
 
 Every error response has one shape::
 
-    {"error": {"code": "invalid", "message": "Invalid input.", "fields": {"input.x": ["..."]}, ...}}
+    {"error": {"code": "invalid", "message": "Invalid input.", "fields": {"input.items[0].x": ["..."]}, ...}}
 
-``fields`` maps a dotted field path to its messages (empty when no field is at fault); some
-codes add keys (``issues`` for graph validation, ``decided_by`` for an approval decided before).
+``fields`` maps a field path (keys joined by dots, list positions in brackets, as
+``runs.nodes.base.field_path`` writes them; ``nodes[2].config.x`` for a graph's node) to
+its messages (empty when no field is at fault); some codes add keys (``issues`` for graph
+validation, ``decided_by`` for an approval decided before).
 Domain exceptions of the services are translated here, so views only call services.
 """
 from __future__ import annotations
@@ -26,7 +28,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from runs.engine.audit import reset_principal, set_principal
+from runs.engine.api import reset_principal, set_principal
+from runs.nodes.base import field_path
 
 log = logging.getLogger("ballast.api")
 
@@ -58,19 +61,19 @@ def bad_request(code: str, message: str, fields: dict[str, list[str]] | None = N
 
 
 def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
-    """DRF's nested error detail as ``{"a.b.0.c": ["message", ...]}``."""
+    """DRF's nested error detail as ``{"a.b[0].c": ["message", ...]}`` (the field path
+    style of every Ballast error: ``runs.nodes.base.field_path``)."""
     out: dict[str, list[str]] = {}
     if isinstance(detail, dict):
         for key, value in detail.items():
-            path = f"{prefix}.{key}" if prefix else str(key)
-            for k, v in flatten_errors(value, path).items():
+            for k, v in flatten_errors(value, field_path([key], prefix)).items():
                 out.setdefault(k, []).extend(v)
     elif isinstance(detail, list):
         if all(not isinstance(d, (dict, list)) for d in detail):
             out.setdefault(prefix or "non_field_errors", []).extend(str(d) for d in detail)
         else:
             for i, value in enumerate(detail):
-                for k, v in flatten_errors(value, f"{prefix}.{i}" if prefix else str(i)).items():
+                for k, v in flatten_errors(value, field_path([i], prefix)).items():
                     out.setdefault(k, []).extend(v)
     else:
         out.setdefault(prefix or "non_field_errors", []).append(str(detail))
@@ -81,17 +84,13 @@ def _translate(exc: Exception) -> Exception:
     """Map service exceptions to API errors (anything unknown stays as it is)."""
     from approvals.services import AlreadyDecided, BadDecision, NotAllowed
     from builder.services import GraphInvalid
-    from runs.engine.store import RunNotFound, StepStateError
+    from runs.engine.api import RunNotFound, StepStateError
     from runs.services import RunInputInvalid
 
     if isinstance(exc, GraphInvalid):
-        fields: dict[str, list[str]] = {}
-        for issue in exc.issues:
-            key = f"nodes.{issue.node_id}.{issue.field}" if issue.node_id else issue.field
-            fields.setdefault(key or "spec", []).append(issue.message)
-        return bad_request("graph_invalid", "The graph spec is not valid.", fields, issues=[i.as_dict() for i in exc.issues])
+        return bad_request("graph_invalid", "The graph spec is not valid.", exc.fields, issues=[i.as_dict() for i in exc.issues])
     if isinstance(exc, RunInputInvalid):
-        fields = {}
+        fields: dict[str, list[str]] = {}
         for err in exc.errors:
             fields.setdefault(err["field"], []).append(err["message"])
         return bad_request("input_invalid", "The run input does not match the graph's input schema.", fields)
@@ -208,7 +207,7 @@ class ApiView(APIView):
             if isinstance(value, int) and not 0 <= value <= MAX_ID:
                 raise exceptions.NotFound()
         super().initial(request, *args, **kwargs)
-        from runs.models import ApiToken
+        from accounts.models import ApiToken
 
         if isinstance(request.auth, ApiToken):
             set_principal("token", token=request.auth.prefix)

@@ -13,8 +13,8 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from accounts.authentication import websocket_auth  # noqa: E402
 from approvals.consumers import ApprovalInboxConsumer  # noqa: E402
-from runs.authentication import websocket_auth  # noqa: E402
 from runs.consumers import RunEventsConsumer  # noqa: E402
 
 websocket_urlpatterns = [

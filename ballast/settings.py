@@ -87,6 +87,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI / Redoc assets served locally (no CDN)
     "django_q",
     "ballast",  # template tags (vite) and the browser app's pages
+    "accounts",
     "builder",
     "runs",
     "approvals",
@@ -158,7 +159,7 @@ DEFAULT_FROM_EMAIL = os.environ.get("BALLAST_FROM_EMAIL", "ballast@localhost")
 # auth (CSRF enforced by DRF for session-authenticated unsafe methods) for the browser.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "runs.authentication.TokenAuthentication",
+        "accounts.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -270,9 +271,21 @@ BALLAST_PROVIDER_SETTINGS: dict[str, dict] = {
 # BALLAST_OPENAI_COMPATIBLE='{"ollama": {"base_url": "http://127.0.0.1:11434/v1",
 # "api_key_required": false}, "groq": {"base_url": "https://api.groq.com/openai/v1",
 # "api_key_env": "GROQ_API_KEY"}}'. Each name becomes a provider nodes can use.
+BALLAST_PROVIDERS_FROM_ENV: list[str] = []  # names defined by BALLAST_OPENAI_COMPATIBLE (listed as "environment")
 for _name, _config in json.loads(os.environ.get("BALLAST_OPENAI_COMPATIBLE") or "{}").items():
     BALLAST_PROVIDERS[_name] = "runs.providers.openai_provider.OpenAIProvider"
     BALLAST_PROVIDER_SETTINGS[_name] = _config
+    BALLAST_PROVIDERS_FROM_ENV.append(_name)
+# Providers added in the app (runs.providers.credentials) keep their API keys encrypted
+# with Fernet. BALLAST_CREDENTIALS_KEY: one or more Fernet keys, comma separated; the
+# first encrypts, every one decrypts (rotation: put a new key first, run
+# ``manage.py rotate_credentials``, then drop the old one). Unset: a key generated once
+# into BALLAST_CREDENTIALS_KEY_FILE (fine for one machine; set the variable when several
+# machines share the database).
+BALLAST_CREDENTIALS_KEY = os.environ.get("BALLAST_CREDENTIALS_KEY", "")
+BALLAST_CREDENTIALS_KEY_FILE = VAR_DIR / "credentials-key.txt"
+# Seconds a "Test connection" (admin button, POST /api/v1/providers/<name>/test/) may take.
+BALLAST_PROVIDER_TEST_TIMEOUT = float(os.environ.get("BALLAST_PROVIDER_TEST_TIMEOUT", "15"))
 
 LOGGING = {
     "version": 1,

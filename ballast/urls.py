@@ -4,8 +4,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-import runs.authentication  # noqa: F401  (connects the login-failure audit receiver)
-import runs.token_admin  # noqa: F401  (registers the API token admin before admin.site.urls is built)
+import runs.provider_admin  # noqa: F401  (registers the LLM provider admin before admin.site.urls is built)
 from ballast import views
 from ballast.api import api_not_found
 

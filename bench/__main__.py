@@ -25,6 +25,7 @@ CASES = {
     "profile": "pyinstrument profile of the in-process linear case, grouped by library",
     "langgraph": "the linear and fan-out graphs in LangGraph with PostgresSaver, durability 'sync'",
     "dbos": "the linear and fan-out graphs as DBOS steps in a workflow",
+    "builder": "the builder in headless Chromium: 300-node graph open to interactive, drag frame times, script sizes",
 }
 
 # What `make bench` (``python -m bench all``) runs: (case, databases, extra args). Sized to
@@ -77,7 +78,7 @@ def run_case(args: argparse.Namespace) -> int:
 
     core.use_settings(args.settings)
     core.setup(db)
-    from bench import anatomy, cases, compare
+    from bench import anatomy, browser, cases, compare
 
     rep = core.Reporter(db)
     paths = ("inprocess", "qcluster") if args.path == "both" else (args.path,)
@@ -93,9 +94,10 @@ def run_case(args: argparse.Namespace) -> int:
         "profile": anatomy.case_profile,
         "langgraph": compare.case_langgraph,
         "dbos": compare.case_dbos,
+        "builder": browser.case_builder,
     }
     started = time.monotonic()
-    if args.case != "floor":
+    if args.case not in ("floor", "builder"):
         rep.floor()
         core.log(f"{args.case} on {db}: floor {rep.floor_ms:.3f} ms")
     try:

@@ -2,7 +2,7 @@
 (status, state, committed steps) before it keeps its time, and reports medians.
 
 Two execution paths:
-- in-process: ``dispatch.local_mode()`` + ``drive_local`` (the engine's own loop in the
+- in-process: ``engine.local_mode()`` + ``drive_local`` (the engine's own loop in the
   benchmark process; ``run_graph`` uses it when no qcluster is up);
 - qcluster: ``run_start`` hands the start step to the django-q2 ORM broker and a real
   ``manage.py qcluster`` subprocess executes it (times from the database: run created_at
@@ -26,35 +26,34 @@ RUN_TIMEOUT = 300.0
 
 def start_inprocess(version, run_input: dict | None = None, timeout: float = RUN_TIMEOUT) -> tuple[int, float]:
     """Start a run and drive it in this process; (run id, wall seconds)."""
-    from runs.engine import dispatch
-    from runs.engine.loop import drive_local
+    from runs.engine import api as engine
     from runs.services import run_start
 
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         t0 = time.perf_counter()
         run = run_start(version=version, run_input=run_input or {})
-        drive_local(run.pk, queue=queue, timeout=timeout)
+        engine.drive_local(run.pk, queue=queue, timeout=timeout)
         elapsed = time.perf_counter() - t0
     return run.pk, elapsed
 
 
 def start_queued(version, run_input: dict | None = None) -> int:
     """Start a run whose start step goes to the django-q2 queue (a qcluster runs it)."""
-    from runs.engine import dispatch
+    from runs.engine import api as engine
     from runs.services import run_start
 
-    assert not dispatch.in_local_mode()
+    assert not engine.in_local_mode()
     return run_start(version=version, run_input=run_input or {}).pk
 
 
 def create_held(version, count: int, run_input: dict | None = None) -> tuple[list[int], list[int]]:
     """Create ``count`` runs whose start steps are NOT handed to the queue yet;
-    (run ids, start step ids). ``dispatch.enqueue(step ids)`` releases them."""
-    from runs.engine import dispatch
+    (run ids, start step ids). ``engine.steps_dispatch(step ids)`` releases them."""
+    from runs.engine import api as engine
     from runs.services import run_start
 
     run_ids: list[int] = []
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         for _ in range(count):
             run_ids.append(run_start(version=version, run_input=run_input or {}).pk)
         step_ids = list(queue)
@@ -357,7 +356,7 @@ def case_throughput(rep: Reporter, db: str, n: int | None, runs: int, nodes: int
     from django.db.models import Max
 
     from bench.core import settings_variant
-    from runs.engine import dispatch
+    from runs.engine import api as engine
     from runs.models import Run, Step
 
     count = n or 200
@@ -373,7 +372,7 @@ def case_throughput(rep: Reporter, db: str, n: int | None, runs: int, nodes: int
                 batch = max(4, count // 20) if rep_i == 0 else count
                 run_ids, step_ids = create_held(version, batch)
                 t0 = time.time()
-                dispatch.enqueue(step_ids)
+                engine.steps_dispatch(step_ids)
                 wait_terminal(run_ids, cluster=cluster, poll=0.05)
                 for rid, state, status in Run.objects.filter(pk__in=run_ids).values_list("pk", "state", "status"):
                     check(status == "succeeded" and state.get("i") == nodes, f"run {rid}: {status} i={state.get('i')}")
@@ -529,8 +528,7 @@ def case_approvals(rep: Reporter, db: str, n: int | None, runs: int) -> None:
     page latency; then one is approved and driven to the end (the clones are real)."""
     from approvals.models import ApprovalRequest
     from approvals.services import approval_decide
-    from runs.engine import dispatch, recovery
-    from runs.engine.loop import drive_local
+    from runs.engine import api as engine
     from runs.models import Run, Step
 
     count = n or 10_000
@@ -580,7 +578,7 @@ def case_approvals(rep: Reporter, db: str, n: int | None, runs: int) -> None:
     samples = []
     for _ in range(runs * 4):
         t = time.perf_counter()
-        handed = recovery.recover_once()
+        handed = engine.recover_once()
         samples.append((time.perf_counter() - t) * 1000)
         check(handed == [], f"recovery handed waiting steps to the queue: {handed[:5]}")
     rep.emit("approvals.recovery_pass", n=count, runs=len(samples), samples=samples, unit="ms",
@@ -620,9 +618,9 @@ def case_approvals(rep: Reporter, db: str, n: int | None, runs: int) -> None:
 
     # One clone resumes like a real run.
     request = ApprovalRequest.objects.filter(status="pending").exclude(run_id=template).order_by("id").first()
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         approval_decide(approval_id=request.pk, decision="approve", actor="bench")
-        drive_local(request.run_id, queue=queue, timeout=60)
+        engine.drive_local(request.run_id, queue=queue, timeout=60)
     run = Run.objects.get(pk=request.run_id)
     check(run.status == "succeeded" and run.state.get("sent") is True, f"an approved clone ended {run.status} {run.error}")
 
@@ -652,10 +650,10 @@ def case_live(rep: Reporter, db: str, n: int | None, runs: int) -> None:
 
     from django.contrib.auth import get_user_model
 
+    from accounts.tokens import token_create
     from bench.cluster import WebServer, free_port
-    from runs.engine import dispatch
+    from runs.engine import api as engine
     from runs.models import RunEvent
-    from runs.tokens import token_create
 
     size = n or 50
     version = graphs.publish(graphs.linear(size))
@@ -677,7 +675,7 @@ def case_live(rep: Reporter, db: str, n: int | None, runs: int) -> None:
                 first = _json.loads(ws.recv(timeout=10))  # run_created, already committed
                 got.append((time.time(), first["event"]))
                 released = time.time()
-                dispatch.enqueue(step_ids)
+                engine.steps_dispatch(step_ids)
                 while got[-1][1]["kind"] not in ("run_succeeded", "run_failed", "run_cancelled"):
                     message = _json.loads(ws.recv(timeout=60))
                     got.append((time.time(), message["event"]))

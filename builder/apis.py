@@ -17,6 +17,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
+from accounts.authentication import IsBuilder
 from ballast.api import ERROR_BODY, PAGE_PARAMETERS, ApiError, ApiView, bad_request, conflict, paginated
 from builder import selectors, services
 from builder.models import Graph, GraphVersion
@@ -46,7 +47,6 @@ from builder.serializers import (
     has_nul,
 )
 from builder.validation import check_source, validation_report
-from runs.authentication import IsBuilder
 
 TAG = ["graphs"]
 NAME_TAKEN = OpenApiResponse(ERROR_BODY, description="Another graph has this name.")

@@ -26,7 +26,7 @@ def _node_cost(kind_name: str, raw_config: dict[str, Any], config: NodeConfig | 
         return None
     if config is None:
         try:
-            config = kind.Config.model_validate(raw_config)
+            config = kind.config_model.model_validate(raw_config)
         except ValueError:  # pydantic's ValidationError is a ValueError
             return None
     try:

@@ -152,7 +152,7 @@ def node_kind_catalogue() -> list[dict[str, Any]]:
                 "title": getattr(kind, "title", "") or name.replace("_", " ").capitalize(),
                 "description": kind.description,
                 "category": category if category in KIND_CATEGORIES else "logic",
-                "config_schema": kind.Config.model_json_schema(),
+                "config_schema": kind.config_model.model_json_schema(),
                 "inputs": [] if name == "start" else ["in"],
                 "outputs": list(handles["names"] or []),
                 "optional_outputs": list(handles["optional"]),

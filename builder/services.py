@@ -13,11 +13,17 @@ from builder.spec import content_hash
 
 
 class GraphInvalid(ValueError):
-    """The spec failed validation; ``issues`` holds the structured errors (Issue objects)."""
+    """The spec failed validation; ``issues`` holds the structured errors (LocatedIssue
+    objects) and ``fields`` the same as API field errors, each message under its issue's
+    path from the spec root (``{"nodes[2].config.set.total": [messages]}``; ``spec`` for
+    the document as a whole): the path style of every Ballast error."""
 
     def __init__(self, issues: list[Any]):
         super().__init__("; ".join(str(i) for i in issues[:10]))
         self.issues = issues
+        self.fields: dict[str, list[str]] = {}
+        for issue in issues:
+            self.fields.setdefault(getattr(issue, "path", "") or issue.field or "spec", []).append(issue.message)
 
 
 class DraftConflict(Exception):
@@ -110,7 +116,7 @@ def graph_publish(*, graph: Graph, user: Any = None, actor: str = "system", mess
     return the existing version with the same content hash, whose message stays).
     Audited. Raises GraphInvalid (nothing saved)."""
     from builder.validation import validate_spec
-    from runs.engine.audit import audit
+    from runs.engine.api import audit
 
     result = validate_spec(graph.draft)
     if not result.ok:
@@ -140,7 +146,7 @@ def graph_publish(*, graph: Graph, user: Any = None, actor: str = "system", mess
 def graph_version_restore(*, graph: Graph, version: GraphVersion, base_revision: int, user: Any = None, actor: str | None = None) -> Graph:
     """Make ``version``'s spec the graph's new draft, optimistically like any save (the
     revision goes up). Audited. Raises DraftConflict when ``base_revision`` is stale."""
-    from runs.engine.audit import audit
+    from runs.engine.api import audit
 
     with transaction.atomic():
         graph = graph_draft_save(graph=graph, spec=copy.deepcopy(version.spec), base_revision=base_revision, user=user)
@@ -182,7 +188,7 @@ def graph_duplicate(*, graph: Graph, name: str, user: Any = None, actor: str | N
     """A new graph named ``name`` with a copy of ``graph``'s draft (its ``name`` set to
     the new name), description and approvers; no versions, no runs. Audited on the new
     graph. Raises IntegrityError when the name is taken (callers check first)."""
-    from runs.engine.audit import audit
+    from runs.engine.api import audit
 
     draft = copy.deepcopy(graph.draft)
     if isinstance(draft, dict) and "name" in draft:
@@ -219,7 +225,7 @@ def graph_update(
 def graph_delete(*, graph: Graph, user: Any = None, actor: str | None = None) -> None:
     """Delete a graph and its versions (audited). Raises GraphHasRuns when a run (a node
     test run too) is pinned to one of its versions: runs are kept, so is their graph."""
-    from runs.engine.audit import audit
+    from runs.engine.api import audit
     from runs.models import Run
 
     with transaction.atomic():

@@ -82,7 +82,7 @@ from builder.spec import EdgeSpec, GraphSpec, NodeSpec, spec_json_schema
 from builder.topology import Topology
 from runs.expressions import FUNCTION_NAMES
 from runs.nodes import UnknownNodeKind, all_kinds, get_kind
-from runs.nodes.base import Issue, NodeConfig, NodeKind
+from runs.nodes.base import Issue, NodeConfig, NodeKind, field_path
 
 # Names an expression always sees besides state keys: the run input and the functions.
 # A node or state key with one of these names would shadow it.
@@ -266,7 +266,7 @@ def node_handles(kind_name: Any, raw_config: Any) -> dict[str, Any]:
     except UnknownNodeKind:
         return plain
     try:
-        config = kind.Config.model_validate(raw_config if isinstance(raw_config, dict) else {})
+        config = kind.config_model.model_validate(raw_config if isinstance(raw_config, dict) else {})
     except ValidationError:
         fixed = kind_handles(kind)
         names = fixed["names"]
@@ -325,7 +325,7 @@ def export_schemas() -> dict[str, Any]:
     nodes: dict[str, Any] = {}
     for name, kind in all_kinds().items():
         nodes[name] = {
-            "config": kind.Config.model_json_schema(),
+            "config": kind.config_model.model_json_schema(),
             "description": kind.description,
             "handles": kind_handles(kind),
         }
@@ -333,17 +333,6 @@ def export_schemas() -> dict[str, Any]:
 
 
 # --- pydantic errors -> issues ------------------------------------------------------------
-
-
-def _path(loc: Iterable[Any]) -> str:
-    """('cases', 0, 'expression') -> 'cases[0].expression'."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
 
 
 def _message(err: dict[str, Any]) -> str:
@@ -371,7 +360,7 @@ def _spec_issues(exc: ValidationError, data: dict[str, Any]) -> list[Issue]:
             if isinstance(raw_id, str) and raw_id:
                 node_id = raw_id
                 loc = loc[2:]
-        fld = _path(loc) or "spec"
+        fld = field_path(loc) or "spec"
         message = _message(err)
         if node_id is not None and loc == ("id",) and err.get("type") == "string_pattern_mismatch":
             message = "node id must start with a letter or _ and hold only letters, digits, _ and - (at most 64)"
@@ -382,7 +371,7 @@ def _spec_issues(exc: ValidationError, data: dict[str, Any]) -> list[Issue]:
 def _config_issues(node_id: str, exc: ValidationError) -> list[Issue]:
     """Issues for a node config that does not match its kind's Config (field config.<path>)."""
     return [
-        Issue(node_id, _path(("config", *err.get("loc", ()))), _message(err), "invalid_config") for err in exc.errors()
+        Issue(node_id, field_path(err.get("loc", ()), "config"), _message(err), "invalid_config") for err in exc.errors()
     ]
 
 
@@ -403,14 +392,14 @@ def _sorted(issues: Iterable[Issue]) -> list[Issue]:
 def kind_handles(kind: NodeKind) -> dict[str, Any]:
     """Handle facts of a kind for the palette (see :func:`export_schemas`): ``{"names":
     [..] | None, "optional": [..], "dynamic": bool}`` for a default config."""
-    dynamic = bool(getattr(kind, "dynamic_handles", False))
+    dynamic = kind.dynamic_handles
     try:
         try:
-            config = kind.Config()
+            config = kind.config_model()
         except ValidationError:
             # Required fields: handles usually do not depend on them (approval), and a
             # kind whose handles do depends on defaults that model_construct fills in.
-            config = kind.Config.model_construct()
+            config = kind.config_model.model_construct()
         names = kind.output_handles(config)
         optional = sorted(kind.optional_handles(config))
     except Exception:  # noqa: BLE001 - a kind that cannot answer without a real config
@@ -475,7 +464,7 @@ class _GraphCheck:
         try:
             cls.check_schema(schema)
         except jsonschema.SchemaError as exc:
-            where = _path(("input_schema", *exc.path))
+            where = field_path(exc.path, "input_schema")
             self.error(None, where, f"not a valid JSON Schema: {exc.message}", "invalid_input_schema")
             return
         # A run's input is a dict of named values (they become state keys).
@@ -510,7 +499,7 @@ class _GraphCheck:
                 continue
             self.kinds[node.id] = kind
             try:
-                config = kind.Config.model_validate(node.config)
+                config = kind.config_model.model_validate(node.config)
             except ValidationError as exc:
                 self.issues.extend(_config_issues(node.id, exc))
                 continue

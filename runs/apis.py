@@ -13,11 +13,10 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import status
 from rest_framework.response import Response
 
+from accounts.authentication import IsAdmin, IsOperator
 from ballast.api import ERROR_BODY, PAGE_PARAMETERS, ApiError, ApiView, bad_request, paginated
 from builder.models import Graph, GraphVersion
 from runs import selectors, services
-from runs.authentication import IsAdmin, IsOperator
-from runs.models import Run
 from runs.serializers import (
     AuditEntryOutput,
     AuditQueryInput,
@@ -95,41 +94,18 @@ class RunCollectionApi(ApiView):
         if version is None:
             field = "version" if "version" in data else "graph"
             raise bad_request("invalid", "No such published version of this graph.", {field: ["No such published version; publish the graph first."]})
+        kwargs = {"version": version, "run_input": data["input"], "user": request.user,
+                  "budget_usd": data.get("budget_usd"), "budget_tokens": data.get("budget_tokens")}
+        if key is None:
+            run = services.run_start(**kwargs)
+            return Response(RunDetailOutput(selectors.run_get(run_id=run.pk)).data, status=status.HTTP_201_CREATED)
         # Keys are scoped to the user: one client's key never names another's run.
-        scoped = f"{request.user.pk}:{key}" if key is not None else None
-        if scoped is not None:
-            existing = Run.objects.select_related("graph_version").filter(idempotency_key=scoped).first()
-            if existing is not None:
-                self._check_replay(existing, graph, data)
-                return Response(RunDetailOutput(selectors.run_get(run_id=existing.pk)).data, status=status.HTTP_200_OK)
-        run = services.run_start(
-            version=version,
-            run_input=data["input"],
-            user=request.user,
-            idempotency_key=scoped,
-            budget_usd=data.get("budget_usd"),
-            budget_tokens=data.get("budget_tokens"),
-        )
-        if scoped is not None:
-            # A concurrent request with the same key may have won the race (run_start
-            # returned its run): it must still be the same request.
-            self._check_replay(run, graph, data)
-        return Response(RunDetailOutput(selectors.run_get(run_id=run.pk)).data, status=status.HTTP_201_CREATED)
-
-    @staticmethod
-    def _check_replay(run: Run, graph: Graph, data: dict[str, Any]) -> None:
-        same = (
-            run.graph_version.graph_id == graph.pk
-            and ("version" not in data or run.graph_version.number == data["version"])
-            and run.input == data["input"]
-        )
-        if not same:
-            raise ApiError(
-                status.HTTP_422_UNPROCESSABLE_ENTITY,
-                "idempotency_key_reused",
-                f"This Idempotency-Key started run {run.pk} with a different request.",
-                run=run.pk,
-            )
+        try:
+            started = services.run_start_idempotent(idempotency_key=f"{request.user.pk}:{key}", version_pinned="version" in data, **kwargs)
+        except services.IdempotencyKeyReused as exc:
+            raise ApiError(status.HTTP_422_UNPROCESSABLE_ENTITY, "idempotency_key_reused", str(exc), run=exc.run.pk) from None
+        code = status.HTTP_200_OK if started.replayed else status.HTTP_201_CREATED
+        return Response(RunDetailOutput(selectors.run_get(run_id=started.run.pk)).data, status=code)
 
 
 class RunDetailApi(ApiView):

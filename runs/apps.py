@@ -9,7 +9,7 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from runs.engine import recovery
+        from runs.engine.api import is_cluster_main_process, start_supervisor
 
-        if recovery.is_cluster_main_process(sys.argv):
-            recovery.start_supervisor()
+        if is_cluster_main_process(sys.argv):
+            start_supervisor()

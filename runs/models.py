@@ -1,4 +1,4 @@
-"""Runs, steps, run events and audit entries: the rows the durable engine commits."""
+"""Runs, steps, run events, audit entries and app-stored provider credentials: the rows the durable engine commits and reads."""
 from __future__ import annotations
 
 import uuid
@@ -30,6 +30,71 @@ class StepStatus(models.TextChoices):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+
+
+class AttemptStatus(models.TextChoices):
+    """Status of one StepAttempt. ``lost``: its worker died before the commit (closed by
+    recovery); ``suspended``: the step handed off to child steps and will replay."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    LOST = "lost"
+    SUSPENDED = "suspended"
+
+
+class RunEventKind(models.TextChoices):
+    """Every kind of RunEvent, with the payload (``RunEvent.data``) each one carries.
+
+    The engine writes every event; the raw SQL of its fast paths takes these values as
+    parameters. Payloads (all keys JSON):
+
+    - ``run_created``: ``{graph_version, input}``; a fork: ``{forked_from, forked_from_step, state_patch}``;
+      a one-node test run: ``{graph_version, test: true, node_id}``.
+    - ``run_started``: ``{}`` (the first claim moved the run from queued to running).
+    - ``run_waiting``: ``{}`` or ``{node_id}``: no step can run until a person decides.
+    - ``run_resumed``: ``{by, reason}`` (a decision), ``{by, requeued: [step ids]}`` (parked
+      run resumed) or ``{by, reopened: [step ids]}`` (failed run resumed).
+    - ``run_succeeded``, ``run_failed``, ``run_cancelled``: ``{cancelled_steps: [step ids], error?}``.
+    - ``step_created``: ``{node_id, iteration}``; a child step: ``{node_id, parent}``.
+    - ``step_started``: ``{node_id, iteration, attempt}`` (a claim or a lease kept by a commit).
+    - ``step_succeeded``: ``{node_id, iteration, route}``; a child step: ``{node_id, parent, by?}``.
+    - ``step_failed``: ``{node_id, error}`` (failed for good).
+    - ``step_retrying``: ``{node_id, error, available_at}`` (ISO time the retry is due).
+    - ``step_waiting``: ``{node_id, reason}`` (at an approval gate).
+    - ``step_suspended``: ``{node_id, children: [child keys]}``.
+    - ``step_resumed``: ``{node_id, reason}`` (its children finished).
+    - ``step_requeued``: ``{by}`` (a parked step sent back to pending by a person).
+    - ``step_recovered``, ``step_parked``: ``{node_id, attempt, owner, lease_expired}`` (its
+      worker died; re-queued, or parked because it is not safe to repeat).
+    """
+
+    RUN_CREATED = "run_created"
+    RUN_STARTED = "run_started"
+    RUN_WAITING = "run_waiting"
+    RUN_RESUMED = "run_resumed"
+    RUN_SUCCEEDED = "run_succeeded"
+    RUN_FAILED = "run_failed"
+    RUN_CANCELLED = "run_cancelled"
+    STEP_CREATED = "step_created"
+    STEP_STARTED = "step_started"
+    STEP_SUCCEEDED = "step_succeeded"
+    STEP_FAILED = "step_failed"
+    STEP_RETRYING = "step_retrying"
+    STEP_WAITING = "step_waiting"
+    STEP_SUSPENDED = "step_suspended"
+    STEP_RESUMED = "step_resumed"
+    STEP_REQUEUED = "step_requeued"
+    STEP_RECOVERED = "step_recovered"
+    STEP_PARKED = "step_parked"
+
+
+# The event that records a run reaching each terminal status.
+FINISHED_EVENT_KINDS: dict[str, RunEventKind] = {
+    RunStatus.SUCCEEDED: RunEventKind.RUN_SUCCEEDED,
+    RunStatus.FAILED: RunEventKind.RUN_FAILED,
+    RunStatus.CANCELLED: RunEventKind.RUN_CANCELLED,
+}
 
 
 ACTIVE_STEP_STATUSES = (StepStatus.PENDING, StepStatus.RUNNING, StepStatus.WAITING, StepStatus.PARKED, StepStatus.SUSPENDED)
@@ -154,7 +219,7 @@ class StepAttempt(models.Model):
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempts")
     number = models.PositiveIntegerField()
     worker = models.CharField(max_length=200, blank=True, default="")
-    status = models.CharField(max_length=16, default="running")
+    status = models.CharField(max_length=16, choices=AttemptStatus.choices, default=AttemptStatus.RUNNING)
     error = models.JSONField(null=True, blank=True)
     usage = models.JSONField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=24, decimal_places=12, null=True, blank=True)
@@ -172,7 +237,7 @@ class RunEvent(models.Model):
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
     step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
-    kind = models.CharField(max_length=48)
+    kind = models.CharField(max_length=48, choices=RunEventKind.choices)  # payloads: RunEventKind
     data = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -237,39 +302,6 @@ class AuditChain(models.Model):
         return f"{self.scope} @ {self.seq}"
 
 
-class ApiToken(models.Model):
-    """An API token of one user. Only the SHA-256 of the key is stored; the key itself is
-    shown once, when it is created (``runs.tokens.token_create``). ``prefix`` (the first
-    12 characters of the key) names the token in lists and audit entries. Revoked tokens
-    are kept (revoked_at set) so audit entries keep pointing at something."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
-    name = models.CharField(max_length=200, blank=True, default="")
-    prefix = models.CharField(max_length=16, db_index=True, editable=False)
-    key_hash = models.CharField(max_length=64, unique=True, editable=False)
-    created_by_name = models.CharField(max_length=200, blank=True, default="", editable=False)
-    created_at = models.DateTimeField(default=timezone.now, editable=False)
-    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
-    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
-    revoked_by_name = models.CharField(max_length=200, blank=True, default="", editable=False)
-
-    class Meta:
-        ordering = ["-id"]
-        verbose_name = "API token"
-
-    def __str__(self) -> str:
-        return f"{self.prefix}… ({self.user}{', revoked' if self.revoked_at else ''})"
-
-    @property
-    def audit_scope(self) -> str:
-        """Token events chain with the other events of their user."""
-        return f"user:{self.user_id}"
-
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
-
-
 class Worker(models.Model):
     """A live qcluster (or in-process runner) with a heartbeat; recovery uses it to tell a
     dead worker's leases from a live one's without waiting for lease expiry."""
@@ -279,3 +311,50 @@ class Worker(models.Model):
     pid = models.PositiveIntegerField()
     started_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField(db_index=True)
+
+
+class ProviderKind(models.TextChoices):
+    OPENAI = "openai", "OpenAI"
+    ANTHROPIC = "anthropic", "Anthropic"
+    OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible server"
+
+
+class ProviderCredential(models.Model):
+    """An LLM provider added in the app: a name nodes refer to (``"provider": name``), its
+    kind and base URL, and its API key encrypted at rest.
+
+    ``api_key_encrypted`` is a Fernet token (``runs.providers.credentials``) made with
+    ``BALLAST_CREDENTIALS_KEY``; "" means no key (a local server that takes none). The
+    key is never readable through a form, the API, a log line or an audit entry: only
+    ``has_key`` is shown. ``model_names`` (list of names, may be empty: any model) are offered
+    by node forms and checked by validation. A name configured in settings or the
+    environment cannot be taken here, so a name means one provider in every process.
+    """
+
+    name = models.CharField(max_length=64, unique=True)
+    kind = models.CharField(max_length=32, choices=ProviderKind.choices)
+    label = models.CharField(max_length=200, blank=True, default="")
+    base_url = models.CharField(max_length=500, blank=True, default="")
+    api_key_encrypted = models.TextField(blank=True, default="", editable=False)
+    default_model = models.CharField(max_length=200)
+    model_names = models.JSONField(default=list, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "LLM provider"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def has_key(self) -> bool:
+        return bool(self.api_key_encrypted)
+
+    @property
+    def audit_scope(self) -> str:
+        """One audit chain per provider name (it outlives a deleted and re-created row)."""
+        return f"provider:{self.name}"

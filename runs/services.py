@@ -1,28 +1,49 @@
-"""Run writes for interfaces (commands, API): start, cancel, resume, fork, and one-node test runs. The engine does the commits."""
+"""Run writes for interfaces (commands, API): start (idempotent by key), cancel, resume, retry, fork,
+and one-node test runs.
+
+Input checks and idempotency live here; the engine (runs.engine.api) does the commits and
+the queue hand-off after them.
+"""
 from __future__ import annotations
 
-import copy
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 import jsonschema
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.utils import timezone
+from django.db import IntegrityError
 
 from builder.models import GraphVersion
-from runs.engine import dispatch, scheduler, store
-from runs.engine.audit import audit
-from runs.models import Run, RunEvent, Step
+from runs.engine import api as engine
+from runs.models import Run
+from runs.nodes.base import field_path
 
 
 class RunInputInvalid(ValueError):
     """The run input does not satisfy the graph's input schema; ``errors`` lists
-    ``{"field": dotted path, "message": text}``."""
+    ``{"field": path, "message": text}`` (``input.items[0].sku``: ``field_path``)."""
 
     def __init__(self, errors: list[dict[str, str]]):
         super().__init__("; ".join(f"{e['field']}: {e['message']}" for e in errors))
         self.errors = errors
+
+
+class IdempotencyKeyReused(ValueError):
+    """The Idempotency-Key already started ``run`` with a different request (graph,
+    version or input)."""
+
+    def __init__(self, run: Run):
+        super().__init__(f"This Idempotency-Key started run {run.pk} with a different request.")
+        self.run = run
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """The outcome of an idempotent start: ``replayed`` when the key had started ``run`` before."""
+
+    run: Run
+    replayed: bool
 
 
 MAX_INPUT_DEPTH = 64  # deeper inputs would exhaust recursion in copies and JSON encoders
@@ -55,59 +76,9 @@ def input_errors(version: GraphVersion, run_input: Any) -> list[dict[str, str]]:
     schema = version.spec.get("input_schema") or {"type": "object"}
     validator = jsonschema.Draft202012Validator(schema)
     return [
-        {"field": ".".join(str(p) for p in ("input", *err.absolute_path)), "message": err.message}
+        {"field": field_path(err.absolute_path, "input"), "message": err.message}
         for err in sorted(validator.iter_errors(run_input), key=lambda e: list(map(str, e.absolute_path)))
     ]
-
-
-def run_start(
-    *,
-    version: GraphVersion,
-    run_input: dict[str, Any] | None = None,
-    user: Any = None,
-    actor: str | None = None,
-    idempotency_key: str | None = None,
-    budget_usd: Decimal | None = None,
-    budget_tokens: int | None = None,
-) -> Run:
-    """Start a run of a published (hence validated) graph version.
-
-    The run and its start step commit before anything executes; the start step is handed
-    to the queue after the commit. With ``idempotency_key``, a second call with the same
-    key returns the first run. Raises RunInputInvalid.
-    """
-    run_input = {} if run_input is None else run_input
-    errors = input_errors(version, run_input)
-    if errors:
-        raise RunInputInvalid(errors)
-    if idempotency_key:
-        existing = Run.objects.filter(idempotency_key=idempotency_key).first()
-        if existing:
-            return existing
-    name = actor or (user.get_username() if user is not None else "system")
-    try:
-        run, step_ids = store.run_create(
-            version=version,
-            run_input=run_input,
-            actor=name,
-            actor_type="user" if user is not None else "system",
-            created_by=user,
-            idempotency_key_value=idempotency_key,
-            budget_usd=budget_usd,
-            budget_tokens=budget_tokens,
-        )
-    except IntegrityError:
-        if idempotency_key:
-            return Run.objects.get(idempotency_key=idempotency_key)
-        raise
-    transaction.on_commit(lambda: dispatch.enqueue(step_ids))
-    return run
-
-
-def run_cancel(*, run: Run, user: Any = None, actor: str | None = None, reason: str = "") -> bool:
-    """Cancel ``run`` (audited). Returns False if it had already ended."""
-    name, kind = _actor(user, actor)
-    return store.run_cancel(run.pk, actor=name, actor_type=kind, reason=reason)
 
 
 def _actor(user: Any, actor: str | None) -> tuple[str, str]:
@@ -116,33 +87,123 @@ def _actor(user: Any, actor: str | None) -> tuple[str, str]:
     return (user.get_username(), "user") if user is not None else ("system", "system")
 
 
+def run_start(
+    *,
+    version: GraphVersion,
+    run_input: dict[str, Any] | None = None,
+    user: Any = None,
+    actor: str | None = None,
+    budget_usd: Decimal | None = None,
+    budget_tokens: int | None = None,
+) -> Run:
+    """Start a run of a published (hence validated) graph version.
+
+    The run and its start step commit before anything executes; the start step is handed
+    to the queue after the commit. ``run_input`` defaults to ``{}``. Raises RunInputInvalid.
+    """
+    run_input = {} if run_input is None else run_input
+    errors = input_errors(version, run_input)
+    if errors:
+        raise RunInputInvalid(errors)
+    name, kind = _actor(user, actor)
+    return engine.run_start(
+        version=version,
+        run_input=run_input,
+        actor=name,
+        actor_type=kind,
+        created_by=user,
+        budget_usd=budget_usd,
+        budget_tokens=budget_tokens,
+    )
+
+
+def run_start_idempotent(
+    *,
+    idempotency_key: str,
+    version: GraphVersion,
+    version_pinned: bool = True,
+    run_input: dict[str, Any] | None = None,
+    user: Any = None,
+    actor: str | None = None,
+    budget_usd: Decimal | None = None,
+    budget_tokens: int | None = None,
+) -> RunStarted:
+    """Start a run once per ``idempotency_key`` (the caller scopes keys, e.g. per user).
+
+    A key that started a run before returns that run (``replayed``) if the request is the
+    same: the same graph, the same input and, when ``version_pinned`` (the client named
+    the version), the same version number. Two concurrent starts with one key race on the
+    unique key; the loser returns the winner's run. Raises RunInputInvalid,
+    IdempotencyKeyReused (the key started a different request).
+    """
+    run_input = {} if run_input is None else run_input
+
+    def replay(run: Run) -> RunStarted:
+        same = (
+            run.graph_version.graph_id == version.graph_id
+            and (not version_pinned or run.graph_version.number == version.number)
+            and run.input == run_input
+        )
+        if not same:
+            raise IdempotencyKeyReused(run)
+        return RunStarted(run, replayed=True)
+
+    existing = Run.objects.select_related("graph_version").filter(idempotency_key=idempotency_key).first()
+    if existing is not None:
+        return replay(existing)
+    errors = input_errors(version, run_input)
+    if errors:
+        raise RunInputInvalid(errors)
+    name, kind = _actor(user, actor)
+    try:
+        run = engine.run_start(
+            version=version,
+            run_input=run_input,
+            actor=name,
+            actor_type=kind,
+            created_by=user,
+            idempotency_key=idempotency_key,
+            budget_usd=budget_usd,
+            budget_tokens=budget_tokens,
+        )
+    except IntegrityError:
+        # A concurrent request with the same key won the race: it must be the same request.
+        return replay(Run.objects.select_related("graph_version").get(idempotency_key=idempotency_key))
+    return RunStarted(run, replayed=False)
+
+
+def run_cancel(*, run: Run, user: Any = None, actor: str | None = None, reason: str = "") -> bool:
+    """Cancel ``run`` (audited). Returns False if it had already ended."""
+    name, kind = _actor(user, actor)
+    return engine.run_cancel(run.pk, actor=name, actor_type=kind, reason=reason)
+
+
 def run_resume(
     *, run: Run, user: Any = None, actor: str | None = None, budget_usd: Decimal | None = None, budget_tokens: int | None = None
 ) -> Run:
     """Continue a failed run from its failed step (fresh attempts), or re-queue a parked
     run's interrupted steps. Committed steps never run again. Raises
-    runs.engine.store.StepStateError when the run is neither failed nor parked."""
+    runs.engine.api.StepStateError when the run is neither failed nor parked."""
     name, kind = _actor(user, actor)
-    step_ids = store.run_resume(run.pk, actor=name, actor_type=kind, budget_usd=budget_usd, budget_tokens=budget_tokens)
-    transaction.on_commit(lambda: dispatch.enqueue(step_ids))
+    engine.run_resume(run.pk, actor=name, actor_type=kind, budget_usd=budget_usd, budget_tokens=budget_tokens)
     run.refresh_from_db()
     return run
 
 
 def run_retry(*, run: Run, user: Any = None, actor: str | None = None) -> Run:
-    """Retry a failed run from the step that failed (same as resume for a failed run)."""
-    if run.status != "failed":
-        raise store.StepStateError(f"run {run.pk} is {run.status}; only a failed run can be retried")
-    return run_resume(run=run, user=user, actor=actor)
+    """Retry a failed run from the step that failed (same as resume for a failed run).
+    Raises runs.engine.api.StepStateError when the run is not failed."""
+    name, kind = _actor(user, actor)
+    engine.run_retry(run.pk, actor=name, actor_type=kind)
+    run.refresh_from_db()
+    return run
 
 
 def run_fork(*, run: Run, step_id: int, state_patch: dict[str, Any] | None = None, user: Any = None, actor: str | None = None) -> Run:
     """Start a new run from committed step ``step_id`` of ``run`` with ``state_patch``
     applied to the state as it was right after that step. Raises StepStateError."""
     name, kind = _actor(user, actor)
-    new_run, step_ids = store.run_fork(run.pk, step_id=step_id, state_patch=state_patch or {}, actor=name, actor_type=kind, created_by=user)
-    transaction.on_commit(lambda: dispatch.enqueue(step_ids))
-    return new_run
+    return engine.run_fork(run.pk, step_id=step_id, state_patch=state_patch or {}, actor=name, actor_type=kind, created_by=user)
 
 
 def node_test_run(
@@ -167,47 +228,14 @@ def node_test_run(
     recorded as for any run; budgets of the snapshot's settings apply. ``timeout``
     (seconds, default settings.BALLAST_NODE_TEST_TIMEOUT) bounds the wait between steps;
     a run still going after it is returned as it is (its steps continue on recovery).
+    Raises ValueError when ``version`` is not a test snapshot.
     """
-    if not version.is_test:
-        raise ValueError("node_test_run needs a test snapshot version")
-    graph = store.compiled_graph(version.pk)
-    node = graph.topology.nodes[node_id]
-    given = copy.deepcopy(state)
-    run_input = given.get("input") if isinstance(given.get("input"), dict) else {}
-    initial = scheduler.initial_state(graph, {})
-    initial.update(given)
-    initial["input"] = run_input
     name, kind = _actor(user, actor)
-    limits = graph.spec.settings
-    with transaction.atomic():
-        run = Run.objects.create(
-            graph_version=version,
-            is_test=True,
-            input=run_input,
-            state=initial,
-            scheduler={"iterations": {node_id: 1}},
-            max_parallelism=limits.max_parallelism,
-            max_steps=limits.max_steps,
-            budget_usd=limits.budget_usd,
-            budget_tokens=limits.budget_tokens,
-            step_count=1,
-            created_by=user if getattr(user, "pk", None) is not None else None,
-        )
-        step = Step.objects.create(
-            run=run,
-            node_id=node_id,
-            kind=node.kind,
-            max_attempts=1,
-            idempotency_key=store.idempotency_key(run, node_id, 0),
-            dispatched_at=timezone.now(),
-        )
-        RunEvent.objects.create(run=run, kind="run_created", data={"graph_version": version.pk, "test": True, "node_id": node_id})
-        audit(name, "run.test_node", run, actor_type=kind, graph=version.graph_id, graph_version=version.pk, node_id=node_id)
-    from runs.engine.loop import drive_local
-
     limit = timeout if timeout is not None else getattr(settings, "BALLAST_NODE_TEST_TIMEOUT", 600.0)
-    with dispatch.local_mode() as queue:
-        queue.append(step.pk)
-        drive_local(run.pk, queue=queue, timeout=limit)
+    with engine.local_mode() as queue:
+        started = engine.run_start_node_test(version=version, node_id=node_id, state=state, actor=name, actor_type=kind, created_by=user)
+        queue.extend(started.step_ids)  # run here now, even inside a caller's transaction (a second hand-off finds nothing)
+        engine.drive_local(started.run.pk, queue=queue, timeout=limit)
+    run = started.run
     run.refresh_from_db()
     return run

@@ -1,7 +1,7 @@
 """django-q2 task entry points: take ids, call the engine."""
-from runs.engine.loop import execute_step
+from runs.engine.api import step_execute as engine_step_execute
 
 
 def step_execute(step_id: int) -> None:
     """Claim and run one step (and successors kept in this worker). Safe to deliver twice."""
-    execute_step(step_id)
+    engine_step_execute(step_id)

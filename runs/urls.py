@@ -1,7 +1,7 @@
-"""Run, step, event, cost and audit API routes (mounted at /api/v1/)."""
+"""Run, step, event, cost, audit and provider API routes (mounted at /api/v1/)."""
 from django.urls import path
 
-from runs import apis
+from runs import apis, provider_apis
 
 urlpatterns = [
     path("runs/", apis.RunCollectionApi.as_view(), name="runs"),
@@ -15,4 +15,7 @@ urlpatterns = [
     path("steps/<int:step_id>/", apis.StepDetailApi.as_view(), name="step"),
     path("costs/", apis.CostListApi.as_view(), name="costs"),
     path("audit/", apis.AuditListApi.as_view(), name="audit"),
+    path("providers/", provider_apis.ProviderCollectionApi.as_view(), name="providers"),
+    path("providers/<str:name>/", provider_apis.ProviderDetailApi.as_view(), name="provider"),
+    path("providers/<str:name>/test/", provider_apis.ProviderTestApi.as_view(), name="provider-test"),
 ]

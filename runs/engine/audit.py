@@ -27,7 +27,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -203,6 +203,14 @@ class AuditReport:
         return not self.problems
 
 
+class _ChainEnd(NamedTuple):
+    """A chain's last ``seq`` and ``hash`` (as read from its entries, or from its head row)."""
+
+    scope: str
+    seq: int
+    hash: str
+
+
 def audit_verify(*, scope: str | None = None, chunk_size: int = 2000) -> AuditReport:
     """Recompute every chain (or one ``scope``) and compare with the stored hashes and heads.
 
@@ -218,17 +226,19 @@ def audit_verify(*, scope: str | None = None, chunk_size: int = 2000) -> AuditRe
     if scope is not None:
         qs = qs.filter(scope=scope)
     entries = chains = 0
-    ended: list[tuple[str, int, str]] = []  # (scope, last seq, last hash) of chains read, heads not yet checked
+    ended: list[_ChainEnd] = []  # chains read whose heads are not yet checked
 
     def check_heads() -> None:
-        heads = {s: (n, h) for s, n, h in AuditChain.objects.filter(scope__in=[c[0] for c in ended]).values_list("scope", "seq", "hash")}
-        for chain, last_seq, last_hash in ended:
-            head = heads.get(chain)
+        heads = {
+            s: _ChainEnd(s, n, h) for s, n, h in AuditChain.objects.filter(scope__in=[c.scope for c in ended]).values_list("scope", "seq", "hash")
+        }
+        for end in ended:
+            head = heads.get(end.scope)
             if head is None:
-                problems.append(AuditProblem(chain, None, None, "chain has entries but no head row (head deleted)"))
-            elif head != (last_seq, last_hash):
+                problems.append(AuditProblem(end.scope, None, None, "chain has entries but no head row (head deleted)"))
+            elif head != end:
                 problems.append(
-                    AuditProblem(chain, None, None, f"head names seq {head[0]} but the chain ends at seq {last_seq} (entries cut from the end, or head edited)")
+                    AuditProblem(end.scope, None, None, f"head names seq {head.seq} but the chain ends at seq {end.seq} (entries cut from the end, or head edited)")
                 )
         ended.clear()
 
@@ -238,7 +248,7 @@ def audit_verify(*, scope: str | None = None, chunk_size: int = 2000) -> AuditRe
         entries += 1
         if e.scope != current:
             if current is not None:
-                ended.append((current, expected_seq - 1, prev))
+                ended.append(_ChainEnd(current, expected_seq - 1, prev))
                 if len(ended) >= chunk_size:
                     check_heads()
             current, chains = e.scope, chains + 1
@@ -263,7 +273,7 @@ def audit_verify(*, scope: str | None = None, chunk_size: int = 2000) -> AuditRe
             problems.append(AuditProblem(e.scope, e.pk, e.seq, "hash does not match the entry's content: entry edited"))
         expected_seq, prev = e.seq + 1, e.hash
     if current is not None:
-        ended.append((current, expected_seq - 1, prev))
+        ended.append(_ChainEnd(current, expected_seq - 1, prev))
     check_heads()
     orphans = AuditChain.objects.filter(seq__gt=0).exclude(scope__in=AuditEntry.objects.values("scope"))
     if scope is not None:

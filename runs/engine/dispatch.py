@@ -1,7 +1,7 @@
 """Queue hand-off: the only django_q import. The queue is a doorbell; the database is the truth.
 
 Each queue entry carries one step id. A duplicate or stale delivery finds the step already
-claimed or finished and does nothing (see store.step_claim). In-process mode (run_graph
+claimed or finished and does nothing (see claims.step_claim). In-process mode (run_graph
 without a live qcluster, tests) keeps the same hand-off but into a local deque.
 """
 from __future__ import annotations

@@ -7,21 +7,36 @@ long steps from one background thread per process.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import close_old_connections, connections
 
-from runs.engine import dispatch, faults, store
+from runs.engine import claims, commit, dispatch, faults, recovery_queries
+from runs.engine.types import ClaimedStep
 from runs.engine.workers import current_worker, owner_is_dead
 from runs.nodes import get_kind
 from runs.nodes.base import NodeContext, NodeError, NodeResult
 
 log = logging.getLogger("ballast.engine")
+
+
+@dataclass
+class _Tracked:
+    """An in-flight step of this process: its claim, its cancel event, when it started
+    (monotonic seconds)."""
+
+    claimed: ClaimedStep
+    cancel: threading.Event
+    since: float
 
 
 class _Heartbeats:
@@ -33,15 +48,15 @@ class _Heartbeats:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._steps: dict[int, tuple[store.ClaimedStep, threading.Event, float]] = {}
+        self._steps: dict[int, _Tracked] = {}
         self._thread: threading.Thread | None = None
         self._pid = 0
 
-    def track(self, claimed: store.ClaimedStep, cancel: threading.Event) -> None:
+    def track(self, claimed: ClaimedStep, cancel: threading.Event) -> None:
         import os
 
         with self._lock:
-            self._steps[claimed.step_id] = (claimed, cancel, time.monotonic())
+            self._steps[claimed.step_id] = _Tracked(claimed, cancel, time.monotonic())
             if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
                 self._pid = os.getpid()
                 self._thread = threading.Thread(target=self._run, name="ballast-heartbeat", daemon=True)
@@ -56,10 +71,11 @@ class _Heartbeats:
         while True:
             time.sleep(interval)
             with self._lock:
-                due = [v for v in self._steps.values() if time.monotonic() - v[2] >= interval]
-            for claimed, cancel, _ in due:
+                due = [t for t in self._steps.values() if time.monotonic() - t.since >= interval]
+            for tracked in due:
+                claimed, cancel = tracked.claimed, tracked.cancel
                 try:
-                    if not store.step_heartbeat(claimed.step_id, claimed.attempt, claimed.worker):
+                    if not claims.step_heartbeat(claimed.step_id, claimed.attempt, claimed.worker):
                         cancel.set()
                 except Exception:  # a heartbeat must never kill the thread; the lease may lapse
                     log.exception("heartbeat failed for step %s", claimed.step_id)
@@ -70,7 +86,7 @@ _heartbeats = _Heartbeats()
 _timeout_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="ballast-step")
 
 
-def _context(claimed: store.ClaimedStep) -> NodeContext:
+def _context(claimed: ClaimedStep) -> NodeContext:
     node = claimed.node
     return NodeContext(
         run_id=claimed.run_id,
@@ -89,7 +105,7 @@ def _context(claimed: store.ClaimedStep) -> NodeContext:
     )
 
 
-def execute_node(claimed: store.ClaimedStep) -> NodeResult | NodeError:
+def execute_node(claimed: ClaimedStep) -> NodeResult | NodeError:
     """Run the claimed step's node outside any transaction; never raises.
 
     A node with ``timeout_seconds`` runs on a pool thread and is abandoned (its cancel
@@ -102,20 +118,21 @@ def execute_node(claimed: store.ClaimedStep) -> NodeResult | NodeError:
     _heartbeats.track(claimed, ctx.cancel_event)
     try:
         faults.point("during_execute", node_id=claimed.node_id, step_id=claimed.step_id)
-        config = kind.Config.model_validate(node.config)
+        config = kind.config_model.model_validate(node.config)
+        target: Callable[[], NodeResult]
         if claimed.parent_id is not None:
             call = claimed.child_call()
-            target, args = kind.execute_child, (config, call, ctx)
+            target = functools.partial(kind.execute_child, config, call, ctx)
         else:
-            target, args = kind.execute, (config, ctx)
+            target = functools.partial(kind.execute, config, ctx)
         if node.timeout_seconds:
-            future = _timeout_pool.submit(target, *args)
+            future = _timeout_pool.submit(target)
             try:
                 return future.result(timeout=node.timeout_seconds)
             except FutureTimeout:
                 ctx.cancel_event.set()
                 return NodeError(f"node '{node.id}' timed out after {node.timeout_seconds:g}s", code="timeout", retryable=True)
-        return target(*args)
+        return target()
     except NodeError as exc:
         return exc
     except Exception as exc:  # a bug or an unexpected library error fails the attempt, not the worker
@@ -125,14 +142,14 @@ def execute_node(claimed: store.ClaimedStep) -> NodeResult | NodeError:
         _heartbeats.untrack(claimed.step_id)
 
 
-def run_claimed(claimed: store.ClaimedStep) -> store.ClaimedStep | None:
+def run_claimed(claimed: ClaimedStep) -> ClaimedStep | None:
     """Execute and commit one claimed step; return a successor leased to us, if any."""
     outcome_value = execute_node(claimed)
     faults.point("before_commit", node_id=claimed.node_id, step_id=claimed.step_id)
     if isinstance(outcome_value, NodeError):
-        outcome = store.step_fail(claimed, outcome_value)
+        outcome = commit.step_fail(claimed, outcome_value)
     else:
-        outcome = store.step_commit(claimed, outcome_value)
+        outcome = commit.step_commit(claimed, outcome_value)
     faults.point("after_commit", node_id=claimed.node_id, step_id=claimed.step_id)
     dispatch.enqueue(outcome.dispatch)
     return outcome.next_step
@@ -144,12 +161,12 @@ def execute_step(step_id: int, *, worker: str | None = None) -> None:
     Idempotent: a step that is not pending (finished, running elsewhere) is left alone.
     """
     worker = worker or current_worker()
-    claimed = store.step_claim(step_id, worker)
+    claimed = claims.step_claim(step_id, worker)
     while claimed is not None:
         claimed = run_claimed(claimed)
 
 
-def drive_local(run_id: int, *, queue, poll: float = 0.05, stop_when_waiting: bool = True, timeout: float | None = None) -> str:
+def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when_waiting: bool = True, timeout: float | None = None) -> str:
     """Run one run's steps in this process until it ends (or waits at a gate).
 
     ``queue`` is the deque from ``dispatch.local_mode()``. Steps whose retry backoff is
@@ -170,11 +187,11 @@ def drive_local(run_id: int, *, queue, poll: float = 0.05, stop_when_waiting: bo
             return status
         if deadline is not None and time.monotonic() > deadline:
             return status
-        due = store.due_pending_steps(stale_seconds=0, run_id=run_id)
+        due = recovery_queries.due_pending_steps(stale_seconds=0, run_id=run_id)
         queue.extend(due)
         if not due:
             # Steps of this run left running by a dead process (a killed run_graph).
-            for step_id in store.expired_step_ids(owner_is_dead, run_id=run_id):
-                queue.extend(store.step_recover(step_id, recovered_by=worker, owner_is_dead=owner_is_dead))
+            for step_id in recovery_queries.expired_step_ids(owner_is_dead, run_id=run_id):
+                queue.extend(recovery_queries.step_recover(step_id, recovered_by=worker, owner_is_dead=owner_is_dead))
             if not queue:
                 time.sleep(poll)

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
-from runs.engine import dispatch, store
+from runs.engine import dispatch, recovery_queries
 from runs.engine.workers import HOST, current_worker, owner_is_dead
 
 log = logging.getLogger("ballast.recovery")
@@ -36,15 +36,15 @@ def recover_once(*, on_start: bool = False) -> list[int]:
     """
     me = current_worker()
     ids: list[int] = []
-    for step_id in store.expired_step_ids(owner_is_dead):
-        ids += store.step_recover(step_id, recovered_by=me, owner_is_dead=owner_is_dead)
+    for step_id in recovery_queries.expired_step_ids(owner_is_dead):
+        ids += recovery_queries.step_recover(step_id, recovered_by=me, owner_is_dead=owner_is_dead)
     # A cluster that died held queue entries in its prefetch buffer (locked for `retry`
     # seconds by the ORM broker, dropped by Redis): hand every pending step to the queue
     # again now rather than after STALE_DISPATCH_SECONDS. Duplicates are harmless.
-    dead = store.workers_forget_dead(owner_is_dead, silent_seconds=max(STALE_DISPATCH_SECONDS, 10 * settings.BALLAST_RECOVERY_INTERVAL))
+    dead = recovery_queries.workers_forget_dead(owner_is_dead, silent_seconds=max(STALE_DISPATCH_SECONDS, 10 * settings.BALLAST_RECOVERY_INTERVAL))
     if dead:
         log.warning("cluster(s) %s died: re-dispatching pending steps", dead)
-    ids += store.due_pending_steps(stale_seconds=STALE_DISPATCH_SECONDS, everything=on_start or bool(dead))
+    ids += recovery_queries.due_pending_steps(stale_seconds=STALE_DISPATCH_SECONDS, everything=on_start or bool(dead))
     dispatch.enqueue(ids)
     if ids:
         log.info("recovery handed %d step(s) to the queue: %s", len(ids), ids[:20])
@@ -72,7 +72,7 @@ class Supervisor(threading.Thread):
         interval = settings.BALLAST_RECOVERY_INTERVAL
         while not self.stop_event.is_set():
             try:
-                store.worker_heartbeat(name, HOST, os.getpid(), started)
+                recovery_queries.worker_heartbeat(name, HOST, os.getpid(), started)
                 recover_once(on_start=first)
                 first = False
             except Exception:
@@ -80,7 +80,7 @@ class Supervisor(threading.Thread):
                 connections.close_all()
             self.stop_event.wait(interval)
         try:
-            store.worker_remove(name)
+            recovery_queries.worker_remove(name)
         finally:
             connections.close_all()
 
@@ -114,7 +114,3 @@ def is_cluster_main_process(argv: list[str]) -> bool:
     """Whether this process is ``manage.py qcluster``'s main process (not a forked child)."""
     return len(argv) > 1 and argv[1] == "qcluster" and multiprocessing.parent_process() is None
 
-
-def workers_alive() -> bool:
-    """Whether a qcluster sent a heartbeat recently (run_graph uses it to pick in-process)."""
-    return store.workers_alive(max(5.0, 3 * settings.BALLAST_RECOVERY_INTERVAL))

@@ -1,8 +1,10 @@
 """Pure scheduling: merge a step's writes into the run state and decide what runs next.
 
-No database here. ``apply_step`` is the one function the store calls inside a commit;
-its inputs are the committed facts (state, bookkeeping, active steps) and its output is
-the next state, bookkeeping and the steps to create. LangGraph's ``pregel/_algo.py``
+No database here. ``apply_step`` is the one function the commit calls to decide
+successors: its inputs are the committed facts (state, bookkeeping, active steps) and its
+output is the next state, bookkeeping and the steps to create. ``plan_dispatch`` decides
+which ready steps start now, ``run_status_after`` the run's status after a commit, and
+``fork_transition`` replays a run's committed writes to fork it at one step. LangGraph's ``pregel/_algo.py``
 keeps the same split between "what runs next" and the loop that commits it.
 
 Bookkeeping (``Run.scheduler``) is a JSON object:
@@ -15,12 +17,15 @@ Bookkeeping (``Run.scheduler``) is a JSON object:
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from builder.spec import EdgeSpec, GraphSpec, StateKeySpec
 from builder.topology import Topology
+from runs.engine.types import ActiveStep
+from runs.models import RunStatus, StepStatus
 
 ORDERED_REDUCERS = {"append", "extend", "merge"}
 
@@ -38,25 +43,30 @@ class Activation:
     depth: int
 
 
+class Failure(NamedTuple):
+    """Why the graph cannot go on: ``code`` (max_iterations, max_steps, reducer) and a message."""
+
+    code: str
+    message: str
+
+
 @dataclass
 class Transition:
     """The result of applying one committed step.
 
     ``failure`` is set (code, message) when the graph cannot go on (loop bound, step
-    limit, reducer error); the store then fails the run instead of creating steps.
+    limit, reducer error); the commit then fails the run instead of creating steps.
     """
 
     state: dict[str, Any]
     bookkeeping: dict[str, Any]
     activations: list[Activation] = field(default_factory=list)
     ended: bool = False
-    failure: tuple[str, str] | None = None
-
-
+    failure: Failure | None = None
 
 
 class CompiledGraph:
-    """A GraphSpec with its Topology and reducers, cached per graph version by the store."""
+    """A GraphSpec with its Topology and reducers, cached per graph version (runs.engine.graphs)."""
 
     def __init__(self, spec: GraphSpec):
         self.spec = spec
@@ -66,6 +76,7 @@ class CompiledGraph:
         self.end_ids = {n.id for n in spec.nodes if n.kind == "end"}
 
     def start_id(self) -> str:
+        """The id of the graph's start node."""
         return self.topology.start_ids[0]
 
 
@@ -127,27 +138,25 @@ def merge_updates(
         else:
             entries = contrib.setdefault(key, [])
             entries.append([depth, node_id, iteration, value])
-            entries.sort(key=lambda e: (e[0], e[1], e[2]))
+            entries.sort(key=lambda e: (e[0], e[1], e[2]))  # [depth, node_id, iteration, value] (JSON)
             state[key] = _reduce_ordered(key, reducer, decl, entries)
 
 
 def _reduce_ordered(key: str, reducer: str, decl: StateKeySpec | None, entries: list[list[Any]]) -> Any:
     base = copy.deepcopy(decl.default) if decl and decl.default is not None else _empty(reducer)
+    values = [value for _depth, _node, _iteration, value in entries]
     if reducer == "append":
-        return list(base) + [e[3] for e in entries]
+        return list(base) + values
+    wanted, noun = (list, "lists") if reducer == "extend" else (dict, "objects")
+    for value in values:
+        if not isinstance(value, wanted):
+            raise ReducerError(f"reducer '{reducer}' on state key '{key}' needs {noun}, got {type(value).__name__}")
     if reducer == "extend":
-        out = list(base)
-        for e in entries:
-            if not isinstance(e[3], list):
-                raise ReducerError(f"reducer 'extend' on state key '{key}' needs lists, got {type(e[3]).__name__}")
-            out.extend(e[3])
-        return out
-    out_d = dict(base)
-    for e in entries:
-        if not isinstance(e[3], dict):
-            raise ReducerError(f"reducer 'merge' on state key '{key}' needs objects, got {type(e[3]).__name__}")
-        out_d.update(e[3])
-    return out_d
+        return list(base) + [item for value in values for item in value]
+    merged = dict(base)
+    for value in values:  # later contributions win on a shared key
+        merged.update(value)
+    return merged
 
 
 def fired_edges(graph: CompiledGraph, node_id: str, route: list[str] | None) -> list[EdgeSpec]:
@@ -191,7 +200,7 @@ def apply_step(
     try:
         merge_updates(graph, new_state, book, updates, node_id=node_id, iteration=iteration, depth=depth)
     except ReducerError as exc:
-        return Transition(state, bookkeeping, failure=("reducer", str(exc)))
+        return Transition(state, bookkeeping, failure=Failure("reducer", str(exc)))
 
     transition = Transition(new_state, book)
     if node_id in graph.end_ids:
@@ -243,13 +252,13 @@ def _activate(
     depth: int,
     step_count: int,
     max_steps: int,
-) -> tuple[str, str] | None:
+) -> Failure | None:
     iteration = iterations.get(node_id, 0)
     node = graph.topology.nodes[node_id]
     if node.max_iterations is not None and iteration >= node.max_iterations:
-        return ("max_iterations", f"node '{node_id}' reached its max_iterations bound of {node.max_iterations}")
+        return Failure("max_iterations", f"node '{node_id}' reached its max_iterations bound of {node.max_iterations}")
     if step_count + len(transition.activations) + 1 > max_steps:
-        return ("max_steps", f"run reached its max_steps limit of {max_steps}")
+        return Failure("max_steps", f"run reached its max_steps limit of {max_steps}")
     iterations[node_id] = iteration + 1
     transition.activations.append(Activation(node_id, iteration, depth))
     return None
@@ -267,3 +276,109 @@ def _join_ready(graph: CompiledGraph, join_id: str, armed: dict[str, Any], activ
             if node != join_id and topo.can_reach(node, edge.source, avoid=join_id):
                 return False
     return True
+
+
+@dataclass(frozen=True)
+class DispatchPlan:
+    """Which ready steps start now. ``kept``: index (into the new steps) of the one leased
+    to the committing worker, or None; ``dispatch_new``: indices of new steps to hand to
+    the queue; ``dispatch_old``: ids of older pending steps to hand to the queue."""
+
+    kept: int | None
+    dispatch_new: list[int]
+    dispatch_old: list[int]
+
+
+def plan_dispatch(
+    *,
+    max_parallelism: int,
+    active: Sequence[ActiveStep],
+    new_count: int,
+    now: datetime,
+    may_keep: Callable[[int], bool] | None,
+) -> DispatchPlan:
+    """Choose which ready steps start now, within the run's parallelism bound.
+
+    ``active``: the run's other active steps; a step counts against the bound while it
+    runs or was handed to the queue. New steps (``new_count`` of them, in creation order)
+    fill free slots first: the first one ``may_keep(index)`` accepts (``None``: no worker
+    keeps a step) is kept by the committing worker (no queue hop), the others are
+    dispatched. Then older pending steps never dispatched (held back by the bound) and
+    past their backoff (``available_at <= now``) fill what is left.
+    """
+    busy = sum(1 for a in active if a.status == StepStatus.RUNNING or (a.status == StepStatus.PENDING and a.dispatched_at is not None))
+    slots = max(0, max_parallelism - busy)
+    kept: int | None = None
+    dispatch_new: list[int] = []
+    for index in range(new_count):
+        if slots <= 0:
+            break
+        slots -= 1
+        if may_keep is not None and kept is None and may_keep(index):
+            kept = index
+            continue
+        dispatch_new.append(index)
+    old: list[int] = []
+    for a in active:
+        if slots <= 0:
+            break
+        if a.status == StepStatus.PENDING and a.dispatched_at is None and (a.available_at is None or a.available_at <= now):
+            old.append(a.id)
+            slots -= 1
+    return DispatchPlan(kept, dispatch_new, old)
+
+
+def run_status_after(step_statuses: Iterable[str]) -> str:
+    """The status of a live run whose active steps have ``step_statuses``: running while one
+    can make progress (pending or running), else waiting (only gates, parked or suspended
+    steps are left)."""
+    return RunStatus.RUNNING if set(step_statuses) & {StepStatus.PENDING, StepStatus.RUNNING} else RunStatus.WAITING
+
+
+@dataclass(frozen=True)
+class CommittedWrite:
+    """A committed top-level step's identity and the state updates it wrote."""
+
+    node_id: str
+    iteration: int
+    depth: int
+    updates: dict[str, Any]
+
+
+def fork_transition(
+    graph: CompiledGraph,
+    *,
+    run_input: dict[str, Any],
+    writes: Iterable[CommittedWrite],
+    anchor: CommittedWrite,
+    route: list[str] | None,
+    state_patch: dict[str, Any],
+    max_steps: int,
+) -> Transition:
+    """The start of a fork at ``anchor``: the state right after it committed, patched.
+
+    ``writes`` are the source run's committed top-level steps up to and including the
+    anchor, in commit order; they are replayed with the graph's reducers onto the initial
+    state, then ``state_patch`` is applied on top, then the anchor's successors are decided
+    as if it had just committed (``route`` as it recorded). The result's ``failure`` is set
+    (or ``activations`` is empty) when nothing can follow the anchor.
+    """
+    state = initial_state(graph, run_input)
+    book: dict[str, Any] = {"iterations": {}}
+    for w in writes:
+        merge_updates(graph, state, book, w.updates, node_id=w.node_id, iteration=w.iteration, depth=w.depth)
+        book["iterations"][w.node_id] = max(book["iterations"].get(w.node_id, 0), w.iteration + 1)
+    state.update(state_patch)
+    return apply_step(
+        graph,
+        state=state,
+        bookkeeping=book,
+        node_id=anchor.node_id,
+        iteration=anchor.iteration,
+        depth=anchor.depth,
+        updates={},
+        route=route,
+        other_active=[],
+        step_count=0,
+        max_steps=max_steps,
+    )

@@ -1,42 +1,78 @@
-"""Worker identity (``host:pid:start``) and liveness of a lease owner on this host."""
+"""Worker identity (``host:pid:start``) and liveness of a lease owner on this host, through psutil.
+
+Recovery takes a lease back at once when its owner is a dead process on this host, so
+"dead" must be certain: a process that does not exist, has exited (a zombie not yet
+reaped holds nothing any more), or whose pid now belongs to a process started at another
+time. When liveness cannot be determined (no permission, no process table, an unexpected
+error), the owner counts as alive and its lease simply runs out.
+"""
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from functools import lru_cache
 
+import psutil
+
 HOST = socket.gethostname()
+log = logging.getLogger("ballast.engine")
+
+_EXITED = {psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD}
+try:
+    _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+except (AttributeError, ValueError, OSError):  # no sysconf (Windows): any fixed unit will do
+    _CLOCK_TICKS = 100
 
 
-def _process_start_ticks(pid: int) -> str | None:
-    """Start time of ``pid`` in clock ticks since boot (/proc/PID/stat field 22), or None."""
+class _Unknown(Exception):
+    """Liveness of a process cannot be determined here."""
+
+
+def _start_mark(pid: int) -> str | None:
+    """The start time of ``pid`` as a stable text, or None when no such process runs (it
+    never existed, or it exited). Raises _Unknown when the process table cannot tell.
+
+    The text is clock ticks since boot, as /proc/PID/stat field 22 gives it on Linux (the
+    form worker ids always had, so ids written before this module used psutil still
+    match)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read().decode(errors="replace")
-    except OSError:
+        proc = psutil.Process(pid)
+        if proc.status() in _EXITED:
+            return None
+        return str(round((proc.create_time() - psutil.boot_time()) * _CLOCK_TICKS))
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return None
-    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    fields = data[data.rfind(")") + 2 :].split()
-    if fields and fields[0] in ("Z", "X"):  # exited (zombie, dying): it holds nothing any more
-        return None
-    return fields[19] if len(fields) > 19 else None
+    except Exception as exc:  # AccessDenied, no /proc, an unsupported platform: cannot tell
+        raise _Unknown(f"{type(exc).__name__}: {exc}") from exc
+
+
+def worker_id(pid: int) -> str:
+    """The worker id of process ``pid`` on this host: ``host:pid:start`` (start ``0`` when
+    the start time cannot be read; such an owner is then judged by its pid alone)."""
+    try:
+        start = _start_mark(pid)
+    except _Unknown:
+        start = None
+    return f"{HOST}:{pid}:{start or '0'}"
 
 
 @lru_cache(maxsize=8)
 def _identity(pid: int) -> str:
-    return f"{HOST}:{pid}:{_process_start_ticks(pid) or '0'}"
+    return worker_id(pid)
 
 
 def current_worker() -> str:
-    """This process's worker id, ``host:pid:start_ticks``; unique across pid reuse."""
+    """This process's worker id, ``host:pid:start``; unique across pid reuse."""
     return _identity(os.getpid())
 
 
 def owner_is_dead(owner: str) -> bool:
-    """True when ``owner`` names a process on this host that no longer exists.
+    """True only when ``owner`` certainly names a process on this host that is gone.
 
-    A pid that was reused by another process counts as dead (its start time differs).
-    Owners on other hosts are never declared dead here: their leases expire instead.
+    Gone: no such pid, exited (zombie), or the pid was reused by another process (its
+    start time differs). Owners on other hosts, malformed owners and owners whose
+    liveness cannot be determined are never declared dead here: their leases expire.
     """
     try:
         host, pid_text, start = owner.rsplit(":", 2)
@@ -45,24 +81,23 @@ def owner_is_dead(owner: str) -> bool:
         return False
     if host != HOST:
         return False
-    actual = _process_start_ticks(pid)
+    try:
+        actual = _start_mark(pid)
+    except _Unknown as exc:
+        log.debug("liveness of %s unknown (%s): treated as alive", owner, exc)
+        return False
     return actual is None or (start != "0" and actual != start)
 
 
 def process_group_members(pgid: int) -> list[int]:
-    """Pids of live (non-zombie) processes in process group ``pgid`` (from /proc), for
-    stopping a worker's whole group and knowing when it is gone."""
+    """Pids of live (non-zombie) processes in process group ``pgid``, for stopping a
+    worker's whole group and knowing when it is gone."""
     members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for proc in psutil.process_iter(["status"]):
         try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                data = fh.read().decode(errors="replace")
-        except OSError:
+            if proc.info["status"] in _EXITED or os.getpgid(proc.pid) != pgid:
+                continue
+        except (ProcessLookupError, PermissionError, psutil.Error):
             continue
-        fields = data[data.rfind(")") + 2 :].split()
-        # fields[0] is the state, fields[2] the process group id.
-        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry))
+        members.append(proc.pid)
     return members

@@ -6,6 +6,7 @@ registry never imports an app that itself imports the engine.
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -18,14 +19,15 @@ class UnknownNodeKind(KeyError):
 
 
 @cache
-def get_kind(kind: str) -> NodeKind:
+def get_kind(kind: str) -> NodeKind[Any]:
     """Return the (singleton) NodeKind for ``kind``. Raises UnknownNodeKind."""
     path = settings.BALLAST_NODE_KINDS.get(kind)
     if path is None:
         raise UnknownNodeKind(kind)
-    return import_string(path)()
+    kind_class: type[NodeKind[Any]] = import_string(path)
+    return kind_class()
 
 
-def all_kinds() -> dict[str, NodeKind]:
+def all_kinds() -> dict[str, NodeKind[Any]]:
     """Every registered kind, by name, in settings order."""
     return {name: get_kind(name) for name in settings.BALLAST_NODE_KINDS}

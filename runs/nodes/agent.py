@@ -26,21 +26,19 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from runs.nodes.base import ChildCall, Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult, Usage
-from runs.nodes.llm import ENV_NAME_PATTERN, STATE_KEY_PATTERN, prompt_messages, provider_issues, template_issues
-from runs.nodes.transform import expression_names
-from runs.providers import UnknownProvider, get_provider
+from runs.nodes import llm_call
+from runs.nodes.base import ChildCall, Issue, NodeContext, NodeError, NodeResult
+from runs.nodes.llm_call import LLMCallConfig, LLMCallKind, prompt_messages
+from runs.nodes.shared import STATE_KEY_PATTERN, expression_names
 from runs.providers.base import (
     INVALID_ARGUMENTS_KEY,
     MESSAGE_OVERHEAD_TOKENS,
-    LLMProvider,
     LLMRequest,
     Message,
     ToolCall,
     ToolDefinition,
-    estimate_tokens,
 )
-from runs.tools import ToolContext, UnknownTool, get_tool
+from runs.tools import ToolContext, UnknownTool, get_tool, require_tool
 
 MODEL_TURN = "model_turn"
 TOOL_CALL = "tool_call"
@@ -51,38 +49,30 @@ MAX_CALL_ID_CHARS = 64
 TRUNCATION_NOTE = "... [truncated {n} characters]"
 
 
-class AgentConfig(NodeConfig):
-    """Config of an ``agent`` node.
+class AgentConfig(LLMCallConfig):
+    """Config of an ``agent`` node: the model call of every turn (:class:`LLMCallConfig`;
+    ``system``/``prompt`` start the conversation, ``max_tokens`` bounds each turn's
+    output, ``options`` go to the provider, e.g. the mock's ``script`` with ``turn``
+    rules) plus
 
-    - ``provider``/``model``/``api_key_env``/``options``/``temperature``: as on the llm
-      node (``options`` go to the provider, e.g. the mock's ``script`` with ``turn`` rules).
-    - ``system``/``prompt``: templates rendered against the run state (the first turn).
     - ``tools``: registered tool names offered to the model (their descriptions and
       argument JSON Schemas are sent with every turn).
     - ``max_turns``: model turns at most; a reply that still asks for tools on the last
       turn fails the step with ``max_turns`` (its tools are not run).
-    - ``max_tokens``: output tokens per model turn.
     - ``max_tool_calls_per_turn``: calls beyond this in one reply are not run; the model
       is told so in their results.
     - ``max_tool_result_chars``: a tool result is cut to this many characters before it
       is sent back to the model (bounds every later turn's input, and so the budget's
       worst case).
-    - ``output_key``: the state key the final answer (text) is written to.
+    - ``output_key`` (default ``answer``): the state key the final answer (text) is
+      written to.
     """
 
-    provider: str = Field("mock", min_length=1)
-    model: str = Field("mock-1", min_length=1)
-    system: str | None = None
-    prompt: str = Field(min_length=1)
     tools: list[str] = Field(min_length=1, max_length=64)
     max_turns: int = Field(8, ge=1, le=50)
-    max_tokens: int = Field(1024, ge=1, le=1_000_000)
-    temperature: float | None = Field(None, ge=0, le=2)
     max_tool_calls_per_turn: int = Field(8, ge=1, le=64)
     max_tool_result_chars: int = Field(20_000, ge=100, le=1_000_000)
     output_key: str = Field("answer", pattern=STATE_KEY_PATTERN)
-    api_key_env: str | None = Field(None, pattern=ENV_NAME_PATTERN)
-    options: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("tools")
     @classmethod
@@ -92,37 +82,23 @@ class AgentConfig(NodeConfig):
         return tools
 
 
-class AgentNode(NodeKind):
+class AgentNode(LLMCallKind[AgentConfig]):
     """An LLM that calls registered tools in a loop, each turn and call a durable child step."""
 
     kind = "agent"
-    Config = AgentConfig
+    config_model = AgentConfig
     description = "An LLM agent with tools: model turns and tool calls are durable child steps."
     title, category = "Agent", "ai"  # builder palette (builder.selectors.node_kind_catalogue)
 
     # ----------------------------------------------------------------- validation
-    def writes(self, config: AgentConfig) -> set[str]:
-        return {config.output_key}
-
     def check(self, node_id: str, config: AgentConfig, known_names: set[str]) -> list[Issue]:
-        """Provider problems (as on the llm node), unknown tools, and template problems."""
-        issues = provider_issues(
-            node_id,
-            provider_name=config.provider,
-            model=config.model,
-            options=config.options,
-            temperature=config.temperature,
-            api_key_env=config.api_key_env,
-        )
+        """The model call's issues (as on the llm node) and unknown tools."""
+        issues = super().check(node_id, config, known_names)
         for i, name in enumerate(config.tools):
             try:
                 get_tool(name)
             except UnknownTool:
-                issues.append(Issue(node_id, f"config.tools.{i}", f"unknown tool {name!r}", code="unknown_tool"))
-        for field in ("system", "prompt"):
-            source = getattr(config, field)
-            if source is not None:
-                issues.extend(template_issues(node_id, f"config.{field}", source, known_names))
+                issues.append(Issue(node_id, f"config.tools[{i}]", f"unknown tool {name!r}", code="unknown_tool"))
         return issues
 
     # ----------------------------------------------------------------- the loop (replay)
@@ -233,22 +209,10 @@ class AgentNode(NodeKind):
         raise NodeError(f"unknown agent child {call.label!r}", code="spawn", retryable=False)
 
     def _model_turn(self, config: AgentConfig, call: ChildCall, ctx: NodeContext) -> NodeResult:
-        provider = _provider(config)
-        timeout = ctx.time_left()
-        if timeout is not None and timeout <= 0:
-            raise NodeError("the model turn ran out of time before the model answered", code="timeout")
-        request = LLMRequest(
-            model=config.model,
-            messages=[_load_message(m) for m in call.input.get("messages", [])],
-            tools=self._definitions(config),
-            temperature=config.temperature,
-            max_tokens=config.max_tokens,
-            timeout=timeout,
-            idempotency_key=ctx.idempotency_key,
-            attempt=ctx.attempt,
-            options=dict(config.options),
-            cancel_event=ctx.cancel_event,
-            api_key_env=config.api_key_env,
+        provider = llm_call.provider_of(config)
+        messages = [_load_message(m) for m in call.input.get("messages", [])]
+        request = llm_call.llm_request(
+            config, messages, ctx, tools=self._definitions(config), idempotency_key=ctx.idempotency_key
         )
         response = provider.complete(request)
         usage = response.usage
@@ -281,19 +245,7 @@ class AgentNode(NodeKind):
                 code="tool_arguments",
                 retryable=False,
             )
-        try:
-            registered = get_tool(name)
-        except UnknownTool:
-            raise NodeError(f"unknown tool {name!r}", code="unknown_tool", retryable=False) from None
-        tool_ctx = ToolContext(
-            idempotency_key=ctx.idempotency_key,
-            run_id=ctx.run_id,
-            step_id=ctx.step_id,
-            node_id=ctx.node_id,
-            attempt=ctx.attempt,
-            timeout=ctx.time_left(),
-        )
-        return NodeResult(output=registered.call(arguments, tool_ctx))
+        return NodeResult(output=require_tool(name).call(arguments, ToolContext.for_step(ctx)))
 
     def is_child_repeat_safe(self, config: AgentConfig, call: ChildCall) -> bool:
         """A tool call is as repeat-safe as its tool (an email is not: a crash mid-call
@@ -318,11 +270,11 @@ class AgentNode(NodeKind):
         a tool call costs (0, 0). USD is None when the price or provider is unknown."""
         if call.label != MODEL_TURN:
             return Decimal(0), 0
-        provider = _provider_or_none(config)
+        provider = llm_call.provider_or_none(config)
         messages = [_load_message(m) for m in call.input.get("messages", [])]
         request = LLMRequest(model=config.model, messages=messages, tools=self._definitions(config, strict=False))
-        input_tokens = _count(provider, request)
-        return _price(provider, config, input_tokens, config.max_tokens), input_tokens + config.max_tokens
+        input_tokens = llm_call.request_tokens(provider, request)
+        return llm_call.worst_case_usd(provider, config, input_tokens, config.max_tokens), input_tokens + config.max_tokens
 
     def estimate_cost(self, config: AgentConfig, state: Mapping[str, Any]) -> tuple[Decimal | None, int]:
         """Worst case of the whole loop, for the pre-run estimate (validate_graph
@@ -331,16 +283,17 @@ class AgentNode(NodeKind):
         ``max_tool_calls_per_turn`` results of ``max_tool_result_chars``. The engine does
         not use this for the agent step's budget check: it checks every model turn before
         it starts (:meth:`estimate_child_cost`)."""
-        provider = _provider_or_none(config)
+        provider = llm_call.provider_or_none(config)
         messages = prompt_messages(config, state, strict=False)
         tools = self._definitions(config, strict=False)
-        first = _count(provider, LLMRequest(model=config.model, messages=messages, tools=tools))
-        count = provider.count_tokens if provider is not None else estimate_tokens
-        result_tokens = MESSAGE_OVERHEAD_TOKENS + count("x" * (config.max_tool_result_chars + len(TRUNCATION_NOTE) + 12))
+        first = llm_call.request_tokens(provider, LLMRequest(model=config.model, messages=messages, tools=tools))
+        result_tokens = MESSAGE_OVERHEAD_TOKENS + llm_call.count_tokens(
+            provider, "x" * (config.max_tool_result_chars + len(TRUNCATION_NOTE) + 12)
+        )
         growth = MESSAGE_OVERHEAD_TOKENS + config.max_tokens + config.max_tool_calls_per_turn * result_tokens
         input_tokens = sum(first + k * growth for k in range(config.max_turns))
         output_tokens = config.max_turns * config.max_tokens
-        return _price(provider, config, input_tokens, output_tokens), input_tokens + output_tokens
+        return llm_call.worst_case_usd(provider, config, input_tokens, output_tokens), input_tokens + output_tokens
 
     # ----------------------------------------------------------------- helpers
     def _definitions(self, config: AgentConfig, *, strict: bool = True) -> list[ToolDefinition]:
@@ -349,40 +302,13 @@ class AgentNode(NodeKind):
         definitions = []
         for name in config.tools:
             try:
-                registered = get_tool(name)
-            except UnknownTool:
+                registered = require_tool(name)
+            except NodeError:
                 if strict:
-                    raise NodeError(f"unknown tool {name!r}", code="unknown_tool", retryable=False) from None
+                    raise
                 continue
             definitions.append(ToolDefinition(name=name, description=registered.description, parameters=registered.json_schema()))
         return definitions
-
-
-def _provider(config: AgentConfig) -> LLMProvider:
-    try:
-        return get_provider(config.provider)
-    except UnknownProvider:
-        raise NodeError(f"unknown provider {config.provider!r}", code="unknown_provider", retryable=False) from None
-
-
-def _provider_or_none(config: AgentConfig) -> LLMProvider | None:
-    try:
-        return get_provider(config.provider)
-    except UnknownProvider:
-        return None
-
-
-def _count(provider: LLMProvider | None, request: LLMRequest) -> int:
-    if provider is not None:
-        return provider.count_request_tokens(request)
-    return sum(MESSAGE_OVERHEAD_TOKENS + estimate_tokens(m.content) for m in request.messages)
-
-
-def _price(provider: LLMProvider | None, config: AgentConfig, input_tokens: int, output_tokens: int) -> Decimal | None:
-    if provider is None:
-        return None
-    usage = Usage(provider=config.provider, model=config.model, input_tokens=input_tokens, output_tokens=output_tokens)
-    return provider.price(config.model, usage)
 
 
 def _tool_keys(turn: int, calls: list[ToolCall]) -> list[tuple[str, ToolCall]]:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -22,12 +22,32 @@ class NodeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# The config model of one node kind: NodeKind[ConfigT]'s methods take a ConfigT, so a kind
+# types its config exactly without narrowing the base class's signatures.
+ConfigT = TypeVar("ConfigT", bound=NodeConfig)
+
+
+def field_path(loc: Iterable[str | int], prefix: str = "") -> str:
+    """The one style of a field's path in every error Ballast reports (validation issues,
+    API field errors, run input, tool arguments, provider options): keys joined by dots,
+    list positions in brackets. ``("cases", 0, "expression")`` -> ``cases[0].expression``;
+    with ``prefix="config"``: ``config.cases[0].expression``; ``()`` -> ``prefix``.
+    Pydantic, jsonschema and DRF locations are such sequences (ints are positions)."""
+    out = prefix
+    for part in loc:
+        if isinstance(part, int) and not isinstance(part, bool):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
 @dataclass(frozen=True)
 class Issue:
     """One validation problem: which node (or edge), which field, what is wrong.
 
-    ``node_id`` is None for graph-level problems; ``field`` is a dotted path inside the
-    node (``config.expression``) or a spec-level name (``edges[3].target``).
+    ``node_id`` is None for graph-level problems; ``field`` is a :func:`field_path` inside
+    the node (``config.cases[0].expression``) or in the spec (``edges[3].target``).
     """
 
     node_id: str | None
@@ -209,25 +229,34 @@ class NodeContext:
             raise StepCancelled()
 
 
-class NodeKind:
-    """Base class of a node kind plugin (one module per kind, registered by dotted path).
+class NodeKind(Generic[ConfigT]):
+    """Base class of a node kind plugin (one module per kind, registered by dotted path),
+    generic over its config model: ``class LLMNode(NodeKind[LLMConfig])``.
 
     Class attributes:
     - ``kind``: the spec's ``kind`` string.
-    - ``Config``: pydantic model of the node's ``config`` (its JSON Schema is exported).
+    - ``config_model``: pydantic model of the node's ``config`` (its JSON Schema is
+      exported); callers parse a node's config with ``kind.config_model.model_validate``
+      and hand the result to the methods below.
     - ``repeat_safe``: whether an attempt interrupted by a crash may simply run again. A
       node whose side effect must not repeat (an email, a payment) says False; recovery
       then parks the run for a person to decide instead of re-running it.
-    - ``description``: one line shown in the builder palette.
+    - ``description``: one line shown in the builder palette; ``title`` and ``category``
+      name and group the kind there (``builder.selectors.node_kind_catalogue``).
+    - ``dynamic_handles``: whether :meth:`output_handles` depends on the config (the
+      condition's cases); the exported schema says so.
     """
 
     kind: ClassVar[str] = ""
-    Config: ClassVar[type[NodeConfig]] = NodeConfig
+    config_model: type[ConfigT]
     repeat_safe: ClassVar[bool] = True
     description: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    category: ClassVar[str] = ""
+    dynamic_handles: ClassVar[bool] = False
 
     # --- static facts used by validation and the scheduler --------------------------
-    def output_handles(self, config: NodeConfig) -> list[str] | None:
+    def output_handles(self, config: ConfigT) -> list[str] | None:
         """Named source handles this node routes by, or None for a plain node.
 
         A plain node has one unnamed handle and every outgoing edge fires (fan-out). A
@@ -236,43 +265,43 @@ class NodeKind:
         """
         return None
 
-    def optional_handles(self, config: NodeConfig) -> set[str]:
+    def optional_handles(self, config: ConfigT) -> set[str]:
         """Handles that may be left unwired (for example an approval's ``rejected``)."""
         return set()
 
-    def writes(self, config: NodeConfig) -> set[str]:
+    def writes(self, config: ConfigT) -> set[str]:
         """State keys this node may write (for the parallel-write and unknown-name checks)."""
         return set()
 
-    def check(self, node_id: str, config: NodeConfig, known_names: set[str]) -> list[Issue]:
+    def check(self, node_id: str, config: ConfigT, known_names: set[str]) -> list[Issue]:
         """Kind-specific validation (expressions parse, names known, tools exist ...)."""
         return []
 
-    def is_repeat_safe(self, config: NodeConfig) -> bool:
+    def is_repeat_safe(self, config: ConfigT) -> bool:
         """Whether this configured node may re-run after a crash (default: ``repeat_safe``)."""
         return self.repeat_safe
 
-    def estimate_cost(self, config: NodeConfig, state: Mapping[str, Any]) -> tuple[Decimal | None, int]:
+    def estimate_cost(self, config: ConfigT, state: Mapping[str, Any]) -> tuple[Decimal | None, int]:
         """Worst-case (USD, tokens) of one execution, for budgets. (0, 0) for free nodes."""
         return Decimal(0), 0
 
     # --- execution ------------------------------------------------------------------
-    def execute(self, config: NodeConfig, ctx: NodeContext) -> NodeResult:
+    def execute(self, config: ConfigT, ctx: NodeContext) -> NodeResult:
         """Run the node once. Raise :class:`NodeError` on failure. Must not touch the DB."""
         raise NotImplementedError
 
-    def execute_child(self, config: NodeConfig, call: ChildCall, ctx: NodeContext) -> NodeResult:
+    def execute_child(self, config: ConfigT, call: ChildCall, ctx: NodeContext) -> NodeResult:
         """Run one child step this node spawned (outside any transaction). ``ctx`` is the
         child's context (its own idempotency key and attempt). Usage and cost returned
         here are recorded on the child step. Raise :class:`NodeError` on failure; a
         child that fails for good is reported to the parent in ``ctx.children``."""
         raise NotImplementedError(f"node kind '{self.kind}' spawns no children")
 
-    def is_child_repeat_safe(self, config: NodeConfig, call: ChildCall) -> bool:
+    def is_child_repeat_safe(self, config: ConfigT, call: ChildCall) -> bool:
         """Whether a child interrupted by a crash may run again (a tool call may not)."""
         return True
 
-    def estimate_child_cost(self, config: NodeConfig, call: ChildCall, state: Mapping[str, Any]) -> tuple[Decimal | None, int]:
+    def estimate_child_cost(self, config: ConfigT, call: ChildCall, state: Mapping[str, Any]) -> tuple[Decimal | None, int]:
         """Worst-case (USD, tokens) of one child step, for budgets."""
         return Decimal(0), 0
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runs.expressions import ExpressionError, evaluate
 from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult
-from runs.nodes.transform import check_expression, expression_names
+from runs.nodes.shared import check_expression, expression_names
 
 HANDLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
 DEFAULT_HANDLE = "default"
@@ -41,26 +41,23 @@ class ConditionConfig(NodeConfig):
         return self
 
 
-class ConditionNode(NodeKind):
+class ConditionNode(NodeKind[ConditionConfig]):
     """Evaluates its expression(s) and takes exactly one handle; every handle must be wired
     (validation), so a run never stops at a condition with nowhere to go."""
 
     kind: ClassVar[str] = "condition"
-    Config: ClassVar[type[NodeConfig]] = ConditionConfig
+    config_model = ConditionConfig
     description: ClassVar[str] = "Branch on an expression (true/false) or on cases (first true wins, else default)."
     title, category = "Condition", "logic"  # builder palette (builder.selectors.node_kind_catalogue)
-    # Handles depend on the config (cases): the exported schema says so.
-    dynamic_handles: ClassVar[bool] = True
+    dynamic_handles = True
 
-    def output_handles(self, config: NodeConfig) -> list[str] | None:
-        assert isinstance(config, ConditionConfig)
+    def output_handles(self, config: ConditionConfig) -> list[str] | None:
         if config.cases is None:
             return ["true", "false"]
         return list(dict.fromkeys([case.handle for case in config.cases] + [DEFAULT_HANDLE]))
 
-    def check(self, node_id: str, config: NodeConfig, known_names: set[str]) -> list[Issue]:
+    def check(self, node_id: str, config: ConditionConfig, known_names: set[str]) -> list[Issue]:
         """Expressions parse and name known variables; case handles are unique and not ``default``."""
-        assert isinstance(config, ConditionConfig)
         if config.cases is None:
             return check_expression(node_id, "config.expression", config.expression or "", known_names)
         issues: list[Issue] = []
@@ -99,7 +96,7 @@ class ConditionNode(NodeKind):
         return DEFAULT_HANDLE
 
     @staticmethod
-    def _truth(source: str, names: dict, where: str) -> bool:
+    def _truth(source: str, names: dict[str, Any], where: str) -> bool:
         try:
             return bool(evaluate(source, names))
         except ExpressionError as exc:
@@ -110,8 +107,7 @@ class ConditionNode(NodeKind):
                 details={"expression": source, "error_code": exc.code},
             ) from exc
 
-    def execute(self, config: NodeConfig, ctx: NodeContext) -> NodeResult:
+    def execute(self, config: ConditionConfig, ctx: NodeContext) -> NodeResult:
         """Route down the chosen handle; the handle is also the step's recorded output."""
-        assert isinstance(config, ConditionConfig)
         handle = self.choose(config, ctx)
         return NodeResult(route=[handle], output={"handle": handle})

@@ -19,17 +19,16 @@ class EndConfig(NodeConfig):
     )
 
 
-class EndNode(NodeKind):
+class EndNode(NodeKind[EndConfig]):
     """A terminal node (no outgoing edges). Its recorded output is the run's result."""
 
     kind: ClassVar[str] = "end"
-    Config: ClassVar[type[NodeConfig]] = EndConfig
+    config_model = EndConfig
     description: ClassVar[str] = "Finish the run and return selected state keys as its result."
     title, category = "End", "flow"  # builder palette (builder.selectors.node_kind_catalogue)
 
-    def check(self, node_id: str, config: NodeConfig, known_names: set[str]) -> list[Issue]:
+    def check(self, node_id: str, config: EndConfig, known_names: set[str]) -> list[Issue]:
         """Every selected key must be a known state name (else it would always be None)."""
-        assert isinstance(config, EndConfig)
         issues: list[Issue] = []
         seen: set[str] = set()
         for i, key in enumerate(config.output or []):
@@ -41,9 +40,8 @@ class EndNode(NodeKind):
             seen.add(key)
         return issues
 
-    def execute(self, config: NodeConfig, ctx: NodeContext) -> NodeResult:
+    def execute(self, config: EndConfig, ctx: NodeContext) -> NodeResult:
         """Return the selected keys (a missing key gives None) or a copy of the whole state."""
-        assert isinstance(config, EndConfig)
         if config.output is None:
             result = copy.deepcopy(dict(ctx.state))
         else:

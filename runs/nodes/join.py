@@ -7,7 +7,7 @@ from typing import ClassVar
 from runs.nodes.base import NodeConfig, NodeContext, NodeKind, NodeResult
 
 
-class JoinNode(NodeKind):
+class JoinNode(NodeKind[NodeConfig]):
     """Waits for every incoming branch that can still reach it, then fires once.
 
     The waiting is the scheduler's job (it knows which branches are still alive; a branch
@@ -17,7 +17,7 @@ class JoinNode(NodeKind):
     """
 
     kind: ClassVar[str] = "join"
-    Config: ClassVar[type[NodeConfig]] = NodeConfig
+    config_model = NodeConfig
     description: ClassVar[str] = "Wait for all parallel branches that can still arrive, then continue once."
     title, category = "Join", "flow"  # builder palette (builder.selectors.node_kind_catalogue)
 

@@ -17,16 +17,20 @@ from jsonschema.exceptions import SchemaError
 from jsonschema.validators import Draft202012Validator, validator_for
 from pydantic import Field, field_validator
 
-from runs.expressions import ExpressionError
-from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult, Usage
-from runs.nodes.transform import expression_names
-from runs.providers import UnknownProvider, get_provider
-from runs.providers.base import MESSAGE_OVERHEAD_TOKENS, LLMProvider, LLMRequest, LLMResponse, Message, estimate_tokens
-from runs.templating import render_template, template_names
-
-STATE_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-# The name of an environment variable (never its value: keys stay out of graphs).
-ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+from runs.nodes.base import NodeContext, NodeError, NodeResult, Usage
+from runs.nodes.llm_call import (
+    LLMCallConfig,
+    LLMCallKind,
+    count_tokens,
+    llm_request,
+    prompt_messages,
+    provider_of,
+    provider_or_none,
+    request_tokens,
+    worst_case_usd,
+)
+from runs.nodes.shared import expression_names
+from runs.providers.base import MESSAGE_OVERHEAD_TOKENS, LLMRequest, LLMResponse, Message
 
 # The re-ask message. Validation errors are capped so that its size, and so the
 # budget's worst case in estimate_cost, stays bounded.
@@ -40,33 +44,18 @@ REJECTED_TEXT_CHARS = 2000
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```$", re.DOTALL)
 
 
-class LLMConfig(NodeConfig):
-    """Config of an ``llm`` node.
+class LLMConfig(LLMCallConfig):
+    """Config of an ``llm`` node: the model call (:class:`LLMCallConfig`) plus
 
-    - ``system``/``prompt``: templates rendered against the run state.
-    - ``temperature``: None = the provider's default.
-    - ``max_tokens``: upper bound of output tokens per call.
-    - ``output_key``: the state key the reply (text, or parsed JSON) is written to.
+    - ``output_key`` (default ``reply``): the state key the reply (text, or parsed JSON)
+      is written to.
     - ``output_schema``: JSON Schema the reply must satisfy (draft 2020-12 unless
       ``$schema`` says otherwise), or None for free text.
     - ``schema_retries``: re-asks after an invalid reply, within the step.
-    - ``options``: provider-specific options (the mock's ``script``, ``latency_ms`` ...).
-    - ``api_key_env``: the environment variable holding the provider's API key (None: the
-      provider's configured default); the provider only reads variables its settings
-      allow.
     """
 
-    provider: str = Field("mock", min_length=1)
-    model: str = Field("mock-1", min_length=1)
-    system: str | None = None
-    prompt: str = Field(min_length=1)
-    temperature: float | None = Field(None, ge=0, le=2)
-    max_tokens: int = Field(1024, ge=1, le=1_000_000)
-    output_key: str = Field("reply", pattern=STATE_KEY_PATTERN)
     output_schema: dict[str, Any] | None = None
     schema_retries: int = Field(2, ge=0, le=10)
-    options: dict[str, Any] = Field(default_factory=dict)
-    api_key_env: str | None = Field(None, pattern=ENV_NAME_PATTERN)
 
     @field_validator("output_schema")
     @classmethod
@@ -79,66 +68,33 @@ class LLMConfig(NodeConfig):
         return schema
 
 
-class LLMNode(NodeKind):
+class LLMNode(LLMCallKind[LLMConfig]):
     """Calls an LLM once (plus schema re-asks) and writes the reply to ``output_key``."""
 
     kind = "llm"
-    Config = LLMConfig
+    config_model = LLMConfig
     description = "Ask a language model; store its reply (text or schema-checked JSON)."
     title, category = "LLM", "ai"  # builder palette (builder.selectors.node_kind_catalogue)
-
-    def writes(self, config: LLMConfig) -> set[str]:
-        return {config.output_key}
-
-    def check(self, node_id: str, config: LLMConfig, known_names: set[str]) -> list[Issue]:
-        """Unknown provider or model, invalid provider options, parameters or credential
-        variable, template syntax errors and template names that are not state keys."""
-        issues = provider_issues(
-            node_id,
-            provider_name=config.provider,
-            model=config.model,
-            options=config.options,
-            temperature=config.temperature,
-            api_key_env=config.api_key_env,
-        )
-        for field in ("system", "prompt"):
-            source = getattr(config, field)
-            if source is not None:
-                issues.extend(template_issues(node_id, f"config.{field}", source, known_names))
-        return issues
 
     def estimate_cost(self, config: LLMConfig, state: Mapping[str, Any]) -> tuple[Decimal | None, int]:
         """Worst case of one execution: the rendered prompt's tokens plus ``max_tokens``
         per call, for the first call and every schema re-ask (each re-ask resends the
         conversation, grown by a full-length reply and a bounded correction). Returns
         (USD or None when the price or provider is unknown, tokens)."""
-        try:
-            provider: LLMProvider | None = get_provider(config.provider)
-        except UnknownProvider:
-            provider = None
+        provider = provider_or_none(config)
         messages = prompt_messages(config, state, strict=False)
         request = LLMRequest(
             model=config.model, messages=messages, max_tokens=config.max_tokens, response_schema=config.output_schema
         )
-        count = provider.count_tokens if provider is not None else estimate_tokens
-        if provider is not None:
-            first_input = provider.count_request_tokens(request)
-        else:
-            first_input = sum(MESSAGE_OVERHEAD_TOKENS + count(m.content) for m in messages)
+        first_input = request_tokens(provider, request)
         calls = 1 + config.schema_retries if config.output_schema is not None else 1
-        correction_bound = count("x" * (len(CORRECTION_PREFIX) + len(CORRECTION_SUFFIX) + MAX_ERROR_CHARS + 2))
+        correction_bound = count_tokens(
+            provider, "x" * (len(CORRECTION_PREFIX) + len(CORRECTION_SUFFIX) + MAX_ERROR_CHARS + 2)
+        )
         growth = 2 * MESSAGE_OVERHEAD_TOKENS + config.max_tokens + correction_bound
         input_tokens = sum(first_input + k * growth for k in range(calls))
         output_tokens = calls * config.max_tokens
-        usd = None
-        if provider is not None:
-            usd = provider.price(
-                config.model,
-                Usage(
-                    provider=config.provider, model=config.model, input_tokens=input_tokens, output_tokens=output_tokens
-                ),
-            )
-        return usd, input_tokens + output_tokens
+        return worst_case_usd(provider, config, input_tokens, output_tokens), input_tokens + output_tokens
 
     def execute(self, config: LLMConfig, ctx: NodeContext) -> NodeResult:
         """Render, call the provider (timeout = the step's time left), check the reply.
@@ -152,10 +108,7 @@ class LLMNode(NodeKind):
         ``invalid_output`` (not retryable; ``details`` has the errors, the last reply,
         and the usage and cost spent) when no reply satisfied ``output_schema``.
         """
-        try:
-            provider = get_provider(config.provider)
-        except UnknownProvider:
-            raise NodeError(f"unknown provider {config.provider!r}", code="unknown_provider", retryable=False) from None
+        provider = provider_of(config)
         messages = prompt_messages(config, expression_names(ctx), strict=True)
         validator = None
         if config.output_schema is not None:
@@ -168,23 +121,14 @@ class LLMNode(NodeKind):
         response: LLMResponse | None = None
         for ask in range(calls):
             ctx.check_cancelled()
-            timeout = ctx.time_left()
-            if timeout is not None and timeout <= 0:
-                raise NodeError("the step ran out of time before the model answered", code="timeout")
-            request = LLMRequest(
-                model=config.model,
-                messages=list(messages),
-                temperature=config.temperature,
-                max_tokens=config.max_tokens,
+            request = llm_request(
+                config,
+                messages,
+                ctx,
                 response_schema=config.output_schema,
-                timeout=timeout,
                 # Each re-ask is a different request: it needs its own key, the same on
                 # every attempt of the step.
                 idempotency_key=ctx.idempotency_key if ask == 0 else f"{ctx.idempotency_key}:reask-{ask}",
-                attempt=ctx.attempt,
-                options=dict(config.options),
-                cancel_event=ctx.cancel_event,
-                api_key_env=config.api_key_env,
             )
             try:
                 response = provider.complete(request)
@@ -245,68 +189,6 @@ class LLMNode(NodeKind):
         return NodeResult(updates={config.output_key: reply}, output=output, usage=usage, cost_usd=cost)
 
 
-def provider_issues(
-    node_id: str,
-    *,
-    provider_name: str,
-    model: str,
-    options: Mapping[str, Any],
-    temperature: float | None,
-    api_key_env: str | None,
-) -> list[Issue]:
-    """Validation issues of a node's provider settings (shared by the llm and agent kinds):
-    unknown provider, a model the provider does not list, invalid ``options``, and what
-    the provider refuses (a temperature it does not take, a credential variable its
-    settings do not allow)."""
-    issues: list[Issue] = []
-    try:
-        provider = get_provider(provider_name)
-    except UnknownProvider:
-        return [Issue(node_id, "config.provider", f"unknown provider {provider_name!r}", code="unknown_provider")]
-    models = provider.models()
-    if models is not None and model not in models:
-        issues.append(
-            Issue(
-                node_id,
-                "config.model",
-                f"unknown model {model!r} for provider {provider_name!r} (known: {', '.join(sorted(models))})",
-                code="unknown_model",
-            )
-        )
-    for problem in provider.validate_options(options):
-        issues.append(Issue(node_id, "config.options", problem, code="invalid_option"))
-    for field, problem in provider.config_issues(model=model, temperature=temperature, api_key_env=api_key_env):
-        issues.append(Issue(node_id, f"config.{field}", problem, code="unsupported"))
-    return issues
-
-
-def prompt_messages(config: Any, names: Mapping[str, Any], *, strict: bool = True) -> list[Message]:
-    """The system (if any) and user messages of an llm or agent config (``system`` and
-    ``prompt`` templates), rendered against ``names``.
-
-    ``strict``: raise NodeError(code="template") on a template error; otherwise (cost
-    estimates) fall back to the unrendered source.
-    """
-
-    def render(field: str, source: str) -> str:
-        try:
-            return render_template(source, names)
-        except ExpressionError as exc:
-            if not strict:
-                return source
-            raise NodeError(
-                f"config.{field}: {exc.message}", code="template", retryable=False, details={"error_code": exc.code}
-            ) from exc
-
-    messages = []
-    if config.system:
-        system = render("system", config.system)
-        if system.strip():
-            messages.append(Message(role="system", content=system))
-    messages.append(Message(role="user", content=render("prompt", config.prompt)))
-    return messages
-
-
 def _parse_and_validate(text: str, validator: Any) -> tuple[Any, list[str]]:
     """(parsed value, []) when ``text`` is JSON satisfying the schema, else (None, errors).
 
@@ -334,14 +216,3 @@ def _add_usage(total: Usage, more: Usage) -> None:
     total.output_tokens += more.output_tokens
     total.cached_input_tokens += more.cached_input_tokens
     total.reasoning_tokens += more.reasoning_tokens
-
-
-def template_issues(node_id: str, field: str, source: str, known_names: set[str]) -> list[Issue]:
-    try:
-        names = template_names(source)
-    except ExpressionError as exc:
-        return [Issue(node_id, field, exc.message, code="invalid_template")]
-    return [
-        Issue(node_id, field, f"unknown variable {name!r}", code="unknown_variable")
-        for name in sorted(names - set(known_names))
-    ]

@@ -7,14 +7,14 @@ from typing import ClassVar
 from runs.nodes.base import NodeConfig, NodeContext, NodeKind, NodeResult
 
 
-class StartNode(NodeKind):
+class StartNode(NodeKind[NodeConfig]):
     """Entry point of every run. Exactly one per graph, with no incoming edges (checked by
     ``builder.validation``). It writes nothing: the engine seeds state from the run input
     before the start step, so the start step only opens the graph's outgoing edges (all of
     them: several edges from start are a parallel fan-out)."""
 
     kind: ClassVar[str] = "start"
-    Config: ClassVar[type[NodeConfig]] = NodeConfig
+    config_model = NodeConfig
     description: ClassVar[str] = "Where a run begins; its input becomes the first state."
     title, category = "Start", "flow"  # builder palette (builder.selectors.node_kind_catalogue)
 

@@ -7,12 +7,10 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from runs.expressions import ExpressionError
-from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult
-from runs.nodes.transform import expression_names
+from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult, field_path
+from runs.nodes.shared import STATE_KEY_PATTERN, expression_names, unknown_variables
 from runs.templating import render_value, value_names
-from runs.tools import ToolContext, UnknownTool, field_errors, get_tool
-
-STATE_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+from runs.tools import ToolContext, UnknownTool, get_tool, require_tool
 
 
 class ToolConfig(NodeConfig):
@@ -30,11 +28,11 @@ class ToolConfig(NodeConfig):
     output_key: str | None = Field(None, pattern=STATE_KEY_PATTERN)
 
 
-class ToolNode(NodeKind):
+class ToolNode(NodeKind[ToolConfig]):
     """Calls one registered tool with the step's idempotency key; repeat-safe as the tool is."""
 
     kind = "tool"
-    Config = ToolConfig
+    config_model = ToolConfig
     description = "Call a tool (HTTP request, email, your own functions) with arguments from the state."
     title, category = "Tool", "tools"  # builder palette (builder.selectors.node_kind_catalogue)
 
@@ -65,8 +63,7 @@ class ToolNode(NodeKind):
                 continue
             if names or _has_template(value):
                 templated.add(key)
-            for name in sorted(names - set(known_names)):
-                issues.append(Issue(node_id, field, f"unknown variable {name!r}", code="unknown_variable"))
+            issues.extend(unknown_variables(node_id, field, names, known_names))
 
         try:
             registered = get_tool(config.tool)
@@ -76,13 +73,12 @@ class ToolNode(NodeKind):
         try:
             registered.args_model.model_validate(config.args)
         except ValidationError as exc:
-            for error in field_errors(exc):
-                top = error["field"].split(".", 1)[0]
+            for error in exc.errors(include_url=False):
+                loc = error["loc"]
                 # A templated argument's value is only known at run time.
-                if top in templated:
+                if loc and loc[0] in templated:
                     continue
-                field = f"config.args.{error['field']}" if error["field"] else "config.args"
-                issues.append(Issue(node_id, field, error["message"], code="tool_arguments"))
+                issues.append(Issue(node_id, field_path(loc, "config.args"), error["msg"], code="tool_arguments"))
         return issues
 
     def execute(self, config: ToolConfig, ctx: NodeContext) -> NodeResult:
@@ -92,10 +88,7 @@ class ToolNode(NodeKind):
         Raises NodeError: ``unknown_tool`` and ``template`` (not retryable),
         ``tool_arguments`` (not retryable), or whatever the tool raises.
         """
-        try:
-            registered = get_tool(config.tool)
-        except UnknownTool:
-            raise NodeError(f"unknown tool {config.tool!r}", code="unknown_tool", retryable=False) from None
+        registered = require_tool(config.tool)
         try:
             args = render_value(config.args, expression_names(ctx))
         except ExpressionError as exc:
@@ -103,15 +96,7 @@ class ToolNode(NodeKind):
                 f"config.args: {exc.message}", code="template", retryable=False, details={"error_code": exc.code}
             ) from exc
         ctx.check_cancelled()
-        tool_ctx = ToolContext(
-            idempotency_key=ctx.idempotency_key,
-            run_id=ctx.run_id,
-            step_id=ctx.step_id,
-            node_id=ctx.node_id,
-            attempt=ctx.attempt,
-            timeout=ctx.time_left(),
-        )
-        result = registered.call(args, tool_ctx)
+        result = registered.call(args, ToolContext.for_step(ctx))
         updates = {config.output_key: result} if config.output_key else {}
         return NodeResult(updates=updates, output=result)
 

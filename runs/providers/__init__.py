@@ -1,4 +1,4 @@
-"""The provider registry: name -> LLMProvider instance, from settings.BALLAST_PROVIDERS.
+"""The provider registry: name -> LLMProvider instance, from settings.BALLAST_PROVIDERS, then from providers added in the app.
 
 Providers are imported lazily by dotted path, so an SDK (openai, anthropic) is imported
 only by a process that actually uses that provider. Each name gets its own instance,
@@ -9,6 +9,7 @@ serves several names (``openai`` and an OpenAI-compatible ``ollama``).
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -22,14 +23,27 @@ class UnknownProvider(KeyError):
     """No provider is registered under that name in settings.BALLAST_PROVIDERS."""
 
 
-@cache
 def get_provider(name: str) -> LLMProvider:
-    """Return the (shared, thread-safe) provider registered as ``name``.
+    """Return the (shared, thread-safe) provider ``name``: the one registered in
+    settings.BALLAST_PROVIDERS (no database query), else the provider added in the app
+    under that name (one query; ``runs.providers.credentials``; the two never share a
+    name).
 
-    Raises UnknownProvider when ``name`` is not in settings.BALLAST_PROVIDERS; an import
-    error of a registered path or invalid provider settings propagate (a deployment
-    mistake, not a user error).
+    Raises UnknownProvider when neither has ``name``; an import error of a registered
+    path or invalid provider settings propagate (a deployment mistake, not a user error).
     """
+    if name in settings.BALLAST_PROVIDERS:
+        return _registered(name)
+    from runs.providers.credentials import stored_provider  # the ORM only when needed
+
+    stored = stored_provider(name)
+    if stored is None:
+        raise UnknownProvider(name)
+    return stored
+
+
+@cache
+def _registered(name: str) -> LLMProvider:
     path = settings.BALLAST_PROVIDERS.get(name)
     if path is None:
         raise UnknownProvider(name)
@@ -38,13 +52,18 @@ def get_provider(name: str) -> LLMProvider:
 
 
 def provider_names() -> list[str]:
-    """Registered provider names, in settings order."""
-    return list(settings.BALLAST_PROVIDERS)
+    """Every provider name a node may use: those registered in settings (settings order),
+    then those added in the app (by name; one query)."""
+    from runs.models import ProviderCredential
+
+    names = list(settings.BALLAST_PROVIDERS)
+    stored = ProviderCredential.objects.exclude(name__in=names).order_by("name").values_list("name", flat=True)
+    return names + list(stored)
 
 
 @receiver(setting_changed)
-def _reset_on_setting_change(*, setting: str, **kwargs) -> None:
+def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
     # Tests swap BALLAST_PROVIDERS with override_settings; a cached instance from the
     # old mapping would otherwise outlive the override.
     if setting in ("BALLAST_PROVIDERS", "BALLAST_PROVIDER_SETTINGS"):
-        get_provider.cache_clear()
+        _registered.cache_clear()

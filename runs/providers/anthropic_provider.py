@@ -15,18 +15,16 @@ back as retryable errors with the Retry-After the API sent.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from runs.nodes.base import StepCancelled, Usage
+from runs.nodes.base import Usage
 from runs.providers.base import (
     INVALID_ARGUMENTS_KEY,
     LLMRequest,
     LLMResponse,
     Message,
-    ProviderError,
     SDKProvider,
     StopReason,
     ToolCall,
@@ -66,52 +64,23 @@ class AnthropicProvider(SDKProvider):
     default_base_url = "https://api.anthropic.com"
     default_api_key_env = "ANTHROPIC_API_KEY"
     default_price_provider = "anthropic"
+    # Messages API 2026-10-21 answers 400 to any temperature: refused before the call.
     supports_temperature: ClassVar[bool] = False
+    options_model = _Options
 
     def _make_client(self, api_key: str) -> Any:
         import anthropic
 
         return anthropic.Anthropic(api_key=api_key, base_url=self.base_url, max_retries=0, timeout=self.settings.timeout)
 
-    def validate_options(self, options: Mapping[str, Any]) -> list[str]:
-        try:
-            _Options.model_validate(dict(options))
-        except ValidationError as exc:
-            return [".".join(str(p) for p in e["loc"]) + ": " + e["msg"] for e in exc.errors()]
-        return []
-
-    def complete(self, request: LLMRequest) -> LLMResponse:
-        """One Messages call.
-
-        Raises ProviderError: ``credentials`` (no usable key), ``provider_rejected``
-        (invalid options, a temperature, a 4xx answer; not retryable, the API's message
-        redacted), ``rate_limited`` (429), ``provider_overloaded`` (529) and
-        ``provider_unavailable`` (5xx), retryable with ``retry_after``; ``timeout`` and
-        ``provider_error`` (connection) retryable. StepCancelled when the step was
-        cancelled before the call.
-        """
+    def sdk_errors(self) -> tuple[type[Exception], ...]:
         import anthropic
 
-        try:
-            options = _Options.model_validate(request.options)
-        except ValidationError as exc:
-            raise ProviderError(f"invalid anthropic options: {exc.errors()[0]['msg']}", status=400) from None
-        if request.temperature is not None:
-            raise ProviderError(
-                f"provider {self.name!r} does not take a temperature (Messages API 2026-10-21)", status=400
-            )
-        api_key = self.api_key(request.api_key_env)
-        params = self.request_params(request, options)
-        timeout = self.request_timeout(request)
-        if request.cancel_event is not None and request.cancel_event.is_set():
-            raise StepCancelled()
-        try:
-            message = self.client(api_key).messages.create(
-                **params, timeout=timeout, extra_headers=self.request_headers(request)
-            )
-        except anthropic.APIError as exc:
-            raise self.error_from_sdk(exc, api_key=api_key, timeout=timeout) from None
-        return self.parse(message, request)
+        return (anthropic.APIError,)
+
+    def send(self, client: Any, params: dict[str, Any], *, timeout: float, headers: dict[str, str]) -> Any:
+        """``messages.create``: one Messages call, not streamed."""
+        return client.messages.create(**params, timeout=timeout, extra_headers=headers)
 
     # ----------------------------------------------------------------- request
     def request_params(self, request: LLMRequest, options: _Options | None = None) -> dict[str, Any]:

@@ -4,18 +4,16 @@ Every provider (the offline mock, OpenAI and OpenAI-compatible servers, Anthropi
 an :class:`LLMRequest` into an :class:`LLMResponse` and knows the price of its models.
 Node kinds talk only to this interface, so a provider SDK is imported by its own module
 and nowhere else. Helpers shared by the SDK providers live here too: credential lookup,
-secret redaction, Retry-After parsing and a conservative token estimate.
+secret redaction and a conservative token estimate (Retry-After: runs/retry_after.py).
 """
 
 from __future__ import annotations
 
-import email.utils
 import json
 import math
 import os
 import re
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,9 +21,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from runs.nodes.base import NodeError, Usage
+from runs.nodes.base import NodeError, StepCancelled, Usage, field_path
+from runs.retry_after import parse_retry_after
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -40,9 +39,6 @@ MILLION = Decimal(1_000_000)
 # A tool call whose arguments were not a JSON object is kept (the model is told what
 # went wrong) with its raw text under this key, instead of failing the whole turn.
 INVALID_ARGUMENTS_KEY = "__invalid_arguments__"
-# Longest wait we take from a Retry-After header: a misbehaving proxy must not park a
-# step for a day.
-MAX_RETRY_AFTER_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -223,6 +219,9 @@ class LLMProvider(ABC):
     """
 
     name: str = ""
+    # The pydantic model of the ``options`` a node may give this provider (unknown keys
+    # should be an error, so a typo is caught before a run starts); None takes anything.
+    options_model: ClassVar[type[BaseModel] | None] = None
     # model -> price; a fixed price list for this provider's models (the mock's).
     prices: ClassVar[Mapping[str, ModelPrice]] = {}
     # Names the price data of ``prices`` (recorded with every cost computed from it).
@@ -276,9 +275,27 @@ class LLMProvider(ABC):
         return total
 
     def validate_options(self, options: Mapping[str, Any]) -> list[str]:
-        """Problems with a node's provider ``options`` (one message each), checked before a
-        run starts. The default accepts anything."""
+        """Problems with a node's provider ``options`` (one ``path: message`` each) by
+        :attr:`options_model`, checked before a run starts ([] without a model)."""
+        if self.options_model is None:
+            return []
+        try:
+            self.options_model.model_validate(dict(options))
+        except ValidationError as exc:
+            return option_errors(exc)
         return []
+
+    def request_options(self, request: LLMRequest) -> Any:
+        """``request.options`` parsed by :attr:`options_model` (the raw dict without one).
+        Raises ProviderError(status 400, ``provider_rejected``, not retryable) when they
+        are invalid: validation reports them before a run starts, but a request can be
+        made by hand."""
+        if self.options_model is None:
+            return dict(request.options)
+        try:
+            return self.options_model.model_validate(request.options)
+        except ValidationError as exc:
+            raise ProviderError(f"invalid {self.name} options: " + "; ".join(option_errors(exc)), status=400) from None
 
     def config_issues(self, *, model: str, temperature: float | None, api_key_env: str | None) -> list[tuple[str, str]]:
         """Problems with a node's provider-related config, as ``(field, message)`` pairs
@@ -286,6 +303,15 @@ class LLMProvider(ABC):
         The default accepts anything; SDK providers check the credential variable is one
         they may read and that the API takes the parameters."""
         return []
+
+
+def option_errors(exc: ValidationError) -> list[str]:
+    """Pydantic errors of provider options as ``path: message`` lines (``stop[0]: ...``)."""
+    messages = []
+    for error in exc.errors(include_url=False):
+        where = field_path(error.get("loc", ()))
+        messages.append(f"{where}: {error['msg']}" if where else str(error["msg"]))
+    return messages
 
 
 def estimate_tokens(text: str) -> int:
@@ -323,31 +349,6 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     for pattern in _SECRET_PATTERNS:
         text = pattern.sub(lambda m: (m.group(1) if m.re.groups else "") + REDACTED, text)
     return text
-
-
-def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
-    """Seconds a provider asked us to wait, from ``retry-after-ms`` (OpenAI) or
-    ``retry-after`` (seconds, or an HTTP date: RFC 9110 section 10.2.3); None when absent or
-    unparsable; capped at MAX_RETRY_AFTER_SECONDS."""
-    if not headers:
-        return None
-    seconds: float | None = None
-    raw_ms = headers.get("retry-after-ms")
-    raw = headers.get("retry-after")
-    try:
-        if raw_ms is not None:
-            seconds = float(raw_ms) / 1000
-        elif raw is not None:
-            seconds = float(raw)
-    except ValueError:
-        seconds = None
-    if seconds is None and raw:
-        parsed = email.utils.parsedate_tz(raw)
-        if parsed is not None:
-            seconds = email.utils.mktime_tz(parsed) - (time.time() if now is None else now)
-    if seconds is None or not math.isfinite(seconds):
-        return None
-    return min(max(0.0, seconds), MAX_RETRY_AFTER_SECONDS)
 
 
 def conservative_tokens(text: str) -> int:
@@ -401,10 +402,13 @@ class SDKSettings(BaseModel):
 
 
 class SDKProvider(LLMProvider):
-    """Shared part of the providers that call a vendor SDK over HTTP.
+    """The skeleton of the providers that call a vendor SDK over HTTP: settings,
+    credentials, one client per process and key, :meth:`complete`, error mapping, pricing.
 
-    Subclasses set ``default_base_url``, ``default_api_key_env``, ``default_price_provider``
-    and ``settings_model``, and implement :meth:`_make_client` and :meth:`complete`.
+    Subclasses set ``default_base_url``, ``default_api_key_env``, ``default_price_provider``,
+    ``options_model`` and (for extra settings) ``settings_model``, and implement only what
+    is SDK-specific: :meth:`_make_client`, :meth:`sdk_errors`, :meth:`request_params`,
+    :meth:`send` and :meth:`parse` (and :meth:`check_request` for what the API refuses).
     """
 
     settings_model: ClassVar[type[SDKSettings]] = SDKSettings
@@ -485,6 +489,56 @@ class SDKProvider(LLMProvider):
 
     def _make_client(self, api_key: str) -> Any:
         """Build the SDK client (``max_retries=0``: Ballast's retry policy governs)."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- one call
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        """One call: options parsed, the request checked, the key found, then the SDK
+        call with the step's time left and the configured and idempotency headers, its
+        answer parsed.
+
+        Raises ProviderError: ``provider_rejected`` (status 400: invalid ``options``, or a
+        parameter the API refuses; not retryable), ``credentials`` (no usable key; not
+        retryable), and whatever :meth:`error_from_sdk` maps an SDK error to (4xx
+        ``provider_rejected``; 429 ``rate_limited`` and 5xx ``provider_unavailable``
+        retryable with ``retry_after``; ``timeout`` and ``provider_error`` retryable).
+        StepCancelled when the step was cancelled before the call.
+        """
+        options = self.request_options(request)
+        self.check_request(request)
+        api_key = self.api_key(request.api_key_env)
+        params = self.request_params(request, options)
+        timeout = self.request_timeout(request)
+        if request.cancel_event is not None and request.cancel_event.is_set():
+            raise StepCancelled()
+        try:
+            answer = self.send(self.client(api_key), params, timeout=timeout, headers=self.request_headers(request))
+        except self.sdk_errors() as exc:
+            # ``from None``: the SDK exception holds the request; nothing of it is needed
+            # beyond the mapped, redacted message.
+            raise self.error_from_sdk(exc, api_key=api_key, timeout=timeout) from None
+        return self.parse(answer, request)
+
+    def check_request(self, request: LLMRequest) -> None:
+        """Refuse what the API would answer 400 for (ProviderError, status 400); the default
+        refuses a temperature when ``supports_temperature`` is False."""
+        if request.temperature is not None and not self.supports_temperature:
+            raise ProviderError(f"provider {self.name!r} does not take a temperature", status=400)
+
+    def sdk_errors(self) -> tuple[type[Exception], ...]:
+        """The SDK's exception classes that :meth:`error_from_sdk` maps (imported lazily)."""
+        raise NotImplementedError
+
+    def request_params(self, request: LLMRequest, options: Any) -> dict[str, Any]:
+        """The SDK call's keyword arguments for ``request`` and its parsed ``options``."""
+        raise NotImplementedError
+
+    def send(self, client: Any, params: dict[str, Any], *, timeout: float, headers: dict[str, str]) -> Any:
+        """Make the SDK call; returns the SDK's answer object."""
+        raise NotImplementedError
+
+    def parse(self, answer: Any, request: LLMRequest) -> LLMResponse:
+        """The LLMResponse of the SDK's answer (usage normalised, see :class:`Usage`)."""
         raise NotImplementedError
 
     def request_timeout(self, request: LLMRequest) -> float:

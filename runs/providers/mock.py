@@ -26,14 +26,13 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runs.nodes.base import StepCancelled, Usage
-from runs.providers.base import LLMProvider, LLMRequest, LLMResponse, ModelPrice, ProviderError, ToolCall
+from runs.providers.base import LLMProvider, LLMRequest, LLMResponse, ModelPrice, ProviderError, StopReason, ToolCall
 
 # SIMULATED prices in USD per million tokens: no money is spent; they exist so budget
 # and cost-reporting paths run end to end with the mock.
@@ -106,18 +105,12 @@ class MockProvider(LLMProvider):
     """
 
     name = "mock"
+    options_model = _Options
     prices = MOCK_PRICES
     prices_version = "mock-prices-1 (simulated)"
 
     def models(self) -> set[str]:
         return set(MOCK_PRICES)
-
-    def validate_options(self, options: Mapping[str, Any]) -> list[str]:
-        try:
-            _Options.model_validate(dict(options))
-        except ValidationError as exc:
-            return [_format_error(e) for e in exc.errors()]
-        return []
 
     def complete(self, request: LLMRequest) -> LLMResponse:
         """Answer ``request`` from its script (or echo).
@@ -127,13 +120,7 @@ class MockProvider(LLMProvider):
         ``latency_ms`` exceeds the request timeout, and the simulated failure of
         ``fail_times``. Raises StepCancelled when the cancel event is set while waiting.
         """
-        try:
-            options = _Options.model_validate(request.options)
-        except ValidationError as exc:
-            raise ProviderError(
-                "invalid mock options: " + "; ".join(_format_error(e) for e in exc.errors()),
-                status=400,
-            ) from exc
+        options: _Options = self.request_options(request)
         if request.model not in MOCK_PRICES:
             raise ProviderError(f"unknown model {request.model!r} for provider mock", status=404, code="unknown_model")
 
@@ -158,7 +145,7 @@ class MockProvider(LLMProvider):
                 for i, c in enumerate(rule.tool_calls or [], start=1)
             ]
 
-        stop_reason = "tool_calls" if calls else "stop"
+        stop_reason: StopReason = "tool_calls" if calls else "stop"
         if self.count_tokens(text) > request.max_tokens:
             # ~4 characters per token: keep exactly max_tokens worth of characters.
             text = text[: request.max_tokens * 4]
@@ -196,8 +183,3 @@ def _reply_text(reply: Any) -> str:
     if isinstance(reply, str):
         return reply
     return json.dumps(reply, ensure_ascii=False)
-
-
-def _format_error(error: Mapping[str, Any]) -> str:
-    where = ".".join(str(p) for p in error.get("loc", ()))
-    return f"{where}: {error['msg']}" if where else str(error["msg"])

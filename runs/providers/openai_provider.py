@@ -20,9 +20,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from runs.nodes.base import StepCancelled, Usage
+from runs.nodes.base import Usage
 from runs.providers.base import (
     INVALID_ARGUMENTS_KEY,
     LLMRequest,
@@ -83,6 +83,7 @@ class OpenAIProvider(SDKProvider):
 
     name = "openai"
     settings_model: ClassVar[type[SDKSettings]] = OpenAISettings
+    options_model = _Options
     default_base_url = "https://api.openai.com/v1"
     default_api_key_env = "OPENAI_API_KEY"
     default_price_provider = "openai"
@@ -94,45 +95,14 @@ class OpenAIProvider(SDKProvider):
 
         return openai.OpenAI(api_key=api_key, base_url=self.base_url, max_retries=0, timeout=self.settings.timeout)
 
-    def validate_options(self, options: Mapping[str, Any]) -> list[str]:
-        try:
-            _Options.model_validate(dict(options))
-        except ValidationError as exc:
-            return [_format_error(e) for e in exc.errors()]
-        return []
-
-    def complete(self, request: LLMRequest) -> LLMResponse:
-        """One chat completion.
-
-        Raises ProviderError: ``credentials`` (no usable key; not retryable),
-        ``provider_rejected`` (invalid ``options``, or a 4xx answer: bad request, auth,
-        context length; not retryable, provider's message redacted), ``rate_limited``
-        (429) and ``provider_unavailable`` (5xx), both retryable with ``retry_after``,
-        ``timeout`` and ``provider_error`` (connection) retryable. StepCancelled when the
-        step was cancelled before the call.
-        """
+    def sdk_errors(self) -> tuple[type[Exception], ...]:
         import openai
 
-        try:
-            options = _Options.model_validate(request.options)
-        except ValidationError as exc:
-            raise ProviderError(
-                "invalid openai options: " + "; ".join(_format_error(e) for e in exc.errors()), status=400
-            ) from None
-        api_key = self.api_key(request.api_key_env)
-        params = self.request_params(request, options)
-        timeout = self.request_timeout(request)
-        if request.cancel_event is not None and request.cancel_event.is_set():
-            raise StepCancelled()
-        try:
-            completion = self.client(api_key).chat.completions.create(
-                **params, timeout=timeout, extra_headers=self.request_headers(request)
-            )
-        except openai.APIError as exc:
-            # ``from None``: the SDK exception holds the request; nothing of it is needed
-            # beyond the mapped, redacted message.
-            raise self.error_from_sdk(exc, api_key=api_key, timeout=timeout) from None
-        return self.parse(completion, request)
+        return (openai.APIError,)
+
+    def send(self, client: Any, params: dict[str, Any], *, timeout: float, headers: dict[str, str]) -> Any:
+        """``chat.completions.create``: one chat completion, not streamed."""
+        return client.chat.completions.create(**params, timeout=timeout, extra_headers=headers)
 
     # ----------------------------------------------------------------- request
     def request_params(self, request: LLMRequest, options: _Options | None = None) -> dict[str, Any]:
@@ -177,7 +147,7 @@ class OpenAIProvider(SDKProvider):
         text = message.content or ""
         if not text and getattr(message, "refusal", None):
             text = message.refusal
-        calls = []
+        calls: list[ToolCall] = []
         for raw in message.tool_calls or []:
             function = getattr(raw, "function", None)
             if function is None:  # a custom (free-text) tool call: Ballast offers none
@@ -263,8 +233,3 @@ def is_strict_compatible(schema: Any) -> bool:
         if key in schema and not is_strict_compatible(schema[key]):
             return False
     return True
-
-
-def _format_error(error: Mapping[str, Any]) -> str:
-    where = ".".join(str(p) for p in error.get("loc", ()))
-    return f"{where}: {error['msg']}" if where else str(error["msg"])

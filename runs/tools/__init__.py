@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from pydantic import BaseModel, ValidationError
 
-from runs.nodes.base import NodeError
+from runs.nodes.base import NodeContext, NodeError, field_path
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,6 +45,13 @@ class ToolContext:
     attempt: int = 1
     timeout: float | None = None
 
+    @classmethod
+    def for_step(cls, ctx: NodeContext) -> ToolContext:
+        """The context of a tool called by a step (a ``tool`` node, or an agent's tool-call
+        child step): that step's idempotency key, ids and attempt, and its time left as
+        ``timeout`` (None when the step has no deadline)."""
+        return cls(ctx.idempotency_key, ctx.run_id, ctx.step_id, ctx.node_id, ctx.attempt, timeout=ctx.time_left())
+
 
 @dataclass(frozen=True)
 class RegisteredTool:
@@ -68,7 +75,7 @@ class RegisteredTool:
         """Parse ``raw`` into the args model.
 
         Raises NodeError(code="tool_arguments", retryable=False) whose ``details`` is
-        ``{"errors": [{"field": "a.b", "message": ..., "type": ...}]}``.
+        ``{"errors": [{"field": "a.b[0]", "message": ..., "type": ...}]}``.
         """
         try:
             return self.args_model.model_validate(dict(raw))
@@ -155,6 +162,15 @@ def get_tool(name: str) -> RegisteredTool:
         raise UnknownTool(name) from None
 
 
+def require_tool(name: str) -> RegisteredTool:
+    """The tool registered as ``name``, for a step about to call it. Raises
+    NodeError(code="unknown_tool", not retryable: the same name fails every time)."""
+    try:
+        return get_tool(name)
+    except UnknownTool:
+        raise NodeError(f"unknown tool {name!r}", code="unknown_tool", retryable=False) from None
+
+
 def all_tools() -> dict[str, RegisteredTool]:
     """Every registered tool, by name, sorted by name."""
     _load_modules()
@@ -162,11 +178,9 @@ def all_tools() -> dict[str, RegisteredTool]:
 
 
 def field_errors(exc: ValidationError) -> list[dict[str, str]]:
-    """Pydantic errors as ``[{"field": "dotted.path", "message": ..., "type": ...}]``."""
-    return [
-        {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"], "type": e["type"]}
-        for e in exc.errors(include_url=False)
-    ]
+    """Pydantic errors as ``[{"field": "items[0].sku", "message": ..., "type": ...}]``
+    (paths in the ``runs.nodes.base.field_path`` style)."""
+    return [{"field": field_path(e["loc"]), "message": e["msg"], "type": e["type"]} for e in exc.errors(include_url=False)]
 
 
 def _load_modules() -> None:

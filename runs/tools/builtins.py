@@ -23,6 +23,7 @@ from django.core.validators import validate_email
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runs.nodes.base import NodeError
+from runs.retry_after import parse_retry_after
 from runs.tools import ToolContext, tool
 
 # Response headers worth keeping in run state; the rest are noise (and can be large).
@@ -90,7 +91,8 @@ def http_request(args: HttpRequestArgs, ctx: ToolContext) -> dict[str, Any]:
 
     Raises NodeError: ``http_timeout`` (retryable; also for a 408 answer),
     ``http_connection`` (retryable), ``http_5xx`` (retryable), ``rate_limited`` (429,
-    retryable, ``details.retry_after`` in seconds when the server sent one) and
+    retryable, ``details.retry_after``: the server's Retry-After in seconds, at most
+    ``runs.retry_after.MAX_RETRY_AFTER_SECONDS``, when it sent one) and
     ``http_4xx`` (not retryable). Not repeat-safe: the server may ignore the key.
     """
     headers = dict(args.headers)
@@ -153,7 +155,7 @@ def _raise_for_status(args: HttpRequestArgs, status: int, headers: dict[str, str
     details: dict[str, Any] = {"url": args.url, "status": status, "body": text[:ERROR_BODY_CHARS]}
     message = f"{args.method} {args.url}: HTTP {status}"
     if status == 429:
-        retry_after = _retry_after_seconds(headers.get("retry-after"))
+        retry_after = parse_retry_after(headers)
         if retry_after is not None:
             details["retry_after"] = retry_after
         raise NodeError(message, code="rate_limited", retryable=True, details=details)
@@ -162,20 +164,6 @@ def _raise_for_status(args: HttpRequestArgs, status: int, headers: dict[str, str
     if status >= 500:
         raise NodeError(message, code="http_5xx", retryable=True, details=details)
     raise NodeError(message, code="http_4xx", retryable=False, details=details)
-
-
-def _retry_after_seconds(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 class SendEmailArgs(BaseModel):

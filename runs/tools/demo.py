@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from pydantic import BaseModel, Field
@@ -24,7 +25,7 @@ KNOWLEDGE_BASE = [
 
 # Orders marked lagging appear only from the given lookup attempt on (a replica that is
 # behind), which is what the refund example's bounded retry loop is for.
-ORDERS = {
+ORDERS: dict[str, dict[str, Any]] = {
     "A-1001": {"amount": 49.0, "currency": "USD", "customer": "ada@example.com", "delivered_days_ago": 4},
     "A-1002": {"amount": 129.5, "currency": "USD", "customer": "grace@example.com", "delivered_days_ago": 12, "visible_from_attempt": 2},
     "A-1003": {"amount": 15.0, "currency": "EUR", "customer": "linus@example.com", "delivered_days_ago": 45},

@@ -9,15 +9,14 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
+from accounts.authentication import ROLES
+from accounts.tokens import token_create
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from builder.models import GraphVersion
-from runs.authentication import ROLES
-from runs.engine import dispatch
-from runs.engine.loop import drive_local
+from runs.engine import api as engine
 from runs.models import Run, Step
 from runs.services import run_start
-from runs.tokens import token_create
 from tests.support.specs import chain, edge, graph, node, publish, run_local, transform
 
 ROLE_NAMES = ("anonymous", "viewer", "builder", "operator", "approver", "admin")
@@ -94,7 +93,7 @@ class World:
 
     def queued_run(self) -> Run:
         """A run that exists but has not executed (its start step is pending)."""
-        with dispatch.local_mode():
+        with engine.local_mode():
             return run_start(version=self.approval_version, run_input={"name": "Q"})
 
     def failed_run(self) -> Run:
@@ -109,9 +108,9 @@ class World:
 
     def decided(self, run: Run, decision: str = "approve") -> Run:
         """Decide the run's pending approval as a trusted operator and drive it on."""
-        with dispatch.local_mode() as queue:
+        with engine.local_mode() as queue:
             approval_decide(approval_id=self.approval_of(run).pk, decision=decision, actor="tester")
-            drive_local(run.pk, queue=queue, timeout=30)
+            engine.drive_local(run.pk, queue=queue, timeout=30)
         run.refresh_from_db()
         return run
 

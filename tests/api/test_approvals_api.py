@@ -8,8 +8,7 @@ import pytest
 from django.db import connection
 
 from approvals.models import ApprovalRequest
-from runs.engine import dispatch
-from runs.engine.loop import drive_local
+from runs.engine import api as engine
 from runs.models import AuditEntry, RunEvent, Step
 from tests.api.conftest import World, client_with_token
 
@@ -17,7 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def decide(client, approval_id: int, decision: str = "approve", comment: str = ""):
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         response = client.post(f"/api/v1/approvals/{approval_id}/decide/", {"decision": decision, "comment": comment}, format="json")
     return response, list(queue)
 
@@ -42,9 +41,9 @@ def test_decide_resumes_the_run_and_deciding_again_is_a_conflict_naming_the_deci
     body = response.json()
     assert body["status"] == "approved" and body["decided_by"] == "approver" and body["comment"] == "ship it"
     assert queued == list(Step.objects.filter(run=run, node_id="send").values_list("id", flat=True))
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         queue.extend(queued)
-        drive_local(run.pk, queue=queue, timeout=30)
+        engine.drive_local(run.pk, queue=queue, timeout=30)
     run.refresh_from_db()
     assert run.status == "succeeded" and run.state["sent"] is True
 

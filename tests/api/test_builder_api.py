@@ -242,8 +242,8 @@ def test_sticky_notes_are_layout_only(world: World) -> None:
     spec = linear_spec()
     spec["notes"] = [{"id": "why", "text": "doubles x", "position": {"x": 10, "y": 20}, "width": 180, "height": 90, "color": "blue"}]
     assert client.post("/api/v1/graphs/validate/", spec, format="json").json()["valid"] is True
-    bad_note = {**spec, "notes": [{"id": "n", "color": "not a color"}]}
-    assert client.post("/api/v1/graphs/validate/", bad_note, format="json").json()["errors"][0]["path"] == "notes[0].color"
+    bad_note = {**spec, "notes": [{"id": "n", "width": -5}]}
+    assert client.post("/api/v1/graphs/validate/", bad_note, format="json").json()["errors"][0]["path"] == "notes[0].width"
     created = create(world, spec)
     gid = created["id"]
     client.post(f"/api/v1/graphs/{gid}/versions/", {"message": "v1"}, format="json")

@@ -26,7 +26,9 @@ def test_draft_lifecycle_publish_versions_and_diff(world: World) -> None:
     error = invalid.json()["error"]
     assert error["code"] == "graph_invalid" and error["issues"]
     assert any(i["code"] == "dead_end" and i["node_id"] == "double" for i in error["issues"])
-    assert any(key.startswith("nodes.double.") for key in error["fields"])
+    double = [n["id"] for n in broken["nodes"]].index("double")
+    # Keyed by the validator's path from the spec root (a pseudo-field like "outgoing" is the node's own).
+    assert f"nodes[{double}]" in error["fields"] and all(i["path"] in error["fields"] for i in error["issues"])
     assert not GraphVersion.objects.filter(graph_id=graph["id"]).exists()
 
     assert client.patch(f"/api/v1/graphs/{graph['id']}/", {"draft": spec, "base_revision": 1}, format="json").status_code == 200

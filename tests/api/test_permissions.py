@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runs.engine import dispatch
+from runs.engine import api as engine
 from tests.api.conftest import ROLE_NAMES, World, linear_spec
 from tests.support.specs import graph, node, publish
 
@@ -39,6 +39,18 @@ def draft_graph(world: World) -> int:
 
     spec = fresh_graph_payload()
     return graph_create(name=spec["name"], draft=spec).pk
+
+
+def provider_payload() -> dict[str, Any]:
+    """A new provider for the app (an OpenAI-compatible server that takes no key)."""
+    return {"name": f"matrix-{next(_names)}", "kind": "openai_compatible", "base_url": "http://127.0.0.1:9/v1", "default_model": "local-7b"}
+
+
+def stored_provider() -> str:
+    """The name of a fresh provider added in the app."""
+    from runs.provider_services import provider_credential_create
+
+    return provider_credential_create(data=provider_payload()).name
 
 
 def published_graph(world: World) -> tuple[int, int]:
@@ -123,6 +135,12 @@ ENDPOINTS = [
         allowed(200, "approver", "admin"),
     ),
     Endpoint("schema", "get", lambda w: ("/api/schema/", None), allowed(200)),
+    Endpoint("providers_list", "get", lambda w: ("/api/v1/providers/", None), allowed(200)),
+    Endpoint("providers_create", "post", lambda w: ("/api/v1/providers/", provider_payload()), allowed(201, "admin")),
+    Endpoint("providers_update", "patch", lambda w: (f"/api/v1/providers/{stored_provider()}/", {"label": "edited"}), allowed(200, "admin")),
+    Endpoint("providers_delete", "delete", lambda w: (f"/api/v1/providers/{stored_provider()}/", None), allowed(204, "admin")),
+    # The built-in mock answers offline; a stored one would need a server.
+    Endpoint("providers_test", "post", lambda w: ("/api/v1/providers/mock/test/", {}), allowed(200, "admin")),
 ]
 
 
@@ -131,7 +149,7 @@ def test_permission_matrix(world: World, endpoint: Endpoint) -> None:
     got: dict[str, int] = {}
     for role in ROLE_NAMES:
         path, body = endpoint.make(world)
-        with dispatch.local_mode():  # runs started here are not handed to django-q
+        with engine.local_mode():  # runs started here are not handed to django-q
             call = getattr(world.clients[role], endpoint.method)
             response = call(path, body, format="json") if body is not None else call(path)
         got[role] = response.status_code
@@ -151,7 +169,8 @@ def test_the_matrix_covers_every_api_operation() -> None:
         "graphs_export", "graph_versions_list", "graph_versions_publish", "graph_versions_read", "graph_versions_diff",
         "runs_list", "runs_start", "runs_read", "runs_cancel", "runs_resume", "runs_retry", "runs_fork", "runs_steps",
         "steps_read", "runs_events", "costs_aggregate", "audit_list", "approvals_mine", "approvals_all", "approvals_read",
-        "approvals_decide", "graphs_duplicate", "graph_versions_restore", "graph_nodes_test", "node_kinds_list", "tools_list",
+        "approvals_decide", "providers_list", "providers_create", "providers_update", "providers_delete", "providers_test",
+        "graphs_duplicate", "graph_versions_restore", "graph_nodes_test", "node_kinds_list", "tools_list",
         "models_list", "expressions_check",
     }  # fmt: skip
     assert operations == covered
@@ -167,7 +186,7 @@ def test_graph_named_approver_may_decide_without_the_approvers_group(world: Worl
     mine = world.clients["viewer"].get("/api/v1/approvals/").json()
     assert [a["id"] for a in mine["results"]] == [approval.pk] and mine["results"][0]["may_decide"] is True
     assert world.clients["builder"].get("/api/v1/approvals/").json()["count"] == 0
-    with dispatch.local_mode():
+    with engine.local_mode():
         ok = world.clients["viewer"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json")
     assert ok.status_code == 200 and ok.json()["decided_by"] == "viewer"
 
@@ -185,7 +204,7 @@ def test_request_naming_its_approvers_excludes_the_approvers_group(world: World)
         pytest.skip("the approval node kind does not take named approvers")
     denied = world.clients["approver"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json")
     assert denied.status_code == 403
-    with dispatch.local_mode():
+    with engine.local_mode():
         assert world.clients["operator"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json").status_code == 200
 
 
@@ -201,14 +220,14 @@ def test_session_auth_enforces_csrf_and_docs_need_a_login(world: World) -> None:
     assert refused.status_code == 403 and "CSRF" in refused.json()["error"]["message"]
     browser.get("/admin/login/")  # sets the csrftoken cookie
     token = browser.cookies["csrftoken"].value
-    with dispatch.local_mode():
+    with engine.local_mode():
         accepted = browser.post("/api/v1/runs/", {"graph": _g(world), "input": {"name": "x"}}, format="json", HTTP_X_CSRFTOKEN=token)
     assert accepted.status_code == 201
 
 
 def test_revoked_token_and_inactive_user_are_refused(world: World) -> None:
-    from runs.models import ApiToken
-    from runs.tokens import token_revoke
+    from accounts.models import ApiToken
+    from accounts.tokens import token_revoke
     from tests.api.conftest import client_with_token
 
     client = client_with_token(world.users["viewer"])

@@ -9,8 +9,7 @@ import pytest
 from django.db import connection
 from django.db.models import Sum
 
-from runs.engine import dispatch
-from runs.engine.loop import drive_local
+from runs.engine import api as engine
 from runs.models import Run, RunEvent, StepAttempt
 from tests.api.conftest import World, client_with_token
 from tests.support.specs import chain, graph, node, publish, run_local
@@ -21,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def start(client, world: World, key: str | None = None, **body):
     body = {"graph": world.approval_version.graph_id, "input": {"name": "Ada"}, **body}
     headers = {"HTTP_IDEMPOTENCY_KEY": key} if key is not None else {}
-    with dispatch.local_mode():
+    with engine.local_mode():
         return client.post("/api/v1/runs/", body, format="json", **headers)
 
 
@@ -156,12 +155,12 @@ def test_cancel_twice_is_a_conflict(world: World) -> None:
 def test_resume_and_retry_continue_a_failed_run_and_refuse_others(world: World) -> None:
     client = world.clients["operator"]
     failed = world.failed_run()
-    with dispatch.local_mode():
+    with engine.local_mode():
         resumed = client.post(f"/api/v1/runs/{failed.pk}/resume/", {}, format="json")
     assert resumed.status_code == 200 and resumed.json()["status"] == "running"
     assert RunEvent.objects.filter(run=failed, kind="run_resumed").count() == 1
     other = world.failed_run()
-    with dispatch.local_mode():
+    with engine.local_mode():
         assert client.post(f"/api/v1/runs/{other.pk}/retry/", format="json").json()["status"] == "running"
     done = world.succeeded_run()
     for action in ("resume", "retry"):
@@ -173,11 +172,11 @@ def test_fork_starts_a_new_run_from_a_committed_step_with_edited_state(world: Wo
     source = world.succeeded_run()
     start_step = world.step(source, "start")
     client = world.clients["operator"]
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         forked = client.post(f"/api/v1/runs/{source.pk}/fork/", {"step": start_step.pk, "state_patch": {"x": 21}}, format="json")
         assert forked.status_code == 201, forked.content
         body = forked.json()
-        drive_local(body["id"], queue=queue, timeout=30)
+        engine.drive_local(body["id"], queue=queue, timeout=30)
     assert body["forked_from"] == source.pk and body["forked_from_step"] == start_step.pk
     assert Run.objects.get(pk=body["id"]).state["y"] == 42
     missing = client.post(f"/api/v1/runs/{source.pk}/fork/", {"step": 10**12}, format="json")

@@ -31,7 +31,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from runs.engine import dispatch
+from runs.engine import api as engine
 from tests.api.conftest import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,7 +49,7 @@ def test_the_schema_is_served_and_documents_every_api_route(world: World) -> Non
     served = world.clients["viewer"].get("/api/schema/?format=json")
     assert served.status_code == 200
     assert served.json()["paths"].keys() == RAW_SCHEMA["paths"].keys()
-    assert len(OPERATIONS) == 35
+    assert len(OPERATIONS) == 40
 
 
 def seeded_ids(world: World) -> dict[str, Any]:
@@ -62,8 +62,17 @@ def seeded_ids(world: World) -> dict[str, Any]:
         "run_id": run.pk,
         "step_id": world.step(run, "draft").pk,
         "approval_id": world.approval_of(world.waiting_run()).pk,
+        "name": _stored_provider(),
         "node_id": "draft",
     }
+
+
+def _stored_provider() -> str:
+    """A provider added in the app (nothing listens at its URL: a test of it fails fast)."""
+    from runs.provider_services import provider_credential_create
+
+    data = {"name": "seeded", "kind": "openai_compatible", "base_url": "http://127.0.0.1:9/v1", "default_model": "local-7b"}
+    return provider_credential_create(data=data).name
 
 
 @pytest.mark.parametrize("label", sorted(OPERATIONS))
@@ -89,7 +98,7 @@ def test_api_conforms_to_its_schema(world: World, label: str) -> None:
     )
     @given(case=st.one_of(*strategies))
     def check(case: Any) -> None:
-        with dispatch.local_mode():  # started runs stay rows; nothing goes to django-q
+        with engine.local_mode():  # started runs stay rows; nothing goes to django-q
             case.call_and_validate(headers=headers, checks=CHECKS)
 
     check()

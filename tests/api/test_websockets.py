@@ -16,9 +16,9 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.db import connection
 
+from accounts.tokens import token_create, token_revoke
 from ballast.asgi import application
 from runs.models import RunEvent
-from runs.tokens import token_create, token_revoke
 from tests.api.conftest import ROLE_NAMES, World
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -212,3 +212,35 @@ def test_approvals_inbox_sends_a_snapshot_then_arrivals_and_departures(world: Wo
     assert got["arrived"]["type"] == "approval.pending" and got["arrived"]["approval"]["run"] == got["second"]
     assert got["closed"]["type"] == "approval.closed" and got["closed"]["approval"]["run"] == first.pk
     assert got["closed"]["approval"]["status"] == "approved"
+
+
+def test_approvals_inbox_follows_a_change_of_who_may_decide(world: World) -> None:
+    # The inbox socket lists what the inbox selector lists at every poll: naming the
+    # operator as the approver moves the request from the approvers' inbox to theirs.
+    from approvals.models import ApprovalRequest
+
+    run = world.waiting_run()
+    approver_key = token_of(world.users["approver"])
+    operator_key = token_of(world.users["operator"])
+
+    def name_operator() -> None:
+        request = ApprovalRequest.objects.get(run=run)
+        request.approvers = ["operator"]
+        request.save()  # save() recomputes the principals the inbox query matches
+
+    async def body() -> dict[str, Any]:
+        _, approver = await try_connect(f"/ws/approvals/?token={approver_key}")
+        _, operator = await try_connect(f"/ws/approvals/?token={operator_key}")
+        snapshots = [await approver.receive_json_from(TIMEOUT), await operator.receive_json_from(TIMEOUT)]
+        await database_sync_to_async(name_operator)()
+        got = {"snapshots": snapshots, "operator": await operator.receive_json_from(TIMEOUT), "approver": await approver.receive_json_from(TIMEOUT)}
+        await approver.disconnect()
+        await operator.disconnect()
+        return got
+
+    got = run_async(body)
+    assert [len(s["approvals"]) for s in got["snapshots"]] == [1, 0]
+    assert got["operator"]["type"] == "approval.pending" and got["operator"]["approval"]["run"] == run.pk
+    assert got["operator"]["approval"]["may_decide"] is True
+    assert got["approver"]["type"] == "approval.closed" and got["approver"]["approval"]["run"] == run.pk
+    assert got["approver"]["approval"]["may_decide"] is False

@@ -13,8 +13,9 @@ from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
 
-from runs.engine import dispatch, recovery, store
-from runs.engine.audit import GENESIS, audit, audit_verify
+from runs.engine import api as engine
+from runs.engine.api import audit, audit_verify
+from runs.engine.audit import GENESIS
 from runs.models import AuditChain, AuditEntry, Run, Step
 from runs.nodes.base import NodeResult
 from runs.services import run_start
@@ -59,7 +60,7 @@ def some_history(world: World) -> Run:
     (the returned run's) with three entries: run.start, run.resume, run.cancel."""
     waiting = world.waiting_run()
     failed = world.failed_run()
-    with dispatch.local_mode():
+    with engine.local_mode():
         world.clients["approver"].post(f"/api/v1/approvals/{world.approval_of(waiting).pk}/decide/", {"decision": "approve"}, format="json")
         assert world.clients["operator"].post(f"/api/v1/runs/{failed.pk}/retry/", format="json").status_code == 200
         assert world.clients["operator"].post(f"/api/v1/runs/{failed.pk}/cancel/", {}, format="json").status_code == 200
@@ -75,7 +76,7 @@ def test_every_audited_action_is_recorded_with_its_actor(world: World) -> None:
     failed = world.failed_run()
     ok = world.succeeded_run()
     operator = world.clients["operator"]
-    with dispatch.local_mode():
+    with engine.local_mode():
         operator.post(f"/api/v1/runs/{failed.pk}/retry/", format="json")
         operator.post(f"/api/v1/runs/{failed.pk}/cancel/", {}, format="json")
         operator.post(f"/api/v1/runs/{failed.pk}/resume/", {}, format="json")  # 409: cancelled, not audited
@@ -101,14 +102,14 @@ def test_every_audited_action_is_recorded_with_its_actor(world: World) -> None:
 
 def test_worker_recovery_actions_are_audited_as_the_worker(world: World, effects_file) -> None:
     version = publish(graph([node("start", "start"), effect("pay", unsafe=True), node("end", "end")], chain("start", "pay", "end")))
-    with dispatch.local_mode():
+    with engine.local_mode():
         run = run_start(version=version, run_input={})
-    start = store.step_claim(Step.objects.get(run=run, node_id="start").pk, "livehost:1:1")
-    store.step_commit(start, NodeResult(), keep_next=False)
+    start = engine.step_claim(Step.objects.get(run=run, node_id="start").pk, "livehost:1:1")
+    engine.step_commit(start, NodeResult(), keep_next=False)
     pay = Step.objects.get(run=run, node_id="pay")
-    assert store.step_claim(pay.pk, "deadhost:1:1") is not None
+    assert engine.step_claim(pay.pk, "deadhost:1:1") is not None
     Step.objects.filter(pk=pay.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
-    recovery.recover_once()
+    engine.recover_once()
     park = AuditEntry.objects.get(action="run.park")
     assert park.actor_type == "worker" and park.scope == f"run:{run.pk}" and park.seq == 2  # after run.start
     assert verify()[0]

@@ -832,6 +832,7 @@ def _with_node(extra: dict[str, Any], handles: tuple[str, ...] = ()) -> dict[str
     ],
     ids=["unknown_provider", "unknown_model", "unknown_tool"],
 )
+@pytest.mark.django_db  # an unknown provider name is looked up among the providers added in the app
 def test_kind_checks_are_reported(extra, expected):
     result = validate_spec(_with_node(extra))
     assert expected in keyed(result), [str(i) for i in result.issues]

@@ -21,7 +21,7 @@ def llm(node_id, **config):
 
 
 def worst_case(**config):
-    cfg = LLMNode.Config.model_validate({"provider": "openai", "model": "gpt-4o", "prompt": "Summarise: {{ text }}",
+    cfg = LLMNode.config_model.model_validate({"provider": "openai", "model": "gpt-4o", "prompt": "Summarise: {{ text }}",
                                          "max_tokens": 500, **config})
     return LLMNode().estimate_cost(cfg, {"text": "word " * 200})
 
@@ -82,7 +82,7 @@ def test_worst_case_covers_what_the_call_really_costs(sdk_providers):
     text = "The quick brown fox jumps over the lazy dog. " * 100
     real_input = len("Summarise: " + text) // 4 + 8
     sdk_providers.set_script([Reply(text="x", usage={"input": real_input, "output": 500})])
-    cfg = LLMNode.Config.model_validate({"provider": "openai", "model": "gpt-4o", "prompt": "Summarise: {{ text }}", "max_tokens": 500})
+    cfg = LLMNode.config_model.model_validate({"provider": "openai", "model": "gpt-4o", "prompt": "Summarise: {{ text }}", "max_tokens": 500})
     usd, tokens = LLMNode().estimate_cost(cfg, {"text": text})
     spec = graph(
         [node("start", "start"), llm("one"), node("end", "end")],

@@ -169,9 +169,15 @@ def test_recompute_after_a_price_change(monkeypatch):
     before = run.cost_usd
     doubled = {m: ModelPrice(input=p.input * 2, output=p.output * 2, cached_input=p.cached_input) for m, p in mock_module.MOCK_PRICES.items()}
     monkeypatch.setattr(mock_module.MockProvider, "prices", doubled)
+    version = Run.objects.get(pk=run.pk).version
+    call_command("recompute_costs", "--run", str(run.pk), "--dry-run", stdout=io.StringIO())
+    assert Run.objects.get(pk=run.pk).version == version  # rolled back: nothing moved
     call_command("recompute_costs", "--run", str(run.pk), stdout=io.StringIO())
     run.refresh_from_db()
     assert run.cost_usd == before * 2
+    # Every change to a run moves its version: a worker's snapshot of the run taken
+    # before the re-pricing must not pass the fast commit's version check after it.
+    assert run.version == version + 1
     turns = Step.objects.filter(run=run, kind="model_turn")
     assert sum(t.cost_usd for t in turns) == run.cost_usd
 
@@ -205,7 +211,7 @@ def test_validate_graph_estimate(tmp_path, sdk_providers):
     nodes = {n["node_id"]: n for n in data["estimate"]["nodes"]}
     from runs.nodes.agent import AgentNode
 
-    usd, tokens = AgentNode().estimate_cost(AgentNode.Config.model_validate(spec["nodes"][1]["config"]), {})
+    usd, tokens = AgentNode().estimate_cost(AgentNode.config_model.model_validate(spec["nodes"][1]["config"]), {})
     assert (Decimal(nodes["agent"]["usd"]), nodes["agent"]["tokens"]) == (usd, tokens)
     assert data["estimate"]["costliest_path"] == {
         "nodes": ["start", "agent", "end"], "tokens": tokens, "usd": str(usd), "unpriced": [], "loops": []

@@ -223,7 +223,7 @@ def test_e_approval_gate_survives_a_full_stop(cluster_factory, effects_file):
 
     second = cluster_factory("second").start()
     second.wait_ready()
-    time.sleep(3 * second.recovery_interval)  # a few recovery passes: nothing to recover
+    second.wait_recovery_passes(3)  # a few recovery passes: nothing to recover
     run.refresh_from_db()
     assert run.status == "waiting" and effect_counts(effects_file) == {"before": 1}
 
@@ -259,7 +259,7 @@ def test_f_unsafe_step_is_parked_not_repeated_until_a_person_retries(cluster_fac
     wait_until(lambda: step(run, "pay").status == "parked", 5, "pay to be parked", clusters=[fresh], run_id=run.pk)
     request = ApprovalRequest.objects.get(run=run, purpose="recovery", status="pending")
     assert request.node_id == "pay"
-    time.sleep(3 * fresh.recovery_interval)  # recovery passes leave a parked step alone
+    fresh.wait_recovery_passes(3)  # recovery passes leave a parked step alone
     assert effect_counts(effects_file)["pay"] == ran_before_crash  # not run again on its own
     assert attempts(run, "pay") == [(1, "lost")]
 
@@ -372,6 +372,6 @@ def test_i_graceful_stop_deregisters_the_cluster(cluster_factory):
     cluster.wait_ready()
     took = cluster.stop(grace=10)
     assert took < 5
-    # Until its heartbeat ages out, recovery.workers_alive() still reports this cluster
+    # Until its heartbeat ages out, engine.workers_alive() still reports this cluster
     # as live (run_graph then hands runs to a queue nobody serves), and rows pile up.
     assert not Worker.objects.filter(pid=cluster.pid).exists()

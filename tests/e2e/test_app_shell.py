@@ -12,8 +12,8 @@ from django.contrib.auth.models import Group, User
 from django.urls import NoReverseMatch, reverse
 from playwright.sync_api import expect
 
+from accounts.authentication import ROLES
 from builder.models import Graph
-from runs.authentication import ROLES
 from tests.e2e.conftest import screenshot, sign_in
 from tests.support.specs import chain, graph, node, run_local, transform
 

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 
-from runs.authentication import ROLES
+from accounts.authentication import ROLES
 from tests.support.specs import chain, graph, node, run_local, transform
 
 pytestmark = pytest.mark.django_db

@@ -156,7 +156,7 @@ def test_budget_stops_the_agent_before_a_model_turn_that_could_overrun(sdk_provi
     from runs.nodes.agent import AgentNode
 
     agent = AgentNode()
-    cfg = agent.Config.model_validate(next(n for n in spec["nodes"] if n["id"] == "agent")["config"])
+    cfg = agent.config_model.model_validate(next(n for n in spec["nodes"] if n["id"] == "agent")["config"])
     first = agent.execute(cfg, _ctx(QUESTION)).spawn[0]
     turn0_worst, _ = agent.estimate_child_cost(cfg, first, QUESTION)
     spec["settings"] = {"budget_usd": str(turn0_worst + Decimal("0.0001")), "max_parallelism": 4}

@@ -22,7 +22,7 @@ def config(**fields):
     fields.setdefault("prompt", "Order {{ order_id }}: {{ question }}")
     fields.setdefault("tools", ["order_lookup", "kb_search"])
     fields.setdefault("options", {"script": [TURN0, {"reply": "done"}]})
-    return AgentNode.Config.model_validate(fields)
+    return AgentNode.config_model.model_validate(fields)
 
 
 def ctx(children=None, *, key="run:agent:0", state=None):
@@ -192,6 +192,7 @@ def test_repeat_safety_follows_the_tool():
 
 
 # --- estimates and validation -----------------------------------------------------------
+@pytest.mark.django_db  # a name settings do not know is looked up among the providers added in the app
 def test_child_estimate_is_the_turns_messages_plus_max_tokens_at_the_price():
     node, cfg = AgentNode(), config(max_tokens=500)
     call = ChildCall("turn-0", MODEL_TURN, {"messages": [{"role": "user", "content": "x" * 4000}]})
@@ -218,7 +219,7 @@ def test_whole_loop_estimate_grows_with_turns_and_tool_results():
 def test_check_reports_unknown_tools_provider_issues_and_template_names(settings):
     issues = AgentNode().check("agent", config(tools=["kb_search", "nope"], prompt="{{ missing }}"), {"order_id"})
     codes = {(i.field, i.code) for i in issues}
-    assert ("config.tools.1", "unknown_tool") in codes
+    assert ("config.tools[1]", "unknown_tool") in codes
     assert ("config.prompt", "unknown_variable") in codes
     issues = AgentNode().check("agent", config(provider="anthropic", model="claude-haiku-4-5", temperature=0.5, options={}), {"order_id", "question"})
     assert [(i.field, i.code) for i in issues] == [("config.temperature", "unsupported")]

@@ -30,7 +30,7 @@ def ctx(attempt=1):
 def judge(**fields):
     fields = {"provider": "openai", "model": "gpt-4o", "prompt": "Score: {{ text }}", "output_schema": SCHEMA,
               "max_tokens": 100, **fields}
-    return LLMNode.Config.model_validate(fields)
+    return LLMNode.config_model.model_validate(fields)
 
 
 def genai_cost(call, provider="openai", flavor="chat"):

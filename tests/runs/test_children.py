@@ -4,8 +4,7 @@ from __future__ import annotations
 import pytest
 
 from approvals.models import ApprovalRequest
-from runs.engine import dispatch, recovery, store
-from runs.engine.loop import drive_local, execute_node
+from runs.engine import api as engine
 from runs.models import Step
 from runs.services import run_start
 from tests.support.specs import chain, graph, node, publish, run_local
@@ -46,7 +45,7 @@ def test_parallelism_bound_applies_to_children(effects_file):
 
 def test_crashed_unsafe_child_parks_and_finished_children_never_rerun(effects_file):
     version = publish(spawner_graph(rounds=[["safe"], ["pay"]], unsafe=["pay"]))
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         run = run_start(version=version, run_input={})
     # Commit step by step, never keeping a successor, until the 'pay' child is queued;
     # then a worker claims it and dies mid-call.
@@ -54,23 +53,23 @@ def test_crashed_unsafe_child_parks_and_finished_children_never_rerun(effects_fi
     while pending:
         step = Step.objects.get(pk=pending.pop(0))
         if step.child_key == "pay":
-            assert store.step_claim(step.pk, "deadhost:1:1") is not None
+            assert engine.step_claim(step.pk, "deadhost:1:1") is not None
             break
-        claimed = store.step_claim(step.pk, "livehost:1:1")
-        pending += store.step_commit(claimed, execute_node(claimed), keep_next=False).dispatch
+        claimed = engine.step_claim(step.pk, "livehost:1:1")
+        pending += engine.step_commit(claimed, engine.execute_node(claimed), keep_next=False).dispatch
     pay = Step.objects.get(run=run, child_key="pay")
     assert pay.status == "running"
     Step.objects.filter(pk=pay.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
-    recovery.recover_once()
+    engine.recover_once()
     pay.refresh_from_db()
     run.refresh_from_db()
     assert pay.status == "parked" and run.status == "waiting"
     request = ApprovalRequest.objects.get(run=run, purpose="recovery")
     from approvals.services import approval_decide
 
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         approval_decide(approval_id=request.pk, decision="skip", actor="tester", output={"paid": "manually"})
-        drive_local(run.pk, queue=queue, timeout=20)
+        engine.drive_local(run.pk, queue=queue, timeout=20)
     run.refresh_from_db()
     assert run.status == "succeeded", run.error
     assert [e["label"] for e in read_effects()] == ["safe"]  # neither re-ran

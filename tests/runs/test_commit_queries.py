@@ -9,8 +9,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs.engine import dispatch
-from runs.engine.loop import drive_local
+from runs.engine import api as engine
 from runs.models import Step
 from runs.services import run_start
 from tests.support.specs import chain, graph, node, publish, transform
@@ -26,10 +25,10 @@ def linear(n: int):
 
 def queries_for(n: int) -> int:
     version = publish(linear(n))
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         run = run_start(version=version, run_input={})
         with CaptureQueriesContext(connection) as captured:
-            drive_local(run.pk, queue=queue, timeout=60)
+            engine.drive_local(run.pk, queue=queue, timeout=60)
     run.refresh_from_db()
     assert run.status == "succeeded" and run.state["x"] == n
     assert Step.objects.filter(run=run, status="succeeded").count() == n + 2
@@ -46,19 +45,17 @@ def test_round_trips_per_node_commit():
 
 
 def test_fast_path_falls_back_when_the_run_changed_underneath():
-    from runs.engine import store
-    from runs.engine.loop import execute_node
     from runs.models import Run
 
     version = publish(linear(3))
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         run = run_start(version=version, run_input={})
-    claimed = store.step_claim(queue.popleft(), "w:1:1")
-    outcome = store.step_commit(claimed, execute_node(claimed))  # slow path; keeps t0 with a snapshot
+    claimed = engine.step_claim(queue.popleft(), "w:1:1")
+    outcome = engine.step_commit(claimed, engine.execute_node(claimed))  # slow path; keeps t0 with a snapshot
     kept = outcome.next_step
     assert kept.snapshot is not None
     Run.objects.filter(pk=run.pk).update(version=kept.snapshot.version + 5)  # someone else wrote the run
-    outcome = store.step_commit(kept, execute_node(kept))
+    outcome = engine.step_commit(kept, engine.execute_node(kept))
     assert outcome.committed and outcome.next_step is not None  # committed through the slow path
     run.refresh_from_db()
     assert run.state["x"] == 1

@@ -6,11 +6,11 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from approvals.services import AlreadyDecided, approval_decide
-from runs.engine import dispatch, recovery, store
-from runs.engine.loop import drive_local, execute_step
+from runs.engine import api as engine
 from runs.models import RunEvent, Step, StepAttempt
 from runs.nodes.base import NodeResult
 from runs.services import run_cancel, run_start
+from tests.support.bounded import TIME_SLACK
 from tests.support.specs import chain, edge, effect, graph, node, publish, run_local, transform
 from tests.support.tools import read_effects
 
@@ -25,9 +25,9 @@ def steps_of(run):
 
 def decide(run, decision, **kwargs):
     request = ApprovalRequest.objects.get(run=run, status="pending")
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         approval_decide(approval_id=request.pk, decision=decision, actor="tester", **kwargs)
-        drive_local(run.pk, queue=queue, timeout=30)
+        engine.drive_local(run.pk, queue=queue, timeout=30)
     run.refresh_from_db()
     return run
 
@@ -222,10 +222,10 @@ def test_expression_error_fails_its_step_and_leaves_state_unchanged():
 def test_cancel_stops_pending_steps_and_is_audited():
     spec = graph([node("start", "start"), transform("a", y="1"), node("end", "end")], chain("start", "a", "end"))
     version = publish(spec)
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         run = run_start(version=version, run_input={})
         assert run_cancel(run=run, actor="tester", reason="changed my mind")
-        drive_local(run.pk, queue=queue, timeout=5)
+        engine.drive_local(run.pk, queue=queue, timeout=5)
     run.refresh_from_db()
     assert run.status == "cancelled"
     assert Step.objects.get(run=run, node_id="start").status == "cancelled"
@@ -254,29 +254,29 @@ def test_budget_refuses_a_step_that_could_overrun():
 def test_duplicate_delivery_of_a_finished_step_does_nothing(effects_file):
     run = run_local(graph([node("start", "start"), effect("e"), node("end", "end")], chain("start", "e", "end")))
     step = Step.objects.get(run=run, node_id="e")
-    execute_step(step.pk)
-    execute_step(step.pk)
+    engine.step_execute(step.pk)
+    engine.step_execute(step.pk)
     assert len(read_effects()) == 1
     assert StepAttempt.objects.filter(step=step).count() == 1
 
 
 def test_commit_with_a_lost_lease_writes_nothing():
     version = publish(graph([node("start", "start"), transform("a", y="1"), node("end", "end")], chain("start", "a", "end")))
-    with dispatch.local_mode():
+    with engine.local_mode():
         run = run_start(version=version, run_input={})
     start_id = Step.objects.get(run=run, node_id="start").pk
-    stale = store.step_claim(start_id, "otherhost:1:1")
+    stale = engine.step_claim(start_id, "otherhost:1:1")
     assert stale is not None
     # The lease expires and recovery hands the step to another worker.
     Step.objects.filter(pk=start_id).update(lease_expires_at="2000-01-01T00:00:00Z")
-    assert store.step_recover(start_id, recovered_by="tester", owner_is_dead=lambda owner: False) == [start_id]
-    fresh = store.step_claim(start_id, "thishost:2:2")
+    assert engine.step_recover(start_id, recovered_by="tester", owner_is_dead=lambda owner: False) == [start_id]
+    fresh = engine.step_claim(start_id, "thishost:2:2")
     assert fresh.attempt == 2
-    outcome = store.step_commit(stale, NodeResult(updates={"stolen": True}))
+    outcome = engine.step_commit(stale, NodeResult(updates={"stolen": True}))
     assert not outcome.committed
     run.refresh_from_db()
     assert "stolen" not in run.state
-    assert store.step_commit(fresh, NodeResult(updates={"mine": True})).committed
+    assert engine.step_commit(fresh, NodeResult(updates={"mine": True})).committed
 
 
 def test_parallelism_bound_limits_dispatched_branches():
@@ -287,12 +287,12 @@ def test_parallelism_bound_limits_dispatched_branches():
         settings={"max_parallelism": 2},
     )
     version = publish(spec)
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         run = run_start(version=version, run_input={})
-        execute_step(queue.popleft())  # start commits, keeps one branch, dispatches one
+        engine.step_execute(queue.popleft())  # start commits, keeps one branch, dispatches one
         busy = Step.objects.filter(run=run).exclude(node_id="start").exclude(status="pending", dispatched_at__isnull=True)
         assert busy.exclude(status="succeeded").count() <= 2
-        drive_local(run.pk, queue=queue, timeout=30)
+        engine.drive_local(run.pk, queue=queue, timeout=30)
     run.refresh_from_db()
     assert run.status == "succeeded" and all(run.state[f"v{i}"] == i for i in range(5))
 
@@ -337,16 +337,16 @@ def test_rejection_follows_reject_edge_or_fails_the_run():
 
 def test_interrupted_unsafe_step_parks_the_run_for_a_person(effects_file):
     version = publish(graph([node("start", "start"), effect("pay", unsafe=True), node("end", "end")], chain("start", "pay", "end")))
-    with dispatch.local_mode():
+    with engine.local_mode():
         run = run_start(version=version, run_input={})
-    start = store.step_claim(Step.objects.get(run=run, node_id="start").pk, "livehost:1:1")
-    store.step_commit(start, NodeResult(), keep_next=False)
+    start = engine.step_claim(Step.objects.get(run=run, node_id="start").pk, "livehost:1:1")
+    engine.step_commit(start, NodeResult(), keep_next=False)
     pay = Step.objects.get(run=run, node_id="pay")
     # Simulate a worker that died while executing 'pay'.
-    dead_claim = store.step_claim(pay.pk, "deadhost:1:1")
+    dead_claim = engine.step_claim(pay.pk, "deadhost:1:1")
     assert dead_claim is not None
     Step.objects.filter(pk=pay.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
-    recovery.recover_once()
+    engine.recover_once()
     pay.refresh_from_db()
     run.refresh_from_db()
     assert pay.status == "parked" and run.status == "waiting"
@@ -366,9 +366,9 @@ def test_resume_continues_a_failed_run_from_its_failed_step(effects_file):
     assert run.status == "failed"
     from runs.services import run_resume
 
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         run_resume(run=run, actor="tester")
-        drive_local(run.pk, queue=queue, timeout=20)
+        engine.drive_local(run.pk, queue=queue, timeout=20)
     run.refresh_from_db()
     assert run.status == "succeeded", run.error
     assert [e["label"] for e in read_effects()] == ["before", "after"]  # 'before' never re-ran
@@ -386,9 +386,9 @@ def test_fork_starts_from_a_committed_step_with_edited_state():
     from runs.services import run_fork
 
     a = Step.objects.get(run=run, node_id="a")
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         fork = run_fork(run=run, step_id=a.pk, state_patch={"y": 100}, actor="tester")
-        drive_local(fork.pk, queue=queue, timeout=20)
+        engine.drive_local(fork.pk, queue=queue, timeout=20)
     fork.refresh_from_db()
     assert fork.status == "succeeded" and fork.state["z"] == 101 and fork.forked_from_id == run.pk
     assert [s[0] for s in steps_of(fork)] == ["b", "end"]
@@ -457,7 +457,8 @@ def test_hostile_expression_fails_its_step_quickly_and_leaves_state_alone(expres
     run = run_local(version, {"items": [1, 2], "n": 1}, timeout=10)
     elapsed = time.monotonic() - started
     assert run.status == "failed" and run.error["code"] == "expression", run.error
-    assert elapsed < 1.5, elapsed
+    # Wall time on a shared 2-core machine includes waiting for a core: the shared slack.
+    assert elapsed < 1.5 * TIME_SLACK, elapsed
     assert run.state["items"] == [1, 2] and "out" not in run.state
     # The worker (this process) lives on and runs the next run normally.
     assert run_local(graph([node("start", "start"), transform("ok", y="1 + 1"), node("end", "end")], chain("start", "ok", "end"))).state["y"] == 2

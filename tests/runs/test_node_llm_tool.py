@@ -42,11 +42,11 @@ def make_ctx(state=None, *, attempt=1, deadline=None, key="run-1:review:0"):
 
 def llm_config(**fields):
     fields.setdefault("prompt", "Hello {{ name }}")
-    return LLMNode.Config.model_validate(fields)
+    return LLMNode.config_model.model_validate(fields)
 
 
 def tool_config(**fields):
-    return ToolNode.Config.model_validate(fields)
+    return ToolNode.config_model.model_validate(fields)
 
 
 # --- llm: execution -----------------------------------------------------------------
@@ -189,6 +189,7 @@ def test_llm_cancellation():
         LLMNode().execute(llm_config(options={"latency_ms": 10_000}), ctx)
 
 
+@pytest.mark.django_db  # a name settings do not know is looked up among the providers added in the app
 def test_llm_unknown_provider_at_run_time(settings):
     config = llm_config(provider="gone")
     with pytest.raises(NodeError) as caught:
@@ -224,6 +225,7 @@ def test_llm_check_valid_config_has_no_issues():
     assert LLMNode().check("ask", config, {"name"}) == []
 
 
+@pytest.mark.django_db  # a name settings do not know is looked up among the providers added in the app
 def test_llm_check_reports_provider_model_options_and_templates():
     node = LLMNode()
     issues = node.check("ask", llm_config(provider="nope"), {"name"})
@@ -279,6 +281,7 @@ def test_llm_estimate_cost_covers_schema_re_asks():
     assert Decimal(caught.value.details["cost_usd"]) <= usd
 
 
+@pytest.mark.django_db  # a name settings do not know is looked up among the providers added in the app
 def test_llm_estimate_cost_unknown_provider_or_price():
     usd, tokens = LLMNode().estimate_cost(llm_config(provider="nope", max_tokens=10), {"name": "Ada"})
     assert usd is None and tokens > 10

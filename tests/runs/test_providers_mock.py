@@ -31,6 +31,7 @@ def test_registry_returns_cached_mock_instance():
     assert get_provider("mock") is provider
 
 
+@pytest.mark.django_db  # a name settings do not know is looked up among the providers added in the app
 def test_registry_unknown_provider():
     with pytest.raises(UnknownProvider):
         get_provider("nope")
@@ -40,6 +41,7 @@ class OtherProvider(MockProvider):
     name = "other"
 
 
+@pytest.mark.django_db  # a name settings do not know is looked up among the providers added in the app
 def test_registry_follows_settings_overrides(settings):
     settings.BALLAST_PROVIDERS = {"other": f"{__name__}.OtherProvider"}
     assert isinstance(get_provider("other"), OtherProvider)

@@ -6,6 +6,7 @@ import socket
 import threading
 import time
 from decimal import Decimal
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
@@ -15,6 +16,7 @@ from pydantic import BaseModel
 
 import runs.tools as tools
 from runs.nodes.base import NodeError
+from runs.retry_after import MAX_RETRY_AFTER_SECONDS
 from runs.tools import RegisteredTool, ToolContext, UnknownTool, all_tools, get_tool, tool
 from runs.tools.builtins import message_id_for
 
@@ -174,7 +176,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, ("é" * 50).encode(), "text/plain; charset=utf-8")
         elif url.path.startswith("/status/"):
             status = int(url.path.rsplit("/", 1)[1])
-            extra = {"Retry-After": "7"} if status == 429 else {}
+            extra = {"Retry-After": parse_qs(url.query).get("retry_after", ["7"])[0]} if status == 429 else {}
             self._send(status, b'{"error": "nope"}', "application/json", extra)
         elif url.path == "/slow":
             time.sleep(2)
@@ -273,6 +275,21 @@ def test_http_error_status_classification(server, status, code, retryable):
     assert "nope" in error.details["body"]
     if status == 429:
         assert error.details["retry_after"] == 7.0
+
+
+def test_http_retry_after_is_read_as_the_providers_read_it(server):
+    # One parser (runs.retry_after): an HTTP date counts from now, and a server asking for
+    # a day gets the same cap as a provider would.
+    from urllib.parse import quote
+
+    soon = formatdate(time.time() + 60, usegmt=True)
+    with pytest.raises(NodeError) as caught:
+        http({"url": f"{server}/status/429?retry_after={quote(soon)}"})
+    assert 50 <= caught.value.details["retry_after"] <= 60
+    tomorrow = formatdate(time.time() + 86_400, usegmt=True)
+    with pytest.raises(NodeError) as caught:
+        http({"url": f"{server}/status/429?retry_after={quote(tomorrow)}"})
+    assert caught.value.details["retry_after"] == MAX_RETRY_AFTER_SECONDS
 
 
 def test_http_timeout_is_retryable(server):

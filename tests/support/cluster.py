@@ -28,7 +28,7 @@ from urllib.parse import quote
 import pytest
 from django.db import connection
 
-from runs.engine.workers import process_group_members
+from runs.engine.api import process_group_members
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -232,6 +232,28 @@ class Cluster:
             return Worker.objects.filter(pid=self.pid).exists()
 
         wait_until(ready, timeout, f"cluster {self.name} to register its worker row", clusters=[self])
+
+    def wait_recovery_passes(self, passes: int = 3, timeout: float = 30.0) -> None:
+        """Wait until this cluster's supervisor completed ``passes`` more recovery passes.
+
+        Each pass refreshes the Worker row's heartbeat and then recovers, so a heartbeat
+        that moved ``passes + 1`` times since the call began means ``passes`` whole passes
+        ran in between: the condition a test needs before asserting recovery left
+        something alone (no sleep that guesses how long that takes)."""
+        from runs.models import Worker
+
+        def beat() -> Any:
+            return Worker.objects.filter(pid=self.pid).values_list("heartbeat_at", flat=True).first()
+
+        seen = {"last": beat(), "moves": 0}
+
+        def moved_enough() -> bool:
+            now = beat()
+            if now is not None and now != seen["last"]:
+                seen["last"], seen["moves"] = now, seen["moves"] + 1
+            return seen["moves"] > passes
+
+        wait_until(moved_enough, timeout, f"cluster {self.name} to run {passes} recovery passes", clusters=[self], poll=0.02)
 
     def wait_for_fault(self, timeout: float = 30.0) -> dict[str, Any]:
         """Wait until a worker of this cluster reported hitting the armed fault point."""

@@ -20,11 +20,11 @@ class SpawnerConfig(NodeConfig):
     output_key: str = "children"
 
 
-class SpawnerNode(NodeKind):
+class SpawnerNode(NodeKind[SpawnerConfig]):
     """Deterministic replay over ``ctx.children``: spawn the first unfinished round."""
 
     kind = "spawner"
-    Config = SpawnerConfig
+    config_model = SpawnerConfig
     description = "Test kind: spawns child steps in rounds."
 
     def writes(self, config: SpawnerConfig) -> set[str]:

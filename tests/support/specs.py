@@ -5,8 +5,7 @@ from typing import Any
 
 from builder.models import GraphVersion
 from builder.services import graph_import
-from runs.engine import dispatch
-from runs.engine.loop import drive_local
+from runs.engine import api as engine
 from runs.models import Run
 from runs.services import run_start
 
@@ -54,17 +53,17 @@ def publish(spec: dict[str, Any]) -> GraphVersion:
 def run_local(version_or_spec: Any, run_input: dict | None = None, *, timeout: float = 60, **kwargs: Any) -> Run:
     """Start a run and drive it in this process until it ends or waits."""
     version = version_or_spec if isinstance(version_or_spec, GraphVersion) else publish(version_or_spec)
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         run = run_start(version=version, run_input=run_input or {}, **kwargs)
-        drive_local(run.pk, queue=queue, timeout=timeout)
+        engine.drive_local(run.pk, queue=queue, timeout=timeout)
     run.refresh_from_db()
     return run
 
 
 def continue_local(run: Run, step_ids: list[int] | None = None, *, timeout: float = 60) -> Run:
     """Drive an existing run in this process (after an approval, a recovery)."""
-    with dispatch.local_mode() as queue:
+    with engine.local_mode() as queue:
         queue.extend(step_ids or [])
-        drive_local(run.pk, queue=queue, timeout=timeout)
+        engine.drive_local(run.pk, queue=queue, timeout=timeout)
     run.refresh_from_db()
     return run

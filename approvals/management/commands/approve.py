@@ -10,8 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import ApprovalError, approval_decide
-from runs.engine import dispatch
-from runs.engine.recovery import workers_alive
+from runs.engine.api import local_mode, workers_alive
 from runs.management.commands.run_graph import run_summary, wait_or_drive
 from runs.models import Run
 
@@ -61,7 +60,7 @@ class Command(BaseCommand):
                 raise CommandError(f"--output is not valid JSON: {exc}") from None
         local = not opts["no_wait"] and not workers_alive()
         actor = f"cli:{getpass.getuser()}"
-        with dispatch.local_mode() if local else contextlib.nullcontext() as queue:
+        with local_mode() if local else contextlib.nullcontext() as queue:
             try:
                 approval_decide(approval_id=request.pk, decision=decision, actor=actor, comment=opts["comment"], output=output)
             except ApprovalError as exc:

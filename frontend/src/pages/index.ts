@@ -10,4 +10,5 @@ export const pages: Record<string, PageComponent> = {
   runs: lazy(() => import("./RunList")),
   run: lazy(() => import("./RunPage")),
   placeholder: lazy(() => import("./Placeholder")),
+  builder: lazy(() => import("../builder/BuilderPage")),
 };

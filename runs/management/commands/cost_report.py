@@ -14,7 +14,7 @@ from django.db.models.functions import Cast, Coalesce, TruncDate
 from django.utils import timezone
 
 from runs.formatting import format_decimal
-from runs.models import StepAttempt
+from runs.models import AttemptStatus, StepAttempt
 
 GROUPINGS = ("step", "run", "graph", "model", "day")
 MICRO = Decimal(1).scaleb(-StepAttempt._meta.get_field("cost_usd").decimal_places)  # the cost columns' precision
@@ -74,7 +74,7 @@ def cost_rows(*, by: str, since: datetime | None = None, until: datetime | None 
         .values(*groups)
         .annotate(
             attempts=Count("id"),
-            failed_attempts=Count("id", filter=Q(status__in=("failed", "lost"))),
+            failed_attempts=Count("id", filter=Q(status__in=(AttemptStatus.FAILED, AttemptStatus.LOST))),
             **{key: _tokens(key) for key in _TOKEN_KEYS},
             unpriced=Count("id", filter=Q(cost_usd__isnull=True)),
             usd=Sum("cost_usd"),

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 
-ROLE_GROUPS = ("builders", "operators", "approvers")
+from accounts.authentication import ROLES
 
 
 class Command(BaseCommand):
@@ -19,7 +19,7 @@ class Command(BaseCommand):
         parser.add_argument("--username", default=os.environ.get("BALLAST_ADMIN_USER", "admin"))
 
     def handle(self, *args, **opts):
-        for name in ROLE_GROUPS:
+        for name in ROLES:
             Group.objects.get_or_create(name=name)
         secret_file = settings.VAR_DIR / "admin-password.txt"
         User = get_user_model()
@@ -27,7 +27,7 @@ class Command(BaseCommand):
         if user is None:
             password = os.environ.get("BALLAST_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
             user = User.objects.create_superuser(opts["username"], f"{opts['username']}@localhost", password)
-            user.groups.set(Group.objects.filter(name__in=ROLE_GROUPS))
+            user.groups.set(Group.objects.filter(name__in=ROLES))
             secret_file.write_text(password + "\n")
             secret_file.chmod(0o600)
         password = secret_file.read_text().strip() if secret_file.exists() else "(set earlier; see var/admin-password.txt)"

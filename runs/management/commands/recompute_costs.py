@@ -9,11 +9,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
-from django.db.models import F
 
-from runs.engine.audit import audit
+from runs.engine.api import audit, run_cost_adjust
 from runs.formatting import format_usd
-from runs.models import Run, Step, StepAttempt
+from runs.models import AttemptStatus, Run, Step, StepAttempt
 from runs.nodes.base import Usage
 from runs.providers import UnknownProvider, get_provider
 from runs.providers.base import LLMProvider
@@ -77,7 +76,8 @@ def recompute_batch(attempt_ids: list[int], repricer: Repricer, *, dry_run: bool
     Each changed StepAttempt gets the new ``cost_usd`` and ``price_version`` (also written
     into its usage JSON); a step whose final usage is one of them is updated the same way;
     each run's ``cost_usd`` moves by the sum of its attempts' changes (under the run's row
-    lock, as the engine's commits take it, so a run in flight keeps a consistent total).
+    lock, as the engine's commits take it, and with its version bumped, so a run in flight
+    keeps a consistent total).
     One audit entry per changed run (actor_type "system") records the steps, attempts and
     old and new totals. With ``dry_run`` the transaction is rolled back.
 
@@ -115,7 +115,7 @@ def recompute_batch(attempt_ids: list[int], repricer: Repricer, *, dry_run: bool
             step = attempt.step
             # A step's own cost is its successful attempt's (failed attempts' costs count
             # in the run total only).
-            if attempt.status == "succeeded" and step.usage:
+            if attempt.status == AttemptStatus.SUCCEEDED and step.usage:
                 step_usage = dict(step.usage)
                 step_usage["price_version"] = version
                 Step.objects.filter(pk=step.pk).update(cost_usd=new, price_version=version, usage=step_usage)
@@ -124,7 +124,9 @@ def recompute_batch(attempt_ids: list[int], repricer: Repricer, *, dry_run: bool
         for run_id in sorted(changes):
             run = locked[run_id]
             delta = deltas[run_id]
-            Run.objects.filter(pk=run_id).update(cost_usd=F("cost_usd") + delta)
+            # Through the engine's writer: it bumps the run's version, so a worker holding a
+            # snapshot of this run re-reads it instead of writing back the old total.
+            run_cost_adjust(run_id, delta)
             audit(
                 ACTOR,
                 "cost.recompute",

@@ -10,9 +10,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from builder.services import GraphInvalid, graph_import
-from runs.engine import dispatch
-from runs.engine.loop import drive_local
-from runs.engine.recovery import workers_alive
+from runs.engine.api import drive_local, local_mode, workers_alive
 from runs.formatting import format_decimal
 from runs.models import TERMINAL_RUN_STATUSES, Run, RunStatus
 from runs.services import RunInputInvalid, run_start
@@ -78,7 +76,7 @@ class Command(BaseCommand):
                 self.stderr.write(str(issue))
             sys.exit(1)
         local = opts["in_process"] or not workers_alive()
-        with dispatch.local_mode() if local else contextlib.nullcontext() as queue:
+        with local_mode() if local else contextlib.nullcontext() as queue:
             try:
                 run = run_start(version=version, run_input=run_input, actor="cli")
             except RunInputInvalid as exc:

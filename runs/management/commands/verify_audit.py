@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.engine.audit import audit_verify
+from runs.engine.api import audit_verify
 
 
 class Command(BaseCommand):

@@ -8,8 +8,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from runs.engine.audit import audit
-from runs.models import ApiToken
+from accounts.models import ApiToken
+from runs.engine.api import audit
 
 KEY_PREFIX = "bal_"
 PREFIX_LENGTH = 12  # "bal_" + 8 characters: enough to tell tokens apart in lists and audit entries

@@ -25,8 +25,8 @@ from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
-from runs.models import ApiToken
-from runs.tokens import hash_key
+from accounts.models import ApiToken
+from accounts.tokens import hash_key
 
 BUILDERS = "builders"
 OPERATORS = "operators"
@@ -84,7 +84,7 @@ class TokenAuthentication(authentication.BaseAuthentication):
 class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
     """Describes TokenAuthentication in the OpenAPI schema (drf-spectacular)."""
 
-    target_class = "runs.authentication.TokenAuthentication"
+    target_class = "accounts.authentication.TokenAuthentication"
     name = "tokenAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
@@ -157,7 +157,7 @@ def _audit_login_failure(sender: Any, credentials: dict[str, Any], request: Any 
     # A failed password login (admin, session login) or a bad API token: audited in the
     # "auth" chain with the name tried, never the secret (Django already masks passwords;
     # a token shows only the first 12 characters presented).
-    from runs.engine.audit import audit
+    from runs.engine.api import audit
 
     name = str(credentials.get("username") or credentials.get("token") or "?")[:200]
     data: dict[str, Any] = {}

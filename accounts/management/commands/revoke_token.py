@@ -2,21 +2,22 @@
 from __future__ import annotations
 
 import getpass
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runs.models import ApiToken
-from runs.tokens import token_revoke
+from accounts.models import ApiToken
+from accounts.tokens import token_revoke
 
 
 class Command(BaseCommand):
     help = "Revoke an API token by its prefix (bal_xxxxxxxx), its id, or every active token of --user."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("token", nargs="?", help="Token prefix (first 12 characters of the key, or the whole key) or id.")
         parser.add_argument("--user", help="Revoke every active token of this username.")
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         active = ApiToken.objects.select_related("user").filter(revoked_at__isnull=True)
         if opts["user"]:
             tokens = list(active.filter(user__username=opts["user"]))

@@ -1,16 +1,12 @@
-"""Admin for API tokens: create (the key is shown once), list, revoke (audited); never edit or delete.
-
-Imported by ``ballast.urls`` before the admin URLs are built (runs/admin.py belongs to the
-engine's admin; this keeps token code in one place).
-"""
+"""Admin for API tokens: create (the key is shown once), list, revoke (audited); never edit or delete."""
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import admin, messages
 
-from runs.models import ApiToken
-from runs.tokens import token_create, token_revoke
+from accounts.models import ApiToken
+from accounts.tokens import token_create, token_revoke
 
 
 @admin.register(ApiToken)

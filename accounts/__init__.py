@@ -1,0 +1,1 @@
+"""Accounts: who is calling Ballast (API tokens, token and WebSocket authentication, roles)."""

@@ -1,0 +1,252 @@
+"""The builder in a browser: a 300-node graph opening to interactive, drag frame times, script sizes.
+
+Headless Debian Chromium (Playwright) against daphne serving the built front end
+(frontend/dist, ``make frontend``). Figures are medians over ``runs`` page loads after one
+warm-up (which fills the HTTP cache the way a returning user's browser is filled):
+
+- ``builder.open``: navigation start to every node drawn (in the DOM and measured by React
+  Flow), and ``builder.interactive``: that plus the first drag of a node moving it on screen.
+- ``builder.drag_frame``: main-thread work per frame while a node is dragged, from a
+  Chromium performance trace (the ``RunTask`` time between two ``BeginMainThreadFrame``s);
+  also the requestAnimationFrame interval, which includes idle time up to the 60 Hz vsync.
+- ``builder.scripts``: bytes of the JavaScript the builder page loads, raw and gzipped
+  (gzip level 6, like a typical server), the entry chunk apart.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.core import CheckFailed, Reporter, check, log, summary
+
+ROOT = Path(__file__).resolve().parents[1]
+DIST = ROOT / "frontend" / "dist"
+CHROMIUM = os.environ.get("BALLAST_CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+PASSWORD = "bench-builder-pw-1"
+
+# Injected before the page's scripts: polls each frame for the moment every node is drawn.
+DRAWN_PROBE = """
+window.__bench = { drawnAt: null, frames: [] };
+(function poll() {
+  const want = Number(window.__benchNodes || 0);
+  const nodes = document.querySelectorAll('.react-flow__node');
+  if (want && nodes.length >= want) {
+    let all = true;
+    for (const n of nodes) { if (n.style.visibility === 'hidden' || !n.offsetWidth) { all = false; break; } }
+    if (all) { window.__bench.drawnAt = performance.now(); return; }
+  }
+  requestAnimationFrame(poll);
+})();
+"""
+
+
+def grid_graph(n: int) -> dict[str, Any]:
+    """``n`` nodes: start, ``n - 3`` transform nodes in 15 parallel chains on a grid, a join and an end."""
+    body, lanes = n - 3, 15
+    mid = 7 * 130
+    nodes: list[dict[str, Any]] = [{"id": "start", "kind": "start", "position": {"x": 0, "y": mid}}]
+    edges: list[dict[str, Any]] = []
+    per_lane = -(-body // lanes)
+    for lane in range(lanes):
+        prev = "start"
+        for k in range(per_lane):
+            idx = lane * per_lane + k
+            if idx >= body:
+                break
+            nid = f"t{idx + 1}"
+            nodes.append({"id": nid, "kind": "transform", "label": f"Step {idx + 1}", "config": {"set": {"i": "i + 1"}},
+                          "position": {"x": 260 * (k + 1), "y": 130 * lane}})
+            edges.append({"source": prev, "target": nid})
+            prev = nid
+        if prev != "start":
+            edges.append({"source": prev, "target": "join"})
+    nodes.append({"id": "join", "kind": "join", "position": {"x": 260 * (per_lane + 1), "y": mid}})
+    nodes.append({"id": "end", "kind": "end", "config": {"output": ["i"]}, "position": {"x": 260 * (per_lane + 2), "y": mid}})
+    edges.append({"source": "join", "target": "end"})
+    return {"name": f"bench-builder-{n}", "state": {"i": {"reducer": "max", "default": 0}},
+            "settings": {"max_parallelism": lanes}, "nodes": nodes, "edges": edges}
+
+
+def frame_work_ms(trace: dict[str, Any], t0_us: float, t1_us: float) -> list[float]:
+    """Main-thread work per frame on the renderer between ``t0_us`` and ``t1_us`` (trace clock).
+
+    Frames are delimited by ``BeginMainThreadFrame``; a frame's work is the total duration
+    of the top-level ``RunTask`` events that start inside it (input handling, React
+    rendering, style, layout, paint). Empty frames are left out.
+    """
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    main = {(e["pid"], e["tid"]) for e in events if e.get("name") == "thread_name" and e.get("args", {}).get("name") == "CrRendererMain"}
+    begins = sorted(e["ts"] for e in events if e.get("name") == "BeginMainThreadFrame" and (e["pid"], e["tid"]) in main and t0_us <= e["ts"] <= t1_us)
+    # Top-level tasks: "RunTask" in older Chromium, "ThreadControllerImpl::RunTask" in newer.
+    tasks = sorted((e["ts"], e.get("dur", 0)) for e in events if str(e.get("name", "")).endswith("RunTask") and e.get("ph") == "X"
+                   and (e["pid"], e["tid"]) in main and t0_us <= e["ts"] <= t1_us)
+    out: list[float] = []
+    j = 0
+    for a, b in zip(begins, begins[1:] + [t1_us], strict=False):
+        total = 0.0
+        while j < len(tasks) and tasks[j][0] < a:
+            j += 1
+        k = j
+        while k < len(tasks) and tasks[k][0] < b:
+            total += tasks[k][1]
+            k += 1
+        if total > 0:
+            out.append(total / 1000.0)
+    return out
+
+
+def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
+    """See the module docstring. Fails (CheckFailed) when Chromium or the built front end is missing."""
+    from django.contrib.auth import get_user_model
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the ORM calls here stay synchronous.
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+    from bench.cluster import WebServer, free_port
+    from builder.services import graph_create
+
+    size = n or 300
+    if not (DIST / "manifest.json").exists():
+        raise CheckFailed("frontend/dist is missing: run `make frontend` first")
+    if not Path(CHROMIUM).exists():
+        raise CheckFailed(f"Chromium not found at {CHROMIUM} (make browser)")
+    spec = grid_graph(size)
+    check(len(spec["nodes"]) == size, f"grid graph has {len(spec['nodes'])} nodes, wanted {size}")
+    User = get_user_model()
+    user = User.objects.filter(username="bench-builder").first()
+    if user is None:
+        user = User.objects.create_superuser("bench-builder", "bench@localhost", PASSWORD)
+    from builder.models import Graph
+
+    Graph.objects.filter(name__startswith=spec["name"]).delete()
+    # Production serving: whitenoise from STATIC_ROOT after collectstatic (DEBUG is off).
+    import subprocess
+    import sys
+
+    from bench.core import child_env
+
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"], cwd=ROOT, env=child_env(db), check=True)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    open_ms: list[float] = []
+    interactive_ms: list[float] = []
+    first_drag_ms: list[float] = []
+    frame_ms: list[float] = []
+    raf_ms: list[float] = []
+    script_sizes: dict[str, tuple[int, int]] = {}
+    with WebServer("builder-web", db, port) as web, sync_playwright() as pw:
+        web.wait_ready()
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+            page = ctx.new_page()
+            page.on("pageerror", lambda err: log(f"page error: {err}"))
+            page.goto(f"{base}/accounts/login/")
+            page.get_by_label("Username").fill("bench-builder")
+            page.get_by_label("Password").fill(PASSWORD)
+            page.get_by_role("button", name="Sign in").click()
+            page.wait_for_url(f"{base}/")
+            page.add_init_script(f"window.__benchNodes = {size};\n" + DRAWN_PROBE)
+            for i in range(runs + 1):  # the first load is a warm-up (and measures the scripts)
+                # A fresh copy per load: the drags below autosave, and every load must open the same graph.
+                graph = graph_create(name=f"{spec['name']} #{i}", draft=spec, user=user)
+                scripts: dict[str, Any] = {}
+                if i == 0:
+                    page.on("response", lambda r, s=scripts: s.__setitem__(r.url, r) if r.request.resource_type == "script" else None)
+                page.goto(f"{base}/graphs/{graph.pk}/")
+                try:
+                    page.wait_for_function("window.__bench && window.__bench.drawnAt !== null", timeout=30_000)
+                except Exception as exc:
+                    shot = ROOT / "var" / "bench" / "builder-timeout.png"
+                    shot.parent.mkdir(parents=True, exist_ok=True)
+                    page.screenshot(path=str(shot))
+                    count = page.locator(".react-flow__node").count()
+                    raise CheckFailed(f"the builder did not draw {size} nodes in 30 s ({count} drawn; screenshot {shot})") from exc
+                drawn = page.evaluate("window.__bench.drawnAt")
+                # First drag right away: mouse down on a node and one move; time until the node moved.
+                target = page.locator('.react-flow__node[data-id="t1"]')
+                box = target.bounding_box()
+                check(box is not None, "node t1 is not on screen")
+                before = target.get_attribute("style")
+                page.evaluate("window.__dragT0 = performance.now()")
+                page.mouse.move(box["x"] + box["width"] / 2, box["y"] + 8)
+                page.mouse.down()
+                page.mouse.move(box["x"] + box["width"] / 2 + 30, box["y"] + 38, steps=2)
+                try:
+                    page.wait_for_function("(b) => { const el = document.querySelector('.react-flow__node[data-id=\"t1\"]'); return el && el.getAttribute('style') !== b; }", arg=before, timeout=10_000)
+                except Exception as exc:
+                    shot = ROOT / "var" / "bench" / "builder-drag.png"
+                    page.screenshot(path=str(shot))
+                    raise CheckFailed(f"dragging node t1 did not move it (screenshot {shot})") from exc
+                moved_at = page.evaluate("performance.now()")
+                t0 = page.evaluate("window.__dragT0")
+                page.mouse.up()
+                if i == 0:
+                    for url, resp in scripts.items():
+                        body = resp.body()
+                        script_sizes[url.rsplit("/", 1)[-1]] = (len(body), len(gzip.compress(body, 6)))
+                    continue
+                open_ms.append(drawn)
+                first_drag_ms.append(moved_at - t0)
+                interactive_ms.append(drawn + (moved_at - t0))
+                # Frame times while dragging a node for about 2 s.
+                frames, rafs = drag_trace(browser, page, size)
+                frame_ms += frames
+                raf_ms += rafs
+                # Undo the moves so every load starts from the same graph (autosave stores them).
+                page.wait_for_timeout(50)
+            ctx.close()
+        finally:
+            browser.close()
+    Graph.objects.filter(name__startswith=spec["name"]).delete()
+    entry = {k: v for k, v in script_sizes.items() if k.startswith("main-")}
+    total_raw = sum(v[0] for v in script_sizes.values())
+    total_gz = sum(v[1] for v in script_sizes.values())
+    rep.emit("builder.open", n=size, runs=runs, samples=open_ms, unit="ms", per_commit=None,
+             note="navigation start to every node drawn and measured (React Flow), warm HTTP cache, headless Chromium", target_ms=1000)
+    rep.emit("builder.interactive", n=size, runs=runs, samples=interactive_ms, unit="ms", per_commit=None,
+             first_drag_median_ms=round(summary(first_drag_ms)[0], 1), target_ms=1000,
+             note="builder.open plus the first drag of a node until it moved on screen")
+    rep.emit("builder.drag_frame", n=len(frame_ms), runs=runs, samples=frame_ms, unit="ms", per_commit=None, target_p95_ms=16,
+             raf_interval_median_ms=round(summary(raf_ms)[0], 2), raf_interval_p95_ms=round(summary(raf_ms)[1], 2),
+             note="main-thread work per frame (RunTask between BeginMainThreadFrame) while dragging one node, Chromium trace")
+    rep.emit("builder.scripts", n=len(script_sizes), runs=1, unit="bytes", per_commit=None,
+             median=float(total_gz), p95=float(total_gz), raw_bytes=total_raw, gzip_bytes=total_gz,
+             entry_gzip_bytes=sum(v[1] for v in entry.values()), files={k: {"raw": a, "gzip": b} for k, (a, b) in sorted(script_sizes.items())},
+             note="JavaScript the builder page loads (entry + builder chunk), gzip level 6")
+
+
+def drag_trace(browser: Any, page: Any, size: int) -> tuple[list[float], list[float]]:
+    """Drag node t2 along a path for ~2 s under a Chromium trace; (frame work ms, rAF interval ms)."""
+    target = page.locator('.react-flow__node[data-id="t2"]')
+    box = target.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + 8
+    page.evaluate("""() => { window.__raf = []; const tick = (t) => { window.__raf.push(t); if (window.__raf.length < 400) requestAnimationFrame(tick); }; requestAnimationFrame(tick); }""")
+    browser.start_tracing(page=page, categories=["devtools.timeline", "disabled-by-default-devtools.timeline.frame", "toplevel"])
+    t_start = time.monotonic()
+    page.mouse.move(x, y)
+    page.mouse.down()
+    k = 0
+    while time.monotonic() - t_start < 2.0:
+        k += 1
+        page.mouse.move(x + 120 * ((k % 40) / 40), y + 60 * ((k // 40) % 2), steps=1)
+    page.mouse.up()
+    raw = browser.stop_tracing()
+    rafs = page.evaluate("window.__raf")
+    trace = json.loads(raw)
+    if os.environ.get("BENCH_KEEP_TRACE"):
+        Path(os.environ["BENCH_KEEP_TRACE"]).write_bytes(raw)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    stamps = [e["ts"] for e in events if e.get("ts")]
+    frames = frame_work_ms(trace, min(stamps), max(stamps))
+    intervals = [b - a for a, b in zip(rafs, rafs[1:], strict=False)]
+    log(f"drag: {k} mouse moves, {len(frames)} frames with work, rAF frames {len(rafs)}")
+    return frames, intervals

@@ -1,0 +1,333 @@
+// The builder page (/graphs/<id>/): loads the graph, the node-kind catalogue and validation; canvas, palette, side panel.
+import { ReactFlowProvider } from "@xyflow/react";
+import "@xyflow/react/dist/style.css";
+import { Suspense, lazy, useCallback, useDeferredValue, useEffect, useMemo, useRef, useState } from "react";
+import { ApiError, api } from "../lib/api";
+import { usePageContext } from "../lib/context";
+import { Canvas, SHORTCUTS } from "./Canvas";
+import { diffDrafts } from "./conflict";
+import { Dialog } from "./Dialog";
+import { ErrorsPanel } from "./ErrorsPanel";
+import { Palette } from "./Palette";
+import type { GraphSpec } from "./spec";
+import { BuilderContext, useBuilderState, type NodeKindInfo } from "./store";
+import { useAutosave, type SaveStatus, type StoredDraft } from "./useAutosave";
+import { useValidation } from "./useValidation";
+import "./builder.css";
+
+// The side panel (JSON-Schema forms, code editors) is its own chunk: the canvas draws
+// without waiting for those libraries to download and compile.
+const SidePanel = lazy(() => import("./panel/SidePanel"));
+
+/** GET /api/v1/graphs/<id>/ (the fields the builder uses). */
+export interface GraphDetail extends StoredDraft {
+  id: number;
+  name: string;
+  latest_version: number | null;
+}
+
+interface Loaded {
+  graph: GraphDetail;
+  catalogue: NodeKindInfo[];
+  /** Set when viewing a published version (read-only). */
+  version: number | null;
+}
+
+/** The version number in ``?version=N`` (viewing a published version read-only), else null. */
+function versionParam(): number | null {
+  const v = new URLSearchParams(window.location.search).get("version");
+  return v && /^\d+$/.test(v) ? Number(v) : null;
+}
+
+export default function BuilderPage(props: Record<string, unknown>) {
+  const graphId = Number(props.graphId);
+  const [loaded, setLoaded] = useState<Loaded | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    const version = versionParam();
+    Promise.all([
+      api<GraphDetail>(`graphs/${graphId}/`),
+      api<{ kinds: NodeKindInfo[] }>("node-kinds/"),
+      version === null ? Promise.resolve(null) : api<{ spec: GraphSpec }>(`graphs/${graphId}/versions/${version}/`),
+    ])
+      .then(([graph, kinds, v]) => {
+        // Older servers call the draft ``draft``; the builder API calls it ``spec``.
+        const draft = (graph.spec ?? (graph as unknown as { draft: GraphSpec }).draft) as GraphSpec;
+        const spec = v ? v.spec : { ...draft, nodes: draft.nodes ?? [], edges: draft.edges ?? [], name: draft.name ?? graph.name };
+        const same = !v && spec.nodes === draft.nodes && spec.edges === draft.edges && spec.name === draft.name;
+        setLoaded({ graph: { ...graph, spec: same ? draft : spec, revision: graph.revision ?? 0 }, catalogue: kinds.kinds, version });
+      })
+      .catch((err: unknown) => setError(err instanceof Error ? err.message : String(err)));
+  }, [graphId]);
+  if (error) return <main className="page"><p role="alert" className="alert">Could not open this graph: {error}</p></main>;
+  if (!loaded) return <div className="page-loading" role="status">Loading the graph…</div>;
+  return <Builder key={`${loaded.graph.id}:${loaded.version ?? "draft"}`} loaded={loaded} />;
+}
+
+const STATUS_TEXT: Record<SaveStatus, string> = {
+  saved: "All changes saved",
+  unsaved: "Unsaved changes",
+  saving: "Saving…",
+  conflict: "Not saved: edited elsewhere",
+  error: "Save failed, retrying",
+};
+
+function Builder({ loaded }: { loaded: Loaded }) {
+  const ctx = usePageContext();
+  const { graph, catalogue, version } = loaded;
+  const readOnly = !(ctx.user?.can.build ?? false) || version !== null;
+  const base = useBuilderState(graph.spec, { readOnly, catalogue, validation: null });
+  const validation = useValidation(base.spec);
+  const builder = useMemo(() => ({ ...base, validation: validation.result }), [base, validation.result]);
+  // The side panel (forms, code editors) follows at low priority, so a click or a drag on
+  // the canvas never waits for it: React renders it when the canvas is done, interruptibly.
+  const deferred = useDeferredValue(builder);
+  // While a pointer is down on the canvas (a drag, a box selection) the panel keeps what it
+  // shows; it catches up when the pointer is released, so no form renders mid-drag.
+  const [pointerDown, setPointerDown] = useState(false);
+  const panelState = useRef(deferred);
+  if (!pointerDown) panelState.current = deferred;
+  useEffect(() => {
+    if (!pointerDown) return;
+    const up = () => setPointerDown(false);
+    window.addEventListener("pointerup", up);
+    window.addEventListener("pointercancel", up);
+    return () => { window.removeEventListener("pointerup", up); window.removeEventListener("pointercancel", up); };
+  }, [pointerDown]);
+  const save = useAutosave(graph.id, builder.spec, graph, !readOnly);
+  const [dialog, setDialog] = useState<"help" | "publish" | "run" | null>(null);
+  const [toast, setToast] = useState<string | null>(null);
+  const [latestVersion, setLatestVersion] = useState(graph.latest_version);
+  useEffect(() => {
+    if (!toast) return;
+    const t = window.setTimeout(() => setToast(null), 3500);
+    return () => window.clearTimeout(t);
+  }, [toast]);
+  const onHelp = useCallback(() => setDialog((d) => (d === "help" ? null : "help")), []);
+
+  const { flush } = save;
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === "s") { e.preventDefault(); void flush(); }
+    };
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, [flush]);
+
+  const errors = builder.validation?.errors ?? [];
+  const publishBlocked = builder.validation === null ? "Checking the graph…"
+    : errors.length > 0 ? `Fix ${errors.length} problem${errors.length > 1 ? "s" : ""} before publishing` : null;
+
+  return (
+    <BuilderContext.Provider value={builder}>
+      <ReactFlowProvider>
+        <div className="builder">
+          <header className="builder__bar">
+            <a href={ctx.urls.home ?? "/"} className="builder__back" title="All graphs">← Graphs</a>
+            <h1 className="builder__name">{builder.spec.name}</h1>
+            {version !== null && (
+              <span className="badge badge--info">Version {version} · read-only · <a href={window.location.pathname}>back to the draft</a></span>
+            )}
+            {version === null && readOnly && <span className="badge badge--info">Read-only: you may not edit graphs</span>}
+            {!readOnly && (
+              <span className={`save-status save-status--${save.status}`} role="status" data-status={save.status}
+                title={save.error ?? (save.lastSavedAt ? `Last saved ${save.lastSavedAt.toLocaleTimeString()}` : "")}>
+                {STATUS_TEXT[save.status]}
+              </span>
+            )}
+            <span className="builder__spacer" />
+            <span className="muted builder__meta">
+              {latestVersion ? `Latest version ${latestVersion}` : "Never published"}
+            </span>
+            <a className="button" href={`/api/v1/graphs/${graph.id}/export/`} download={`${graph.name}.json`}>Export</a>
+            {!readOnly && (
+              <button type="button" className="button button--primary" disabled={publishBlocked !== null}
+                title={publishBlocked ?? "Publish the draft as a new version"} onClick={() => setDialog("publish")}>Publish</button>
+            )}
+            {(ctx.user?.can.operate ?? false) && version === null && (
+              <button type="button" className="button" disabled={!latestVersion}
+                title={latestVersion ? `Start a run of version ${latestVersion}` : "Publish a version first"}
+                onClick={() => setDialog("run")}>Run</button>
+            )}
+          </header>
+          {!readOnly && publishBlocked && builder.validation !== null && (
+            <div className="builder__why" role="note">Publishing is disabled: {publishBlocked.toLowerCase()} (listed under Problems).</div>
+          )}
+          <div className={`builder__body${readOnly ? " builder__body--readonly" : ""}`}>
+            {!readOnly && <Palette catalogue={catalogue} onAdd={(kind) => addAtCentre(builder, kind)} />}
+            <div className="builder__main" onPointerDownCapture={() => setPointerDown(true)}>
+              <Canvas onHelp={onHelp} onMessage={setToast} />
+              <ErrorsPanel pending={validation.pending} failed={validation.failed} />
+            </div>
+            <BuilderContext.Provider value={panelState.current}>
+              <Suspense fallback={<aside className="side-panel muted" aria-busy="true">Loading…</aside>}>
+                <SidePanel />
+              </Suspense>
+            </BuilderContext.Provider>
+          </div>
+          {toast && <div className="toast" role="status">{toast}</div>}
+          {dialog === "help" && <HelpDialog onClose={() => setDialog(null)} />}
+          {dialog === "publish" && (
+            <PublishDialog graphId={graph.id} flush={save.flush} onClose={() => setDialog(null)}
+              onPublished={(n) => { setLatestVersion(n); setDialog(null); setToast(`Published version ${n}.`); }} />
+          )}
+          {dialog === "run" && latestVersion && (
+            <RunDialog graphId={graph.id} version={latestVersion} onClose={() => setDialog(null)} />
+          )}
+          {save.status === "conflict" && save.conflict && (
+            <ConflictDialog mine={builder.spec} theirs={save.conflict} graphName={graph.name}
+              onReload={() => { const c = save.conflict as StoredDraft; builder.reset(c.spec); save.adopt(c); }}
+              onCopy={async () => {
+                const copy = await api<{ id: number; revision?: number }>(`graphs/${graph.id}/duplicate/`, {
+                  method: "POST", body: { name: `${graph.name} (my copy ${new Date().toISOString().slice(0, 16).replace("T", " ")})` } });
+                const fresh = await api<GraphDetail>(`graphs/${copy.id}/`);
+                await api(`graphs/${copy.id}/`, { method: "PATCH", body: { spec: { ...builder.spec, name: fresh.spec.name }, base_revision: fresh.revision } });
+                save.detach();
+                window.location.assign(`/graphs/${copy.id}/`);
+              }} />
+          )}
+        </div>
+      </ReactFlowProvider>
+    </BuilderContext.Provider>
+  );
+}
+
+function addAtCentre(builder: ReturnType<typeof useBuilderState>, kind: string) {
+  const taken = new Set(builder.spec.nodes.map((n) => n.id));
+  let id = kind.replace(/[^A-Za-z0-9_-]/g, "_");
+  for (let i = 2; taken.has(id); i++) id = `${kind}_${i}`;
+  const count = builder.spec.nodes.length;
+  builder.change((s) => ({ ...s, nodes: [...s.nodes, { id, kind, config: {}, position: { x: 80 + (count % 5) * 40, y: 80 + (count % 5) * 40 } }] }));
+  builder.select({ nodes: [id], edges: [], notes: [], field: null });
+}
+
+function HelpDialog({ onClose }: { onClose: () => void }) {
+  return (
+    <Dialog title="Keyboard shortcuts" onClose={onClose}>
+      <table className="shortcuts">
+        <tbody>
+          {SHORTCUTS.map(([keys, what]) => <tr key={keys}><th scope="row"><kbd>{keys}</kbd></th><td>{what}</td></tr>)}
+          <tr><th scope="row"><kbd>Ctrl+S</kbd></th><td>save the draft now (it also saves by itself)</td></tr>
+        </tbody>
+      </table>
+    </Dialog>
+  );
+}
+
+function PublishDialog({ graphId, flush, onClose, onPublished }: {
+  graphId: number; flush: () => Promise<boolean>; onClose: () => void; onPublished: (n: number) => void;
+}) {
+  const [message, setMessage] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const publish = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      if (!(await flush())) throw new Error("the draft could not be saved first");
+      const v = await api<{ number: number }>(`graphs/${graphId}/versions/`, { method: "POST", body: { message } });
+      onPublished(v.number);
+    } catch (err) {
+      const fields = err instanceof ApiError ? Object.entries(err.fields).map(([k, m]) => `${k}: ${m.join(", ")}`) : [];
+      setError([err instanceof Error ? err.message : String(err), ...fields].join("\n"));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <Dialog title="Publish a version" onClose={onClose}>
+      <form onSubmit={(e) => { e.preventDefault(); void publish(); }}>
+        <label className="field">
+          <span>What changed?</span>
+          <textarea value={message} onChange={(e) => setMessage(e.target.value)} rows={3} autoFocus
+            placeholder="e.g. Route urgent tickets to on-call" />
+        </label>
+        <p className="muted">The draft is saved, then published as an immutable version that runs can use.</p>
+        {error && <pre role="alert" className="alert">{error}</pre>}
+        <div className="dialog__actions">
+          <button type="button" className="button" onClick={onClose}>Cancel</button>
+          <button type="submit" className="button button--primary" disabled={busy}>{busy ? "Publishing…" : "Publish"}</button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+function RunDialog({ graphId, version, onClose }: { graphId: number; version: number; onClose: () => void }) {
+  const [text, setText] = useState("{}");
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const start = async () => {
+    setError(null);
+    let input: unknown;
+    try {
+      input = JSON.parse(text);
+    } catch {
+      setError("The input is not valid JSON.");
+      return;
+    }
+    setBusy(true);
+    try {
+      const run = await api<{ id: string | number }>("runs/", { method: "POST", body: { graph: graphId, version, input } });
+      window.location.assign(`/runs/${run.id}/`);
+    } catch (err) {
+      const fields = err instanceof ApiError ? Object.entries(err.fields).map(([k, m]) => `${k}: ${m.join(", ")}`) : [];
+      setError([err instanceof Error ? err.message : String(err), ...fields].join("\n"));
+      setBusy(false);
+    }
+  };
+  return (
+    <Dialog title={`Run version ${version}`} onClose={onClose}>
+      <form onSubmit={(e) => { e.preventDefault(); void start(); }}>
+        <label className="field">
+          <span>Input (JSON)</span>
+          <textarea className="mono" value={text} onChange={(e) => setText(e.target.value)} rows={8} autoFocus />
+        </label>
+        {error && <pre role="alert" className="alert">{error}</pre>}
+        <div className="dialog__actions">
+          <button type="button" className="button" onClick={onClose}>Cancel</button>
+          <button type="submit" className="button button--primary" disabled={busy}>{busy ? "Starting…" : "Start run"}</button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+function ConflictDialog({ mine, theirs, graphName, onReload, onCopy }: {
+  mine: GraphSpec; theirs: StoredDraft; graphName: string; onReload: () => void; onCopy: () => Promise<void>;
+}) {
+  const d = useMemo(() => diffDrafts(mine, theirs.spec), [mine, theirs.spec]);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const when = theirs.updated_at ? new Date(theirs.updated_at).toLocaleString() : "just now";
+  const list = (ids: string[]) => (ids.length ? ids.join(", ") : "none");
+  return (
+    <Dialog title="Someone else saved this graph" onClose={null} wide>
+      <p>
+        Your changes were <strong>not saved</strong>: “{graphName}” was saved by <strong>{theirs.updated_by ?? "another user"}</strong> at {when} (revision {theirs.revision})
+        after you opened it. Nothing was overwritten; choose what to do with your edit.
+      </p>
+      <div className="conflict">
+        <section aria-label="Stored version">
+          <h3>Stored ({theirs.updated_by ?? "other user"}, {when})</h3>
+          <p>{theirs.spec.nodes.length} nodes, {d.edgesTheirs} edges</p>
+          <p>Only here: {list(d.onlyTheirs)}</p>
+        </section>
+        <section aria-label="Your version">
+          <h3>Yours (not saved)</h3>
+          <p>{mine.nodes.length} nodes, {d.edgesMine} edges</p>
+          <p>Only here: {list(d.onlyMine)}</p>
+        </section>
+      </div>
+      <p className="muted">Nodes in both that differ: {list(d.changed)}{d.settingsDiffer ? "; graph settings differ too" : ""}.</p>
+      {error && <p role="alert" className="alert">{error}</p>}
+      <div className="dialog__actions">
+        <button type="button" className="button" onClick={onReload}>Load the stored version (drop mine)</button>
+        <button type="button" className="button button--primary" disabled={busy}
+          onClick={() => { setBusy(true); onCopy().catch((err: unknown) => { setBusy(false); setError(String(err)); }); }}>
+          Keep mine as a copy
+        </button>
+      </div>
+    </Dialog>
+  );
+}

@@ -1,0 +1,342 @@
+// The builder canvas: React Flow over the spec (nodes, edges, notes), with drag and drop, shortcuts and layout.
+import {
+  Background, Controls, MiniMap, Panel, ReactFlow, applyNodeChanges, useNodesInitialized, useReactFlow,
+  type Connection, type Edge, type EdgeChange, type IsValidConnection, type NodeChange,
+} from "@xyflow/react";
+import { useCallback, useEffect, useMemo, useRef, useState, type DragEvent } from "react";
+import { CLIPBOARD_STORAGE_KEY, copyFragment, parseFragment, pasteFragment, type Fragment } from "./clipboard";
+import {
+  NOTE_PREFIX, applyPositions, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes,
+  type BallastFlowNode, type FlowNode,
+} from "./flow";
+import { layoutPositions } from "./layout";
+import { NodeCard } from "./NodeCard";
+import { NoteNode } from "./NoteNode";
+import { DRAG_MIME } from "./Palette";
+import { freshId, type NodeSpec, type Position } from "./spec";
+import { useBuilder } from "./store";
+
+const nodeTypes = { ballast: NodeCard, note: NoteNode };
+
+/** Keyboard shortcuts, shown by the help overlay (``?``). */
+export const SHORTCUTS: [string, string][] = [
+  ["Drag a kind from the palette", "add a node"],
+  ["Drag from a handle to a handle", "connect"],
+  ["Click / Shift+click / drag on empty space with Shift", "select / add to selection / box-select"],
+  ["Delete or Backspace", "delete the selection"],
+  ["Ctrl+C / Ctrl+V", "copy / paste (also between tabs)"],
+  ["Ctrl+Z", "undo"],
+  ["Ctrl+Shift+Z or Ctrl+Y", "redo"],
+  ["Ctrl+A", "select all"],
+  ["Shift+L", "auto-layout"],
+  ["F", "fit the graph in view"],
+  ["N", "add a sticky note"],
+  ["Escape", "clear the selection, close dialogs"],
+  ["?", "this help"],
+];
+
+/** True when the key event belongs to a text field (its own undo, copy and paste apply). */
+function inTextField(target: EventTarget | null): boolean {
+  const el = target as HTMLElement | null;
+  if (!el || !el.tagName) return false;
+  return el.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(el.tagName) || !!el.closest?.(".cm-editor");
+}
+
+/** Same members, any order. */
+function sameSet(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  const s = new Set(a);
+  return b.every((x) => s.has(x));
+}
+
+/** Keep the previous React Flow node object when nothing drawn changed (memoised node components skip it). */
+function mergeNodes(prev: readonly FlowNode[], next: FlowNode[]): FlowNode[] {
+  const byId = new Map(prev.map((n) => [n.id, n]));
+  let same = prev.length === next.length;
+  const out = next.map((n, i) => {
+    const p = byId.get(n.id);
+    if (!p) { same = false; return n; }
+    const dataSame = p.data === n.data || shallowData(p.data as Record<string, unknown>, n.data as Record<string, unknown>);
+    if (dataSame && p.position.x === n.position.x && p.position.y === n.position.y && !!p.selected === !!n.selected
+      && p.width === n.width && p.height === n.height && p.draggable === n.draggable) {
+      if (prev[i] !== p) same = false;
+      return p;
+    }
+    same = false;
+    return { ...n, measured: p.measured } as FlowNode;
+  });
+  return same ? (prev as FlowNode[]) : out;
+}
+
+function shallowData(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  for (const k of Object.keys(b)) {
+    if (a[k] === b[k]) continue;
+    if (k === "errors" || k === "handles") {
+      if (JSON.stringify(a[k]) === JSON.stringify(b[k])) continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+export function Canvas({ onHelp, onMessage }: { onHelp: () => void; onMessage: (text: string) => void }) {
+  const b = useBuilder();
+  const rf = useReactFlow();
+  const initialised = useNodesInitialized();
+  const { spec, readOnly, catalogue, validation, selection } = b;
+  const bRef = useRef(b);
+  bRef.current = b;
+  const selRef = useRef(selection);
+  selRef.current = selection;
+
+  const selectedNodes = useMemo(() => new Set(selection.nodes), [selection.nodes]);
+  const selectedNotes = useMemo(() => new Set(selection.notes), [selection.notes]);
+  const selectedEdges = useMemo(() => new Set(selection.edges), [selection.edges]);
+  const derived = useMemo(
+    () => specToFlowNodes(spec, { catalogue, validation, readOnly, selectedNodes, selectedNotes }),
+    [spec, catalogue, validation, readOnly, selectedNodes, selectedNotes],
+  );
+  const [nodes, setNodes] = useState<FlowNode[]>(derived);
+  // Fit the graph in view when it opens with nodes; an empty canvas keeps zoom 1 (React Flow
+  // would otherwise zoom onto the first dropped node, moving the canvas under the user's hand).
+  const [fitOnOpen] = useState(() => derived.length > 0);
+  useEffect(() => setNodes((prev) => mergeNodes(prev, derived)), [derived]);
+  // Reuse unchanged edge objects: React Flow re-renders an edge only when its object changes.
+  const edgeCache = useRef(new Map<string, Edge>());
+  const edges = useMemo(() => {
+    const next = specToFlowEdges(spec, { selectedEdges, readOnly });
+    const cache = edgeCache.current;
+    const out = next.map((e) => {
+      const p = cache.get(e.id);
+      return p && p.source === e.source && p.target === e.target && p.sourceHandle === e.sourceHandle
+        && p.targetHandle === e.targetHandle && !!p.selected === !!e.selected && p.deletable === e.deletable
+        && (p.data as { index: number }).index === (e.data as { index: number }).index ? p : e;
+    });
+    edgeCache.current = new Map(out.map((e) => [e.id, e]));
+    return out;
+  }, [spec, selectedEdges, readOnly]);
+
+  const onNodesChange = useCallback((changes: NodeChange<FlowNode>[]) => {
+    const local = changes.filter((c) => c.type === "position" || c.type === "dimensions");
+    if (local.length) setNodes((nds) => applyNodeChanges(local, nds));
+    const sel = changes.filter((c) => c.type === "select");
+    if (sel.length) {
+      const nodeSel = new Set(selRef.current.nodes);
+      const noteSel = new Set(selRef.current.notes);
+      for (const c of sel) {
+        if (c.type !== "select") continue;
+        const isNote = c.id.startsWith(NOTE_PREFIX);
+        const set = isNote ? noteSel : nodeSel;
+        const id = isNote ? c.id.slice(NOTE_PREFIX.length) : c.id;
+        if (c.selected) set.add(id); else set.delete(id);
+      }
+      const next = { ...selRef.current, nodes: [...nodeSel], notes: [...noteSel] };
+      if (!sameSet(next.nodes, selRef.current.nodes) || !sameSet(next.notes, selRef.current.notes)) {
+        selRef.current = { ...next, field: null };
+        bRef.current.select({ nodes: next.nodes, notes: next.notes, field: null });
+      }
+    }
+  }, []);
+
+  const onEdgesChange = useCallback((changes: EdgeChange<Edge>[]) => {
+    const sel = changes.filter((c) => c.type === "select");
+    if (!sel.length) return;
+    const edgeSel = new Set(selRef.current.edges);
+    for (const c of sel) if (c.type === "select") { if (c.selected) edgeSel.add(c.id); else edgeSel.delete(c.id); }
+    const list = [...edgeSel];
+    if (!sameSet(list, selRef.current.edges)) {
+      selRef.current = { ...selRef.current, edges: list };
+      bRef.current.select({ edges: list });
+    }
+  }, []);
+
+  const onDelete = useCallback(({ nodes: ns, edges: es }: { nodes: FlowNode[]; edges: Edge[] }) => {
+    const nodeIds = new Set(ns.filter((n) => n.type === "ballast").map((n) => n.id));
+    const noteIds = new Set(ns.filter((n) => n.type === "note").map((n) => n.id.slice(NOTE_PREFIX.length)));
+    const edgeIds = new Set(es.map((e) => e.id));
+    bRef.current.change((s) => removeElements(s, nodeIds, edgeIds, noteIds));
+    bRef.current.select({ nodes: [], edges: [], notes: [], field: null });
+  }, []);
+
+  const onConnect = useCallback((c: Connection) => {
+    const edge = connectionToEdge(c);
+    bRef.current.change((s) => (hasEdge(s, edge) ? s : { ...s, edges: [...s.edges, edge] }));
+  }, []);
+
+  const isValidConnection: IsValidConnection = useCallback((c) => c.source !== c.target, []);
+
+  const onNodeDragStop = useCallback((_: unknown, __: unknown, dragged: FlowNode[]) => {
+    // One undo step for the whole drag, written once at the end (not on every mouse move).
+    const positions = new Map(dragged.map((n) => [n.id, n.position]));
+    bRef.current.change((s) => applyPositions(s, positions));
+  }, []);
+
+  const addNode = useCallback((kind: string, position?: Position) => {
+    const s = bRef.current.spec;
+    const id = freshId(kind, new Set(s.nodes.map((n) => n.id)));
+    const at = position ?? rf.screenToFlowPosition({ x: window.innerWidth / 2, y: window.innerHeight / 2 });
+    const node: NodeSpec = { id, kind, config: {}, position: { x: Math.round(at.x), y: Math.round(at.y) } };
+    bRef.current.change((g) => ({ ...g, nodes: [...g.nodes, node] }));
+    bRef.current.select({ nodes: [id], edges: [], notes: [], field: null });
+  }, [rf]);
+
+  const onDrop = useCallback((e: DragEvent) => {
+    e.preventDefault();
+    if (bRef.current.readOnly) return;
+    const kind = e.dataTransfer.getData(DRAG_MIME);
+    if (!kind) return;
+    const p = rf.screenToFlowPosition({ x: e.clientX, y: e.clientY });
+    addNode(kind, { x: p.x - 90, y: p.y - 30 });
+  }, [rf, addNode]);
+
+  const onDragOver = useCallback((e: DragEvent) => {
+    e.preventDefault();
+    e.dataTransfer.dropEffect = "move";
+  }, []);
+
+  const addNote = useCallback(() => {
+    const s = bRef.current.spec;
+    const id = freshId("note", new Set((s.notes ?? []).map((n) => n.id)));
+    const c = rf.screenToFlowPosition({ x: window.innerWidth / 2, y: window.innerHeight / 3 });
+    bRef.current.change((g) => ({ ...g, notes: [...(g.notes ?? []), { id, text: "", position: { x: Math.round(c.x), y: Math.round(c.y) }, width: 220, height: 140 }] }));
+    bRef.current.select({ nodes: [], edges: [], notes: [id], field: null });
+  }, [rf]);
+
+  const layout = useCallback(() => {
+    const current = rf.getNodes() as FlowNode[];
+    const sizes = new Map<string, { width: number; height: number }>();
+    for (const n of current) {
+      if (n.type !== "ballast") continue;
+      if (!n.measured?.width || !n.measured?.height) { onMessage("Auto-layout waits until every node is drawn."); return; }
+      sizes.set(n.id, { width: n.measured.width, height: n.measured.height });
+    }
+    const order = new Map(current.filter((n): n is BallastFlowNode => n.type === "ballast").map((n) => [n.id, n.data.handles.outputs]));
+    let positions;
+    try {
+      positions = layoutPositions(bRef.current.spec, sizes, (id) => order.get(id) ?? []);
+    } catch (err) {
+      onMessage(`Auto-layout failed, positions kept: ${String(err)}`);
+      return;
+    }
+    bRef.current.change((s) => applyPositions(s, positions));
+    window.requestAnimationFrame(() => void rf.fitView({ padding: 0.15, duration: 200 }));
+  }, [rf, onMessage]);
+
+  const copy = useCallback((): Fragment | null => {
+    const s = bRef.current.spec;
+    const sel = selRef.current;
+    if (sel.nodes.length === 0 && sel.notes.length === 0) return null;
+    const fragment = copyFragment(s, new Set(sel.nodes), new Set(sel.notes));
+    const text = JSON.stringify(fragment);
+    try { window.localStorage.setItem(CLIPBOARD_STORAGE_KEY, text); } catch { /* storage full or disabled */ }
+    void navigator.clipboard?.writeText(text).catch(() => undefined);
+    onMessage(`Copied ${fragment.nodes.length} node${fragment.nodes.length === 1 ? "" : "s"}.`);
+    return fragment;
+  }, [onMessage]);
+
+  const paste = useCallback((fragment: Fragment | null) => {
+    if (!fragment || bRef.current.readOnly) return;
+    const r = pasteFragment(bRef.current.spec, fragment);
+    bRef.current.change(() => r.spec);
+    bRef.current.select({ nodes: r.nodeIds, notes: r.noteIds, edges: [], field: null });
+  }, []);
+
+  // Copy/paste: the native paste event carries the system clipboard (other windows); a
+  // synthetic or blocked one falls back to localStorage (other tabs of this browser).
+  const pendingPaste = useRef<number | null>(null);
+  useEffect(() => {
+    const fromStorage = () => parseFragment(window.localStorage.getItem(CLIPBOARD_STORAGE_KEY));
+    const onPaste = (e: ClipboardEvent) => {
+      if (inTextField(e.target)) return;
+      if (pendingPaste.current !== null) { window.clearTimeout(pendingPaste.current); pendingPaste.current = null; }
+      const fragment = parseFragment(e.clipboardData?.getData("text/plain")) ?? fromStorage();
+      if (fragment) { e.preventDefault(); paste(fragment); }
+    };
+    const onCopy = (e: ClipboardEvent) => {
+      if (inTextField(e.target) || window.getSelection()?.toString()) return;
+      const s = bRef.current.spec;
+      const sel = selRef.current;
+      if (sel.nodes.length === 0 && sel.notes.length === 0) return;
+      e.clipboardData?.setData("text/plain", JSON.stringify(copyFragment(s, new Set(sel.nodes), new Set(sel.notes))));
+      e.preventDefault();
+    };
+    const onKey = (e: KeyboardEvent) => {
+      if (inTextField(e.target) || document.querySelector("[role=dialog]")) return;
+      const mod = e.ctrlKey || e.metaKey;
+      const key = e.key.toLowerCase();
+      const api = bRef.current;
+      if (mod && key === "z" && !e.shiftKey) { e.preventDefault(); if (!api.readOnly) api.undo(); return; }
+      if (mod && ((key === "z" && e.shiftKey) || key === "y")) { e.preventDefault(); if (!api.readOnly) api.redo(); return; }
+      if (mod && key === "c") { copy(); return; }
+      if (mod && key === "v") {
+        if (api.readOnly) return;
+        pendingPaste.current = window.setTimeout(() => { pendingPaste.current = null; paste(fromStorage()); }, 80);
+        return;
+      }
+      if (mod && key === "a") {
+        e.preventDefault();
+        api.select({ nodes: api.spec.nodes.map((n) => n.id), notes: (api.spec.notes ?? []).map((n) => n.id), edges: [], field: null });
+        return;
+      }
+      if (mod || e.altKey) return;
+      if (e.key === "?") { e.preventDefault(); onHelp(); return; }
+      if (key === "f") { e.preventDefault(); void rf.fitView({ padding: 0.15, duration: 200 }); return; }
+      if (e.key === "L" && e.shiftKey && !api.readOnly) { e.preventDefault(); layout(); return; }
+      if (key === "n" && !e.shiftKey && !api.readOnly) { e.preventDefault(); addNote(); return; }
+      if (e.key === "Escape") api.select({ nodes: [], edges: [], notes: [], field: null });
+    };
+    document.addEventListener("paste", onPaste);
+    document.addEventListener("copy", onCopy);
+    window.addEventListener("keydown", onKey);
+    return () => {
+      document.removeEventListener("paste", onPaste);
+      document.removeEventListener("copy", onCopy);
+      window.removeEventListener("keydown", onKey);
+    };
+  }, [copy, paste, layout, addNote, onHelp, rf]);
+
+  return (
+    <div className="canvas" onDrop={onDrop} onDragOver={onDragOver} data-testid="canvas">
+      <ReactFlow<FlowNode, Edge>
+        nodes={nodes}
+        edges={edges}
+        nodeTypes={nodeTypes}
+        onNodesChange={onNodesChange}
+        onEdgesChange={onEdgesChange}
+        onConnect={onConnect}
+        onDelete={onDelete}
+        onNodeDragStop={onNodeDragStop}
+        isValidConnection={isValidConnection}
+        nodesDraggable={!readOnly}
+        nodesConnectable={!readOnly}
+        edgesReconnectable={false}
+        deleteKeyCode={readOnly ? null : ["Delete", "Backspace"]}
+        multiSelectionKeyCode={["Shift", "Meta", "Control"]}
+        selectionKeyCode="Shift"
+        selectionOnDrag={false}
+        defaultEdgeOptions={{ type: "smoothstep" }}
+        fitView={fitOnOpen}
+        fitViewOptions={{ padding: 0.15, maxZoom: 1.2 }}
+        minZoom={0.1}
+        maxZoom={2}
+        proOptions={{ hideAttribution: true }}
+      >
+        <Background gap={20} size={1} />
+        <Controls showInteractive={false} />
+        <MiniMap pannable zoomable nodeStrokeWidth={2}
+          nodeColor={(n) => ((n as FlowNode).type === "note" ? "#fde68a" : (n as BallastFlowNode).data.errors.length ? "#dc2626" : "#94a3b8")} />
+        <Panel position="top-left" className="canvas-toolbar">
+          {!readOnly && <button type="button" onClick={() => b.undo()} disabled={!b.canUndo} title="Undo (Ctrl+Z)">Undo</button>}
+          {!readOnly && <button type="button" onClick={() => b.redo()} disabled={!b.canRedo} title="Redo (Ctrl+Shift+Z)">Redo</button>}
+          <button type="button" onClick={() => void rf.fitView({ padding: 0.15, duration: 200 })} title="Fit view (F)">Fit</button>
+          {!readOnly && <button type="button" onClick={layout} disabled={!initialised && spec.nodes.length > 0} title="Auto-layout (Shift+L)">Auto-layout</button>}
+          {!readOnly && <button type="button" onClick={addNote} title="Add a sticky note (N)">Note</button>}
+          <button type="button" onClick={onHelp} title="Keyboard shortcuts (?)" aria-label="Keyboard shortcuts">?</button>
+        </Panel>
+        {spec.nodes.length === 0 && !readOnly && (
+          <Panel position="top-center" className="canvas-empty">Drag a node kind from the palette to start, beginning with Start.</Panel>
+        )}
+      </ReactFlow>
+    </div>
+  );
+}

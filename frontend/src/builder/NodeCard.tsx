@@ -1,0 +1,78 @@
+// One graph node on the canvas: kind, label, error badge and its named handles in a stable order.
+import { Handle, Position, useUpdateNodeInternals, type NodeProps } from "@xyflow/react";
+import { memo, useEffect, useRef } from "react";
+import type { BallastFlowNode } from "./flow";
+
+/** Vertical offset (px from the top) of the i-th of n handles on a side. */
+function handleTop(i: number, n: number): string {
+  return `${((i + 1) / (n + 1)) * 100}%`;
+}
+
+/** A category's accent colour (stable per name, so a new category gets one without code changes). */
+export function categoryColour(category: string | undefined): string {
+  const known: Record<string, string> = { flow: "#64748b", ai: "#7c3aed", llm: "#7c3aed", tools: "#0891b2", tool: "#0891b2",
+    control: "#d97706", logic: "#d97706", people: "#16a34a", human: "#16a34a", data: "#2563eb" };
+  if (category && known[category.toLowerCase()]) return known[category.toLowerCase()] as string;
+  let h = 0;
+  for (const ch of category ?? "") h = (h * 31 + ch.charCodeAt(0)) % 360;
+  return `hsl(${h} 55% 45%)`;
+}
+
+function NodeCardImpl({ id, data, selected }: NodeProps<BallastFlowNode>) {
+  const { node, info, handles, errors } = data;
+  // Handles that follow the config (a condition's cases) change after mount: React Flow
+  // must measure them again, or edges to a new handle cannot be drawn or shown.
+  const updateInternals = useUpdateNodeInternals();
+  const handleKey = `${handles.inputs.join(",")}|${handles.hasInput}|${handles.defaultOutput}|${handles.outputs.join(",")}`;
+  const measuredKey = useRef(handleKey);
+  useEffect(() => {
+    if (measuredKey.current === handleKey) return; // the first measure happens on mount anyway
+    measuredKey.current = handleKey;
+    updateInternals(id);
+  }, [id, handleKey, updateInternals]);
+  const named = handles.outputs;
+  const outputs = handles.defaultOutput ? [null, ...named] : named;
+  const title = info?.title ?? node.kind;
+  const tip = errors.map((e) => (e.field ? `${e.field}: ${e.message}` : e.message)).join("\n");
+  const rows = Math.max(outputs.length, handles.inputs.length, 1);
+  return (
+    <div
+      className={`bnode${errors.length ? " bnode--error" : ""}${selected ? " bnode--selected" : ""}${info ? "" : " bnode--unknown"}`}
+      style={{ ["--kind" as string]: categoryColour(info?.category), minHeight: 44 + rows * 20 }}
+      data-testid={`node-${node.id}`}
+      data-kind={node.kind}
+      title={tip || undefined}
+    >
+      <div className="bnode__head">
+        <span className="bnode__kind">{title}</span>
+        {errors.length > 0 && (
+          <span className="bnode__errors" aria-label={`${errors.length} error${errors.length > 1 ? "s" : ""}: ${tip}`} title={tip}>
+            {errors.length}
+          </span>
+        )}
+      </div>
+      <div className="bnode__label">{node.label || node.id}</div>
+      {node.label && <div className="bnode__id">{node.id}</div>}
+      {errors.length > 0 && <div className="bnode__message">{errors[0]?.message}</div>}
+      {handles.hasInput && handles.inputs.length === 0 && (
+        <Handle type="target" position={Position.Left} className="bhandle" />
+      )}
+      {handles.inputs.map((name, i) => (
+        <Handle key={`in-${name}`} id={name} type="target" position={Position.Left} className="bhandle"
+          style={{ top: handleTop(i, handles.inputs.length) }}>
+          <span className="bhandle__label bhandle__label--in">{name}</span>
+        </Handle>
+      ))}
+      {outputs.map((name, i) => (
+        <Handle key={`out-${name ?? ""}`} id={name ?? undefined} type="source" position={Position.Right}
+          className={`bhandle bhandle--out${name ? " bhandle--named" : ""}`} style={{ top: handleTop(i, outputs.length) }}
+          data-handle={name ?? ""}>
+          {name && <span className="bhandle__label">{name}</span>}
+        </Handle>
+      ))}
+    </div>
+  );
+}
+
+/** Memoised: React Flow re-renders a node only when its node object (data, selection) changes. */
+export const NodeCard = memo(NodeCardImpl);

@@ -1,0 +1,226 @@
+// A CodeMirror 6 editor for expressions (Python-like), templates (Jinja) and JSON, checked as you type.
+import { autocompletion, type Completion, type CompletionContext, type CompletionResult } from "@codemirror/autocomplete";
+import { defaultKeymap, history, historyKeymap } from "@codemirror/commands";
+import { jinja, jinjaCompletionSource } from "@codemirror/lang-jinja";
+import { json } from "@codemirror/lang-json";
+import { python } from "@codemirror/lang-python";
+import { defaultHighlightStyle, syntaxHighlighting } from "@codemirror/language";
+import { linter, type Diagnostic } from "@codemirror/lint";
+import { Annotation, Compartment, EditorState, type Extension } from "@codemirror/state";
+import { EditorView, keymap, placeholder as placeholderExt } from "@codemirror/view";
+import { useEffect, useRef, useState } from "react";
+import { ApiError } from "../../lib/api";
+import { checkSource, offsetOf, type SourceProblem } from "./check";
+import type { EditorLanguage } from "./fields";
+
+export type CodeLanguage = EditorLanguage | "json";
+
+/** Delay (ms) between the last keystroke and the server check. */
+export const CHECK_DELAY_MS = 400;
+
+const PY_WORDS = ["and", "or", "not", "in", "is", "if", "else", "None", "True", "False"];
+
+/** Completions for an expression: the graph's names, then Python-like keywords. */
+export function expressionCompletions(names: readonly string[]) {
+  return (context: CompletionContext): CompletionResult | null => {
+    const word = context.matchBefore(/[A-Za-z_][A-Za-z0-9_]*/);
+    if (!word && !context.explicit) return null;
+    // After a dot the user is naming an attribute or key, not a state key.
+    const from = word?.from ?? context.pos;
+    if (from > 0 && context.state.sliceDoc(from - 1, from) === ".") return null;
+    const options: Completion[] = [
+      ...names.map((name) => ({ label: name, type: "variable", detail: "state", boost: 1 })),
+      ...PY_WORDS.map((kw) => ({ label: kw, type: "keyword" })),
+    ];
+    return { from, options, validFor: /^[A-Za-z0-9_]*$/ };
+  };
+}
+
+/** Completions for a template: Jinja's own (tags, filters) plus the graph's names as variables. */
+export function templateCompletions(names: readonly string[]) {
+  const variables = names.map((name) => ({ label: name, type: "variable", detail: "state" }));
+  return jinjaCompletionSource({ variables });
+}
+
+const External = Annotation.define<boolean>();
+
+const theme = EditorView.theme({
+  "&": { fontSize: "13px", border: "1px solid var(--border, #dfe3e8)", borderRadius: "var(--radius, 6px)", background: "#fff" },
+  "&.cm-focused": { outline: "2px solid var(--accent, #2f6fed)", outlineOffset: "-1px" },
+  ".cm-content": { fontFamily: "var(--mono, monospace)", minHeight: "1.6em", padding: "4px 0" },
+  ".cm-scroller": { maxHeight: "16em", overflow: "auto" },
+});
+
+export interface CodeEditorProps {
+  /** id of the focusable editor content (labels point at it with htmlFor). */
+  id: string;
+  value: string;
+  onChange(value: string): void;
+  onBlur?(): void;
+  language: CodeLanguage;
+  /** Names offered as completions and sent to the server check as known state keys. */
+  names?: readonly string[];
+  /** Ask the server to check as you type (expressions and templates; default true). */
+  check?: boolean;
+  readOnly?: boolean;
+  placeholder?: string;
+  ariaLabel?: string;
+  ariaDescribedBy?: string;
+  /** Messages already shown for this field (the graph validation's): not listed twice under it. */
+  knownErrors?: readonly string[];
+}
+
+function languageExtension(language: CodeLanguage): Extension {
+  if (language === "expression") return python();
+  if (language === "template") return jinja();
+  return json();
+}
+
+function problemText(p: SourceProblem): string {
+  return p.line !== null ? `line ${p.line}${p.column !== null ? `, column ${p.column}` : ""}: ${p.message}` : p.message;
+}
+
+/**
+ * A controlled code editor. Expressions and templates are checked by the server
+ * ``CHECK_DELAY_MS`` after typing stops; JSON is checked locally. Problems are drawn in the
+ * text (@codemirror/lint) and listed under it, so they are read out and visible without hover.
+ */
+export function CodeEditor(props: CodeEditorProps) {
+  const { id, value, language, readOnly = false } = props;
+  const host = useRef<HTMLDivElement>(null);
+  const view = useRef<EditorView | null>(null);
+  const latest = useRef(props);
+  latest.current = props;
+  const editable = useRef(new Compartment());
+  // Texts handed to onChange that the value prop has not caught up with yet.
+  const emitted = useRef<string[]>([]);
+  const [problems, setProblems] = useState<string[]>([]);
+  const [checkFailed, setCheckFailed] = useState<string | null>(null);
+
+  useEffect(() => {
+    if (!host.current) return;
+    const names = () => latest.current.names ?? [];
+    const completion =
+      language === "json"
+        ? []
+        : autocompletion({
+            override: [
+              language === "expression"
+                ? (ctx: CompletionContext) => expressionCompletions(names())(ctx)
+                : (ctx: CompletionContext) => templateCompletions(names())(ctx),
+            ],
+          });
+    let sequence = 0;
+    const lint = linter(
+      async (v): Promise<Diagnostic[]> => {
+        const text = v.state.doc.toString();
+        const mine = ++sequence;
+        let found: SourceProblem[] = [];
+        if (language === "json") {
+          if (text.trim()) {
+            try {
+              JSON.parse(text);
+            } catch (err) {
+              found = [{ message: err instanceof Error ? err.message : "invalid JSON", line: null, column: null }];
+            }
+          }
+        } else if (latest.current.check !== false && text.trim()) {
+          try {
+            const result = await checkSource(language, text, [...names()]);
+            found = result.ok ? [] : result.errors;
+            setCheckFailed(null);
+          } catch (err) {
+            // The check is a convenience: say it could not run, keep the editor usable.
+            setCheckFailed(err instanceof ApiError ? err.message : "The expression check is unavailable.");
+            return [];
+          }
+        }
+        if (mine !== sequence) return [];
+        setProblems(found.map(problemText));
+        return found.map((p) => {
+          const from = offsetOf(text, p.line, p.column);
+          const to = p.line === null ? text.length : Math.min(text.length, Math.max(from + 1, v.state.doc.lineAt(from).to));
+          return { from, to: Math.max(from, to), severity: "error", message: p.message, source: "ballast" };
+        });
+      },
+      { delay: CHECK_DELAY_MS },
+    );
+    const state = EditorState.create({
+      doc: latest.current.value,
+      extensions: [
+        history(),
+        keymap.of([...defaultKeymap, ...historyKeymap]),
+        languageExtension(language),
+        syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
+        completion,
+        lint,
+        theme,
+        EditorView.lineWrapping,
+        editable.current.of([EditorState.readOnly.of(readOnly), EditorView.editable.of(!readOnly)]),
+        latest.current.placeholder ? placeholderExt(latest.current.placeholder) : [],
+        EditorView.contentAttributes.of({
+          id,
+          "aria-label": latest.current.ariaLabel ?? "",
+          ...(latest.current.ariaDescribedBy ? { "aria-describedby": latest.current.ariaDescribedBy } : {}),
+          "aria-multiline": "true",
+        }),
+        EditorView.updateListener.of((update) => {
+          if (update.docChanged && !update.transactions.some((t) => t.annotation(External))) {
+            const text = update.state.doc.toString();
+            emitted.current.push(text);
+            latest.current.onChange(text);
+          }
+          if (update.focusChanged && !update.view.hasFocus) latest.current.onBlur?.();
+        }),
+      ],
+    });
+    const created = new EditorView({ state, parent: host.current });
+    view.current = created;
+    return () => {
+      sequence++;
+      created.destroy();
+      view.current = null;
+    };
+    // The view is rebuilt only for a new language or id; other props are read through `latest`.
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [language, id]);
+
+  // A value changed from outside (undo, another field) replaces the document without echoing
+  // onChange. A value we emitted ourselves that arrives late (the panel may render a deferred
+  // copy of the builder state) is not an outside change: applying it would drop later keystrokes.
+  useEffect(() => {
+    const v = view.current;
+    if (!v) return;
+    const doc = v.state.doc.toString();
+    const mine = emitted.current.indexOf(value);
+    if (doc === value || mine !== -1) {
+      emitted.current = doc === value ? [] : emitted.current.slice(mine + 1);
+      return;
+    }
+    emitted.current = [];
+    v.dispatch({ changes: { from: 0, to: v.state.doc.length, insert: value }, annotations: External.of(true) });
+  }, [value]);
+
+  useEffect(() => {
+    view.current?.dispatch({
+      effects: editable.current.reconfigure([EditorState.readOnly.of(readOnly), EditorView.editable.of(!readOnly)]),
+    });
+  }, [readOnly]);
+
+  const known = props.knownErrors ?? [];
+  const shown = problems.filter((p) => !known.some((k) => p.endsWith(`: ${k}`) || p === k));
+  return (
+    <div className="code-editor" data-language={language}>
+      {/* Keys typed here are the editor's: the canvas must not delete nodes on Backspace. */}
+      <div ref={host} className="code-editor-host" onKeyDown={(e) => e.stopPropagation()} />
+      {shown.length > 0 && (
+        <ul className="code-editor-problems" aria-live="polite" id={`${id}-problems`}>
+          {shown.map((p, i) => (
+            <li key={i}>{p}</li>
+          ))}
+        </ul>
+      )}
+      {checkFailed && <p className="code-editor-note">{checkFailed}</p>}
+    </div>
+  );
+}

@@ -1,0 +1,39 @@
+// Which config fields get expression/template/JSON editors, schema tidying, and the names offered.
+import { describe, expect, it } from "vitest";
+import { KINDS } from "../panel/fixtures";
+import { sampleSpec } from "../panel/testing";
+import { configUiSchema, editorFields, simplifySchema, stateKeyNames } from "./fields";
+
+const schemaOf = (kind: string) => KINDS.find((k) => k.kind === kind)!.config_schema;
+
+describe("editor fields", () => {
+  it("puts expression editors on condition expressions, including each case's", () => {
+    const ui = configUiSchema("condition", schemaOf("condition"));
+    expect(ui).toMatchObject({ expression: { "ui:widget": "expression" }, cases: { items: { expression: { "ui:widget": "expression" } } } });
+  });
+
+  it("puts expression editors on a transform's values and templates on prompts and tool args", () => {
+    expect(configUiSchema("transform", schemaOf("transform"))).toMatchObject({ set: { additionalProperties: { "ui:widget": "expression" } } });
+    expect(configUiSchema("llm", schemaOf("llm"))).toMatchObject({ prompt: { "ui:widget": "template" }, system: { "ui:widget": "template" } });
+    expect(configUiSchema("tool", schemaOf("tool"))).toMatchObject({ args: { additionalProperties: { "ui:widget": "template" } } });
+    // Free-form objects get the JSON editor.
+    expect(configUiSchema("llm", schemaOf("llm"))).toMatchObject({ options: { "ui:field": "json" } });
+  });
+
+  it("honours a field's own schema mark", () => {
+    const schema = { type: "object", properties: { when: { type: "string", "x-ballast-editor": "expression" }, body: { type: "string", format: "template" } } };
+    expect(editorFields("plugin", schema)).toEqual({ when: "expression", body: "template" });
+  });
+
+  it("collapses `X | None` into X", () => {
+    const s = simplifySchema(schemaOf("condition")) as { properties: Record<string, Record<string, unknown>> };
+    expect(s.properties.expression).toEqual({ type: "string", title: "Expression", description: "Two-way condition: handles 'true' and 'false'." });
+    expect(s.properties.cases).toMatchObject({ type: "array", minItems: 1, items: { $ref: "#/$defs/Case" } });
+  });
+
+  it("names state keys, input properties, keys nodes write and input", () => {
+    expect(stateKeyNames(sampleSpec())).toEqual(["input", "notes", "priority", "score", "ticket"]);
+    // With the catalogue, an llm node without output_key writes its default "reply".
+    expect(stateKeyNames(sampleSpec(), KINDS)).toEqual(["input", "notes", "priority", "reply", "score", "ticket"]);
+  });
+});

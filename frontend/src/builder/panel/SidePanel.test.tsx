@@ -1,0 +1,131 @@
+// SidePanel: the node form from its kind's schema, coalesced undo, server errors on fields, focus, read-only.
+import { act, fireEvent, screen, waitFor, within } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { EditorView } from "@codemirror/view";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { SidePanel } from "./SidePanel";
+import { renderInBuilder, sampleSpec, scriptFetch } from "./testing";
+
+// The first render imports CodeMirror, rjsf and ajv; the shared 2-core machine makes that slow.
+vi.setConfig({ testTimeout: 30_000 });
+afterEach(() => vi.unstubAllGlobals());
+
+function editorView(id: string): EditorView {
+  const content = document.getElementById(id);
+  if (!content) throw new Error(`no element #${id}`);
+  const view = EditorView.findFromDOM(content);
+  if (!view) throw new Error(`#${id} is not in a CodeMirror editor`);
+  return view;
+}
+
+function typeInto(view: EditorView, text: string) {
+  for (const ch of text) {
+    act(() => view.dispatch({ changes: { from: view.state.doc.length, insert: ch }, userEvent: "input.type" }));
+  }
+}
+
+const okCheck = () => scriptFetch(() => [200, { ok: true, errors: [] }]);
+
+describe("SidePanel with one node selected", () => {
+  it("renders the condition's config form from its schema with an expression editor", () => {
+    okCheck();
+    renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["route"] } });
+    expect(screen.getByRole("heading", { name: "route" })).toBeTruthy();
+    const view = editorView("config.expression");
+    expect(view.state.doc.toString()).toBe("priority > 2");
+    // The schema's title and description label the field; "cases" is offered too.
+    expect(screen.getByText("Two-way condition: handles 'true' and 'false'.")).toBeTruthy();
+    expect(document.getElementById("config.cases")).toBeTruthy();
+  });
+
+  it("typing in one expression is one undo step with one coalesce key", async () => {
+    okCheck();
+    const { harness } = renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["route"] } });
+    typeInto(editorView("config.expression"), " and ticket");
+    await waitFor(() => expect(harness.api().spec.nodes[1]?.config.expression).toBe("priority > 2 and ticket"));
+    expect(new Set(harness.changeKeys)).toEqual(new Set(["node:route:config.expression"]));
+    expect(harness.changeKeys.length).toBe(" and ticket".length);
+    act(() => harness.api().undo());
+    expect(harness.api().spec.nodes[1]?.config.expression).toBe("priority > 2");
+    expect(harness.api().canUndo).toBe(false);
+    // The editor follows the undo.
+    expect(editorView("config.expression").state.doc.toString()).toBe("priority > 2");
+  });
+
+  it("edits the node's label and policies with their own keys", async () => {
+    okCheck();
+    const user = userEvent.setup();
+    const { harness } = renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["ask"] } });
+    const label = document.getElementById("node.label") as HTMLInputElement;
+    expect(label.value).toBe("Ask model");
+    await user.clear(label);
+    await user.type(label, "Summarise");
+    expect(harness.api().spec.nodes[3]?.label).toBe("Summarise");
+    expect(new Set(harness.changeKeys)).toEqual(new Set(["node:ask:settings.label"]));
+    const timeout = document.getElementById("node.timeout_seconds") as HTMLInputElement;
+    await user.type(timeout, "30");
+    expect(harness.api().spec.nodes[3]?.timeout_seconds).toBe(30);
+    expect(harness.changeKeys.at(-1)).toBe("node:ask:settings.timeout_seconds");
+    const repeat = document.getElementById("node.repeat_safe") as HTMLSelectElement;
+    fireEvent.change(repeat, { target: { value: within(repeat).getByText(/^No:/).getAttribute("value") } });
+    await waitFor(() => expect(harness.api().spec.nodes[3]?.repeat_safe).toBe(false));
+    // Typing in the label then the timeout: two undo steps, not one per keystroke.
+    act(() => harness.api().undo());
+    act(() => harness.api().undo());
+    expect(harness.api().spec.nodes[3]?.label).toBe("Summarise");
+    expect(harness.api().spec.nodes[3]?.timeout_seconds).toBeUndefined();
+  });
+
+  it("opening a node does not change the graph", () => {
+    okCheck();
+    const { harness } = renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["ask"] } });
+    expect(harness.changeKeys).toEqual([]);
+    expect(harness.api().canUndo).toBe(false);
+  });
+
+  it("shows the server's errors for the node on their fields and focuses the selected field", async () => {
+    okCheck();
+    renderInBuilder(<SidePanel />, {
+      spec: sampleSpec(),
+      selection: { nodes: ["calc"], field: "config.set.score" },
+      validation: {
+        valid: false,
+        errors: [
+          { code: "unknown_variable", node: "calc", field: "config.set.score", message: "unknown variable 'priorty'" },
+          { code: "invalid", node: "route", field: "config.expression", message: "not for this node" },
+          { code: "invalid", node: "calc", field: "max_iterations", message: "a loop needs max_iterations" },
+        ],
+        handles: {},
+        estimate: { nodes: { calc: { usd: "0.0021", tokens: 350 } }, costliest_path: { nodes: ["calc"], usd: "0.0021", tokens: 350 } },
+      },
+    });
+    const problems = screen.getByRole("region", { name: "Problems" });
+    expect(within(problems).getByText(/2 problems/)).toBeTruthy();
+    expect(screen.queryByText("not for this node")).toBeNull();
+    // On the field itself, under the editor and under the policy input.
+    const scoreField = document.getElementById("config.set.score")!.closest(".form-group") as HTMLElement;
+    expect(within(scoreField).getByText("unknown variable 'priorty'")).toBeTruthy();
+    const iterField = document.getElementById("node.max_iterations")!.closest(".form-group") as HTMLElement;
+    expect(within(iterField).getByText("a loop needs max_iterations")).toBeTruthy();
+    await waitFor(() => expect(document.activeElement?.id).toBe("config.set.score"));
+    expect(screen.getByText(/\$0\.0021 · 350 tokens/)).toBeTruthy();
+  });
+
+  it("read-only mode shows values without inputs", () => {
+    renderInBuilder(<SidePanel />, { spec: sampleSpec(), readOnly: true, selection: { nodes: ["ask"] } });
+    expect(screen.getByText("Summarise {{ ticket }}")).toBeTruthy();
+    expect(screen.getByText("Read only")).toBeTruthy();
+    expect(document.querySelector("input, textarea, select, [contenteditable=true]")).toBeNull();
+    expect(screen.queryByRole("button", { name: "Test node" })).toBeNull();
+  });
+});
+
+describe("SidePanel with several nodes selected", () => {
+  it("says how many and edits nothing", () => {
+    okCheck();
+    const { harness } = renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["route", "calc"] } });
+    expect(screen.getByRole("heading", { name: "2 nodes selected" })).toBeTruthy();
+    expect(document.querySelector("form")).toBeNull();
+    expect(harness.changeKeys).toEqual([]);
+  });
+});

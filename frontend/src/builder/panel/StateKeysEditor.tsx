@@ -1,0 +1,190 @@
+// The graph's declared state keys: name, reducer, default (JSON) and description, added and removed in place.
+import { useState } from "react";
+import type { Reducer, StateKeySpec } from "../spec";
+import { freshId } from "../spec";
+import { displayValue } from "./format";
+
+export const REDUCERS: { value: Reducer; label: string }[] = [
+  { value: "replace", label: "replace — the last write wins" },
+  { value: "append", label: "append — add the value to a list" },
+  { value: "extend", label: "extend — add a list's items to a list" },
+  { value: "add", label: "add — sum numbers" },
+  { value: "merge", label: "merge — merge objects" },
+  { value: "max", label: "max — keep the largest" },
+  { value: "min", label: "min — keep the smallest" },
+];
+
+const KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+type StateMap = Record<string, StateKeySpec>;
+
+interface Props {
+  state: StateMap;
+  readOnly: boolean;
+  /** Apply a new state map as an undo step; ``key`` coalesces typing in one field. */
+  onChange(next: StateMap, key: string): void;
+  errors: Record<string, string[]>;
+}
+
+/** Rename ``from`` to ``to`` keeping the keys' order. */
+function renamed(state: StateMap, from: string, to: string): StateMap {
+  return Object.fromEntries(Object.entries(state).map(([k, v]) => [k === from ? to : k, v]));
+}
+
+function KeyRow({ name, spec, state, onChange, errors }: { name: string; spec: StateKeySpec; state: StateMap; onChange: Props["onChange"]; errors: string[] }) {
+  const [nameText, setNameText] = useState(name);
+  const [defaultText, setDefaultText] = useState(spec.default === undefined ? "" : JSON.stringify(spec.default));
+  const [nameError, setNameError] = useState<string | null>(null);
+  const [defaultError, setDefaultError] = useState<string | null>(null);
+  const base = `graph.state.${name}`;
+
+  function commitName() {
+    const next = nameText.trim();
+    if (next === name) return setNameError(null);
+    if (!KEY_PATTERN.test(next)) return setNameError("Letters, digits and _, not starting with a digit.");
+    if (next in state) return setNameError(`“${next}” is already a state key.`);
+    setNameError(null);
+    onChange(renamed(state, name, next), `graph:state:rename:${name}`);
+  }
+
+  function commitDefault() {
+    if (defaultText.trim() === "") {
+      setDefaultError(null);
+      const { default: _d, ...rest } = spec;
+      void _d;
+      return onChange({ ...state, [name]: rest }, `graph:state:${name}:default`);
+    }
+    try {
+      const parsed: unknown = JSON.parse(defaultText);
+      setDefaultError(null);
+      onChange({ ...state, [name]: { ...spec, default: parsed } }, `graph:state:${name}:default`);
+    } catch {
+      setDefaultError("Not valid JSON (strings need quotes: \"text\").");
+    }
+  }
+
+  return (
+    <fieldset className="state-key-row" aria-label={`State key ${name}`} id={base} tabIndex={-1}>
+      <div className="form-field">
+        <label htmlFor={`${base}.name`}>Key</label>
+        <input
+          id={`${base}.name`}
+          value={nameText}
+          onChange={(e) => setNameText(e.target.value)}
+          onBlur={commitName}
+          onKeyDown={(e) => e.key === "Enter" && commitName()}
+          aria-invalid={nameError ? true : undefined}
+        />
+        {nameError && <p className="field-errors">{nameError}</p>}
+      </div>
+      <div className="form-field">
+        <label htmlFor={`${base}.reducer`}>Reducer</label>
+        <select
+          id={`${base}.reducer`}
+          value={spec.reducer ?? "replace"}
+          onChange={(e) => onChange({ ...state, [name]: { ...spec, reducer: e.target.value as Reducer } }, `graph:state:${name}:reducer`)}
+        >
+          {REDUCERS.map((r) => (
+            <option key={r.value} value={r.value}>
+              {r.label}
+            </option>
+          ))}
+        </select>
+      </div>
+      <div className="form-field">
+        <label htmlFor={`${base}.default`}>Default (JSON)</label>
+        <input
+          id={`${base}.default`}
+          className="mono"
+          value={defaultText}
+          placeholder="null"
+          onChange={(e) => setDefaultText(e.target.value)}
+          onBlur={commitDefault}
+          aria-invalid={defaultError ? true : undefined}
+        />
+        {defaultError && <p className="field-errors">{defaultError}</p>}
+      </div>
+      <div className="form-field">
+        <label htmlFor={`${base}.description`}>Description</label>
+        <input
+          id={`${base}.description`}
+          value={spec.description ?? ""}
+          onChange={(e) => onChange({ ...state, [name]: { ...spec, description: e.target.value } }, `graph:state:${name}:description`)}
+        />
+      </div>
+      {errors.length > 0 && (
+        <ul className="field-errors">
+          {errors.map((e, i) => (
+            <li key={i}>{e}</li>
+          ))}
+        </ul>
+      )}
+      <button
+        type="button"
+        className="btn btn-small"
+        aria-label={`Remove state key ${name}`}
+        onClick={() => {
+          const { [name]: _removed, ...rest } = state;
+          void _removed;
+          onChange(rest, `graph:state:remove:${name}`);
+        }}
+      >
+        Remove
+      </button>
+    </fieldset>
+  );
+}
+
+/** The state-key table. Names and defaults are committed on blur (a half-typed name is not a key yet). */
+export function StateKeysEditor({ state, readOnly, onChange, errors }: Props) {
+  const entries = Object.entries(state);
+  if (readOnly) {
+    if (entries.length === 0) return <p className="panel-empty">No declared state keys.</p>;
+    return (
+      <table className="readonly-table">
+        <thead>
+          <tr>
+            <th>Key</th>
+            <th>Reducer</th>
+            <th>Default</th>
+            <th>Description</th>
+          </tr>
+        </thead>
+        <tbody>
+          {entries.map(([k, s]) => (
+            <tr key={k}>
+              <td>
+                <code>{k}</code>
+              </td>
+              <td>{s.reducer ?? "replace"}</td>
+              <td>
+                <code>{s.default === undefined ? "—" : JSON.stringify(s.default)}</code>
+              </td>
+              <td>{displayValue(s.description)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    );
+  }
+  return (
+    <div className="state-keys">
+      {entries.length === 0 && (
+        <p className="panel-empty">No declared state keys. Input properties and keys nodes write are state keys too; declare one to give it a reducer or a default.</p>
+      )}
+      {entries.map(([k, s]) => (
+        <KeyRow key={k} name={k} spec={s} state={state} onChange={onChange} errors={errors[k] ?? []} />
+      ))}
+      <button
+        type="button"
+        className="btn"
+        onClick={() => {
+          const name = freshId("key", new Set(Object.keys(state)));
+          onChange({ ...state, [name]: { reducer: "replace" } }, `graph:state:add:${name}`);
+        }}
+      >
+        Add state key
+      </button>
+    </div>
+  );
+}

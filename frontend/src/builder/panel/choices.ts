@@ -1,0 +1,69 @@
+// Choices for node forms: registered tools (GET /api/v1/tools/) and providers' models (GET /api/v1/models/).
+import { useEffect, useState } from "react";
+import { api } from "../../lib/api";
+
+export interface ToolChoice {
+  name: string;
+  description: string;
+  repeat_safe: boolean;
+}
+
+export interface ProviderChoice {
+  provider: string;
+  models: { id: string; name: string }[];
+  accepts_any_model?: boolean;
+}
+
+export interface Choices {
+  tools: ToolChoice[];
+  providers: ProviderChoice[];
+}
+
+const EMPTY: Choices = { tools: [], providers: [] };
+let cached: Promise<Choices> | null = null;
+
+/** Both catalogues, fetched once per page; a catalogue that fails to load is empty (the fields stay free text). */
+export function loadChoices(): Promise<Choices> {
+  cached ??= Promise.all([
+    api<{ tools: ToolChoice[] }>("tools/").then((r) => r.tools ?? [], () => []),
+    api<{ providers: ProviderChoice[] }>("models/").then((r) => r.providers ?? [], () => []),
+  ]).then(([tools, providers]) => ({ tools, providers }));
+  return cached;
+}
+
+/** Forget the cached catalogues (tests). */
+export function resetChoices(): void {
+  cached = null;
+}
+
+/** The catalogues once loaded (empty until then). */
+export function useChoices(): Choices {
+  const [choices, setChoices] = useState<Choices>(EMPTY);
+  useEffect(() => {
+    let live = true;
+    void loadChoices().then((c) => live && setChoices(c));
+    return () => {
+      live = false;
+    };
+  }, []);
+  return choices;
+}
+
+/** ``{value, label}`` options for a ``ui:options.choices`` name, given the node's config. */
+export function optionsFor(which: string, choices: Choices, config: Record<string, unknown>): { value: string; label: string }[] {
+  if (which === "tool") return choices.tools.map((t) => ({ value: t.name, label: t.description ? `${t.name} — ${t.description}` : t.name }));
+  if (which === "provider") return choices.providers.map((p) => ({ value: p.provider, label: p.provider }));
+  if (which === "model") {
+    const provider = typeof config.provider === "string" ? config.provider : "mock";
+    const p = choices.providers.find((x) => x.provider === provider);
+    return (p?.models ?? []).map((m) => ({ value: m.id, label: m.name && m.name !== m.id ? `${m.id} — ${m.name}` : m.id }));
+  }
+  return [];
+}
+
+/** Which config fields of which kinds offer a catalogue (``*`` = each item of a list). */
+export const CHOICE_FIELDS: Readonly<Record<string, Readonly<Record<string, string>>>> = {
+  llm: { provider: "provider", model: "model" },
+  agent: { provider: "provider", model: "model", "tools.*": "tool" },
+  tool: { tool: "tool" },
+};

@@ -1,0 +1,67 @@
+// StartRunDialog: the input form from the input schema, the POST, validation and the server's refusal.
+import { render, screen, waitFor } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { sampleSpec, scriptFetch } from "../panel/testing";
+import { StartRunDialog } from "./StartRunDialog";
+
+vi.setConfig({ testTimeout: 30_000 });
+afterEach(() => vi.unstubAllGlobals());
+
+describe("StartRunDialog", () => {
+  it("builds the input form from the input schema, posts the run and opens its page", async () => {
+    const calls = scriptFetch(() => [201, { id: 99, version: 2 }]);
+    const navigate = vi.fn();
+    const onClose = vi.fn();
+    const user = userEvent.setup();
+    render(<StartRunDialog graphId={4} spec={sampleSpec()} onClose={onClose} navigate={navigate} />);
+    expect(screen.getByRole("dialog", { name: "Start a run of “Triage”" })).toBeTruthy();
+    await user.type(screen.getByLabelText("ticket"), "Printer on fire");
+    await user.clear(screen.getByLabelText("priority"));
+    await user.type(screen.getByLabelText("priority"), "5");
+    await user.click(screen.getByRole("button", { name: "Start run" }));
+    await waitFor(() => expect(navigate).toHaveBeenCalledWith("/runs/99/"));
+    expect(calls[0]).toEqual({ url: "/api/v1/runs/", method: "POST", body: { graph: 4, input: { ticket: "Printer on fire", priority: 5 } } });
+    expect(onClose).toHaveBeenCalled();
+  });
+
+  it("validates against the schema before posting", async () => {
+    const calls = scriptFetch(() => [201, { id: 1 }]);
+    const spec = { ...sampleSpec(), input_schema: { type: "object", required: ["ticket"], properties: { ticket: { type: "string", minLength: 3 } } } };
+    const user = userEvent.setup();
+    render(<StartRunDialog graphId={4} spec={spec} onClose={vi.fn()} navigate={vi.fn()} />);
+    await user.click(screen.getByRole("button", { name: "Start run" }));
+    await screen.findByText(/must have required property/);
+    expect(calls).toHaveLength(0);
+  });
+
+  it("shows the server's refusal, on the field when it names one", async () => {
+    scriptFetch(() => [400, { error: { code: "invalid", message: "Invalid input.", fields: { "input.ticket": ["is too short"] } } }]);
+    const navigate = vi.fn();
+    const user = userEvent.setup();
+    render(<StartRunDialog graphId={4} spec={sampleSpec()} version={2} onClose={vi.fn()} navigate={navigate} />);
+    await user.type(screen.getByLabelText("ticket"), "x");
+    await user.click(screen.getByRole("button", { name: "Start run" }));
+    expect((await screen.findByRole("alert")).textContent).toContain("Invalid input.");
+    expect(screen.getByText("is too short")).toBeTruthy();
+    expect(navigate).not.toHaveBeenCalled();
+  });
+
+  it("posts the chosen version, and closes on Escape", async () => {
+    const calls = scriptFetch(() => [201, { id: 3 }]);
+    const onClose = vi.fn();
+    const user = userEvent.setup();
+    const spec = { ...sampleSpec(), input_schema: { type: "object" } };
+    render(<StartRunDialog graphId={4} spec={spec} version={2} onClose={onClose} navigate={vi.fn()} />);
+    const json = screen.getByLabelText("Input (JSON object)");
+    await user.clear(json);
+    await user.type(json, '{{"a": 1}');
+    await user.click(screen.getByRole("button", { name: "Start run" }));
+    await waitFor(() => expect(calls).toHaveLength(1));
+    expect(calls[0]!.body).toEqual({ graph: 4, version: 2, input: { a: 1 } });
+    onClose.mockClear();
+    render(<StartRunDialog graphId={4} spec={spec} onClose={onClose} navigate={vi.fn()} />);
+    await user.keyboard("{Escape}");
+    expect(onClose).toHaveBeenCalled();
+  });
+});

@@ -1,0 +1,179 @@
+// Start a run from the builder: an input form generated from the graph's input schema, then the run's page.
+import type { ErrorSchema, RJSFSchema } from "@rjsf/utils";
+import Form from "@rjsf/core";
+import validator from "@rjsf/validator-ajv8";
+import { useEffect, useMemo, useRef, useState } from "react";
+import { api, ApiError } from "../../lib/api";
+import { simplifySchema } from "../editors/fields";
+import { editorFieldComponents } from "../editors/widgets";
+import { errorSchemaFor } from "../panel/paths";
+import "../panel/panel.css";
+import type { GraphSpec } from "../spec";
+
+export interface StartRunDialogProps {
+  graphId: number;
+  spec: GraphSpec;
+  onClose(): void;
+  /** Version to run (default: the latest published). */
+  version?: number;
+  /** Where to go once the run exists (default: the browser navigates there). */
+  navigate?(url: string): void;
+}
+
+interface RunCreated {
+  id: number;
+  version?: number;
+}
+
+/** The input schema as a form schema: an object, ``X | None`` collapsed, its own title left to the dialog. */
+export function inputFormSchema(spec: GraphSpec): Record<string, unknown> {
+  const raw = spec.input_schema && Object.keys(spec.input_schema).length > 0 ? spec.input_schema : { type: "object" };
+  const { title: _t, ...rest } = simplifySchema(raw);
+  void _t;
+  return rest.type === undefined ? { ...rest, type: "object" } : rest;
+}
+
+/** A free-form object (no properties) is edited as JSON rather than as an empty form. */
+function isFreeForm(schema: Record<string, unknown>): boolean {
+  const props = schema.properties;
+  return schema.type === "object" && (!props || Object.keys(props as object).length === 0) && schema.additionalProperties !== false;
+}
+
+/**
+ * A modal dialog: fill in the input, POST /api/v1/runs/ ``{graph, version?, input}``, then go
+ * to ``/runs/<id>/``. Validates against the schema on submit; server field errors (``input.x``)
+ * are shown on their fields. Escape or Cancel closes it.
+ */
+export function StartRunDialog({ graphId, spec, onClose, version, navigate }: StartRunDialogProps) {
+  const schema = useMemo(() => inputFormSchema(spec), [spec]);
+  const freeForm = isFreeForm(schema);
+  const [input, setInput] = useState<Record<string, unknown>>({});
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const [fieldErrors, setFieldErrors] = useState<ErrorSchema>({});
+  const dialog = useRef<HTMLDivElement>(null);
+
+  useEffect(() => {
+    // Focus the first input so the keyboard starts in the form.
+    const first = dialog.current?.querySelector<HTMLElement>("input, textarea, select, [contenteditable=true], button");
+    first?.focus();
+  }, []);
+
+  async function start(data: Record<string, unknown>) {
+    setBusy(true);
+    setError(null);
+    setFieldErrors({});
+    try {
+      const body: Record<string, unknown> = { graph: graphId, input: data };
+      if (version !== undefined) body.version = version;
+      const run = await api<RunCreated>("runs/", { method: "POST", body });
+      (navigate ?? ((url: string) => window.location.assign(url)))(`/runs/${run.id}/`);
+      onClose();
+    } catch (err) {
+      setBusy(false);
+      if (err instanceof ApiError) {
+        const issues = Object.entries(err.fields).map(([path, messages]) => ({ code: "invalid", node: null, field: path, message: messages.join(" ") }));
+        const { schema: placedSchema, placed } = errorSchemaFor(issues, "input");
+        const rest = issues.filter((i) => !placed.includes(i)).map((i) => `${i.field}: ${i.message}`);
+        setFieldErrors(placedSchema);
+        const noVersion = err.status === 400 && /version/i.test(err.message) && placed.length === 0;
+        setError(
+          noVersion
+            ? `${err.message} Runs use a published version: publish the draft first.`
+            : [err.message, ...rest].join(" "),
+        );
+      } else {
+        setError(err instanceof Error ? err.message : String(err));
+      }
+    }
+  }
+
+  return (
+    <div className="run-dialog-backdrop" onMouseDown={(e) => e.target === e.currentTarget && onClose()}>
+      <div
+        ref={dialog}
+        className="run-dialog"
+        role="dialog"
+        aria-modal="true"
+        aria-labelledby="start-run-title"
+        onKeyDown={(e) => {
+          if (e.key === "Escape") {
+            e.stopPropagation();
+            onClose();
+          }
+        }}
+      >
+        <h2 id="start-run-title">Start a run of “{spec.name}”</h2>
+        <p className="field-help">
+          {version !== undefined ? `Runs version ${version}.` : "Runs the latest published version."}{" "}
+          {typeof schema.description === "string" ? schema.description : ""}
+        </p>
+        {error && (
+          <p className="panel-error" role="alert">
+            {error}
+          </p>
+        )}
+        <Form
+          schema={(freeForm ? { type: "object", title: "Input", properties: {} } : schema) as RJSFSchema}
+          uiSchema={{ "ui:submitButtonOptions": { norender: true } }}
+          formData={input}
+          validator={validator}
+          fields={editorFieldComponents}
+          extraErrors={fieldErrors}
+          idPrefix="input"
+          idSeparator="."
+          noHtml5Validate
+          showErrorList={false}
+          liveValidate="onBlur"
+          onChange={(e) => setInput((e.formData ?? {}) as Record<string, unknown>)}
+          onSubmit={(e) => void start(freeForm ? input : ((e.formData ?? {}) as Record<string, unknown>))}
+          id="start-run-form"
+        >
+          {freeForm && (
+            <FreeFormInput value={input} onChange={setInput} />
+          )}
+          <div className="button-row run-dialog-buttons">
+            <button type="submit" className="btn btn-primary" disabled={busy}>
+              {busy ? "Starting…" : "Start run"}
+            </button>
+            <button type="button" className="btn" onClick={onClose}>
+              Cancel
+            </button>
+          </div>
+        </Form>
+      </div>
+    </div>
+  );
+}
+
+function FreeFormInput({ value, onChange }: { value: Record<string, unknown>; onChange(v: Record<string, unknown>): void }) {
+  const [text, setText] = useState(() => JSON.stringify(value, null, 2));
+  const [bad, setBad] = useState(false);
+  return (
+    <div className="form-field">
+      <label htmlFor="input.json">Input (JSON object)</label>
+      <p className="field-help">The graph's input schema declares no fields, so the input is free-form JSON.</p>
+      <textarea
+        id="input.json"
+        className="mono"
+        rows={6}
+        value={text}
+        aria-invalid={bad ? true : undefined}
+        onChange={(e) => {
+          setText(e.target.value);
+          try {
+            const parsed: unknown = JSON.parse(e.target.value || "{}");
+            const ok = typeof parsed === "object" && parsed !== null && !Array.isArray(parsed);
+            setBad(!ok);
+            if (ok) onChange(parsed as Record<string, unknown>);
+          } catch {
+            setBad(true);
+          }
+        }}
+      />
+      {bad && <p className="field-errors">Not a JSON object.</p>}
+    </div>
+  );
+}
+
+export default StartRunDialog;

@@ -1,0 +1,281 @@
+"""The engine's public functions: the only engine module services, commands, tasks, consumers and apps call.
+
+Every write here commits in one short transaction (or inside the caller's, where said)
+and hands the steps it made runnable to the queue only after that commit
+(``transaction.on_commit``): a crash between the two loses nothing, since recovery
+dispatches pending steps no queue entry holds. Step ids returned are informational; the
+caller never dispatches them itself. Value types and errors live in runs.engine.types
+and are re-exported here.
+
+Invariants every function keeps: a committed step's output is a fact and never computed
+again; a commit lands only under the lease it was claimed with (owner + attempt); every
+change to a run row bumps ``Run.version``; audit rows commit with the change they record.
+"""
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from builder.models import GraphVersion
+from runs.engine import claims, commit, dispatch, loop, operations, recovery, recovery_queries, workers
+from runs.engine.audit import acting_as, audit, audit_verify, reset_principal, set_principal
+from runs.engine.graphs import compiled_graph
+from runs.engine.scheduler import CompiledGraph
+from runs.engine.types import ClaimedStep, CommitOutcome, RunNotFound, StartedRun, StepStateError
+from runs.engine.writes import lock_run, run_cost_adjust
+from runs.models import Run, RunStatus
+from runs.nodes.base import NodeError, NodeResult
+
+__all__ = [
+    "ClaimedStep",
+    "CommitOutcome",
+    "CompiledGraph",
+    "RunNotFound",
+    "StartedRun",
+    "StepStateError",
+    "acting_as",
+    "audit",
+    "audit_verify",
+    "compiled_graph",
+    "current_worker",
+    "drive_local",
+    "execute_node",
+    "in_local_mode",
+    "is_cluster_main_process",
+    "local_mode",
+    "process_group_members",
+    "recover_once",
+    "reset_principal",
+    "run_cancel",
+    "run_cost_adjust",
+    "run_fork",
+    "run_lock",
+    "run_resume",
+    "run_retry",
+    "run_start",
+    "run_start_node_test",
+    "set_principal",
+    "start_supervisor",
+    "step_claim",
+    "step_commit",
+    "step_complete_waiting",
+    "step_execute",
+    "step_fail",
+    "step_fail_parked",
+    "step_recover",
+    "step_requeue_parked",
+    "steps_dispatch",
+    "workers_alive",
+]
+
+# Local execution (run_graph without a worker, tests) and worker identity.
+local_mode = dispatch.local_mode
+in_local_mode = dispatch.in_local_mode
+current_worker = workers.current_worker
+process_group_members = workers.process_group_members
+is_cluster_main_process = recovery.is_cluster_main_process
+start_supervisor = recovery.start_supervisor
+execute_node = loop.execute_node
+
+
+def _dispatch_on_commit(step_ids: list[int]) -> list[int]:
+    if step_ids:
+        transaction.on_commit(lambda: dispatch.enqueue(step_ids))
+    return step_ids
+
+
+def steps_dispatch(step_ids: list[int]) -> None:
+    """Hand committed pending steps to the queue now (to release steps created while their
+    hand-off was held, e.g. in :func:`local_mode`). Duplicates are harmless: a claim is a
+    compare-and-set."""
+    dispatch.enqueue(step_ids)
+
+
+# --------------------------------------------------------------------------- start
+
+
+def run_start(
+    *,
+    version: GraphVersion,
+    run_input: dict[str, Any],
+    actor: str = "system",
+    actor_type: str = "system",
+    created_by: Any = None,
+    idempotency_key: str | None = None,
+    budget_usd: Decimal | None = None,
+    budget_tokens: int | None = None,
+) -> Run:
+    """Commit a new run of ``version`` (validated graph, validated JSON-object input) with its
+    start step pending, audited as ``run.start``; the start step goes to the queue after
+    commit. ``budget_usd``/``budget_tokens`` override the graph's settings. The run exists
+    before anything executes. Raises IntegrityError when ``idempotency_key`` is already
+    taken (the service turns that into the earlier run)."""
+    started = operations.run_create(
+        version=version,
+        run_input=run_input,
+        actor=actor,
+        actor_type=actor_type,
+        created_by=created_by,
+        idempotency_key=idempotency_key,
+        budget_usd=budget_usd,
+        budget_tokens=budget_tokens,
+    )
+    _dispatch_on_commit(started.step_ids)
+    return started.run
+
+
+def run_start_node_test(
+    *, version: GraphVersion, node_id: str, state: dict[str, Any], actor: str, actor_type: str, created_by: Any = None
+) -> StartedRun:
+    """Commit a test run (``is_test``) of node ``node_id`` of test snapshot ``version``: its
+    first step is that node, with ``state`` as the committed state (``state["input"]`` is
+    the run input); audited as ``run.test_node``; the step goes to the queue after commit.
+    Raises ValueError (not a test snapshot), KeyError (no such node)."""
+    started = operations.run_create_node_test(
+        version=version, node_id=node_id, state=state, actor=actor, actor_type=actor_type, created_by=created_by
+    )
+    _dispatch_on_commit(started.step_ids)
+    return started
+
+
+# --------------------------------------------------------------------------- claim and run
+
+
+def step_execute(step_id: int, *, worker: str | None = None) -> None:
+    """Claim step ``step_id`` for ``worker`` (default: this process), execute it outside any
+    transaction, commit it, and go on with any successor the commit leased to this worker.
+    Safe to call twice for one step (a step that is not pending is left alone)."""
+    loop.execute_step(step_id, worker=worker)
+
+
+def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
+    """Compare-and-set step ``step_id`` from pending to running under a new lease of
+    ``worker`` (``host:pid:start``) and a new attempt number (the fencing token). None when
+    it is not claimable (not pending, backoff not over, run ended, budget exhausted,
+    interrupted too often): a duplicate delivery does nothing."""
+    return claims.step_claim(step_id, worker)
+
+
+def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = True) -> CommitOutcome:
+    """Commit a finished attempt in one fenced transaction: output, usage, cost, merged state,
+    successor rows, events, run status. Nothing is written when the lease is no longer
+    ours (``committed`` False). With ``keep_next`` one successor is leased to the same
+    worker (``next_step``); the others go to the queue after commit."""
+    outcome = commit.step_commit(claimed, result, keep_next=keep_next)
+    _dispatch_on_commit(outcome.dispatch)
+    return outcome
+
+
+def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
+    """Record a failed attempt (fenced): retry per the node's policy (pending again after the
+    backoff or Retry-After), wake an agent-like parent when a child fails for good, else
+    fail the run. Nothing is written when the lease is no longer ours."""
+    outcome = commit.step_fail(claimed, error)
+    _dispatch_on_commit(outcome.dispatch)
+    return outcome
+
+
+def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when_waiting: bool = True, timeout: float | None = None) -> str:
+    """Run one run's steps in this process (``queue`` from :func:`local_mode`) until it ends,
+    waits at a gate (``stop_when_waiting``) or ``timeout`` seconds pass; returns its status."""
+    return loop.drive_local(run_id, queue=queue, poll=poll, stop_when_waiting=stop_when_waiting, timeout=timeout)
+
+
+# --------------------------------------------------------------------------- decide
+
+
+def step_complete_waiting(step_id: int, result: NodeResult, *, actor: str, reason: str) -> list[int]:
+    """Finish a waiting (gate) or parked step with ``result`` (a decision, or a skip with a
+    given output) and create its successors, inside the caller's transaction (the decision
+    row commits with it). Raises StepStateError when the step is not waiting or parked, so
+    deciding twice never resumes twice."""
+    return _dispatch_on_commit(operations.step_complete_waiting(step_id, result, actor=actor, reason=reason))
+
+
+def step_requeue_parked(step_id: int, *, actor: str) -> list[int]:
+    """Send a parked step back to pending (a person chose "retry": same idempotency key),
+    inside the caller's transaction. Raises StepStateError when it is not parked."""
+    return _dispatch_on_commit(operations.step_requeue_parked(step_id, actor=actor))
+
+
+def step_fail_parked(step_id: int, *, actor: str, message: str) -> None:
+    """Fail a waiting or parked step and its run (a rejection without a reject edge, or
+    "fail" for an interrupted step), inside the caller's transaction. Raises StepStateError."""
+    operations.step_fail_parked(step_id, actor=actor, message=message)
+
+
+# --------------------------------------------------------------------------- cancel, resume, retry, fork
+
+
+def run_cancel(run_id: int, *, actor: str, actor_type: str = "user", reason: str = "") -> bool:
+    """Cancel a run (terminal status, open steps cancelled, audited). Running steps keep
+    their output when they commit but start nothing. False when it had already ended.
+    Raises RunNotFound."""
+    return operations.run_cancel(run_id, actor=actor, actor_type=actor_type, reason=reason)
+
+
+def run_resume(
+    run_id: int, *, actor: str, actor_type: str = "user", budget_usd: Decimal | None = None, budget_tokens: int | None = None
+) -> list[int]:
+    """Continue a failed run from the step that failed (fresh attempts; optionally a new
+    budget) or re-queue a parked run's interrupted steps; committed steps never run again.
+    Audited. Raises RunNotFound, StepStateError (neither failed nor parked)."""
+    ids = operations.run_resume(run_id, actor=actor, actor_type=actor_type, budget_usd=budget_usd, budget_tokens=budget_tokens)
+    return _dispatch_on_commit(ids)
+
+
+def run_retry(run_id: int, *, actor: str, actor_type: str = "user") -> list[int]:
+    """Retry a failed run from the step that failed (resume, for failed runs only).
+    Raises RunNotFound, StepStateError (the run is not failed)."""
+    status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+    if status is None:
+        raise RunNotFound(run_id)
+    if status != RunStatus.FAILED:
+        raise StepStateError(f"run {run_id} is {status}; only a failed run can be retried")
+    return run_resume(run_id, actor=actor, actor_type=actor_type)
+
+
+def run_fork(
+    run_id: int, *, step_id: int, state_patch: dict[str, Any], actor: str, actor_type: str = "user", created_by: Any = None
+) -> Run:
+    """Start a new run of the same graph version from committed top-level step ``step_id`` of
+    run ``run_id``: the state as it was right after that step, ``state_patch`` on top, that
+    step's successors pending. Audited. Raises RunNotFound, StepStateError."""
+    started = operations.run_fork(run_id, step_id=step_id, state_patch=state_patch, actor=actor, actor_type=actor_type, created_by=created_by)
+    _dispatch_on_commit(started.step_ids)
+    return started.run
+
+
+def run_lock(run_id: int) -> Run:
+    """Lock and read a run row inside the caller's transaction (the lock every engine commit
+    of that run takes first). Raises Run.DoesNotExist."""
+    return lock_run(run_id)
+
+
+# --------------------------------------------------------------------------- recover
+
+
+def recover_once(*, on_start: bool = False) -> list[int]:
+    """One recovery pass: steps whose lease expired or whose owner process on this host is
+    dead go back to pending (or are parked when not safe to repeat), and pending steps no
+    queue entry holds are dispatched. A live worker's lease is never taken. Returns the
+    step ids handed to the queue."""
+    return recovery.recover_once(on_start=on_start)
+
+
+def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: Callable[[str], bool]) -> list[int]:
+    """Take back one running step if its lease expired or ``owner_is_dead(owner)``; re-queue
+    it or park it. Returns step ids handed to the queue after commit (none when the lease
+    is live)."""
+    return _dispatch_on_commit(recovery_queries.step_recover(step_id, recovered_by=recovered_by, owner_is_dead=owner_is_dead))
+
+
+def workers_alive() -> bool:
+    """Whether a qcluster sent a heartbeat recently (run_graph uses it to pick in-process)."""
+    return recovery_queries.workers_alive(max(5.0, 3 * settings.BALLAST_RECOVERY_INTERVAL))
+

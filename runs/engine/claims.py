@@ -1,0 +1,170 @@
+"""Claims and leases: pending -> running under a lease (compare-and-set), heartbeats, budget checks.
+
+The attempt number a claim sets is the fencing token every later commit checks. A
+duplicate queue delivery finds nothing to claim and does nothing.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from builder.spec import NodeSpec
+from runs.engine.graphs import spawns_children, step_node
+from runs.engine.types import ClaimedStep
+from runs.engine.writes import bump_run, event, finish_run, lease_delta, lost_attempts
+from runs.models import TERMINAL_RUN_STATUSES, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
+from runs.nodes import get_kind
+from runs.nodes.base import ChildCall
+
+
+def claim_details(step: Step, run: Run, worker: str) -> ClaimedStep:
+    """What executing ``step`` (leased to ``worker``) needs, read from its rows.
+
+    An agent-like parent gets every child that finished (a fact), by key, for its replay."""
+    children: dict[str, dict[str, Any]] = {}
+    if step.parent_id is None and spawns_children(get_kind(step_node(run.graph_version_id, step.node_id).kind)):
+        for key, status, output, error in Step.objects.filter(parent_id=step.pk).values_list("child_key", "status", "output", "error"):
+            if status == StepStatus.SUCCEEDED:
+                children[key] = {"status": "succeeded", "output": output}
+            elif status == StepStatus.FAILED:
+                children[key] = {"status": "failed", "error": error}
+    return ClaimedStep(
+        step_id=step.pk,
+        run_id=run.pk,
+        run_uuid=str(run.uuid),
+        node_id=step.node_id,
+        kind=step.kind,
+        iteration=step.iteration,
+        depth=step.depth,
+        attempt=step.attempt,
+        max_attempts=step.max_attempts,
+        idempotency_key=step.idempotency_key,
+        version_id=run.graph_version_id,
+        state=run.state,
+        run_input=run.input,
+        budget_remaining_usd=None if run.budget_usd is None else run.budget_usd - run.cost_usd,
+        budget_remaining_tokens=None if run.budget_tokens is None else run.budget_tokens - run.input_tokens - run.output_tokens,
+        worker=worker,
+        parent_id=step.parent_id,
+        child_key=step.child_key,
+        child_input=step.input if step.parent_id else None,
+        children=children,
+    )
+
+
+def budget_refusal(run: Run, step: Step, state: dict[str, Any]) -> str | None:
+    """A message when ``step``'s worst-case cost could overrun the run's budget, else None.
+
+    A child step is estimated by its parent's kind. A node that spawns children costs
+    nothing itself: its children are checked one by one.
+    """
+    if run.budget_usd is None and run.budget_tokens is None:
+        return None
+    node: NodeSpec = step_node(run.graph_version_id, step.node_id)
+    name = step.node_id
+    kind = get_kind(node.kind)
+    config = kind.config_model.model_validate(node.config)
+    if step.parent_id:
+        usd, tokens = kind.estimate_child_cost(config, ChildCall(step.child_key, step.kind, step.input or {}), state)
+    elif spawns_children(kind):
+        return None
+    else:
+        usd, tokens = kind.estimate_cost(config, state)
+    if run.budget_tokens is not None and tokens:
+        left = run.budget_tokens - run.input_tokens - run.output_tokens
+        if tokens > left:
+            return f"step '{name}' may use up to {tokens} tokens; {left} of the run's token budget remain"
+    if run.budget_usd is not None:
+        left_usd = run.budget_usd - run.cost_usd
+        if usd is None:
+            return f"step '{name}' has no known price, so the run's USD budget cannot be guaranteed"
+        if usd > left_usd:
+            return f"step '{name}' may cost up to ${usd:.6f}; ${left_usd:.6f} of the run's budget remain"
+    return None
+
+
+def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
+    """Claim a pending step for ``worker``: compare-and-set pending -> running with a lease.
+
+    Returns None when the step is not claimable (already running elsewhere, finished,
+    not yet due, or its run ended): a duplicate delivery does nothing. Raises nothing for
+    a missing step (a deleted run's task is dropped). A step interrupted
+    BALLAST_MAX_LOST_ATTEMPTS times, or one the budget cannot cover, fails its run instead.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        claimed = (
+            Step.objects.filter(pk=step_id, status=StepStatus.PENDING)
+            .filter(Q(available_at__isnull=True) | Q(available_at__lte=now))
+            .update(
+                status=StepStatus.RUNNING,
+                attempt=F("attempt") + 1,
+                lease_owner=worker,
+                lease_expires_at=now + lease_delta(),
+                started_at=now,
+            )
+        )
+        if not claimed:
+            return None
+        step = Step.objects.select_related("run").get(pk=step_id)
+        run = step.run
+        if step.parent_id is None and step.attempt > 1 and lost_attempts(step.pk) >= settings.BALLAST_MAX_LOST_ATTEMPTS:
+            # A step that kills its worker every time must not loop forever (django-q2
+            # never counts a hard crash as an attempt; we do).
+            error = {"code": "worker_lost", "message": f"step '{step.node_id}' was interrupted {settings.BALLAST_MAX_LOST_ATTEMPTS} times; giving up"}
+            Step.objects.filter(pk=step_id).update(status=StepStatus.FAILED, lease_owner="", finished_at=now, error=error)
+            finish_run(run, RunStatus.FAILED, error=error | {"node_id": step.node_id}, step_id=step_id)
+            return None
+        if run.is_terminal:
+            Step.objects.filter(pk=step_id).update(status=StepStatus.CANCELLED, lease_owner="", finished_at=now)
+            return None
+        refusal = budget_refusal(run, step, run.state)
+        if refusal:
+            Step.objects.filter(pk=step_id).update(
+                status=StepStatus.CANCELLED, lease_owner="", finished_at=now, error={"code": "budget_exceeded", "message": refusal}
+            )
+            finish_run(run, RunStatus.FAILED, error={"code": "budget_exceeded", "message": refusal}, step_id=step_id)
+            return None
+        StepAttempt.objects.create(step=step, number=step.attempt, worker=worker, started_at=now)
+        events = [event(run.pk, RunEventKind.STEP_STARTED, step.pk, node_id=step.node_id, iteration=step.iteration, attempt=step.attempt)]
+        if run.status == RunStatus.QUEUED:
+            bump_run(Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED), status=RunStatus.RUNNING, started_at=now)
+            events.insert(0, event(run.pk, RunEventKind.RUN_STARTED))
+        RunEvent.objects.bulk_create(events)
+        return claim_details(step, run, worker)
+
+
+def step_heartbeat(step_id: int, attempt: int, worker: str) -> bool:
+    """Extend our lease. False when the lease is no longer ours or the run ended (stop work)."""
+    now = timezone.now()
+    extended = Step.objects.filter(pk=step_id, status=StepStatus.RUNNING, attempt=attempt, lease_owner=worker).update(
+        lease_expires_at=now + lease_delta()
+    )
+    if not extended:
+        return False
+    return not Run.objects.filter(steps__pk=step_id, status__in=TERMINAL_RUN_STATUSES).exists()
+
+
+def lease_to(step: Step, worker: str, now: datetime) -> None:
+    """Mark an in-memory step running under a new lease of ``worker`` (saved by the caller)."""
+    step.status = StepStatus.RUNNING
+    step.lease_owner = worker
+    step.lease_expires_at = now + lease_delta()
+    step.started_at = now
+
+
+def start_kept(run: Run, kept: Step | None, worker: str | None, now: datetime, events: list[RunEvent]) -> ClaimedStep | None:
+    """Open the attempt of a step a commit leased to ``worker`` (inside that commit) and
+    return its claim; None when nothing was kept."""
+    if kept is None or worker is None:
+        return None
+    StepAttempt.objects.create(step_id=kept.pk, number=kept.attempt, worker=worker, started_at=now)
+    events.append(event(run.pk, RunEventKind.STEP_STARTED, kept.pk, node_id=kept.node_id, iteration=kept.iteration, attempt=kept.attempt))
+    kept.run = run
+    return claim_details(kept, run, worker)
+

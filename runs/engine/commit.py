@@ -1,0 +1,378 @@
+"""The portable commit (ORM): a finished or failed attempt, fenced, in ONE transaction.
+
+A commit stores the step's output, usage and cost, merges its writes into the run state,
+creates the successor steps (one may be leased to the committing worker), appends the
+events and updates the run's totals and status, all under the run's row lock. A lease
+that is no longer ours makes it write nothing. The sequential case first tries a fast
+path (runs.engine.fastpath); everything else, and every fast-path miss, lands here.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from runs.engine import fastpath, graphs, scheduler
+from runs.engine.claims import budget_refusal, lease_to, start_kept
+from runs.engine.types import ActiveStep, ClaimedStep, CommitOutcome, spec_node_id, step_idempotency_key
+from runs.engine.writes import (
+    active_steps,
+    add_usage,
+    bump_run,
+    event,
+    fenced,
+    finish_run,
+    jsonable,
+    lock_run,
+    price_version,
+    save_run_totals,
+    save_run_usage,
+    save_steps,
+)
+from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
+from runs.nodes import get_kind
+from runs.nodes.base import NodeError, NodeResult
+
+log = logging.getLogger("ballast.engine")
+
+
+def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = True) -> CommitOutcome:
+    """Commit a finished attempt in ONE transaction, fenced by lease owner and attempt.
+
+    ``result.wait`` parks the step at a gate (waiting, no lease); ``result.spawn`` suspends
+    it behind child steps. With ``keep_next`` one ready successor is leased to this worker
+    in the same commit (``CommitOutcome.next_step``). If the lease is no longer ours
+    (recovery gave the step to someone else) nothing is written (``committed`` False).
+    """
+    if claimed.snapshot is not None and keep_next and result.wait is None and not result.spawn:
+        fast = fastpath.fast_commit(claimed, result)
+        if fast is not None:
+            return fast
+    now = timezone.now()
+    usage = result.usage.as_dict() if result.usage else None
+    with transaction.atomic():
+        run = lock_run(claimed.run_id)
+        if result.spawn and claimed.parent_id is None:
+            return _commit_spawn(run, claimed, result, now, keep_next=keep_next)
+        status = StepStatus.WAITING if result.wait else StepStatus.SUCCEEDED
+        written = fenced(claimed.step_id, claimed.attempt, claimed.worker).update(
+            status=status,
+            output=jsonable(result.recorded_output()),
+            updates=jsonable(result.updates) if result.updates else None,
+            usage=usage,
+            cost_usd=result.cost_usd,
+            price_version=price_version(result.usage),
+            lease_owner="",
+            lease_expires_at=None,
+            finished_at=None if result.wait else now,
+        )
+        if not written:
+            log.warning("step %s attempt %s: lease lost, result discarded", claimed.step_id, claimed.attempt)
+            return CommitOutcome(committed=False)
+        StepAttempt.objects.filter(step_id=claimed.step_id, number=claimed.attempt).update(
+            status=AttemptStatus.SUCCEEDED, usage=usage, cost_usd=result.cost_usd, price_version=price_version(result.usage), finished_at=now
+        )
+        add_usage(run, result)
+        step = Step(
+            pk=claimed.step_id,
+            run_id=run.pk,
+            node_id=claimed.node_id,
+            kind=claimed.kind,
+            iteration=claimed.iteration,
+            depth=claimed.depth,
+            parent_id=claimed.parent_id,
+        )
+        if claimed.parent_id is not None:
+            events = [event(run.pk, RunEventKind.STEP_SUCCEEDED, step.pk, node_id=step.node_id, parent=claimed.parent_id)]
+            return child_finished(run, step, events, now, worker=claimed.worker if keep_next else None)
+        if result.wait:
+            return _commit_wait(run, step, result, now)
+        return advance(run, step, result, now, worker=claimed.worker if keep_next else None)
+
+
+def _plan(
+    run: Run, active: list[ActiveStep], new_steps: list[Step], now: datetime, *, worker: str | None, state: dict[str, Any]
+) -> tuple[Step | None, list[int]]:
+    """Apply scheduler.plan_dispatch to unsaved ``new_steps``: lease the kept one to
+    ``worker`` (if its budget allows), mark the others dispatched. Returns (kept step, ids
+    of older steps to mark dispatched)."""
+    may_keep = None if worker is None else (lambda i: budget_refusal(run, new_steps[i], state) is None)
+    plan = scheduler.plan_dispatch(max_parallelism=run.max_parallelism, active=active, new_count=len(new_steps), now=now, may_keep=may_keep)
+    kept: Step | None = None
+    if plan.kept is not None and worker is not None:
+        kept = new_steps[plan.kept]
+        kept.attempt += 1
+        lease_to(kept, worker, now)
+    for index in plan.dispatch_new:
+        new_steps[index].dispatched_at = now
+    return kept, plan.dispatch_old
+
+
+def _save_planned(run: Run, new_steps: list[Step], dispatch_old: list[int], now: datetime) -> None:
+    save_steps(run, new_steps)
+    if dispatch_old:
+        Step.objects.filter(pk__in=dispatch_old).update(dispatched_at=now)
+
+
+def _commit_wait(run: Run, step: Step, result: NodeResult, now: datetime) -> CommitOutcome:
+    assert result.wait is not None
+    get_kind(step.kind).on_wait(run=run, step=step, wait=result.wait)
+    events = [event(run.pk, RunEventKind.STEP_WAITING, step.pk, node_id=step.node_id, reason=result.wait.reason)]
+    active = active_steps(run.pk, exclude=step.pk)
+    new_status = run.status
+    if not run.is_terminal and scheduler.run_status_after(a.status for a in active) == RunStatus.WAITING:
+        new_status = RunStatus.WAITING
+        events.append(event(run.pk, RunEventKind.RUN_WAITING, step.pk, node_id=step.node_id))
+    RunEvent.objects.bulk_create(events)
+    save_run_usage(run, now, status=new_status)
+    return CommitOutcome(committed=True, run_status=new_status)
+
+
+def advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker: str | None) -> CommitOutcome:
+    """Apply a succeeded top-level step to the locked run: state, successors, status.
+
+    Inside the caller's transaction. ``worker`` may keep one successor (None: all go to
+    the queue)."""
+    events = [event(run.pk, RunEventKind.STEP_SUCCEEDED, step.pk, node_id=step.node_id, iteration=step.iteration, route=result.route)]
+    if run.is_terminal:
+        # The run ended (cancelled, failed elsewhere) while this step ran: its output is
+        # a fact and is kept, but nothing follows it.
+        RunEvent.objects.bulk_create(events)
+        save_run_usage(run, now)
+        return CommitOutcome(committed=True, run_status=run.status)
+
+    graph = graphs.compiled_graph(run.graph_version_id)
+    active = active_steps(run.pk, exclude=step.pk)
+    transition = graphs.transition(
+        run, node_id=step.node_id, iteration=step.iteration, depth=step.depth, result=result, other_active=[spec_node_id(a.node_id) for a in active]
+    )
+    if transition.failure:
+        failure = transition.failure
+        RunEvent.objects.bulk_create(events)
+        save_run_totals(run, now)
+        finish_run(run, RunStatus.FAILED, error={"code": failure.code, "message": failure.message, "node_id": step.node_id}, step_id=step.pk)
+        return CommitOutcome(committed=True, run_status=RunStatus.FAILED)
+
+    if transition.ended and graph.topology.nodes[step.node_id].kind == "end":
+        run.output = result.recorded_output()
+
+    new_steps = []
+    for act in transition.activations:
+        node = graph.topology.nodes[act.node_id]
+        new_steps.append(
+            Step(
+                run_id=run.pk,
+                node_id=act.node_id,
+                kind=node.kind,
+                iteration=act.iteration,
+                depth=act.depth,
+                max_attempts=node.retry.max_attempts,
+                idempotency_key=step_idempotency_key(run.uuid, act.node_id, act.iteration),
+            )
+        )
+    kept, dispatch_old = _plan(run, active, new_steps, now, worker=worker, state=transition.state)
+    _save_planned(run, new_steps, dispatch_old, now)
+    for new in new_steps:
+        events.append(event(run.pk, RunEventKind.STEP_CREATED, new.pk, node_id=new.node_id, iteration=new.iteration))
+    run.state = transition.state
+    run.scheduler = transition.bookkeeping
+    run.step_count += len(new_steps)
+    next_claim = start_kept(run, kept, worker, now, events)
+
+    if not active and not new_steps:
+        RunEvent.objects.bulk_create(events)
+        save_run_totals(run, now)
+        if transition.bookkeeping.get("ended"):
+            finish_run(run, RunStatus.SUCCEEDED, output=jsonable(run.output), step_id=step.pk)
+            return CommitOutcome(committed=True, run_status=RunStatus.SUCCEEDED)
+        error = {"code": "no_end", "message": "every branch stopped before reaching an end node"}
+        finish_run(run, RunStatus.FAILED, error=error, step_id=step.pk)
+        return CommitOutcome(committed=True, run_status=RunStatus.FAILED)
+
+    new_status = scheduler.run_status_after([a.status for a in active] + [s.status for s in new_steps])
+    if new_status != run.status and new_status == RunStatus.WAITING:
+        events.append(event(run.pk, RunEventKind.RUN_WAITING, step.pk))
+    RunEvent.objects.bulk_create(events)
+    run.status = new_status
+    save_run_totals(run, now, status=new_status)
+    if next_claim is not None and not active and len(new_steps) == 1:
+        run.version += 1
+        next_claim.snapshot = run
+    dispatch = [s.pk for s in new_steps if s.dispatched_at is not None] + dispatch_old
+    return CommitOutcome(committed=True, dispatch=dispatch, next_step=next_claim, run_status=new_status)
+
+
+def _commit_spawn(run: Run, claimed: ClaimedStep, result: NodeResult, now: datetime, *, keep_next: bool) -> CommitOutcome:
+    """The parent asked for child steps: suspend it (no lease) and commit the children.
+
+    Children whose key already exists (an earlier replay spawned them) are not created
+    again. Inside the commit transaction, run row locked.
+    """
+    assert result.spawn is not None
+    worker = claimed.worker if keep_next else None
+    written = fenced(claimed.step_id, claimed.attempt, claimed.worker).update(status=StepStatus.SUSPENDED, lease_owner="", lease_expires_at=None)
+    if not written:
+        log.warning("step %s attempt %s: lease lost, spawn discarded", claimed.step_id, claimed.attempt)
+        return CommitOutcome(committed=False)
+    StepAttempt.objects.filter(step_id=claimed.step_id, number=claimed.attempt).update(status=AttemptStatus.SUSPENDED, finished_at=now)
+    add_usage(run, result)
+    events = [event(run.pk, RunEventKind.STEP_SUSPENDED, claimed.step_id, node_id=claimed.node_id, children=[c.key for c in result.spawn])]
+    existing = set(Step.objects.filter(parent_id=claimed.step_id).values_list("child_key", flat=True))
+    node = claimed.node
+    new_steps = []
+    for call in result.spawn:
+        if call.key in existing:
+            continue
+        existing.add(call.key)
+        child_node_id = f"{claimed.node_id}#{claimed.iteration}/{call.key}"
+        new_steps.append(
+            Step(
+                run_id=run.pk,
+                parent_id=claimed.step_id,
+                child_key=call.key,
+                node_id=child_node_id,
+                kind=call.label,
+                iteration=0,
+                depth=claimed.depth,
+                input=jsonable(call.input),
+                max_attempts=node.retry.max_attempts,
+                idempotency_key=step_idempotency_key(run.uuid, child_node_id, 0),
+            )
+        )
+    active = active_steps(run.pk, exclude=claimed.step_id)
+    failure = None
+    if not new_steps and not any(a.parent_id == claimed.step_id for a in active):
+        failure = {"code": "spawn", "message": f"node '{node.id}' asked again for children that already finished", "node_id": node.id}
+    elif run.step_count + len(new_steps) > run.max_steps:
+        failure = {"code": "max_steps", "message": f"run reached its max_steps limit of {run.max_steps}", "node_id": node.id}
+    if failure or run.is_terminal:
+        RunEvent.objects.bulk_create(events)
+        save_run_totals(run, now)
+        if failure:
+            Step.objects.filter(pk=claimed.step_id).update(status=StepStatus.FAILED, error=failure, finished_at=now)
+            finish_run(run, RunStatus.FAILED, error=failure, step_id=claimed.step_id)
+        return CommitOutcome(committed=True, run_status=run.status)
+    kept, dispatch_old = _plan(run, active, new_steps, now, worker=worker, state=run.state)
+    _save_planned(run, new_steps, dispatch_old, now)
+    for new in new_steps:
+        events.append(event(run.pk, RunEventKind.STEP_CREATED, new.pk, node_id=new.node_id, parent=claimed.step_id))
+    next_claim = start_kept(run, kept, worker, now, events)
+    run.step_count += len(new_steps)
+    run.status = scheduler.run_status_after([a.status for a in active] + [s.status for s in new_steps])
+    RunEvent.objects.bulk_create(events)
+    save_run_usage(run, now, status=run.status, step_count=run.step_count)
+    dispatch = [s.pk for s in new_steps if s.dispatched_at is not None] + dispatch_old
+    return CommitOutcome(committed=True, dispatch=dispatch, next_step=next_claim, run_status=run.status)
+
+
+def child_finished(run: Run, child: Step, events: list[RunEvent], now: datetime, *, worker: str | None) -> CommitOutcome:
+    """A child step finished (succeeded, or failed for good): once no sibling is active,
+    the parent becomes runnable again (its replay sees every child's result), leased to
+    ``worker`` or dispatched. Inside the commit transaction, run row locked."""
+    active = active_steps(run.pk, exclude=child.pk)
+    dispatch: list[int] = []
+    next_claim: ClaimedStep | None = None
+    if child.parent_id is not None and not run.is_terminal and not any(a.parent_id == child.parent_id for a in active):
+        parent = Step.objects.get(pk=child.parent_id)
+        if parent.status == StepStatus.SUSPENDED:
+            events.append(event(run.pk, RunEventKind.STEP_RESUMED, parent.pk, node_id=parent.node_id, reason="children finished"))
+            if worker is not None:
+                parent.attempt += 1
+                lease_to(parent, worker, now)
+                Step.objects.filter(pk=parent.pk, status=StepStatus.SUSPENDED).update(
+                    status=StepStatus.RUNNING,
+                    attempt=parent.attempt,
+                    lease_owner=worker,
+                    lease_expires_at=parent.lease_expires_at,
+                    started_at=now,
+                )
+                next_claim = start_kept(run, parent, worker, now, events)
+            else:
+                Step.objects.filter(pk=parent.pk, status=StepStatus.SUSPENDED).update(status=StepStatus.PENDING, dispatched_at=now)
+                dispatch.append(parent.pk)
+            active = [
+                a if a.id != parent.pk else a._replace(status=StepStatus.RUNNING, dispatched_at=now, available_at=None, parent_id=None)
+                for a in active
+            ]
+    if not run.is_terminal:
+        _, dispatch_old = _plan(run, active, [], now, worker=None, state=run.state)
+        if dispatch_old:
+            Step.objects.filter(pk__in=dispatch_old).update(dispatched_at=now)
+            dispatch += dispatch_old
+        run.status = scheduler.run_status_after(a.status for a in active)
+    RunEvent.objects.bulk_create(events)
+    save_run_usage(run, now, status=run.status)
+    return CommitOutcome(committed=True, dispatch=dispatch, next_step=next_claim, run_status=run.status)
+
+
+def _retry_after(error: NodeError) -> float:
+    """Seconds the failing service asked us to wait (the provider parsed HTTP Retry-After
+    into ``error.retry_after`` or ``details["retry_after"]``), else 0."""
+    value = getattr(error, "retry_after", None)
+    if value is None and isinstance(error.details, dict):
+        value = error.details.get("retry_after")
+    try:
+        return max(0.0, float(value)) if value is not None else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
+    """Record a failed attempt (fenced), with what it spent (``error.usage``/``cost_usd``).
+
+    Retry per the node's policy: the step's failed and lost attempts count against its
+    ``max_attempts``; the delay is the policy's backoff or the service's Retry-After,
+    whichever is longer. A retry puts the step back to pending with ``available_at``; it
+    is dispatched at once when the delay is zero, else by the recovery poller when due.
+    A child step that fails for good does not fail the run: its parent is woken and its
+    replay sees the failure. Any other final failure fails the run. A lost lease writes
+    nothing (``committed`` False).
+    """
+    now = timezone.now()
+    policy = claimed.node.retry
+    usage, cost_usd = error.usage, error.cost_usd
+    with transaction.atomic():
+        run = lock_run(claimed.run_id)
+        failures = StepAttempt.objects.filter(step_id=claimed.step_id, status__in=(AttemptStatus.FAILED, AttemptStatus.LOST)).count() + 1
+        retry = error.retryable and failures < claimed.max_attempts and (not policy.retry_on or error.code in policy.retry_on) and not run.is_terminal
+        err = error.as_dict() | {"attempt": claimed.attempt}
+        fields: dict[str, Any] = {"error": err, "lease_owner": "", "lease_expires_at": None}
+        if retry:
+            delay = max(policy.delay(failures), _retry_after(error))
+            fields |= {"status": StepStatus.PENDING, "available_at": now + timedelta(seconds=delay)}
+            fields["dispatched_at"] = now if delay == 0 else None
+        else:
+            fields |= {"status": StepStatus.FAILED, "finished_at": now}
+        if not fenced(claimed.step_id, claimed.attempt, claimed.worker).update(**fields):
+            return CommitOutcome(committed=False)
+        StepAttempt.objects.filter(step_id=claimed.step_id, number=claimed.attempt).update(
+            status=AttemptStatus.FAILED,
+            error=err,
+            usage=usage.as_dict() if usage else None,
+            cost_usd=cost_usd,
+            price_version=price_version(usage),
+            finished_at=now,
+        )
+        if usage or cost_usd:
+            run.cost_usd += cost_usd or 0
+            run.input_tokens += usage.input_tokens if usage else 0
+            run.output_tokens += usage.output_tokens if usage else 0
+            bump_run(Run.objects.filter(pk=run.pk), cost_usd=run.cost_usd, input_tokens=run.input_tokens, output_tokens=run.output_tokens)
+        if retry:
+            RunEvent.objects.create(
+                run_id=run.pk,
+                step_id=claimed.step_id,
+                kind=RunEventKind.STEP_RETRYING,
+                data={"node_id": claimed.node_id, "error": err, "available_at": fields["available_at"].isoformat()},
+            )
+            return CommitOutcome(committed=True, dispatch=[claimed.step_id] if fields["dispatched_at"] else [], run_status=run.status)
+        failed = event(run.pk, RunEventKind.STEP_FAILED, claimed.step_id, node_id=claimed.node_id, error=err)
+        if claimed.parent_id is not None:
+            child = Step(pk=claimed.step_id, run_id=run.pk, node_id=claimed.node_id, parent_id=claimed.parent_id)
+            return child_finished(run, child, [failed], now, worker=None)
+        failed.save()
+        finish_run(run, RunStatus.FAILED, error=err | {"node_id": claimed.node_id}, step_id=claimed.step_id)
+        return CommitOutcome(committed=True, run_status=RunStatus.FAILED)

@@ -1,0 +1,122 @@
+"""The sequential fast commit: decide in Python from the worker's run snapshot, write in fixed SQL.
+
+A step that is its run's only active step, with one successor, commits from the snapshot
+its worker's previous commit left (checked by ``Run.version``), without reading the run:
+one statement on PostgreSQL (fastpath_postgresql), fixed statements in one transaction
+on SQLite and other databases (fastpath_sqlite). Anything else, or a failed check,
+returns None and the portable commit (runs.engine.commit) takes over.
+``settings.BALLAST_FAST_COMMIT = False`` turns the fast path off (the conformance suite
+runs the portable path that way).
+"""
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection, transaction
+from django.utils import timezone
+
+from runs.engine import fastpath_postgresql, fastpath_sqlite, graphs
+from runs.engine.claims import claim_details
+from runs.engine.graphs import compiled_graph
+from runs.engine.types import ClaimedStep, CommitOutcome, step_idempotency_key
+from runs.engine.writes import add_usage, jsonable, lease_delta, price_version
+from runs.models import AttemptStatus, RunEventKind, RunStatus, Step, StepStatus
+from runs.nodes.base import NodeResult
+
+# The enum values the fixed statements take as parameters (no literals in the SQL).
+ENUM_PARAMS: dict[str, str] = {
+    "st_running": StepStatus.RUNNING.value,
+    "st_succeeded": StepStatus.SUCCEEDED.value,
+    "run_running": RunStatus.RUNNING.value,
+    "att_running": AttemptStatus.RUNNING.value,
+    "att_succeeded": AttemptStatus.SUCCEEDED.value,
+    "ev_succeeded": RunEventKind.STEP_SUCCEEDED.value,
+    "ev_created": RunEventKind.STEP_CREATED.value,
+    "ev_started": RunEventKind.STEP_STARTED.value,
+}
+
+
+def enabled() -> bool:
+    """Whether sequential commits try the fast path (settings.BALLAST_FAST_COMMIT, default on)."""
+    return bool(getattr(settings, "BALLAST_FAST_COMMIT", True))
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(jsonable(value), cls=DjangoJSONEncoder)
+
+
+def fast_commit(claimed: ClaimedStep, result: NodeResult) -> CommitOutcome | None:
+    """Commit ``claimed`` and lease its single successor to the same worker, trusting the
+    run snapshot (``claimed.snapshot``), or return None (nothing written) and let the
+    caller take the portable path: budgets, an open transaction, a run that ends, fails
+    or fans out, a stale snapshot or a lost lease."""
+    run = claimed.snapshot
+    assert run is not None
+    if not enabled() or run.budget_usd is not None or run.budget_tokens is not None or transaction.get_connection().in_atomic_block:
+        return None
+    graph = compiled_graph(run.graph_version_id)
+    transition = graphs.transition(run, node_id=claimed.node_id, iteration=claimed.iteration, depth=claimed.depth, result=result, other_active=[])
+    if transition.failure or transition.ended or len(transition.activations) != 1:
+        return None
+    act = transition.activations[0]
+    node = graph.topology.nodes[act.node_id]
+    now = timezone.now()
+    usage = result.usage
+    key = step_idempotency_key(run.uuid, act.node_id, act.iteration)
+    params: dict[str, Any] = {
+        **ENUM_PARAMS,
+        "run": run.pk,
+        "version": run.version,
+        "step": claimed.step_id,
+        "attempt": claimed.attempt,
+        "owner": claimed.worker,
+        "state": _dumps(transition.state),
+        "scheduler": _dumps(transition.bookkeeping),
+        "in_tokens": usage.input_tokens if usage else 0,
+        "out_tokens": usage.output_tokens if usage else 0,
+        "cost": connection.ops.adapt_decimalfield_value(result.cost_usd or Decimal(0), 24, 12),
+        "now": connection.ops.adapt_datetimefield_value(now),
+        "output": _dumps(result.recorded_output()),
+        "updates": _dumps(result.updates) if result.updates else None,
+        "usage": _dumps(usage.as_dict()) if usage else None,
+        "step_cost": connection.ops.adapt_decimalfield_value(result.cost_usd, 24, 12),
+        "price_version": price_version(usage),
+        "next_node": act.node_id,
+        "next_kind": node.kind,
+        "next_iteration": act.iteration,
+        "next_depth": act.depth,
+        "next_max_attempts": node.retry.max_attempts,
+        "next_key": key,
+        "lease_until": connection.ops.adapt_datetimefield_value(now + lease_delta()),
+        "done_event": _dumps({"node_id": claimed.node_id, "iteration": claimed.iteration, "route": result.route}),
+        "created_event": _dumps({"node_id": act.node_id, "iteration": act.iteration}),
+        "started_event": _dumps({"node_id": act.node_id, "iteration": act.iteration, "attempt": 1}),
+    }
+    backend = fastpath_postgresql if connection.vendor == "postgresql" else fastpath_sqlite
+    new_id = backend.commit(params)
+    if new_id is None:
+        return None
+    run.state = transition.state
+    run.scheduler = transition.bookkeeping
+    run.step_count += 1
+    run.version += 1
+    run.status = RunStatus.RUNNING
+    add_usage(run, result)
+    kept = Step(
+        pk=new_id,
+        run=run,
+        node_id=act.node_id,
+        kind=node.kind,
+        iteration=act.iteration,
+        depth=act.depth,
+        attempt=1,
+        max_attempts=node.retry.max_attempts,
+        idempotency_key=key,
+    )
+    next_claim = claim_details(kept, run, claimed.worker)
+    next_claim.snapshot = run
+    return CommitOutcome(committed=True, next_step=next_claim, run_status=RunStatus.RUNNING)

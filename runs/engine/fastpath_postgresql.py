@@ -1,0 +1,78 @@
+"""The sequential fast path on PostgreSQL: the whole commit as ONE fenced data-modifying CTE.
+
+For a step that is its run's only active step: its output, the run's state and totals,
+its single successor leased to the same worker, the attempts and the events, in one
+statement in autocommit mode (one round trip), prepared once per connection. Statuses
+and event kinds are parameters taken from the model enums (see fastpath.params).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+from django.db import connection
+
+# The run row is locked first (the order recovery and the slow path use) and only if its
+# version is the one this worker's last commit left; the step row only if its lease is
+# still ours. If either check fails the statement writes nothing and returns NULL: the
+# caller takes the slow path, which re-reads everything.
+COMMIT_SQL = """
+WITH locked_run AS (
+    SELECT id FROM runs_run WHERE id = %(run)s AND version = %(version)s FOR UPDATE
+), locked_step AS (
+    SELECT id FROM runs_step
+    WHERE id = %(step)s AND status = %(st_running)s AND attempt = %(attempt)s AND lease_owner = %(owner)s
+      AND EXISTS (SELECT 1 FROM locked_run)
+    FOR UPDATE
+), run_upd AS (
+    UPDATE runs_run SET state = %(state)s::jsonb, scheduler = %(scheduler)s::jsonb, step_count = step_count + 1,
+        input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
+        cost_usd = cost_usd + %(cost)s, status = %(run_running)s, version = version + 1, updated_at = %(now)s
+    WHERE id IN (SELECT id FROM locked_run) AND EXISTS (SELECT 1 FROM locked_step)
+    RETURNING id
+), step_upd AS (
+    UPDATE runs_step SET status = %(st_succeeded)s, output = %(output)s::jsonb, updates = %(updates)s::jsonb,
+        usage = %(usage)s::jsonb, cost_usd = %(step_cost)s, price_version = %(price_version)s, lease_owner = '',
+        lease_expires_at = NULL, finished_at = %(now)s
+    WHERE id IN (SELECT id FROM locked_step) AND EXISTS (SELECT 1 FROM run_upd)
+    RETURNING id
+), att_upd AS (
+    UPDATE runs_stepattempt SET status = %(att_succeeded)s, usage = %(usage)s::jsonb, cost_usd = %(step_cost)s,
+        price_version = %(price_version)s, finished_at = %(now)s
+    WHERE step_id IN (SELECT id FROM step_upd) AND number = %(attempt)s
+), new_step AS (
+    INSERT INTO runs_step (run_id, parent_id, child_key, node_id, kind, iteration, depth, status, attempt, max_attempts,
+        idempotency_key, lease_owner, lease_expires_at, started_at, created_at, price_version)
+    SELECT %(run)s, NULL, '', %(next_node)s, %(next_kind)s, %(next_iteration)s, %(next_depth)s, %(st_running)s, 1,
+        %(next_max_attempts)s, %(next_key)s, %(owner)s, %(lease_until)s, %(now)s, %(now)s, ''
+    WHERE EXISTS (SELECT 1 FROM step_upd)
+    RETURNING id
+), new_att AS (
+    INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version)
+    SELECT id, 1, %(owner)s, %(att_running)s, %(now)s, '' FROM new_step
+), events AS (
+    INSERT INTO runs_runevent (run_id, step_id, kind, data, created_at)
+    SELECT %(run)s, id, %(ev_succeeded)s, %(done_event)s::jsonb, %(now)s FROM step_upd
+    UNION ALL SELECT %(run)s, id, %(ev_created)s, %(created_event)s::jsonb, %(now)s FROM new_step
+    UNION ALL SELECT %(run)s, id, %(ev_started)s, %(started_event)s::jsonb, %(now)s FROM new_step
+)
+SELECT (SELECT id FROM new_step)
+"""
+
+
+def commit(params: dict[str, Any]) -> int | None:
+    """Run the fenced commit; the new step's id, or None when the version or lease check failed.
+
+    Runs COMMIT_SQL as a server-side prepared statement: Django's cursors bind parameters
+    on the client, so the server would plan the big CTE on every commit; psycopg prepares
+    it once per connection. The call is logged like Django's own queries so query counts
+    still see it (a raw psycopg cursor bypasses execute_wrapper, TRAPS.md)."""
+    connection.ensure_connection()
+    started = time.perf_counter()
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(COMMIT_SQL, params, prepare=True)
+        row = cursor.fetchone()
+    if connection.queries_logged:
+        connection.queries_log.append({"sql": COMMIT_SQL, "time": f"{time.perf_counter() - started:.3f}"})
+    return row[0] if row else None

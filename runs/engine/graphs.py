@@ -1,0 +1,52 @@
+"""Compiled graph versions (spec + topology + reducers), cached: versions are immutable; and
+the scheduler's decision for a run as committed."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+from builder.models import GraphVersion
+from builder.spec import GraphSpec, NodeSpec
+from runs.engine import scheduler
+from runs.engine.types import spec_node_id
+from runs.models import Run
+from runs.nodes.base import NodeKind, NodeResult
+
+
+@lru_cache(maxsize=512)
+def compiled_graph(version_id: int) -> scheduler.CompiledGraph:
+    """The parsed spec and topology of graph version ``version_id`` (one query, then cached).
+
+    Raises GraphVersion.DoesNotExist."""
+    spec = GraphVersion.objects.values_list("spec", flat=True).get(pk=version_id)
+    return scheduler.CompiledGraph(GraphSpec.model_validate(spec))
+
+
+def step_node(version_id: int, step_node_id: str) -> NodeSpec:
+    """The spec node a (child) step of a run of ``version_id`` executes."""
+    return compiled_graph(version_id).topology.nodes[spec_node_id(step_node_id)]
+
+
+def spawns_children(kind: Any) -> bool:
+    """Whether a node kind runs through child steps (it overrides ``execute_child``)."""
+    return type(kind).execute_child is not NodeKind.execute_child
+
+
+def transition(run: Run, *, node_id: str, iteration: int, depth: int, result: NodeResult, other_active: Iterable[str]) -> scheduler.Transition:
+    """scheduler.apply_step for ``result`` of step (``node_id``, ``iteration``, ``depth``) on
+    ``run`` as held in memory (state, bookkeeping, step count); ``other_active``: spec node
+    ids of the run's other active steps. Pure apart from the cached graph lookup."""
+    return scheduler.apply_step(
+        compiled_graph(run.graph_version_id),
+        state=run.state,
+        bookkeeping=run.scheduler,
+        node_id=node_id,
+        iteration=iteration,
+        depth=depth,
+        updates=result.updates,
+        route=result.route,
+        other_active=other_active,
+        step_count=run.step_count,
+        max_steps=run.max_steps,
+    )

@@ -1,0 +1,336 @@
+"""Operator actions on runs: create, cancel, resume, fork, and decisions on waiting or parked steps.
+
+Each is one short transaction under the run's row lock (or inside the caller's, for
+decisions that commit with an approval), audited, and returns the step ids the caller
+hands to the queue after commit.
+"""
+from __future__ import annotations
+
+import copy
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from builder.models import GraphVersion
+from runs.engine import scheduler
+from runs.engine.audit import audit
+from runs.engine.commit import advance, child_finished
+from runs.engine.graphs import compiled_graph, step_node
+from runs.engine.types import RunNotFound, StartedRun, StepStateError, step_idempotency_key
+from runs.engine.writes import bump_run, event, finish_run, jsonable, lock_run, save_steps
+from runs.models import Run, RunEvent, RunEventKind, RunStatus, Step, StepStatus
+from runs.nodes.base import NodeResult
+from runs.signals import steps_requeued
+
+
+def run_create(
+    *,
+    version: GraphVersion,
+    run_input: dict[str, Any],
+    actor: str = "system",
+    actor_type: str = "system",
+    created_by: Any = None,
+    idempotency_key: str | None = None,
+    budget_usd: Decimal | None = None,
+    budget_tokens: int | None = None,
+) -> StartedRun:
+    """Commit a new run and its start step (pending, marked dispatched) in one transaction.
+
+    The caller validated the graph and the input. The run exists before anything
+    executes, so it cannot vanish. Raises IntegrityError when ``idempotency_key`` is taken.
+    """
+    graph = compiled_graph(version.pk)
+    settings_ = graph.spec.settings
+    now = timezone.now()
+    with transaction.atomic():
+        run = Run.objects.create(
+            graph_version=version,
+            input=run_input,
+            state=scheduler.initial_state(graph, run_input),
+            scheduler={"iterations": {graph.start_id(): 1}},
+            max_parallelism=settings_.max_parallelism,
+            max_steps=settings_.max_steps,
+            budget_usd=budget_usd if budget_usd is not None else settings_.budget_usd,
+            budget_tokens=budget_tokens if budget_tokens is not None else settings_.budget_tokens,
+            step_count=1,
+            created_by=created_by,
+            idempotency_key=idempotency_key,
+        )
+        start = graph.topology.nodes[graph.start_id()]
+        step = Step.objects.create(
+            run=run,
+            node_id=start.id,
+            kind=start.kind,
+            iteration=0,
+            depth=0,
+            max_attempts=start.retry.max_attempts,
+            idempotency_key=step_idempotency_key(run.uuid, start.id, 0),
+            dispatched_at=now,
+        )
+        RunEvent.objects.create(run=run, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "input": run_input})
+        audit(actor, "run.start", run, actor_type=actor_type, graph_version=version.pk)
+    return StartedRun(run, [step.pk])
+
+
+def run_create_node_test(
+    *, version: GraphVersion, node_id: str, state: dict[str, Any], actor: str, actor_type: str, created_by: Any = None
+) -> StartedRun:
+    """Commit a test run of one node of test snapshot ``version``: the run (``is_test``) and
+    its first step, ``node_id`` itself, pending, in one transaction, audited as
+    ``run.test_node``.
+
+    The committed state is the declared state defaults, then ``state``; ``state["input"]``
+    (an object) is the run input. Budgets and limits come from the snapshot's settings.
+    Raises ValueError when ``version`` is not a test snapshot, KeyError for an unknown node.
+    """
+    if not version.is_test:
+        raise ValueError("node_test_run needs a test snapshot version")
+    graph = compiled_graph(version.pk)
+    node = graph.topology.nodes[node_id]
+    given = copy.deepcopy(state)
+    run_input = given.get("input") if isinstance(given.get("input"), dict) else {}
+    initial = scheduler.initial_state(graph, {})
+    initial.update(given)
+    initial["input"] = run_input
+    limits = graph.spec.settings
+    with transaction.atomic():
+        run = Run.objects.create(
+            graph_version=version,
+            is_test=True,
+            input=run_input,
+            state=initial,
+            scheduler={"iterations": {node_id: 1}},
+            max_parallelism=limits.max_parallelism,
+            max_steps=limits.max_steps,
+            budget_usd=limits.budget_usd,
+            budget_tokens=limits.budget_tokens,
+            step_count=1,
+            created_by=created_by if getattr(created_by, "pk", None) is not None else None,
+        )
+        step = Step.objects.create(
+            run=run,
+            node_id=node_id,
+            kind=node.kind,
+            max_attempts=1,
+            idempotency_key=step_idempotency_key(run.uuid, node_id, 0),
+            dispatched_at=timezone.now(),
+        )
+        RunEvent.objects.create(run=run, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "test": True, "node_id": node_id})
+        audit(actor, "run.test_node", run, actor_type=actor_type, graph=version.graph_id, graph_version=version.pk, node_id=node_id)
+    return StartedRun(run, [step.pk])
+
+
+def step_complete_waiting(step_id: int, result: NodeResult, *, actor: str, reason: str) -> list[int]:
+    """Finish a waiting or parked step with ``result`` and schedule its successors.
+
+    Must run inside the caller's transaction (an approval decision commits together with
+    the resume). Returns step ids to dispatch after commit. Raises StepStateError if the
+    step is not waiting or parked (deciding twice never resumes twice).
+    """
+    step = Step.objects.get(pk=step_id)
+    run = lock_run(step.run_id)
+    now = timezone.now()
+    written = Step.objects.filter(pk=step_id, status__in=(StepStatus.WAITING, StepStatus.PARKED)).update(
+        status=StepStatus.SUCCEEDED,
+        output=jsonable(result.recorded_output()),
+        updates=jsonable(result.updates) if result.updates else None,
+        finished_at=now,
+        lease_owner="",
+    )
+    if not written:
+        raise StepStateError(f"step {step_id} is {step.status}, not waiting")
+    if run.is_terminal:
+        return []
+    RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind=RunEventKind.RUN_RESUMED, data={"by": actor, "reason": reason})
+    if step.parent_id is not None:
+        done = event(run.pk, RunEventKind.STEP_SUCCEEDED, step.pk, node_id=step.node_id, parent=step.parent_id, by=actor)
+        return child_finished(run, step, [done], now, worker=None).dispatch
+    return advance(run, step, result, now, worker=None).dispatch
+
+
+def step_requeue_parked(step_id: int, *, actor: str) -> list[int]:
+    """Send a parked step back to pending for a deliberate re-run (same idempotency key).
+
+    Inside the caller's transaction. Returns step ids to dispatch. Raises StepStateError.
+    """
+    step = Step.objects.get(pk=step_id)
+    run = lock_run(step.run_id)
+    now = timezone.now()
+    if not Step.objects.filter(pk=step_id, status=StepStatus.PARKED).update(status=StepStatus.PENDING, dispatched_at=now, available_at=None):
+        raise StepStateError(f"step {step_id} is {step.status}, not parked")
+    bump_run(Run.objects.filter(pk=run.pk, status=RunStatus.WAITING), status=RunStatus.RUNNING)
+    RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind=RunEventKind.STEP_REQUEUED, data={"by": actor})
+    return [step_id]
+
+
+def step_fail_parked(step_id: int, *, actor: str, message: str) -> None:
+    """Fail a waiting or parked step and its run (a rejection with no reject edge, or a
+    person choosing "fail" for an interrupted step). Inside the caller's transaction.
+    Raises StepStateError if the step is not waiting or parked."""
+    step = Step.objects.get(pk=step_id)
+    run = lock_run(step.run_id)
+    now = timezone.now()
+    error = {"code": "rejected", "message": message, "node_id": step.node_id, "by": actor}
+    if not Step.objects.filter(pk=step_id, status__in=(StepStatus.WAITING, StepStatus.PARKED)).update(
+        status=StepStatus.FAILED, error=error, finished_at=now
+    ):
+        raise StepStateError(f"step {step_id} is {step.status}, not waiting")
+    finish_run(run, RunStatus.FAILED, error=error, step_id=step_id)
+
+
+def _locked(run_id: int) -> Run:
+    try:
+        return lock_run(run_id)
+    except Run.DoesNotExist:
+        raise RunNotFound(run_id) from None
+
+
+def run_cancel(run_id: int, *, actor: str, actor_type: str = "user", reason: str = "") -> bool:
+    """Cancel a run: terminal status, pending/waiting steps cancelled, audited, in one
+    transaction. Running steps notice at their next heartbeat; their commits keep their
+    output but start nothing. Returns False if the run had already ended. Raises RunNotFound."""
+    with transaction.atomic():
+        run = _locked(run_id)
+        if run.is_terminal:
+            return False
+        finish_run(run, RunStatus.CANCELLED, error={"code": "cancelled", "message": reason or f"cancelled by {actor}"})
+        audit(actor, "run.cancel", run, actor_type=actor_type, reason=reason)
+    return True
+
+
+def run_resume(
+    run_id: int, *, actor: str, actor_type: str = "user", budget_usd: Decimal | None = None, budget_tokens: int | None = None
+) -> list[int]:
+    """Continue a failed run from where it stopped, or a parked run, in one transaction.
+
+    Failed run: the step whose failure ended the run gets a fresh attempt budget (its
+    policy's ``max_attempts`` more) and goes back to pending, with the failed children
+    of an agent-like parent; the steps the failure cancelled are pending again; the run
+    is running again. Committed steps stay facts and never run again. A new budget may
+    be given (a run stopped for its budget). Parked run: each parked step is re-queued
+    (a deliberate re-run with the same idempotency key). Audited. Returns step ids to
+    dispatch after commit. Raises RunNotFound, StepStateError (any other status).
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        run = _locked(run_id)
+        if run.status == RunStatus.WAITING and Step.objects.filter(run=run, status=StepStatus.PARKED).exists():
+            parked = list(Step.objects.filter(run=run, status=StepStatus.PARKED).values_list("id", flat=True))
+            Step.objects.filter(pk__in=parked).update(status=StepStatus.PENDING, dispatched_at=now, available_at=None)
+            bump_run(Run.objects.filter(pk=run.pk), status=RunStatus.RUNNING, updated_at=now)
+            RunEvent.objects.create(run=run, kind=RunEventKind.RUN_RESUMED, data={"by": actor, "requeued": parked})
+            steps_requeued.send(sender=Run, run=run, step_ids=parked, actor=actor)
+            audit(actor, "run.resume", run, actor_type=actor_type, requeued=parked)
+            return parked
+        if run.status != RunStatus.FAILED:
+            raise StepStateError(f"run {run.pk} is {run.status}; only a failed or parked run can be resumed")
+        last = RunEvent.objects.filter(run=run, kind=RunEventKind.RUN_FAILED).order_by("-id").first()
+        reopen = set(last.data.get("cancelled_steps", [])) if last else set()
+        if last and last.step_id:
+            reopen.add(last.step_id)
+        reopen |= set(Step.objects.filter(run=run, status=StepStatus.FAILED).values_list("id", flat=True))
+        rows = list(Step.objects.filter(pk__in=reopen))
+        parents_with_reopened_children = {r.parent_id for r in rows if r.parent_id}
+        ids: list[int] = []
+        for step in rows:
+            node = step_node(run.graph_version_id, step.node_id)
+            status = StepStatus.SUSPENDED if step.pk in parents_with_reopened_children else StepStatus.PENDING
+            Step.objects.filter(pk=step.pk).update(
+                status=status,
+                max_attempts=step.attempt + node.retry.max_attempts,
+                finished_at=None,
+                available_at=None,
+                dispatched_at=now if status == StepStatus.PENDING else None,
+                lease_owner="",
+            )
+            if status == StepStatus.PENDING:
+                ids.append(step.pk)
+        fields: dict[str, Any] = {"status": RunStatus.RUNNING, "error": None, "finished_at": None, "updated_at": now}
+        if budget_usd is not None:
+            fields["budget_usd"] = budget_usd
+        if budget_tokens is not None:
+            fields["budget_tokens"] = budget_tokens
+        bump_run(Run.objects.filter(pk=run.pk), **fields)
+        RunEvent.objects.create(run=run, kind=RunEventKind.RUN_RESUMED, data={"by": actor, "reopened": sorted(ids)})
+        audit(actor, "run.resume", run, actor_type=actor_type, reopened=sorted(ids), previous_error=run.error)
+        return ids
+
+
+def run_fork(
+    run_id: int, *, step_id: int, state_patch: dict[str, Any], actor: str, actor_type: str = "user", created_by: Any = None
+) -> StartedRun:
+    """Start a new run from a committed step of another run, with edited state.
+
+    The new run is pinned to the same graph version. Its state is the source run's
+    state right after ``step_id`` committed (scheduler.fork_transition replays every
+    committed step's writes in commit order), then ``state_patch`` on top; it starts
+    with that step's successors as if the step had just committed (branches of the
+    source that had not finished by then do not exist in the fork). Audited. Raises
+    RunNotFound, StepStateError (step not committed, not top-level, or nothing follows it).
+    """
+    try:
+        source = Run.objects.get(pk=run_id)
+    except Run.DoesNotExist:
+        raise RunNotFound(run_id) from None
+    anchor = Step.objects.filter(pk=step_id, run=source, parent__isnull=True, status=StepStatus.SUCCEEDED).first()
+    if anchor is None or anchor.finished_at is None:
+        raise StepStateError(f"step {step_id} is not a committed step of run {run_id}")
+    graph = compiled_graph(source.graph_version_id)
+    committed = Step.objects.filter(run=source, parent__isnull=True, status=StepStatus.SUCCEEDED, finished_at__lte=anchor.finished_at)
+    writes = [
+        scheduler.CommittedWrite(row.node_id, row.iteration, row.depth, row.updates or {})
+        for row in committed.order_by("finished_at", "id")
+        if row.finished_at is not None and (row.finished_at, row.pk) <= (anchor.finished_at, anchor.pk)
+    ]
+    done = RunEvent.objects.filter(run=source, step=anchor, kind=RunEventKind.STEP_SUCCEEDED).order_by("-id").first()
+    transition = scheduler.fork_transition(
+        graph,
+        run_input=source.input,
+        writes=writes,
+        anchor=scheduler.CommittedWrite(anchor.node_id, anchor.iteration, anchor.depth, {}),
+        route=done.data.get("route") if done else None,
+        state_patch=state_patch,
+        max_steps=source.max_steps,
+    )
+    if transition.failure or not transition.activations:
+        reason = transition.failure.message if transition.failure else "no step follows it"
+        raise StepStateError(f"cannot fork run {run_id} at step {step_id}: {reason}")
+    now = timezone.now()
+    with transaction.atomic():
+        run = Run.objects.create(
+            graph_version_id=source.graph_version_id,
+            input=source.input,
+            state=transition.state,
+            scheduler=transition.bookkeeping,
+            max_parallelism=source.max_parallelism,
+            max_steps=source.max_steps,
+            budget_usd=source.budget_usd,
+            budget_tokens=source.budget_tokens,
+            step_count=len(transition.activations),
+            created_by=created_by,
+            forked_from=source,
+            forked_from_step=anchor,
+        )
+        new_steps = [
+            Step(
+                run=run,
+                node_id=act.node_id,
+                kind=graph.topology.nodes[act.node_id].kind,
+                iteration=act.iteration,
+                depth=act.depth,
+                max_attempts=graph.topology.nodes[act.node_id].retry.max_attempts,
+                idempotency_key=step_idempotency_key(run.uuid, act.node_id, act.iteration),
+                dispatched_at=now,
+            )
+            for act in transition.activations
+        ]
+        save_steps(run, new_steps)
+        RunEvent.objects.create(
+            run=run,
+            kind=RunEventKind.RUN_CREATED,
+            data={"forked_from": source.pk, "forked_from_step": anchor.pk, "state_patch": jsonable(state_patch)},
+        )
+        audit(actor, "run.fork", run, actor_type=actor_type, source_run=source.pk, source_step=anchor.pk, patched=sorted(state_patch))
+    return StartedRun(run, [s.pk for s in new_steps])

@@ -1,0 +1,150 @@
+"""Recovery's reads and writes: worker rows, expired leases, orphaned pending steps.
+
+``owner_is_dead`` arguments are callables ``(lease owner) -> bool`` (runs.engine.workers);
+an owner whose liveness cannot be determined must count as alive. Every write is a
+compare-and-set: a live worker's lease is never taken back.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from runs.engine.audit import audit
+from runs.engine.graphs import step_node
+from runs.engine.writes import active_steps, bump_run, lock_run
+from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus, Worker
+from runs.nodes import get_kind
+from runs.nodes.base import ChildCall
+
+OwnerIsDead = Callable[[str], bool]
+
+
+def worker_heartbeat(name: str, host: str, pid: int, started_at: datetime) -> None:
+    """Register or refresh a worker row (its heartbeat says a qcluster is alive)."""
+    now = timezone.now()
+    if not Worker.objects.filter(name=name).update(heartbeat_at=now):
+        Worker.objects.update_or_create(name=name, defaults={"host": host, "pid": pid, "started_at": started_at, "heartbeat_at": now})
+
+
+def worker_remove(name: str) -> None:
+    """Forget a worker that is shutting down cleanly."""
+    Worker.objects.filter(name=name).delete()
+
+
+def workers_forget_dead(owner_is_dead: OwnerIsDead, *, silent_seconds: float) -> list[str]:
+    """Delete the rows of clusters that died (a dead pid on this host, or no heartbeat for
+    ``silent_seconds``) and return their names: their prefetched queue entries are lost."""
+    cutoff = timezone.now() - timedelta(seconds=silent_seconds)
+    dead = [name for name, beat in Worker.objects.values_list("name", "heartbeat_at") if beat < cutoff or owner_is_dead(name)]
+    if dead:
+        Worker.objects.filter(name__in=dead).delete()
+    return dead
+
+
+def workers_alive(within_seconds: float) -> bool:
+    """Whether any worker sent a heartbeat in the last ``within_seconds``."""
+    return Worker.objects.filter(heartbeat_at__gte=timezone.now() - timedelta(seconds=within_seconds)).exists()
+
+
+def expired_step_ids(owner_is_dead: OwnerIsDead, *, run_id: int | None = None) -> list[int]:
+    """Running steps whose lease expired, or whose owner process on this host is dead."""
+    now = timezone.now()
+    qs = Step.objects.filter(status=StepStatus.RUNNING)
+    if run_id is not None:
+        qs = qs.filter(run_id=run_id)
+    rows = qs.values_list("id", "lease_owner", "lease_expires_at")
+    return [pk for pk, owner, expires in rows if (expires is not None and expires < now) or owner_is_dead(owner)]
+
+
+def _repeat_safe(run: Run, step: Step) -> bool:
+    node = step_node(run.graph_version_id, step.node_id)
+    kind = get_kind(node.kind)
+    config = kind.config_model.model_validate(node.config)
+    if step.parent_id is not None:
+        return kind.is_child_repeat_safe(config, ChildCall(step.child_key, step.kind, step.input or {}))
+    return node.repeat_safe if node.repeat_safe is not None else kind.is_repeat_safe(config)
+
+
+def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead) -> list[int]:
+    """Take back a step whose worker died: re-queue it (same idempotency key), or park
+    the run if the node is not safe to repeat. One transaction, audited as the worker.
+
+    Returns step ids to dispatch. Does nothing if the lease is live (never steals).
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        step = Step.objects.filter(pk=step_id, status=StepStatus.RUNNING).first()
+        if step is None:
+            return []
+        expired = step.lease_expires_at is not None and step.lease_expires_at < now
+        if not expired and not owner_is_dead(step.lease_owner):
+            return []
+        run = lock_run(step.run_id)
+        target = StepStatus.PENDING if _repeat_safe(run, step) or run.is_terminal else StepStatus.PARKED
+        if not Step.objects.filter(pk=step_id, status=StepStatus.RUNNING, attempt=step.attempt, lease_owner=step.lease_owner).update(
+            status=target, lease_owner="", lease_expires_at=None, dispatched_at=now if target == StepStatus.PENDING else None
+        ):
+            return []
+        StepAttempt.objects.filter(step_id=step_id, number=step.attempt, status=AttemptStatus.RUNNING).update(
+            status=AttemptStatus.LOST, finished_at=now, error={"code": "worker_lost", "message": f"worker {step.lease_owner} died"}
+        )
+        data = {"node_id": step.node_id, "attempt": step.attempt, "owner": step.lease_owner, "lease_expired": expired}
+        if target == StepStatus.PENDING:
+            RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind=RunEventKind.STEP_RECOVERED, data=data)
+            audit(recovered_by, "step.rerun", step, actor_type="worker", **data)
+            return [step_id]
+        RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind=RunEventKind.STEP_PARKED, data=data)
+        audit(recovered_by, "run.park", run, actor_type="worker", step=step_id, **data)
+        if not any(a.status in (StepStatus.PENDING, StepStatus.RUNNING) for a in active_steps(run.pk, exclude=step_id)):
+            bump_run(Run.objects.filter(pk=run.pk), status=RunStatus.WAITING)
+            RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind=RunEventKind.RUN_WAITING, data={"node_id": step.node_id})
+        handler = import_string(settings.BALLAST_PARK_HANDLER)
+        handler(run=run, step=step, reason="interrupted by a worker crash; not safe to repeat")
+        return []
+
+
+def due_pending_steps(*, stale_seconds: float, everything: bool = False, run_id: int | None = None) -> list[int]:
+    """Pending steps that no queue entry is known to hold, within each run's parallelism.
+
+    A step is due when it is available (backoff passed) and was never dispatched, was
+    dispatched before its backoff ended, or was dispatched more than ``stale_seconds``
+    ago and still not claimed (a lost queue entry). ``everything`` re-dispatches all
+    pending steps (on worker start: the queue may have lost them). Marks the chosen
+    steps dispatched; returns their ids (dispatch after commit).
+    """
+    now = timezone.now()
+    stale = now - timedelta(seconds=stale_seconds)
+    with transaction.atomic():
+        qs = Step.objects.filter(status=StepStatus.PENDING).filter(Q(available_at__isnull=True) | Q(available_at__lte=now))
+        if run_id is not None:
+            qs = qs.filter(run_id=run_id)
+        if not everything:
+            qs = qs.filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=stale) | Q(dispatched_at__lt=F("available_at")))
+        candidates = list(qs.order_by("id").values_list("id", "run_id", "dispatched_at")[:1000])
+        if not candidates:
+            return []
+        run_ids = {rid for _pk, rid, _dispatched in candidates}
+        limits = dict(Run.objects.filter(pk__in=run_ids).values_list("id", "max_parallelism"))
+        busy: dict[int, int] = {}
+        for rid, status, dispatched in Step.objects.filter(run_id__in=run_ids, status__in=(StepStatus.RUNNING, StepStatus.PENDING)).values_list(
+            "run_id", "status", "dispatched_at"
+        ):
+            if status == StepStatus.RUNNING or (dispatched is not None and dispatched >= stale):
+                busy[rid] = busy.get(rid, 0) + 1
+        chosen = []
+        for pk, rid, dispatched in candidates:
+            counted = dispatched is not None and dispatched >= stale
+            if not counted and busy.get(rid, 0) >= limits.get(rid, 1):
+                continue
+            if not counted:
+                busy[rid] = busy.get(rid, 0) + 1
+            chosen.append(pk)
+        if chosen:
+            Step.objects.filter(pk__in=chosen).update(dispatched_at=now)
+        return chosen

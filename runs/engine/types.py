@@ -1,0 +1,120 @@
+"""The engine's public value types and errors: what a claim hands the loop and a commit returns.
+
+Importable from outside the engine (with ``runs.engine.api``); no queries run here except
+the cached graph lookup behind :attr:`ClaimedStep.node`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from builder.spec import NodeSpec
+    from runs.models import Run
+    from runs.nodes.base import ChildCall
+
+
+class RunNotFound(LookupError):
+    """No run with that id."""
+
+
+class StepStateError(RuntimeError):
+    """A step or run is not in the status an operation needs (e.g. resuming a step that is
+    not waiting, deciding twice, forking at a step nothing follows)."""
+
+
+def spec_node_id(step_node_id: str) -> str:
+    """``agent#0/turn-1`` -> ``agent``: the spec node of a (child) step's node id."""
+    return step_node_id.split("#", 1)[0]
+
+
+def step_idempotency_key(run_uuid: Any, node_id: str, iteration: int) -> str:
+    """The key every attempt of one step shares: ``<run uuid>:<node id>:<iteration>``."""
+    return f"{run_uuid}:{node_id}:{iteration}"
+
+
+class ActiveStep(NamedTuple):
+    """One of a run's active steps (pending, running, waiting, parked, suspended), as the
+    commit reads it to decide dispatch, joins and the run's status."""
+
+    id: int
+    node_id: str
+    status: str
+    dispatched_at: datetime | None
+    available_at: datetime | None
+    parent_id: int | None
+
+
+@dataclass
+class ClaimedStep:
+    """A step this worker holds a lease on, with what executing it needs.
+
+    ``attempt`` is the fencing token: a commit lands only while the step is running with
+    this attempt and ``worker`` as lease owner. ``state`` and ``run_input`` are the run's
+    committed JSON values; budgets are what remains (USD, tokens) or None when unlimited.
+    ``children`` maps child keys of an agent-like parent to ``{"status", "output"|"error"}``.
+    """
+
+    step_id: int
+    run_id: int
+    run_uuid: str
+    node_id: str
+    kind: str
+    iteration: int
+    depth: int
+    attempt: int
+    max_attempts: int
+    idempotency_key: str
+    version_id: int
+    state: dict[str, Any]
+    run_input: dict[str, Any]
+    budget_remaining_usd: Decimal | None
+    budget_remaining_tokens: int | None
+    worker: str
+    parent_id: int | None = None
+    child_key: str = ""
+    child_input: dict[str, Any] | None = None
+    children: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The run as this worker's last commit left it, when this step is the run's only
+    # active step (a sequential stretch); lets the next commit skip reading the run.
+    snapshot: Run | None = None
+
+    @property
+    def spec_node_id(self) -> str:
+        """The spec node this step executes (a child step executes its parent's node)."""
+        return spec_node_id(self.node_id)
+
+    @property
+    def node(self) -> NodeSpec:
+        """The spec node this step executes."""
+        from runs.engine.graphs import compiled_graph
+
+        return compiled_graph(self.version_id).topology.nodes[self.spec_node_id]
+
+    def child_call(self) -> ChildCall:
+        """The ChildCall of a child step (key, label, input)."""
+        from runs.nodes.base import ChildCall
+
+        return ChildCall(key=self.child_key, label=self.kind, input=self.child_input or {})
+
+
+@dataclass
+class CommitOutcome:
+    """What a commit decided. ``committed`` is False when the lease was lost (nothing was
+    written); ``dispatch`` holds step ids to hand to the queue after the commit;
+    ``next_step`` is a successor already leased to this worker (no queue hop)."""
+
+    committed: bool
+    dispatch: list[int] = field(default_factory=list)
+    next_step: ClaimedStep | None = None
+    run_status: str = ""
+
+
+@dataclass
+class StartedRun:
+    """A run committed with its first steps: ``step_ids`` go to the queue after commit."""
+
+    run: Run
+    step_ids: list[int]

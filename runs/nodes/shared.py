@@ -1,0 +1,57 @@
+"""What several node kinds share: the state-key pattern, the names expressions and templates see, and their checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from runs.expressions import ExpressionError, check_constant_parts, parse_expression
+from runs.nodes.base import Issue, NodeContext
+from runs.templating import template_names
+
+# A key written by a node must be usable as a name in later expressions.
+STATE_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def expression_names(ctx: NodeContext) -> dict[str, Any]:
+    """The names an expression or template sees: the committed state plus ``input`` (the
+    run input).
+
+    ``ctx.state`` is already a private copy, so expressions cannot change the run's state.
+    """
+    names: dict[str, Any] = dict(ctx.state)
+    names.setdefault("input", dict(ctx.run_input))
+    return names
+
+
+def check_expression(node_id: str, field: str, source: str, known_names: set[str]) -> list[Issue]:
+    """Issues of one expression: ``invalid_expression`` when it does not parse (or breaks a
+    static limit), ``expression_limit`` when a part made only of constants exceeds the
+    evaluation limits (``runs.expressions.check_constant_parts``), else one
+    ``unknown_variable`` per name outside ``known_names`` (sorted)."""
+    try:
+        parsed = parse_expression(source)
+    except ExpressionError as exc:
+        return [Issue(node_id, field, f"invalid expression: {exc.message}", "invalid_expression")]
+    try:
+        check_constant_parts(source)
+    except ExpressionError as exc:
+        return [Issue(node_id, field, exc.message, "expression_limit")]
+    return unknown_variables(node_id, field, parsed.names, known_names)
+
+
+def check_template(node_id: str, field: str, source: str, known_names: set[str]) -> list[Issue]:
+    """Issues of one template: ``invalid_template`` when it does not parse, else one
+    ``unknown_variable`` per name outside ``known_names`` (sorted)."""
+    try:
+        names = template_names(source)
+    except ExpressionError as exc:
+        return [Issue(node_id, field, exc.message, "invalid_template")]
+    return unknown_variables(node_id, field, names, known_names)
+
+
+def unknown_variables(node_id: str, field: str, names: Iterable[str], known_names: set[str]) -> list[Issue]:
+    """One ``unknown_variable`` issue per name of ``names`` outside ``known_names`` (sorted)."""
+    return [
+        Issue(node_id, field, f"unknown variable '{name}'", "unknown_variable") for name in sorted(set(names) - known_names)
+    ]

@@ -1,0 +1,90 @@
+"""Steps the builder browser tests share: users, graphs, opening the canvas, dragging kinds, drawing edges."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth.models import Group, User
+from playwright.sync_api import Page, expect
+
+from builder.services import graph_create
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+MOD = "Control"
+
+
+def example(name: str = "support_triage") -> dict[str, Any]:
+    """An example graph spec from examples/<name>.json."""
+    return json.loads((EXAMPLES / f"{name}.json").read_text())
+
+
+def make_user(username: str, *groups: str, staff: bool = False) -> User:
+    """A user with password ``pw-<username>-1`` in the given groups (created when missing)."""
+    user = User.objects.create_user(username, password=f"pw-{username}-1", is_staff=staff)
+    for name in groups:
+        user.groups.add(Group.objects.get_or_create(name=name)[0])
+    return user
+
+
+def make_graph(name: str, spec: dict[str, Any] | None = None, user: User | None = None) -> int:
+    """A graph whose draft is ``spec`` (an empty canvas by default); returns its id."""
+    draft = spec if spec is not None else {"name": name, "nodes": [], "edges": []}
+    return graph_create(name=name, draft=draft, user=user).pk
+
+
+def open_builder(page: Page, base_url: str, graph_id: int) -> None:
+    """Open the canvas and wait until it is drawn and the first validation came back."""
+    page.goto(f"{base_url}/graphs/{graph_id}/")
+    page.get_by_test_id("canvas").wait_for()
+    page.locator(".errors-panel__toggle").filter(has_not_text="Checking").wait_for()
+
+
+def node(page: Page, node_id: str):
+    """The React Flow node element of ``node_id``."""
+    return page.locator(f'.react-flow__node[data-id="{node_id}"]')
+
+
+def wait_saved(page: Page) -> None:
+    """Wait until the save indicator says every change is saved."""
+    expect(page.locator(".save-status")).to_have_attribute("data-status", "saved", timeout=10_000)
+
+
+def stored_spec(page: Page, base_url: str, graph_id: int) -> dict[str, Any]:
+    """The draft as the server stores it (GET /api/v1/graphs/<id>/)."""
+    body = page.request.get(f"{base_url}/api/v1/graphs/{graph_id}/").json()
+    return body.get("spec", body.get("draft"))
+
+
+def drag_kind(page: Page, kind: str, x: float, y: float) -> None:
+    """Drag ``kind`` from the palette onto the canvas at (x, y) relative to the canvas pane."""
+    pane = page.locator(".react-flow__pane")
+    page.locator(f'.palette__item[data-kind="{kind}"]').drag_to(pane, target_position={"x": x, "y": y})
+
+
+def connect(page: Page, source: str, target: str, handle: str | None = None) -> None:
+    """Draw an edge from ``source``'s handle (its unnamed output when None) to ``target``'s input."""
+    if handle is None:
+        src = page.locator(f'.react-flow__handle.source[data-nodeid="{source}"]:not([data-handleid])').first
+        if src.count() == 0:
+            src = page.locator(f'.react-flow__handle.source[data-nodeid="{source}"]').first
+    else:
+        src = page.locator(f'.react-flow__handle.source[data-nodeid="{source}"][data-handleid="{handle}"]')
+    dst = page.locator(f'.react-flow__handle.target[data-nodeid="{target}"]').first
+    a, b = src.bounding_box(), dst.bounding_box()
+    assert a and b, (source, target, handle)
+    src.hover()
+    page.mouse.down()
+    page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2, steps=12)
+    page.mouse.move(b["x"] + b["width"] / 2 + 1, b["y"] + b["height"] / 2)
+    page.mouse.up()
+
+
+def edge_count(page: Page) -> int:
+    return page.locator(".react-flow__edge").count()
+
+
+def csrf_headers(page: Page) -> dict[str, str]:
+    """The CSRF header the session needs for unsafe API calls made from the test."""
+    token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    return {"X-CSRFToken": token, "Content-Type": "application/json"}

@@ -1,0 +1,187 @@
+"""The builder canvas in a browser: undo/redo of a deleted node with its edges, copy/paste, import/export, read-only."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.builder_steps import (
+    MOD,
+    connect,
+    csrf_headers,
+    example,
+    make_graph,
+    make_user,
+    node,
+    open_builder,
+    stored_spec,
+    wait_saved,
+)
+from tests.e2e.conftest import screenshot, sign_in
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def builder_user(db):
+    return make_user("bea", "builders", "operators")
+
+
+def test_undo_redo_deleted_node_with_its_edges(live_server, page, builder_user):
+    spec = example()
+    graph_id = make_graph(spec["name"], spec, builder_user)
+    sign_in(page, live_server.url, "bea", "pw-bea-1")
+    open_builder(page, live_server.url, graph_id)
+    expect(page.locator(".react-flow__node")).to_have_count(10)
+    expect(page.locator(".react-flow__edge")).to_have_count(11)
+    screenshot(page, "builder-triage")
+
+    node(page, "route").click()
+    page.keyboard.press("Delete")
+    expect(node(page, "route")).to_have_count(0)
+    expect(page.locator(".react-flow__edge")).to_have_count(8)  # route had one edge in and two out
+    wait_saved(page)
+    assert "route" not in {n["id"] for n in stored_spec(page, live_server.url, graph_id)["nodes"]}
+
+    page.keyboard.press(f"{MOD}+z")
+    expect(node(page, "route")).to_have_count(1)
+    expect(page.locator(".react-flow__edge")).to_have_count(11)
+    wait_saved(page)
+    restored = stored_spec(page, live_server.url, graph_id)
+    assert [n["id"] for n in restored["nodes"]] == [n["id"] for n in spec["nodes"]]
+    assert restored["edges"] == spec["edges"]
+
+    page.keyboard.press(f"{MOD}+Shift+z")
+    expect(node(page, "route")).to_have_count(0)
+    expect(page.locator(".react-flow__edge")).to_have_count(8)
+    page.keyboard.press(f"{MOD}+z")
+    page.keyboard.press(f"{MOD}+y")
+    expect(node(page, "route")).to_have_count(0)
+    page.keyboard.press(f"{MOD}+z")
+    expect(node(page, "route")).to_have_count(1)
+
+
+def test_copy_paste_three_nodes_one_undo_step_and_across_tabs(live_server, context, page, builder_user):
+    spec = example()
+    graph_id = make_graph(spec["name"], spec, builder_user)
+    sign_in(page, live_server.url, "bea", "pw-bea-1")
+    open_builder(page, live_server.url, graph_id)
+    node(page, "route").click()
+    node(page, "page_oncall").click(modifiers=["Shift"])
+    node(page, "search_kb").click(modifiers=["Shift"])
+    expect(page.locator(".react-flow__node.selected")).to_have_count(3)
+    page.keyboard.press(f"{MOD}+c")
+    page.keyboard.press(f"{MOD}+v")
+    expect(page.locator(".react-flow__node")).to_have_count(13)
+    for new_id in ("route_2", "page_oncall_2", "search_kb_2"):
+        expect(node(page, new_id)).to_have_count(1)
+    expect(page.locator(".react-flow__edge")).to_have_count(13)  # the two edges inside the selection
+    wait_saved(page)
+    saved = stored_spec(page, live_server.url, graph_id)
+    pasted_edges = [e for e in saved["edges"] if e["source"].endswith("_2")]
+    assert pasted_edges == [
+        {"source": "route_2", "source_handle": "urgent", "target": "page_oncall_2"},
+        {"source": "route_2", "source_handle": "default", "target": "search_kb_2"},
+    ]
+    pasted = {n["id"]: n for n in saved["nodes"]}
+    assert pasted["route_2"]["config"] == pasted["route"]["config"]
+    screenshot(page, "builder-pasted")
+
+    page.keyboard.press(f"{MOD}+z")  # the whole paste is one step
+    expect(page.locator(".react-flow__node")).to_have_count(10)
+    expect(page.locator(".react-flow__edge")).to_have_count(11)
+
+    # Another tab of the same browser pastes the same fragment into another graph.
+    other_id = make_graph("Scratch", None, builder_user)
+    tab = context.new_page()
+    open_builder(tab, live_server.url, other_id)
+    tab.locator(".react-flow__pane").click()
+    tab.keyboard.press(f"{MOD}+v")
+    expect(tab.locator(".react-flow__node")).to_have_count(3)
+    expect(tab.locator(".react-flow__edge")).to_have_count(2)
+    expect(node(tab, "route")).to_have_count(1)  # ids are free in that graph, so they stay
+    wait_saved(tab)
+    tab.close()
+
+
+def test_import_then_export_gives_the_same_spec(live_server, page, builder_user, tmp_path):
+    sign_in(page, live_server.url, "bea", "pw-bea-1")
+    spec = example()
+    resp = page.request.post(f"{live_server.url}/api/v1/graphs/import/", data=json.dumps(spec), headers=csrf_headers(page))
+    assert resp.ok, resp.text()
+    body = resp.json()
+    graph_id = body.get("graph") or body.get("id") or body["graph_id"]
+    before = page.request.get(f"{live_server.url}/api/v1/graphs/{graph_id}/export/").json()
+
+    open_builder(page, live_server.url, graph_id)
+    # Move a node (autosaves), then undo (autosaves the original back): a real round trip.
+    box = node(page, "classify").bounding_box()
+    page.mouse.move(box["x"] + 40, box["y"] + 12)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 140, box["y"] + 90, steps=6)
+    page.mouse.up()
+    wait_saved(page)
+    moved = {n["id"]: n for n in stored_spec(page, live_server.url, graph_id)["nodes"]}["classify"]
+    assert moved["position"] != {"x": 220, "y": 200}
+    page.keyboard.press(f"{MOD}+z")
+    wait_saved(page)
+
+    with page.expect_download() as dl:
+        page.get_by_role("link", name="Export").click()
+    path = tmp_path / "export.json"
+    dl.value.save_as(path)
+    exported = json.loads(path.read_text())
+    draft = stored_spec(page, live_server.url, graph_id)
+    assert draft["nodes"] == spec["nodes"] and draft["edges"] == spec["edges"]
+    assert exported == before  # the canvas changed nothing the export shows
+    assert_contains(exported, spec)  # and the export is the imported file (plus defaults it spells out)
+
+
+def assert_contains(big, small, path="spec"):
+    """``big`` equals ``small`` except for dict keys only ``big`` has (defaults the server spells out)."""
+    if isinstance(small, dict):
+        assert isinstance(big, dict), path
+        for key, value in small.items():
+            assert key in big, f"{path}.{key} missing"
+            assert_contains(big[key], value, f"{path}.{key}")
+    elif isinstance(small, list):
+        assert isinstance(big, list) and len(big) == len(small), path
+        for i, (a, b) in enumerate(zip(big, small, strict=True)):
+            assert_contains(a, b, f"{path}[{i}]")
+    else:
+        assert big == small, f"{path}: {big!r} != {small!r}"
+
+
+def test_read_only_user_sees_no_edit_controls(live_server, page, builder_user):
+    spec = example()
+    graph_id = make_graph(spec["name"], spec, builder_user)
+    make_user("otto", "approvers")
+    sign_in(page, live_server.url, "otto", "pw-otto-1")
+    open_builder(page, live_server.url, graph_id)
+    expect(page.locator(".react-flow__node")).to_have_count(10)
+    expect(page.locator(".palette")).to_have_count(0)
+    expect(page.get_by_role("button", name="Publish")).to_have_count(0)
+    expect(page.get_by_role("button", name="Auto-layout")).to_have_count(0)
+    expect(page.get_by_role("button", name="Undo")).to_have_count(0)
+    node(page, "route").click()
+    page.keyboard.press("Delete")
+    expect(node(page, "route")).to_have_count(1)
+    screenshot(page, "builder-read-only")
+
+
+def test_new_edge_between_named_handles(live_server, page, builder_user):
+    spec = example()
+    spec["edges"] = [e for e in spec["edges"] if not (e["source"] == "route" and e.get("source_handle") == "default")]
+    graph_id = make_graph(spec["name"], spec, builder_user)
+    sign_in(page, live_server.url, "bea", "pw-bea-1")
+    open_builder(page, live_server.url, graph_id)
+    expect(node(page, "route").locator(".bnode__errors")).to_be_visible()
+    expect(page.get_by_role("button", name="Publish")).to_be_disabled()
+    connect(page, "route", "search_kb", "default")
+    expect(page.locator(".react-flow__edge")).to_have_count(11)
+    expect(node(page, "route").locator(".bnode__errors")).to_have_count(0)
+    expect(page.get_by_role("button", name="Publish")).to_be_enabled()
+    wait_saved(page)
+    edges = stored_spec(page, live_server.url, graph_id)["edges"]
+    assert {"source": "route", "source_handle": "default", "target": "search_kb"} in edges

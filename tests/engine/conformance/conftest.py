@@ -1,0 +1,54 @@
+"""The store conformance suite's backends: every test here runs once per commit path.
+
+- ``portable``: the ORM commit alone (``BALLAST_FAST_COMMIT = False``), on any database;
+- ``postgresql``: the one-statement fast path for sequential commits (PostgreSQL only);
+- ``sqlite``: the fixed-statement fast path (SQLite only).
+
+As LangGraph's checkpointer backends share one suite, the paths must agree on every
+observable effect: rows, events, versions, what is dispatched. A test that relies on a
+sequential commit checks through :meth:`StorePath.assert_took` that the path it names
+really wrote it, so a parametrization that silently fell back would fail.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+# Text that only the fast paths' fixed SQL contains (the ORM quotes its identifiers).
+FAST_MARKERS = {"postgresql": "WITH locked_run AS", "sqlite": "UPDATE runs_run SET state"}
+
+
+@dataclass(frozen=True)
+class StorePath:
+    name: str
+    fast: bool
+
+    def took(self, queries: CaptureQueriesContext) -> str:
+        """Which path wrote the commit whose statements ``queries`` captured."""
+        marker = FAST_MARKERS.get(connection.vendor, "")
+        return "fast" if marker and any(marker in q["sql"] for q in queries.captured_queries) else "portable"
+
+    def assert_took(self, queries: CaptureQueriesContext) -> None:
+        """A sequential commit went through this backend's path."""
+        expected = "fast" if self.fast else "portable"
+        assert self.took(queries) == expected, [q["sql"][:80] for q in queries.captured_queries]
+
+
+def pytest_generate_tests(metafunc: Any) -> None:
+    # The portable path, and the fast path of the database under test.
+    if "store_path" in metafunc.fixturenames:
+        paths = ["portable"] + ([connection.vendor] if connection.vendor in FAST_MARKERS else [])
+        metafunc.parametrize("store_path", paths, indirect=True)
+
+
+@pytest.fixture
+def store_path(request: Any, settings: Any) -> Iterator[StorePath]:
+    """The commit path under test."""
+    name = request.param
+    settings.BALLAST_FAST_COMMIT = name != "portable"
+    yield StorePath(name, fast=name != "portable")
