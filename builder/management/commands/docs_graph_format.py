@@ -135,7 +135,7 @@ def render_graph_format() -> str:
         lines += _model_section(title, model)
     lines += ["## Node kinds", "", "A node's `config` is checked against its kind's Config:", ""]
     for name, kind in sorted(builtin_kinds().items()):
-        schema = kind.Config.model_json_schema()
+        schema = kind.config_model.model_json_schema()
         lines += [f"### `{name}`", "", kind.description.strip(), "", *_fields_table(schema), *_nested_defs(schema, set())]
     lines += ["## Built-in tools", "",
               "A `tool` node (or an `agent`'s tool call) passes `args` to the tool; each tool validates",
