@@ -76,3 +76,17 @@ describe("graph settings (nothing selected)", () => {
     expect(document.querySelector("input, textarea, select, [contenteditable=true]")).toBeNull();
   });
 });
+
+describe("typing fast while the panel renders a late copy of the state", () => {
+  it("keeps every keystroke in name, description and a state key's description", async () => {
+    const user = userEvent.setup({ delay: null });
+    const { harness } = renderInBuilder(<SidePanel />, { spec: sampleSpec(), lag: true });
+    await user.type(document.getElementById("graph.description")!, "The quick brown fox");
+    expect(harness.api().spec.description).toBe("Sort ticketsThe quick brown fox");
+    await user.type(screen.getByLabelText("Name"), " jumps");
+    expect(harness.api().spec.name).toBe("Triage jumps");
+    const row = screen.getByRole("group", { name: "State key notes" });
+    await user.type(within(row).getByLabelText("Description"), "over the lazy dog");
+    expect(harness.api().spec.state?.notes.description).toBe("over the lazy dog");
+  });
+});

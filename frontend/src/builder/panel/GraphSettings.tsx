@@ -1,5 +1,6 @@
 // The side panel with nothing selected: the graph's name, description, input schema, state keys, limits, budget, cost.
 import { useEffect, useMemo, useState } from "react";
+import { LocalInput, LocalTextarea } from "../editors/LocalText";
 import { JsonValueEditor } from "../editors/widgets";
 import type { GraphSettings as Settings, GraphSpec } from "../spec";
 import { useBuilder } from "../store";
@@ -162,16 +163,13 @@ export function GraphSettings() {
           {readOnly ? (
             <p className="readonly-value">{spec.name}</p>
           ) : (
-            <input
+            <LocalInput
               id="graph.name"
               value={spec.name}
               maxLength={200}
               required
               aria-invalid={errs("name").length > 0 || !spec.name ? true : undefined}
-              onChange={(e) => {
-                const name = e.target.value;
-                b.change((s) => ({ ...s, name }), "graph:name");
-              }}
+              onText={(name) => b.change((s) => ({ ...s, name }), "graph:name")}
             />
           )}
           {!spec.name && !readOnly && <p className="field-errors">A graph needs a name.</p>}
@@ -186,14 +184,11 @@ export function GraphSettings() {
           {readOnly ? (
             <p className="readonly-value">{displayValue(spec.description)}</p>
           ) : (
-            <textarea
+            <LocalTextarea
               id="graph.description"
               rows={3}
               value={spec.description ?? ""}
-              onChange={(e) => {
-                const description = e.target.value;
-                b.change((s) => ({ ...s, description }), "graph:description");
-              }}
+              onText={(description) => b.change((s) => ({ ...s, description }), "graph:description")}
             />
           )}
         </div>

@@ -129,3 +129,31 @@ describe("SidePanel with several nodes selected", () => {
     expect(harness.changeKeys).toEqual([]);
   });
 });
+
+describe("typing fast in node forms while the panel renders a late copy of the state", () => {
+  it("keeps every keystroke in an rjsf text field (the node label)", async () => {
+    okCheck();
+    const user = userEvent.setup({ delay: null });
+    const { harness } = renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["route"] }, lag: true });
+    const label = await screen.findByLabelText("Label");
+    await user.type(label, "The quick brown fox");
+    expect(harness.api().spec.nodes.find((n) => n.id === "route")?.label).toBe("The quick brown fox");
+  });
+});
+
+describe("typing fast in a JSON editor while the panel renders a late copy of the state", () => {
+  it("keeps every keystroke in the graph's input schema", async () => {
+    const { harness } = renderInBuilder(<SidePanel />, { spec: { ...sampleSpec(), input_schema: { a: 1 } }, lag: true });
+    const view = editorView("graph.input_schema");
+    // Each keystroke leaves valid JSON, so each is passed on and comes back a tick late.
+    for (const ch of "2345") {
+      const at = view.state.doc.toString().lastIndexOf("1") + 1 + view.state.doc.toString().split("1")[1].indexOf("\n");
+      act(() => view.dispatch({ changes: { from: at, insert: ch }, userEvent: "input.type" }));
+    }
+    expect(JSON.parse(view.state.doc.toString())).toEqual({ a: 12345 });
+    // The harness hands the panel its late copies on the next timer tick.
+    await act(() => new Promise((r) => setTimeout(r, 0)));
+    expect(JSON.parse(view.state.doc.toString())).toEqual({ a: 12345 });
+    expect(harness.api().spec.input_schema).toEqual({ a: 12345 });
+  });
+});

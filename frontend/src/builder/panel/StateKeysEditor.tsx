@@ -1,5 +1,6 @@
 // The graph's declared state keys: name, reducer, default (JSON) and description, added and removed in place.
 import { useState } from "react";
+import { LocalInput } from "../editors/LocalText";
 import type { Reducer, StateKeySpec } from "../spec";
 import { freshId } from "../spec";
 import { displayValue } from "./format";
@@ -106,10 +107,10 @@ function KeyRow({ name, spec, state, onChange, errors }: { name: string; spec: S
       </div>
       <div className="form-field">
         <label htmlFor={`${base}.description`}>Description</label>
-        <input
+        <LocalInput
           id={`${base}.description`}
           value={spec.description ?? ""}
-          onChange={(e) => onChange({ ...state, [name]: { ...spec, description: e.target.value } }, `graph:state:${name}:description`)}
+          onText={(description) => onChange({ ...state, [name]: { ...spec, description } }, `graph:state:${name}:description`)}
         />
       </div>
       {errors.length > 0 && (

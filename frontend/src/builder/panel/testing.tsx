@@ -1,6 +1,6 @@
 // Test helpers for the builder's panels: a real builder store around the component, and a scripted fetch.
 import { render } from "@testing-library/react";
-import { useEffect, type ReactNode } from "react";
+import { useEffect, useRef, useState, type ReactNode } from "react";
 import { vi } from "vitest";
 import { PageContextReact, type PageContext } from "../../lib/context";
 import type { GraphSpec } from "../spec";
@@ -21,6 +21,11 @@ interface Options {
   catalogue?: NodeKindInfo[];
   selection?: Partial<Selection>;
   graphId?: number;
+  /**
+   * Give ``ui`` the builder state one timer tick late, as the page's deferred panel state can
+   * be: while typing fast (``delay: null``) the panel renders values a few keystrokes old.
+   */
+  lag?: boolean;
 }
 
 /** Render ``ui`` inside a real useBuilderState store (and a page context with ``graphId``). */
@@ -59,9 +64,17 @@ export function renderInBuilder(ui: ReactNode, options: Options) {
     useEffect(() => {
       if (options.selection) select(options.selection);
     }, [select]);
+    const latest = useRef(spied);
+    latest.current = spied;
+    const [late, setLate] = useState(spied);
+    useEffect(() => {
+      if (!options.lag) return;
+      const t = setTimeout(() => setLate(latest.current), 0);
+      return () => clearTimeout(t);
+    }, [api]);
     return (
       <PageContextReact.Provider value={page}>
-        <BuilderContext.Provider value={spied}>{ui}</BuilderContext.Provider>
+        <BuilderContext.Provider value={options.lag ? late : spied}>{ui}</BuilderContext.Provider>
       </PageContextReact.Provider>
     );
   }
