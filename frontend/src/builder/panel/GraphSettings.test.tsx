@@ -87,6 +87,6 @@ describe("typing fast while the panel renders a late copy of the state", () => {
     expect(harness.api().spec.name).toBe("Triage jumps");
     const row = screen.getByRole("group", { name: "State key notes" });
     await user.type(within(row).getByLabelText("Description"), "over the lazy dog");
-    expect(harness.api().spec.state?.notes.description).toBe("over the lazy dog");
+    expect(harness.api().spec.state?.notes?.description).toBe("over the lazy dog");
   });
 });

@@ -147,7 +147,7 @@ describe("typing fast in a JSON editor while the panel renders a late copy of th
     const view = editorView("graph.input_schema");
     // Each keystroke leaves valid JSON, so each is passed on and comes back a tick late.
     for (const ch of "2345") {
-      const at = view.state.doc.toString().lastIndexOf("1") + 1 + view.state.doc.toString().split("1")[1].indexOf("\n");
+      const at = view.state.doc.toString().lastIndexOf("1") + 1 + view.state.doc.toString().split("1")[1]!.indexOf("\n");
       act(() => view.dispatch({ changes: { from: at, insert: ch }, userEvent: "input.type" }));
     }
     expect(JSON.parse(view.state.doc.toString())).toEqual({ a: 12345 });
