@@ -19,6 +19,38 @@ function resolve(root: Schema, schema: Schema): Schema {
   return at && typeof at === "object" ? { ...(at as Schema), ...schema } : schema;
 }
 
+/**
+ * One value as text: a string as itself (code text when it spans lines), a map of strings
+ * (a transform's ``set``: key -> expression) as a nested list of code, anything else as JSON.
+ * Strings are never JSON-quoted: an expression reads as the user wrote it.
+ */
+function ValueText({ value }: { value: unknown }) {
+  if (typeof value === "string" && value !== "") {
+    return value.includes("\n") ? <pre>{value}</pre> : <code className="readonly-code">{value}</code>;
+  }
+  if (value && typeof value === "object" && !Array.isArray(value)) {
+    const entries = Object.entries(value as Record<string, unknown>);
+    if (entries.length > 0 && entries.every(([, v]) => typeof v === "string")) {
+      return (
+        <dl className="readonly-map">
+          {entries.map(([k, v]) => (
+            <div key={k} className="readonly-map-row">
+              <dt>
+                <code>{k}</code>
+              </dt>
+              <dd>
+                <ValueText value={v} />
+              </dd>
+            </div>
+          ))}
+        </dl>
+      );
+    }
+  }
+  const text = displayValue(value);
+  return typeof value === "string" || value === undefined || value === null ? <>{text}</> : <pre>{text}</pre>;
+}
+
 /** A definition list of the schema's properties (then any extra keys), values as text or JSON. */
 export function ReadOnlyValues({ schema, value, root = schema, idPrefix }: Props) {
   const props = (schema.properties ?? {}) as Record<string, Schema>;
@@ -30,11 +62,12 @@ export function ReadOnlyValues({ schema, value, root = schema, idPrefix }: Props
       {shown.map((name) => {
         const s = props[name] ? resolve(root, props[name]) : {};
         const v = value[name] !== undefined ? value[name] : s.default;
-        const text = displayValue(v);
         return (
           <div key={name} className="readonly-row" id={idPrefix ? `${idPrefix}.${name}` : undefined} tabIndex={-1}>
             <dt title={typeof s.description === "string" ? s.description : undefined}>{typeof s.title === "string" ? s.title : name}</dt>
-            <dd>{text.includes("\n") || typeof v !== "string" ? <pre>{text}</pre> : text}</dd>
+            <dd>
+              <ValueText value={v} />
+            </dd>
           </div>
         );
       })}

@@ -114,9 +114,19 @@ describe("SidePanel with one node selected", () => {
   it("read-only mode shows values without inputs", () => {
     renderInBuilder(<SidePanel />, { spec: sampleSpec(), readOnly: true, selection: { nodes: ["ask"] } });
     expect(screen.getByText("Summarise {{ ticket }}")).toBeTruthy();
-    expect(screen.getByText("Read only")).toBeTruthy();
+    expect(screen.queryByText(/read.only/i)).toBeNull();
     expect(document.querySelector("input, textarea, select, [contenteditable=true]")).toBeNull();
     expect(screen.queryByRole("button", { name: "Test node" })).toBeNull();
+  });
+
+  it("read-only mode shows a transform's expressions as code, not JSON strings", () => {
+    const spec = sampleSpec();
+    const calc = spec.nodes.find((n) => n.id === "calc")!;
+    calc.config = { set: { greeting: '"Hello, " + "world"' } };
+    renderInBuilder(<SidePanel />, { spec, readOnly: true, selection: { nodes: ["calc"] } });
+    const code = screen.getByText('"Hello, " + "world"');
+    expect(code.tagName).toBe("CODE");
+    expect(screen.queryByText(/\\"/)).toBeNull();
   });
 });
 

@@ -29,7 +29,7 @@ export function SidePanel() {
   }
   return (
     <aside className={`side-panel${b.readOnly ? " is-readonly" : ""}`} aria-label="Side panel">
-      {b.readOnly && <p className="readonly-banner">Read only</p>}
+      {/* Read-only is said once, by the page's header badge. */}
       {body}
     </aside>
   );
