@@ -9,6 +9,7 @@ import { RunTable } from "../shell/RunTable";
 import type { GraphSummary, RunSummary } from "../shell/types";
 import { EmptyState, ErrorMessage, Loading, PageHeader } from "../shell/ui";
 import { useApi, type Page } from "../shell/useApi";
+import "./home.css";
 
 export default function Home() {
   const ctx = usePageContext();
@@ -31,7 +32,7 @@ export default function Home() {
     <main className="page">
       <PageHeader title={`Welcome, ${user.display_name}`} subtitle="Your graphs and the latest runs." actions={buildActions} />
       <ImportFeedback failure={failure} onDismiss={() => setFailure(null)} />
-      <div className="grid-2">
+      <div className="grid-2 home-grid">
         <section className="card" aria-labelledby="home-graphs">
           <div className="card-head">
             <h2 id="home-graphs">Graphs</h2>
@@ -58,7 +59,7 @@ export default function Home() {
             </ul>
           ) : null}
         </section>
-        <section className="card" aria-labelledby="home-runs">
+        <section className="card home-runs" aria-labelledby="home-runs">
           <div className="card-head">
             <h2 id="home-runs">Latest runs</h2>
             {runs.data && runs.data.count > 0 ? <a href="/runs/">All runs →</a> : null}
