@@ -116,10 +116,6 @@ def test_transform_node_test_shows_its_output(live_server, page, builder_user):
     screenshot(page, "builder-panel-node-test")
 
 
-@pytest.mark.skipif(
-    BUILDER_PAGE.exists() and "StartRunDialog" not in BUILDER_PAGE.read_text(),
-    reason="the builder page does not open StartRunDialog from its Run button yet",
-)
 def test_start_run_from_the_builder_lands_on_the_run_page(live_server, page, builder_user):
     graph_id = open_graph(page, live_server.url, builder_user, publish=True)
     screenshot(page, "builder-panel-graph-settings")

@@ -18,6 +18,8 @@ import "./builder.css";
 // The side panel (JSON-Schema forms, code editors) is its own chunk: the canvas draws
 // without waiting for those libraries to download and compile.
 const SidePanel = lazy(() => import("./panel/SidePanel"));
+// The start-run form (JSON-Schema form library) loads when Run is first pressed.
+const StartRunDialog = lazy(() => import("./run/StartRunDialog"));
 
 /** GET /api/v1/graphs/<id>/ (the fields the builder uses). */
 export interface GraphDetail extends StoredDraft {
@@ -172,7 +174,7 @@ function Builder({ loaded }: { loaded: Loaded }) {
               onPublished={(n) => { setLatestVersion(n); setDialog(null); setToast(`Published version ${n}.`); }} />
           )}
           {dialog === "run" && latestVersion && (
-            <RunDialog graphId={graph.id} version={latestVersion} onClose={() => setDialog(null)} />
+            <RunStarter graphId={graph.id} version={latestVersion} onClose={() => setDialog(null)} />
           )}
           {save.status === "conflict" && save.conflict && (
             <ConflictDialog mine={builder.spec} theirs={save.conflict} graphName={graph.name}
@@ -253,43 +255,34 @@ function PublishDialog({ graphId, flush, onClose, onPublished }: {
   );
 }
 
-function RunDialog({ graphId, version, onClose }: { graphId: number; version: number; onClose: () => void }) {
-  const [text, setText] = useState("{}");
+/**
+ * Start a run of published ``version``: its own spec is fetched (the draft's input schema may
+ * already differ), then the panel's StartRunDialog shows the input form, POSTs the run and
+ * opens its page.
+ */
+function RunStarter({ graphId, version, onClose }: { graphId: number; version: number; onClose: () => void }) {
+  const [spec, setSpec] = useState<GraphSpec | null>(null);
   const [error, setError] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
-  const start = async () => {
-    setError(null);
-    let input: unknown;
-    try {
-      input = JSON.parse(text);
-    } catch {
-      setError("The input is not valid JSON.");
-      return;
-    }
-    setBusy(true);
-    try {
-      const run = await api<{ id: string | number }>("runs/", { method: "POST", body: { graph: graphId, version, input } });
-      window.location.assign(`/runs/${run.id}/`);
-    } catch (err) {
-      const fields = err instanceof ApiError ? Object.entries(err.fields).map(([k, m]) => `${k}: ${m.join(", ")}`) : [];
-      setError([err instanceof Error ? err.message : String(err), ...fields].join("\n"));
-      setBusy(false);
-    }
-  };
+  useEffect(() => {
+    let live = true;
+    api<{ spec: GraphSpec }>(`graphs/${graphId}/versions/${version}/`)
+      .then((v) => { if (live) setSpec(v.spec); })
+      .catch((err: unknown) => { if (live) setError(err instanceof Error ? err.message : String(err)); });
+    return () => { live = false; };
+  }, [graphId, version]);
+  if (error) {
+    return (
+      <Dialog title={`Run version ${version}`} onClose={onClose}>
+        <p role="alert" className="alert">Could not load version {version}: {error}</p>
+      </Dialog>
+    );
+  }
+  const loading = <div className="toast" role="status">Loading the run form…</div>;
+  if (!spec) return loading;
   return (
-    <Dialog title={`Run version ${version}`} onClose={onClose}>
-      <form onSubmit={(e) => { e.preventDefault(); void start(); }}>
-        <label className="field">
-          <span>Input (JSON)</span>
-          <textarea className="mono" value={text} onChange={(e) => setText(e.target.value)} rows={8} autoFocus />
-        </label>
-        {error && <pre role="alert" className="alert">{error}</pre>}
-        <div className="dialog__actions">
-          <button type="button" className="button" onClick={onClose}>Cancel</button>
-          <button type="submit" className="button button--primary" disabled={busy}>{busy ? "Starting…" : "Start run"}</button>
-        </div>
-      </form>
-    </Dialog>
+    <Suspense fallback={loading}>
+      <StartRunDialog graphId={graphId} spec={spec} version={version} onClose={onClose} />
+    </Suspense>
   );
 }
 
