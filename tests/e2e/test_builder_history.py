@@ -102,7 +102,9 @@ def test_compare_open_and_restore_versions(live_server, page: Page, builder_user
 
     # An edit after the restore saves on top of it (no conflict with the restored revision).
     box = node(page, "high").bounding_box()
-    saved = lambda r: r.request.method == "PATCH" and r.url.endswith(f"/api/v1/graphs/{graph_id}/")  # noqa: E731
+    def saved(response) -> bool:
+        return response.request.method == "PATCH" and response.url.endswith(f"/api/v1/graphs/{graph_id}/")
+
     with page.expect_response(saved) as patch:
         page.mouse.move(box["x"] + 60, box["y"] + 20)
         page.mouse.down()
