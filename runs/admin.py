@@ -1,15 +1,24 @@
 """Admin for runs, steps, attempts, events, audit entries and workers (read-mostly)."""
+from typing import Any
+
 from django.contrib import admin
 
 from runs.models import AuditEntry, Run, RunEvent, Step, StepAttempt, Worker
 
 
-class StepInline(admin.TabularInline):
-    model = Step
-    fields = ("node_id", "iteration", "status", "attempt", "lease_owner", "cost_usd", "started_at", "finished_at")
-    readonly_fields = fields
+class _ReadOnlyInline(admin.TabularInline):
+    """An inline that shows its ``fields`` read-only: no blank rows, no deletes."""
+
     extra = 0
     can_delete = False
+
+    def get_readonly_fields(self, request: Any, obj: Any = None) -> Any:
+        return self.fields
+
+
+class StepInline(_ReadOnlyInline):
+    model = Step
+    fields = ("node_id", "iteration", "status", "attempt", "lease_owner", "cost_usd", "started_at", "finished_at")
     show_change_link = True
 
 
@@ -23,12 +32,9 @@ class RunAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
 
 
-class StepAttemptInline(admin.TabularInline):
+class StepAttemptInline(_ReadOnlyInline):
     model = StepAttempt
     fields = ("number", "worker", "status", "error", "usage", "cost_usd", "started_at", "finished_at")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
 
 
 @admin.register(Step)
