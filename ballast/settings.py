@@ -294,6 +294,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
         "ballast": {"handlers": ["console"], "level": os.environ.get("BALLAST_LOG_LEVEL", "INFO")},
-        "django_q": {"handlers": ["console"], "level": os.environ.get("BALLAST_Q_LOG_LEVEL", "WARNING")},
+        # django-q2 logs under "django-q" (with a hyphen; TRAPS.md): its INFO lines (cluster
+        # start, task enqueued) stay out of CLI output unless BALLAST_Q_LOG_LEVEL asks.
+        "django-q": {"handlers": ["console"], "level": os.environ.get("BALLAST_Q_LOG_LEVEL", "WARNING"), "propagate": False},
     },
 }

@@ -1,7 +1,35 @@
 """Admin for graphs and their immutable versions."""
+from django import forms
 from django.contrib import admin
 
 from builder.models import Graph, GraphVersion
+from builder.validation import validate_spec
+
+
+class GraphAdminForm(forms.ModelForm):
+    """The graph form of the admin: a changed draft is validated like a publish
+    (``builder.validation.validate_spec``) and each issue is shown on the draft field as
+    ``path: message [code]``, so the admin cannot save a draft the builder would refuse."""
+
+    class Meta:
+        model = Graph
+        fields = "__all__"
+
+    def clean_draft(self):
+        draft = self.cleaned_data.get("draft")
+        # Only a changed draft: editing approvers must not be blocked by an old draft.
+        if "draft" not in self.changed_data:
+            return draft
+        result = validate_spec(draft)
+        if result.issues:
+            raise forms.ValidationError(
+                [
+                    forms.ValidationError("%(where)s: %(message)s [%(code)s]", code=i.code,
+                                          params={"where": i.path or "spec", "message": i.message, "code": i.code})
+                    for i in result.issues
+                ]
+            )
+        return draft
 
 
 class GraphVersionInline(admin.TabularInline):
@@ -15,6 +43,7 @@ class GraphVersionInline(admin.TabularInline):
 
 @admin.register(Graph)
 class GraphAdmin(admin.ModelAdmin):
+    form = GraphAdminForm
     list_display = ("name", "description", "version_count", "updated_at", "created_by")
     search_fields = ("name", "description")
     list_filter = ("created_at",)

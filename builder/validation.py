@@ -31,6 +31,8 @@ join_inputs                 a join with fewer than 2 incoming edges (node / inco
 unbounded_loop              a cycle without any max_iterations (first node of the cycle / max_iterations)
 reserved_name               a node or state key uses 'input' or a function name (node / writes.<k>)
 invalid_expression          an expression does not parse (node / config.<path>)  [from the kinds]
+expression_limit            a constant part of an expression exceeds the evaluation limits, e.g.
+                            ``10**10**10`` (node / config.<path>)  [from the kinds]
 unknown_variable            an expression or template names an unknown variable  [from the kinds]
 parallel_merge              a non-join node merges parallel branches (node / incoming)
 parallel_writes             parallel nodes write one key without a reducer (node / writes.<k>)
@@ -139,9 +141,10 @@ class ValidationResult:
 def validate_spec(data: dict[str, Any] | GraphSpec) -> ValidationResult:
     """Validate a graph spec given as a JSON-like dict or an already parsed GraphSpec.
 
-    Stages: pydantic parse (if it fails, only those issues are returned, with ``spec``
-    None: the graph checks need a parsed document), then each node's kind and config,
-    then graph checks. Never raises for a bad spec; a node kind plugin that fails to
+    Stages: pydantic parse, then each node's kind and config, then graph checks. Every
+    error comes back in one pass: when the parse fails (``spec`` None), the parts that
+    failed are set aside (see :func:`_repaired_spec`) and the graph checks run on the
+    rest; only a broken frame (``nodes`` not a list ...) stops at the parse issues. Never raises for a bad spec; a node kind plugin that fails to
     import raises ImportError (a server fault, not a fault of the graph).
     """
     if isinstance(data, GraphSpec):
@@ -156,10 +159,89 @@ def validate_spec(data: dict[str, Any] | GraphSpec) -> ValidationResult:
             raw_nodes = data.get("nodes")
             raw_nodes = [n for n in raw_nodes if isinstance(n, dict)] if isinstance(raw_nodes, list) else []
             index = _node_index(data.get("nodes"))
-            return ValidationResult(
-                spec=None, issues=_located(_sorted(_spec_issues(exc, data)), index), handles=_all_handles(raw_nodes)
-            )
+            issues = _spec_issues(exc, data)
+            repaired = _repaired_spec(data, exc)
+            if repaired is not None:
+                # Report the graph's other errors in the same pass (a malformed node id
+                # must not hide them); the result still has spec None: it cannot run.
+                spec, quiet, edges_dropped = repaired
+                check = _GraphCheck(spec, quiet_nodes=quiet, edges_dropped=edges_dropped)
+                checked = check.run()
+                issues = [*issues, *checked.issues]
+                return ValidationResult(
+                    spec=None, issues=_located(_sorted(issues), index), warnings=checked.warnings,
+                    handles=_all_handles(raw_nodes),
+                )
+            return ValidationResult(spec=None, issues=_located(_sorted(issues), index), handles=_all_handles(raw_nodes))
     return _GraphCheck(spec).run()
+
+
+# A placeholder that passes NODE_ID_PATTERN while a node with a malformed id is parsed;
+# the node keeps its real id afterwards, so edges and issues still name it.
+_ID_PLACEHOLDER = "_placeholder_id"
+
+
+def _repaired_spec(data: dict[str, Any], exc: ValidationError) -> tuple[GraphSpec, set[str], bool] | None:
+    """The spec with every part that failed to parse set aside, so the graph checks can run
+    on the rest: ``(spec, quiet node ids, edges dropped)``, or None when the document's
+    frame itself (``nodes``/``edges`` not lists, a field of the top level that is not a
+    node, edge or state key) is broken and the graph checks would only add noise.
+
+    A node with a malformed field keeps its id (even a malformed one) and is checked for
+    nothing else (``quiet``: its parse issue already names it); a node without a string
+    id makes it None; an edge that does not parse is left out (``edges dropped`` turns
+    off the checks that need every edge).
+    """
+    nodes = data.get("nodes")
+    edges = data.get("edges", [])
+    if not isinstance(nodes, list) or not isinstance(edges, list):
+        return None
+    bad_nodes: set[int] = set()
+    bad_edges: set[int] = set()
+    bad_state: set[str] = set()
+    other = set()
+    for err in exc.errors():
+        loc = tuple(err.get("loc", ()))
+        if len(loc) >= 2 and loc[0] == "nodes" and isinstance(loc[1], int):
+            bad_nodes.add(loc[1])
+        elif len(loc) >= 2 and loc[0] == "edges" and isinstance(loc[1], int):
+            bad_edges.add(loc[1])
+        elif len(loc) >= 2 and loc[0] == "state" and isinstance(loc[1], str):
+            bad_state.add(loc[1])
+        elif loc and loc[0] in ("notes", "description", "name", "settings", "version"):
+            other.add(loc[0])  # no graph check reads these: parse without them
+        else:
+            return None
+    fixed: dict[str, Any] = {k: v for k, v in data.items() if k not in other}
+    fixed["name"] = "repaired"
+    quiet: set[str] = set()
+    real_ids: dict[int, str] = {}
+    fixed_nodes = []
+    for i, raw in enumerate(nodes):
+        if i not in bad_nodes:
+            fixed_nodes.append(raw)
+            continue
+        node_id = raw.get("id") if isinstance(raw, dict) else None
+        if not isinstance(node_id, str) or not node_id:
+            # Edges may name the id this node was meant to have: the checks of the rest
+            # would report them all as dangling, so stop at the parse issues.
+            return None
+        quiet.add(node_id)
+        real_ids[len(fixed_nodes)] = node_id
+        # Kind "start"/"end" must stay visible to the start and end checks.
+        kind = raw.get("kind") if isinstance(raw.get("kind"), str) else ""
+        fixed_nodes.append({"id": _ID_PLACEHOLDER, "kind": kind})
+    fixed["nodes"] = fixed_nodes
+    fixed["edges"] = [e for i, e in enumerate(edges) if i not in bad_edges]
+    if bad_state and isinstance(data.get("state"), dict):
+        fixed["state"] = {k: ({} if k in bad_state else v) for k, v in data["state"].items()}
+    try:
+        spec = GraphSpec.model_validate(fixed)
+    except ValidationError:
+        return None
+    for position, node_id in real_ids.items():
+        spec.nodes[position] = spec.nodes[position].model_copy(update={"id": node_id})
+    return spec, quiet, bool(bad_edges)
 
 
 def node_handles(kind_name: Any, raw_config: Any) -> dict[str, Any]:
@@ -331,8 +413,14 @@ def kind_handles(kind: NodeKind) -> dict[str, Any]:
 class _GraphCheck:
     """One validation pass over a parsed spec; collects issues, then :meth:`run` sorts them."""
 
-    def __init__(self, spec: GraphSpec):
+    def __init__(self, spec: GraphSpec, *, quiet_nodes: set[str] | None = None, edges_dropped: bool = False):
         self.spec = spec
+        # Nodes whose own fields did not parse (their issues are already reported): they
+        # take part in the graph checks as nodes of unknown kind, with nothing to say.
+        self.quiet_nodes = quiet_nodes or set()
+        # Edges that did not parse were left out: reachability, wiring, joins, loops and
+        # parallel checks would report what the missing edges may well provide.
+        self.edges_dropped = edges_dropped
         self.topo = Topology(spec)
         self.issues: list[Issue] = []
         self.warnings: list[Issue] = []
@@ -351,12 +439,14 @@ class _GraphCheck:
         self.check_nodes()
         self.check_start_end()
         self.check_edges()
-        self.check_handles_wired()
-        self.check_reachability()
-        self.check_joins()
-        self.check_loops()
+        if not self.edges_dropped:
+            self.check_handles_wired()
+            self.check_reachability()
+            self.check_joins()
+            self.check_loops()
         self.check_names()
-        self.check_parallel()
+        if not self.edges_dropped:
+            self.check_parallel()
         self.check_reducers()
         index = _node_index(self.spec.nodes)
         return ValidationResult(
@@ -399,6 +489,8 @@ class _GraphCheck:
                 )
                 continue
             first_index[node.id] = index
+            if node.id in self.quiet_nodes:
+                continue
             try:
                 kind = get_kind(node.kind)
             except UnknownNodeKind:

@@ -1,29 +1,37 @@
-"""Admin for runs, steps, attempts, events, audit entries and workers (read-mostly)."""
-from typing import Any
-
+"""Admin for runs, steps, attempts, events, audit entries and workers (read-only: changes go through the services)."""
 from django.contrib import admin
 
 from runs.models import AuditEntry, Run, RunEvent, Step, StepAttempt, Worker
 
 
-class _ReadOnlyInline(admin.TabularInline):
-    """An inline that shows its ``fields`` read-only: no blank rows, no deletes."""
+class ReadOnlyAdminMixin:
+    """No add, change or delete permission and every field read-only: a run's records
+    change only through runs.services and the engine (which keep the audit log, events
+    and leases consistent), never through a form. Viewing stays allowed."""
 
-    extra = 0
-    can_delete = False
+    def has_add_permission(self, request, obj=None) -> bool:  # obj: inlines pass it
+        return False
 
-    def get_readonly_fields(self, request: Any, obj: Any = None) -> Any:
-        return self.fields
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.fields]
 
 
-class StepInline(_ReadOnlyInline):
+class StepInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = Step
     fields = ("node_id", "iteration", "status", "attempt", "lease_owner", "cost_usd", "started_at", "finished_at")
+    extra = 0
+    can_delete = False
     show_change_link = True
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("id", "graph_version", "status", "step_count", "input_tokens", "output_tokens", "cost_usd", "created_at", "finished_at")
     list_filter = ("status", "is_test", "graph_version__graph", "created_at")
     search_fields = ("id", "uuid", "graph_version__graph__name", "idempotency_key")
@@ -32,13 +40,15 @@ class RunAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
 
 
-class StepAttemptInline(_ReadOnlyInline):
+class StepAttemptInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = StepAttempt
     fields = ("number", "worker", "status", "error", "usage", "cost_usd", "started_at", "finished_at")
+    extra = 0
+    can_delete = False
 
 
 @admin.register(Step)
-class StepAdmin(admin.ModelAdmin):
+class StepAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("id", "run", "node_id", "kind", "iteration", "status", "attempt", "lease_owner", "lease_expires_at", "cost_usd")
     list_filter = ("status", "kind")
     search_fields = ("node_id", "idempotency_key", "run__id")
@@ -47,37 +57,22 @@ class StepAdmin(admin.ModelAdmin):
 
 
 @admin.register(RunEvent)
-class RunEventAdmin(admin.ModelAdmin):
+class RunEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("id", "run", "kind", "step", "created_at")
     list_filter = ("kind",)
     search_fields = ("run__id", "kind")
     readonly_fields = [f.name for f in RunEvent._meta.fields]
 
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("id", "created_at", "actor_type", "actor", "action", "object_type", "object_id")
     list_filter = ("action", "actor_type", "object_type")
     search_fields = ("actor", "action", "object_id")
     readonly_fields = [f.name for f in AuditEntry._meta.fields]
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False  # append-only
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
 
 @admin.register(Worker)
-class WorkerAdmin(admin.ModelAdmin):
+class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("name", "host", "pid", "started_at", "heartbeat_at")
     readonly_fields = ("name", "host", "pid", "started_at", "heartbeat_at")

@@ -32,6 +32,7 @@ __all__ = [
     "Limits",
     "LIMITS",
     "ParsedExpression",
+    "check_constant_parts",
     "evaluate",
     "evaluate_inline",
     "parse_expression",
@@ -334,3 +335,59 @@ def evaluate(source: str, names: Mapping[str, Any]) -> Any:
                                   f"{known_names_hint(names)}", "unknown_name", source=source,
                                   name=exc.name) from None
         raise
+
+
+# Codes that mean "this value is too big or too slow to compute": the ones a constant part
+# is refused for at validation. Other failures of a constant part (1/0, int("x")) may sit
+# in a branch that never runs, so they stay run-time errors.
+_RESOURCE_CODES = frozenset({"limit", "timeout", "memory"})
+
+
+def _constant_parts(node: ast.expr, text: str) -> list[ast.expr]:
+    """The largest sub-expressions of ``node`` that read no variable (literals alone excluded),
+    outermost first, in source order. Comprehension variables count as variables, so the
+    body of a comprehension over the state is not constant."""
+    checker = _Checker(text)
+    checker.check(node, frozenset())
+    if not checker.names:
+        return [] if isinstance(node, ast.Constant) else [node]
+    parts: list[ast.expr] = []
+    if isinstance(node, ast.Call):
+        # The function is not a value; a method's object is.
+        children: list[ast.AST] = [node.func.value] if isinstance(node.func, ast.Attribute) else []
+        children += [*node.args, *(kw.value for kw in node.keywords)]
+    else:
+        children = list(ast.iter_child_nodes(node))
+    for child in children:
+        if isinstance(child, ast.comprehension):
+            # Its iterable and conditions may be constant; its target binds a name.
+            for sub in (child.iter, *child.ifs):
+                parts.extend(_constant_parts(sub, text))
+        elif isinstance(child, ast.expr) and not isinstance(child, ast.Name):
+            parts.extend(_constant_parts(child, text))
+    return parts
+
+
+def check_constant_parts(source: str) -> None:
+    """Evaluate every sub-expression of ``source`` that reads no variable (``10**10**10``,
+    ``'a' * 10**9``, ``range(10**9)``) under the same limits, guard and evaluator process
+    as a run (:func:`evaluate` with no state), so a constant that is too big or too slow
+    is refused before any run starts.
+
+    Returns None when every constant part stays within the limits (or fails for another
+    reason, such as ``1/0``, which stays a run-time error: the part may be in a branch that
+    never runs). Raises :class:`ExpressionError` with code "limit", "timeout" or "memory"
+    naming the part, or the parse errors of :func:`parse_expression`.
+    """
+    parsed = parse_expression(source)
+    for part in _constant_parts(parsed.tree, parsed.text):
+        text = ast.get_source_segment(parsed.text, part) or ast.unparse(part)
+        try:
+            evaluate(f"({text})", {})
+        except ExpressionError as exc:
+            if exc.code in _RESOURCE_CODES:
+                raise ExpressionError(
+                    f"the constant part `{clip(text)}` exceeds the expression limits: {exc.message}",
+                    exc.code, source=source,
+                    position=(part.lineno, part.col_offset + 1),
+                ) from None

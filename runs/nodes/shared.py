@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from runs.expressions import ExpressionError, parse_expression
+from runs.expressions import ExpressionError, check_constant_parts, parse_expression
 from runs.nodes.base import Issue, NodeContext
 from runs.templating import template_names
 
@@ -26,11 +26,17 @@ def expression_names(ctx: NodeContext) -> dict[str, Any]:
 
 def check_expression(node_id: str, field: str, source: str, known_names: set[str]) -> list[Issue]:
     """Issues of one expression: ``invalid_expression`` when it does not parse (or breaks a
-    static limit), else one ``unknown_variable`` per name outside ``known_names`` (sorted)."""
+    static limit), ``expression_limit`` when a part made only of constants exceeds the
+    evaluation limits (``runs.expressions.check_constant_parts``), else one
+    ``unknown_variable`` per name outside ``known_names`` (sorted)."""
     try:
         parsed = parse_expression(source)
     except ExpressionError as exc:
         return [Issue(node_id, field, f"invalid expression: {exc.message}", "invalid_expression")]
+    try:
+        check_constant_parts(source)
+    except ExpressionError as exc:
+        return [Issue(node_id, field, exc.message, "expression_limit")]
     return unknown_variables(node_id, field, parsed.names, known_names)
 
 

@@ -485,13 +485,84 @@ def test_a_spec_that_is_not_an_object():
     assert keyed(result) == [(None, "spec", "invalid_spec")]
 
 
-def test_parse_errors_keep_the_node_id_and_stop_before_graph_checks():
+def test_parse_errors_keep_the_node_id_and_the_graph_checks_go_on():
     data = baseline()
     data["nodes"][2]["timeout_seconds"] = -1
-    data["edges"] = []  # would be many graph issues; the parse error comes alone
+    data["edges"] = []  # every node is now unreachable: reported with the parse error
+    result = validate_spec(data)
+    assert result.spec is None and not result.ok
+    issues = keyed(result)
+    assert ("check", "timeout_seconds", "invalid_spec") in issues
+    assert ("calc", "incoming", "unreachable") in issues
+    assert ("start", "outgoing", "dead_end") in issues
+    # The node that did not parse takes part in the graph checks only.
+    assert [i for i in issues if i[0] == "check" and i[2] != "invalid_spec"] == [
+        ("check", "incoming", "unreachable"), ("check", "outgoing", "dead_end")
+    ]
+
+
+def test_one_pass_reports_every_kind_of_error_past_a_malformed_node_id():
+    data = baseline()
+    data["nodes"][3]["id"] = "9big"  # malformed id: a parse error
+    data["edges"][2]["target"] = data["edges"][4]["source"] = "9big"
+    data["nodes"][1]["config"]["set"]["total"] = "x +"  # a syntax error in another node
+    data["nodes"].append(node("odd", "no_such_kind"))  # unknown kind, unreachable
+    data["nodes"][2]["config"]["expression"] = "total > len('a' * 10**9)"  # constant over the limits
+    data["edges"].append(edge("start", "ghost"))  # dangling edge
     result = validate_spec(data)
     assert result.spec is None
-    assert keyed(result) == [("check", "timeout_seconds", "invalid_spec")]
+    issues = keyed(result)
+    assert ("9big", "id", "invalid_spec") in issues
+    assert ("calc", "config.set.total", "invalid_expression") in issues
+    assert ("check", "config.expression", "expression_limit") in issues
+    assert ("odd", "kind", "unknown_kind") in issues
+    assert ("odd", "incoming", "unreachable") in issues
+    assert (None, "edges[5].target", "dangling_edge") in issues
+    # The malformed node keeps its id: the edges into and out of it are not dangling.
+    assert not [i for i in issues if i[2] == "dangling_edge" and i[1] != "edges[5].target"]
+    paths = {i.code: i.path for i in result.issues}
+    assert paths["invalid_spec"] == "nodes[3].id"
+    assert paths["expression_limit"] == "nodes[2].config.expression"
+
+
+def test_a_broken_edge_is_reported_with_the_other_errors_without_reachability_noise():
+    data = baseline()
+    del data["edges"][4]["target"]
+    data["nodes"][1]["config"]["set"]["total"] = "x +"
+    issues = keyed(validate_spec(data))
+    assert (None, "edges[4].target", "invalid_spec") in issues
+    assert ("calc", "config.set.total", "invalid_expression") in issues
+    # With an edge missing, reachability cannot be judged: no dead_end for 'big'.
+    assert not [i for i in issues if i[2] in ("dead_end", "unreachable")]
+
+
+@pytest.mark.parametrize(
+    ("source", "part"),
+    [
+        ("x > 10**10**10", "10**10**10"),
+        ("total == 'a' * 10**9", "'a' * 10**9"),
+        ("total in range(10**9)", "range(10**9)"),
+        ("total > len('ab'.ljust(10**8))", "'ab'.ljust(10**8)"),
+    ],
+)
+def test_constant_parts_over_the_limits_are_refused_on_the_node_and_field(source, part):
+    data = baseline()
+    data["nodes"][2]["config"]["expression"] = source
+    result = validate_spec(data)
+    assert keyed(result) == [("check", "config.expression", "expression_limit")]
+    assert part in result.issues[0].message
+    assert result.issues[0].path == "nodes[2].config.expression"
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["total > 2**64", "total > 10 and x < 1/0", "[i * 2 for i in range(100)] == []", "total > len('a' * 1000)"],
+)
+def test_constant_parts_within_the_limits_pass(source):
+    # 1/0 may sit in a branch that never runs: it stays a run-time error.
+    data = baseline()
+    data["nodes"][2]["config"]["expression"] = source
+    assert validate_spec(data).ok
 
 
 def test_several_defects_are_all_reported_in_a_stable_order():

@@ -240,3 +240,36 @@ def test_estimate_picks_the_costlier_branch_and_names_unpriced_nodes(tmp_path, s
     best = result["estimate"]["costliest_path"]
     assert best["nodes"] == ["start", "route", "dear", "local", "end"]
     assert best["unpriced"] == ["local"]
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(Decimal("0E-12"), "0"), (Decimal("-0.000000"), "0"), (Decimal("0.001250000000"), "0.00125"), (Decimal("1E+2"), "100"), (Decimal("12.5"), "12.5")],
+)
+def test_decimal_amounts_print_without_exponents(value, text):
+    from runs.formatting import format_decimal, format_usd
+
+    assert format_decimal(value) == text
+    assert format_usd(value) == f"${text}" and format_usd(None) == "unknown"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_zero_costs_print_as_0_in_the_commands(sdk_providers):
+    sdk_providers.set_script([Reply(text="Yes.", usage={"input": 10, "output": 2})])
+    run = run_local(example("free agent"), QUESTION)
+    assert run.status == "succeeded", run.error
+    # A free model (a local server, a zero price): the stored amounts are exact zeros at
+    # the columns' scale, which str() prints as 0E-12.
+    StepAttempt.objects.filter(step__run=run).exclude(cost_usd=None).update(cost_usd=Decimal("0E-12"))
+    Run.objects.filter(pk=run.pk).update(cost_usd=Decimal("0E-12"))
+    run.refresh_from_db()
+    assert run.cost_usd is not None and run.cost_usd.is_zero() and str(run.cost_usd) != "0"
+    for by in ("run", "step", "graph"):
+        table = report("--by", by)
+        assert "E-" not in table and "E+" not in table, table
+        assert "0.000000" not in table, table
+    rows = list(csv.DictReader(io.StringIO(report("--by", "run", "--csv"))))
+    assert [r["usd"] for r in rows if r["run"] == str(run.pk)] == ["0"]
+    from runs.management.commands.run_graph import run_summary
+
+    assert run_summary(run)["cost_usd"] == "0"

@@ -394,15 +394,28 @@ def test_fork_starts_from_a_committed_step_with_edited_state():
     assert [s[0] for s in steps_of(fork)] == ["b", "end"]
 
 
+# Made only of constants: refused by validation before any run (the constant parts are
+# evaluated under the expression limits, builder.validation expression_limit).
 HOSTILE = [
     "9**9**9",
-    "10**100000 * 10**100000",
+    "10**1000 * 10**1000",
     "'a' * 10**9",
     "'a'.ljust(10**10)",
     "('a' * 1000).replace('a', 'a' * 1000)",
     "[[1] * 1000] * 1000 * 1000",
     "[x for x in range(10**9)]",
     "sum([sum(range(10**5)) for _ in range(10**5)])",
+]
+# The same operations on a value read from the state (n is 1): only the run can stop them.
+HOSTILE_AT_RUN_TIME = [
+    "(9 * n)**9**9",
+    "(10 * n)**1000 * (10 * n)**1000",
+    "'a' * (10**9 * n)",
+    "'a'.ljust(10**10 * n)",
+    "('a' * 1000).replace('a', 'a' * (1000 * n))",
+    "[[n] * 1000] * 1000 * 1000",
+    "[x for x in range(10**9 * n)]",
+    "sum([sum(range(10**5 * n)) for _ in range(10**5 * n)])",
 ]
 # Escapes and mutation are refused before the run exists: validation parses every expression.
 REFUSED = ["items.append(1)", "().__class__.__bases__", "'{0.__class__}'.format(1)", "items.clear()", "__import__('os')"]
@@ -420,17 +433,28 @@ def test_escaping_or_mutating_expressions_are_refused_by_validation(expression):
 
 
 @pytest.mark.parametrize("expression", HOSTILE)
+def test_hostile_constant_expressions_are_refused_by_validation(expression):
+    from builder.services import GraphInvalid
+
+    spec = graph([node("start", "start"), transform("evil", out=expression), node("end", "end")], chain("start", "evil", "end"))
+    with pytest.raises(GraphInvalid) as info:
+        publish(spec)
+    issue = info.value.issues[0]
+    assert (issue.node_id, issue.field, issue.code) == ("evil", "config.set.out", "expression_limit"), issue
+
+
+@pytest.mark.parametrize("expression", HOSTILE_AT_RUN_TIME)
 def test_hostile_expression_fails_its_step_quickly_and_leaves_state_alone(expression):
     import time
 
     spec = graph(
         [node("start", "start"), transform("evil", out=expression), node("end", "end")],
         chain("start", "evil", "end"),
-        input_schema={"type": "object", "properties": {"items": {"type": "array"}}},
+        input_schema={"type": "object", "properties": {"items": {"type": "array"}, "n": {"type": "integer"}}},
     )
     version = publish(spec)
     started = time.monotonic()
-    run = run_local(version, {"items": [1, 2]}, timeout=10)
+    run = run_local(version, {"items": [1, 2], "n": 1}, timeout=10)
     elapsed = time.monotonic() - started
     assert run.status == "failed" and run.error["code"] == "expression", run.error
     # Wall time on a shared 2-core machine includes waiting for a core: the shared slack.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from builder.estimate import estimate_spec
 from builder.validation import validate_spec
+from runs.formatting import format_usd
 
 
 class Command(BaseCommand):
@@ -97,4 +97,4 @@ class Command(BaseCommand):
 
 
 def _usd(value: str | None) -> str:
-    return "unknown" if value is None else f"${Decimal(value):.6f}"
+    return format_usd(value)

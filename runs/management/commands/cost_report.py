@@ -13,6 +13,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, TruncDate
 from django.utils import timezone
 
+from runs.formatting import format_decimal
 from runs.models import AttemptStatus, StepAttempt
 
 GROUPINGS = ("step", "run", "graph", "model", "day")
@@ -114,7 +115,7 @@ def _cell(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, Decimal):
-        return f"{value:f}"  # the stored precision: CSV totals add up exactly
+        return format_decimal(value)  # every digit stored (no exponent, 0 as "0"): CSV totals add up exactly
     if isinstance(value, date):
         return value.isoformat()
     return str(value)

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from runs.engine.api import audit, run_cost_adjust
+from runs.formatting import format_usd
 from runs.models import AttemptStatus, Run, Step, StepAttempt
 from runs.nodes.base import Usage
 from runs.providers import UnknownProvider, get_provider
@@ -182,6 +183,6 @@ class Command(BaseCommand):
         verb = "would change" if dry_run else "changed"
         self.stdout.write(
             f"{len(ids)} attempt(s) with usage; {verb} {totals['attempts']} attempt(s), {totals['steps']} step(s), "
-            f"{len(totals['runs'])} run(s); total cost delta ${totals['delta']:.6f}"
+            f"{len(totals['runs'])} run(s); total cost delta {format_usd(totals['delta'])}"
             + (f"; {totals['skipped']} skipped (provider not registered)" if totals["skipped"] else "")
         )

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from builder.services import GraphInvalid, graph_import
 from runs.engine.api import drive_local, local_mode, workers_alive
+from runs.formatting import format_decimal
 from runs.models import TERMINAL_RUN_STATUSES, Run, RunStatus
 from runs.services import RunInputInvalid, run_start
 
@@ -24,7 +25,7 @@ def run_summary(run: Run) -> dict:
             {"id": a.pk, "node_id": a.node_id, "purpose": a.purpose, "prompt": a.prompt}
             for a in run.approvals.filter(status="pending").order_by("id")
         ]
-    data["cost_usd"] = str(run.cost_usd)
+    data["cost_usd"] = None if run.cost_usd is None else format_decimal(run.cost_usd)
     data["tokens"] = {"input": run.input_tokens, "output": run.output_tokens}
     return data
 

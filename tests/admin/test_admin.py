@@ -1,0 +1,100 @@
+"""Django admin: runs and their records are read-only there, and a graph draft saved there is validated."""
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from approvals.models import ApprovalRequest
+from builder.models import Graph
+from runs.models import AuditEntry, Run, RunEvent, Step, StepAttempt
+from tests.support.specs import chain, edge, graph, node, run_local
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def browser() -> Client:
+    user = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _waiting_run() -> Run:
+    spec = graph(
+        [node("start", "start"), node("calc", "transform", config={"set": {"y": "1 + 1"}}),
+         node("gate", "approval", config={"prompt": "Ship it?"}), node("end", "end")],
+        [*chain("start", "calc", "gate"), edge("gate", "end", "approved"), edge("gate", "end", "rejected")],
+    )
+    return run_local(spec)
+
+
+def test_run_records_are_read_only_for_a_superuser(browser: Client) -> None:
+    run = _waiting_run()
+    records = {
+        "runs/run": Run.objects.get(pk=run.pk),
+        "runs/step": Step.objects.filter(run=run).first(),
+        "runs/stepattempt": None,  # no admin page of its own: an inline of the step
+        "runs/runevent": RunEvent.objects.filter(run=run).first(),
+        "runs/auditentry": AuditEntry.objects.first(),
+        "approvals/approvalrequest": ApprovalRequest.objects.filter(run=run).first(),
+    }
+    assert StepAttempt.objects.filter(step__run=run).exists()
+    for path, obj in records.items():
+        if obj is None:
+            continue
+        base = f"/admin/{path}/"
+        assert browser.get(base).status_code == 200, path  # viewing stays allowed
+        assert browser.get(f"{base}add/").status_code == 403, path
+        assert browser.post(f"{base}add/", {}).status_code == 403, path
+        page = browser.get(f"{base}{obj.pk}/change/")
+        assert page.status_code == 200, path
+        assert b'name="_save"' not in page.content, path  # a view-only page: no form to submit
+        before = {f.name: getattr(obj, f.attname) for f in type(obj)._meta.fields}
+        assert browser.post(f"{base}{obj.pk}/change/", {"status": "succeeded"}).status_code == 403, path
+        assert browser.post(f"{base}{obj.pk}/delete/", {"post": "yes"}).status_code == 403, path
+        obj.refresh_from_db()
+        assert {f.name: getattr(obj, f.attname) for f in type(obj)._meta.fields} == before, path
+    # The step's page shows its attempts without a way to edit or delete them.
+    step = records["runs/step"]
+    page = browser.get(f"/admin/runs/step/{step.pk}/change/").content.decode()
+    assert "-DELETE" not in page and 'name="_save"' not in page
+
+
+def _draft_form(browser: Client, graph_obj: Graph, draft: str) -> dict[str, object]:
+    """The change form's data with ``draft`` replaced (and the inlines' management forms)."""
+    page = browser.get(f"/admin/builder/graph/{graph_obj.pk}/change/")
+    data: dict[str, object] = {"name": graph_obj.name, "description": graph_obj.description, "draft": draft,
+                               "draft_revision": graph_obj.draft_revision}
+    for inline in page.context["inline_admin_formsets"]:
+        management = inline.formset.management_form
+        data.update({management.add_prefix(k): v for k, v in management.initial.items()})
+    return data
+
+
+def test_a_draft_saved_in_the_admin_is_validated_with_every_error(browser: Client) -> None:
+    graph_obj = Graph.objects.create(name="admin-draft", draft={})
+    bad = (
+        '{"name": "g", "nodes": [{"id": "start", "kind": "start"}, {"id": "9bad", "kind": "transform"},'
+        ' {"id": "c", "kind": "condition", "config": {"expression": "1 > 10**10**10"}}, {"id": "end", "kind": "end"}],'
+        ' "edges": [{"source": "start", "target": "c"}, {"source": "c", "target": "end", "source_handle": "true"},'
+        ' {"source": "c", "target": "end", "source_handle": "false"}]}'
+    )
+    response = browser.post(f"/admin/builder/graph/{graph_obj.pk}/change/", _draft_form(browser, graph_obj, bad))
+    assert response.status_code == 200  # the form again, with its errors
+    errors = response.context["adminform"].form.errors["draft"]
+    text = " | ".join(errors)
+    assert "nodes[1].id" in text and "[invalid_spec]" in text
+    assert "nodes[2].config.expression" in text and "[expression_limit]" in text
+    graph_obj.refresh_from_db()
+    assert graph_obj.draft == {}
+
+    good = (
+        '{"name": "g", "nodes": [{"id": "start", "kind": "start"}, {"id": "end", "kind": "end"}],'
+        ' "edges": [{"source": "start", "target": "end"}]}'
+    )
+    response = browser.post(f"/admin/builder/graph/{graph_obj.pk}/change/", _draft_form(browser, graph_obj, good))
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    graph_obj.refresh_from_db()
+    assert graph_obj.draft["nodes"][1]["id"] == "end"
