@@ -285,10 +285,16 @@ class NodeChangeOutput(serializers.Serializer):
     fields = serializers.DictField(child=serializers.JSONField())
 
 
-class NodesDiffOutput(serializers.Serializer):
+class _IdsDiffOutput(serializers.Serializer):
+    """Ids added and removed, and the ids whose fields changed (with those fields)."""
+
     added = serializers.ListField(child=serializers.CharField())
     removed = serializers.ListField(child=serializers.CharField())
     changed = NodeChangeOutput(many=True)
+
+
+class NodesDiffOutput(_IdsDiffOutput):
+    """Nodes added, removed and changed (same shape as the notes, a schema component of its own)."""
 
 
 class EdgesDiffOutput(serializers.Serializer):
@@ -296,10 +302,8 @@ class EdgesDiffOutput(serializers.Serializer):
     removed = serializers.ListField(child=serializers.DictField())
 
 
-class NotesDiffOutput(serializers.Serializer):
-    added = serializers.ListField(child=serializers.CharField())
-    removed = serializers.ListField(child=serializers.CharField())
-    changed = NodeChangeOutput(many=True)
+class NotesDiffOutput(_IdsDiffOutput):
+    """Sticky notes added, removed and changed."""
 
 
 class LayoutDiffOutput(serializers.Serializer):

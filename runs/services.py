@@ -95,11 +95,14 @@ def run_start(
     actor: str | None = None,
     budget_usd: Decimal | None = None,
     budget_tokens: int | None = None,
+    idempotency_key: str | None = None,
 ) -> Run:
     """Start a run of a published (hence validated) graph version.
 
     The run and its start step commit before anything executes; the start step is handed
-    to the queue after the commit. ``run_input`` defaults to ``{}``. Raises RunInputInvalid.
+    to the queue after the commit. ``run_input`` defaults to ``{}``. Raises RunInputInvalid;
+    IntegrityError when ``idempotency_key`` is already taken (run_start_idempotent, the
+    entry point for keyed starts, turns that into the earlier run).
     """
     run_input = {} if run_input is None else run_input
     errors = input_errors(version, run_input)
@@ -112,6 +115,7 @@ def run_start(
         actor=name,
         actor_type=kind,
         created_by=user,
+        idempotency_key=idempotency_key,
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
     )
@@ -151,20 +155,15 @@ def run_start_idempotent(
     existing = Run.objects.select_related("graph_version").filter(idempotency_key=idempotency_key).first()
     if existing is not None:
         return replay(existing)
-    errors = input_errors(version, run_input)
-    if errors:
-        raise RunInputInvalid(errors)
-    name, kind = _actor(user, actor)
     try:
-        run = engine.run_start(
+        run = run_start(
             version=version,
             run_input=run_input,
-            actor=name,
-            actor_type=kind,
-            created_by=user,
-            idempotency_key=idempotency_key,
+            user=user,
+            actor=actor,
             budget_usd=budget_usd,
             budget_tokens=budget_tokens,
+            idempotency_key=idempotency_key,
         )
     except IntegrityError:
         # A concurrent request with the same key won the race: it must be the same request.

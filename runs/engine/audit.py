@@ -98,6 +98,23 @@ def entry_hash(
     return hmac.new(_key(), content.encode(), hashlib.sha256).hexdigest()
 
 
+def hash_of(entry: AuditEntry) -> str:
+    """``entry_hash`` of an entry's content as it stands on the instance: the hash to store
+    when the entry is written, the one to compare with its stored ``hash`` when verifying."""
+    return entry_hash(
+        scope=entry.scope,
+        seq=entry.seq,
+        prev_hash=entry.prev_hash,
+        actor_type=entry.actor_type,
+        actor=entry.actor,
+        action=entry.action,
+        object_type=entry.object_type,
+        object_id=entry.object_id,
+        data=entry.data,
+        created_at=entry.created_at,
+    )
+
+
 def scope_of(obj: Any) -> str:
     """The chain an object's entries go to (see the module docstring)."""
     if obj is None:
@@ -146,33 +163,21 @@ def audit(actor: str, action: str, obj: Any, *, actor_type: str = "user", **data
             head = AuditChain.objects.select_for_update().get(scope=scope)
         seq = head.seq + 1
         prev_hash = head.hash or GENESIS
-        created_at = timezone.now()
-        digest = entry_hash(
-            scope=scope,
-            seq=seq,
-            prev_hash=prev_hash,
+        entry = AuditEntry(
             actor_type=actor_type,
             actor=actor,
             action=action,
             object_type=object_type,
             object_id=object_id,
             data=data,
-            created_at=created_at,
-        )
-        entry = AuditEntry.objects.create(
-            actor_type=actor_type,
-            actor=actor,
-            action=action,
-            object_type=object_type,
-            object_id=object_id,
-            data=data,
-            created_at=created_at,
+            created_at=timezone.now(),
             scope=scope,
             seq=seq,
             prev_hash=prev_hash,
-            hash=digest,
         )
-        AuditChain.objects.filter(pk=head.pk).update(seq=seq, hash=digest)
+        entry.hash = hash_of(entry)
+        entry.save(force_insert=True)
+        AuditChain.objects.filter(pk=head.pk).update(seq=seq, hash=entry.hash)
     return entry
 
 
@@ -257,19 +262,7 @@ def audit_verify(*, scope: str | None = None, chunk_size: int = 2000) -> AuditRe
             problems.append(AuditProblem(e.scope, e.pk, e.seq, f"expected seq {expected_seq}: entries deleted or reordered"))
         if e.prev_hash != prev:
             problems.append(AuditProblem(e.scope, e.pk, e.seq, "prev_hash does not match the previous entry's hash: entries deleted, inserted or reordered"))
-        recomputed = entry_hash(
-            scope=e.scope,
-            seq=e.seq,
-            prev_hash=e.prev_hash,
-            actor_type=e.actor_type,
-            actor=e.actor,
-            action=e.action,
-            object_type=e.object_type,
-            object_id=e.object_id,
-            data=e.data,
-            created_at=e.created_at,
-        )
-        if not hmac.compare_digest(recomputed, e.hash):
+        if not hmac.compare_digest(hash_of(e), e.hash):
             problems.append(AuditProblem(e.scope, e.pk, e.seq, "hash does not match the entry's content: entry edited"))
         expected_seq, prev = e.seq + 1, e.hash
     if current is not None:

@@ -116,10 +116,6 @@ def test_transform_node_test_shows_its_output(live_server, page, builder_user):
     screenshot(page, "builder-panel-node-test")
 
 
-@pytest.mark.skipif(
-    BUILDER_PAGE.exists() and "StartRunDialog" not in BUILDER_PAGE.read_text(),
-    reason="the builder page does not open StartRunDialog from its Run button yet",
-)
 def test_start_run_from_the_builder_lands_on_the_run_page(live_server, page, builder_user):
     graph_id = open_graph(page, live_server.url, builder_user, publish=True)
     screenshot(page, "builder-panel-graph-settings")
@@ -133,4 +129,9 @@ def test_start_run_from_the_builder_lands_on_the_run_page(live_server, page, bui
     run = page.request.get(f"{live_server.url}/api/v1/runs/{run_id}/").json()
     assert run["graph"] == graph_id
     assert run["input"] == {"ticket": "Printer on fire", "priority": 3}
+    assert run["version"] == 1
     screenshot(page, "builder-panel-run-page")
+    # The run page names the version it ran and opens that version read-only in the builder.
+    page.get_by_role("link", name="v1", exact=True).click()
+    page.wait_for_url(re.compile(rf"/graphs/{graph_id}/\?version=1$"))
+    expect(page.get_by_text("Version 1 · read-only")).to_be_visible()

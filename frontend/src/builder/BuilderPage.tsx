@@ -4,7 +4,8 @@ import "@xyflow/react/dist/style.css";
 import { Suspense, lazy, useCallback, useDeferredValue, useEffect, useMemo, useRef, useState } from "react";
 import { ApiError, api } from "../lib/api";
 import { usePageContext } from "../lib/context";
-import { Canvas, SHORTCUTS } from "./Canvas";
+import { Canvas, SHORTCUTS, type CanvasDiff } from "./Canvas";
+import { comparisonView } from "./compare";
 import { diffDrafts } from "./conflict";
 import { Dialog } from "./Dialog";
 import { ErrorsPanel } from "./ErrorsPanel";
@@ -13,11 +14,15 @@ import type { GraphSpec } from "./spec";
 import { BuilderContext, useBuilderState, type NodeKindInfo } from "./store";
 import { useAutosave, type SaveStatus, type StoredDraft } from "./useAutosave";
 import { useValidation } from "./useValidation";
+import type { VersionDiff } from "./versions/diff";
 import "./builder.css";
 
 // The side panel (JSON-Schema forms, code editors) is its own chunk: the canvas draws
 // without waiting for those libraries to download and compile.
 const SidePanel = lazy(() => import("./panel/SidePanel"));
+// The start-run form (JSON-Schema form library) loads when Run is first pressed.
+const StartRunDialog = lazy(() => import("./run/StartRunDialog"));
+const VersionsPanel = lazy(() => import("./versions/VersionsPanel"));
 
 /** GET /api/v1/graphs/<id>/ (the fields the builder uses). */
 export interface GraphDetail extends StoredDraft {
@@ -32,6 +37,19 @@ interface Loaded {
   /** Set when viewing a published version (read-only). */
   version: number | null;
 }
+
+/** True when the URL asks for the version history to be open (``?history=1``, kept when opening a version). */
+function historyParam(): boolean {
+  return new URLSearchParams(window.location.search).get("history") === "1";
+}
+
+/** Two versions compared on the canvas: the server's diff and what each node and edge is marked. */
+interface Comparison {
+  diff: VersionDiff;
+  marks: CanvasDiff;
+}
+
+const EMPTY_SPEC: GraphSpec = { name: "", nodes: [], edges: [] };
 
 /** The version number in ``?version=N`` (viewing a published version read-only), else null. */
 function versionParam(): number | null {
@@ -98,6 +116,40 @@ function Builder({ loaded }: { loaded: Loaded }) {
   const [dialog, setDialog] = useState<"help" | "publish" | "run" | null>(null);
   const [toast, setToast] = useState<string | null>(null);
   const [latestVersion, setLatestVersion] = useState(graph.latest_version);
+  const runVersion = version ?? latestVersion;
+  const [historyOpen, setHistoryOpen] = useState(historyParam);
+  // Bumped to remount the history list: after a publish (new row) and when a comparison is
+  // cleared from the canvas's legend (the list's own picks and diff clear with it).
+  const [historyKey, setHistoryKey] = useState(0);
+  const [comparison, setComparison] = useState<Comparison | null>(null);
+  const [compareError, setCompareError] = useState<string | null>(null);
+  // The compared graph has its own read-only builder state, so the draft (and its undo
+  // history and autosave) is untouched while a comparison is on the canvas.
+  const compared = useBuilderState(EMPTY_SPEC, { readOnly: true, catalogue, validation: null });
+  const compareRequest = useRef(0);
+  const { reset: resetCompared } = compared;
+  const showDiff = useCallback((diff: VersionDiff | null) => {
+    const request = ++compareRequest.current;
+    setCompareError(null);
+    if (diff === null) { setComparison(null); return; }
+    Promise.all([
+      api<{ spec: GraphSpec }>(`graphs/${graph.id}/versions/${diff.from}/`),
+      api<{ spec: GraphSpec }>(`graphs/${graph.id}/versions/${diff.to}/`),
+    ]).then(([older, newer]) => {
+      if (request !== compareRequest.current) return;
+      const view = comparisonView(older.spec, newer.spec, diff);
+      resetCompared(view.spec);
+      setComparison({ diff, marks: view.marks });
+    }).catch((err: unknown) => {
+      if (request === compareRequest.current) setCompareError(err instanceof Error ? err.message : String(err));
+    });
+  }, [graph.id, resetCompared]);
+  const clearComparison = useCallback(() => {
+    compareRequest.current++;
+    setComparison(null);
+    setCompareError(null);
+    setHistoryKey((k) => k + 1);
+  }, []);
   useEffect(() => {
     if (!toast) return;
     const t = window.setTimeout(() => setToast(null), 3500);
@@ -139,40 +191,81 @@ function Builder({ loaded }: { loaded: Loaded }) {
             <span className="muted builder__meta">
               {latestVersion ? `Latest version ${latestVersion}` : "Never published"}
             </span>
+            <button type="button" aria-pressed={historyOpen} title="Published versions: open, compare, restore"
+              onClick={() => { if (historyOpen) clearComparison(); setHistoryOpen(!historyOpen); }}>History</button>
             <a className="button" href={`/api/v1/graphs/${graph.id}/export/`} download={`${graph.name}.json`}>Export</a>
             {!readOnly && (
               <button type="button" className="button button--primary" disabled={publishBlocked !== null}
                 title={publishBlocked ?? "Publish the draft as a new version"} onClick={() => setDialog("publish")}>Publish</button>
             )}
-            {(ctx.user?.can.operate ?? false) && version === null && (
-              <button type="button" className="button" disabled={!latestVersion}
-                title={latestVersion ? `Start a run of version ${latestVersion}` : "Publish a version first"}
-                onClick={() => setDialog("run")}>Run</button>
+            {(ctx.user?.can.operate ?? false) && (
+              // On a published version's page, Run starts that version; on the draft, the latest one.
+              <button type="button" className="button" disabled={!runVersion}
+                title={runVersion ? `Start a run of version ${runVersion}` : "Publish a version first"}
+                onClick={() => setDialog("run")}>{version !== null ? `Run version ${version}` : "Run"}</button>
             )}
           </header>
           {!readOnly && publishBlocked && builder.validation !== null && (
             <div className="builder__why" role="note">Publishing is disabled: {publishBlocked.toLowerCase()} (listed under Problems).</div>
           )}
-          <div className={`builder__body${readOnly ? " builder__body--readonly" : ""}`}>
-            {!readOnly && <Palette catalogue={catalogue} onAdd={(kind) => addAtCentre(builder, kind)} />}
+          <div className={`builder__body${readOnly || comparison ? " builder__body--readonly" : ""}`}>
+            {!readOnly && !comparison && <Palette catalogue={catalogue} onAdd={(kind) => addAtCentre(builder, kind)} />}
             <div className="builder__main" onPointerDownCapture={() => setPointerDown(true)}>
-              <Canvas onHelp={onHelp} onMessage={setToast} />
-              <ErrorsPanel pending={validation.pending} failed={validation.failed} />
+              {compareError && <p role="alert" className="alert diff-legend">Could not draw the comparison: {compareError}</p>}
+              {comparison ? (
+                <>
+                  <DiffLegend comparison={comparison} onClear={clearComparison} />
+                  <BuilderContext.Provider value={compared}>
+                    <ReactFlowProvider>
+                      <Canvas key={`${comparison.diff.from}:${comparison.diff.to}`} onHelp={onHelp} onMessage={setToast} diff={comparison.marks} />
+                    </ReactFlowProvider>
+                  </BuilderContext.Provider>
+                </>
+              ) : (
+                <>
+                  <Canvas onHelp={onHelp} onMessage={setToast} />
+                  <ErrorsPanel pending={validation.pending} failed={validation.failed} />
+                </>
+              )}
             </div>
-            <BuilderContext.Provider value={panelState.current}>
-              <Suspense fallback={<aside className="side-panel muted" aria-busy="true">Loading…</aside>}>
-                <SidePanel />
-              </Suspense>
-            </BuilderContext.Provider>
+            {historyOpen ? (
+              // The diff list selects nodes on whichever canvas is drawn.
+              <BuilderContext.Provider value={comparison ? compared : builder}>
+                <Suspense fallback={<aside className="versions-panel muted" aria-busy="true">Loading…</aside>}>
+                  <VersionsPanel key={historyKey} graphId={graph.id} openVersion={version} onShowDiff={showDiff}
+                    baseRevision={readOnly ? undefined : save.revision}
+                    onOpenVersion={(n) => {
+                      const url = `${window.location.pathname}?${n === null ? "" : `version=${n}&`}history=1`;
+                      void save.flush().then(() => window.location.assign(url));
+                    }}
+                    onRestored={(draft) => {
+                      // From a read-only version the page goes back to the draft; on the draft the
+                      // restored copy replaces the canvas and becomes autosave's base.
+                      if (version !== null) { window.location.assign(`${window.location.pathname}?history=1`); return; }
+                      builder.reset(draft.spec);
+                      save.adopt({ spec: draft.spec, revision: draft.revision,
+                        updated_by: (draft.updated_by as string | undefined) ?? null, updated_at: (draft.updated_at as string | undefined) ?? null });
+                      clearComparison();
+                      setToast("Restored: the draft now holds that version.");
+                    }} />
+                </Suspense>
+              </BuilderContext.Provider>
+            ) : (
+              <BuilderContext.Provider value={panelState.current}>
+                <Suspense fallback={<aside className="side-panel muted" aria-busy="true">Loading…</aside>}>
+                  <SidePanel />
+                </Suspense>
+              </BuilderContext.Provider>
+            )}
           </div>
           {toast && <div className="toast" role="status">{toast}</div>}
           {dialog === "help" && <HelpDialog onClose={() => setDialog(null)} />}
           {dialog === "publish" && (
             <PublishDialog graphId={graph.id} flush={save.flush} onClose={() => setDialog(null)}
-              onPublished={(n) => { setLatestVersion(n); setDialog(null); setToast(`Published version ${n}.`); }} />
+              onPublished={(n) => { setLatestVersion(n); setHistoryKey((k) => k + 1); setDialog(null); setToast(`Published version ${n}.`); }} />
           )}
-          {dialog === "run" && latestVersion && (
-            <RunDialog graphId={graph.id} version={latestVersion} onClose={() => setDialog(null)} />
+          {dialog === "run" && runVersion && (
+            <RunStarter graphId={graph.id} version={runVersion} onClose={() => setDialog(null)} />
           )}
           {save.status === "conflict" && save.conflict && (
             <ConflictDialog mine={builder.spec} theirs={save.conflict} graphName={graph.name}
@@ -199,6 +292,31 @@ function addAtCentre(builder: ReturnType<typeof useBuilderState>, kind: string) 
   const count = builder.spec.nodes.length;
   builder.change((s) => ({ ...s, nodes: [...s.nodes, { id, kind, config: {}, position: { x: 80 + (count % 5) * 40, y: 80 + (count % 5) * 40 } }] }));
   builder.select({ nodes: [id], edges: [], notes: [], field: null });
+}
+
+/** Above a compared graph: which versions, what the colours mean (with counts), and the way back. */
+function DiffLegend({ comparison, onClear }: { comparison: Comparison; onClear: () => void }) {
+  const counts = { added: { nodes: 0, edges: 0 }, changed: { nodes: 0, edges: 0 }, removed: { nodes: 0, edges: 0 } };
+  for (const change of Object.values(comparison.marks.nodes)) counts[change].nodes++;
+  for (const change of Object.values(comparison.marks.edges)) counts[change].edges++;
+  const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
+  const parts = ({ nodes, edges }: { nodes: number; edges: number }) =>
+    [nodes ? plural(nodes, "node") : "", edges ? plural(edges, "edge") : ""].filter(Boolean).join(", ") || "none";
+  const { from, to } = comparison.diff;
+  return (
+    <div className="diff-legend" role="region" aria-label="Comparison legend">
+      <span className="diff-legend__title">Comparing version {from} → {to}</span>
+      {(["added", "changed", "removed"] as const).map((change) => (
+        <span key={change} className="diff-legend__key">
+          <span className={`diff-legend__swatch diff-legend__swatch--${change}`} aria-hidden="true" />
+          {change}: {parts(counts[change])}
+        </span>
+      ))}
+      <span className="muted diff-legend__note" title="The draft is not changed by comparing">Showing version {to}, read-only</span>
+      <span className="builder__spacer" />
+      <button type="button" className="button" onClick={onClear}>Close comparison</button>
+    </div>
+  );
 }
 
 function HelpDialog({ onClose }: { onClose: () => void }) {
@@ -253,43 +371,34 @@ function PublishDialog({ graphId, flush, onClose, onPublished }: {
   );
 }
 
-function RunDialog({ graphId, version, onClose }: { graphId: number; version: number; onClose: () => void }) {
-  const [text, setText] = useState("{}");
+/**
+ * Start a run of published ``version``: its own spec is fetched (the draft's input schema may
+ * already differ), then the panel's StartRunDialog shows the input form, POSTs the run and
+ * opens its page.
+ */
+function RunStarter({ graphId, version, onClose }: { graphId: number; version: number; onClose: () => void }) {
+  const [spec, setSpec] = useState<GraphSpec | null>(null);
   const [error, setError] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
-  const start = async () => {
-    setError(null);
-    let input: unknown;
-    try {
-      input = JSON.parse(text);
-    } catch {
-      setError("The input is not valid JSON.");
-      return;
-    }
-    setBusy(true);
-    try {
-      const run = await api<{ id: string | number }>("runs/", { method: "POST", body: { graph: graphId, version, input } });
-      window.location.assign(`/runs/${run.id}/`);
-    } catch (err) {
-      const fields = err instanceof ApiError ? Object.entries(err.fields).map(([k, m]) => `${k}: ${m.join(", ")}`) : [];
-      setError([err instanceof Error ? err.message : String(err), ...fields].join("\n"));
-      setBusy(false);
-    }
-  };
+  useEffect(() => {
+    let live = true;
+    api<{ spec: GraphSpec }>(`graphs/${graphId}/versions/${version}/`)
+      .then((v) => { if (live) setSpec(v.spec); })
+      .catch((err: unknown) => { if (live) setError(err instanceof Error ? err.message : String(err)); });
+    return () => { live = false; };
+  }, [graphId, version]);
+  if (error) {
+    return (
+      <Dialog title={`Run version ${version}`} onClose={onClose}>
+        <p role="alert" className="alert">Could not load version {version}: {error}</p>
+      </Dialog>
+    );
+  }
+  const loading = <div className="toast" role="status">Loading the run form…</div>;
+  if (!spec) return loading;
   return (
-    <Dialog title={`Run version ${version}`} onClose={onClose}>
-      <form onSubmit={(e) => { e.preventDefault(); void start(); }}>
-        <label className="field">
-          <span>Input (JSON)</span>
-          <textarea className="mono" value={text} onChange={(e) => setText(e.target.value)} rows={8} autoFocus />
-        </label>
-        {error && <pre role="alert" className="alert">{error}</pre>}
-        <div className="dialog__actions">
-          <button type="button" className="button" onClick={onClose}>Cancel</button>
-          <button type="submit" className="button button--primary" disabled={busy}>{busy ? "Starting…" : "Start run"}</button>
-        </div>
-      </form>
-    </Dialog>
+    <Suspense fallback={loading}>
+      <StartRunDialog graphId={graphId} spec={spec} version={version} onClose={onClose} />
+    </Suspense>
   );
 }
 

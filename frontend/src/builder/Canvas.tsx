@@ -13,10 +13,17 @@ import { layoutPositions } from "./layout";
 import { NodeCard } from "./NodeCard";
 import { NoteNode } from "./NoteNode";
 import { DRAG_MIME } from "./Palette";
-import { freshId, type NodeSpec, type Position } from "./spec";
-import { useBuilder } from "./store";
+import { freshId, type EdgeSpec, type NodeSpec, type Position } from "./spec";
+import { edgeKey, useBuilder } from "./store";
 
 const nodeTypes = { ballast: NodeCard, note: NoteNode };
+
+/** The minimap shows what the canvas marks: a compared version's change, else an error, else grey. */
+const DIFF_COLOURS = { added: "#16a34a", removed: "#dc2626", changed: "#d97706" } as const;
+function minimapColour(n: BallastFlowNode): string {
+  if (n.data.diff) return DIFF_COLOURS[n.data.diff];
+  return n.data.errors.length ? "#dc2626" : "#94a3b8";
+}
 
 /** Keyboard shortcuts, shown by the help overlay (``?``). */
 export const SHORTCUTS: [string, string][] = [
@@ -69,6 +76,8 @@ function mergeNodes(prev: readonly FlowNode[], next: FlowNode[]): FlowNode[] {
 }
 
 function shallowData(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  // A key only one side has (a comparison's ``diff`` cleared) is a change too.
+  if (Object.keys(a).length !== Object.keys(b).length) return false;
   for (const k of Object.keys(b)) {
     if (a[k] === b[k]) continue;
     if (k === "errors" || k === "handles") {
@@ -79,7 +88,13 @@ function shallowData(a: Record<string, unknown>, b: Record<string, unknown>): bo
   return true;
 }
 
-export function Canvas({ onHelp, onMessage }: { onHelp: () => void; onMessage: (text: string) => void }) {
+/** A version comparison drawn on the canvas: how each node and edge (by edgeKey) changed. */
+export interface CanvasDiff {
+  nodes: Readonly<Record<string, "added" | "removed" | "changed">>;
+  edges: Readonly<Record<string, "added" | "removed">>;
+}
+
+export function Canvas({ onHelp, onMessage, diff }: { onHelp: () => void; onMessage: (text: string) => void; diff?: CanvasDiff }) {
   const b = useBuilder();
   const rf = useReactFlow();
   const initialised = useNodesInitialized();
@@ -93,8 +108,8 @@ export function Canvas({ onHelp, onMessage }: { onHelp: () => void; onMessage: (
   const selectedNotes = useMemo(() => new Set(selection.notes), [selection.notes]);
   const selectedEdges = useMemo(() => new Set(selection.edges), [selection.edges]);
   const derived = useMemo(
-    () => specToFlowNodes(spec, { catalogue, validation, readOnly, selectedNodes, selectedNotes }),
-    [spec, catalogue, validation, readOnly, selectedNodes, selectedNotes],
+    () => specToFlowNodes(spec, { catalogue, validation, readOnly, selectedNodes, selectedNotes, diffStatus: diff?.nodes }),
+    [spec, catalogue, validation, readOnly, selectedNodes, selectedNotes, diff],
   );
   const [nodes, setNodes] = useState<FlowNode[]>(derived);
   // Fit the graph in view when it opens with nodes; an empty canvas keeps zoom 1 (React Flow
@@ -104,17 +119,20 @@ export function Canvas({ onHelp, onMessage }: { onHelp: () => void; onMessage: (
   // Reuse unchanged edge objects: React Flow re-renders an edge only when its object changes.
   const edgeCache = useRef(new Map<string, Edge>());
   const edges = useMemo(() => {
-    const next = specToFlowEdges(spec, { selectedEdges, readOnly });
+    const next = specToFlowEdges(spec, { selectedEdges, readOnly }).map((e, i) => {
+      const change = diff?.edges[edgeKey(spec.edges[i] as EdgeSpec)];
+      return change ? { ...e, className: `bedge--diff-${change}` } : e;
+    });
     const cache = edgeCache.current;
     const out = next.map((e) => {
       const p = cache.get(e.id);
       return p && p.source === e.source && p.target === e.target && p.sourceHandle === e.sourceHandle
-        && p.targetHandle === e.targetHandle && !!p.selected === !!e.selected && p.deletable === e.deletable
+        && p.targetHandle === e.targetHandle && p.className === e.className && !!p.selected === !!e.selected && p.deletable === e.deletable
         && (p.data as { index: number }).index === (e.data as { index: number }).index ? p : e;
     });
     edgeCache.current = new Map(out.map((e) => [e.id, e]));
     return out;
-  }, [spec, selectedEdges, readOnly]);
+  }, [spec, selectedEdges, readOnly, diff]);
 
   const onNodesChange = useCallback((changes: NodeChange<FlowNode>[]) => {
     const local = changes.filter((c) => c.type === "position" || c.type === "dimensions");
@@ -324,7 +342,7 @@ export function Canvas({ onHelp, onMessage }: { onHelp: () => void; onMessage: (
         <Background gap={20} size={1} />
         <Controls showInteractive={false} />
         <MiniMap pannable zoomable nodeStrokeWidth={2}
-          nodeColor={(n) => ((n as FlowNode).type === "note" ? "#fde68a" : (n as BallastFlowNode).data.errors.length ? "#dc2626" : "#94a3b8")} />
+          nodeColor={(n) => ((n as FlowNode).type === "note" ? "#fde68a" : minimapColour(n as BallastFlowNode))} />
         <Panel position="top-left" className="canvas-toolbar">
           {!readOnly && <button type="button" onClick={() => b.undo()} disabled={!b.canUndo} title="Undo (Ctrl+Z)">Undo</button>}
           {!readOnly && <button type="button" onClick={() => b.redo()} disabled={!b.canRedo} title="Redo (Ctrl+Shift+Z)">Redo</button>}

@@ -19,7 +19,7 @@ export function categoryColour(category: string | undefined): string {
 }
 
 function NodeCardImpl({ id, data, selected }: NodeProps<BallastFlowNode>) {
-  const { node, info, handles, errors } = data;
+  const { node, info, handles, errors, diff } = data;
   // Handles that follow the config (a condition's cases) change after mount: React Flow
   // must measure them again, or edges to a new handle cannot be drawn or shown.
   const updateInternals = useUpdateNodeInternals();
@@ -37,14 +37,16 @@ function NodeCardImpl({ id, data, selected }: NodeProps<BallastFlowNode>) {
   const rows = Math.max(outputs.length, handles.inputs.length, 1);
   return (
     <div
-      className={`bnode${errors.length ? " bnode--error" : ""}${selected ? " bnode--selected" : ""}${info ? "" : " bnode--unknown"}`}
+      className={`bnode${errors.length ? " bnode--error" : ""}${selected ? " bnode--selected" : ""}${info ? "" : " bnode--unknown"}${diff ? ` bnode--diff bnode--diff-${diff}` : ""}`}
       style={{ ["--kind" as string]: categoryColour(info?.category), minHeight: 44 + rows * 20 }}
       data-testid={`node-${node.id}`}
       data-kind={node.kind}
+      data-diff={diff}
       title={tip || undefined}
     >
       <div className="bnode__head">
         <span className="bnode__kind">{title}</span>
+        {diff && <span className={`bnode__diff bnode__diff--${diff}`}>{diff}</span>}
         {errors.length > 0 && (
           <span className="bnode__errors" aria-label={`${errors.length} error${errors.length > 1 ? "s" : ""}: ${tip}`} title={tip}>
             {errors.length}

@@ -27,6 +27,8 @@ export interface BallastNodeData extends Record<string, unknown> {
   handles: NodeHandles;
   errors: ValidationIssue[];
   readOnly: boolean;
+  /** How this node differs between two compared versions (absent: unchanged, or no comparison drawn). */
+  diff?: "added" | "removed" | "changed";
 }
 
 export interface NoteNodeData extends Record<string, unknown> {
@@ -82,6 +84,8 @@ export interface FlowOptions {
   selectedNodes?: ReadonlySet<string>;
   selectedNotes?: ReadonlySet<string>;
   selectedEdges?: ReadonlySet<string>;
+  /** A version comparison drawn on the canvas: node id -> how it changed (versions/diff.ts diffNodeStatus). */
+  diffStatus?: Readonly<Record<string, "added" | "removed" | "changed">>;
 }
 
 /** The React Flow id of the ``index``-th spec edge (edgeKey, suffixed for exact duplicates). */
@@ -125,6 +129,7 @@ export function specToFlowNodes(spec: GraphSpec, opts: FlowOptions): FlowNode[] 
       handles: nodeHandles(node, kinds.get(node.kind), opts.validation?.handles[node.id] as ValidationHandles | undefined, spec.edges),
       errors: errors.get(node.id) ?? [],
       readOnly: opts.readOnly,
+      ...(opts.diffStatus?.[node.id] ? { diff: opts.diffStatus[node.id] } : {}),
     },
   }));
   for (const note of spec.notes ?? []) {

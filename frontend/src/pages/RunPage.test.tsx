@@ -27,6 +27,7 @@ describe("RunPage", () => {
     expect(heading.textContent).toContain("failed");
     expect(screen.getByRole("link", { name: "Open graph" }).getAttribute("href")).toBe("/graphs/2/");
     expect(screen.getByText(/version 3/)).toBeTruthy();
+    expect(screen.getByRole("link", { name: "v3" }).getAttribute("href")).toBe("/graphs/2/?version=3");
     expect(screen.getByRole("alert").textContent).toContain("The run failed at boom.");
     expect(screen.getByLabelText("Run input").textContent).toContain('"x": 1');
     const rows = within(screen.getByRole("region", { name: "Steps" })).getAllByRole("row");
