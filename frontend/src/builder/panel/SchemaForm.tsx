@@ -1,12 +1,23 @@
 // One rjsf form over a JSON Schema, wired for the builder: code editor widgets, errors, no submit button.
 import Form from "@rjsf/core";
-import type { ErrorSchema, RJSFSchema, UiSchema } from "@rjsf/utils";
+import { englishStringTranslator, TranslatableString, type ErrorSchema, type RJSFSchema, type UiSchema } from "@rjsf/utils";
 import validator from "@rjsf/validator-ajv8";
 import { useMemo } from "react";
 import { editorFieldComponents, editorWidgets, type EditorFormContext } from "../editors/widgets";
 
 const NO_NAMES: readonly string[] = [];
 const NO_DEFAULTS = { emptyObjectFields: "skipDefaults", arrayMinItems: { populate: "never" } } as const;
+
+/**
+ * rjsf's strings, in our words: a new map entry (a transform's ``set`` -> Add) starts empty,
+ * not as "New Value" (an invalid expression, flagged at once), and its key is labelled "Key",
+ * not "newKey Key".
+ */
+export function translateString(id: TranslatableString, params?: string[]): string {
+  if (id === TranslatableString.NewStringDefault) return "";
+  if (id === TranslatableString.KeyLabel) return "Key";
+  return englishStringTranslator(id, params);
+}
 
 /** ``ui:placeholder`` "default: X" on top-level fields with a default (unless one is set already). */
 export function withDefaultPlaceholders(schema: Record<string, unknown>, ui: UiSchema): UiSchema {
@@ -52,6 +63,7 @@ export function SchemaForm({ schema, uiSchema, value, onChange, errors, idPrefix
       validator={validator}
       widgets={editorWidgets}
       fields={editorFieldComponents}
+      translateString={translateString}
       formContext={formContext}
       extraErrors={errors}
       idPrefix={idPrefix}

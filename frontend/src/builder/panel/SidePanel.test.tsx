@@ -167,3 +167,18 @@ describe("typing fast in a JSON editor while the panel renders a late copy of th
     expect(harness.api().spec.input_schema).toEqual({ a: 12345 });
   });
 });
+
+describe("a transform's set -> Add", () => {
+  it("adds an entry labelled Key with an empty value, not 'New Value'", async () => {
+    okCheck();
+    const user = userEvent.setup();
+    const { harness } = renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["calc"] } });
+    await screen.findByText("score");
+    const setField = document.getElementById("config.set")!.closest("fieldset, .form-group") as HTMLElement;
+    await user.click(within(setField).getAllByRole("button", { name: /add/i }).at(-1)!);
+    const set = harness.api().spec.nodes.find((n) => n.id === "calc")?.config.set as Record<string, unknown>;
+    expect(Object.values(set)).not.toContain("New Value");
+    expect(screen.queryByText(/newKey Key/)).toBeNull();
+    expect(screen.getAllByText("Key").length).toBeGreaterThan(0);
+  });
+});
