@@ -117,8 +117,10 @@ export interface CanvasDiff {
  * Memoised: the page re-renders for things the canvas does not draw (a pointer going down,
  * the save status, a toast); the canvas follows only the builder state and its own props.
  */
-export const Canvas = memo(function Canvas({ onHelp, onMessage, diff }: {
+export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }: {
   onHelp: () => void; onMessage: (text: string) => void; diff?: CanvasDiff;
+  /** Called once, when every node has been drawn and measured (at once for an empty graph). */
+  onDrawn?: () => void;
 }) {
   const b = useBuilder();
   const rf = useReactFlow();
@@ -141,6 +143,12 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff }: {
   );
   const derived = useMemo(() => withSelection(drawn, selectedNodes, selectedNotes), [drawn, selectedNodes, selectedNotes]);
   const [nodes, setNodes] = useState<FlowNode[]>(derived);
+  const drawnReported = useRef(false);
+  useEffect(() => {
+    if (drawnReported.current || !(initialised || spec.nodes.length === 0)) return;
+    drawnReported.current = true;
+    onDrawn?.();
+  }, [initialised, spec.nodes.length, onDrawn]);
   // Fit the graph in view when it opens with nodes; an empty canvas keeps zoom 1 (React Flow
   // would otherwise zoom onto the first dropped node, moving the canvas under the user's hand).
   const [fitOnOpen] = useState(() => derived.length > 0);
