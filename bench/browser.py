@@ -249,12 +249,8 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
                     # drag's selection shows (resource timing of this document only, so a chunk the
                     # sign-in page was still fetching is not counted).
                     page.wait_for_timeout(1500)
-                    # The builder marks the moment its canvas has drawn every node (and only then
-                    # requests the side panel); an older build without the mark: the probe's time.
-                    canvas_drawn = page.evaluate(
-                        "performance.getEntriesByName('ballast:canvas-drawn')[0]?.startTime ?? null"
-                    )
-                    split = canvas_drawn if canvas_drawn is not None else drawn - 16.7
+                    # Requested at least a frame before the probe saw every node drawn.
+                    split = drawn - 16.7
                     for path, started in page.evaluate(SCRIPTS_LOADED):
                         body = (DIST / path.split("/static/", 1)[1]).read_bytes()
                         name = path.rsplit("/", 1)[-1]

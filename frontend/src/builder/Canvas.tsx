@@ -1,18 +1,17 @@
 // The builder canvas: React Flow over the spec (nodes, edges, notes), with drag and drop, shortcuts and layout.
 import {
   Background, Controls, MiniMap, Panel, ReactFlow, applyNodeChanges, useNodesInitialized, useReactFlow,
-  type Connection, type Edge, type EdgeChange, type IsValidConnection, type Node, type NodeChange,
+  type Connection, type Edge, type EdgeChange, type IsValidConnection, type NodeChange,
 } from "@xyflow/react";
-import { memo, useCallback, useEffect, useMemo, useRef, useState, type DragEvent, type MouseEvent } from "react";
+import { useCallback, useEffect, useMemo, useRef, useState, type DragEvent } from "react";
 import { CLIPBOARD_STORAGE_KEY, copyFragment, parseFragment, pasteFragment, type Fragment } from "./clipboard";
 import {
-  NOTE_PREFIX, applyPositions, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes, withSelection,
+  NOTE_PREFIX, applyPositions, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes,
   type BallastFlowNode, type FlowNode,
 } from "./flow";
 import { layoutPositions } from "./layout";
 import { NodeCard } from "./NodeCard";
 import { NoteNode } from "./NoteNode";
-import { preloadNodePanel } from "./panel/NodePanelLazy";
 import { DRAG_MIME } from "./Palette";
 import { freshId, type EdgeSpec, type NodeSpec, type Position } from "./spec";
 import { edgeKey, useBuilder } from "./store";
@@ -24,24 +23,6 @@ const DIFF_COLOURS = { added: "#16a34a", removed: "#dc2626", changed: "#d97706" 
 function minimapColour(n: BallastFlowNode): string {
   if (n.data.diff) return DIFF_COLOURS[n.data.diff];
   return n.data.errors.length ? "#dc2626" : "#94a3b8";
-}
-function minimapNodeColour(n: Node): string {
-  return (n as FlowNode).type === "note" ? "#fde68a" : minimapColour(n as BallastFlowNode);
-}
-
-// Props handed to React Flow are module constants: it copies most props into its store when
-// their identity changes, and every store update re-runs every node's, edge's and minimap
-// node's selector. A fresh object or function per render (the canvas renders on every drag
-// frame) meant two extra store updates per frame and all 300 minimap nodes re-rendering.
-const DEFAULT_EDGE_OPTIONS = { type: "smoothstep" } as const;
-const FIT_VIEW_OPTIONS = { padding: 0.15, maxZoom: 1.2 } as const;
-const PRO_OPTIONS = { hideAttribution: true } as const;
-const DELETE_KEYS = ["Delete", "Backspace"];
-const MULTI_SELECT_KEYS = ["Shift", "Meta", "Control"];
-
-/** The pointer resting on a node (no button held): fetch the node panel's chunk before the click. */
-function preloadPanelOnHover(event: MouseEvent): void {
-  if (event.buttons === 0) void preloadNodePanel();
 }
 
 /** Keyboard shortcuts, shown by the help overlay (``?``). */
@@ -113,15 +94,7 @@ export interface CanvasDiff {
   edges: Readonly<Record<string, "added" | "removed">>;
 }
 
-/**
- * Memoised: the page re-renders for things the canvas does not draw (a pointer going down,
- * the save status, a toast); the canvas follows only the builder state and its own props.
- */
-export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }: {
-  onHelp: () => void; onMessage: (text: string) => void; diff?: CanvasDiff;
-  /** Called once, when every node has been drawn and measured (at once for an empty graph). */
-  onDrawn?: () => void;
-}) {
+export function Canvas({ onHelp, onMessage, diff }: { onHelp: () => void; onMessage: (text: string) => void; diff?: CanvasDiff }) {
   const b = useBuilder();
   const rf = useReactFlow();
   const initialised = useNodesInitialized();
@@ -134,21 +107,11 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
   const selectedNodes = useMemo(() => new Set(selection.nodes), [selection.nodes]);
   const selectedNotes = useMemo(() => new Set(selection.notes), [selection.notes]);
   const selectedEdges = useMemo(() => new Set(selection.edges), [selection.edges]);
-  // Two steps so a selection change (every drag starts with one) does not rebuild 300 nodes'
-  // data and compare it: the document's nodes change with the spec, validation or comparison;
-  // the selection only flips ``selected`` on the nodes it touches.
-  const drawn = useMemo(
-    () => specToFlowNodes(spec, { catalogue, validation, readOnly, diffStatus: diff?.nodes }),
-    [spec, catalogue, validation, readOnly, diff],
+  const derived = useMemo(
+    () => specToFlowNodes(spec, { catalogue, validation, readOnly, selectedNodes, selectedNotes, diffStatus: diff?.nodes }),
+    [spec, catalogue, validation, readOnly, selectedNodes, selectedNotes, diff],
   );
-  const derived = useMemo(() => withSelection(drawn, selectedNodes, selectedNotes), [drawn, selectedNodes, selectedNotes]);
   const [nodes, setNodes] = useState<FlowNode[]>(derived);
-  const drawnReported = useRef(false);
-  useEffect(() => {
-    if (drawnReported.current || !(initialised || spec.nodes.length === 0)) return;
-    drawnReported.current = true;
-    onDrawn?.();
-  }, [initialised, spec.nodes.length, onDrawn]);
   // Fit the graph in view when it opens with nodes; an empty canvas keeps zoom 1 (React Flow
   // would otherwise zoom onto the first dropped node, moving the canvas under the user's hand).
   const [fitOnOpen] = useState(() => derived.length > 0);
@@ -361,25 +324,25 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
         onConnect={onConnect}
         onDelete={onDelete}
         onNodeDragStop={onNodeDragStop}
-        onNodeMouseEnter={preloadPanelOnHover}
         isValidConnection={isValidConnection}
         nodesDraggable={!readOnly}
         nodesConnectable={!readOnly}
         edgesReconnectable={false}
-        deleteKeyCode={readOnly ? null : DELETE_KEYS}
-        multiSelectionKeyCode={MULTI_SELECT_KEYS}
+        deleteKeyCode={readOnly ? null : ["Delete", "Backspace"]}
+        multiSelectionKeyCode={["Shift", "Meta", "Control"]}
         selectionKeyCode="Shift"
         selectionOnDrag={false}
-        defaultEdgeOptions={DEFAULT_EDGE_OPTIONS}
+        defaultEdgeOptions={{ type: "smoothstep" }}
         fitView={fitOnOpen}
-        fitViewOptions={FIT_VIEW_OPTIONS}
+        fitViewOptions={{ padding: 0.15, maxZoom: 1.2 }}
         minZoom={0.1}
         maxZoom={2}
-        proOptions={PRO_OPTIONS}
+        proOptions={{ hideAttribution: true }}
       >
         <Background gap={20} size={1} />
         <Controls showInteractive={false} />
-        <MiniMap pannable zoomable nodeStrokeWidth={2} nodeColor={minimapNodeColour} />
+        <MiniMap pannable zoomable nodeStrokeWidth={2}
+          nodeColor={(n) => ((n as FlowNode).type === "note" ? "#fde68a" : minimapColour(n as BallastFlowNode))} />
         <Panel position="top-left" className="canvas-toolbar">
           {!readOnly && <button type="button" onClick={() => b.undo()} disabled={!b.canUndo} title="Undo (Ctrl+Z)">Undo</button>}
           {!readOnly && <button type="button" onClick={() => b.redo()} disabled={!b.canRedo} title="Redo (Ctrl+Shift+Z)">Redo</button>}
@@ -394,4 +357,4 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
       </ReactFlow>
     </div>
   );
-});
+}
