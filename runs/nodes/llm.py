@@ -54,8 +54,12 @@ class LLMConfig(LLMCallConfig):
     - ``schema_retries``: re-asks after an invalid reply, within the step.
     """
 
-    output_schema: dict[str, Any] | None = None
-    schema_retries: int = Field(2, ge=0, le=10)
+    output_schema: dict[str, Any] | None = Field(
+        None, title="Reply schema", description="A JSON Schema the reply must match; leave empty for free text."
+    )
+    schema_retries: int = Field(
+        2, ge=0, le=10, title="Re-asks after an invalid reply", description="How often the model is asked again when its reply does not match the schema."
+    )
 
     @field_validator("output_schema")
     @classmethod

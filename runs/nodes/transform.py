@@ -19,6 +19,7 @@ class TransformConfig(NodeConfig):
 
     set: dict[str, str] = Field(
         min_length=1,
+        title="State keys to set",
         description="State key -> expression; all expressions see the state from before this node.",
     )
 
