@@ -4,7 +4,8 @@ import { LocalInput, LocalTextarea } from "../editors/LocalText";
 import { JsonValueEditor } from "../editors/widgets";
 import type { GraphSettings as Settings, GraphSpec } from "../spec";
 import { useBuilder } from "../store";
-import { displayValue, formatCost } from "./format";
+import { formatCost } from "../../shell/format";
+import { displayValue } from "./format";
 import { pathParts } from "./paths";
 import { StateKeysEditor } from "./StateKeysEditor";
 

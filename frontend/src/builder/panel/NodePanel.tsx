@@ -5,7 +5,7 @@ import { configUiSchema, simplifySchema, stateKeyNames } from "../editors/fields
 import type { NodeSpec, RetryPolicy } from "../spec";
 import { updateNode } from "../spec";
 import { useBuilder, type ValidationIssue } from "../store";
-import { formatCost } from "./format";
+import { formatCost } from "../../shell/format";
 import { CHOICE_FIELDS, optionsFor, useChoices } from "./choices";
 import { NodeTest } from "./NodeTest";
 import { changedPath, errorSchemaFor, fieldDomId, jsonEqual } from "./paths";
