@@ -15,7 +15,7 @@ DEFAULT_HANDLE = "default"
 
 
 class Case(BaseModel):
-    """One branch of a multi-way condition: taken when ``expression`` is truthy."""
+    """One branch of a multi-way condition: taken when its expression is true."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -20,7 +20,7 @@ class TransformConfig(NodeConfig):
     set: dict[str, str] = Field(
         min_length=1,
         title="State keys to set",
-        description="State key -> expression; all expressions see the state from before this node.",
+        description="Each state key gets the value of its expression; every expression sees the state from before this node.",
     )
 
     @field_validator("set")

@@ -350,7 +350,7 @@ export function Canvas({ onHelp, onMessage, diff }: { onHelp: () => void; onMess
         proOptions={{ hideAttribution: true }}
       >
         <Background gap={20} size={1} />
-        <Controls showInteractive={false} />
+        <Controls showInteractive={false} fitViewOptions={FIT_VIEW} />
         <MiniMap pannable zoomable nodeStrokeWidth={2}
           nodeColor={(n) => ((n as FlowNode).type === "note" ? "#fde68a" : minimapColour(n as BallastFlowNode))} />
         <Panel position="top-left" className="canvas-toolbar">

@@ -113,8 +113,8 @@ export function errorsByNode(validation: ValidationResult | null): Map<string, V
   return out;
 }
 
-/** Whether an estimate is worth showing on a node card (transforms, conditions cost nothing). */
-function costsSomething(figure: CostFigure | undefined): figure is CostFigure {
+/** Whether an estimate is worth showing (on a node card, in its panel): transforms, conditions cost nothing. */
+export function costsSomething(figure: CostFigure | undefined): figure is CostFigure {
   return !!figure && ((figure.tokens ?? 0) > 0 || Number(figure.usd ?? 0) > 0);
 }
 

@@ -5,6 +5,7 @@ import { JsonValueEditor } from "../editors/widgets";
 import type { GraphSettings as Settings, GraphSpec } from "../spec";
 import { useBuilder } from "../store";
 import { formatCost } from "../../shell/format";
+import { costsSomething } from "../flow";
 import { displayValue } from "./format";
 import { pathParts } from "./paths";
 import { StateKeysEditor } from "./StateKeysEditor";
@@ -146,7 +147,7 @@ export function GraphSettings() {
                     <button type="button" className="link-button" onClick={() => b.select({ nodes: [id], edges: [], notes: [], field: null })}>
                       {nodeName(id)}
                     </button>
-                    <span className="muted"> {formatCost(b.validation?.estimate?.nodes[id])}</span>
+                    {costsSomething(b.validation?.estimate?.nodes[id]) && <span className="muted"> {formatCost(b.validation?.estimate?.nodes[id])}</span>}
                   </li>
                 ))}
               </ol>

@@ -2,6 +2,7 @@
 import type { UiSchema } from "@rjsf/utils";
 import { useEffect, useMemo } from "react";
 import { configUiSchema, simplifySchema, stateKeyNames } from "../editors/fields";
+import { costsSomething } from "../flow";
 import type { NodeSpec, RetryPolicy } from "../spec";
 import { updateNode } from "../spec";
 import { useBuilder, type ValidationIssue } from "../store";
@@ -145,7 +146,8 @@ export function NodePanel({ node, graphId }: Props) {
   const configErrors = useMemo(() => errorSchemaFor(issues, "config"), [issues]);
   const settingsErrors = useMemo(() => errorSchemaFor(issues, "", ["config"]), [issues]);
   const settings = useMemo(() => settingsOf(node), [node]);
-  const estimate = b.validation?.estimate?.nodes[node.id];
+  const figure = b.validation?.estimate?.nodes[node.id];
+  const estimate = costsSomething(figure) ? figure : undefined;
   const field = b.selection.field;
   // A spec may leave an empty config out (the CLI and API accept that).
   const config = node.config ?? EMPTY_CONFIG;

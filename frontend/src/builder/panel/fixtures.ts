@@ -68,7 +68,7 @@ export const KINDS: NodeKindInfo[] = [
           "additionalProperties": {
             "type": "string"
           },
-          "description": "State key -> expression; all expressions see the state from before this node.",
+          "description": "Each state key gets the value of its expression; every expression sees the state from before this node.",
           "minProperties": 1,
           "title": "State keys to set",
           "type": "object"
@@ -96,7 +96,7 @@ export const KINDS: NodeKindInfo[] = [
       "$defs": {
         "Case": {
           "additionalProperties": false,
-          "description": "One branch of a multi-way condition: taken when ``expression`` is truthy.",
+          "description": "One branch of a multi-way condition: taken when its expression is true.",
           "properties": {
             "handle": {
               "description": "The outgoing handle taken when the expression is true.",
