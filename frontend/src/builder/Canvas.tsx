@@ -258,11 +258,19 @@ export function Canvas({ onHelp, onMessage, diff }: { onHelp: () => void; onMess
     return fragment;
   }, [onMessage]);
 
-  // The pointer over the canvas (screen px; null once it leaves): a paste lands there.
+  // The last pointer position (screen px, from a passive document listener): a paste lands
+  // there when it is over the canvas's pane.
   const pointer = useRef<{ x: number; y: number } | null>(null);
+  useEffect(() => {
+    const onMove = (e: PointerEvent) => { pointer.current = { x: e.clientX, y: e.clientY }; };
+    document.addEventListener("pointermove", onMove, { passive: true });
+    return () => document.removeEventListener("pointermove", onMove);
+  }, []);
   const paste = useCallback((fragment: Fragment | null) => {
     if (!fragment || bRef.current.readOnly) return;
-    const at = pointer.current ? rf.screenToFlowPosition(pointer.current) : null;
+    const p = pointer.current;
+    const onPane = p && document.elementFromPoint(p.x, p.y)?.closest(".react-flow__pane, .react-flow__node");
+    const at = p && onPane ? rf.screenToFlowPosition(p) : null;
     const r = pasteFragment(bRef.current.spec, fragment, pasteOffset(bRef.current.spec, fragment, at));
     bRef.current.change(() => r.spec);
     bRef.current.select({ nodes: r.nodeIds, notes: r.noteIds, edges: [], field: null });
@@ -323,8 +331,7 @@ export function Canvas({ onHelp, onMessage, diff }: { onHelp: () => void; onMess
   }, [copy, paste, layout, addNote, onHelp, rf]);
 
   return (
-    <div className="canvas" onDrop={onDrop} onDragOver={onDragOver} data-testid="canvas"
-      onPointerMove={(e) => { pointer.current = { x: e.clientX, y: e.clientY }; }} onPointerLeave={() => { pointer.current = null; }}>
+    <div className="canvas" onDrop={onDrop} onDragOver={onDragOver} data-testid="canvas">
       <ReactFlow<FlowNode, Edge>
         nodes={nodes}
         edges={edges}
