@@ -1,4 +1,8 @@
-"""``manage.py run_graph FILE [--input JSON] [--wait]``: publish a graph file and start a run."""
+"""``manage.py run_graph FILE [--input JSON] [--wait]``: publish a graph file and start a run.
+
+With ``--wait`` the exit code says where the run stopped (:func:`exit_code`); ``approve``
+shares it.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -13,14 +17,37 @@ from builder.services import GraphInvalid, graph_import
 from runs.engine.api import drive_local, local_mode, workers_alive
 from runs.formatting import format_decimal
 from runs.models import TERMINAL_RUN_STATUSES, Run, RunStatus
+from runs.selectors import run_waiting_for
 from runs.services import RunInputInvalid, run_start
+
+# Exit codes of a command that waited for a run (2 stays argparse's usage error).
+EXIT_SUCCEEDED = 0
+EXIT_FAILED = 1  # failed or cancelled
+EXIT_APPROVAL = 3  # waits at an approval gate
+EXIT_PARKED = 4  # parked for a decision: a step not safe to repeat was interrupted by a crash
+EXIT_TIMED_OUT = 5  # still queued or running when --timeout ran out
+
+
+def exit_code(run: Run) -> int:
+    """Where a waited-for run stopped, as an exit code: 0 succeeded, 1 failed or
+    cancelled, 3 waiting at an approval gate, 4 parked for a decision after a crash (a
+    parked step outranks a gate elsewhere in the run), 5 neither finished nor waiting
+    (the wait timed out)."""
+    if run.status == RunStatus.SUCCEEDED:
+        return EXIT_SUCCEEDED
+    if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+        return EXIT_FAILED
+    if run.status == RunStatus.WAITING:
+        return EXIT_PARKED if run_waiting_for(run=run) == "decision" else EXIT_APPROVAL
+    return EXIT_TIMED_OUT
 
 
 def run_summary(run: Run) -> dict:
     """The JSON printed for a finished or waiting run."""
     run.refresh_from_db()
-    data = {"run": run.pk, "status": run.status, "state": run.state, "output": run.output, "error": run.error}
-    if run.status == RunStatus.WAITING:
+    waiting_for = run_waiting_for(run=Run(pk=run.pk))  # read now, not a stale annotation
+    data = {"run": run.pk, "status": run.status, "waiting_for": waiting_for, "state": run.state, "output": run.output, "error": run.error}
+    if run.status == RunStatus.WAITING or waiting_for:
         data["approvals"] = [
             {"id": a.pk, "node_id": a.node_id, "purpose": a.purpose, "prompt": a.prompt}
             for a in run.approvals.filter(status="pending").order_by("id")
@@ -56,7 +83,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("file")
         parser.add_argument("--input", default="{}", help="run input as a JSON object")
-        parser.add_argument("--wait", action="store_true", help="wait for the run to finish (or wait at a gate) and print it as JSON")
+        parser.add_argument(
+            "--wait",
+            action="store_true",
+            help="wait for the run to finish or stop for a person, print it as JSON; exit 0 succeeded, 1 failed or "
+            "cancelled, 3 waiting at an approval gate, 4 parked for a decision after a crash, 5 --timeout ran out",
+        )
         parser.add_argument("--timeout", type=float, default=None, help="seconds to wait at most")
         parser.add_argument("--in-process", action="store_true", help="execute here even when a qcluster is running")
 
@@ -86,9 +118,11 @@ class Command(BaseCommand):
             self.stdout.write(str(run.pk))
             self.stdout.flush()
             run = wait_or_drive(run, queue, local=local, wait=opts["wait"], timeout=opts["timeout"])
-        if opts["wait"] or local:
-            if opts["wait"]:
-                self.stdout.write(json.dumps(run_summary(run), indent=2, default=str))
-            if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
-                sys.exit(1)
+        if opts["wait"]:
+            self.stdout.write(json.dumps(run_summary(run), indent=2, default=str))
+            code = exit_code(run)
+            if code != EXIT_SUCCEEDED:
+                sys.exit(code)
+        if local and run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+            sys.exit(EXIT_FAILED)
 
