@@ -19,7 +19,7 @@ from approvals.models import ApprovalRequest
 from runs.engine import api as engine
 from runs.models import Run, Step, Worker
 from runs.services import run_start
-from tests.support.cluster import REPO_ROOT, cluster_factory, test_database_url, wait_until  # noqa: F401  (fixture)
+from tests.support.cluster import REPO_ROOT, test_database_url, wait_until
 from tests.support.specs import chain, edge, effect, graph, node, publish, transform
 from tests.support.tools import read_effects
 
