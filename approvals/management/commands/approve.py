@@ -88,8 +88,9 @@ class Command(BaseCommand):
             if opts["no_wait"]:
                 return
             run = wait_or_drive(run, queue, local=local, wait=True, timeout=_remaining(deadline))
-        self.stdout.write(json.dumps(run_summary(run), indent=2, default=str))
-        code = exit_code(run)
+        summary = run_summary(run)
+        self.stdout.write(json.dumps(summary, indent=2, default=str))
+        code = exit_code(summary)
         if code != EXIT_SUCCEEDED:
             sys.exit(code)
 

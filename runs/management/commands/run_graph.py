@@ -17,7 +17,7 @@ from builder.services import GraphInvalid, graph_import
 from runs.engine.api import drive_local, local_mode, workers_alive
 from runs.formatting import format_decimal
 from runs.models import TERMINAL_RUN_STATUSES, Run, RunStatus
-from runs.selectors import run_waiting_for
+from runs.selectors import run_status_now
 from runs.services import RunInputInvalid, run_start
 
 # Exit codes of a command that waited for a run (2 stays argparse's usage error).
@@ -28,26 +28,29 @@ EXIT_PARKED = 4  # parked for a decision: a step not safe to repeat was interrup
 EXIT_TIMED_OUT = 5  # still queued or running when --timeout ran out
 
 
-def exit_code(run: Run) -> int:
-    """Where a waited-for run stopped, as an exit code: 0 succeeded, 1 failed or
-    cancelled, 3 waiting at an approval gate, 4 parked for a decision after a crash (a
-    parked step outranks a gate elsewhere in the run), 5 neither finished nor waiting
-    (the wait timed out)."""
-    if run.status == RunStatus.SUCCEEDED:
+def exit_code(summary: dict) -> int:
+    """Where a waited-for run stopped, from its :func:`run_summary`, as an exit code: 0
+    succeeded, 1 failed or cancelled, 3 waiting at an approval gate, 4 parked for a
+    decision after a crash (a parked step outranks a gate elsewhere in the run), 5
+    neither finished nor waiting (the wait timed out)."""
+    status = summary["status"]
+    if status == RunStatus.SUCCEEDED:
         return EXIT_SUCCEEDED
-    if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+    if status in (RunStatus.FAILED, RunStatus.CANCELLED):
         return EXIT_FAILED
-    if run.status == RunStatus.WAITING:
-        return EXIT_PARKED if run_waiting_for(run=run) == "decision" else EXIT_APPROVAL
+    if status == RunStatus.WAITING:
+        return EXIT_PARKED if summary["waiting_for"] == "decision" else EXIT_APPROVAL
     return EXIT_TIMED_OUT
 
 
 def run_summary(run: Run) -> dict:
-    """The JSON printed for a finished or waiting run."""
+    """The JSON printed for a finished or waiting run: ``run``, ``status`` and
+    ``waiting_for`` (read together in one query), state, output, error, the pending
+    approvals of a run that waits for a person, cost and tokens."""
     run.refresh_from_db()
-    waiting_for = run_waiting_for(run=Run(pk=run.pk))  # read now, not a stale annotation
-    data = {"run": run.pk, "status": run.status, "waiting_for": waiting_for, "state": run.state, "output": run.output, "error": run.error}
-    if run.status == RunStatus.WAITING or waiting_for:
+    status, waiting_for = run_status_now(run_id=run.pk)
+    data = {"run": run.pk, "status": status, "waiting_for": waiting_for, "state": run.state, "output": run.output, "error": run.error}
+    if status == RunStatus.WAITING or waiting_for:
         data["approvals"] = [
             {"id": a.pk, "node_id": a.node_id, "purpose": a.purpose, "prompt": a.prompt}
             for a in run.approvals.filter(status="pending").order_by("id")
@@ -119,8 +122,9 @@ class Command(BaseCommand):
             self.stdout.flush()
             run = wait_or_drive(run, queue, local=local, wait=opts["wait"], timeout=opts["timeout"])
         if opts["wait"]:
-            self.stdout.write(json.dumps(run_summary(run), indent=2, default=str))
-            code = exit_code(run)
+            summary = run_summary(run)
+            self.stdout.write(json.dumps(summary, indent=2, default=str))
+            code = exit_code(summary)
             if code != EXIT_SUCCEEDED:
                 sys.exit(code)
         if local and run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
