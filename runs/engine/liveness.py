@@ -47,6 +47,7 @@ def steps_worker_alive(steps: Iterable[LeasedStep], *, now: datetime | None = No
     owner on this host, whatever the number of steps.
     """
     now = now or timezone.now()
+    steps = list(steps)
     running = [s for s in steps if s.status == StepStatus.RUNNING]
     result: dict[int, bool | None] = {s.pk: None for s in steps if s.status != StepStatus.RUNNING}
     if not running:

@@ -54,7 +54,8 @@ def recover_once(*, on_start: bool = False) -> list[int]:
     redispatched = len(ids) - taken_back
     if redispatched:
         level = logging.INFO if on_start or dead else logging.DEBUG
-        log.log(level, "recovery re-dispatched %d pending step(s)%s", redispatched, " (cluster start)" if on_start else "")
+        why = " (cluster start)" if on_start else (" (a cluster died)" if dead else "")
+        log.log(level, "recovery re-dispatched %d pending step(s)%s", redispatched, why)
     return ids
 
 
