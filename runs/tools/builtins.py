@@ -94,7 +94,7 @@ def http_request(args: HttpRequestArgs, ctx: ToolContext) -> dict[str, Any]:
     Raises NodeError: ``http_timeout`` (retryable; also for a 408 answer),
     ``http_connection`` (retryable), ``http_5xx`` (retryable), ``rate_limited`` (429,
     retryable, ``details.retry_after``: the server's Retry-After in seconds, at most
-    ``runs.retry_after.MAX_RETRY_AFTER_SECONDS``, when it sent one) and
+    ``runs.retry_after.MAX_RETRY_AFTER_SECONDS``, when it sent one),
     ``http_4xx`` (not retryable; also for more than BALLAST_OUTBOUND_MAX_REDIRECTS
     redirects), ``outbound_refused`` (not retryable; ``details``: ``host``, ``address``,
     ``reason``), ``response_too_large`` (not retryable; ``details.limit`` in bytes) and
