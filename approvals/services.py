@@ -13,7 +13,6 @@ from approvals.nodes import APPROVED, REJECTED, ApprovalNode
 from runs.engine import api as engine
 from runs.engine.api import audit, compiled_graph
 from runs.nodes import get_kind
-from runs.nodes.base import NodeResult
 from runs.signals import run_finished, steps_requeued
 
 GATE_DECISIONS = {"approve", "reject"}
@@ -89,7 +88,8 @@ def approval_decide(
     """Decide an approval request in ONE transaction: record, audit, resume the run.
 
     ``decision``: ``approve``/``reject`` for a gate; ``retry``/``skip``/``fail`` for a
-    recovery request (``output`` gives the skipped step's state updates). ``user`` is the
+    recovery request (``output``: the skipped step's state updates, or for an agent's tool
+    call the result the model is given). ``user`` is the
     deciding Django user (permission checked); ``user=None`` with ``actor`` is a trusted
     operator (the ``approve`` command). Successor steps are handed to the queue after the
     commit. Raises AlreadyDecided, NotAllowed, BadDecision, ApprovalRequest.DoesNotExist.
@@ -129,8 +129,7 @@ def _resume(request: ApprovalRequest, decision: str, name: str, comment: str, ou
         engine.step_fail_parked(request.step_id, actor=name, message=f"failed by {name} after a crash: {comment}".strip())
         return []
     if decision == "skip":
-        updates = output or {}
-        return engine.step_complete_waiting(request.step_id, NodeResult(updates=updates, output={"skipped_by": name, "updates": updates}), actor=name, reason="skip")
+        return engine.step_skip_parked(request.step_id, output=output, actor=name)
     topology = compiled_graph(request.run.graph_version_id).topology
     node = topology.nodes[request.node_id]
     kind = get_kind(node.kind)
@@ -153,13 +152,20 @@ def _resume(request: ApprovalRequest, decision: str, name: str, comment: str, ou
 def recovery_request_create(*, run: Any, step: Any, reason: str) -> ApprovalRequest:
     """Park handler (settings.BALLAST_PARK_HANDLER): ask a person whether to retry, skip or
     fail a step that was interrupted and is not safe to repeat. Inside the caller's transaction."""
+    payload = {"reason": reason, "attempt": step.attempt, "idempotency_key": step.idempotency_key}
+    skip = "skip it with a given output"
+    if step.parent_id is not None:
+        # A child (an agent's tool call): what it was asked to do, so a person can tell
+        # whether it happened; a skip's output becomes its result (what the model sees).
+        payload["child"] = {"key": step.child_key, "kind": step.kind, "input": step.input}
+        skip = "skip it with a given result"
     return ApprovalRequest.objects.create(
         run_id=run.pk,
         step_id=step.pk,
         node_id=step.node_id,
         purpose="recovery",
-        prompt=f"Step '{step.node_id}' (attempt {step.attempt}) was {reason}. Retry it, skip it with a given output, or fail the run?",
-        payload={"reason": reason, "attempt": step.attempt, "idempotency_key": step.idempotency_key},
+        prompt=f"Step '{step.node_id}' (attempt {step.attempt}) was {reason}. Retry it, {skip}, or fail the run?",
+        payload=payload,
     )
 
 

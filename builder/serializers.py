@@ -379,6 +379,9 @@ class NodeKindOutput(serializers.Serializer):
     default_output = serializers.BooleanField()
     dynamic_outputs = serializers.BooleanField()
     repeat_safe = serializers.BooleanField()
+    uses_repeat_safe = serializers.BooleanField(
+        help_text="Whether a node's own repeat_safe field applies to this kind (validation refuses it otherwise)."
+    )
 
 
 class NodeKindsOutput(serializers.Serializer):

@@ -269,7 +269,7 @@ def _unsafe_effects(kind: Any, node: Any, config: Any) -> list[str]:
     from runs.nodes.base import ChildCall
 
     effects = []
-    safe = node.repeat_safe if node.repeat_safe is not None else kind.is_repeat_safe(config)
+    safe = kind.is_step_repeat_safe(config, node.repeat_safe)
     if not safe:
         tool = getattr(config, "tool", None)
         effects.append(f"tool '{tool}'" if isinstance(tool, str) else f"node '{node.id}' ({node.kind})")

@@ -150,6 +150,25 @@ def step_complete_waiting(step_id: int, result: NodeResult, *, actor: str, reaso
     return advance(run, step, result, now, worker=None).dispatch
 
 
+def step_skip_parked(step_id: int, *, output: dict[str, Any] | None, actor: str) -> list[int]:
+    """Finish a parked step as a person's "skip" with ``output`` standing for its result.
+
+    A child step (an agent's tool call) records ``output`` itself as its output, which its
+    parent's replay sees as the child's result: the model is given it as the tool's
+    result (no output: ``{"skipped_by": actor}``). A top-level step writes ``output`` as
+    its state updates and records ``{"skipped_by", "updates"}``. Inside the caller's
+    transaction. Returns step ids to dispatch. Raises StepStateError when it is not
+    waiting or parked.
+    """
+    parent_id = Step.objects.filter(pk=step_id).values_list("parent_id", flat=True).first()
+    if parent_id is not None:
+        result = NodeResult(output=output if output is not None else {"skipped_by": actor})
+    else:
+        updates = output or {}
+        result = NodeResult(updates=updates, output={"skipped_by": actor, "updates": updates})
+    return step_complete_waiting(step_id, result, actor=actor, reason="skip")
+
+
 def step_requeue_parked(step_id: int, *, actor: str) -> list[int]:
     """Send a parked step back to pending for a deliberate re-run (same idempotency key).
 

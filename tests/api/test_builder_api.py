@@ -54,6 +54,9 @@ def test_node_kind_catalogue_comes_from_the_registry(world: World, settings: Any
     assert (kinds["condition"]["outputs"], kinds["condition"]["dynamic_outputs"]) == (["true", "false"], True)
     assert (kinds["approval"]["outputs"], kinds["approval"]["optional_outputs"], kinds["approval"]["category"]) == (["approved", "rejected"], ["rejected"], "human")
     assert kinds["start"]["inputs"] == [] and kinds["end"]["default_output"] is False
+    assert {k for k, v in kinds.items() if not v["uses_repeat_safe"]} >= {"start", "end", "join", "condition", "transform", "approval", "agent"}
+    assert kinds["tool"]["uses_repeat_safe"] and kinds["llm"]["uses_repeat_safe"]
+    assert "repeat_safe_tools" in kinds["agent"]["config_schema"]["properties"]
     assert {k["category"] for k in body["kinds"]} <= {"ai", "logic", "flow", "tools", "human", "data"}
     # A kind registered by a plugin appears without any change here (the test-only kind).
     assert kinds["spawner"]["title"] and kinds["spawner"]["category"] == "logic"
