@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import ssl
 import time
 import typing
 from collections.abc import Iterable, Iterator
@@ -231,24 +232,31 @@ class VettingTransport(httpx.HTTPTransport):
     :class:`VettingBackend`. Environment proxies and certificate settings from the
     environment are not read (``trust_env=False``)."""
 
-    def __init__(self, allowed: AllowList):
+    def __init__(self, allowed: AllowList, *, verify: ssl.SSLContext | bool = True):
         super().__init__(trust_env=False)
         # httpx (pinned <0.29) builds its pool without a way to pass a network backend;
         # replace it with the same pool on ours. The refusal tests fail if this breaks.
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False),
+            ssl_context=verify
+            if isinstance(verify, ssl.SSLContext)
+            else httpx.create_ssl_context(verify=verify, trust_env=False),
             max_connections=4,
             network_backend=VettingBackend(allowed),
         )
 
 
-def outbound_client(*, timeout: float, allowed: AllowList | None = None) -> httpx.Client:
+def outbound_client(
+    *, timeout: float, allowed: AllowList | None = None, verify: ssl.SSLContext | bool = True
+) -> httpx.Client:
     """A client for one tool call: vetted, pinned connections (``timeout`` seconds per
     network phase; ``allowed`` defaults to :func:`allow_list`), no automatic redirects
-    (:func:`open_response` follows them), no environment proxies. Use it as a context
-    manager. Raises ValueError for a malformed BALLAST_OUTBOUND_ALLOW."""
+    (:func:`open_response` follows them), no environment proxies. ``verify``: certificate
+    checks (True: the default CA bundle; an SSLContext for a private CA). Use it as a
+    context manager. Raises ValueError for a malformed BALLAST_OUTBOUND_ALLOW."""
     allowed = allow_list() if allowed is None else allowed
-    return httpx.Client(transport=VettingTransport(allowed), timeout=timeout, follow_redirects=False, trust_env=False)
+    return httpx.Client(
+        transport=VettingTransport(allowed, verify=verify), timeout=timeout, follow_redirects=False, trust_env=False
+    )
 
 
 @contextmanager

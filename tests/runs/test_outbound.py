@@ -6,6 +6,7 @@ import ipaddress
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, urlparse
 
@@ -301,3 +302,83 @@ def test_a_local_model_server_still_works_with_no_allow_list(sdk_providers, sett
     assert response.text
     assert len(sdk_providers.calls("/v1/chat/completions")) == 1
     refused(sdk_providers.openai_base_url + "/models")
+
+
+def _tls_files(tmp_path):
+    """A private CA and a certificate for ``service.test`` only (no IP address in it)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "service.test")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(2)
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("service.test")]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = {name: tmp_path / f"{name}.pem" for name in ("ca", "cert", "key")}
+    paths["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths["cert"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths["key"].write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return paths
+
+
+def test_tls_checks_the_url_host_name_on_the_pinned_address(tmp_path, monkeypatch):
+    """The connection goes to the vetted IP, while TLS sends and verifies the URL's host
+    name: a certificate for service.test is accepted at https://service.test and refused
+    at https://127.0.0.1 (it does not name that address)."""
+    import ssl
+
+    import httpx
+
+    from runs.tools import outbound
+
+    files = _tls_files(tmp_path)
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(files["cert"], files["key"])
+    httpd = QuietServer(("127.0.0.1", 0), Handler)
+    httpd.socket = server_context.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+    port = httpd.server_address[1]
+    real = socket.getaddrinfo
+    monkeypatch.setattr(
+        socket, "getaddrinfo", lambda host, *a, **k: real("127.0.0.1" if host == "service.test" else host, *a, **k)
+    )
+    client_context = ssl.create_default_context(cafile=str(files["ca"]))
+    allowed = AllowList.parse(["127.0.0.1"])
+    try:
+        with outbound.outbound_client(timeout=5, allowed=allowed, verify=client_context) as client:
+            with outbound.open_response(
+                client, client.build_request("GET", f"https://service.test:{port}/json"), follow_redirects=True
+            ) as response:
+                body, _ = outbound.read_body(response, keep_bytes=1000, deadline=time.monotonic() + 5)
+            assert json.loads(body) == {"host": f"service.test:{port}"}
+            with pytest.raises(httpx.ConnectError, match="certificate verify failed"):
+                client.get(f"https://127.0.0.1:{port}/json")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
