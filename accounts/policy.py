@@ -152,11 +152,11 @@ def audit_denied(user: Any, obj: Any, *, action: str, status: int, **data: Any) 
     """Record a refused read (``status`` 404) or action (403) on ``obj``: who, what
     (``action``, e.g. ``run.read``, ``run.cancel``, ``approval.decide``), which object.
     One entry per denial, in the user's chain (``user:<id>``)."""
-    from runs.engine.api import audit
+    from runs.engine.api import audit_in
 
     name = user.get_username() if _active(user) else "anonymous"
     scope = f"user:{user.pk}" if _active(user) else "auth"
-    audit(name, "access.denied", obj, scope=scope, denied=action, status=status, **data)
+    audit_in(scope, name, "access.denied", obj, denied=action, status=status, **data)
 
 
 class RunHidden(Exception):
