@@ -110,6 +110,10 @@ def test_a_graph_that_names_operators_excludes_the_operators_group(world: World)
     assert ada.get(f"/api/v1/runs/{plain.pk}/").status_code == 404
     assert world.clients["operator"].get(f"/api/v1/runs/{plain.pk}/").status_code == 200
     assert AuditEntry.objects.filter(action="graph.operators", object_id=str(version.graph_id)).exists()
+    # The browser shows a named operator the start controls (the API decides per graph).
+    page = Client()
+    page.force_login(named)
+    assert '"operate": true' in page.get("/").content.decode()
     # Duplicating the graph keeps who operates it.
     dup = builder.post(f"/api/v1/graphs/{version.graph_id}/duplicate/", {"name": "named-ops-2"}, format="json").json()
     assert dup["operators"] == ["ops-ada"] and dup["operator_groups"] == ["payments-ops"]
