@@ -95,6 +95,7 @@ class RunCollectionApi(ApiView):
         qs = selectors.run_list(
             viewer=request.user,
             status=filters.get("status"),
+            waiting_for=filters.get("waiting_for"),
             graph_id=filters.get("graph"),
             user=filters.get("user"),
             created_after=filters.get("created_after"),
@@ -226,12 +227,14 @@ class RunEventListApi(ApiView):
         run = _run(request, run_id, action="run.events")
         query = self.validated(EventsQueryInput, request.query_params)
         events, more = selectors.run_events_after(run=run, after=query["after"], limit=query["limit"])
-        run.refresh_from_db(fields=["status"])
+        # Read after the events, in one query: a status at least as new as the last event.
+        run_status, waiting_for = selectors.run_status_now(run_id=run.pk)
         body = {
             "results": EventOutput(events, many=True).data,
             "next_after": events[-1].pk if events else query["after"],
             "has_more": more,
-            "run_status": run.status,
+            "run_status": run_status,
+            "run_waiting_for": waiting_for,
         }
         return Response(body)
 
