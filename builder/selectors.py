@@ -21,8 +21,8 @@ def graph_list(*, search: str | None = None) -> QuerySet[Graph]:
 
 
 def graph_get(*, graph_id: int) -> Graph:
-    """One graph with ``latest_number`` and its approvers. Raises Graph.DoesNotExist."""
-    return graph_list().prefetch_related("approvers").get(pk=graph_id)
+    """One graph with ``latest_number``, its approvers and operators. Raises Graph.DoesNotExist."""
+    return graph_list().prefetch_related("approvers", "operators", "operator_groups").get(pk=graph_id)
 
 
 def graph_version_list(*, graph: Graph) -> QuerySet[GraphVersion]:

@@ -23,7 +23,7 @@ from django.db import transaction
 
 from builder.models import GraphVersion
 from runs.engine import claims, commit, dispatch, liveness, loop, operations, recovery, recovery_queries, workers
-from runs.engine.audit import acting_as, audit, audit_verify, reset_principal, set_principal
+from runs.engine.audit import acting_as, audit, audit_in, audit_verify, reset_principal, set_principal
 from runs.engine.graphs import compiled_graph
 from runs.engine.scheduler import CompiledGraph
 from runs.engine.types import ClaimedStep, CommitOutcome, RunNotFound, StartedRun, StepStateError
@@ -40,6 +40,7 @@ __all__ = [
     "StepStateError",
     "acting_as",
     "audit",
+    "audit_in",
     "audit_verify",
     "compiled_graph",
     "current_worker",

@@ -207,15 +207,27 @@ def _locked(run_id: int) -> Run:
 
 
 def run_cancel(run_id: int, *, actor: str, actor_type: str = "user", reason: str = "") -> bool:
-    """Cancel a run: terminal status, pending/waiting steps cancelled, audited, in one
-    transaction. Running steps notice at their next heartbeat; their commits keep their
+    """Cancel a run: terminal status, pending/waiting steps cancelled, audited (with the
+    node it was at, ``node_id``, all open top-level nodes, ``node_ids``, and the run's
+    ``status_before``/``status_after``), in one transaction. Running steps notice at their next heartbeat; their commits keep their
     output but start nothing. Returns False if the run had already ended. Raises RunNotFound."""
     with transaction.atomic():
         run = _locked(run_id)
         if run.is_terminal:
             return False
+        before = run.status
+        # The node(s) the run was at: its open steps, oldest first (parallel branches can be several).
+        at = list(
+            Step.objects.filter(run=run, parent__isnull=True)
+            .exclude(status__in=(StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.CANCELLED))
+            .order_by("id")
+            .values_list("node_id", flat=True)
+        )
         finish_run(run, RunStatus.CANCELLED, error={"code": "cancelled", "message": reason or f"cancelled by {actor}"})
-        audit(actor, "run.cancel", run, actor_type=actor_type, reason=reason)
+        audit(
+            actor, "run.cancel", run, actor_type=actor_type, reason=reason,
+            node_id=at[0] if at else None, node_ids=at, status_before=before, status_after=RunStatus.CANCELLED,
+        )  # fmt: skip
     return True
 
 
