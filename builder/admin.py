@@ -80,7 +80,7 @@ class GraphAdmin(admin.ModelAdmin):
     list_display = ("name", "description", "version_count", "updated_at", "created_by")
     search_fields = ("name", "description")
     list_filter = ("created_at",)
-    filter_horizontal = ("approvers",)
+    filter_horizontal = ("approvers", "operators", "operator_groups")
     inlines = [GraphVersionInline]
     readonly_fields = DRAFT_BOOKKEEPING
 
@@ -94,7 +94,9 @@ class GraphAdmin(admin.ModelAdmin):
             super().save_model(request, obj, form, change)
             return
         spec = obj.draft
-        others = [f for f in form.changed_data if f not in ("draft", "base_revision", "approvers")]
+        # Plain columns only: many-to-many fields (approvers, operators) are saved by save_related.
+        columns = {f.name for f in Graph._meta.concrete_fields}
+        others = [f for f in form.changed_data if f in columns and f != "draft"]
         try:
             with transaction.atomic():
                 if others:

@@ -17,7 +17,8 @@ export const KINDS: NodeKindInfo[] = [
     "inputs": [],
     "outputs": [],
     "dynamic_outputs": false,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": false
   },
   {
     "kind": "end",
@@ -53,7 +54,8 @@ export const KINDS: NodeKindInfo[] = [
     ],
     "outputs": [],
     "dynamic_outputs": false,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": false
   },
   {
     "kind": "transform",
@@ -85,7 +87,8 @@ export const KINDS: NodeKindInfo[] = [
     ],
     "outputs": [],
     "dynamic_outputs": false,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": false
   },
   {
     "kind": "condition",
@@ -163,7 +166,8 @@ export const KINDS: NodeKindInfo[] = [
       "false"
     ],
     "dynamic_outputs": true,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": false
   },
   {
     "kind": "join",
@@ -182,7 +186,8 @@ export const KINDS: NodeKindInfo[] = [
     ],
     "outputs": [],
     "dynamic_outputs": false,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": false
   },
   {
     "kind": "tool",
@@ -231,7 +236,8 @@ export const KINDS: NodeKindInfo[] = [
     ],
     "outputs": [],
     "dynamic_outputs": false,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": true
   },
   {
     "kind": "llm",
@@ -359,7 +365,8 @@ export const KINDS: NodeKindInfo[] = [
     ],
     "outputs": [],
     "dynamic_outputs": false,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": true
   },
   {
     "kind": "approval",
@@ -411,7 +418,8 @@ export const KINDS: NodeKindInfo[] = [
       "rejected"
     ],
     "dynamic_outputs": false,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": false
   },
   {
     "kind": "agent",
@@ -420,7 +428,7 @@ export const KINDS: NodeKindInfo[] = [
     "category": "ai",
     "config_schema": {
       "additionalProperties": false,
-      "description": "Config of an ``agent`` node: the model call of every turn (:class:`LLMCallConfig`;\n``system``/``prompt`` start the conversation, ``max_tokens`` bounds each turn's\noutput, ``options`` go to the provider, e.g. the mock's ``script`` with ``turn``\nrules) plus\n\n- ``tools``: registered tool names offered to the model (their descriptions and\n  argument JSON Schemas are sent with every turn).\n- ``max_turns``: model turns at most; a reply that still asks for tools on the last\n  turn fails the step with ``max_turns`` (its tools are not run).\n- ``max_tool_calls_per_turn``: calls beyond this in one reply are not run; the model\n  is told so in their results.\n- ``max_tool_result_chars``: a tool result is cut to this many characters before it\n  is sent back to the model (bounds every later turn's input, and so the budget's\n  worst case).\n- ``output_key`` (default ``answer``): the state key the final answer (text) is\n  written to.",
+      "description": "Config of an ``agent`` node: the model call of every turn (:class:`LLMCallConfig`;\n``system``/``prompt`` start the conversation, ``max_tokens`` bounds each turn's\noutput, ``options`` go to the provider, e.g. the mock's ``script`` with ``turn``\nrules) plus\n\n- ``tools``: registered tool names offered to the model (their descriptions and\n  argument JSON Schemas are sent with every turn).\n- ``repeat_safe_tools``: tool name (one of ``tools``) -> whether a call of it that a\n  crash interrupted may simply run again, overriding the tool's own ``repeat_safe``\n  (``{\"http_request\": true}`` for a GET the agent may repeat; ``{\"kb_search\":\n  false}`` to have a person decide). A tool not named follows its own setting. A\n  call that is not safe to repeat is parked for a person after a crash (retry, skip\n  with a given result, which the model then sees as the tool's result, or fail).\n- ``max_turns``: model turns at most; a reply that still asks for tools on the last\n  turn fails the step with ``max_turns`` (its tools are not run).\n- ``max_tool_calls_per_turn``: calls beyond this in one reply are not run; the model\n  is told so in their results.\n- ``max_tool_result_chars``: a tool result is cut to this many characters before it\n  is sent back to the model (bounds every later turn's input, and so the budget's\n  worst case).\n- ``output_key`` (default ``answer``): the state key the final answer (text) is\n  written to.",
       "properties": {
         "provider": {
           "default": "mock",
@@ -515,6 +523,14 @@ export const KINDS: NodeKindInfo[] = [
           "title": "Tools",
           "type": "array"
         },
+        "repeat_safe_tools": {
+          "additionalProperties": {
+            "type": "boolean"
+          },
+          "description": "Per tool: whether a call interrupted by a crash may run again (overrides the tool's own setting).",
+          "title": "Tools safe to repeat",
+          "type": "object"
+        },
         "max_turns": {
           "default": 8,
           "description": "Model calls at most; a reply still asking for tools on the last turn fails the step.",
@@ -552,6 +568,7 @@ export const KINDS: NodeKindInfo[] = [
     ],
     "outputs": [],
     "dynamic_outputs": false,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": false
   }
 ];
