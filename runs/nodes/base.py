@@ -15,6 +15,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from runs.sandbox.errors import clip
+
 
 class NodeConfig(BaseModel):
     """Base of every node kind's config model: unknown fields are an error."""
@@ -148,6 +150,9 @@ class NodeResult:
         return self.updates if self.output is None else self.output
 
 
+NODE_ERROR_CHARS = 2000  # longest NodeError message (an expression error's 1000 plus where it happened)
+
+
 class NodeError(Exception):
     """A node failed. ``retryable`` says whether the step's retry policy may try again.
 
@@ -166,6 +171,9 @@ class NodeError(Exception):
         usage: Usage | None = None,
         cost_usd: Decimal | None = None,
     ):
+        # The message lands in step errors and run events; it may quote user values
+        # (an expression error, a reply body), so it is bounded like every quotation.
+        message = clip(message, NODE_ERROR_CHARS, fold=False)
         super().__init__(message)
         self.message = message
         self.code = code

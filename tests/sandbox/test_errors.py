@@ -37,6 +37,6 @@ def test_describe(exc, code, reason):
 
 def test_clip_and_type_name():
     assert clip("a\n   b") == "a b"
-    assert clip("x" * 200, 10) == "xxxxxxx..."
+    assert clip("x" * 200, 10) == "xxxxxxxxxx… (200 characters)"
     assert [type_name(v) for v in ("", 1, 1.0, True, None, {}, [], range(1))] == [
         "string", "integer", "number", "boolean", "None", "dict", "list", "range"]
