@@ -127,10 +127,12 @@ def clip(text: str, limit: int = QUOTE_CHARS, *, fold: bool = True) -> str:
     return f"{window[:limit]}… ({n} characters)"
 
 
-_QUOTE = reprlib.Repr()
-_QUOTE.maxstring = _QUOTE.maxother = _QUOTE.maxlong = QUOTE_CHARS
-_QUOTE.maxlist = _QUOTE.maxtuple = _QUOTE.maxdict = _QUOTE.maxset = _QUOTE.maxfrozenset = 10
-_QUOTE.maxlevel = 3
+def _repr_within(limit: int) -> reprlib.Repr:
+    r = reprlib.Repr()
+    r.maxstring = r.maxother = r.maxlong = max(limit - 4, 8)
+    r.maxlist = r.maxtuple = r.maxdict = r.maxset = r.maxfrozenset = 10
+    r.maxlevel = 3
+    return r
 
 
 def quote(value: Any, limit: int = QUOTE_CHARS) -> str:
@@ -141,15 +143,16 @@ def quote(value: Any, limit: int = QUOTE_CHARS) -> str:
     """
     if type(value) is int and value.bit_length() > 10_000:
         return f"<integer of {value.bit_length()} bits>"
+    r = _repr_within(limit)
     try:
-        text = _QUOTE.repr(value)
+        text = r.repr(value)
     except Exception:  # a value whose repr fails still gets a message
         text = f"<{type_name(value)}>"
-    if isinstance(value, str) and len(value) > _QUOTE.maxstring:
+    if isinstance(value, str) and len(value) > r.maxstring:
         text += f" ({len(value)} characters)"
-    elif isinstance(value, (list, tuple, dict, set, frozenset)) and len(value) > _QUOTE.maxlist:
+    elif isinstance(value, (list, tuple, dict, set, frozenset)) and len(value) > r.maxlist:
         text += f" ({len(value)} items)"
-    return clip(text, limit + 40, fold=False)
+    return clip(text, 2 * limit + 40, fold=False)  # nested reprs can exceed maxstring a little
 
 
 _TYPE_NAMES: dict[type, str] = {dict: "dict", list: "list", tuple: "tuple", str: "string", int: "integer",

@@ -138,6 +138,9 @@ class Guard:
         while stack:
             v = stack.pop()
             t = type(v)
+            if id(v) in seen:
+                continue
+            seen.add(id(v))  # the walk holds every value, so ids are not reused while it runs
             if t is str:
                 total += sys.getsizeof(v)
             elif t is int:
@@ -145,9 +148,6 @@ class Guard:
             elif t is float:
                 total += 24
             elif t in SEQUENCES or t is dict:
-                if id(v) in seen:
-                    continue
-                seen.add(id(v))
                 count += len(v)
                 if count > self.limits.items:
                     return HUGE

@@ -252,9 +252,12 @@ def _bounded_list(value: Any, what: str) -> list[Any]:
 def _copying_filter(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     """list, reverse: a new list of the input's items (a generator's cut off past the limit)."""
 
-    @functools.wraps(fn)
-    def wrapper(value: Any, *args: Any, **kwargs: Any) -> Any:
-        return fn(_bounded_list(value, name), *args, **kwargs)
+    value_at = 0 if getattr(fn, "jinja_pass_arg", None) is None else 1  # after env/context, if passed
+
+    @functools.wraps(fn)  # keeps jinja_pass_arg
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        args = (*args[:value_at], _bounded_list(args[value_at], name), *args[value_at + 1:])
+        return fn(*args, **kwargs)
 
     return wrapper
 
