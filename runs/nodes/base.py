@@ -17,6 +17,10 @@ from pydantic import BaseModel, ConfigDict
 
 from runs.sandbox.errors import clip
 
+# Longest message of an Issue or a NodeError: an expression error's 1000 characters plus
+# where it happened; they reach API responses, step errors and run events.
+NODE_ERROR_CHARS = 2000
+
 
 class NodeConfig(BaseModel):
     """Base of every node kind's config model: unknown fields are an error."""
@@ -56,6 +60,12 @@ class Issue:
     field: str
     message: str
     code: str = "invalid"
+
+    def __post_init__(self) -> None:
+        # Messages quote spec values (a node kind, an edge's source, an expression's error)
+        # that can be as long as a request body: bounded like every quotation.
+        if len(self.message) > NODE_ERROR_CHARS:
+            object.__setattr__(self, "message", clip(self.message, NODE_ERROR_CHARS, fold=False))
 
     def as_dict(self) -> dict[str, Any]:
         return {"node_id": self.node_id, "field": self.field, "message": self.message, "code": self.code}
@@ -148,9 +158,6 @@ class NodeResult:
 
     def recorded_output(self) -> Any:
         return self.updates if self.output is None else self.output
-
-
-NODE_ERROR_CHARS = 2000  # longest NodeError message (an expression error's 1000 plus where it happened)
 
 
 class NodeError(Exception):

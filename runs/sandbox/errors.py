@@ -114,9 +114,11 @@ def clip(text: str, limit: int = QUOTE_CHARS, *, fold: bool = True) -> str:
     """``text`` cut to at most ``limit`` characters for a message: THE truncation of quoted user text.
 
     With ``fold`` white space runs become one space first (a quoted expression reads on
-    one line). Longer text keeps its first ``limit`` characters followed by
-    "… (N characters)", N the original length, so a reader knows how much was cut. Costs
-    O(limit), not O(len(text)): only a window of the text is folded.
+    one line). Longer text keeps its first characters followed by "… (N characters)",
+    N the original length, so a reader knows how much was cut. Costs
+    O(limit), not O(len(text)): only a window of the text is folded. The result is at
+    most ``limit`` characters (unless ``limit`` is shorter than the note itself), so
+    clipping again changes nothing.
     """
     n = len(text)
     window = text[: 4 * limit + 1] if n > 4 * limit else text
@@ -124,7 +126,8 @@ def clip(text: str, limit: int = QUOTE_CHARS, *, fold: bool = True) -> str:
         window = " ".join(window.split())
     if n <= 4 * limit and len(window) <= limit:
         return window
-    return f"{window[:limit]}… ({n} characters)"
+    note = f"… ({n} characters)"
+    return window[: max(limit - len(note), 1)] + note
 
 
 def _repr_within(limit: int) -> reprlib.Repr:
