@@ -259,7 +259,7 @@ def _building(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return method
 
 
-def case_mapping(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+def _case_mapping(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """A str case mapping (lower, upper, title, capitalize, casefold, swapcase), bounded by the string limit.
 
     A character maps to one to three ('ß'.upper() is 'SS', 'ΐ'.upper() three), so the
@@ -398,7 +398,7 @@ STR_METHODS.update({
                  "isnumeric", "isdecimal")
 })
 STR_METHODS.update({
-    name: case_mapping(name, getattr(str, name))
+    name: _case_mapping(name, getattr(str, name))
     for name in ("lower", "upper", "title", "capitalize", "casefold", "swapcase")
 })
 STR_METHODS.update({

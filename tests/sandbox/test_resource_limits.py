@@ -272,7 +272,8 @@ _RLIMIT_SCRIPT = textwrap.dedent("""
                     out["child_cpu"] = line.split()[3:5]
         time.sleep(0.05)
     try:
-        run_isolated("expr", "9**9**9", {}, Limits(int_bits=10**12, memory_bytes=10**13))
+        runaway = Limits(int_bits=10**12, memory_bytes=10**13, timeout=float(sys.argv[3]))
+        run_isolated("expr", "9**9**9", {}, runaway)
         out["runaway"] = "no error"
     except ExpressionError as exc:
         out["runaway"] = exc.code
@@ -281,8 +282,10 @@ _RLIMIT_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _run_under_cpu_limit(soft: int, hard: int, count: int, timeout: float = 0.5, *, unprivileged: bool = False) -> dict:
-    command = ["prlimit", f"--cpu={soft}:{hard}", "--", sys.executable, "-c", _RLIMIT_SCRIPT, str(count), str(timeout)]
+def _run_under_cpu_limit(soft: int, hard: int, count: int, timeout: float = 0.5, runaway_timeout: float = 0.5, *,
+                         unprivileged: bool = False) -> dict:
+    command = ["prlimit", f"--cpu={soft}:{hard}", "--", sys.executable, "-c", _RLIMIT_SCRIPT, str(count), str(timeout),
+               str(runaway_timeout)]
     if unprivileged:
         # Without CAP_SYS_RESOURCE a process cannot raise its hard limit (what a container does).
         command = ["setpriv", "--inh-caps=-sys_resource", "--bounding-set=-sys_resource", *command]
@@ -310,7 +313,9 @@ def test_a_child_short_of_cpu_time_retires_and_is_replaced():
     # Requests that may take 2.8 s (+ 0.25 s grace) under a hard limit of 4 s: a fresh child
     # serves one, then (the limit counts whole seconds, so a second of margin) it cannot
     # give the next its full time: each retires after its reply and a new one starts.
-    out = _run_under_cpu_limit(4, 4, 3, timeout=2.8)
+    # The runaway may take 6 s, past the 4 s hard limit: whichever stops it (the kernel's
+    # signal at the limit, or the parent at 6.25 s on a loaded machine) reads as a timeout.
+    out = _run_under_cpu_limit(4, 4, 3, timeout=2.8, runaway_timeout=6)
     assert out["values"] == [[0], [2], [4]]
     assert len(out["started"]) >= 4  # one per request (the runaway's too), then the last
     assert out["runaway"] == "timeout" and out["after"] == [7]
