@@ -19,6 +19,7 @@ import io
 import os
 import pickle
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -132,11 +133,13 @@ class EvaluatorProcess:
         Reaps with wait4 so ``cpu_seconds`` says whether a SIGKILL came from the hard
         CPU limit (the kernel's) rather than from the memory backstop.
         """
-        try:
-            self.proc.kill()
-        except OSError:
-            pass
+        # Not Popen.kill: it polls first, which reaps an exited child without its usage.
         code: int | None = self.proc.returncode
+        if code is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
         deadline = time.monotonic() + 5
         while code is None:
             try:
@@ -359,7 +362,6 @@ def child_main(memory_mb: int) -> None:
     deployment's choice).
     """
     import resource
-    import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent to handle
     rfd, wfd = sys.stdin.buffer.fileno(), sys.stdout.buffer.fileno()

@@ -321,6 +321,31 @@ def test_a_child_short_of_cpu_time_retires_and_is_replaced():
     assert out["runaway"] == "timeout" and out["after"] == [7]
 
 
+_HARD_KILL_SCRIPT = textwrap.dedent("""
+    import os
+    import django
+    os.environ["DJANGO_SETTINGS_MODULE"] = "ballast.settings"
+    django.setup()
+    from runs.expressions import ExpressionError
+    from runs.sandbox.limits import Limits
+    from runs.sandbox.process import run_isolated
+    try:
+        run_isolated("expr", "9**9**9", {}, Limits(int_bits=10**12, memory_bytes=10**13, timeout=30.0))
+    except ExpressionError as exc:
+        print(exc.code)
+""")
+
+
+@pytest.mark.skipif(not Path("/usr/bin/prlimit").exists(), reason="needs prlimit")
+def test_the_kernels_kill_at_the_hard_cpu_limit_reads_as_a_timeout():
+    # The request may take 30 s; the kernel SIGKILLs the child at 3 s of CPU time first.
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(["prlimit", "--cpu=3:3", "--", sys.executable, "-c", _HARD_KILL_SCRIPT],
+                          capture_output=True, text=True, timeout=100, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["timeout"]
+
+
 # ---------------------------------------------------------------------------------------
 # Messages that quote user values are bounded
 
