@@ -38,6 +38,7 @@ __all__ = [
     "RunNotFound",
     "StartedRun",
     "StepStateError",
+    "abandoned_steps",
     "acting_as",
     "audit",
     "audit_verify",
@@ -81,6 +82,7 @@ process_group_members = workers.process_group_members
 is_cluster_main_process = recovery.is_cluster_main_process
 start_supervisor = recovery.start_supervisor
 execute_node = loop.execute_node
+abandoned_steps = loop.abandoned_steps
 
 
 def _dispatch_on_commit(step_ids: list[int]) -> list[int]:

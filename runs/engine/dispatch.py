@@ -41,6 +41,25 @@ def local_mode() -> Iterator[deque[int]]:
         _local.queue = previous
 
 
+def worker_recycle() -> bool:
+    """Ask django-q2 to end this worker process cleanly after its current task; its
+    sentinel then starts a fresh one ("recycled worker" in the log).
+
+    The task's result is still reported (the queue entry acknowledged) first: this sets
+    the worker's memory limit (``Conf.MAX_RSS``, which django-q2 checks after every task)
+    to 1 KB in this process only. Returns False, and does nothing, outside a django-q2
+    worker process (in-process mode, the web server, the cluster's main process).
+    """
+    import multiprocessing
+
+    if in_local_mode() or multiprocessing.parent_process() is None:
+        return False
+    from django_q.conf import Conf
+
+    Conf.MAX_RSS = 1
+    return True
+
+
 def in_local_mode() -> bool:
     """Whether this thread is inside :func:`local_mode`."""
     return getattr(_local, "queue", None) is not None
