@@ -1,0 +1,123 @@
+"""Two operator actions on one run at the same moment, from two threads with their own
+database connections (PostgreSQL row locks, SQLite's serialised writers): never a 500,
+always an outcome some serial order of the two gives (one wins, the other gets 409 when
+it no longer applies). Races: a decision and a cancel, a resume or retry and a cancel,
+two resumes, two decisions."""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from approvals.models import ApprovalRequest
+from runs.engine import api as engine
+from runs.models import Run, Step
+from tests.api.conftest import World, client_with_token
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROUNDS = 4  # independent races per pair, each on a fresh run
+
+
+def race(*calls: Callable[[], Any]) -> list[Any]:
+    """Start every call at once (a barrier), each in its own thread and connection; returns
+    their responses in order."""
+    barrier = threading.Barrier(len(calls))
+    results: list[Any] = [None] * len(calls)
+    errors: list[BaseException] = []
+
+    def go(i: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            with engine.local_mode():
+                results[i] = calls[i]()
+        except BaseException as exc:  # reported below: a crash in a thread must fail the test
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    for r in results:
+        assert r is not None and r.status_code < 500, getattr(r, "content", r)
+    return results
+
+
+def operator(world: World):
+    return client_with_token(world.users["operator"])
+
+
+def test_a_decision_and_a_cancel_at_once_never_fail_and_leave_the_run_cancelled(world: World) -> None:
+    for _ in range(ROUNDS):
+        run = world.waiting_run()
+        approval = world.approval_of(run)
+        approver, canceller = client_with_token(world.users["approver"]), operator(world)
+        decided, cancelled = race(
+            lambda: approver.post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json"),
+            lambda: canceller.post(f"/api/v1/runs/{run.pk}/cancel/", {"reason": "race"}, format="json"),
+        )
+        run.refresh_from_db()
+        approval.refresh_from_db()
+        # The cancel always applies (a waiting run, or the run the approval resumed).
+        assert cancelled.status_code == 200, cancelled.content
+        assert run.status == "cancelled"
+        if decided.status_code == 200:  # the decision came first: the run resumed, then was cancelled
+            assert approval.status == "approved"
+        else:  # the cancel came first: nothing left to decide
+            assert decided.status_code == 409 and decided.json()["error"]["code"] == "already_decided", decided.content
+            assert approval.status == "cancelled"
+            assert not Step.objects.filter(run=run, node_id="send").exists()
+        assert not Step.objects.filter(run=run, status__in=("pending", "running", "waiting")).exists()
+
+
+@pytest.mark.parametrize("action", ["resume", "retry"])
+def test_a_resume_or_retry_and_a_cancel_at_once_never_fail(world: World, action: str) -> None:
+    for _ in range(ROUNDS):
+        run = world.failed_run()
+        a, b = operator(world), operator(world)
+        resumed, cancelled = race(
+            lambda: a.post(f"/api/v1/runs/{run.pk}/{action}/", {}, format="json"),
+            lambda: b.post(f"/api/v1/runs/{run.pk}/cancel/", {"reason": "race"}, format="json"),
+        )
+        run.refresh_from_db()
+        assert resumed.status_code == 200, resumed.content  # a cancel of a failed run does not apply
+        if cancelled.status_code == 200:  # resumed first, then cancelled
+            assert run.status == "cancelled"
+        else:
+            assert cancelled.status_code == 409 and cancelled.json()["error"]["code"] == "invalid_state", cancelled.content
+            assert run.status == "running"
+
+
+def test_two_resumes_at_once_reopen_the_run_once(world: World) -> None:
+    for _ in range(ROUNDS):
+        run = world.failed_run()
+        a, b = operator(world), operator(world)
+        results = race(*(lambda c=c: c.post(f"/api/v1/runs/{run.pk}/resume/", {}, format="json") for c in (a, b)))
+        assert sorted(r.status_code for r in results) == [200, 409], [r.content for r in results]
+        assert Run.objects.get(pk=run.pk).status == "running"
+        assert Step.objects.filter(run=run, node_id="boom", status="pending").count() == 1
+
+
+def test_two_decisions_at_once_one_wins(world: World) -> None:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    second = get_user_model().objects.create_user("approver2", password="pw")
+    second.groups.add(Group.objects.get(name="approvers"))
+    for _ in range(ROUNDS):
+        run = world.waiting_run()
+        approval = world.approval_of(run)
+        a, b = client_with_token(world.users["approver"]), client_with_token(second)
+        results = race(
+            lambda: a.post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json"),
+            lambda: b.post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "reject"}, format="json"),
+        )
+        assert sorted(r.status_code for r in results) == [200, 409], [r.content for r in results]
+        assert ApprovalRequest.objects.get(pk=approval.pk).status in ("approved", "rejected")
