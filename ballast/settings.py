@@ -85,12 +85,13 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI / Redoc assets served locally (no CDN)
-    "django_q",
     "ballast",  # template tags (vite) and the browser app's pages
     "accounts",
     "builder",
     "runs",
     "approvals",
+    # After runs: runs' qcluster command (bounded graceful stop) replaces django-q2's.
+    "django_q",
 ]
 
 MIDDLEWARE = [

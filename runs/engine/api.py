@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import transaction
 
 from builder.models import GraphVersion
-from runs.engine import claims, commit, dispatch, loop, operations, recovery, recovery_queries, workers
+from runs.engine import claims, cluster, commit, dispatch, loop, operations, recovery, recovery_queries, workers
 from runs.engine.audit import acting_as, audit, audit_verify, reset_principal, set_principal
 from runs.engine.graphs import compiled_graph
 from runs.engine.scheduler import CompiledGraph
@@ -42,6 +42,7 @@ __all__ = [
     "acting_as",
     "audit",
     "audit_verify",
+    "cluster_serve",
     "compiled_graph",
     "current_worker",
     "drive_local",
@@ -83,6 +84,7 @@ is_cluster_main_process = recovery.is_cluster_main_process
 start_supervisor = recovery.start_supervisor
 execute_node = loop.execute_node
 abandoned_steps = loop.abandoned_steps
+cluster_serve = cluster.serve
 
 
 def _dispatch_on_commit(step_ids: list[int]) -> list[int]:

@@ -41,6 +41,34 @@ def local_mode() -> Iterator[deque[int]]:
         _local.queue = previous
 
 
+class QueueCluster:
+    """A django-q2 cluster run from this process (the qcluster's main process): its
+    sentinel, worker, monitor and pusher processes are forked children.
+
+    Constructing it installs django-q2's own SIGTERM/SIGINT handlers, which the caller
+    replaces (runs.engine.cluster)."""
+
+    def __init__(self) -> None:
+        from django_q.cluster import Cluster
+
+        self._cluster = Cluster()
+
+    def start(self) -> None:
+        """Fork the sentinel and wait until it says the cluster runs."""
+        self._cluster.start()
+
+    def stop(self) -> None:
+        """django-q2's orderly stop: no more pulls, workers finish their tasks, then exit.
+        Blocks until the sentinel is gone (killed or stopped)."""
+        self._cluster.stop()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the sentinel process still runs."""
+        sentinel = self._cluster.sentinel
+        return sentinel is not None and sentinel.is_alive()
+
+
 def worker_recycle() -> bool:
     """Ask django-q2 to end this worker process cleanly after its current task; its
     sentinel then starts a fresh one ("recycled worker" in the log).
