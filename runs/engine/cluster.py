@@ -10,7 +10,8 @@ runtime) it kills the sentinel in the middle of the stop and the main process ha
   to the main process does. The handler is a Python one on purpose: exec() resets it,
   so a program a tool starts still dies of SIGTERM as usual;
 - the main process turns SIGTERM or SIGINT into django-q2's orderly stop (no more pulls;
-  workers finish the task in hand) and gives it ``BALLAST_STOP_GRACE_SECONDS``;
+  workers finish the step in hand and hand back the successors their commits kept for
+  them, see loop.execute_step) and gives it ``BALLAST_STOP_GRACE_SECONDS``;
 - past the grace period it SIGKILLs its descendants and runs a recovery pass at once:
   their leases are taken back now (the owners are dead processes on this host), each
   interrupted step re-queued with the same idempotency key, or parked for a person when
@@ -38,16 +39,8 @@ log = logging.getLogger("ballast.worker")
 # least half of it.
 STOP_RESERVE_SECONDS = 2.0
 
-_stop_noted = threading.Event()
-
-
-def stop_noted() -> bool:
-    """Whether this cluster process got SIGTERM (its cluster is stopping)."""
-    return _stop_noted.is_set()
-
-
 def _note_stop(signum: int, frame: FrameType | None) -> None:
-    _stop_noted.set()
+    workers.note_stop()
 
 
 def _after_fork_in_child(main_pid: int) -> None:
@@ -68,6 +61,17 @@ def _after_fork_in_child(main_pid: int) -> None:
     else:  # anything a worker forks is not ours to shield
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def _tell_workers() -> None:
+    """SIGTERM the sentinel's children (workers, monitor, pusher): their handler notes it,
+    so a worker hands back the successors it would otherwise run before it stops."""
+    for sentinel in psutil.Process().children():
+        try:
+            for proc in sentinel.children():
+                proc.send_signal(signal.SIGTERM)
+        except psutil.NoSuchProcess:
+            continue
 
 
 def _running(proc: psutil.Process) -> bool:
@@ -137,6 +141,7 @@ def serve(*, grace_seconds: float | None = None, run_once: bool = False) -> int:
     log.info("%s: stopping; in-flight steps have %.1fs to finish (grace period %gs)", "/".join(signals) or "stop", window, grace)
     began = time.monotonic()
     stopped = threading.Event()
+    _tell_workers()  # a SIGTERM to the main pid alone: the workers learn it from us
 
     def enforce_grace() -> None:
         if stopped.wait(window):

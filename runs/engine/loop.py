@@ -20,7 +20,7 @@ from django.db import close_old_connections, connections
 
 from runs.engine import claims, commit, dispatch, faults, recovery_queries
 from runs.engine.types import ClaimedStep
-from runs.engine.workers import current_worker, owner_is_dead
+from runs.engine.workers import current_worker, owner_is_dead, stop_requested
 from runs.nodes import get_kind
 from runs.nodes.base import NodeContext, NodeError, NodeResult
 
@@ -223,10 +223,19 @@ def execute_step(step_id: int, *, worker: str | None = None) -> None:
     """Claim ``step_id`` and run it, then any successor leased to this worker.
 
     Idempotent: a step that is not pending (finished, running elsewhere) is left alone.
+    A worker asked to stop (workers.stop_requested) hands back a kept successor instead
+    of running it.
     """
     worker = worker or current_worker()
     claimed = claims.step_claim(step_id, worker)
     while claimed is not None:
+        if stop_requested():
+            # The cluster is stopping: the step in hand is done; its successor goes back
+            # to the queue for another worker (or this cluster's next start) to run.
+            if claims.step_release(claimed):
+                dispatch.enqueue([claimed.step_id])
+                log.info("worker %s stopping: handed step %s back", worker, claimed.step_id)
+            break
         claimed = run_claimed(claimed)
     # Every lease of this task is committed or failed by now: a worker full of abandoned
     # step threads can end here without handing anything back.

@@ -45,12 +45,17 @@ def test_sigterm_lets_the_in_flight_step_finish(cluster_factory, effects_file, w
     assert took < GRACE + 3, cluster.log_tail()
     assert attempts(run, "slow") == [(1, "succeeded")], describe_db(run.pk)  # finished, not killed
     assert not Step.objects.filter(run=run, status="running").exists(), describe_db(run.pk)
+    # Its successor, kept for the same worker by slow's commit, was handed back, not run.
+    end = Step.objects.get(run=run, node_id="end")
+    assert end.status == "pending" and end.lease_owner == "" and attempts(run, "end") == [], describe_db(run.pk)
+    assert RunEvent.objects.filter(run=run, step=end, kind="step_requeued", data__reason="worker stopping").exists()
     assert not Worker.objects.filter(pid=pid).exists()
     assert "handed back" not in cluster.log_path.read_text()
     fresh = cluster_factory("fresh").start()
     run = wait_for_status(run, ("succeeded", "failed"), timeout=30, clusters=[cluster, fresh])
     assert run.status == "succeeded", describe_db(run.pk)
     assert [e["label"] for e in read_effects(str(effects_file))] == ["slow"]
+    assert attempts(run, "end") == [(1, "succeeded")]
 
 
 @pytest.mark.parametrize("whole_group", [True, False], ids=["group", "main-pid"])

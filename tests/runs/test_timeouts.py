@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 OVERRUNS = 10
 
 
-def hang_spec(seconds: float = 15.0, timeout: float = 0.2, mode: str = "sleep") -> dict:
+def hang_spec(seconds: float = 15.0, timeout: float = 0.5, mode: str = "sleep") -> dict:
     return graph(
         [
             node("start", "start"),
