@@ -6,7 +6,6 @@ two resumes, two decisions."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,24 +21,25 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ROUNDS = 4  # independent races per pair, each on a fresh run
 
 
-def race(*calls: Callable[[], Any]) -> list[Any]:
-    """Start every call at once (a barrier), each in its own thread and connection; returns
-    their responses in order."""
-    barrier = threading.Barrier(len(calls))
-    results: list[Any] = [None] * len(calls)
+def race(*posts: tuple[Any, str, dict[str, Any]]) -> list[Any]:
+    """POST every ``(client, path, body)`` at once (a barrier), each in its own thread and
+    database connection; returns their responses in order."""
+    barrier = threading.Barrier(len(posts))
+    results: list[Any] = [None] * len(posts)
     errors: list[BaseException] = []
 
     def go(i: int) -> None:
         try:
             barrier.wait(timeout=10)
+            client, path, body = posts[i]
             with engine.local_mode():
-                results[i] = calls[i]()
+                results[i] = client.post(path, body, format="json")
         except BaseException as exc:  # reported below: a crash in a thread must fail the test
             errors.append(exc)
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=go, args=(i,)) for i in range(len(calls))]
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(len(posts))]
     for t in threads:
         t.start()
     for t in threads:
@@ -60,8 +60,8 @@ def test_a_decision_and_a_cancel_at_once_never_fail_and_leave_the_run_cancelled(
         approval = world.approval_of(run)
         approver, canceller = client_with_token(world.users["approver"]), operator(world)
         decided, cancelled = race(
-            lambda: approver.post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json"),
-            lambda: canceller.post(f"/api/v1/runs/{run.pk}/cancel/", {"reason": "race"}, format="json"),
+            (approver, f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}),
+            (canceller, f"/api/v1/runs/{run.pk}/cancel/", {"reason": "race"}),
         )
         run.refresh_from_db()
         approval.refresh_from_db()
@@ -83,8 +83,8 @@ def test_a_resume_or_retry_and_a_cancel_at_once_never_fail(world: World, action:
         run = world.failed_run()
         a, b = operator(world), operator(world)
         resumed, cancelled = race(
-            lambda: a.post(f"/api/v1/runs/{run.pk}/{action}/", {}, format="json"),
-            lambda: b.post(f"/api/v1/runs/{run.pk}/cancel/", {"reason": "race"}, format="json"),
+            (a, f"/api/v1/runs/{run.pk}/{action}/", {}),
+            (b, f"/api/v1/runs/{run.pk}/cancel/", {"reason": "race"}),
         )
         run.refresh_from_db()
         assert resumed.status_code == 200, resumed.content  # a cancel of a failed run does not apply
@@ -99,7 +99,7 @@ def test_two_resumes_at_once_reopen_the_run_once(world: World) -> None:
     for _ in range(ROUNDS):
         run = world.failed_run()
         a, b = operator(world), operator(world)
-        results = race(*(lambda c=c: c.post(f"/api/v1/runs/{run.pk}/resume/", {}, format="json") for c in (a, b)))
+        results = race((a, f"/api/v1/runs/{run.pk}/resume/", {}), (b, f"/api/v1/runs/{run.pk}/resume/", {}))
         assert sorted(r.status_code for r in results) == [200, 409], [r.content for r in results]
         assert Run.objects.get(pk=run.pk).status == "running"
         assert Step.objects.filter(run=run, node_id="boom", status="pending").count() == 1
@@ -116,8 +116,8 @@ def test_two_decisions_at_once_one_wins(world: World) -> None:
         approval = world.approval_of(run)
         a, b = client_with_token(world.users["approver"]), client_with_token(second)
         results = race(
-            lambda: a.post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json"),
-            lambda: b.post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "reject"}, format="json"),
+            (a, f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}),
+            (b, f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "reject"}),
         )
         assert sorted(r.status_code for r in results) == [200, 409], [r.content for r in results]
         assert ApprovalRequest.objects.get(pk=approval.pk).status in ("approved", "rejected")

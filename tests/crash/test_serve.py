@@ -100,7 +100,7 @@ def test_serve_restarts_a_dead_child_keeps_the_other_up_and_stops_on_sigterm(ser
     worker2 = child(serve, "worker")
     serve.groups.add(worker2.pid)
     assert child(serve, "web").pid == web.pid
-    assert "worker (pid %d) exited with code -9" % worker.pid in log_text(serve)
+    assert f"worker (pid {worker.pid}) exited with code -9" in log_text(serve)
     assert "restarting it in 1s" in log_text(serve) and "worker restarted" in log_text(serve)
     wait_until(lambda: Worker.objects.filter(pid=worker2.pid).exists(), 30, "the new worker to register")
 
@@ -116,7 +116,7 @@ def test_serve_restarts_a_dead_child_keeps_the_other_up_and_stops_on_sigterm(ser
     wait_until(lambda: child(serve, "web") is not None and child(serve, "web").pid != web.pid and answers(port), 30, "the web server's restart")
     serve.groups.add(child(serve, "web").pid)
     assert child(serve, "worker").pid == worker3.pid
-    assert "web (pid %d) exited" % web.pid in log_text(serve)
+    assert f"web (pid {web.pid}) exited" in log_text(serve)
 
     # SIGTERM to serve stops both, within the worker's grace period (4 s) and a margin.
     began = time.monotonic()
