@@ -19,6 +19,7 @@ runtime) it kills the sentinel in the middle of the stop and the main process ha
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -74,6 +75,13 @@ def _tell_workers() -> None:
             continue
 
 
+def _kill(proc: psutil.Process) -> None:
+    try:
+        proc.kill()
+    except psutil.NoSuchProcess:
+        pass
+
+
 def _running(proc: psutil.Process) -> bool:
     try:
         return proc.status() != psutil.STATUS_ZOMBIE
@@ -89,11 +97,12 @@ def hand_back(me: psutil.Process | None = None) -> list[int]:
     children = me.children(recursive=True)
     owners = [workers.worker_id(child.pid) for child in children]
     held = recovery_queries.steps_leased_to(owners)
-    for child in children:
-        try:
-            child.kill()
-        except psutil.NoSuchProcess:
-            pass
+    # The sentinel first, so it cannot start a new worker for one killed before it; then
+    # everything below it, looked up again for the same reason.
+    for child in me.children():
+        _kill(child)
+    for child in children + me.children(recursive=True):
+        _kill(child)
     # Gone, or a zombie (it holds nothing; owner_is_dead counts it as dead): a killed
     # worker is the sentinel's child, and nobody may reap it soon.
     deadline = time.monotonic() + 2
@@ -118,27 +127,29 @@ def serve(*, grace_seconds: float | None = None, run_once: bool = False) -> int:
     """
     grace = settings.BALLAST_STOP_GRACE_SECONDS if grace_seconds is None else grace_seconds
     main_pid = os.getpid()
-    requested = threading.Event()
+    # Only appended to by the handler: a handler that took a lock the interrupted main
+    # thread holds (an Event's) would deadlock it.
     signals: list[str] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         signals.append(signal.Signals(signum).name)
-        requested.set()
 
-    os.register_at_fork(after_in_child=lambda: _after_fork_in_child(main_pid) if os.getpid() != main_pid else None)
+    os.register_at_fork(after_in_child=functools.partial(_after_fork_in_child, main_pid))
     cluster = dispatch.QueueCluster()
     # Installed after django-q2's own handlers (set in QueueCluster()), to replace them.
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     cluster.start()
     if run_once:
-        requested.set()
-    while not requested.wait(0.5):
-        if not cluster.alive:
+        signals.append("run-once")
+    while not signals:
+        time.sleep(0.2)
+        if not signals and not cluster.alive:
             log.error("the cluster's sentinel exited on its own; stopping")
+            recovery.stop_supervisor()
             return 1
     window = max(grace - STOP_RESERVE_SECONDS, grace / 2)
-    log.info("%s: stopping; in-flight steps have %.1fs to finish (grace period %gs)", "/".join(signals) or "stop", window, grace)
+    log.info("%s: stopping; in-flight steps have %.1fs to finish (grace period %gs)", signals[0], window, grace)
     began = time.monotonic()
     stopped = threading.Event()
     _tell_workers()  # a SIGTERM to the main pid alone: the workers learn it from us

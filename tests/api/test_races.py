@@ -121,3 +121,50 @@ def test_two_decisions_at_once_one_wins(world: World) -> None:
         )
         assert sorted(r.status_code for r in results) == [200, 409], [r.content for r in results]
         assert ApprovalRequest.objects.get(pk=approval.pk).status in ("approved", "rejected")
+
+
+def parked_run():
+    """A run whose not-safe-to-repeat step 'pay' was interrupted: parked, one recovery request."""
+    from runs.nodes.base import NodeResult
+    from runs.services import run_start
+    from tests.support.specs import chain, effect, graph, node, publish
+
+    version = publish(graph([node("start", "start"), effect("pay", unsafe=True), node("end", "end")], chain("start", "pay", "end")))
+    with engine.local_mode():
+        run = run_start(version=version, run_input={})
+    start = engine.step_claim(Step.objects.get(run=run, node_id="start").pk, "livehost:1:1")
+    engine.step_commit(start, NodeResult(), keep_next=False)
+    pay = Step.objects.get(run=run, node_id="pay")
+    assert engine.step_claim(pay.pk, "deadhost:1:1") is not None  # a worker that then died
+    Step.objects.filter(pk=pay.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
+    with engine.local_mode():
+        engine.recover_once()
+    assert Step.objects.get(pk=pay.pk).status == "parked"
+    return run, ApprovalRequest.objects.get(run=run, purpose="recovery", status="pending")
+
+
+def test_a_recovery_decision_and_a_resume_of_the_parked_run_at_once_requeue_once(world: World, effects_file) -> None:
+    for _ in range(ROUNDS):
+        run, request = parked_run()
+        approver, resumer = client_with_token(world.users["approver"]), operator(world)
+        results = race(
+            (approver, f"/api/v1/approvals/{request.pk}/decide/", {"decision": "retry"}),
+            (resumer, f"/api/v1/runs/{run.pk}/resume/", {}),
+        )
+        assert sorted(r.status_code for r in results) == [200, 409], [r.content for r in results]
+        pay = Step.objects.get(run=run, node_id="pay")
+        assert pay.status == "pending" and Run.objects.get(pk=run.pk).status == "running"
+        assert ApprovalRequest.objects.get(pk=request.pk).decision == "retry"
+
+
+def test_a_skip_decision_and_a_cancel_at_once_never_fail(world: World, effects_file) -> None:
+    for _ in range(ROUNDS):
+        run, request = parked_run()
+        approver, canceller = client_with_token(world.users["approver"]), operator(world)
+        decided, cancelled = race(
+            (approver, f"/api/v1/approvals/{request.pk}/decide/", {"decision": "skip"}),
+            (canceller, f"/api/v1/runs/{run.pk}/cancel/", {"reason": "race"}),
+        )
+        assert cancelled.status_code == 200, cancelled.content
+        assert decided.status_code in (200, 409), decided.content
+        assert Run.objects.get(pk=run.pk).status == "cancelled"
