@@ -223,10 +223,15 @@ def execute_step(step_id: int, *, worker: str | None = None) -> None:
     """Claim ``step_id`` and run it, then any successor leased to this worker.
 
     Idempotent: a step that is not pending (finished, running elsewhere) is left alone.
-    A worker asked to stop (workers.stop_requested) hands back a kept successor instead
-    of running it.
+    A worker asked to stop (workers.stop_requested) claims nothing new and hands back a
+    kept successor instead of running it.
     """
     worker = worker or current_worker()
+    if stop_requested():
+        # A task pulled before the stop (django-q2 runs its prefetched tasks first): leave
+        # the step unclaimed, back on the queue for another worker.
+        dispatch.enqueue([step_id])
+        return
     claimed = claims.step_claim(step_id, worker)
     while claimed is not None:
         if stop_requested():
