@@ -40,6 +40,7 @@ log = logging.getLogger("ballast.worker")
 # least half of it.
 STOP_RESERVE_SECONDS = 2.0
 
+
 def _note_stop(signum: int, frame: FrameType | None) -> None:
     workers.note_stop()
 
