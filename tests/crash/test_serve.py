@@ -93,11 +93,10 @@ def test_serve_restarts_a_dead_child_keeps_the_other_up_and_stops_on_sigterm(ser
     # The worker dies (its whole process group, SIGKILL): restarted after 1 s; the web never stops answering.
     os.killpg(worker.pid, signal.SIGKILL)
     killed = time.monotonic()
-    while child(serve, "worker") is None or child(serve, "worker").pid == worker.pid:
+    while (worker2 := child(serve, "worker")) is None or worker2.pid == worker.pid:
         assert answers(port), "the web server stopped while the worker was down"
         assert time.monotonic() - killed < 20, log_text(serve)
         time.sleep(0.1)
-    worker2 = child(serve, "worker")
     serve.groups.add(worker2.pid)
     assert child(serve, "web").pid == web.pid
     assert f"worker (pid {worker.pid}) exited with code -9" in log_text(serve)
@@ -107,13 +106,13 @@ def test_serve_restarts_a_dead_child_keeps_the_other_up_and_stops_on_sigterm(ser
     # It dies again at once: the backoff doubles.
     os.killpg(worker2.pid, signal.SIGKILL)
     wait_until(lambda: "restarting it in 2s" in log_text(serve), 10, "the second, longer backoff")
-    wait_until(lambda: child(serve, "worker") is not None and child(serve, "worker").pid != worker2.pid, 20, "the worker's second restart")
+    wait_until(lambda: getattr(child(serve, "worker"), "pid", worker2.pid) != worker2.pid, 20, "the worker's second restart")
     worker3 = child(serve, "worker")
     serve.groups.add(worker3.pid)
 
     # The web server dies: restarted; the worker stays the same process.
     web.kill()
-    wait_until(lambda: child(serve, "web") is not None and child(serve, "web").pid != web.pid and answers(port), 30, "the web server's restart")
+    wait_until(lambda: getattr(child(serve, "web"), "pid", web.pid) != web.pid and answers(port), 30, "the web server's restart")
     serve.groups.add(child(serve, "web").pid)
     assert child(serve, "worker").pid == worker3.pid
     assert f"web (pid {web.pid}) exited" in log_text(serve)
