@@ -22,7 +22,18 @@ from django.conf import settings
 from django.db import transaction
 
 from builder.models import GraphVersion
-from runs.engine import claims, cluster, commit, dispatch, liveness, loop, operations, recovery, recovery_queries, workers
+from runs.engine import (
+    claims,
+    cluster,
+    commit,
+    dispatch,
+    liveness,
+    loop,
+    operations,
+    recovery,
+    recovery_queries,
+    workers,
+)
 from runs.engine.audit import acting_as, audit, audit_verify, reset_principal, set_principal
 from runs.engine.graphs import compiled_graph
 from runs.engine.scheduler import CompiledGraph
