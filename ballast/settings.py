@@ -255,6 +255,13 @@ BALLAST_PARK_HANDLER = "approvals.services.recovery_request_create"
 BALLAST_TOOL_MODULES = ["runs.tools.builtins", "runs.tools.demo"] + [
     m for m in os.environ.get("BALLAST_EXTRA_TOOL_MODULES", "").split(",") if m
 ]
+# Outbound requests of tools (runs.tools.outbound): loopback, private, link-local (cloud
+# metadata), multicast and other non-public addresses are refused unless listed here
+# (comma separated IP addresses, CIDR networks, host names or *.suffixes). Provider base
+# URLs are not affected. Responses bigger than the byte cap fail the step.
+BALLAST_OUTBOUND_ALLOW = [e.strip() for e in os.environ.get("BALLAST_OUTBOUND_ALLOW", "").split(",") if e.strip()]
+BALLAST_OUTBOUND_MAX_RESPONSE_BYTES = int(os.environ.get("BALLAST_OUTBOUND_MAX_RESPONSE_BYTES", str(10 * 1024 * 1024)))
+BALLAST_OUTBOUND_MAX_REDIRECTS = int(os.environ.get("BALLAST_OUTBOUND_MAX_REDIRECTS", "5"))
 BALLAST_PROVIDERS = {
     "mock": "runs.providers.mock.MockProvider",
     "openai": "runs.providers.openai_provider.OpenAIProvider",

@@ -34,7 +34,7 @@ from runs.engine import (
     recovery_queries,
     workers,
 )
-from runs.engine.audit import acting_as, audit, audit_verify, reset_principal, set_principal
+from runs.engine.audit import acting_as, audit, audit_in, audit_verify, reset_principal, set_principal
 from runs.engine.graphs import compiled_graph
 from runs.engine.scheduler import CompiledGraph
 from runs.engine.types import ClaimedStep, CommitOutcome, RunNotFound, StartedRun, StepStateError
@@ -52,6 +52,7 @@ __all__ = [
     "abandoned_steps",
     "acting_as",
     "audit",
+    "audit_in",
     "audit_verify",
     "cluster_serve",
     "compiled_graph",
@@ -82,6 +83,7 @@ __all__ = [
     "step_fail_parked",
     "step_recover",
     "step_requeue_parked",
+    "step_skip_parked",
     "steps_dispatch",
     "steps_worker_alive",
     "workers_alive",
@@ -219,6 +221,13 @@ def step_requeue_parked(step_id: int, *, actor: str) -> list[int]:
     """Send a parked step back to pending (a person chose "retry": same idempotency key),
     inside the caller's transaction. Raises StepStateError when it is not parked."""
     return _dispatch_on_commit(operations.step_requeue_parked(step_id, actor=actor))
+
+
+def step_skip_parked(step_id: int, *, output: dict[str, Any] | None, actor: str) -> list[int]:
+    """Finish a parked step as "skip" with ``output`` (an agent tool call: the result the
+    model is given; a top-level step: its state updates), inside the caller's transaction.
+    Raises StepStateError when it is not parked."""
+    return _dispatch_on_commit(operations.step_skip_parked(step_id, output=output, actor=actor))
 
 
 def step_fail_parked(step_id: int, *, actor: str, message: str) -> None:

@@ -75,7 +75,7 @@ def _repeat_safe(run: Run, step: Step) -> bool:
     config = kind.config_model.model_validate(node.config)
     if step.parent_id is not None:
         return kind.is_child_repeat_safe(config, ChildCall(step.child_key, step.kind, step.input or {}))
-    return node.repeat_safe if node.repeat_safe is not None else kind.is_repeat_safe(config)
+    return kind.is_step_repeat_safe(config, node.repeat_safe)
 
 
 def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead) -> list[int]:
