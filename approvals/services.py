@@ -86,6 +86,10 @@ def approval_decide(
     name = actor or (user.get_username() if user is not None else "system")
     with transaction.atomic():
         request = ApprovalRequest.objects.select_related("run__graph_version__graph").get(pk=approval_id)
+        # The run's row lock first, as a cancel, a resume and every engine commit take it:
+        # a cancel holding it closes this request, and taking the request's row before
+        # the run's here was a deadlock on PostgreSQL (a 500 for one of the two).
+        engine.run_lock(request.run_id)
         allowed = GATE_DECISIONS if request.purpose == "gate" else RECOVERY_DECISIONS
         if decision not in allowed:
             raise BadDecision(f"decision must be one of {sorted(allowed)} for a {request.purpose} request, not '{decision}'")

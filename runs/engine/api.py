@@ -22,7 +22,18 @@ from django.conf import settings
 from django.db import transaction
 
 from builder.models import GraphVersion
-from runs.engine import claims, commit, dispatch, liveness, loop, operations, recovery, recovery_queries, workers
+from runs.engine import (
+    claims,
+    cluster,
+    commit,
+    dispatch,
+    liveness,
+    loop,
+    operations,
+    recovery,
+    recovery_queries,
+    workers,
+)
 from runs.engine.audit import acting_as, audit, audit_in, audit_verify, reset_principal, set_principal
 from runs.engine.graphs import compiled_graph
 from runs.engine.scheduler import CompiledGraph
@@ -38,10 +49,12 @@ __all__ = [
     "RunNotFound",
     "StartedRun",
     "StepStateError",
+    "abandoned_steps",
     "acting_as",
     "audit",
     "audit_in",
     "audit_verify",
+    "cluster_serve",
     "compiled_graph",
     "current_worker",
     "drive_local",
@@ -86,6 +99,8 @@ steps_worker_alive = liveness.steps_worker_alive
 is_cluster_main_process = recovery.is_cluster_main_process
 start_supervisor = recovery.start_supervisor
 execute_node = loop.execute_node
+abandoned_steps = loop.abandoned_steps
+cluster_serve = cluster.serve
 
 
 def _dispatch_on_commit(step_ids: list[int]) -> list[int]:
