@@ -223,6 +223,9 @@ BALLAST_LEASE_SECONDS = float(os.environ.get("BALLAST_LEASE_SECONDS", "30"))
 BALLAST_RECOVERY_INTERVAL = float(os.environ.get("BALLAST_RECOVERY_INTERVAL", "1.0"))
 # A step interrupted this many times (its worker died each time) fails instead of looping.
 BALLAST_MAX_LOST_ATTEMPTS = int(os.environ.get("BALLAST_MAX_LOST_ATTEMPTS", "5"))
+# The largest run state (UTF-8 bytes of its JSON, summed per key) a commit may leave; a
+# step whose writes would pass it fails with state_too_large. 0 turns the limit off.
+BALLAST_MAX_STATE_BYTES = int(os.environ.get("BALLAST_MAX_STATE_BYTES", str(8 * 1024 * 1024)))
 # Node kinds are plugins: kind -> dotted path of a NodeKind subclass, imported lazily.
 # The approval kind lives in the approvals app; runs never imports approvals.
 BALLAST_NODE_KINDS = {

@@ -26,7 +26,15 @@ from runs.engine import claims, commit, dispatch, loop, operations, recovery, re
 from runs.engine.audit import acting_as, audit, audit_verify, reset_principal, set_principal
 from runs.engine.graphs import compiled_graph
 from runs.engine.scheduler import CompiledGraph
-from runs.engine.types import ClaimedStep, CommitOutcome, RunNotFound, StartedRun, StepStateError
+from runs.engine.types import (
+    ClaimedStep,
+    CommitOutcome,
+    RunNotFound,
+    StartedRun,
+    StateTooLarge,
+    StateWriteRefused,
+    StepStateError,
+)
 from runs.engine.writes import lock_run, run_cost_adjust
 from runs.models import Run, RunStatus
 from runs.nodes.base import NodeError, NodeResult
@@ -37,6 +45,8 @@ __all__ = [
     "CompiledGraph",
     "RunNotFound",
     "StartedRun",
+    "StateTooLarge",
+    "StateWriteRefused",
     "StepStateError",
     "acting_as",
     "audit",

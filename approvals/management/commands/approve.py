@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import ApprovalError, approval_decide
-from runs.engine.api import local_mode, workers_alive
+from runs.engine.api import StateWriteRefused, local_mode, workers_alive
 from runs.management.commands.run_graph import run_summary, wait_or_drive
 from runs.models import Run
 
@@ -63,7 +63,7 @@ class Command(BaseCommand):
         with local_mode() if local else contextlib.nullcontext() as queue:
             try:
                 approval_decide(approval_id=request.pk, decision=decision, actor=actor, comment=opts["comment"], output=output)
-            except ApprovalError as exc:
+            except (ApprovalError, StateWriteRefused) as exc:
                 raise CommandError(str(exc)) from None
             self.stdout.write(f"approval {request.pk} on run {run.pk}: {decision} by {actor}")
             if opts["no_wait"]:
