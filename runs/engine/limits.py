@@ -39,7 +39,7 @@ def checked_result(result: NodeResult) -> tuple[NodeResult, dict[str, int]]:
 
     Checks the recorded output (path ``output``; when a step records its updates as its
     output, ``output.<key>``), the updates (``updates.<key>``), the route, a wait's
-    payload (``wait.payload``) and spawned children's inputs (``spawn[i].input``).
+    reason and payload (``wait.payload``) and spawned children's inputs (``spawn[i].input``).
     Raises InvalidValue at the first value JSON cannot carry faithfully.
     """
     updates: dict[str, Any] = {}
@@ -60,7 +60,9 @@ def checked_result(result: NodeResult) -> tuple[NodeResult, dict[str, int]]:
             checked = check(value, key_path(root, key))
         updates[key], sizes[key] = checked
     route = None if result.route is None else check(result.route, "route").value
-    wait = None if result.wait is None else Wait(result.wait.reason, check(result.wait.payload, "wait.payload").value)
+    wait = None
+    if result.wait is not None:
+        wait = Wait(check(result.wait.reason, "wait.reason").value, check(result.wait.payload, "wait.payload").value)
     spawn = None
     if result.spawn is not None:
         spawn = [ChildCall(c.key, c.label, check(c.input, f"spawn[{i}].input").value) for i, c in enumerate(result.spawn)]
