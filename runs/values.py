@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 MAX_DEPTH = 256
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NO_KEY = object()
 
 
 class InvalidValue(ValueError):
@@ -67,50 +68,124 @@ def _type_name(value: Any) -> str:
     return cls.__name__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _walk(value: Any, path: str, depth: int, convert: Callable[[Any], Any] | None) -> Any:
+class _Bad(Exception):
+    """Raised by the walk; collects the path (innermost first) as it propagates, so no
+    path text is built for values that pass."""
+
+    def __init__(self, reason: str, *, key: Any = _NO_KEY) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.parts: list[tuple[bool, Any]] = []  # (is an object key, key or position)
+        if key is not _NO_KEY:
+            self.parts.append((True, key))
+
+
+_NUL = "a string with a NUL character (\\u0000), which PostgreSQL cannot store"
+_INFINITIES = (math.inf, -math.inf)
+
+
+def _walk(value: Any, depth: int, convert: Callable[[Any], Any] | None) -> Any:
+    """The canonical form of ``value``: the same object when it already is (no copy),
+    else a copy with what changed. Raises _Bad."""
     if convert is not None:
         value = convert(value)
-    if value is None or value is True or value is False:
-        return value
-    if isinstance(value, str):
+    cls = type(value)
+    if cls is str:
         if "\x00" in value:
-            raise InvalidValue(path, "a string with a NUL character (\\u0000), which PostgreSQL cannot store")
-        return value if type(value) is str else str.__str__(value)
-    if isinstance(value, bool):  # a bool subclass that is neither True nor False cannot exist
+            raise _Bad(_NUL)
+        return value
+    if cls is int or cls is bool or value is None:
+        return value
+    if cls is float:
+        if value != value:
+            raise _Bad("NaN is not a JSON number")
+        if value in _INFINITIES:
+            raise _Bad(f"{'-' if value < 0 else ''}Infinity is not a JSON number")
+        return value
+    if cls is dict:
+        if depth >= MAX_DEPTH:
+            raise _Bad(f"nested deeper than {MAX_DEPTH} levels")
+        out: dict[str, Any] | None = None
+        for key, item in value.items():
+            name = key if type(key) is str else _key_name(key, value)
+            if "\x00" in name:
+                raise _Bad("an object key with a NUL character (\\u0000)", key=name.replace("\x00", "\\u0000"))
+            try:
+                new = _walk(item, depth + 1, convert)
+            except _Bad as bad:
+                bad.parts.append((True, name))
+                raise
+            if new is not item or name is not key:
+                if out is None:
+                    out = {}
+                    for k, v in value.items():  # the keys before this one, unchanged
+                        if k is key:
+                            break
+                        out[k] = v
+            if out is not None:
+                if name in out:
+                    raise _Bad("two keys of this object are the same string", key=name)
+                out[name] = new
+        return value if out is None else out
+    if cls is list or cls is tuple:
+        if depth >= MAX_DEPTH:
+            raise _Bad(f"nested deeper than {MAX_DEPTH} levels")
+        items: list[Any] | None = None if cls is list else list(value)
+        for index, item in enumerate(value):
+            try:
+                new = _walk(item, depth + 1, convert)
+            except _Bad as bad:
+                bad.parts.append((False, index))
+                raise
+            if new is not item:
+                if items is None:
+                    items = list(value)
+                items[index] = new
+        return value if items is None else items
+    return _other(value, depth, convert)
+
+
+def _key_name(key: Any, obj: dict[Any, Any]) -> str:
+    """A key that is not a plain ``str``: a str subclass becomes its text; anything else
+    fails (JSON would turn it into a string, silently, and may collide)."""
+    if isinstance(key, str):
+        return str.__str__(key)
+    text = json.dumps(key) if isinstance(key, (int, float, bool)) or key is None else None
+    clash = f'; as JSON it would become the key "{text}", which this object already has' if text is not None and text in obj else ""
+    bad = _Bad(f"an object key must be a string, not {_type_name(key)} ({key!r}){clash}")
+    bad.parts.append((False, key))  # shown as [key]: it is not a name
+    raise bad
+
+
+def _other(value: Any, depth: int, convert: Callable[[Any], Any] | None) -> Any:
+    """Subclasses of the JSON types (canonicalised to the plain type), and the failures."""
+    if isinstance(value, str):
+        return _walk(str.__str__(value), depth, None)
+    if isinstance(value, bool):
         return bool(value)
     if isinstance(value, int):
-        return value if type(value) is int else int(value)
+        return int(value)
     if isinstance(value, float):
-        if math.isnan(value):
-            raise InvalidValue(path, "NaN is not a JSON number")
-        if math.isinf(value):
-            raise InvalidValue(path, f"{'-' if value < 0 else ''}Infinity is not a JSON number")
-        return value if type(value) is float else float(value)
-    if depth >= MAX_DEPTH:
-        raise InvalidValue(path, f"nested deeper than {MAX_DEPTH} levels")
+        return _walk(float(value), depth, None)
     if isinstance(value, (list, tuple)):
-        return [_walk(item, f"{path}[{i}]", depth + 1, convert) for i, item in enumerate(value)]
+        return _walk(list(value), depth, convert)
     if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                text = json.dumps(key) if isinstance(key, (int, float, bool)) or key is None else None
-                clash = f'; as JSON it would become the key "{text}", which this object already has' if text is not None and text in value else ""
-                raise InvalidValue(
-                    f"{path}[{key!r}]" if path else f"[{key!r}]", f"an object key must be a string, not {_type_name(key)} ({key!r}){clash}"
-                )
-            name = key if type(key) is str else str.__str__(key)
-            if name in out:
-                raise InvalidValue(key_path(path, name), "two keys of this object are the same string")
-            if "\x00" in name:
-                raise InvalidValue(key_path(path, name.replace("\x00", "\\u0000")), "an object key with a NUL character (\\u0000)")
-            out[name] = _walk(item, key_path(path, name), depth + 1, convert)
-        return out
+        return _walk(dict(value), depth, convert)
     if isinstance(value, (set, frozenset)):
-        raise InvalidValue(path, f"a {_type_name(value)} is not JSON (use a list)")
+        raise _Bad(f"a {_type_name(value)} is not JSON (use a list)")
     if isinstance(value, (bytes, bytearray, memoryview)):
-        raise InvalidValue(path, f"{_type_name(value)} are not JSON (decode them to a string first)")
-    raise InvalidValue(path, f"{_type_name(value)} is not a JSON type")
+        raise _Bad(f"{_type_name(value)} are not JSON (decode them to a string first)")
+    raise _Bad(f"{_type_name(value)} is not a JSON type")
+
+
+def _path(root: str, parts: list[tuple[bool, Any]]) -> str:
+    path = root
+    for is_key, part in reversed(parts):
+        if is_key:
+            path = key_path(path, part)
+        else:
+            path = f"{path}[{part!r}]" if not isinstance(part, int) or isinstance(part, bool) else f"{path}[{part}]"
+    return path
 
 
 def check(value: Any, path: str = "", *, convert: Callable[[Any], Any] | None = None) -> Checked:
@@ -121,7 +196,10 @@ def check(value: Any, path: str = "", *, convert: Callable[[Any], Any] | None = 
     in JSON mode at the tool boundary. Raises :class:`InvalidValue` at the first value
     that is not JSON (see the module docstring), or one nested deeper than MAX_DEPTH.
     """
-    canonical = _walk(value, path, 0, convert)
+    try:
+        canonical = _walk(value, 0, convert)
+    except _Bad as bad:
+        raise InvalidValue(_path(path, bad.parts), bad.reason) from None
     try:
         size = len(json.dumps(canonical, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8"))
     except ValueError as exc:  # an integer past Python's int-to-text digit limit
