@@ -62,6 +62,7 @@ class RunCollectionApi(ApiView):
         filters = self.validated(RunListFilterInput, request.query_params)
         qs = selectors.run_list(
             status=filters.get("status"),
+            waiting_for=filters.get("waiting_for"),
             graph_id=filters.get("graph"),
             user=filters.get("user"),
             created_after=filters.get("created_after"),
@@ -196,12 +197,14 @@ class RunEventListApi(ApiView):
         run = selectors.run_get(run_id=run_id)
         query = self.validated(EventsQueryInput, request.query_params)
         events, more = selectors.run_events_after(run=run, after=query["after"], limit=query["limit"])
-        run.refresh_from_db(fields=["status"])
+        # Read after the events, in one query: a status at least as new as the last event.
+        run_status, waiting_for = selectors.run_status_now(run_id=run.pk)
         body = {
             "results": EventOutput(events, many=True).data,
             "next_after": events[-1].pk if events else query["after"],
             "has_more": more,
-            "run_status": run.status,
+            "run_status": run_status,
+            "run_waiting_for": waiting_for,
         }
         return Response(body)
 

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import transaction
 
 from builder.models import GraphVersion
-from runs.engine import claims, commit, dispatch, loop, operations, recovery, recovery_queries, workers
+from runs.engine import claims, commit, dispatch, liveness, loop, operations, recovery, recovery_queries, workers
 from runs.engine.audit import acting_as, audit, audit_verify, reset_principal, set_principal
 from runs.engine.graphs import compiled_graph
 from runs.engine.scheduler import CompiledGraph
@@ -80,6 +80,7 @@ __all__ = [
     "step_recover",
     "step_requeue_parked",
     "steps_dispatch",
+    "steps_worker_alive",
     "workers_alive",
 ]
 
@@ -88,6 +89,8 @@ local_mode = dispatch.local_mode
 in_local_mode = dispatch.in_local_mode
 current_worker = workers.current_worker
 process_group_members = workers.process_group_members
+# Read-side liveness of running steps' workers (API, admin): {step id: alive, or None}.
+steps_worker_alive = liveness.steps_worker_alive
 is_cluster_main_process = recovery.is_cluster_main_process
 start_supervisor = recovery.start_supervisor
 execute_node = loop.execute_node

@@ -98,3 +98,27 @@ def test_a_draft_saved_in_the_admin_is_validated_with_every_error(browser: Clien
     assert response.status_code == 302, response.context["adminform"].form.errors
     graph_obj.refresh_from_db()
     assert graph_obj.draft["nodes"][1]["id"] == "end"
+
+
+def test_the_run_list_tells_parked_runs_from_runs_at_a_gate(browser: Client) -> None:
+    from runs.engine import api as engine
+    from tests.support.leases import dead_owner, pay_version, run_at_pay
+
+    gate = _waiting_run()
+    parked, pay = run_at_pay(pay_version(unsafe=True))
+    assert engine.step_claim(pay.pk, dead_owner()) is not None
+    # Before any recovery pass the running step's worker shows as gone.
+    steps = browser.get("/admin/runs/step/", {"status__exact": "running"})
+    assert steps.status_code == 200
+    assert [(row.pk, row.status) for row in steps.context["cl"].result_list] == [(pay.pk, "running")]
+    assert 'alt="False"' in steps.content.decode()  # the worker-alive column, false
+    with engine.local_mode():
+        engine.recover_once()
+    for value, expected in (("decision", [parked.pk]), ("approval", [gate.pk]), (None, [parked.pk, gate.pk])):
+        page = browser.get("/admin/runs/run/", {"waiting_for": value} if value else {})
+        assert page.status_code == 200
+        rows = page.context["cl"].result_list
+        assert [r.pk for r in rows] == expected, value
+        assert {r.pk: r.waiting_for for r in rows} == {pk: ("decision" if pk == parked.pk else "approval") for pk in expected}
+    text = browser.get("/admin/runs/run/").content.decode()
+    assert "decision (parked)" in text and "waiting for" in text
