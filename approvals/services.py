@@ -45,9 +45,14 @@ class NotAllowed(ApprovalError):
 
 
 class BadDecision(ApprovalError):
-    """The decision does not fit the request (e.g. ``retry`` on a gate)."""
+    """The decision does not fit the request (e.g. ``retry`` on a gate, a comment that
+    cannot be stored). ``field`` names the input at fault (``decision``, ``comment``)."""
 
     code = "bad_decision"
+
+    def __init__(self, message: str, *, field: str = "decision"):
+        super().__init__(message)
+        self.field = field
 
 
 def decidable_by(user: Any) -> Q:
@@ -81,11 +86,21 @@ def approval_decide(
     call the result the model is given). ``user`` is the
     deciding Django user (permission checked); ``user=None`` with ``actor`` is a trusted
     operator (the ``approve`` command). Successor steps are handed to the queue after the
-    commit. Raises AlreadyDecided, NotAllowed, BadDecision, ApprovalRequest.DoesNotExist.
+    commit. Raises AlreadyDecided, NotAllowed, BadDecision, ApprovalRequest.DoesNotExist;
+    runs.engine.api.StateWriteRefused when a skip's ``output`` writes a key the graph does
+    not know, holds a value JSON cannot carry, or would pass the state size limit
+    (nothing is recorded then).
     """
     name = actor or (user.get_username() if user is not None else "system")
+    if "\x00" in comment:
+        # PostgreSQL stores no NUL in text or jsonb: refuse it here, never as a database error.
+        raise BadDecision("comment: a NUL character (\\u0000) cannot be stored", field="comment")
     with transaction.atomic():
         request = ApprovalRequest.objects.select_related("run__graph_version__graph").get(pk=approval_id)
+        # The run's row lock first, as a cancel, a resume and every engine commit take it:
+        # a cancel holding it closes this request, and taking the request's row before
+        # the run's here was a deadlock on PostgreSQL (a 500 for one of the two).
+        engine.run_lock(request.run_id)
         allowed = GATE_DECISIONS if request.purpose == "gate" else RECOVERY_DECISIONS
         if decision not in allowed:
             raise BadDecision(f"decision must be one of {sorted(allowed)} for a {request.purpose} request, not '{decision}'")

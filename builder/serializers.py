@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from builder.models import Graph, GraphVersion
+from runs import values
 
 
 def has_nul(value: Any) -> bool:
@@ -39,6 +40,10 @@ class JSONObjectField(serializers.JSONField):
         if not isinstance(value, dict):
             self.fail("not_object")
         if has_nul(value):
+            try:
+                values.check(value)
+            except values.InvalidValue as exc:  # say where: "notes.text: Strings may not ..."
+                raise serializers.ValidationError(f"{exc.path}: {self.error_messages['nul']}" if exc.path else self.error_messages["nul"], code="nul") from None
             self.fail("nul")
         return value
 

@@ -15,6 +15,12 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from runs.sandbox.errors import clip
+
+# Longest message of an Issue or a NodeError: an expression error's 1000 characters plus
+# where it happened; they reach API responses, step errors and run events.
+NODE_ERROR_CHARS = 2000
+
 
 class NodeConfig(BaseModel):
     """Base of every node kind's config model: unknown fields are an error."""
@@ -54,6 +60,12 @@ class Issue:
     field: str
     message: str
     code: str = "invalid"
+
+    def __post_init__(self) -> None:
+        # Messages quote spec values (a node kind, an edge's source, an expression's error)
+        # that can be as long as a request body: bounded like every quotation.
+        if len(self.message) > NODE_ERROR_CHARS:
+            object.__setattr__(self, "message", clip(self.message, NODE_ERROR_CHARS, fold=False))
 
     def as_dict(self) -> dict[str, Any]:
         return {"node_id": self.node_id, "field": self.field, "message": self.message, "code": self.code}
@@ -166,6 +178,9 @@ class NodeError(Exception):
         usage: Usage | None = None,
         cost_usd: Decimal | None = None,
     ):
+        # The message lands in step errors and run events; it may quote user values
+        # (an expression error, a reply body), so it is bounded like every quotation.
+        message = clip(message, NODE_ERROR_CHARS, fold=False)
         super().__init__(message)
         self.message = message
         self.code = code
