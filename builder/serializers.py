@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from builder.models import Graph, GraphVersion
+from runs import values
 
 
 def has_nul(value: Any) -> bool:
@@ -39,6 +40,10 @@ class JSONObjectField(serializers.JSONField):
         if not isinstance(value, dict):
             self.fail("not_object")
         if has_nul(value):
+            try:
+                values.check(value)
+            except values.InvalidValue as exc:  # say where: "notes.text: Strings may not ..."
+                raise serializers.ValidationError(f"{exc.path}: {self.error_messages['nul']}" if exc.path else self.error_messages["nul"], code="nul") from None
             self.fail("nul")
         return value
 
@@ -55,6 +60,22 @@ class UsernamesField(serializers.ListField):
         if missing:
             raise serializers.ValidationError(f"Unknown user(s): {', '.join(missing)}.")
         return [users[n] for n in dict.fromkeys(names)]
+
+
+class GroupNamesField(serializers.ListField):
+    """A list of group names, turned into groups (an unknown name is a field error)."""
+
+    child = serializers.CharField(max_length=150)
+
+    def to_internal_value(self, data: Any) -> list[Any]:
+        from django.contrib.auth.models import Group
+
+        names = super().to_internal_value(data)
+        groups = {g.name: g for g in Group.objects.filter(name__in=names)}
+        missing = sorted(set(names) - set(groups))
+        if missing:
+            raise serializers.ValidationError(f"Unknown group(s): {', '.join(missing)}.")
+        return [groups[n] for n in dict.fromkeys(names)]
 
 
 def _username(user: Any) -> str | None:
@@ -133,11 +154,14 @@ class GraphCreateInput(serializers.Serializer):
     description = serializers.CharField(required=False, allow_blank=True, default="")
     draft = JSONObjectField(required=False, default=dict)
     approvers = UsernamesField(required=False, default=list)
+    operators = UsernamesField(required=False, default=list, help_text="Users who may operate its runs (none named: the operators group).")
+    operator_groups = GroupNamesField(required=False, default=list, help_text="Groups whose members may operate its runs.")
 
 
 
 class GraphUpdateInput(serializers.Serializer):
-    """PATCH /graphs/{id}/: any subset of name, description, approvers, and the draft
+    """PATCH /graphs/{id}/: any subset of name, description, approvers, operators,
+    operator groups, and the draft
     ``spec`` (``draft`` is the older name of the same field) with the ``base_revision``
     it was edited from, which a draft save requires (optimistic saving: 409 when another
     save came first)."""
@@ -150,6 +174,8 @@ class GraphUpdateInput(serializers.Serializer):
         min_value=1, max_value=2**63 - 1, required=False, help_text="The draft revision this spec was edited from (required with spec)."
     )
     approvers = UsernamesField(required=False)
+    operators = UsernamesField(required=False, help_text="Users who may operate its runs (none named: the operators group).")
+    operator_groups = GroupNamesField(required=False, help_text="Groups whose members may operate its runs.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "spec" in attrs and "draft" in attrs:
@@ -172,6 +198,18 @@ class GraphListOutput(serializers.Serializer):
     created_by = serializers.SerializerMethodField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+    run_count = serializers.SerializerMethodField(help_text="Runs pinned to its versions (node test runs included).")
+    deletable = serializers.SerializerMethodField(help_text="False when runs exist: a graph with runs cannot be deleted.")
+
+    def get_run_count(self, obj: Graph) -> int:
+        if hasattr(obj, "run_count"):  # annotated by builder.selectors.graph_list
+            return int(obj.run_count)
+        from runs.models import Run
+
+        return Run.objects.filter(graph_version__graph=obj).count()
+
+    def get_deletable(self, obj: Graph) -> bool:
+        return self.get_run_count(obj) == 0
 
     def get_latest_version(self, obj: Graph) -> int | None:
         if hasattr(obj, "latest_number"):  # annotated by builder.selectors.graph_list
@@ -184,7 +222,8 @@ class GraphListOutput(serializers.Serializer):
 
 class GraphDetailOutput(GraphListOutput):
     """A graph with its draft spec (``draft``, also as ``spec``), the draft's revision and
-    who saved it when, its named approvers, and the validation of the draft (errors,
+    who saved it when, its named approvers and operators (users, groups: who may start
+    and act on its runs; none named: the operators group), and the validation of the draft (errors,
     handles per node, cost estimate: as POST /graphs/validate/ answers)."""
 
     draft = serializers.JSONField()
@@ -193,10 +232,18 @@ class GraphDetailOutput(GraphListOutput):
     draft_updated_by = serializers.SerializerMethodField()
     draft_updated_at = serializers.DateTimeField(allow_null=True)
     approvers = serializers.SerializerMethodField()
+    operators = serializers.SerializerMethodField()
+    operator_groups = serializers.SerializerMethodField()
     validation = serializers.SerializerMethodField()
 
     def get_approvers(self, obj: Graph) -> list[str]:
         return sorted(u.get_username() for u in obj.approvers.all())
+
+    def get_operators(self, obj: Graph) -> list[str]:
+        return sorted(u.get_username() for u in obj.operators.all())
+
+    def get_operator_groups(self, obj: Graph) -> list[str]:
+        return sorted(g.name for g in obj.operator_groups.all())
 
     def get_draft_updated_by(self, obj: Graph) -> str | None:
         return _username(obj.draft_updated_by)
@@ -379,6 +426,9 @@ class NodeKindOutput(serializers.Serializer):
     default_output = serializers.BooleanField()
     dynamic_outputs = serializers.BooleanField()
     repeat_safe = serializers.BooleanField()
+    uses_repeat_safe = serializers.BooleanField(
+        help_text="Whether a node's own repeat_safe field applies to this kind (validation refuses it otherwise)."
+    )
 
 
 class NodeKindsOutput(serializers.Serializer):
@@ -415,10 +465,16 @@ class ModelsOutput(serializers.Serializer):
 
 
 class NodeTestInput(serializers.Serializer):
-    """POST /graphs/{id}/nodes/{node_id}/test/: the state the node sees, and whether a
-    side effect that is not safe to repeat may run."""
+    """POST /graphs/{id}/nodes/{node_id}/test/: the state the node sees, the node as the
+    editor holds it (optional), and whether a side effect that is not safe to repeat may run."""
 
     state = JSONObjectField(required=False, default=dict)
+    node = JSONObjectField(
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text="The node spec to test, as the editor holds it (unsaved edits included); omitted: the node as saved in the draft.",
+    )
     confirm = serializers.BooleanField(required=False, default=False)
 
 

@@ -167,9 +167,18 @@ def graph_import(*, spec: dict[str, Any], user: Any = None, actor: str = "system
         return graph_publish(graph=graph, user=user, actor=actor)
 
 
-def graph_create(*, name: str, draft: dict[str, Any] | None = None, description: str = "", approvers: list[Any] | None = None, user: Any = None) -> Graph:
-    """Create a graph with a draft (which may be invalid; revision 1) and named approvers
-    (users). Raises IntegrityError when the name is taken (callers check first)."""
+def graph_create(
+    *,
+    name: str,
+    draft: dict[str, Any] | None = None,
+    description: str = "",
+    approvers: list[Any] | None = None,
+    operators: list[Any] | None = None,
+    operator_groups: list[Any] | None = None,
+    user: Any = None,
+) -> Graph:
+    """Create a graph with a draft (which may be invalid; revision 1), named approvers
+    (users) and named operators (users, groups). Raises IntegrityError when the name is taken (callers check first)."""
     with transaction.atomic():
         graph = Graph.objects.create(
             name=name,
@@ -181,12 +190,16 @@ def graph_create(*, name: str, draft: dict[str, Any] | None = None, description:
         )
         if approvers:
             graph.approvers.set(approvers)
+        if operators:
+            graph.operators.set(operators)
+        if operator_groups:
+            graph.operator_groups.set(operator_groups)
     return graph
 
 
 def graph_duplicate(*, graph: Graph, name: str, user: Any = None, actor: str | None = None) -> Graph:
     """A new graph named ``name`` with a copy of ``graph``'s draft (its ``name`` set to
-    the new name), description and approvers; no versions, no runs. Audited on the new
+    the new name), description, approvers and operators; no versions, no runs. Audited on the new
     graph. Raises IntegrityError when the name is taken (callers check first)."""
     from runs.engine.api import audit
 
@@ -194,7 +207,15 @@ def graph_duplicate(*, graph: Graph, name: str, user: Any = None, actor: str | N
     if isinstance(draft, dict) and "name" in draft:
         draft["name"] = name
     with transaction.atomic():
-        new = graph_create(name=name, draft=draft, description=graph.description, approvers=list(graph.approvers.all()), user=user)
+        new = graph_create(
+            name=name,
+            draft=draft,
+            description=graph.description,
+            approvers=list(graph.approvers.all()),
+            operators=list(graph.operators.all()),
+            operator_groups=list(graph.operator_groups.all()),
+            user=user,
+        )
         audit(_actor(user, actor), "graph.duplicate", new, actor_type="user" if user else "system", source=graph.pk)
     return new
 
@@ -205,9 +226,12 @@ def graph_update(
     name: str | None = None,
     description: str | None = None,
     approvers: list[Any] | None = None,
+    operators: list[Any] | None = None,
+    operator_groups: list[Any] | None = None,
     user: Any = None,
 ) -> Graph:
-    """Change a graph's name, description or approvers (None = leave as is); the draft
+    """Change a graph's name, description, approvers or operators (users, groups; None =
+    leave as is; a change of operators is audited as ``graph.operators``); the draft
     changes through :func:`graph_draft_save` only. Published versions never change:
     runs stay pinned to what they started on."""
     with transaction.atomic():
@@ -219,6 +243,18 @@ def graph_update(
         graph.save(update_fields=fields)
         if approvers is not None:
             graph.approvers.set(approvers)
+        if operators is not None or operator_groups is not None:
+            from runs.engine.api import audit
+
+            if operators is not None:
+                graph.operators.set(operators)
+            if operator_groups is not None:
+                graph.operator_groups.set(operator_groups)
+            audit(
+                _actor(user, None), "graph.operators", graph, actor_type="user" if user else "system",
+                operators=sorted(u.get_username() for u in graph.operators.all()),
+                operator_groups=sorted(g.name for g in graph.operator_groups.all()),
+            )  # fmt: skip
     return graph
 
 
@@ -269,7 +305,7 @@ def _unsafe_effects(kind: Any, node: Any, config: Any) -> list[str]:
     from runs.nodes.base import ChildCall
 
     effects = []
-    safe = node.repeat_safe if node.repeat_safe is not None else kind.is_repeat_safe(config)
+    safe = kind.is_step_repeat_safe(config, node.repeat_safe)
     if not safe:
         tool = getattr(config, "tool", None)
         effects.append(f"tool '{tool}'" if isinstance(tool, str) else f"node '{node.id}' ({node.kind})")
@@ -304,13 +340,45 @@ def _test_snapshot_spec(spec: Any, node: Any, kind: Any, config: Any) -> dict[st
     }
 
 
+def _draft_with_node(draft: Any, node_id: str, node_spec: dict[str, Any]) -> Any:
+    """``draft`` with its node ``node_id`` replaced by ``node_spec`` (appended when the
+    draft has no such node yet: one added in the editor since the last save). Raises
+    GraphInvalid when ``node_spec`` names another id. The stored draft is not changed."""
+    from builder.validation import LocatedIssue
+
+    if node_spec.get("id", node_id) != node_id:
+        raise GraphInvalid([LocatedIssue(node_id, "id", f"the node sent is {node_spec.get('id')!r}, not {node_id!r}", "invalid", "node.id")])
+    out = copy.deepcopy(draft) if isinstance(draft, dict) else {}
+    nodes = [n for n in out.get("nodes") or [] if isinstance(n, dict)] if isinstance(out.get("nodes"), list) else []
+    sent = {**node_spec, "id": node_id}
+    index = next((i for i, n in enumerate(nodes) if n.get("id") == node_id), None)
+    if index is None:
+        nodes.append(sent)
+    else:
+        nodes[index] = sent
+    out["nodes"] = nodes
+    return out
+
+
 def graph_node_test(
-    *, graph: Graph, node_id: str, state: dict[str, Any], confirm: bool = False, user: Any = None, actor: str | None = None
+    *,
+    graph: Graph,
+    node_id: str,
+    state: dict[str, Any],
+    node_spec: dict[str, Any] | None = None,
+    confirm: bool = False,
+    user: Any = None,
+    actor: str | None = None,
 ) -> Any:
     """Run node ``node_id`` of the graph's draft once with ``state`` (a JSON object; its
     ``input`` key, when an object, is the run input) through its real node kind and
     provider, recorded as a test run (``runs.services.node_test_run``). Returns the
     finished Run (``is_test``).
+
+    ``node_spec`` (the node as the editor holds it) is tested instead of the saved one, so
+    the user tests what they see before the draft is saved; it is checked exactly as the
+    saved node would be, in the draft's context (its names and state). The stored draft
+    does not change.
 
     Checked first, before any token is spent: the draft parses, the node exists, its
     kind and config are valid and its kind's own checks pass with the draft's names and
@@ -327,10 +395,11 @@ def graph_node_test(
     from runs.nodes.base import NodeKind
     from runs.services import node_test_run
 
+    draft = graph.draft if node_spec is None else _draft_with_node(graph.draft, node_id, node_spec)
     try:
-        spec = GraphSpec.model_validate(graph.draft)
+        spec = GraphSpec.model_validate(draft)
     except ValidationError:
-        raise GraphInvalid(validate_spec(graph.draft).issues) from None
+        raise GraphInvalid(validate_spec(draft).issues) from None
     index = next((i for i, n in enumerate(spec.nodes) if n.id == node_id), None)
     if index is None:
         raise NodeNotFound(node_id)

@@ -1,7 +1,9 @@
 """Admin for runs, steps, attempts, events, audit entries and workers (read-only: changes go through the services)."""
 from django.contrib import admin
 
+from runs.engine.api import steps_worker_alive
 from runs.models import AuditEntry, Run, RunEvent, Step, StepAttempt, Worker
+from runs.selectors import with_waiting_for
 
 
 class ReadOnlyAdminMixin:
@@ -30,14 +32,37 @@ class StepInline(ReadOnlyAdminMixin, admin.TabularInline):
     show_change_link = True
 
 
+class WaitingForFilter(admin.SimpleListFilter):
+    """Runs waiting at an approval gate apart from runs parked for a decision after a
+    crash (both have status ``waiting``; runs.selectors.with_waiting_for tells them apart)."""
+
+    title = "waiting for"
+    parameter_name = "waiting_for"
+
+    def lookups(self, request, model_admin):
+        return [("approval", "an approval (at a gate)"), ("decision", "a decision (parked after a crash)")]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(waiting_for=self.value()) if self.value() in ("approval", "decision") else queryset
+
+
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("id", "graph_version", "status", "step_count", "input_tokens", "output_tokens", "cost_usd", "created_at", "finished_at")
-    list_filter = ("status", "is_test", "graph_version__graph", "created_at")
+    list_display = (
+        "id", "graph_version", "status", "waiting_for", "step_count", "input_tokens", "output_tokens", "cost_usd", "created_at", "finished_at",
+    )
+    list_filter = ("status", WaitingForFilter, "is_test", "graph_version__graph", "created_at")
     search_fields = ("id", "uuid", "graph_version__graph__name", "idempotency_key")
     readonly_fields = [f.name for f in Run._meta.fields]
     inlines = [StepInline]
     date_hierarchy = "created_at"
+
+    def get_queryset(self, request):
+        return with_waiting_for(super().get_queryset(request))
+
+    @admin.display(description="waiting for", ordering="waiting_for")
+    def waiting_for(self, obj: Run) -> str:
+        return {"approval": "approval", "decision": "decision (parked)"}.get(obj.waiting_for or "", "-")
 
 
 class StepAttemptInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -49,11 +74,16 @@ class StepAttemptInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 @admin.register(Step)
 class StepAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("id", "run", "node_id", "kind", "iteration", "status", "attempt", "lease_owner", "lease_expires_at", "cost_usd")
+    list_display = ("id", "run", "node_id", "kind", "iteration", "status", "attempt", "lease_owner", "lease_expires_at", "worker_alive", "cost_usd")
     list_filter = ("status", "kind")
     search_fields = ("node_id", "idempotency_key", "run__id")
     readonly_fields = [f.name for f in Step._meta.fields]
     inlines = [StepAttemptInline]
+
+    @admin.display(description="worker alive", boolean=True)
+    def worker_alive(self, obj: Step) -> bool | None:
+        """Worked out when read (runs.engine.liveness); empty when the step is not running."""
+        return steps_worker_alive([obj])[obj.pk]
 
 
 @admin.register(RunEvent)

@@ -1,5 +1,9 @@
 """Run reads: runs with filters, steps, events after a cursor, cost aggregates, audit entries.
 
+Lists and cost aggregates are for a ``viewer``: they hold only the runs that user may
+read (``accounts.policy.readable_runs_q``, applied here, beneath pagination); a
+``viewer`` of None is a trusted caller (a management command) and sees everything.
+
 Cost aggregates are computed by the database (GROUP BY over step attempts), never by
 looping over rows in Python: every attempt's spend counts, including attempts that
 failed or were retried, which is what the provider billed.
@@ -10,14 +14,63 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import BigIntegerField, Count, DecimalField, F, Q, QuerySet, Sum, Value
+from django.db.models import (
+    BigIntegerField,
+    Case,
+    CharField,
+    Count,
+    DecimalField,
+    Exists,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, TruncDate
 
-from runs.models import AuditEntry, Run, RunEvent, Step, StepAttempt
+from accounts.policy import readable_runs_q
+from runs.models import TERMINAL_RUN_STATUSES, AuditEntry, Run, RunEvent, Step, StepAttempt, StepStatus
 
 COST_GROUPS = ("step", "run", "graph", "model", "day")
 
+# What a live run waits for, worked out from its step rows (never stored, so it cannot
+# drift from them): "decision" when a step is parked (interrupted by a crash, not safe
+# to repeat: a person chooses retry, skip or fail), else "approval" when a step waits at
+# an approval gate, else None. Parked wins: it blocks its branch until someone decides.
+WAITING_FOR = ("approval", "decision")
+
+
+def with_waiting_for(queryset: QuerySet[Run]) -> QuerySet[Run]:
+    """``queryset`` annotated with ``waiting_for`` (``"decision"``, ``"approval"`` or None;
+    None for a finished run). Two EXISTS probes per run on the (run, status) step index,
+    so a page of runs stays one query."""
+    steps = Step.objects.filter(run=OuterRef("pk"))
+    return queryset.annotate(
+        waiting_for=Case(
+            When(status__in=TERMINAL_RUN_STATUSES, then=Value(None)),
+            When(Exists(steps.filter(status=StepStatus.PARKED)), then=Value("decision")),
+            When(Exists(steps.filter(status=StepStatus.WAITING)), then=Value("approval")),
+            default=Value(None),
+            output_field=CharField(null=True),
+        )
+    )
+
+
+def run_waiting_for(*, run: Run) -> str | None:
+    """What ``run`` waits for (see :func:`with_waiting_for`): its annotation when it was
+    read through a selector, else one query."""
+    if hasattr(run, "waiting_for"):
+        return run.waiting_for
+    return with_waiting_for(Run.objects.filter(pk=run.pk)).values_list("waiting_for", flat=True).first()
+
+
+def run_status_now(*, run_id: int) -> tuple[str, str | None]:
+    """The run's status and ``waiting_for`` as committed now, in one query."""
+    return with_waiting_for(Run.objects.filter(pk=run_id)).values_list("status", "waiting_for").get()
 
 
 def _filter_given(queryset: Any, **lookups: Any) -> Any:
@@ -27,22 +80,29 @@ def _filter_given(queryset: Any, **lookups: Any) -> Any:
 
 def run_list(
     *,
+    viewer: Any,
     status: str | None = None,
     graph_id: int | None = None,
     user: str | None = None,
     created_after: datetime | None = None,
     created_before: datetime | None = None,
     include_tests: bool = False,
+    waiting_for: str | None = None,
 ) -> QuerySet[Run]:
-    """Runs, newest first, filtered by status, graph, the starting user's username and a
+    """Runs, newest first, annotated with ``waiting_for``, filtered by status, what they
+    wait for (``"approval"`` or ``"decision"``), graph, the starting user's username and a
     creation time range (``created_after`` inclusive, ``created_before`` exclusive).
-    One-node test runs from the builder are left out unless ``include_tests``."""
-    qs = Run.objects.select_related("graph_version__graph", "created_by").order_by("-id")
+    One-node test runs from the builder are left out unless ``include_tests``. Only the
+    runs ``viewer`` may read (None: every run)."""
+    qs = with_waiting_for(Run.objects.select_related("graph_version__graph", "created_by").order_by("-id"))
+    if viewer is not None:
+        qs = qs.filter(readable_runs_q(viewer))
     if not include_tests:
         qs = qs.filter(is_test=False)
     return _filter_given(
         qs,
         status=status or None,
+        waiting_for=waiting_for or None,
         graph_version__graph_id=graph_id,
         created_by__username=user or None,
         created_at__gte=created_after,
@@ -51,8 +111,8 @@ def run_list(
 
 
 def run_get(*, run_id: int) -> Run:
-    """One run with its graph version. Raises Run.DoesNotExist."""
-    return Run.objects.select_related("graph_version__graph", "created_by").get(pk=run_id)
+    """One run with its graph version, annotated with ``waiting_for``. Raises Run.DoesNotExist."""
+    return with_waiting_for(Run.objects.select_related("graph_version__graph", "created_by")).get(pk=run_id)
 
 
 def step_list(*, run: Run) -> QuerySet[Step]:
@@ -61,8 +121,8 @@ def step_list(*, run: Run) -> QuerySet[Step]:
 
 
 def step_get(*, step_id: int) -> Step:
-    """One step with its attempts. Raises Step.DoesNotExist."""
-    return Step.objects.prefetch_related("attempts").get(pk=step_id)
+    """One step with its attempts and its run. Raises Step.DoesNotExist."""
+    return Step.objects.select_related("run__graph_version__graph").prefetch_related("attempts").get(pk=step_id)
 
 
 def run_events_after(*, run: Run, after: int = 0, limit: int = 100) -> tuple[list[RunEvent], bool]:
@@ -79,6 +139,7 @@ def _tokens(key: str) -> Any:
 
 def cost_aggregate(
     *,
+    viewer: Any,
     group_by: str,
     run_id: int | None = None,
     graph_id: int | None = None,
@@ -94,10 +155,13 @@ def cost_aggregate(
 
     Rows are dicts: the group's ``key`` (and ``label``) plus ``cost_usd`` (Decimal),
     ``input_tokens``, ``output_tokens``, ``cached_input_tokens`` and ``attempts``. The
-    day is the UTC day an attempt started; ``since``/``until`` are inclusive days.
+    day is the UTC day an attempt started; ``since``/``until`` are inclusive days. Only
+    the spend of runs ``viewer`` may read counts (None: every run).
     Raises ValueError for an unknown group.
     """
     qs = StepAttempt.objects.filter(Q(cost_usd__isnull=False) | Q(usage__isnull=False))
+    if viewer is not None:
+        qs = qs.filter(step__run__in=Run.objects.filter(readable_runs_q(viewer)).values("pk"))
     if not include_tests and run_id is None:
         qs = qs.filter(step__run__is_test=False)
     qs = _filter_given(

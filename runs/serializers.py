@@ -7,8 +7,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from builder.serializers import JSONObjectField
+from runs.engine.api import steps_worker_alive
 from runs.models import Run, RunStatus, Step
-from runs.selectors import COST_GROUPS
+from runs.selectors import COST_GROUPS, WAITING_FOR, run_waiting_for
 
 MAX_INT = 2**63 - 1
 DATE_INPUT_FORMATS = ["iso-8601", "%Y-%m-%d"]
@@ -25,6 +26,9 @@ class RunListFilterInput(serializers.Serializer):
     """Query filters of GET /runs/."""
 
     status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
+    waiting_for = serializers.ChoiceField(
+        choices=WAITING_FOR, required=False, help_text="Runs waiting at an approval gate, or parked for a decision after a crash."
+    )
     graph = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False)
     user = serializers.CharField(max_length=150, required=False, help_text="Username of who started the run.")
     created_after = serializers.DateTimeField(required=False, input_formats=DATE_INPUT_FORMATS, help_text="Inclusive.")
@@ -87,8 +91,29 @@ class AuditQueryInput(serializers.Serializer):
 # --------------------------------------------------------------------------- outputs
 
 
+class StepListOutput(serializers.ListSerializer):
+    """Steps in a list: the liveness of their workers is worked out once for the whole
+    list (one Worker query at most), not once per step."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        steps = list(data.all() if hasattr(data, "all") else data)
+        self.context["worker_alive"] = steps_worker_alive(steps)
+        return super().to_representation(steps)
+
+
 class StepOutput(serializers.Serializer):
-    """One step: a node's execution (``iteration`` counts loop passes)."""
+    """One step: a node's execution (``iteration`` counts loop passes).
+
+    A running step holds a lease: ``lease_owner`` (worker id ``host:pid:start``) until
+    ``lease_expires_at``; ``worker_alive`` says whether that worker is alive, worked out
+    when read (false once the lease expired, once the owner process on the server's host
+    is gone, or once every cluster on the owner's host stopped heartbeating), so a step
+    whose worker vanished shows as stale before recovery takes it back. Not running:
+    empty owner, null expiry, null ``worker_alive``.
+    """
+
+    class Meta:
+        list_serializer_class = StepListOutput
 
     id = serializers.IntegerField()
     run = serializers.IntegerField(source="run_id")
@@ -99,6 +124,11 @@ class StepOutput(serializers.Serializer):
     status = serializers.CharField()
     attempt = serializers.IntegerField()
     max_attempts = serializers.IntegerField()
+    lease_owner = serializers.CharField(help_text="Worker id (host:pid:start) holding the running step; empty otherwise.")
+    lease_expires_at = serializers.DateTimeField(allow_null=True)
+    worker_alive = serializers.SerializerMethodField(
+        help_text="Whether the running step's worker is alive (worked out when read); null when not running."
+    )
     output = serializers.JSONField(allow_null=True)
     updates = serializers.JSONField(allow_null=True)
     error = serializers.JSONField(allow_null=True)
@@ -107,6 +137,13 @@ class StepOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema_field(serializers.BooleanField(allow_null=True))
+    def get_worker_alive(self, obj: Step) -> bool | None:
+        known = self.context.get("worker_alive")
+        if known is None or obj.pk not in known:
+            known = steps_worker_alive([obj])
+        return known[obj.pk]
 
 
 class AttemptOutput(serializers.Serializer):
@@ -136,6 +173,11 @@ class RunOutput(serializers.Serializer):
     graph_name = serializers.CharField(source="graph_version.graph.name")
     version = serializers.IntegerField(source="graph_version.number")
     status = serializers.ChoiceField(choices=RunStatus.choices)
+    waiting_for = serializers.SerializerMethodField(
+        help_text="What a live run waits for: 'decision' when a step was parked after a crash (not safe to repeat: "
+        "retry, skip or fail), else 'approval' when a step waits at an approval gate, else null. Parked is not a run "
+        "status: a parked run's status is 'waiting' (or 'running' while other branches still run)."
+    )
     error = serializers.JSONField(allow_null=True)
     step_count = serializers.IntegerField()
     input_tokens = serializers.IntegerField()
@@ -153,6 +195,10 @@ class RunOutput(serializers.Serializer):
 
     def get_created_by(self, obj: Run) -> str | None:
         return _username(obj.created_by)
+
+    @extend_schema_field(serializers.ChoiceField(choices=WAITING_FOR, allow_null=True))
+    def get_waiting_for(self, obj: Run) -> str | None:
+        return run_waiting_for(run=obj)
 
 
 class RunDetailOutput(RunOutput):
@@ -186,6 +232,7 @@ class EventPageOutput(serializers.Serializer):
     next_after = serializers.IntegerField()
     has_more = serializers.BooleanField()
     run_status = serializers.ChoiceField(choices=RunStatus.choices)
+    run_waiting_for = serializers.ChoiceField(choices=WAITING_FOR, allow_null=True, help_text="The run's waiting_for, read with run_status.")
 
 
 class CostRowOutput(serializers.Serializer):

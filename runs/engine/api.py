@@ -22,11 +22,30 @@ from django.conf import settings
 from django.db import transaction
 
 from builder.models import GraphVersion
-from runs.engine import claims, commit, dispatch, loop, operations, recovery, recovery_queries, workers
-from runs.engine.audit import acting_as, audit, audit_verify, reset_principal, set_principal
+from runs.engine import (
+    claims,
+    cluster,
+    commit,
+    dispatch,
+    liveness,
+    loop,
+    operations,
+    recovery,
+    recovery_queries,
+    workers,
+)
+from runs.engine.audit import acting_as, audit, audit_in, audit_verify, reset_principal, set_principal
 from runs.engine.graphs import compiled_graph
 from runs.engine.scheduler import CompiledGraph
-from runs.engine.types import ClaimedStep, CommitOutcome, RunNotFound, StartedRun, StepStateError
+from runs.engine.types import (
+    ClaimedStep,
+    CommitOutcome,
+    RunNotFound,
+    StartedRun,
+    StateTooLarge,
+    StateWriteRefused,
+    StepStateError,
+)
 from runs.engine.writes import lock_run, run_cost_adjust
 from runs.models import Run, RunStatus
 from runs.nodes.base import NodeError, NodeResult
@@ -37,10 +56,15 @@ __all__ = [
     "CompiledGraph",
     "RunNotFound",
     "StartedRun",
+    "StateTooLarge",
+    "StateWriteRefused",
     "StepStateError",
+    "abandoned_steps",
     "acting_as",
     "audit",
+    "audit_in",
     "audit_verify",
+    "cluster_serve",
     "compiled_graph",
     "current_worker",
     "drive_local",
@@ -69,7 +93,9 @@ __all__ = [
     "step_fail_parked",
     "step_recover",
     "step_requeue_parked",
+    "step_skip_parked",
     "steps_dispatch",
+    "steps_worker_alive",
     "workers_alive",
 ]
 
@@ -78,9 +104,13 @@ local_mode = dispatch.local_mode
 in_local_mode = dispatch.in_local_mode
 current_worker = workers.current_worker
 process_group_members = workers.process_group_members
+# Read-side liveness of running steps' workers (API, admin): {step id: alive, or None}.
+steps_worker_alive = liveness.steps_worker_alive
 is_cluster_main_process = recovery.is_cluster_main_process
 start_supervisor = recovery.start_supervisor
 execute_node = loop.execute_node
+abandoned_steps = loop.abandoned_steps
+cluster_serve = cluster.serve
 
 
 def _dispatch_on_commit(step_ids: list[int]) -> list[int]:
@@ -114,7 +144,8 @@ def run_start(
     start step pending, audited as ``run.start``; the start step goes to the queue after
     commit. ``budget_usd``/``budget_tokens`` override the graph's settings. The run exists
     before anything executes. Raises IntegrityError when ``idempotency_key`` is already
-    taken (the service turns that into the earlier run)."""
+    taken (the service turns that into the earlier run); StateWriteRefused when the input
+    holds a value JSON cannot carry or the initial state passes BALLAST_MAX_STATE_BYTES."""
     started = operations.run_create(
         version=version,
         run_input=run_input,
@@ -164,7 +195,8 @@ def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
 def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = True) -> CommitOutcome:
     """Commit a finished attempt in one fenced transaction: output, usage, cost, merged state,
     successor rows, events, run status. Nothing is written when the lease is no longer
-    ours (``committed`` False). With ``keep_next`` one successor is leased to the same
+    ours (``committed`` False). A result that is not JSON, or whose writes would pass the
+    state size limit, fails the step instead (``invalid_output``, ``state_too_large``). With ``keep_next`` one successor is leased to the same
     worker (``next_step``); the others go to the queue after commit."""
     outcome = commit.step_commit(claimed, result, keep_next=keep_next)
     _dispatch_on_commit(outcome.dispatch)
@@ -193,7 +225,9 @@ def step_complete_waiting(step_id: int, result: NodeResult, *, actor: str, reaso
     """Finish a waiting (gate) or parked step with ``result`` (a decision, or a skip with a
     given output) and create its successors, inside the caller's transaction (the decision
     row commits with it). Raises StepStateError when the step is not waiting or parked, so
-    deciding twice never resumes twice."""
+    deciding twice never resumes twice; StateWriteRefused when the result writes a key the
+    graph does not know, holds a value JSON cannot carry, or would pass the state size
+    limit (the caller's transaction must roll back)."""
     return _dispatch_on_commit(operations.step_complete_waiting(step_id, result, actor=actor, reason=reason))
 
 
@@ -201,6 +235,13 @@ def step_requeue_parked(step_id: int, *, actor: str) -> list[int]:
     """Send a parked step back to pending (a person chose "retry": same idempotency key),
     inside the caller's transaction. Raises StepStateError when it is not parked."""
     return _dispatch_on_commit(operations.step_requeue_parked(step_id, actor=actor))
+
+
+def step_skip_parked(step_id: int, *, output: dict[str, Any] | None, actor: str) -> list[int]:
+    """Finish a parked step as "skip" with ``output`` (an agent tool call: the result the
+    model is given; a top-level step: its state updates), inside the caller's transaction.
+    Raises StepStateError when it is not parked."""
+    return _dispatch_on_commit(operations.step_skip_parked(step_id, output=output, actor=actor))
 
 
 def step_fail_parked(step_id: int, *, actor: str, message: str) -> None:
@@ -245,7 +286,9 @@ def run_fork(
 ) -> Run:
     """Start a new run of the same graph version from committed top-level step ``step_id`` of
     run ``run_id``: the state as it was right after that step, ``state_patch`` on top, that
-    step's successors pending. Audited. Raises RunNotFound, StepStateError."""
+    step's successors pending. Audited. Raises RunNotFound, StepStateError,
+    StateWriteRefused (the patch writes an unknown key, holds a value JSON cannot carry,
+    or passes the state size limit)."""
     started = operations.run_fork(run_id, step_id=step_id, state_patch=state_patch, actor=actor, actor_type=actor_type, created_by=created_by)
     _dispatch_on_commit(started.step_ids)
     return started.run

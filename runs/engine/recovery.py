@@ -44,10 +44,18 @@ def recover_once(*, on_start: bool = False) -> list[int]:
     dead = recovery_queries.workers_forget_dead(owner_is_dead, silent_seconds=max(STALE_DISPATCH_SECONDS, 10 * settings.BALLAST_RECOVERY_INTERVAL))
     if dead:
         log.warning("cluster(s) %s died: re-dispatching pending steps", dead)
+    taken_back = len(ids)
     ids += recovery_queries.due_pending_steps(stale_seconds=STALE_DISPATCH_SECONDS, everything=on_start or bool(dead))
+    ids = list(dict.fromkeys(ids))  # a step just taken back is pending too: hand it over once
     dispatch.enqueue(ids)
-    if ids:
-        log.info("recovery handed %d step(s) to the queue: %s", len(ids), ids[:20])
+    # Each step taken back was logged once by step_recover; a re-dispatch repeats every
+    # STALE_DISPATCH_SECONDS for a step nobody claims, so it is a count (INFO only on a
+    # cluster start or death), never the ids again.
+    redispatched = len(ids) - taken_back
+    if redispatched:
+        level = logging.INFO if on_start or dead else logging.DEBUG
+        why = " (cluster start)" if on_start else (" (a cluster died)" if dead else "")
+        log.log(level, "recovery re-dispatched %d pending step(s)%s", redispatched, why)
     return ids
 
 
@@ -99,11 +107,15 @@ def start_supervisor() -> Supervisor:
 
 
 def _stop_supervisor_at_exit() -> None:
-    """Deregister a cluster that stops cleanly: django-q2's qcluster command returns right
-    after starting its sentinel and the process lives on in multiprocessing's atexit join;
-    join the children here too, then stop the supervisor (it deletes the Worker row)."""
+    """Deregister a cluster that stops cleanly: join the cluster's children, then stop the
+    supervisor (it deletes the Worker row)."""
     for child in multiprocessing.active_children():
         child.join()
+    stop_supervisor()
+
+
+def stop_supervisor() -> None:
+    """Stop this process's supervisor thread, which deletes its Worker row; idempotent."""
     supervisor = _supervisor
     if supervisor is not None and supervisor.is_alive():
         supervisor.stop_event.set()

@@ -6,6 +6,7 @@ compare-and-set: a live worker's lease is never taken back.
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -23,6 +24,7 @@ from runs.nodes import get_kind
 from runs.nodes.base import ChildCall
 
 OwnerIsDead = Callable[[str], bool]
+log = logging.getLogger("ballast.recovery")
 
 
 def worker_heartbeat(name: str, host: str, pid: int, started_at: datetime) -> None:
@@ -52,6 +54,11 @@ def workers_alive(within_seconds: float) -> bool:
     return Worker.objects.filter(heartbeat_at__gte=timezone.now() - timedelta(seconds=within_seconds)).exists()
 
 
+def steps_leased_to(owners: list[str]) -> list[int]:
+    """Ids of running steps whose lease belongs to one of ``owners`` (worker ids)."""
+    return list(Step.objects.filter(status=StepStatus.RUNNING, lease_owner__in=owners).order_by("id").values_list("id", flat=True))
+
+
 def expired_step_ids(owner_is_dead: OwnerIsDead, *, run_id: int | None = None) -> list[int]:
     """Running steps whose lease expired, or whose owner process on this host is dead."""
     now = timezone.now()
@@ -68,7 +75,7 @@ def _repeat_safe(run: Run, step: Step) -> bool:
     config = kind.config_model.model_validate(node.config)
     if step.parent_id is not None:
         return kind.is_child_repeat_safe(config, ChildCall(step.child_key, step.kind, step.input or {}))
-    return node.repeat_safe if node.repeat_safe is not None else kind.is_repeat_safe(config)
+    return kind.is_step_repeat_safe(config, node.repeat_safe)
 
 
 def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead) -> list[int]:
@@ -95,6 +102,16 @@ def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead)
             status=AttemptStatus.LOST, finished_at=now, error={"code": "worker_lost", "message": f"worker {step.lease_owner} died"}
         )
         data = {"node_id": step.node_id, "attempt": step.attempt, "owner": step.lease_owner, "lease_expired": expired}
+        # One line per step taken back, by whoever won the compare-and-set above, and
+        # only once the take-back committed (re-dispatch passes log no step again).
+        why = "lease expired" if expired else "owner process gone"
+        outcome = "re-queued" if target == StepStatus.PENDING else "parked for a decision (not safe to repeat)"
+        transaction.on_commit(
+            lambda: log.warning(
+                "step %s (run %s, node %s, attempt %s) taken back from worker %s (%s): %s",
+                step_id, run.pk, step.node_id, step.attempt, step.lease_owner, why, outcome,
+            )
+        )
         if target == StepStatus.PENDING:
             RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind=RunEventKind.STEP_RECOVERED, data=data)
             audit(recovered_by, "step.rerun", step, actor_type="worker", **data)

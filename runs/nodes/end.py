@@ -15,7 +15,9 @@ class EndConfig(NodeConfig):
     whole state."""
 
     output: list[str] | None = Field(
-        default=None, description="State keys returned as the run's result (None = the whole state)."
+        default=None,
+        title="Output state keys",
+        description="State keys returned as the run's result. Leave empty to return the whole state.",
     )
 
 
@@ -24,6 +26,7 @@ class EndNode(NodeKind[EndConfig]):
 
     kind: ClassVar[str] = "end"
     config_model = EndConfig
+    uses_repeat_safe: ClassVar[bool] = False  # nothing outside the run: always safe to repeat
     description: ClassVar[str] = "Finish the run and return selected state keys as its result."
     title, category = "End", "flow"  # builder palette (builder.selectors.node_kind_catalogue)
 

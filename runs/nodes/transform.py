@@ -19,7 +19,8 @@ class TransformConfig(NodeConfig):
 
     set: dict[str, str] = Field(
         min_length=1,
-        description="State key -> expression; all expressions see the state from before this node.",
+        title="State keys to set",
+        description="Each state key gets the value of its expression; every expression sees the state from before this node.",
     )
 
     @field_validator("set")
@@ -38,6 +39,7 @@ class TransformNode(NodeKind[TransformConfig]):
 
     kind: ClassVar[str] = "transform"
     config_model = TransformConfig
+    uses_repeat_safe: ClassVar[bool] = False  # nothing outside the run: always safe to repeat
     description: ClassVar[str] = "Compute state values from expressions over the current state."
     title, category = "Transform", "data"  # builder palette (builder.selectors.node_kind_catalogue)
 

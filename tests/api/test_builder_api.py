@@ -54,6 +54,9 @@ def test_node_kind_catalogue_comes_from_the_registry(world: World, settings: Any
     assert (kinds["condition"]["outputs"], kinds["condition"]["dynamic_outputs"]) == (["true", "false"], True)
     assert (kinds["approval"]["outputs"], kinds["approval"]["optional_outputs"], kinds["approval"]["category"]) == (["approved", "rejected"], ["rejected"], "human")
     assert kinds["start"]["inputs"] == [] and kinds["end"]["default_output"] is False
+    assert {k for k, v in kinds.items() if not v["uses_repeat_safe"]} >= {"start", "end", "join", "condition", "transform", "approval", "agent"}
+    assert kinds["tool"]["uses_repeat_safe"] and kinds["llm"]["uses_repeat_safe"]
+    assert "repeat_safe_tools" in kinds["agent"]["config_schema"]["properties"]
     assert {k["category"] for k in body["kinds"]} <= {"ai", "logic", "flow", "tools", "human", "data"}
     # A kind registered by a plugin appears without any change here (the test-only kind).
     assert kinds["spawner"]["title"] and kinds["spawner"]["category"] == "logic"
@@ -225,7 +228,7 @@ def test_duplicate_and_delete_refused_with_the_number_of_runs(world: World) -> N
     assert copy.status_code == 201, copy.content
     body = copy.json()
     assert body["draft"]["name"] == "copy of approvals" and body["draft"]["nodes"] == source.draft["nodes"]
-    assert body["latest_version"] is None and body["revision"] == 1 and body["approvers"] == []
+    assert body["latest_version"] is None and body["revision"] == 1 and body["approvers"] == ["graph_approver"]
     assert client.post(f"/api/v1/graphs/{source.pk}/duplicate/", {"name": "copy of approvals"}, format="json").status_code == 409
     world.waiting_run()
     world.waiting_run()
@@ -235,6 +238,19 @@ def test_duplicate_and_delete_refused_with_the_number_of_runs(world: World) -> N
     assert (error["code"], error["runs"], error["test_runs"]) == ("graph_has_runs", 2, 0) and "2 runs" in error["message"]
     assert client.delete(f"/api/v1/graphs/{body['id']}/").status_code == 204
     assert AuditEntry.objects.filter(action="graph.delete", scope=f"graph:{body['id']}").exists()
+
+
+def test_the_graph_list_says_up_front_which_graphs_cannot_be_deleted(world: World) -> None:
+    client = world.clients["viewer"]
+    source = world.approval_version.graph
+    fresh = create(world, linear_spec())
+    world.waiting_run()
+    world.waiting_run()
+    listed = {g["id"]: g for g in client.get("/api/v1/graphs/").json()["results"]}
+    assert (listed[source.pk]["run_count"], listed[source.pk]["deletable"]) == (2, False)
+    assert (listed[fresh["id"]]["run_count"], listed[fresh["id"]]["deletable"]) == (0, True)
+    detail = client.get(f"/api/v1/graphs/{source.pk}/").json()
+    assert (detail["run_count"], detail["deletable"]) == (2, False)
 
 
 def test_sticky_notes_are_layout_only(world: World) -> None:
@@ -328,7 +344,7 @@ def test_test_runs_are_left_out_of_lists_and_costs_unless_asked(world: World) ->
     client = world.clients["builder"]
     test_run = client.post(f"/api/v1/graphs/{created['id']}/nodes/ask/test/", {"state": {"points": 70}}, format="json").json()["run_id"]
     real = world.succeeded_run()
-    viewer = world.clients["viewer"]
+    viewer = world.clients["operator"]  # reads every run: no graph names its operators
     listed = [r["id"] for r in viewer.get("/api/v1/runs/").json()["results"]]
     assert real.pk in listed and test_run not in listed
     included = {r["id"]: r for r in viewer.get("/api/v1/runs/?include_tests=true").json()["results"]}
@@ -358,6 +374,28 @@ def test_testing_routes_transforms_and_failures(world: World) -> None:
     assert Step.objects.get(run_id=failed["run_id"], node_id="score").attempts.count() == 1  # tried once, no retries
     assert client.post(url % "nope", {"state": {}}, format="json").status_code == 404
     assert client.post(url % "route", {"state": []}, format="json").status_code == 400
+
+
+def test_testing_a_node_uses_the_editors_unsaved_node_when_sent(world: World) -> None:
+    created = create(world, routed_spec())
+    url = f"/api/v1/graphs/{created['id']}/nodes/%s/test/"
+    client = world.clients["builder"]
+    edited = {"id": "score", "kind": "transform", "config": {"set": {"points": "x * 100"}}}
+    tested = client.post(url % "score", {"state": {"x": 3}, "node": edited}, format="json")
+    assert tested.status_code == 200, tested.content
+    assert tested.json()["updates"] == {"points": 300}  # the saved node computes x * 10
+    assert Graph.objects.get(pk=created["id"]).draft["nodes"][1]["config"] == {"set": {"points": "x * 10"}}  # draft unchanged
+    # Checked like a saved node: an invalid expression is refused at its path before running.
+    broken = {**edited, "config": {"set": {"points": "x *"}}}
+    refused = client.post(url % "score", {"state": {"x": 3}, "node": broken}, format="json")
+    assert refused.status_code == 400 and refused.json()["error"]["issues"][0]["path"] == "nodes[1].config.set.points"
+    # A node added in the editor and not saved yet can be tested too.
+    new = {"id": "fresh", "kind": "transform", "config": {"set": {"y": "x + 1"}}}
+    added = client.post(url % "fresh", {"state": {"x": 1}, "node": new}, format="json")
+    assert added.status_code == 200 and added.json()["updates"] == {"y": 2}
+    other = client.post(url % "score", {"state": {"x": 3}, "node": new}, format="json")
+    assert other.status_code == 400 and other.json()["error"]["issues"][0]["path"] == "node.id"
+    assert client.post(url % "score", {"state": {}, "node": [1]}, format="json").status_code == 400
 
 
 def test_a_node_with_an_invalid_config_or_unknown_names_is_refused_before_running(world: World) -> None:

@@ -75,3 +75,39 @@ def flaky(args: FlakyArgs, ctx: ToolContext) -> dict:
     if ctx.attempt <= args.fail_times:
         raise NodeError(f"flaky failure on attempt {ctx.attempt}", code=args.code, retryable=args.retryable)
     return {"attempt": ctx.attempt}
+
+
+class IgnoreTimeoutArgs(BaseModel):
+    seconds: float = 30.0
+    mode: str = "sleep"  # "sleep": blocked in one C call (time.sleep); "spin": a busy Python loop
+
+
+@tool("ignore_timeout", description="Run for `seconds` without ever looking at the step's cancel event (tests).", repeat_safe=True)
+def ignore_timeout(args: IgnoreTimeoutArgs, ctx: ToolContext) -> dict:
+    """A node whose code ignores its timeout: sleeps in one C call or busy-loops, and
+    records its start in the effects log first (label ``ignore_timeout``)."""
+    _record(EffectArgs(label="ignore_timeout"), ctx)
+    if args.mode == "spin":
+        end = time.monotonic() + args.seconds
+        while time.monotonic() < end:
+            pass
+    else:
+        time.sleep(args.seconds)
+    return {"slept": args.seconds}
+
+class NotJsonArgs(BaseModel):
+    value: str  # a name in tests.support.kinds.NOT_JSON
+
+
+@tool("not_json", description="Return a value JSON cannot carry (tests).", repeat_safe=True)
+def not_json(args: NotJsonArgs, ctx: ToolContext) -> object:
+    """What a careless tool returns: NaN, a set, bytes, a Decimal, ..."""
+    from tests.support.kinds import NOT_JSON
+
+    return NOT_JSON[args.value][0]
+
+
+@tool("fails_with_odd_details", description="Fail with error details that are not JSON (tests).", repeat_safe=True)
+def fails_with_odd_details(args: NotJsonArgs, ctx: ToolContext) -> object:
+    """A tool whose NodeError carries bytes and NaN in its details, and a NUL in its message."""
+    raise NodeError("upstream said \x00 no", code="upstream", retryable=False, details={"raw": b"\x00\x01", "score": float("nan")})

@@ -1,4 +1,8 @@
-"""``manage.py run_graph FILE [--input JSON] [--wait]``: publish a graph file and start a run."""
+"""``manage.py run_graph FILE [--input JSON] [--wait]``: publish a graph file and start a run.
+
+With ``--wait`` the exit code says where the run stopped (:func:`exit_code`); ``approve``
+shares it.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -10,17 +14,43 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from builder.services import GraphInvalid, graph_import
-from runs.engine.api import drive_local, local_mode, workers_alive
+from runs.engine.api import StateWriteRefused, drive_local, local_mode, workers_alive
 from runs.formatting import format_decimal
 from runs.models import TERMINAL_RUN_STATUSES, Run, RunStatus
+from runs.selectors import run_status_now
 from runs.services import RunInputInvalid, run_start
+
+# Exit codes of a command that waited for a run (2 stays argparse's usage error).
+EXIT_SUCCEEDED = 0
+EXIT_FAILED = 1  # failed or cancelled
+EXIT_APPROVAL = 3  # waits at an approval gate
+EXIT_PARKED = 4  # parked for a decision: a step not safe to repeat was interrupted by a crash
+EXIT_TIMED_OUT = 5  # still queued or running when --timeout ran out
+
+
+def exit_code(summary: dict) -> int:
+    """Where a waited-for run stopped, from its :func:`run_summary`, as an exit code: 0
+    succeeded, 1 failed or cancelled, 3 waiting at an approval gate, 4 parked for a
+    decision after a crash (a parked step outranks a gate elsewhere in the run), 5
+    neither finished nor waiting (the wait timed out)."""
+    status = summary["status"]
+    if status == RunStatus.SUCCEEDED:
+        return EXIT_SUCCEEDED
+    if status in (RunStatus.FAILED, RunStatus.CANCELLED):
+        return EXIT_FAILED
+    if status == RunStatus.WAITING:
+        return EXIT_PARKED if summary["waiting_for"] == "decision" else EXIT_APPROVAL
+    return EXIT_TIMED_OUT
 
 
 def run_summary(run: Run) -> dict:
-    """The JSON printed for a finished or waiting run."""
+    """The JSON printed for a finished or waiting run: ``run``, ``status`` and
+    ``waiting_for`` (read together in one query), state, output, error, the pending
+    approvals of a run that waits for a person, cost and tokens."""
     run.refresh_from_db()
-    data = {"run": run.pk, "status": run.status, "state": run.state, "output": run.output, "error": run.error}
-    if run.status == RunStatus.WAITING:
+    status, waiting_for = run_status_now(run_id=run.pk)
+    data = {"run": run.pk, "status": status, "waiting_for": waiting_for, "state": run.state, "output": run.output, "error": run.error}
+    if status == RunStatus.WAITING or waiting_for:
         data["approvals"] = [
             {"id": a.pk, "node_id": a.node_id, "purpose": a.purpose, "prompt": a.prompt}
             for a in run.approvals.filter(status="pending").order_by("id")
@@ -56,7 +86,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("file")
         parser.add_argument("--input", default="{}", help="run input as a JSON object")
-        parser.add_argument("--wait", action="store_true", help="wait for the run to finish (or wait at a gate) and print it as JSON")
+        parser.add_argument(
+            "--wait",
+            action="store_true",
+            help="wait for the run to finish or stop for a person, print it as JSON; exit 0 succeeded, 1 failed or "
+            "cancelled, 3 waiting at an approval gate, 4 parked for a decision after a crash, 5 --timeout ran out",
+        )
         parser.add_argument("--timeout", type=float, default=None, help="seconds to wait at most")
         parser.add_argument("--in-process", action="store_true", help="execute here even when a qcluster is running")
 
@@ -83,12 +118,18 @@ class Command(BaseCommand):
                 for err in exc.errors:
                     self.stderr.write(f"{err['field']}: {err['message']}")
                 sys.exit(1)
+            except StateWriteRefused as exc:  # the initial state passes BALLAST_MAX_STATE_BYTES
+                self.stderr.write(exc.message)
+                sys.exit(1)
             self.stdout.write(str(run.pk))
             self.stdout.flush()
             run = wait_or_drive(run, queue, local=local, wait=opts["wait"], timeout=opts["timeout"])
-        if opts["wait"] or local:
-            if opts["wait"]:
-                self.stdout.write(json.dumps(run_summary(run), indent=2, default=str))
-            if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
-                sys.exit(1)
+        if opts["wait"]:
+            summary = run_summary(run)
+            self.stdout.write(json.dumps(summary, indent=2, default=str))
+            code = exit_code(summary)
+            if code != EXIT_SUCCEEDED:
+                sys.exit(code)
+        if local and run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+            sys.exit(EXIT_FAILED)
 
