@@ -57,6 +57,18 @@ def add_entry(page: Page, field_id: str, key: str, value: str) -> None:
     fill_code(page, f"{field_id}.{key}", value)
 
 
+def end_in_view(page: Page, node_id: str = "end") -> None:
+    """Zoom out with the canvas controls (at most 6 clicks) until ``node_id`` is inside the canvas."""
+    pane = page.locator(".react-flow").bounding_box()
+    for _ in range(6):
+        box = node(page, node_id).bounding_box()
+        if pane and box and box["x"] >= pane["x"] and box["x"] + box["width"] <= pane["x"] + pane["width"] - 220:
+            break  # (clear of the minimap at the bottom right)
+        page.locator(".react-flow__controls-zoomout").click()
+        page.wait_for_timeout(150)
+    page.wait_for_timeout(150)
+
+
 def select_node(page: Page, node_id: str) -> None:
     node(page, node_id).click()
     expect(page.locator(".side-panel")).to_contain_text(node_id)
@@ -129,11 +141,10 @@ def test_build_support_triage_by_drag_and_drop(live_server, page):
     page.locator(".errors-panel__item").click()
     expect(node(page, "transform")).to_have_class(re.compile("selected"))
 
-    # Fit view stops at 50 % zoom, so the laid-out graph is wider than the canvas: zoom out
-    # (the user may go below the fit's floor) to bring the end node into view.
-    for _ in range(2):
-        page.locator(".react-flow__controls-zoomout").click()
-    page.wait_for_timeout(300)
+    # Fit view stops at 50 % zoom and then shows the graph from its start, so the laid-out
+    # graph's far end can be off the canvas: zoom out (the user may go below the fit's floor)
+    # until the end node is in view, as a user would.
+    end_in_view(page)
     connect(page, "transform", "end")
     expect(page.locator(".react-flow__edge")).to_have_count(11)
     expect(page.locator(".errors-panel__toggle")).to_contain_text("No problems")

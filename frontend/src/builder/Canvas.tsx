@@ -1,34 +1,58 @@
 // The builder canvas: React Flow over the spec (nodes, edges, notes), with drag and drop, shortcuts and layout.
 import {
-  Background, Controls, MiniMap, Panel, ReactFlow, applyNodeChanges, useNodesInitialized, useReactFlow,
-  type Connection, type Edge, type EdgeChange, type IsValidConnection, type NodeChange,
+  Background, ControlButton, Controls, MiniMap, Panel, ReactFlow, applyNodeChanges, useNodesInitialized, useReactFlow,
+  useStoreApi,
+  type Connection, type Edge, type EdgeChange, type IsValidConnection, type Node, type NodeChange,
 } from "@xyflow/react";
-import { useCallback, useEffect, useMemo, useRef, useState, type DragEvent } from "react";
+import { memo, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type DragEvent, type MouseEvent } from "react";
 import { CLIPBOARD_STORAGE_KEY, copyFragment, parseFragment, pasteFragment, pasteOffset, type Fragment } from "./clipboard";
 import {
-  NOTE_PREFIX, applyPositions, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes,
+  NOTE_PREFIX, applyPositions, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes, withSelection,
   type BallastFlowNode, type FlowNode,
 } from "./flow";
 import { layoutPositions } from "./layout";
 import { NodeCard } from "./NodeCard";
 import { NoteNode } from "./NoteNode";
+import { preloadNodePanel } from "./panel/NodePanelLazy";
 import { DRAG_MIME } from "./Palette";
 import { freshId, type EdgeSpec, type NodeSpec, type Position } from "./spec";
 import { edgeKey, useBuilder } from "./store";
+import { fitViewport } from "./viewport";
 
 const nodeTypes = { ballast: NodeCard, note: NoteNode };
 
-/**
- * Fit view never zooms out below 50 %: a long chain (hundreds of nodes) stays readable and
- * the user pans along it, as in n8n, instead of seeing it shrunk to dots.
- */
-export const FIT_VIEW = { padding: 0.15, minZoom: 0.5, maxZoom: 1.2 } as const;
 
 /** The minimap shows what the canvas marks: a compared version's change, else an error, else grey. */
 const DIFF_COLOURS = { added: "#16a34a", removed: "#dc2626", changed: "#d97706" } as const;
 function minimapColour(n: BallastFlowNode): string {
   if (n.data.diff) return DIFF_COLOURS[n.data.diff];
   return n.data.errors.length ? "#dc2626" : "#94a3b8";
+}
+function minimapNodeColour(n: Node): string {
+  return (n as FlowNode).type === "note" ? "#fde68a" : minimapColour(n as BallastFlowNode);
+}
+
+// Props handed to React Flow are module constants: it copies most props into its store when
+// their identity changes, and every store update re-runs every node's, edge's and minimap
+// node's selector. A fresh object or function per render (the canvas renders on every drag
+// frame) meant two extra store updates per frame and all 300 minimap nodes re-rendering.
+const DEFAULT_EDGE_OPTIONS = { type: "smoothstep" } as const;
+const PRO_OPTIONS = { hideAttribution: true } as const;
+const DELETE_KEYS = ["Delete", "Backspace"];
+const MULTI_SELECT_KEYS = ["Shift", "Meta", "Control"];
+
+/** React Flow's own fit-view icon (its Controls draw ours in its place: our fit, same look). */
+function FitViewIcon() {
+  return (
+    <svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 30" aria-hidden="true">
+      <path d="M3.692 4.63c0-.53.4-.938.939-.938h5.215V0H4.708C2.13 0 0 2.054 0 4.63v5.216h3.692V4.631zM27.354 0h-5.2v3.692h5.17c.53 0 .984.4.984.939v5.215H32V4.631A4.624 4.624 0 0027.354 0zm.954 24.83c0 .532-.4.94-.939.94h-5.215v3.768h5.215c2.577 0 4.631-2.13 4.631-4.707v-5.139h-3.692v5.139zm-23.677.94c-.531 0-.939-.4-.939-.94v-5.138H0v5.139c0 2.577 2.13 4.707 4.708 4.707h5.138V25.77H4.631z" />
+    </svg>
+  );
+}
+
+/** The pointer resting on a node (no button held): fetch the node panel's chunk before the click. */
+function preloadPanelOnHover(event: MouseEvent): void {
+  if (event.buttons === 0) void preloadNodePanel();
 }
 
 /** Keyboard shortcuts, shown by the help overlay (``?``). */
@@ -100,9 +124,18 @@ export interface CanvasDiff {
   edges: Readonly<Record<string, "added" | "removed">>;
 }
 
-export function Canvas({ onHelp, onMessage, diff }: { onHelp: () => void; onMessage: (text: string) => void; diff?: CanvasDiff }) {
+/**
+ * Memoised: the page re-renders for things the canvas does not draw (a pointer going down,
+ * the save status, a toast); the canvas follows only the builder state and its own props.
+ */
+export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }: {
+  onHelp: () => void; onMessage: (text: string) => void; diff?: CanvasDiff;
+  /** Called once, when every node has been drawn and measured (at once for an empty graph). */
+  onDrawn?: () => void;
+}) {
   const b = useBuilder();
-  const rf = useReactFlow();
+  const rf = useReactFlow<FlowNode, Edge>();
+  const flowStore = useStoreApi<FlowNode, Edge>();
   const initialised = useNodesInitialized();
   const { spec, readOnly, catalogue, validation, selection } = b;
   const bRef = useRef(b);
@@ -113,15 +146,48 @@ export function Canvas({ onHelp, onMessage, diff }: { onHelp: () => void; onMess
   const selectedNodes = useMemo(() => new Set(selection.nodes), [selection.nodes]);
   const selectedNotes = useMemo(() => new Set(selection.notes), [selection.notes]);
   const selectedEdges = useMemo(() => new Set(selection.edges), [selection.edges]);
-  const derived = useMemo(
-    () => specToFlowNodes(spec, { catalogue, validation, readOnly, selectedNodes, selectedNotes, diffStatus: diff?.nodes }),
-    [spec, catalogue, validation, readOnly, selectedNodes, selectedNotes, diff],
+  // Two steps so a selection change (every drag starts with one) does not rebuild 300 nodes'
+  // data and compare it: the document's nodes change with the spec, validation or comparison;
+  // the selection only flips ``selected`` on the nodes it touches.
+  const drawn = useMemo(
+    () => specToFlowNodes(spec, { catalogue, validation, readOnly, diffStatus: diff?.nodes }),
+    [spec, catalogue, validation, readOnly, diff],
   );
+  const derived = useMemo(() => withSelection(drawn, selectedNodes, selectedNotes), [drawn, selectedNodes, selectedNotes]);
   const [nodes, setNodes] = useState<FlowNode[]>(derived);
+  const drawnReported = useRef(false);
+  useEffect(() => {
+    if (drawnReported.current || !(initialised || spec.nodes.length === 0)) return;
+    drawnReported.current = true;
+    onDrawn?.();
+  }, [initialised, spec.nodes.length, onDrawn]);
   // Fit the graph in view when it opens with nodes; an empty canvas keeps zoom 1 (React Flow
   // would otherwise zoom onto the first dropped node, moving the canvas under the user's hand).
   const [fitOnOpen] = useState(() => derived.length > 0);
+  // One fit for the first view, the Fit button, F, the controls' button and auto-layout.
+  const fit = useCallback((duration = 200) => {
+    const all = rf.getNodes();
+    if (all.length === 0) return;
+    const { width, height } = flowStore.getState();
+    const start = all.find((n) => n.type === "ballast" && n.data.node.kind === "start");
+    const view = fitViewport(rf.getNodesBounds(all), start ? rf.getNodesBounds([start]) : null, width, height);
+    if (view) void rf.setViewport(view, { duration });
+  }, [rf, flowStore]);
+  const fitted = useRef(!fitOnOpen);
+  // Before the measured nodes are painted, so the graph does not first show at zoom 1.
+  useLayoutEffect(() => {
+    if (fitted.current || !initialised) return;
+    fitted.current = true;
+    fit(0);
+  }, [initialised, fit]);
   useEffect(() => setNodes((prev) => mergeNodes(prev, derived)), [derived]);
+  const fitAfterLayout = useRef(false);
+  useEffect(() => {
+    // React Flow adopts ``nodes`` in its own (child) effect, which has run by now.
+    if (!fitAfterLayout.current) return;
+    fitAfterLayout.current = false;
+    fit();
+  }, [nodes, fit]);
   // Reuse unchanged edge objects: React Flow re-renders an edge only when its object changes.
   const edgeCache = useRef(new Map<string, Edge>());
   const edges = useMemo(() => {
@@ -242,9 +308,12 @@ export function Canvas({ onHelp, onMessage, diff }: { onHelp: () => void; onMess
       onMessage(`Auto-layout failed, positions kept: ${String(err)}`);
       return;
     }
+    if (applyPositions(bRef.current.spec, positions) === bRef.current.spec) { fit(); return; } // already laid out
+    // Fit once React Flow holds the new positions (the effect below), not on a frame that may
+    // come before them: a fit of the old layout left the view off the graph.
+    fitAfterLayout.current = true;
     bRef.current.change((s) => applyPositions(s, positions));
-    window.requestAnimationFrame(() => void rf.fitView({ ...FIT_VIEW, duration: 200 }));
-  }, [rf, onMessage]);
+  }, [rf, onMessage, fit]);
 
   const copy = useCallback((): Fragment | null => {
     const s = bRef.current.spec;
@@ -315,7 +384,7 @@ export function Canvas({ onHelp, onMessage, diff }: { onHelp: () => void; onMess
       }
       if (mod || e.altKey) return;
       if (e.key === "?") { e.preventDefault(); onHelp(); return; }
-      if (key === "f") { e.preventDefault(); void rf.fitView({ ...FIT_VIEW, duration: 200 }); return; }
+      if (key === "f") { e.preventDefault(); fit(); return; }
       if (e.key === "L" && e.shiftKey && !api.readOnly) { e.preventDefault(); layout(); return; }
       if (key === "n" && !e.shiftKey && !api.readOnly) { e.preventDefault(); addNote(); return; }
       if (e.key === "Escape") api.select({ nodes: [], edges: [], notes: [], field: null });
@@ -328,7 +397,7 @@ export function Canvas({ onHelp, onMessage, diff }: { onHelp: () => void; onMess
       document.removeEventListener("copy", onCopy);
       window.removeEventListener("keydown", onKey);
     };
-  }, [copy, paste, layout, addNote, onHelp, rf]);
+  }, [copy, paste, layout, addNote, onHelp, fit]);
 
   return (
     <div className="canvas" onDrop={onDrop} onDragOver={onDragOver} data-testid="canvas">
@@ -341,29 +410,31 @@ export function Canvas({ onHelp, onMessage, diff }: { onHelp: () => void; onMess
         onConnect={onConnect}
         onDelete={onDelete}
         onNodeDragStop={onNodeDragStop}
+        onNodeMouseEnter={preloadPanelOnHover}
         isValidConnection={isValidConnection}
         nodesDraggable={!readOnly}
         nodesConnectable={!readOnly}
         edgesReconnectable={false}
-        deleteKeyCode={readOnly ? null : ["Delete", "Backspace"]}
-        multiSelectionKeyCode={["Shift", "Meta", "Control"]}
+        deleteKeyCode={readOnly ? null : DELETE_KEYS}
+        multiSelectionKeyCode={MULTI_SELECT_KEYS}
         selectionKeyCode="Shift"
         selectionOnDrag={false}
-        defaultEdgeOptions={{ type: "smoothstep" }}
-        fitView={fitOnOpen}
-        fitViewOptions={FIT_VIEW}
+        defaultEdgeOptions={DEFAULT_EDGE_OPTIONS}
         minZoom={0.1}
         maxZoom={2}
-        proOptions={{ hideAttribution: true }}
+        proOptions={PRO_OPTIONS}
       >
         <Background gap={20} size={1} />
-        <Controls showInteractive={false} fitViewOptions={FIT_VIEW} />
-        <MiniMap pannable zoomable nodeStrokeWidth={2}
-          nodeColor={(n) => ((n as FlowNode).type === "note" ? "#fde68a" : minimapColour(n as BallastFlowNode))} />
+        <Controls showInteractive={false} showFitView={false}>
+          <ControlButton onClick={() => fit()} className="react-flow__controls-fitview" title="Fit view" aria-label="Fit view">
+            <FitViewIcon />
+          </ControlButton>
+        </Controls>
+        <MiniMap pannable zoomable nodeStrokeWidth={2} nodeColor={minimapNodeColour} />
         <Panel position="top-left" className="canvas-toolbar">
           {!readOnly && <button type="button" onClick={() => b.undo()} disabled={!b.canUndo} title="Undo (Ctrl+Z)">Undo</button>}
           {!readOnly && <button type="button" onClick={() => b.redo()} disabled={!b.canRedo} title="Redo (Ctrl+Shift+Z)">Redo</button>}
-          <button type="button" onClick={() => void rf.fitView({ ...FIT_VIEW, duration: 200 })} title="Fit view (F)">Fit</button>
+          <button type="button" onClick={() => fit()} title="Fit view (F)">Fit</button>
           {!readOnly && <button type="button" onClick={layout} disabled={!initialised && spec.nodes.length > 0} title="Auto-layout (Shift+L)">Auto-layout</button>}
           {!readOnly && <button type="button" onClick={addNote} title="Add a sticky note (N)">Note</button>}
           <button type="button" onClick={onHelp} title="Keyboard shortcuts (?)" aria-label="Keyboard shortcuts">?</button>
@@ -374,4 +445,4 @@ export function Canvas({ onHelp, onMessage, diff }: { onHelp: () => void; onMess
       </ReactFlow>
     </div>
   );
-}
+});

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import triage from "../../../examples/support_triage.json";
 import { copyFragment, parseFragment, pasteFragment, pasteOffset } from "./clipboard";
 import { diffDrafts } from "./conflict";
-import { NOTE_PREFIX, applyPositions, connectionToEdge, flowToSpec, nodeHandles, removeElements, specToFlowEdges, specToFlowNodes } from "./flow";
+import { NOTE_PREFIX, applyPositions, connectionToEdge, flowToSpec, nodeHandles, removeElements, specToFlowEdges, specToFlowNodes, withSelection } from "./flow";
 import { layoutPositions } from "./layout";
 import { formatCost } from "../shell/format";
 import { groupKinds } from "./Palette";
@@ -65,6 +65,22 @@ describe("spec <-> React Flow mapping", () => {
     const start = spec.nodes[0]!;
     const h = nodeHandles(start, catalogue[0], undefined, spec.edges);
     expect([h.hasInput, h.defaultOutput, h.outputs]).toEqual([false, true, []]);
+  });
+
+  it("applies a selection without copying unselected nodes or any node's data", () => {
+    const s: GraphSpec = { ...spec, notes: [{ id: "n1", text: "", position: { x: 0, y: 0 } }] };
+    const drawn = specToFlowNodes(s, opts);
+    expect(withSelection(drawn, new Set(), new Set())).toBe(drawn); // nothing selected: the same array
+    const picked = withSelection(drawn, new Set(["route"]), new Set(["n1"]));
+    picked.forEach((n, i) => {
+      const selected = n.id === "route" || n.id === NOTE_PREFIX + "n1";
+      expect(!!n.selected).toBe(selected);
+      if (!selected) expect(n).toBe(drawn[i]); // untouched nodes keep their object: memoised cards skip them
+      expect(n.data).toBe(drawn[i]?.data);
+    });
+    // Moving the selection on flips only the two nodes involved.
+    const next = withSelection(picked, new Set(["classify"]), new Set(["n1"]));
+    expect(next.filter((n, i) => n !== picked[i]).map((n) => n.id).sort()).toEqual(["classify", "route"]);
   });
 
   it("removes nodes with their edges, single edges and notes", () => {

@@ -157,6 +157,23 @@ export function specToFlowNodes(spec: GraphSpec, opts: FlowOptions): FlowNode[] 
   return nodes;
 }
 
+/**
+ * ``nodes`` with ``selected`` set from the selection: objects whose flag already matches are
+ * returned as they are (their ``data`` is never copied), so a selection change costs one pass
+ * and no node is drawn again unless its own flag flipped. Same array when nothing changed.
+ */
+export function withSelection(nodes: readonly FlowNode[], selectedNodes: ReadonlySet<string>,
+  selectedNotes: ReadonlySet<string>): FlowNode[] {
+  let changed = false;
+  const out = nodes.map((n) => {
+    const selected = n.type === "note" ? selectedNotes.has(n.id.slice(NOTE_PREFIX.length)) : selectedNodes.has(n.id);
+    if (!!n.selected === selected) return n;
+    changed = true;
+    return { ...n, selected } as FlowNode;
+  });
+  return changed ? out : (nodes as FlowNode[]);
+}
+
 /** React Flow edges for ``spec`` (target handles of single-input nodes stay unnamed). */
 export function specToFlowEdges(spec: GraphSpec, opts: Pick<FlowOptions, "selectedEdges" | "readOnly">): Edge[] {
   const ids = flowEdgeIds(spec.edges);

@@ -1,0 +1,55 @@
+import { describe, expect, it } from "vitest";
+import { FIT_VIEW, fitViewport } from "./viewport";
+
+// A 1000 x 600 px canvas; nodes 200 x 80 flow px.
+const W = 1000;
+const H = 600;
+
+describe("fit view", () => {
+  it("fits a graph that is readable at 50 % or more, centred as React Flow's fitView does", () => {
+    const bounds = { x: 0, y: 0, width: 1200, height: 400 }; // needs zoom 1000 / (1200 * 1.15) = 0.72
+    const v = fitViewport(bounds, { x: 0, y: 160, width: 200, height: 80 }, W, H);
+    expect(v).not.toBeNull();
+    expect(v!.zoom).toBeGreaterThanOrEqual(FIT_VIEW.minZoom);
+    expect(v!.zoom).toBeLessThan(0.75);
+    // Everything on screen, the graph's centre at the canvas's centre.
+    expect(v!.x).toBeGreaterThan(0);
+    expect(v!.x + bounds.width * v!.zoom).toBeLessThan(W);
+    expect(v!.x + 600 * v!.zoom).toBeCloseTo(W / 2, 0);
+    expect(v!.y + 200 * v!.zoom).toBeCloseTo(H / 2, 0);
+  });
+
+  it("does not zoom a small graph in past the fit's maximum", () => {
+    const v = fitViewport({ x: 100, y: 100, width: 200, height: 80 }, null, W, H);
+    expect(v!.zoom).toBe(FIT_VIEW.maxZoom);
+  });
+
+  it("shows a graph too wide for 50 % at 50 %, from its start node at the left edge", () => {
+    // A 10-node chain, 260 px apart, start at x = 0; the start node is drawn lower than the rest.
+    const bounds = { x: 0, y: 0, width: 9 * 260 + 200, height: 300 };
+    const start = { x: 0, y: 220, width: 200, height: 80 };
+    const v = fitViewport(bounds, start, W, H)!;
+    expect(v.zoom).toBe(0.5);
+    const margin = (W - W / (1 + FIT_VIEW.padding)) / 2; // the fit's own padding, one side
+    expect(v.x + start.x * v.zoom).toBeCloseTo(margin, 5); // start's left edge
+    expect(v.y + (start.y + start.height / 2) * v.zoom).toBeCloseTo(H / 2, 5); // centred on start
+    // The far end is off to the right (the user pans along), not cut off on both sides.
+    expect(v.x + bounds.width * v.zoom).toBeGreaterThan(W);
+  });
+
+  it("anchors on the start node wherever it sits, and on the left edge when there is none", () => {
+    const bounds = { x: -500, y: -2000, width: 300, height: 6000 }; // too tall: a 300-node column
+    const start = { x: -300, y: 1000, width: 200, height: 80 };
+    const v = fitViewport(bounds, start, W, H)!;
+    expect(v.zoom).toBe(0.5);
+    expect(v.y + 1040 * 0.5).toBeCloseTo(H / 2, 5);
+    const noStart = fitViewport(bounds, null, W, H)!;
+    expect(noStart.x + -500 * 0.5).toBeCloseTo((W - W / 1.15) / 2, 5);
+    expect(noStart.y + 1000 * 0.5).toBeCloseTo(H / 2, 5); // the middle of the graph's height
+  });
+
+  it("leaves the view alone with nothing to fit or no canvas size yet", () => {
+    expect(fitViewport(null, null, W, H)).toBeNull();
+    expect(fitViewport({ x: 0, y: 0, width: 10, height: 10 }, null, 0, 0)).toBeNull();
+  });
+});

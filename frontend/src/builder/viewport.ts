@@ -1,0 +1,41 @@
+// Where "fit view" puts the canvas: the whole graph when it is readable, else the start of it.
+import { getViewportForBounds, type Rect, type Viewport } from "@xyflow/react";
+
+/**
+ * Fit view never zooms out below 50 %: a long chain (hundreds of nodes) stays readable and
+ * the user pans along it, as in n8n, instead of seeing it shrunk to dots. ``padding`` is
+ * React Flow's fraction (0.15: the graph takes 1/1.15 of the canvas's width and height).
+ */
+export const FIT_VIEW = { padding: 0.15, minZoom: 0.5, maxZoom: 1.2 } as const;
+
+export interface FitOptions {
+  padding: number;
+  minZoom: number;
+  maxZoom: number;
+}
+
+/**
+ * The viewport (React Flow's x, y in screen px and zoom) that fits ``bounds`` (every node's
+ * box, flow coordinates) in a ``width`` x ``height`` px canvas, as React Flow's fitView does,
+ * when that needs a zoom of at least ``options.minZoom``. A graph too large for that is shown
+ * at ``minZoom`` with ``start`` (the start node's box; null: the leftmost edge of ``bounds``)
+ * at the left edge, one padding's width in, and the view vertically centred on it: users
+ * read a graph from its start, and a centred view of a long chain lands mid-chain with both
+ * ends cut off. Null when there is nothing to fit or the canvas has no size yet.
+ */
+export function fitViewport(bounds: Rect | null, start: Rect | null, width: number, height: number,
+  options: FitOptions = FIT_VIEW): Viewport | null {
+  if (!bounds || width <= 0 || height <= 0) return null;
+  // A single point (one unmeasured node) still gets a box React Flow can divide by.
+  const box = { ...bounds, width: Math.max(bounds.width, 1), height: Math.max(bounds.height, 1) };
+  const whole = getViewportForBounds(box, width, height, 0, options.maxZoom, options.padding);
+  if (whole.zoom >= options.minZoom) return whole;
+  const zoom = options.minZoom;
+  const anchor = start ?? { x: box.x, y: box.y, width: 0, height: box.height };
+  const margin = (width - width / (1 + options.padding)) / 2;
+  return {
+    x: margin - anchor.x * zoom,
+    y: height / 2 - (anchor.y + anchor.height / 2) * zoom,
+    zoom,
+  };
+}
