@@ -283,7 +283,7 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
                 # after the first drag: the side panel shows the dragged node (the drag selected it) and the
                 # browser has had an idle moment. Before, the trace began while the panel was
                 # still rendering its form, and those long tasks were counted as drag frames.
-                page.wait_for_selector('.side-panel .node-panel[aria-label="Node Step 1"]', timeout=10_000)
+                page.wait_for_selector(f'.side-panel .node-panel[aria-label="Node Step {first[1:]}"]', timeout=10_000)
                 page.evaluate("new Promise((done) => requestIdleCallback(() => done(), { timeout: 2000 }))")
                 frames, cpu_frames, rafs = drag_trace(browser, page, size)
                 frame_ms += frames
