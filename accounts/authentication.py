@@ -15,10 +15,10 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
+from axes.signals import user_locked_out
 from channels.auth import AuthMiddlewareStack
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
-from axes.signals import user_locked_out
 from django.contrib.auth.signals import user_login_failed
 from django.dispatch import receiver
 from django.http.request import split_domain_port, validate_host

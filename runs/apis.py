@@ -15,7 +15,16 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from accounts.authentication import IsAdmin, IsOperator
-from ballast.api import CURSOR_PARAMETERS, ERROR_BODY, PAGE_PARAMETERS, ApiError, ApiView, bad_request, cursor_paginated, paginated
+from ballast.api import (
+    CURSOR_PARAMETERS,
+    ERROR_BODY,
+    PAGE_PARAMETERS,
+    ApiError,
+    ApiView,
+    bad_request,
+    cursor_paginated,
+    paginated,
+)
 from builder.models import Graph, GraphVersion
 from runs import selectors, services
 from runs.serializers import (
