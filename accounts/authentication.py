@@ -1,12 +1,12 @@
 """Who is calling: API token authentication (HTTP and WebSocket), roles, and login-failure audit.
 
 Roles are Django groups (``manage.py create_login`` creates them): ``builders`` edit and
-publish graphs, ``operators`` start, cancel, resume, retry and fork runs, ``approvers``
-decide approvals (so do a graph's named approvers and staff; ``approvals.services.
-user_may_decide`` has the rule). Superusers hold every role. Staff are the admins who see
-every pending approval and the audit log. Any authenticated user may read graphs, runs,
-steps, events and costs; anonymous callers get nothing (401 over HTTP, a refused
-WebSocket handshake).
+publish graphs, ``operators`` start, cancel, resume, retry and fork runs (of graphs that
+name no operators of their own), ``approvers`` decide approvals (so do a graph's named
+approvers and staff). Superusers hold every role. Staff are the admins who see every run,
+every pending approval and the audit log. Who may read or act on a run, and who may
+decide an approval, is ``accounts.policy``. Any authenticated user may read graphs;
+anonymous callers get nothing (401 over HTTP, a refused WebSocket handshake).
 """
 from __future__ import annotations
 
@@ -145,7 +145,8 @@ class IsBuilder(_RolePermission):
 
 
 class IsOperator(_RolePermission):
-    """Member of ``operators`` (or superuser): may start, cancel, resume, retry and fork runs."""
+    """Member of ``operators`` (or superuser). Runs are not guarded by it: a graph may name
+    its own operators, so run actions check ``accounts.policy.can_act`` per graph."""
 
     role = OPERATORS
     message = "Only operators may start or change runs."

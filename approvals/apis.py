@@ -7,6 +7,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_seriali
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from accounts import policy
 from accounts.authentication import IsAdmin
 from approvals import selectors, services
 from approvals.serializers import ApprovalDecideInput, ApprovalListQueryInput, ApprovalOutput
@@ -53,17 +54,20 @@ class ApprovalAllApi(ApiView):
 
 
 class ApprovalDetailApi(ApiView):
-    """GET: one request."""
+    """GET: one request (404 when the caller may not read its run)."""
 
     @extend_schema(tags=TAG, operation_id="approvals_read", responses=ApprovalOutput)
     def get(self, request: Any, approval_id: int) -> Response:
-        return Response(ApprovalOutput(selectors.approval_get(approval_id=approval_id), context={"request": request}).data)
+        approval = selectors.approval_get(approval_id=approval_id)
+        policy.require_read(request.user, approval.run, action="approval.read", obj=approval)
+        return Response(ApprovalOutput(approval, context={"request": request}).data)
 
 
 class ApprovalDecideApi(ApiView):
     """POST: decide a request the caller may decide. One transaction records the
     decision, audits it and resumes the run; of two concurrent decisions one wins and
-    the other gets 409 naming who decided. 403 when it is not the caller's to decide."""
+    the other gets 409 naming who decided. 404 when the caller may not read its run,
+    403 when they may read it but it is not theirs to decide (both audited)."""
 
     @extend_schema(
         tags=TAG,
@@ -72,7 +76,7 @@ class ApprovalDecideApi(ApiView):
         responses={200: ApprovalOutput, 409: OpenApiResponse(ALREADY_DECIDED, description="Already decided (by whom, when).")},
     )
     def post(self, request: Any, approval_id: int) -> Response:
-        selectors.approval_get(approval_id=approval_id)  # 404 before 400 for an unknown id
+        policy.require_decide(request.user, selectors.approval_get(approval_id=approval_id))  # 404/403 before 400
         data = self.validated(ApprovalDecideInput, request.data)
         decided = services.approval_decide(
             approval_id=approval_id, decision=data["decision"], user=request.user, comment=data["comment"], output=data["output"]

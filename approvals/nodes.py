@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -33,6 +33,7 @@ class ApprovalNode(NodeKind[ApprovalConfig]):
 
     kind = "approval"
     config_model = ApprovalConfig
+    uses_repeat_safe: ClassVar[bool] = False  # its request is created in the commit: safe to repeat
     description = "Wait for a person to approve or reject (minutes or weeks)."
     title, category = "Approval", "human"  # builder palette (builder.selectors.node_kind_catalogue)
 

@@ -16,7 +16,8 @@ class ApprovalListQueryInput(serializers.Serializer):
 
 class ApprovalDecideInput(serializers.Serializer):
     """``approve``/``reject`` for a gate; ``retry``/``skip``/``fail`` for a recovery
-    request (``output``: the state updates a skipped step stands for)."""
+    request (``output``: the state updates a skipped step stands for; for an agent's tool
+    call, the result the model is given)."""
 
     decision = serializers.ChoiceField(choices=sorted(GATE_DECISIONS | RECOVERY_DECISIONS))
     comment = serializers.CharField(max_length=5000, required=False, allow_blank=True, default="")

@@ -8,12 +8,13 @@ from django.db.models import Q
 from django.dispatch import receiver
 from django.utils import timezone
 
+from accounts.policy import can_decide, decider_q
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.nodes import APPROVED, REJECTED, ApprovalNode
 from runs.engine import api as engine
 from runs.engine.api import audit, compiled_graph
+from runs.models import Run
 from runs.nodes import get_kind
-from runs.nodes.base import NodeResult
 from runs.signals import run_finished, steps_requeued
 
 GATE_DECISIONS = {"approve", "reject"}
@@ -50,31 +51,17 @@ class BadDecision(ApprovalError):
 
 
 def decidable_by(user: Any) -> Q:
-    """The rule of who may decide a request, as a filter on ApprovalRequest (the inbox
-    and the decision both use it, so it is stated once): superusers always; else named
-    approvers or members of named groups; when none are named, the graph's approvers,
-    members of the ``approvers`` group and staff."""
-    if user is None or not user.is_authenticated or not user.is_active:
-        return Q(pk__in=[])
-    if user.is_superuser:
-        return Q()
-    groups = list(user.groups.values_list("name", flat=True))
-    named = Q(principals__contains=f"|user:{user.get_username()}|")
-    for group in groups:
-        named |= Q(principals__contains=f"|group:{group}|")
-    default = Q(run__graph_version__graph__approvers=user)
-    if "approvers" in groups or user.is_staff:
-        default = Q(principals="")
-    return named | (Q(principals="") & default)
+    """The rule of who may decide a request, as a filter on ApprovalRequest (the inbox,
+    the decision and who may read a run all use it, so it is stated once, in
+    ``accounts.policy.decider_q``): superusers always; else named approvers or members
+    of named groups; when none are named, the graph's approvers, members of the
+    ``approvers`` group and staff."""
+    return decider_q(user)
 
 
 def user_may_decide(user: Any, request: ApprovalRequest) -> bool:
     """Whether ``user`` may decide ``request`` (see :func:`decidable_by`)."""
-    if user is None or not user.is_authenticated or not user.is_active:
-        return False
-    if user.is_superuser:
-        return True
-    return ApprovalRequest.objects.filter(pk=request.pk).filter(decidable_by(user)).exists()
+    return can_decide(user, request)
 
 
 def approval_decide(
@@ -86,10 +73,12 @@ def approval_decide(
     comment: str = "",
     output: dict[str, Any] | None = None,
 ) -> ApprovalRequest:
-    """Decide an approval request in ONE transaction: record, audit, resume the run.
+    """Decide an approval request in ONE transaction: record, resume the run, audit (with
+    the request's ``node_id`` and the run's ``status_before``/``status_after``).
 
     ``decision``: ``approve``/``reject`` for a gate; ``retry``/``skip``/``fail`` for a
-    recovery request (``output`` gives the skipped step's state updates). ``user`` is the
+    recovery request (``output``: the skipped step's state updates, or for an agent's tool
+    call the result the model is given). ``user`` is the
     deciding Django user (permission checked); ``user=None`` with ``actor`` is a trusted
     operator (the ``approve`` command). Successor steps are handed to the queue after the
     commit. Raises AlreadyDecided, NotAllowed, BadDecision, ApprovalRequest.DoesNotExist.
@@ -97,6 +86,10 @@ def approval_decide(
     name = actor or (user.get_username() if user is not None else "system")
     with transaction.atomic():
         request = ApprovalRequest.objects.select_related("run__graph_version__graph").get(pk=approval_id)
+        # The run's row lock first, as a cancel, a resume and every engine commit take it:
+        # a cancel holding it closes this request, and taking the request's row before
+        # the run's here was a deadlock on PostgreSQL (a 500 for one of the two).
+        engine.run_lock(request.run_id)
         allowed = GATE_DECISIONS if request.purpose == "gate" else RECOVERY_DECISIONS
         if decision not in allowed:
             raise BadDecision(f"decision must be one of {sorted(allowed)} for a {request.purpose} request, not '{decision}'")
@@ -116,8 +109,15 @@ def approval_decide(
         if not won:
             request.refresh_from_db()
             raise AlreadyDecided(request)
-        audit(name, f"approval.{decision}", request, actor_type="user" if user is not None else "operator", run=request.run_id, comment=comment)
+        before = Run.objects.filter(pk=request.run_id).values_list("status", flat=True).first()
         _resume(request, decision, name, comment, output)  # the engine dispatches after commit
+        after = Run.objects.filter(pk=request.run_id).values_list("status", flat=True).first()
+        # The run's status before and after the decision, read in this transaction: what
+        # the decision did to the run (waiting -> running, or -> failed on a rejection).
+        audit(
+            name, f"approval.{decision}", request, actor_type="user" if user is not None else "operator",
+            run=request.run_id, comment=comment, node_id=request.node_id, status_before=before, status_after=after,
+        )  # fmt: skip
     request.refresh_from_db()
     return request
 
@@ -129,8 +129,7 @@ def _resume(request: ApprovalRequest, decision: str, name: str, comment: str, ou
         engine.step_fail_parked(request.step_id, actor=name, message=f"failed by {name} after a crash: {comment}".strip())
         return []
     if decision == "skip":
-        updates = output or {}
-        return engine.step_complete_waiting(request.step_id, NodeResult(updates=updates, output={"skipped_by": name, "updates": updates}), actor=name, reason="skip")
+        return engine.step_skip_parked(request.step_id, output=output, actor=name)
     topology = compiled_graph(request.run.graph_version_id).topology
     node = topology.nodes[request.node_id]
     kind = get_kind(node.kind)
@@ -153,13 +152,20 @@ def _resume(request: ApprovalRequest, decision: str, name: str, comment: str, ou
 def recovery_request_create(*, run: Any, step: Any, reason: str) -> ApprovalRequest:
     """Park handler (settings.BALLAST_PARK_HANDLER): ask a person whether to retry, skip or
     fail a step that was interrupted and is not safe to repeat. Inside the caller's transaction."""
+    payload = {"reason": reason, "attempt": step.attempt, "idempotency_key": step.idempotency_key}
+    skip = "skip it with a given output"
+    if step.parent_id is not None:
+        # A child (an agent's tool call): what it was asked to do, so a person can tell
+        # whether it happened; a skip's output becomes its result (what the model sees).
+        payload["child"] = {"key": step.child_key, "kind": step.kind, "input": step.input}
+        skip = "skip it with a given result"
     return ApprovalRequest.objects.create(
         run_id=run.pk,
         step_id=step.pk,
         node_id=step.node_id,
         purpose="recovery",
-        prompt=f"Step '{step.node_id}' (attempt {step.attempt}) was {reason}. Retry it, skip it with a given output, or fail the run?",
-        payload={"reason": reason, "attempt": step.attempt, "idempotency_key": step.idempotency_key},
+        prompt=f"Step '{step.node_id}' (attempt {step.attempt}) was {reason}. Retry it, {skip}, or fail the run?",
+        payload=payload,
     )
 
 

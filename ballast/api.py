@@ -82,6 +82,7 @@ def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
 
 def _translate(exc: Exception) -> Exception:
     """Map service exceptions to API errors (anything unknown stays as it is)."""
+    from accounts.policy import ActionNotAllowed, RunHidden
     from approvals.services import AlreadyDecided, BadDecision, NotAllowed
     from builder.services import GraphInvalid
     from runs.engine.api import RunNotFound, StepStateError
@@ -103,7 +104,9 @@ def _translate(exc: Exception) -> Exception:
             decided_at=req.decided_at.isoformat() if req.decided_at else None,
             status=req.status,
         )
-    if isinstance(exc, NotAllowed):
+    if isinstance(exc, RunHidden):
+        return exceptions.NotFound()
+    if isinstance(exc, (NotAllowed, ActionNotAllowed)):
         return ApiError(status.HTTP_403_FORBIDDEN, "not_allowed", str(exc))
     if isinstance(exc, BadDecision):
         return bad_request("bad_decision", str(exc), {"decision": [str(exc)]})

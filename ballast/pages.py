@@ -8,6 +8,8 @@ from django.middleware.csrf import get_token
 from django.shortcuts import render
 from django.urls import reverse
 
+from accounts.policy import may_operate_some_graph
+
 
 def user_context(user: Any) -> dict[str, Any] | None:
     """What the front end knows of the signed-in user: name, groups and what they may do.
@@ -28,7 +30,9 @@ def user_context(user: Any) -> dict[str, Any] | None:
         "groups": groups,
         "can": {
             "build": staff or "builders" in groups,
-            "operate": staff or "operators" in groups,
+            # A user some graph names as its operator sees the start controls too; the API
+            # refuses graphs that are not theirs to operate.
+            "operate": staff or may_operate_some_graph(user),
             "approve": staff or "approvers" in groups,
             "admin": staff,
         },

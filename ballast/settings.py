@@ -97,6 +97,8 @@ INSTALLED_APPS = [
     "builder",
     "runs",
     "approvals",
+    # After runs: runs' qcluster command (bounded graceful stop) replaces django-q2's.
+    "django_q",
 ]
 
 MIDDLEWARE = [
@@ -289,6 +291,14 @@ BALLAST_LEASE_SECONDS = float(os.environ.get("BALLAST_LEASE_SECONDS", "30"))
 BALLAST_RECOVERY_INTERVAL = float(os.environ.get("BALLAST_RECOVERY_INTERVAL", "1.0"))
 # A step interrupted this many times (its worker died each time) fails instead of looping.
 BALLAST_MAX_LOST_ATTEMPTS = int(os.environ.get("BALLAST_MAX_LOST_ATTEMPTS", "5"))
+# A worker process holding more than this many threads of steps that overran their
+# timeout_seconds (Python cannot kill a thread) is recycled after its current task.
+BALLAST_MAX_ABANDONED_STEPS = int(os.environ.get("BALLAST_MAX_ABANDONED_STEPS", "2"))
+# Seconds a stopping qcluster (SIGTERM or SIGINT, to its main process or its whole process
+# group) gives in-flight steps to finish; then its workers are killed and their leases
+# handed back at once (recovery re-queues or parks them). Keep it below the stop timeout
+# of whatever supervises the worker (docker: 10 s, systemd: 90 s).
+BALLAST_STOP_GRACE_SECONDS = float(os.environ.get("BALLAST_STOP_GRACE_SECONDS", "8"))
 # Node kinds are plugins: kind -> dotted path of a NodeKind subclass, imported lazily.
 # The approval kind lives in the approvals app; runs never imports approvals.
 BALLAST_NODE_KINDS = {
@@ -312,6 +322,13 @@ BALLAST_PARK_HANDLER = "approvals.services.recovery_request_create"
 BALLAST_TOOL_MODULES = ["runs.tools.builtins", "runs.tools.demo"] + [
     m for m in os.environ.get("BALLAST_EXTRA_TOOL_MODULES", "").split(",") if m
 ]
+# Outbound requests of tools (runs.tools.outbound): loopback, private, link-local (cloud
+# metadata), multicast and other non-public addresses are refused unless listed here
+# (comma separated IP addresses, CIDR networks, host names or *.suffixes). Provider base
+# URLs are not affected. Responses bigger than the byte cap fail the step.
+BALLAST_OUTBOUND_ALLOW = [e.strip() for e in os.environ.get("BALLAST_OUTBOUND_ALLOW", "").split(",") if e.strip()]
+BALLAST_OUTBOUND_MAX_RESPONSE_BYTES = int(os.environ.get("BALLAST_OUTBOUND_MAX_RESPONSE_BYTES", str(10 * 1024 * 1024)))
+BALLAST_OUTBOUND_MAX_REDIRECTS = int(os.environ.get("BALLAST_OUTBOUND_MAX_REDIRECTS", "5"))
 BALLAST_PROVIDERS = {
     "mock": "runs.providers.mock.MockProvider",
     "openai": "runs.providers.openai_provider.OpenAIProvider",

@@ -11,9 +11,10 @@ from typing import Any
 
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 
+from accounts import policy
 from ballast.pages import page_context, render_page
 from builder.models import Graph
 from runs.models import Run
@@ -40,14 +41,19 @@ def graph_builder(request: HttpRequest, graph_id: int) -> HttpResponse:
 
 @login_required
 def run_list(request: HttpRequest) -> HttpResponse:
-    """``/runs/``: every run, newest first."""
+    """``/runs/``: the runs the user may read, newest first (the page lists them through the API)."""
     return render_page(request, "runs", title="Runs")
 
 
 @login_required
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    """``/runs/<id>/``: one run's status, version, input, output or error, and steps (404 if unknown)."""
-    run = get_object_or_404(Run, pk=run_id)
+    """``/runs/<id>/``: one run's status, version, input, output or error, and steps (404
+    if unknown or not the user's to read: ``accounts.policy``, audited)."""
+    run = get_object_or_404(Run.objects.select_related("graph_version__graph"), pk=run_id)
+    try:
+        policy.require_read(request.user, run, action="run.page")
+    except policy.RunHidden:
+        raise Http404("No such run.") from None
     return render_page(request, "run", title=f"Run {run.pk}", props={"runId": run.pk})
 
 

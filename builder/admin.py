@@ -47,7 +47,7 @@ class GraphAdmin(admin.ModelAdmin):
     list_display = ("name", "description", "version_count", "updated_at", "created_by")
     search_fields = ("name", "description")
     list_filter = ("created_at",)
-    filter_horizontal = ("approvers",)
+    filter_horizontal = ("approvers", "operators", "operator_groups")
     inlines = [GraphVersionInline]
 
     @admin.display(description="versions")

@@ -108,8 +108,8 @@ class GraphCollectionApi(ApiView):
 class GraphDetailApi(ApiView):
     """GET: one graph with its draft, revision and the draft's validation. PATCH: save
     the draft (``spec`` with ``base_revision``: 409 ``conflict`` with the stored draft
-    when another save came first) and/or change name, description, approvers
-    (builders). DELETE: delete it with its versions (builders; 409 ``graph_has_runs``
+    when another save came first) and/or change name, description, approvers, operators
+    and operator groups (builders). DELETE: delete it with its versions (builders; 409 ``graph_has_runs``
     with the count when runs are pinned to a version)."""
 
     method_permissions = {"PATCH": [IsBuilder], "DELETE": [IsBuilder]}

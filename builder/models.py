@@ -10,7 +10,9 @@ class Graph(models.Model):
 
     ``draft`` is what the builder saves (it may be invalid); publishing validates it and
     freezes a :class:`GraphVersion`. ``approvers`` may decide this graph's approvals in
-    addition to the approvers group.
+    addition to the approvers group. ``operators`` and ``operator_groups`` name who may
+    operate its runs (start, cancel, resume, retry, fork, and read them); when both are
+    empty the ``operators`` group does (``accounts.policy`` has the rule).
 
     ``draft_revision`` counts saves of the draft (1 at creation, bumped by every save,
     restore and import): a save names the revision it was made from and is refused when
@@ -26,6 +28,8 @@ class Graph(models.Model):
     draft_updated_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     approvers = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="approvable_graphs")
+    operators = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="operable_graphs")
+    operator_groups = models.ManyToManyField("auth.Group", blank=True, related_name="operable_graphs")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

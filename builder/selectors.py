@@ -21,8 +21,8 @@ def graph_list(*, search: str | None = None) -> QuerySet[Graph]:
 
 
 def graph_get(*, graph_id: int) -> Graph:
-    """One graph with ``latest_number`` and its approvers. Raises Graph.DoesNotExist."""
-    return graph_list().prefetch_related("approvers").get(pk=graph_id)
+    """One graph with ``latest_number``, its approvers and operators. Raises Graph.DoesNotExist."""
+    return graph_list().prefetch_related("approvers", "operators", "operator_groups").get(pk=graph_id)
 
 
 def graph_version_list(*, graph: Graph) -> QuerySet[GraphVersion]:
@@ -137,7 +137,8 @@ def node_kind_catalogue() -> list[dict[str, Any]]:
     "outputs" (fixed named output handles; [] for a node with one default output or none),
     "optional_outputs", "default_output" (bool: one unnamed output firing every edge),
     "dynamic_outputs" (bool: the handles depend on the config; the validation response
-    gives each node's), "repeat_safe"}``. A kind without ``title``/``category`` class
+    gives each node's), "repeat_safe", "uses_repeat_safe" (bool: a node's own
+    ``repeat_safe`` field applies; validation refuses it where not)}``. A kind without ``title``/``category`` class
     attributes gets its name and ``logic``."""
     from builder.validation import kind_handles
     from runs.nodes import all_kinds
@@ -159,6 +160,7 @@ def node_kind_catalogue() -> list[dict[str, Any]]:
                 "default_output": handles["names"] is None and name != "end",
                 "dynamic_outputs": bool(handles["dynamic"]),
                 "repeat_safe": bool(kind.repeat_safe),
+                "uses_repeat_safe": bool(kind.uses_repeat_safe),
             }
         )
     return out

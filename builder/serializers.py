@@ -57,6 +57,22 @@ class UsernamesField(serializers.ListField):
         return [users[n] for n in dict.fromkeys(names)]
 
 
+class GroupNamesField(serializers.ListField):
+    """A list of group names, turned into groups (an unknown name is a field error)."""
+
+    child = serializers.CharField(max_length=150)
+
+    def to_internal_value(self, data: Any) -> list[Any]:
+        from django.contrib.auth.models import Group
+
+        names = super().to_internal_value(data)
+        groups = {g.name: g for g in Group.objects.filter(name__in=names)}
+        missing = sorted(set(names) - set(groups))
+        if missing:
+            raise serializers.ValidationError(f"Unknown group(s): {', '.join(missing)}.")
+        return [groups[n] for n in dict.fromkeys(names)]
+
+
 def _username(user: Any) -> str | None:
     return user.get_username() if user is not None else None
 
@@ -133,11 +149,14 @@ class GraphCreateInput(serializers.Serializer):
     description = serializers.CharField(required=False, allow_blank=True, default="")
     draft = JSONObjectField(required=False, default=dict)
     approvers = UsernamesField(required=False, default=list)
+    operators = UsernamesField(required=False, default=list, help_text="Users who may operate its runs (none named: the operators group).")
+    operator_groups = GroupNamesField(required=False, default=list, help_text="Groups whose members may operate its runs.")
 
 
 
 class GraphUpdateInput(serializers.Serializer):
-    """PATCH /graphs/{id}/: any subset of name, description, approvers, and the draft
+    """PATCH /graphs/{id}/: any subset of name, description, approvers, operators,
+    operator groups, and the draft
     ``spec`` (``draft`` is the older name of the same field) with the ``base_revision``
     it was edited from, which a draft save requires (optimistic saving: 409 when another
     save came first)."""
@@ -150,6 +169,8 @@ class GraphUpdateInput(serializers.Serializer):
         min_value=1, max_value=2**63 - 1, required=False, help_text="The draft revision this spec was edited from (required with spec)."
     )
     approvers = UsernamesField(required=False)
+    operators = UsernamesField(required=False, help_text="Users who may operate its runs (none named: the operators group).")
+    operator_groups = GroupNamesField(required=False, help_text="Groups whose members may operate its runs.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "spec" in attrs and "draft" in attrs:
@@ -184,7 +205,8 @@ class GraphListOutput(serializers.Serializer):
 
 class GraphDetailOutput(GraphListOutput):
     """A graph with its draft spec (``draft``, also as ``spec``), the draft's revision and
-    who saved it when, its named approvers, and the validation of the draft (errors,
+    who saved it when, its named approvers and operators (users, groups: who may start
+    and act on its runs; none named: the operators group), and the validation of the draft (errors,
     handles per node, cost estimate: as POST /graphs/validate/ answers)."""
 
     draft = serializers.JSONField()
@@ -193,10 +215,18 @@ class GraphDetailOutput(GraphListOutput):
     draft_updated_by = serializers.SerializerMethodField()
     draft_updated_at = serializers.DateTimeField(allow_null=True)
     approvers = serializers.SerializerMethodField()
+    operators = serializers.SerializerMethodField()
+    operator_groups = serializers.SerializerMethodField()
     validation = serializers.SerializerMethodField()
 
     def get_approvers(self, obj: Graph) -> list[str]:
         return sorted(u.get_username() for u in obj.approvers.all())
+
+    def get_operators(self, obj: Graph) -> list[str]:
+        return sorted(u.get_username() for u in obj.operators.all())
+
+    def get_operator_groups(self, obj: Graph) -> list[str]:
+        return sorted(g.name for g in obj.operator_groups.all())
 
     def get_draft_updated_by(self, obj: Graph) -> str | None:
         return _username(obj.draft_updated_by)
@@ -379,6 +409,9 @@ class NodeKindOutput(serializers.Serializer):
     default_output = serializers.BooleanField()
     dynamic_outputs = serializers.BooleanField()
     repeat_safe = serializers.BooleanField()
+    uses_repeat_safe = serializers.BooleanField(
+        help_text="Whether a node's own repeat_safe field applies to this kind (validation refuses it otherwise)."
+    )
 
 
 class NodeKindsOutput(serializers.Serializer):

@@ -167,9 +167,18 @@ def graph_import(*, spec: dict[str, Any], user: Any = None, actor: str = "system
         return graph_publish(graph=graph, user=user, actor=actor)
 
 
-def graph_create(*, name: str, draft: dict[str, Any] | None = None, description: str = "", approvers: list[Any] | None = None, user: Any = None) -> Graph:
-    """Create a graph with a draft (which may be invalid; revision 1) and named approvers
-    (users). Raises IntegrityError when the name is taken (callers check first)."""
+def graph_create(
+    *,
+    name: str,
+    draft: dict[str, Any] | None = None,
+    description: str = "",
+    approvers: list[Any] | None = None,
+    operators: list[Any] | None = None,
+    operator_groups: list[Any] | None = None,
+    user: Any = None,
+) -> Graph:
+    """Create a graph with a draft (which may be invalid; revision 1), named approvers
+    (users) and named operators (users, groups). Raises IntegrityError when the name is taken (callers check first)."""
     with transaction.atomic():
         graph = Graph.objects.create(
             name=name,
@@ -181,12 +190,16 @@ def graph_create(*, name: str, draft: dict[str, Any] | None = None, description:
         )
         if approvers:
             graph.approvers.set(approvers)
+        if operators:
+            graph.operators.set(operators)
+        if operator_groups:
+            graph.operator_groups.set(operator_groups)
     return graph
 
 
 def graph_duplicate(*, graph: Graph, name: str, user: Any = None, actor: str | None = None) -> Graph:
     """A new graph named ``name`` with a copy of ``graph``'s draft (its ``name`` set to
-    the new name), description and approvers; no versions, no runs. Audited on the new
+    the new name), description, approvers and operators; no versions, no runs. Audited on the new
     graph. Raises IntegrityError when the name is taken (callers check first)."""
     from runs.engine.api import audit
 
@@ -194,7 +207,15 @@ def graph_duplicate(*, graph: Graph, name: str, user: Any = None, actor: str | N
     if isinstance(draft, dict) and "name" in draft:
         draft["name"] = name
     with transaction.atomic():
-        new = graph_create(name=name, draft=draft, description=graph.description, approvers=list(graph.approvers.all()), user=user)
+        new = graph_create(
+            name=name,
+            draft=draft,
+            description=graph.description,
+            approvers=list(graph.approvers.all()),
+            operators=list(graph.operators.all()),
+            operator_groups=list(graph.operator_groups.all()),
+            user=user,
+        )
         audit(_actor(user, actor), "graph.duplicate", new, actor_type="user" if user else "system", source=graph.pk)
     return new
 
@@ -205,9 +226,12 @@ def graph_update(
     name: str | None = None,
     description: str | None = None,
     approvers: list[Any] | None = None,
+    operators: list[Any] | None = None,
+    operator_groups: list[Any] | None = None,
     user: Any = None,
 ) -> Graph:
-    """Change a graph's name, description or approvers (None = leave as is); the draft
+    """Change a graph's name, description, approvers or operators (users, groups; None =
+    leave as is; a change of operators is audited as ``graph.operators``); the draft
     changes through :func:`graph_draft_save` only. Published versions never change:
     runs stay pinned to what they started on."""
     with transaction.atomic():
@@ -219,6 +243,18 @@ def graph_update(
         graph.save(update_fields=fields)
         if approvers is not None:
             graph.approvers.set(approvers)
+        if operators is not None or operator_groups is not None:
+            from runs.engine.api import audit
+
+            if operators is not None:
+                graph.operators.set(operators)
+            if operator_groups is not None:
+                graph.operator_groups.set(operator_groups)
+            audit(
+                _actor(user, None), "graph.operators", graph, actor_type="user" if user else "system",
+                operators=sorted(u.get_username() for u in graph.operators.all()),
+                operator_groups=sorted(g.name for g in graph.operator_groups.all()),
+            )  # fmt: skip
     return graph
 
 
@@ -269,7 +305,7 @@ def _unsafe_effects(kind: Any, node: Any, config: Any) -> list[str]:
     from runs.nodes.base import ChildCall
 
     effects = []
-    safe = node.repeat_safe if node.repeat_safe is not None else kind.is_repeat_safe(config)
+    safe = kind.is_step_repeat_safe(config, node.repeat_safe)
     if not safe:
         tool = getattr(config, "tool", None)
         effects.append(f"tool '{tool}'" if isinstance(tool, str) else f"node '{node.id}' ({node.kind})")

@@ -58,7 +58,10 @@ class NodeSpec(_Model):
     - ``max_iterations``: how many times this node may run in one run; required on
       at least one node of every cycle (a loop must be bounded).
     - ``repeat_safe``: override the kind's default; False parks the run after a crash
-      interrupted this step instead of running it again.
+      interrupted this step instead of running it again. Only on kinds whose step can
+      act outside the run (``tool``, ``llm``, plugin kinds); validation refuses it on
+      start, end, join, condition, transform and approval (always safe to repeat) and on
+      agent (set it per tool in ``config.repeat_safe_tools``).
     """
 
     id: str = Field(pattern=NODE_ID_PATTERN)

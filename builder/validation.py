@@ -12,6 +12,9 @@ invalid_input_schema        input_schema is not a valid JSON Schema of an object
 duplicate_node_id           a second node uses an id (node / id)
 unknown_kind                no node kind registered under ``kind`` (node / kind)
 invalid_config              config does not match the kind's Config (node / config.<path>)
+repeat_safe_unused          repeat_safe on a kind that does not use it (NodeKind.uses_repeat_safe
+                            False: start, end, join, condition, transform, approval, agent)
+                            (node / repeat_safe)
 missing_start               no start node (- / nodes)
 multiple_start              more than one start node (each start / kind)
 missing_end                 no end node (- / nodes)
@@ -498,6 +501,8 @@ class _GraphCheck:
                 self.error(node.id, "kind", f"unknown node kind '{node.kind}' (known: {known})", "unknown_kind")
                 continue
             self.kinds[node.id] = kind
+            if node.repeat_safe is not None and not kind.uses_repeat_safe:
+                self.error(node.id, "repeat_safe", _unused_repeat_safe(kind, node.kind), "repeat_safe_unused")
             try:
                 config = kind.config_model.model_validate(node.config)
             except ValidationError as exc:
@@ -820,6 +825,18 @@ class _GraphCheck:
                         "unused_reducer",
                     )
                 )
+
+
+def _unused_repeat_safe(kind: NodeKind, name: str) -> str:
+    """Why ``repeat_safe`` is refused on a node of ``kind`` (its ``uses_repeat_safe`` is
+    False), and where to say it instead when the kind has such a place."""
+    article = "an" if name[:1].lower() in "aeiou" else "a"
+    if kind.repeat_safe_instead:
+        return (
+            f"{article} {name} node's own step is always safe to repeat, so repeat_safe here would have no effect; "
+            f"set it in {kind.repeat_safe_instead}"
+        )
+    return f"{article} {name} node does nothing outside the run and is always safe to repeat; remove repeat_safe"
 
 
 def _disjoint(a: Iterable[frozenset[int]], b: Iterable[frozenset[int]]) -> bool:

@@ -1,8 +1,10 @@
 """Run API views: start (with Idempotency-Key), list, read, cancel, resume, retry, fork,
 steps, events after a cursor, cost aggregates and the audit log.
 
-Reads are open to every authenticated user (the audit log to admins); changing runs
-needs the ``operators`` role.
+Who may read or act on a run is ``accounts.policy``'s rule: lists and costs hold only
+the runs the caller may read (in the selectors); a run the caller may not read answers
+404, an action they may not take on a run they can read 403, both audited. Acting on a
+run needs to be an operator of its graph; the audit log is for admins.
 """
 from __future__ import annotations
 
@@ -10,11 +12,12 @@ import re
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import status
+from rest_framework import permissions, status
 from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
-from accounts.authentication import IsAdmin, IsOperator
+from accounts import policy
+from accounts.authentication import IsAdmin
 from ballast.api import (
     CURSOR_PARAMETERS,
     ERROR_BODY,
@@ -62,15 +65,45 @@ def _idempotency_header() -> OpenApiParameter:
     )
 
 
-class RunCollectionApi(ApiView):
-    """GET: runs, newest first, filtered, by cursor (``next``/``previous``). POST: start a run (operators)."""
+def _run(request: Any, run_id: int, *, action: str = "run.read") -> Any:
+    """The run ``run_id`` if the caller may read it; else 404 (audited when it exists)."""
+    run = selectors.run_get(run_id=run_id)
+    policy.require_read(request.user, run, action=action)
+    return run
 
-    method_permissions = {"POST": [IsOperator]}
+
+def _run_to_act_on(request: Any, run_id: int, action: str) -> Any:
+    """The run ``run_id`` if the caller may take ``action`` on it: 404 when they may not
+    read it, 403 when they may read it but not act (each audited)."""
+    run = selectors.run_get(run_id=run_id)
+    policy.require_act(request.user, run, action)
+    return run
+
+
+class MayOperateSomeGraph(permissions.BasePermission):
+    """An operator, a superuser, or a user some graph names as its operator (directly or
+    through a group): anyone else can start nothing and is refused up front (audited)."""
+
+    message = "Only operators may start or change runs."
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        if policy.may_operate_some_graph(request.user):
+            return True
+        policy.audit_denied(request.user, None, action="run.start", status=403)
+        return False
+
+
+class RunCollectionApi(ApiView):
+    """GET: the runs the caller may read, newest first, filtered. POST: start a run
+    (operators of the graph)."""
+
+    method_permissions = {"POST": [MayOperateSomeGraph]}
 
     @extend_schema(tags=TAG, operation_id="runs_list", parameters=[RunListFilterInput, *CURSOR_PARAMETERS], responses=cursor_paginated(RunOutput, "Run"))
     def get(self, request: Any) -> Response:
         filters = self.validated(RunListFilterInput, request.query_params)
         qs = selectors.run_list(
+            viewer=request.user,
             status=filters.get("status"),
             waiting_for=filters.get("waiting_for"),
             graph_id=filters.get("graph"),
@@ -100,6 +133,9 @@ class RunCollectionApi(ApiView):
         graph = Graph.objects.filter(pk=data["graph"]).first()
         if graph is None:
             raise bad_request("invalid", "No such graph.", {"graph": ["No such graph."]})
+        if not policy.can_operate_graph(request.user, graph):
+            policy.audit_denied(request.user, graph, action="run.start", status=403)
+            raise ApiError(status.HTTP_403_FORBIDDEN, "not_allowed", f"Only operators of graph {graph.pk} may start its runs.")
         versions = GraphVersion.objects.filter(graph=graph, is_test=False)  # test snapshots are not runnable versions
         version = versions.filter(number=data["version"]).first() if "version" in data else versions.order_by("-number").first()
         if version is None:
@@ -124,17 +160,15 @@ class RunDetailApi(ApiView):
 
     @extend_schema(tags=TAG, operation_id="runs_read", responses=RunDetailOutput)
     def get(self, request: Any, run_id: int) -> Response:
-        return Response(RunDetailOutput(selectors.run_get(run_id=run_id)).data)
+        return Response(RunDetailOutput(_run(request, run_id)).data)
 
 
 class RunCancelApi(ApiView):
-    """POST: cancel the run (operators). 409 when it had already ended."""
-
-    permission_classes = ApiView.permission_classes + [IsOperator]
+    """POST: cancel the run (operators of its graph). 409 when it had already ended."""
 
     @extend_schema(tags=TAG, operation_id="runs_cancel", request=RunCancelInput, responses={200: RunDetailOutput, 409: CONFLICT})
     def post(self, request: Any, run_id: int) -> Response:
-        run = selectors.run_get(run_id=run_id)
+        run = _run_to_act_on(request, run_id, "cancel")
         data = self.validated(RunCancelInput, request.data)
         if not services.run_cancel(run=run, user=request.user, reason=data["reason"]):
             run.refresh_from_db()
@@ -144,39 +178,33 @@ class RunCancelApi(ApiView):
 
 class RunResumeApi(ApiView):
     """POST: continue a failed run from its failed step (fresh attempts), or re-queue a
-    parked run's interrupted steps (operators). 409 for any other status."""
-
-    permission_classes = ApiView.permission_classes + [IsOperator]
+    parked run's interrupted steps (operators of its graph). 409 for any other status."""
 
     @extend_schema(tags=TAG, operation_id="runs_resume", request=RunResumeInput, responses={200: RunDetailOutput, 409: CONFLICT})
     def post(self, request: Any, run_id: int) -> Response:
-        run = selectors.run_get(run_id=run_id)
+        run = _run_to_act_on(request, run_id, "resume")
         data = self.validated(RunResumeInput, request.data)
         run = services.run_resume(run=run, user=request.user, budget_usd=data.get("budget_usd"), budget_tokens=data.get("budget_tokens"))
         return Response(RunDetailOutput(selectors.run_get(run_id=run.pk)).data)
 
 
 class RunRetryApi(ApiView):
-    """POST: retry a failed run from the step that failed (operators). 409 otherwise."""
-
-    permission_classes = ApiView.permission_classes + [IsOperator]
+    """POST: retry a failed run from the step that failed (operators of its graph). 409 otherwise."""
 
     @extend_schema(tags=TAG, operation_id="runs_retry", request=None, responses={200: RunDetailOutput, 409: CONFLICT})
     def post(self, request: Any, run_id: int) -> Response:
-        run = services.run_retry(run=selectors.run_get(run_id=run_id), user=request.user)
+        run = services.run_retry(run=_run_to_act_on(request, run_id, "retry"), user=request.user)
         return Response(RunDetailOutput(selectors.run_get(run_id=run.pk)).data)
 
 
 class RunForkApi(ApiView):
     """POST: start a new run from a committed step of this run, with ``state_patch``
-    applied to the state as it was right after that step (operators). 201 with the new
+    applied to the state as it was right after that step (operators of its graph). 201 with the new
     run; 409 when the step is not a committed top-level step or nothing follows it."""
-
-    permission_classes = ApiView.permission_classes + [IsOperator]
 
     @extend_schema(tags=TAG, operation_id="runs_fork", request=RunForkInput, responses={201: RunDetailOutput, 409: CONFLICT})
     def post(self, request: Any, run_id: int) -> Response:
-        run = selectors.run_get(run_id=run_id)
+        run = _run_to_act_on(request, run_id, "fork")
         data = self.validated(RunForkInput, request.data)
         new = services.run_fork(run=run, step_id=data["step"], state_patch=data["state_patch"], user=request.user)
         return Response(RunDetailOutput(selectors.run_get(run_id=new.pk)).data, status=status.HTTP_201_CREATED)
@@ -187,7 +215,7 @@ class RunStepListApi(ApiView):
 
     @extend_schema(tags=TAG, operation_id="runs_steps", parameters=CURSOR_PARAMETERS, responses=cursor_paginated(StepOutput, "Step"))
     def get(self, request: Any, run_id: int) -> Response:
-        return self.paginate_cursor(selectors.step_list(run=selectors.run_get(run_id=run_id)), StepOutput, ordering="id")
+        return self.paginate_cursor(selectors.step_list(run=_run(request, run_id, action="run.steps")), StepOutput, ordering="id")
 
 
 class StepDetailApi(ApiView):
@@ -195,7 +223,9 @@ class StepDetailApi(ApiView):
 
     @extend_schema(tags=TAG, operation_id="steps_read", responses=StepDetailOutput)
     def get(self, request: Any, step_id: int) -> Response:
-        return Response(StepDetailOutput(selectors.step_get(step_id=step_id)).data)
+        step = selectors.step_get(step_id=step_id)
+        policy.require_read(request.user, step.run, action="step.read", obj=step)
+        return Response(StepDetailOutput(step).data)
 
 
 class RunEventListApi(ApiView):
@@ -205,7 +235,7 @@ class RunEventListApi(ApiView):
 
     @extend_schema(tags=TAG, operation_id="runs_events", parameters=[EventsQueryInput], responses=EventPageOutput)
     def get(self, request: Any, run_id: int) -> Response:
-        run = selectors.run_get(run_id=run_id)
+        run = _run(request, run_id, action="run.events")
         query = self.validated(EventsQueryInput, request.query_params)
         events, more = selectors.run_events_after(run=run, after=query["after"], limit=query["page_size"])
         # Read after the events, in one query: a status at least as new as the last event.
@@ -229,12 +259,14 @@ class RunEventListApi(ApiView):
 
 class CostListApi(ApiView):
     """GET: spend grouped by step, run, graph, model or day (``group_by``), filtered by
-    run, graph, model and a day range; computed by the database."""
+    run, graph, model and a day range; computed by the database over the runs the
+    caller may read (admins: all)."""
 
     @extend_schema(tags=["costs"], operation_id="costs_aggregate", parameters=[CostQueryInput, *PAGE_PARAMETERS], responses=paginated(CostRowOutput, "CostRow"))
     def get(self, request: Any) -> Response:
         q = self.validated(CostQueryInput, request.query_params)
         rows = selectors.cost_aggregate(
+            viewer=request.user,
             group_by=q["group_by"],
             run_id=q.get("run"),
             graph_id=q.get("graph"),

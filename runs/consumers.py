@@ -7,8 +7,9 @@ or machine (an in-memory channel layer cannot carry worker -> browser; TRAPS.md)
 reconnect with the last id seen loses nothing. Messages: ``{"type": "event", "event":
 {id, run, step, kind, data, created_at}}``.
 
-Close codes: 4401 not authenticated, 4400 bad ``after``, 4404 no such run (before accept,
-so the handshake is refused).
+Close codes: 4401 not authenticated, 4400 bad ``after``, 4404 no such run or one the
+caller may not read (``accounts.policy``; the refusal is audited), before accept, so the
+handshake is refused.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from accounts import policy
 from runs.models import Run, RunEvent
 from runs.serializers import EventOutput
 
@@ -46,11 +48,23 @@ class RunEventsConsumer(AsyncJsonWebsocketConsumer):
             return
         self.after = int(raw)
         self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
-        if not await database_sync_to_async(Run.objects.filter(pk=self.run_id).exists)():
+        if not await self._readable(user):
             await self.close(code=4404)
             return
         await self.accept()
         self.pump = asyncio.ensure_future(self._pump())
+
+    @database_sync_to_async
+    def _readable(self, user: Any) -> bool:
+        """Whether the run exists and ``user`` may read it (a refusal of an existing run is audited)."""
+        run = Run.objects.select_related("graph_version__graph").filter(pk=self.run_id).first()
+        if run is None:
+            return False
+        try:
+            policy.require_read(user, run, action="run.stream")
+        except policy.RunHidden:
+            return False
+        return True
 
     async def disconnect(self, code: int) -> None:
         pump = getattr(self, "pump", None)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runs.sandbox.errors import ExpressionError, clip
-from runs.sandbox.guard import guarded
+from runs.sandbox.guard import guarded, range_item_bytes, seq_bytes
 from runs.sandbox.limits import LIMITS, Limits, effective_limits, isolation
 from runs.sandbox.process import run_isolated
 from runs.sandbox.snapshot import known_names_hint, snapshot
@@ -211,7 +211,7 @@ def _parse_cached(source: str) -> ParsedExpression:
             "syntax", source=source, position=(line, col),
         ) from None
     except (ValueError, TypeError) as exc:  # e.g. null bytes
-        raise ExpressionError(f"syntax error: {exc}", "syntax", source=source) from None
+        raise ExpressionError(f"syntax error: {clip(str(exc))}", "syntax", source=source) from None
     except (RecursionError, MemoryError):
         raise ExpressionError(f"expression nests too deeply (the limit is {MAX_DEPTH} levels)", "limit",
                               source=source) from None
@@ -301,6 +301,7 @@ def evaluate_inline(source: str, state: dict[str, Any], limits: Limits) -> Any:
             raise ExpressionError(f"expression nests too deeply in `{clip(parsed.text)}`", "limit",
                                   source=parsed.text) from None
         if type(value) is range:  # a JSON-ish result; the range was bounded when built
+            guard.alloc(seq_bytes(len(value)) + len(value) * range_item_bytes(value), "the list of the range")
             value = list(value)
         return value
 

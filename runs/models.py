@@ -64,7 +64,9 @@ class RunEventKind(models.TextChoices):
     - ``step_waiting``: ``{node_id, reason}`` (at an approval gate).
     - ``step_suspended``: ``{node_id, children: [child keys]}``.
     - ``step_resumed``: ``{node_id, reason}`` (its children finished).
-    - ``step_requeued``: ``{by}`` (a parked step sent back to pending by a person).
+    - ``step_requeued``: ``{by}`` (a parked step sent back to pending by a person), or
+      ``{by, reason: "worker stopping"}`` (a step leased to a stopping worker, handed back
+      before it ran).
     - ``step_recovered``, ``step_parked``: ``{node_id, attempt, owner, lease_expired}`` (its
       worker died; re-queued, or parked because it is not safe to repeat).
     """

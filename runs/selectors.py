@@ -1,5 +1,9 @@
 """Run reads: runs with filters, steps, events after a cursor, cost aggregates, audit entries.
 
+Lists and cost aggregates are for a ``viewer``: they hold only the runs that user may
+read (``accounts.policy.readable_runs_q``, applied here, beneath pagination); a
+``viewer`` of None is a trusted caller (a management command) and sees everything.
+
 Cost aggregates are computed by the database (GROUP BY over step attempts), never by
 looping over rows in Python: every attempt's spend counts, including attempts that
 failed or were retried, which is what the provider billed.
@@ -28,6 +32,7 @@ from django.db.models import (
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, TruncDate
 
+from accounts.policy import readable_runs_q
 from runs.models import TERMINAL_RUN_STATUSES, AuditEntry, Run, RunEvent, Step, StepAttempt, StepStatus
 
 COST_GROUPS = ("step", "run", "graph", "model", "day")
@@ -75,6 +80,7 @@ def _filter_given(queryset: Any, **lookups: Any) -> Any:
 
 def run_list(
     *,
+    viewer: Any,
     status: str | None = None,
     graph_id: int | None = None,
     user: str | None = None,
@@ -86,8 +92,11 @@ def run_list(
     """Runs, newest first, annotated with ``waiting_for``, filtered by status, what they
     wait for (``"approval"`` or ``"decision"``), graph, the starting user's username and a
     creation time range (``created_after`` inclusive, ``created_before`` exclusive).
-    One-node test runs from the builder are left out unless ``include_tests``."""
+    One-node test runs from the builder are left out unless ``include_tests``. Only the
+    runs ``viewer`` may read (None: every run)."""
     qs = with_waiting_for(Run.objects.select_related("graph_version__graph", "created_by").order_by("-id"))
+    if viewer is not None:
+        qs = qs.filter(readable_runs_q(viewer))
     if not include_tests:
         qs = qs.filter(is_test=False)
     return _filter_given(
@@ -112,8 +121,8 @@ def step_list(*, run: Run) -> QuerySet[Step]:
 
 
 def step_get(*, step_id: int) -> Step:
-    """One step with its attempts. Raises Step.DoesNotExist."""
-    return Step.objects.prefetch_related("attempts").get(pk=step_id)
+    """One step with its attempts and its run. Raises Step.DoesNotExist."""
+    return Step.objects.select_related("run__graph_version__graph").prefetch_related("attempts").get(pk=step_id)
 
 
 def run_events_after(*, run: Run, after: int = 0, limit: int = 100) -> tuple[list[RunEvent], bool]:
@@ -130,6 +139,7 @@ def _tokens(key: str) -> Any:
 
 def cost_aggregate(
     *,
+    viewer: Any,
     group_by: str,
     run_id: int | None = None,
     graph_id: int | None = None,
@@ -145,10 +155,13 @@ def cost_aggregate(
 
     Rows are dicts: the group's ``key`` (and ``label``) plus ``cost_usd`` (Decimal),
     ``input_tokens``, ``output_tokens``, ``cached_input_tokens`` and ``attempts``. The
-    day is the UTC day an attempt started; ``since``/``until`` are inclusive days.
+    day is the UTC day an attempt started; ``since``/``until`` are inclusive days. Only
+    the spend of runs ``viewer`` may read counts (None: every run).
     Raises ValueError for an unknown group.
     """
     qs = StepAttempt.objects.filter(Q(cost_usd__isnull=False) | Q(usage__isnull=False))
+    if viewer is not None:
+        qs = qs.filter(step__run__in=Run.objects.filter(readable_runs_q(viewer)).values("pk"))
     if not include_tests and run_id is None:
         qs = qs.filter(step__run__is_test=False)
     qs = _filter_given(

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -12,10 +13,10 @@ from jinja2.exceptions import SecurityError, TemplateAssertionError
 from jinja2.visitor import NodeTransformer
 
 from runs.expressions import evaluate, parse_expression
-from runs.sandbox.errors import ExpressionError, Fault, describe
+from runs.sandbox.errors import ExpressionError, Fault, clip, describe
 from runs.sandbox.guard import guarded
-from runs.sandbox.jinja_env import CONCAT_HOOK, ENV, GLOBAL_NAMES, LOOP_HOOK
-from runs.sandbox.limits import Limits, effective_limits, isolation
+from runs.sandbox.jinja_env import COMPARE_HOOK, CONCAT_HOOK, ENV, GLOBAL_NAMES, LOOP_HOOK
+from runs.sandbox.limits import MIB, Limits, effective_limits, isolation
 from runs.sandbox.process import run_isolated
 from runs.sandbox.snapshot import known_names_hint, snapshot
 
@@ -25,8 +26,10 @@ __all__ = ["TemplateError", "TEMPLATE_LIMITS", "MAX_TEMPLATE_CHARS", "render_inl
 MAX_TEMPLATE_CHARS = 50_000  # longest template source accepted
 
 # Output is capped at string_chars (200_000); every produced string is capped the same way.
-# "iterations" counts loop steps and calls together, over the whole render.
-TEMPLATE_LIMITS = Limits(string_chars=200_000, items=100_000, iterations=100_000, budget=10_000_000)
+# "iterations" counts loop steps and calls together, over the whole render; memory_bytes
+# is above the 10 million characters budget allows at one byte each.
+TEMPLATE_LIMITS = Limits(string_chars=200_000, items=100_000, iterations=100_000, budget=10_000_000,
+                         memory_bytes=64 * MIB)
 
 
 class TemplateError(ExpressionError):
@@ -66,7 +69,7 @@ _LINEAR_FILTERS = frozenset({"default", "d", "lower", "upper", "trim", "title", 
 
 
 class _Rewrite(NodeTransformer):
-    """Refuses forbidden tags and routes loops and ~ through the bounded environment hooks."""
+    """Refuses forbidden tags and routes loops, ~ and comparisons through the bounded environment hooks."""
 
     def generic_visit(self, node: nodes.Node, *args: Any, **kwargs: Any) -> nodes.Node:
         reason = _FORBIDDEN_TAGS.get(type(node))
@@ -82,6 +85,14 @@ class _Rewrite(NodeTransformer):
         node.iter = nodes.Call(nodes.EnvironmentAttribute(LOOP_HOOK, lineno=node.lineno), [node.iter], [],
                                None, None, lineno=node.lineno)
         return node
+
+    def visit_Compare(self, node: nodes.Compare) -> nodes.Node:
+        self.generic_visit(node)
+        args: list[nodes.Expr] = [node.expr]
+        for operand in node.ops:
+            args += [nodes.Const(operand.op, lineno=node.lineno), operand.expr]
+        return nodes.Call(nodes.EnvironmentAttribute(COMPARE_HOOK, lineno=node.lineno), args, [], None, None,
+                          lineno=node.lineno)
 
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
         self.generic_visit(node)
@@ -184,9 +195,9 @@ def _render_error(exc: BaseException, source: str, state: Mapping[str, Any]) -> 
             name = match.group(1)
             code, reason = "unknown_name", f"unknown variable `{name}` in template"
         else:
-            code, reason = "error", f"undefined value: {exc}"
+            code, reason = "error", f"undefined value: {clip(str(exc))}"
     elif isinstance(exc, SecurityError):
-        code, reason = "forbidden", f"not allowed: {exc}"
+        code, reason = "forbidden", f"not allowed: {clip(str(exc))}"
     elif isinstance(exc, TemplateSyntaxError):
         return _syntax_error(exc, source)
     else:
@@ -211,10 +222,12 @@ def render_inline(source: str, state: dict[str, Any], limits: Limits) -> str:
             for chunk in prepared.template.generate(state):
                 total += len(chunk)
                 guard.spend(len(chunk))
+                guard.alloc(sys.getsizeof(chunk), "the output")
                 if total > limits.string_chars:
                     raise Fault("limit", f"exceeds the output limit of {limits.string_chars} characters")
                 guard.check_time()
                 out.append(chunk)
+            guard.alloc_str(total, *out)
             return "".join(out)
     except TemplateError:
         raise

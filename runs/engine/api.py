@@ -22,8 +22,19 @@ from django.conf import settings
 from django.db import transaction
 
 from builder.models import GraphVersion
-from runs.engine import claims, commit, dispatch, liveness, loop, operations, recovery, recovery_queries, workers
-from runs.engine.audit import acting_as, audit, audit_verify, reset_principal, set_principal
+from runs.engine import (
+    claims,
+    cluster,
+    commit,
+    dispatch,
+    liveness,
+    loop,
+    operations,
+    recovery,
+    recovery_queries,
+    workers,
+)
+from runs.engine.audit import acting_as, audit, audit_in, audit_verify, reset_principal, set_principal
 from runs.engine.graphs import compiled_graph
 from runs.engine.scheduler import CompiledGraph
 from runs.engine.types import ClaimedStep, CommitOutcome, RunNotFound, StartedRun, StepStateError
@@ -38,9 +49,12 @@ __all__ = [
     "RunNotFound",
     "StartedRun",
     "StepStateError",
+    "abandoned_steps",
     "acting_as",
     "audit",
+    "audit_in",
     "audit_verify",
+    "cluster_serve",
     "compiled_graph",
     "current_worker",
     "drive_local",
@@ -69,6 +83,7 @@ __all__ = [
     "step_fail_parked",
     "step_recover",
     "step_requeue_parked",
+    "step_skip_parked",
     "steps_dispatch",
     "steps_worker_alive",
     "workers_alive",
@@ -84,6 +99,8 @@ steps_worker_alive = liveness.steps_worker_alive
 is_cluster_main_process = recovery.is_cluster_main_process
 start_supervisor = recovery.start_supervisor
 execute_node = loop.execute_node
+abandoned_steps = loop.abandoned_steps
+cluster_serve = cluster.serve
 
 
 def _dispatch_on_commit(step_ids: list[int]) -> list[int]:
@@ -204,6 +221,13 @@ def step_requeue_parked(step_id: int, *, actor: str) -> list[int]:
     """Send a parked step back to pending (a person chose "retry": same idempotency key),
     inside the caller's transaction. Raises StepStateError when it is not parked."""
     return _dispatch_on_commit(operations.step_requeue_parked(step_id, actor=actor))
+
+
+def step_skip_parked(step_id: int, *, output: dict[str, Any] | None, actor: str) -> list[int]:
+    """Finish a parked step as "skip" with ``output`` (an agent tool call: the result the
+    model is given; a top-level step: its state updates), inside the caller's transaction.
+    Raises StepStateError when it is not parked."""
+    return _dispatch_on_commit(operations.step_skip_parked(step_id, output=output, actor=actor))
 
 
 def step_fail_parked(step_id: int, *, actor: str, message: str) -> None:

@@ -139,17 +139,23 @@ def audit(actor: str, action: str, obj: Any, *, actor_type: str = "user", **data
 
     ``obj`` is a model instance (or None for events about no object, such as a failed
     login); ``data`` must be JSON-serialisable (other values are stored as ``str``). The
-    entry joins the hash chain of ``scope_of(obj)``; the chain's head is locked until the
+    entry joins the hash chain of ``scope_of(obj)`` (:func:`audit_in` names another); the chain's head is locked until the
     caller's transaction ends, so entries of one chain are appended one at a time. For a
     run's chain the run row is locked first, the order the engine uses, so an audited
     service and an engine commit on one run cannot deadlock. Returns the entry.
     """
+    return audit_in(scope_of(obj), actor, action, obj, actor_type=actor_type, **data)
+
+
+def audit_in(scope: str, actor: str, action: str, obj: Any, *, actor_type: str = "user", **data: Any) -> AuditEntry:
+    """:func:`audit` into the chain ``scope`` rather than ``obj``'s own: a refused read of
+    a run goes to the chain of the user refused (``user:<id>``), so it never locks the
+    run's row nor lengthens its chain. Returns the entry."""
     principal = _principal.get()
     if principal is not None and actor_type == "user":
         actor_type, extra = principal
         data = {**extra, **data}
     data = json.loads(_canonical(data))  # what the JSON column will give back, hashed as such
-    scope = scope_of(obj)
     object_type = "" if obj is None else obj._meta.model_name
     object_id = "" if obj is None else str(obj.pk)
     with transaction.atomic():

@@ -150,6 +150,27 @@ def step_heartbeat(step_id: int, attempt: int, worker: str) -> bool:
     return not Run.objects.filter(steps__pk=step_id, status__in=TERMINAL_RUN_STATUSES).exists()
 
 
+def step_release(claimed: ClaimedStep) -> bool:
+    """Hand back a step leased to us that has not started executing (a successor a
+    commit kept for this worker, when the worker is stopping): pending again, dispatched,
+    its unstarted attempt forgotten so the next claim uses the same attempt number.
+
+    Compare-and-set on the lease (owner and attempt): False, and nothing written, when
+    the lease is no longer ours. The caller hands the step to the queue after this."""
+    now = timezone.now()
+    with transaction.atomic():
+        released = Step.objects.filter(
+            pk=claimed.step_id, status=StepStatus.RUNNING, attempt=claimed.attempt, lease_owner=claimed.worker
+        ).update(status=StepStatus.PENDING, attempt=F("attempt") - 1, lease_owner="", lease_expires_at=None, started_at=None, dispatched_at=now)
+        if not released:
+            return False
+        StepAttempt.objects.filter(step_id=claimed.step_id, number=claimed.attempt).delete()
+        RunEvent.objects.create(
+            run_id=claimed.run_id, step_id=claimed.step_id, kind=RunEventKind.STEP_REQUEUED, data={"by": claimed.worker, "reason": "worker stopping"}
+        )
+    return True
+
+
 def lease_to(step: Step, worker: str, now: datetime) -> None:
     """Mark an in-memory step running under a new lease of ``worker`` (saved by the caller)."""
     step.status = StepStatus.RUNNING

@@ -41,6 +41,53 @@ def local_mode() -> Iterator[deque[int]]:
         _local.queue = previous
 
 
+class QueueCluster:
+    """A django-q2 cluster run from this process (the qcluster's main process): its
+    sentinel, worker, monitor and pusher processes are forked children.
+
+    Constructing it installs django-q2's own SIGTERM/SIGINT handlers, which the caller
+    replaces (runs.engine.cluster)."""
+
+    def __init__(self) -> None:
+        from django_q.cluster import Cluster
+
+        self._cluster = Cluster()
+
+    def start(self) -> None:
+        """Fork the sentinel and wait until it says the cluster runs."""
+        self._cluster.start()
+
+    def stop(self) -> None:
+        """django-q2's orderly stop: no more pulls, workers finish their tasks, then exit.
+        Blocks until the sentinel is gone (killed or stopped)."""
+        self._cluster.stop()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the sentinel process still runs."""
+        sentinel = self._cluster.sentinel
+        return sentinel is not None and sentinel.is_alive()
+
+
+def worker_recycle() -> bool:
+    """Ask django-q2 to end this worker process cleanly after its current task; its
+    sentinel then starts a fresh one ("recycled worker" in the log).
+
+    The task's result is still reported (the queue entry acknowledged) first: this sets
+    the worker's memory limit (``Conf.MAX_RSS``, which django-q2 checks after every task)
+    to 1 KB in this process only. Returns False, and does nothing, outside a django-q2
+    worker process (in-process mode, the web server, the cluster's main process).
+    """
+    import multiprocessing
+
+    if in_local_mode() or multiprocessing.parent_process() is None:
+        return False
+    from django_q.conf import Conf
+
+    Conf.MAX_RSS = 1
+    return True
+
+
 def in_local_mode() -> bool:
     """Whether this thread is inside :func:`local_mode`."""
     return getattr(_local, "queue", None) is not None

@@ -13,8 +13,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -22,7 +20,7 @@ from django.db import close_old_connections, connections
 
 from runs.engine import claims, commit, dispatch, faults, recovery_queries
 from runs.engine.types import ClaimedStep
-from runs.engine.workers import current_worker, owner_is_dead
+from runs.engine.workers import current_worker, owner_is_dead, stop_requested
 from runs.nodes import get_kind
 from runs.nodes.base import NodeContext, NodeError, NodeResult
 
@@ -83,7 +81,77 @@ class _Heartbeats:
 
 
 _heartbeats = _Heartbeats()
-_timeout_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="ballast-step")
+
+
+class _Abandoned:
+    """Threads of timed steps that overran their deadline and still run in this process.
+
+    Python cannot kill a thread: an abandoned one keeps its memory, may hold the GIL (a
+    busy loop) and may still do its work late. They are counted, and past
+    ``BALLAST_MAX_ABANDONED_STEPS`` a django-q2 worker process asks to be recycled after
+    its current task (dispatch.worker_recycle), which ends them all.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._threads: set[threading.Thread] = set()
+
+    def add(self, thread: threading.Thread) -> None:
+        with self._lock:
+            self._threads.add(thread)
+
+    def alive(self) -> int:
+        """How many abandoned threads still run (finished ones are forgotten)."""
+        with self._lock:
+            self._threads = {t for t in self._threads if t.is_alive()}
+            return len(self._threads)
+
+
+_abandoned = _Abandoned()
+
+
+def abandoned_steps() -> int:
+    """How many timed-out steps' threads still run in this process."""
+    return _abandoned.alive()
+
+
+def _run_with_deadline(target: Callable[[], NodeResult], seconds: float, claimed: ClaimedStep, cancel: threading.Event) -> NodeResult | NodeError:
+    """Run ``target`` on a fresh daemon thread and wait at most ``seconds`` for it.
+
+    A fresh thread per timed step, not a fixed pool: an overrun thread that ignores its
+    cancel event occupies only itself, so a later timed step always starts at once. On
+    time-out the cancel event is set, the thread is counted as abandoned and a retryable
+    ``timeout`` error is returned; the fenced commit guarantees its late result is never
+    stored. An exception the node raises is re-raised here.
+    """
+    outcome: list[tuple[bool, object]] = []
+    done = threading.Event()
+
+    def body() -> None:
+        try:
+            outcome.append((True, target()))
+        except BaseException as exc:  # handed to the waiting thread, which re-raises it
+            outcome.append((False, exc))
+        finally:
+            connections.close_all()  # this thread's own connections, if the node opened any
+            done.set()
+
+    thread = threading.Thread(target=body, name=f"ballast-step-{claimed.step_id}", daemon=True)
+    thread.start()
+    if done.wait(seconds):
+        ok, value = outcome[0]
+        if not ok:
+            assert isinstance(value, BaseException)
+            raise value
+        assert isinstance(value, NodeResult)
+        return value
+    cancel.set()
+    _abandoned.add(thread)
+    log.warning(
+        "step %s (node %s) overran its %gs timeout and was abandoned; %d abandoned step thread(s) in this process",
+        claimed.step_id, claimed.node_id, seconds, _abandoned.alive(),
+    )
+    return NodeError(f"node '{claimed.node_id}' timed out after {seconds:g}s", code="timeout", retryable=True)
 
 
 def _context(claimed: ClaimedStep) -> NodeContext:
@@ -108,9 +176,10 @@ def _context(claimed: ClaimedStep) -> NodeContext:
 def execute_node(claimed: ClaimedStep) -> NodeResult | NodeError:
     """Run the claimed step's node outside any transaction; never raises.
 
-    A node with ``timeout_seconds`` runs on a pool thread and is abandoned (its cancel
-    event set) when the time is up: Python cannot kill a thread, and the fenced commit
-    guarantees an abandoned attempt's late result is never stored.
+    A node with ``timeout_seconds`` runs on a fresh thread and is abandoned (its cancel
+    event set) when the time is up (see :func:`_run_with_deadline`): Python cannot kill
+    a thread, and the fenced commit guarantees an abandoned attempt's late result is
+    never stored.
     """
     node = claimed.node
     kind = get_kind(node.kind)
@@ -126,12 +195,7 @@ def execute_node(claimed: ClaimedStep) -> NodeResult | NodeError:
         else:
             target = functools.partial(kind.execute, config, ctx)
         if node.timeout_seconds:
-            future = _timeout_pool.submit(target)
-            try:
-                return future.result(timeout=node.timeout_seconds)
-            except FutureTimeout:
-                ctx.cancel_event.set()
-                return NodeError(f"node '{node.id}' timed out after {node.timeout_seconds:g}s", code="timeout", retryable=True)
+            return _run_with_deadline(target, node.timeout_seconds, claimed, ctx.cancel_event)
         return target()
     except NodeError as exc:
         return exc
@@ -159,11 +223,30 @@ def execute_step(step_id: int, *, worker: str | None = None) -> None:
     """Claim ``step_id`` and run it, then any successor leased to this worker.
 
     Idempotent: a step that is not pending (finished, running elsewhere) is left alone.
+    A worker asked to stop (workers.stop_requested) claims nothing new and hands back a
+    kept successor instead of running it.
     """
     worker = worker or current_worker()
+    if stop_requested():
+        # A task pulled before the stop (django-q2 runs its prefetched tasks first): leave
+        # the step unclaimed, back on the queue for another worker.
+        dispatch.enqueue([step_id])
+        return
     claimed = claims.step_claim(step_id, worker)
     while claimed is not None:
+        if stop_requested():
+            # The cluster is stopping: the step in hand is done; its successor goes back
+            # to the queue for another worker (or this cluster's next start) to run.
+            if claims.step_release(claimed):
+                dispatch.enqueue([claimed.step_id])
+                log.info("worker %s stopping: handed step %s back", worker, claimed.step_id)
+            break
         claimed = run_claimed(claimed)
+    # Every lease of this task is committed or failed by now: a worker full of abandoned
+    # step threads can end here without handing anything back.
+    abandoned = _abandoned.alive()
+    if abandoned > settings.BALLAST_MAX_ABANDONED_STEPS and dispatch.worker_recycle():
+        log.warning("%d abandoned step thread(s) in worker %s: recycling the process after this task", abandoned, worker)
 
 
 def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when_waiting: bool = True, timeout: float | None = None) -> str:

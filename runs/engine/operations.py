@@ -150,6 +150,25 @@ def step_complete_waiting(step_id: int, result: NodeResult, *, actor: str, reaso
     return advance(run, step, result, now, worker=None).dispatch
 
 
+def step_skip_parked(step_id: int, *, output: dict[str, Any] | None, actor: str) -> list[int]:
+    """Finish a parked step as a person's "skip" with ``output`` standing for its result.
+
+    A child step (an agent's tool call) records ``output`` itself as its output, which its
+    parent's replay sees as the child's result: the model is given it as the tool's
+    result (no output: ``{"skipped_by": actor}``). A top-level step writes ``output`` as
+    its state updates and records ``{"skipped_by", "updates"}``. Inside the caller's
+    transaction. Returns step ids to dispatch. Raises StepStateError when it is not
+    waiting or parked.
+    """
+    parent_id = Step.objects.filter(pk=step_id).values_list("parent_id", flat=True).first()
+    if parent_id is not None:
+        result = NodeResult(output=output if output is not None else {"skipped_by": actor})
+    else:
+        updates = output or {}
+        result = NodeResult(updates=updates, output={"skipped_by": actor, "updates": updates})
+    return step_complete_waiting(step_id, result, actor=actor, reason="skip")
+
+
 def step_requeue_parked(step_id: int, *, actor: str) -> list[int]:
     """Send a parked step back to pending for a deliberate re-run (same idempotency key).
 
@@ -188,15 +207,27 @@ def _locked(run_id: int) -> Run:
 
 
 def run_cancel(run_id: int, *, actor: str, actor_type: str = "user", reason: str = "") -> bool:
-    """Cancel a run: terminal status, pending/waiting steps cancelled, audited, in one
-    transaction. Running steps notice at their next heartbeat; their commits keep their
+    """Cancel a run: terminal status, pending/waiting steps cancelled, audited (with the
+    node it was at, ``node_id``, all open top-level nodes, ``node_ids``, and the run's
+    ``status_before``/``status_after``), in one transaction. Running steps notice at their next heartbeat; their commits keep their
     output but start nothing. Returns False if the run had already ended. Raises RunNotFound."""
     with transaction.atomic():
         run = _locked(run_id)
         if run.is_terminal:
             return False
+        before = run.status
+        # The node(s) the run was at: its open steps, oldest first (parallel branches can be several).
+        at = list(
+            Step.objects.filter(run=run, parent__isnull=True)
+            .exclude(status__in=(StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.CANCELLED))
+            .order_by("id")
+            .values_list("node_id", flat=True)
+        )
         finish_run(run, RunStatus.CANCELLED, error={"code": "cancelled", "message": reason or f"cancelled by {actor}"})
-        audit(actor, "run.cancel", run, actor_type=actor_type, reason=reason)
+        audit(
+            actor, "run.cancel", run, actor_type=actor_type, reason=reason,
+            node_id=at[0] if at else None, node_ids=at, status_before=before, status_after=RunStatus.CANCELLED,
+        )  # fmt: skip
     return True
 
 

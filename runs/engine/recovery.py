@@ -107,11 +107,15 @@ def start_supervisor() -> Supervisor:
 
 
 def _stop_supervisor_at_exit() -> None:
-    """Deregister a cluster that stops cleanly: django-q2's qcluster command returns right
-    after starting its sentinel and the process lives on in multiprocessing's atexit join;
-    join the children here too, then stop the supervisor (it deletes the Worker row)."""
+    """Deregister a cluster that stops cleanly: join the cluster's children, then stop the
+    supervisor (it deletes the Worker row)."""
     for child in multiprocessing.active_children():
         child.join()
+    stop_supervisor()
+
+
+def stop_supervisor() -> None:
+    """Stop this process's supervisor thread, which deletes its Worker row; idempotent."""
     supervisor = _supervisor
     if supervisor is not None and supervisor.is_alive():
         supervisor.stop_event.set()

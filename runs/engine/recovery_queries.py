@@ -54,6 +54,11 @@ def workers_alive(within_seconds: float) -> bool:
     return Worker.objects.filter(heartbeat_at__gte=timezone.now() - timedelta(seconds=within_seconds)).exists()
 
 
+def steps_leased_to(owners: list[str]) -> list[int]:
+    """Ids of running steps whose lease belongs to one of ``owners`` (worker ids)."""
+    return list(Step.objects.filter(status=StepStatus.RUNNING, lease_owner__in=owners).order_by("id").values_list("id", flat=True))
+
+
 def expired_step_ids(owner_is_dead: OwnerIsDead, *, run_id: int | None = None) -> list[int]:
     """Running steps whose lease expired, or whose owner process on this host is dead."""
     now = timezone.now()
@@ -70,7 +75,7 @@ def _repeat_safe(run: Run, step: Step) -> bool:
     config = kind.config_model.model_validate(node.config)
     if step.parent_id is not None:
         return kind.is_child_repeat_safe(config, ChildCall(step.child_key, step.kind, step.input or {}))
-    return node.repeat_safe if node.repeat_safe is not None else kind.is_repeat_safe(config)
+    return kind.is_step_repeat_safe(config, node.repeat_safe)
 
 
 def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead) -> list[int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 from functools import lru_cache
 
 import psutil
@@ -65,6 +66,20 @@ def _identity(pid: int) -> str:
 def current_worker() -> str:
     """This process's worker id, ``host:pid:start``; unique across pid reuse."""
     return _identity(os.getpid())
+
+
+_stopping = threading.Event()
+
+
+def note_stop() -> None:
+    """Record that this worker process was asked to stop (its cluster is stopping)."""
+    _stopping.set()
+
+
+def stop_requested() -> bool:
+    """Whether this worker process was asked to stop: it finishes the step in hand and
+    hands back the successors its commits keep for it instead of running them."""
+    return _stopping.is_set()
 
 
 def owner_is_dead(owner: str) -> bool:

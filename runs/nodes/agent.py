@@ -57,6 +57,12 @@ class AgentConfig(LLMCallConfig):
 
     - ``tools``: registered tool names offered to the model (their descriptions and
       argument JSON Schemas are sent with every turn).
+    - ``repeat_safe_tools``: tool name (one of ``tools``) -> whether a call of it that a
+      crash interrupted may simply run again, overriding the tool's own ``repeat_safe``
+      (``{"http_request": true}`` for a GET the agent may repeat; ``{"kb_search":
+      false}`` to have a person decide). A tool not named follows its own setting. A
+      call that is not safe to repeat is parked for a person after a crash (retry, skip
+      with a given result, which the model then sees as the tool's result, or fail).
     - ``max_turns``: model turns at most; a reply that still asks for tools on the last
       turn fails the step with ``max_turns`` (its tools are not run).
     - ``max_tool_calls_per_turn``: calls beyond this in one reply are not run; the model
@@ -69,6 +75,10 @@ class AgentConfig(LLMCallConfig):
     """
 
     tools: list[str] = Field(min_length=1, max_length=64)
+    repeat_safe_tools: dict[str, bool] = Field(
+        default_factory=dict,
+        description="Tool name -> whether an interrupted call may run again (overrides the tool's own repeat_safe).",
+    )
     max_turns: int = Field(8, ge=1, le=50)
     max_tool_calls_per_turn: int = Field(8, ge=1, le=64)
     max_tool_result_chars: int = Field(20_000, ge=100, le=1_000_000)
@@ -87,18 +97,33 @@ class AgentNode(LLMCallKind[AgentConfig]):
 
     kind = "agent"
     config_model = AgentConfig
+    # The agent's own step is a replay; its tool calls follow their tools (repeat_safe_tools).
+    uses_repeat_safe = False
+    repeat_safe_instead = "config.repeat_safe_tools (per tool)"
     description = "An LLM agent with tools: model turns and tool calls are durable child steps."
     title, category = "Agent", "ai"  # builder palette (builder.selectors.node_kind_catalogue)
 
     # ----------------------------------------------------------------- validation
     def check(self, node_id: str, config: AgentConfig, known_names: set[str]) -> list[Issue]:
-        """The model call's issues (as on the llm node) and unknown tools."""
+        """The model call's issues (as on the llm node), unknown tools, and
+        ``repeat_safe_tools`` entries for tools the agent is not given (they would have no
+        effect)."""
         issues = super().check(node_id, config, known_names)
         for i, name in enumerate(config.tools):
             try:
                 get_tool(name)
             except UnknownTool:
                 issues.append(Issue(node_id, f"config.tools[{i}]", f"unknown tool {name!r}", code="unknown_tool"))
+        for name in config.repeat_safe_tools:
+            if name not in config.tools:
+                issues.append(
+                    Issue(
+                        node_id,
+                        f"config.repeat_safe_tools.{name}",
+                        f"{name!r} is not one of this agent's tools ({', '.join(config.tools)})",
+                        code="unknown_tool",
+                    )
+                )
         return issues
 
     # ----------------------------------------------------------------- the loop (replay)
@@ -248,14 +273,17 @@ class AgentNode(LLMCallKind[AgentConfig]):
         return NodeResult(output=require_tool(name).call(arguments, ToolContext.for_step(ctx)))
 
     def is_child_repeat_safe(self, config: AgentConfig, call: ChildCall) -> bool:
-        """A tool call is as repeat-safe as its tool (an email is not: a crash mid-call
-        parks the run for a person); a model turn may simply run again (it may be paid
-        twice, which the attempts record shows)."""
+        """A tool call is as repeat-safe as ``repeat_safe_tools`` says for its tool, else
+        as its tool (an email is not: a crash mid-call parks the run for a person); a
+        model turn may simply run again (it may be paid twice, which the attempts record
+        shows)."""
         if call.label != TOOL_CALL:
             return True
         name = str(call.input.get("tool", ""))
         if name not in config.tools:
             return True  # it fails before doing anything
+        if name in config.repeat_safe_tools:
+            return config.repeat_safe_tools[name]
         try:
             return get_tool(name).repeat_safe
         except UnknownTool:

@@ -15,6 +15,12 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from runs.sandbox.errors import clip
+
+# Longest message of an Issue or a NodeError: an expression error's 1000 characters plus
+# where it happened; they reach API responses, step errors and run events.
+NODE_ERROR_CHARS = 2000
+
 
 class NodeConfig(BaseModel):
     """Base of every node kind's config model: unknown fields are an error."""
@@ -54,6 +60,12 @@ class Issue:
     field: str
     message: str
     code: str = "invalid"
+
+    def __post_init__(self) -> None:
+        # Messages quote spec values (a node kind, an edge's source, an expression's error)
+        # that can be as long as a request body: bounded like every quotation.
+        if len(self.message) > NODE_ERROR_CHARS:
+            object.__setattr__(self, "message", clip(self.message, NODE_ERROR_CHARS, fold=False))
 
     def as_dict(self) -> dict[str, Any]:
         return {"node_id": self.node_id, "field": self.field, "message": self.message, "code": self.code}
@@ -166,6 +178,9 @@ class NodeError(Exception):
         usage: Usage | None = None,
         cost_usd: Decimal | None = None,
     ):
+        # The message lands in step errors and run events; it may quote user values
+        # (an expression error, a reply body), so it is bounded like every quotation.
+        message = clip(message, NODE_ERROR_CHARS, fold=False)
         super().__init__(message)
         self.message = message
         self.code = code
@@ -241,6 +256,13 @@ class NodeKind(Generic[ConfigT]):
     - ``repeat_safe``: whether an attempt interrupted by a crash may simply run again. A
       node whose side effect must not repeat (an email, a payment) says False; recovery
       then parks the run for a person to decide instead of re-running it.
+    - ``uses_repeat_safe``: whether a node's own ``repeat_safe`` field means anything for
+      this kind. False for kinds whose step does nothing outside the run (start, end,
+      join, condition, transform, approval) and for kinds whose step is a replay that
+      spawns the real work as children with their own rule (the agent: per tool);
+      validation refuses the field on them instead of ignoring it, pointing to
+      ``repeat_safe_instead`` (where the kind takes it instead, e.g.
+      ``config.repeat_safe_tools``) when set.
     - ``description``: one line shown in the builder palette; ``title`` and ``category``
       name and group the kind there (``builder.selectors.node_kind_catalogue``).
     - ``dynamic_handles``: whether :meth:`output_handles` depends on the config (the
@@ -250,6 +272,8 @@ class NodeKind(Generic[ConfigT]):
     kind: ClassVar[str] = ""
     config_model: type[ConfigT]
     repeat_safe: ClassVar[bool] = True
+    uses_repeat_safe: ClassVar[bool] = True
+    repeat_safe_instead: ClassVar[str] = ""
     description: ClassVar[str] = ""
     title: ClassVar[str] = ""
     category: ClassVar[str] = ""
@@ -280,6 +304,14 @@ class NodeKind(Generic[ConfigT]):
     def is_repeat_safe(self, config: ConfigT) -> bool:
         """Whether this configured node may re-run after a crash (default: ``repeat_safe``)."""
         return self.repeat_safe
+
+    def is_step_repeat_safe(self, config: ConfigT, override: bool | None) -> bool:
+        """Whether a (top-level) step of this node may re-run after a crash: the node's
+        ``repeat_safe`` field when it sets one and the kind uses it, else
+        :meth:`is_repeat_safe`. Recovery and the node-test confirmation both ask this."""
+        if override is not None and self.uses_repeat_safe:
+            return override
+        return self.is_repeat_safe(config)
 
     def estimate_cost(self, config: ConfigT, state: Mapping[str, Any]) -> tuple[Decimal | None, int]:
         """Worst-case (USD, tokens) of one execution, for budgets. (0, 0) for free nodes."""

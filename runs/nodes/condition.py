@@ -47,6 +47,7 @@ class ConditionNode(NodeKind[ConditionConfig]):
 
     kind: ClassVar[str] = "condition"
     config_model = ConditionConfig
+    uses_repeat_safe: ClassVar[bool] = False  # nothing outside the run: always safe to repeat
     description: ClassVar[str] = "Branch on an expression (true/false) or on cases (first true wins, else default)."
     title, category = "Condition", "logic"  # builder palette (builder.selectors.node_kind_catalogue)
     dynamic_handles = True

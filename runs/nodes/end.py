@@ -24,6 +24,7 @@ class EndNode(NodeKind[EndConfig]):
 
     kind: ClassVar[str] = "end"
     config_model = EndConfig
+    uses_repeat_safe: ClassVar[bool] = False  # nothing outside the run: always safe to repeat
     description: ClassVar[str] = "Finish the run and return selected state keys as its result."
     title, category = "End", "flow"  # builder palette (builder.selectors.node_kind_catalogue)
 

@@ -18,6 +18,7 @@ class JoinNode(NodeKind[NodeConfig]):
 
     kind: ClassVar[str] = "join"
     config_model = NodeConfig
+    uses_repeat_safe: ClassVar[bool] = False  # nothing outside the run: always safe to repeat
     description: ClassVar[str] = "Wait for all parallel branches that can still arrive, then continue once."
     title, category = "Join", "flow"  # builder palette (builder.selectors.node_kind_catalogue)
 

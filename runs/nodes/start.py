@@ -15,6 +15,7 @@ class StartNode(NodeKind[NodeConfig]):
 
     kind: ClassVar[str] = "start"
     config_model = NodeConfig
+    uses_repeat_safe: ClassVar[bool] = False  # nothing outside the run: always safe to repeat
     description: ClassVar[str] = "Where a run begins; its input becomes the first state."
     title, category = "Start", "flow"  # builder palette (builder.selectors.node_kind_catalogue)
 

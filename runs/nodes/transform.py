@@ -38,6 +38,7 @@ class TransformNode(NodeKind[TransformConfig]):
 
     kind: ClassVar[str] = "transform"
     config_model = TransformConfig
+    uses_repeat_safe: ClassVar[bool] = False  # nothing outside the run: always safe to repeat
     description: ClassVar[str] = "Compute state values from expressions over the current state."
     title, category = "Transform", "data"  # builder palette (builder.selectors.node_kind_catalogue)
 

@@ -1,9 +1,14 @@
 """Errors of sandboxed evaluation: the user-facing ExpressionError, the internal Fault, and exception codes."""
 from __future__ import annotations
 
+import reprlib
 from typing import Any, NamedTuple
 
-__all__ = ["CODES", "Described", "ExpressionError", "Fault", "clip", "describe", "type_name"]
+__all__ = ["CODES", "MAX_MESSAGE_CHARS", "QUOTE_CHARS", "Described", "ExpressionError", "Fault", "clip", "describe",
+           "quote", "type_name"]
+
+QUOTE_CHARS = 200  # longest quotation of a user value or sub-expression in a message
+MAX_MESSAGE_CHARS = 1000  # longest message an ExpressionError carries (and so an event payload quotes)
 
 CODES = frozenset({"syntax", "unknown_name", "forbidden", "limit", "timeout", "memory", "type", "error"})
 
@@ -27,6 +32,9 @@ class ExpressionError(Exception):
         position: tuple[int, int] | None = None,
         name: str | None = None,
     ) -> None:
+        # Every message is bounded however it was built: messages end up in step errors,
+        # run events and API responses, and may quote user values.
+        message = clip(message, MAX_MESSAGE_CHARS, fold=False)
         super().__init__(message)
         self.message = message
         self.code = code if code in CODES else "error"
@@ -63,6 +71,7 @@ class Fault(Exception):
     """
 
     def __init__(self, code: str, reason: str, *, name: str | None = None, whole: bool = False) -> None:
+        reason = clip(reason, MAX_MESSAGE_CHARS, fold=False)
         super().__init__(reason)
         self.code = code
         self.reason = reason
@@ -91,20 +100,62 @@ def describe(exc: BaseException) -> Described:
     if isinstance(exc, ZeroDivisionError):
         return Described("error", "division by zero")
     if isinstance(exc, TypeError):
-        return Described("type", str(exc))
+        return Described("type", clip(str(exc), MAX_MESSAGE_CHARS, fold=False))
     if isinstance(exc, OverflowError):
         return Described("limit", f"number too large ({exc})")
     if isinstance(exc, RecursionError):
         return Described("limit", "nests too deeply")
     if isinstance(exc, MemoryError):
         return Described("memory", "ran out of memory")
-    return Described("error", f"{type(exc).__name__}: {exc}")
+    return Described("error", clip(f"{type(exc).__name__}: {exc}", MAX_MESSAGE_CHARS, fold=False))
 
 
-def clip(text: str, limit: int = 160) -> str:
-    """``text`` with white space folded, cut to ``limit`` characters (with "...") for messages."""
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def clip(text: str, limit: int = QUOTE_CHARS, *, fold: bool = True) -> str:
+    """``text`` cut to at most ``limit`` characters for a message: THE truncation of quoted user text.
+
+    With ``fold`` white space runs become one space first (a quoted expression reads on
+    one line). Longer text keeps its first characters followed by "… (N characters)",
+    N the original length, so a reader knows how much was cut. Costs
+    O(limit), not O(len(text)): only a window of the text is folded. The result is at
+    most ``limit`` characters (unless ``limit`` is shorter than the note itself), so
+    clipping again changes nothing.
+    """
+    n = len(text)
+    window = text[: 4 * limit + 1] if n > 4 * limit else text
+    if fold:
+        window = " ".join(window.split())
+    if n <= 4 * limit and len(window) <= limit:
+        return window
+    note = f"… ({n} characters)"
+    return window[: max(limit - len(note), 1)] + note
+
+
+def _repr_within(limit: int) -> reprlib.Repr:
+    r = reprlib.Repr()
+    r.maxstring = r.maxother = r.maxlong = max(limit - 4, 8)
+    r.maxlist = r.maxtuple = r.maxdict = r.maxset = r.maxfrozenset = 10
+    r.maxlevel = 3
+    return r
+
+
+def quote(value: Any, limit: int = QUOTE_CHARS) -> str:
+    """A bounded repr of ``value`` for a message (reprlib: long strings, lists and dicts are cut with "...").
+
+    Never builds the full repr: a user value can be megabytes (an integer's digits are
+    not even computed past 10_000 bits; Python refuses more than 4300 digits anyway).
+    """
+    if type(value) is int and value.bit_length() > 10_000:
+        return f"<integer of {value.bit_length()} bits>"
+    r = _repr_within(limit)
+    try:
+        text = r.repr(value)
+    except Exception:  # a value whose repr fails still gets a message
+        text = f"<{type_name(value)}>"
+    if isinstance(value, str) and len(value) > r.maxstring:
+        text += f" ({len(value)} characters)"
+    elif isinstance(value, (list, tuple, dict, set, frozenset)) and len(value) > r.maxlist:
+        text += f" ({len(value)} items)"
+    return clip(text, 2 * limit + 40, fold=False)  # nested reprs can exceed maxstring a little
 
 
 _TYPE_NAMES: dict[type, str] = {dict: "dict", list: "list", tuple: "tuple", str: "string", int: "integer",

@@ -3,21 +3,69 @@ from __future__ import annotations
 
 import contextvars
 import math
+import operator
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from runs.sandbox.errors import Fault, type_name
-from runs.sandbox.limits import HUGE, LIMITS, Limits
+from runs.sandbox.limits import HUGE, LIMITS, MIB, Limits
 
-__all__ = ["MERGEABLE", "REPEATABLE", "SEQUENCES", "Guard", "current_guard", "guarded"]
+__all__ = ["COMPARISONS", "MERGEABLE", "REPEATABLE", "SEQUENCES", "Guard", "current_guard", "guarded", "hash_bytes",
+           "int_bytes", "range_item_bytes", "seq_bytes", "str_bytes", "str_width"]
 
 SEQUENCES = frozenset({list, tuple, set, frozenset})
+_NUMBERS = frozenset({int, float, bool, type(None)})
+_STRINGS = frozenset({str})
 REPEATABLE = frozenset({str, list, tuple})
 MERGEABLE = frozenset({dict, set, frozenset})
 
 _GUARD: contextvars.ContextVar[Guard | None] = contextvars.ContextVar("ballast_expression_guard", default=None)
+
+# Comparison operators by their Python spelling (expressions and templates share them).
+COMPARISONS: dict[str, Any] = {
+    "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "in": lambda a, b: a in b, "not in": lambda a, b: a not in b, "is": operator.is_, "is not": operator.is_not,
+}
+
+
+# -- byte sizes (CPython 3.11, 64-bit; sys.getsizeof of each kind of value, rounded up) ----
+def str_width(s: str) -> int:
+    """Bytes per character CPython stores ``s`` with (1, 2 or 4), found in O(1)."""
+    if s.isascii():
+        return 1
+    # A compact non-ASCII string is a 72-byte header and (len + 1) characters of one width.
+    return max(1, min(4, (sys.getsizeof(s) - 72) // (len(s) + 1)))
+
+
+def str_bytes(chars: int, width: int = 1) -> int:
+    """Bytes of a string of ``chars`` characters of ``width`` bytes each."""
+    return (49 if width == 1 else 76) + chars * width
+
+
+def int_bytes(bits: int) -> int:
+    """Bytes of an integer of ``bits`` bits (30-bit digits of 4 bytes)."""
+    return 28 + (bits // 30) * 4
+
+
+def range_item_bytes(value: Any) -> int:
+    """Bytes of each integer walking ``value`` creates: a range makes its items as it goes, so a
+    list of range(2**4094, 2**4094 + 99999) is 57 MB of new integers; 0 for other values."""
+    if type(value) is not range:
+        return 0
+    return int_bytes(max(abs(value.start), abs(value.stop)).bit_length())
+
+
+def seq_bytes(n: int) -> int:
+    """Bytes of a list or tuple of ``n`` slots (the items themselves not included)."""
+    return 56 + 8 * n
+
+
+def hash_bytes(n: int) -> int:
+    """Bytes of a dict or set of ``n`` entries (about 37 measured per entry when full, more when sparse)."""
+    return 64 + 64 * n
 
 
 class Guard:
@@ -29,13 +77,14 @@ class Guard:
     or a padding call cannot be interrupted once it has started.
     """
 
-    __slots__ = ("limits", "deadline", "iterations", "spent", "_memo", "_memo_cells")
+    __slots__ = ("limits", "deadline", "iterations", "spent", "allocated", "_memo", "_memo_cells")
 
     def __init__(self, limits: Limits, deadline: float | None = None) -> None:
         self.limits = limits
         self.deadline = deadline if deadline is not None else time.monotonic() + limits.timeout
         self.iterations = 0
         self.spent = 0
+        self.allocated = 0  # bytes all operations of this evaluation allocated (estimated before each)
         self._memo: dict[int, tuple[Any, int, int]] = {}
         self._memo_cells = 0
 
@@ -62,6 +111,149 @@ class Guard:
             raise Fault("limit", f"exceeds the limit of {self.limits.budget} characters and items built in one "
                                  "evaluation")
 
+    def alloc(self, n: int, what: str = "the value") -> None:
+        """Account ``n`` bytes about to be allocated; Fault("limit") once past ``limits.memory_bytes``.
+
+        Called BEFORE the allocation with an estimate from the operands' sizes (see
+        :func:`str_bytes`, :func:`int_bytes`, :func:`seq_bytes`, :func:`hash_bytes`).
+        Garbage counts too, as for ``budget``: the total bounds the evaluation's memory.
+        """
+        self.allocated += n
+        if self.allocated > self.limits.memory_bytes:
+            raise Fault("limit", f"exceeds the memory limit of {_mib(self.limits.memory_bytes)} allocated in one "
+                                 f"evaluation ({what} would bring it to {_mib(self.allocated)})")
+
+    def alloc_str(self, chars: int, *parts: str) -> None:
+        """Account a new string of ``chars`` characters as wide as the widest of ``parts``."""
+        width = max((str_width(p) for p in parts), default=1)
+        self.alloc(str_bytes(chars, width), f"a string of {chars} characters")
+
+    def bytes_of(self, value: Any) -> int:
+        """Estimated bytes of ``value`` and everything it holds, each shared object counted once.
+
+        The walk stops once past ``limits.memory_bytes`` or ``limits.items`` objects and
+        returns HUGE, so it costs O(limits) at worst.
+        """
+        seen: set[int] = set()
+        stack = [value]
+        total, count, cap = 0, 0, self.limits.memory_bytes
+        while stack:
+            v = stack.pop()
+            t = type(v)
+            if id(v) in seen:
+                continue
+            seen.add(id(v))  # the walk holds every value, so ids are not reused while it runs
+            if t is str:
+                total += sys.getsizeof(v)
+            elif t is int:
+                total += int_bytes(v.bit_length())
+            elif t is float:
+                total += 24
+            elif t in SEQUENCES or t is dict:
+                count += len(v)
+                if count > self.limits.items:
+                    return HUGE
+                if t is dict:
+                    total += hash_bytes(len(v))
+                    stack.extend(v.keys())
+                    stack.extend(v.values())
+                else:
+                    total += seq_bytes(len(v)) if t is list or t is tuple else hash_bytes(len(v))
+                    stack.extend(v)
+            else:
+                total += 16
+            if total > cap:
+                return HUGE
+        return total
+
+    # -- operations that cannot be interrupted ------------------------------------------
+    def scan(self, steps: int, what: str) -> None:
+        """Refuse one uninterruptible operation of about ``steps`` steps if over ``limits.scan_steps``.
+
+        A step is a character searched or 64 compared (memcmp), or an item compared or hashed
+        (about 10 ns here, 100 ns when the machine is loaded):
+        once such a call is inside C, neither the deadline nor a Python timer can stop it.
+        """
+        if steps > self.limits.scan_steps:
+            shown = f"about {steps}" if steps < HUGE else "too many"
+            raise Fault("limit", f"{what} would take {shown} steps, over the limit of {self.limits.scan_steps} "
+                                 "for one operation that cannot be interrupted")
+
+    def steps_of(self, value: Any) -> int:
+        """Steps a comparison or hash of ``value`` may take: items, plus characters / 64 (memcmp).
+
+        Containers are walked once per evaluation (memoised); HUGE past ``limits.items`` items.
+        """
+        t = type(value)
+        if t is str:
+            return len(value) // 64 + 1
+        if t is int:
+            return value.bit_length() // 512 + 1
+        if t in SEQUENCES:
+            # Flat collections of numbers or of strings, the common case, without a Python
+            # loop: map() and set() run in C (10 us for 1000 items against 150 us walked).
+            kinds = set(map(type, value))
+            if kinds <= _NUMBERS:
+                return len(value) + 1
+            if kinds == _STRINGS:
+                return len(value) + 1 + sum(map(len, value)) // 64
+        if t in SEQUENCES or t is dict:
+            cells, chars = self._measure(value)
+            return HUGE if chars >= HUGE else cells + chars // 64
+        return 1
+
+    def compare(self, name: str, a: Any, b: Any) -> Any:
+        """``a <name> b`` for a key of :data:`COMPARISONS`, its cost checked first (:meth:`scan`).
+
+        Equality and order stop at the shorter operand, so they cost at most the smaller
+        one's steps; ``in`` over a string is a search (both lengths), over a list or tuple
+        one comparison of ``a`` per item, over a dict or set one hash of ``a``.
+        """
+        fn = COMPARISONS[name]
+        if name in ("is", "is not"):
+            return fn(a, b)
+        ta, tb = type(a), type(b)
+        if name in ("in", "not in"):
+            if tb is str:
+                if ta is str and len(a) <= len(b):
+                    self.scan(len(b) + len(a), f"searching a {len(b)}-character string")
+            elif tb is list or tb is tuple:
+                if len(b) > 1:
+                    self.scan(len(b) * self.steps_of(a), f"`in` over a {type_name(b)} of {len(b)} items")
+            elif tb is dict or tb in SEQUENCES:
+                self.scan(self.steps_of(a), "hashing the value looked up")
+            return fn(a, b)
+        if ta is str and tb is str:
+            if len(a) == len(b) or name not in ("==", "!="):  # strings of unequal length differ at once
+                self.scan(min(len(a), len(b)) // 64 + 1, "comparing strings")
+        elif (ta in SEQUENCES or ta is dict) and (tb in SEQUENCES or tb is dict):
+            if name in ("==", "!=") and ta is tb and ta is not tuple and len(a) != len(b):
+                return fn(a, b)  # lists, dicts and sets of unequal length differ at once (tuples do not check)
+            small, large = (a, b) if len(a) <= len(b) else (b, a)
+            cost = self.steps_of(small)
+            if cost > self.limits.scan_steps:
+                cost = min(cost, self.steps_of(large))
+            self.scan(cost, f"comparing a {type_name(a)} with a {type_name(b)}")
+        return fn(a, b)
+
+    def check_sort(self, value: Any, what: str) -> None:
+        """Refuse sorting ``value`` (or taking its min/max, ``what`` names it) if the comparisons could be too many.
+
+        Each item takes part in about log2(n) comparisons of a merge sort, each costing at
+        most its own steps: so about log2(n) x the container's steps.
+        """
+        self.check_iterable(value, what)
+        n = len(value)
+        if n > 1:
+            factor = max(1, math.ceil(math.log2(n))) if what in ("sorted", "sort", "unique", "dictsort", "groupby") \
+                else 1
+            self.scan(self.steps_of(value) * factor, f"{what}() of {n} items")
+
+    def search(self, haystack: str, needle: Any, what: str) -> None:
+        """Refuse a search of ``needle`` in the string ``haystack`` past ``limits.scan_steps`` characters."""
+        if isinstance(needle, str) and len(needle) <= len(haystack):
+            self.scan(len(haystack) + len(needle), f"{what}() in a {len(haystack)}-character string")
+
     # -- sizes -----------------------------------------------------------------------
     def count_items(self, value: Any) -> int:
         """Items in ``value`` counted through nesting, itself included (``[[1, 2]]`` is 4).
@@ -87,7 +279,7 @@ class Guard:
             hit = memo.get(id(value))
             if hit is not None and hit[0] is value:
                 return hit[1], hit[2]
-            cap = self.limits.items
+            cap = self.limits.items + 1  # the container itself and up to ``items`` items
             cells, chars = 1, 2
             if t is dict:
                 for k, v in value.items():
@@ -153,8 +345,9 @@ class Guard:
         estimate = self.text_size(value)
         self.check_chars(estimate)
         self.spend(estimate)
-        out = str(value)
-        self.check_chars(len(out))  # escapes in reprs can exceed the estimate
+        out = str(value)  # bounded by the estimate just checked (escapes can exceed it a little)
+        self.check_chars(len(out))
+        self.alloc(sys.getsizeof(out), "its text")
         return out
 
     # -- operators (checked before they compute) --------------------------------------
@@ -164,17 +357,26 @@ class Guard:
         if ta is str and tb is str:
             self.check_chars(len(a) + len(b))
             self.spend(len(a) + len(b))
+            self.alloc_str(len(a) + len(b), a, b)
         elif (ta is int or ta is bool) and (tb is int or tb is bool):
-            self.check_bits(max(a.bit_length(), b.bit_length()) + 1)
+            bits = max(a.bit_length(), b.bit_length()) + 1
+            self.check_bits(bits)
+            self.alloc(int_bytes(bits), "the integer")
         elif ta in SEQUENCES and tb is ta:
             self.check_items(self.count_items(a) + self.count_items(b) - 2, f"the joined {type_name(a)}", True)
             self.spend(len(a) + len(b))
+            self.alloc(seq_bytes(len(a) + len(b)) if ta is not set and ta is not frozenset
+                       else hash_bytes(len(a) + len(b)), f"the joined {type_name(a)}")
         return a + b
 
     def sub(self, a: Any, b: Any) -> Any:
         """a - b, integer size checked first."""
         if isinstance(a, int) and isinstance(b, int):
-            self.check_bits(max(a.bit_length(), b.bit_length()) + 1)
+            bits = max(a.bit_length(), b.bit_length()) + 1
+            self.check_bits(bits)
+            self.alloc(int_bytes(bits), "the integer")
+        elif type(a) in MERGEABLE and type(b) in MERGEABLE:
+            self.alloc(hash_bytes(len(a)), f"the {type_name(a)}")
         return a - b
 
     def mul(self, a: Any, b: Any) -> Any:
@@ -182,6 +384,7 @@ class Guard:
         a_int, b_int = isinstance(a, int), isinstance(b, int)
         if a_int and b_int:
             self.check_bits(a.bit_length() + b.bit_length())
+            self.alloc(int_bytes(a.bit_length() + b.bit_length()), "the integer")
         elif b_int and type(a) in REPEATABLE:
             self._check_repeat(a, b)
         elif a_int and type(b) in REPEATABLE:
@@ -193,14 +396,19 @@ class Guard:
             return
         if type(seq) is str:
             self.check_chars(len(seq) * times)
+            self.spend(len(seq) * times)
+            self.alloc_str(len(seq) * times, seq)
         else:
             self.check_items((self.count_items(seq) - 1) * times, f"the repeated {type_name(seq)}", True)
-        self.spend(len(seq) * times)
+            self.spend(len(seq) * times)
+            self.alloc(seq_bytes(len(seq) * times), f"the repeated {type_name(seq)}")
 
     def pow(self, a: Any, b: Any) -> Any:
         """a ** b, the result's bits (b x log2|a|) checked first."""
         if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1:
-            self.check_bits(b * math.log2(abs(a)))
+            bits = b * math.log2(abs(a))
+            self.check_bits(bits)
+            self.alloc(int_bytes(int(bits) + 1), "the integer")
         elif isinstance(b, int) and b.bit_length() > self.limits.int_bits:
             self.check_bits(b.bit_length())
         return a**b
@@ -209,13 +417,27 @@ class Guard:
         """a << b, the result's bits checked first."""
         if isinstance(a, int) and isinstance(b, int) and a and b > 0:
             self.check_bits(a.bit_length() + b)
+            self.alloc(int_bytes(a.bit_length() + b), "the integer")
         return a << b
+
+    def number(self, fn: Any, a: Any, b: Any) -> Any:
+        """``fn(a, b)`` for an operator whose result is no larger than its operands (/, //, >>, &, ^);
+        the result's bytes are accounted."""
+        if isinstance(a, int) and isinstance(b, int):
+            self.alloc(int_bytes(max(a.bit_length(), b.bit_length())), "the integer")
+        elif type(a) in MERGEABLE and type(b) in MERGEABLE:
+            self.alloc(hash_bytes(len(a) + len(b)), f"the {type_name(a)}")
+        else:
+            self.alloc(32, "the number")
+        return fn(a, b)
 
     def mod(self, a: Any, b: Any) -> Any:
         """a % b for numbers; %-formatting of strings is refused ("forbidden")."""
         if isinstance(a, str):
             # '%*d' % (10**9, 1) pads to a gigabyte inside one C call.
             raise Fault("forbidden", "%-formatting of strings is not allowed; use an f-string or +")
+        if isinstance(a, int) and isinstance(b, int):
+            self.alloc(int_bytes(b.bit_length()), "the integer")
         return a % b
 
     def bitor(self, a: Any, b: Any) -> Any:
@@ -223,7 +445,14 @@ class Guard:
         if type(a) in MERGEABLE and type(b) in MERGEABLE:
             self.check_items(self.count_items(a) + self.count_items(b) - 2, f"the merged {type_name(a)}", True)
             self.spend(len(a) + len(b))
+            self.alloc(hash_bytes(len(a) + len(b)), f"the merged {type_name(a)}")
+        elif isinstance(a, int) and isinstance(b, int):
+            self.alloc(int_bytes(max(a.bit_length(), b.bit_length())), "the integer")
         return a | b
+
+
+def _mib(n: int) -> str:
+    return f"{n / MIB:.3g} MiB" if n < HUGE else "astronomically many bytes"
 
 
 def current_guard() -> Guard:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -13,15 +14,23 @@ from jinja2.runtime import Context, Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from runs.sandbox.errors import Fault
-from runs.sandbox.guard import current_guard
+from runs.sandbox.guard import current_guard, range_item_bytes, seq_bytes
 from runs.sandbox.whitelist import DICT_METHODS, SEQ_METHODS, STR_METHODS, fn_range, str_join, str_replace
 
-__all__ = ["CONCAT_HOOK", "ENV", "GLOBAL_NAMES", "LOOP_HOOK", "BoundedEnvironment"]
+__all__ = ["COMPARE_HOOK", "CONCAT_HOOK", "ENV", "GLOBAL_NAMES", "JINJA_COMPARISONS", "LOOP_HOOK",
+           "BoundedEnvironment"]
 
 # Environment attributes a template's parsed tree is rewritten to call (runs.templating):
-# around every for-loop iterable, and instead of the ~ operator.
+# around every for-loop iterable, instead of the ~ operator, and instead of comparisons
+# (the sandbox intercepts arithmetic operators only, and == or `in` over large values
+# cannot be interrupted once inside C).
 LOOP_HOOK = "ballast_loop"
 CONCAT_HOOK = "ballast_concat"
+COMPARE_HOOK = "ballast_compare"
+
+# Jinja's comparison operator names (nodes.Operand.op) in Python's spelling (Guard.compare).
+JINJA_COMPARISONS = {"eq": "==", "ne": "!=", "lt": "<", "lteq": "<=", "gt": ">", "gteq": ">=", "in": "in",
+                     "notin": "not in"}
 
 
 class _BoundMethod:
@@ -56,7 +65,9 @@ def _finalize(value: Any) -> Any:
     # (['x' * 100000] * 1000 is 1001 items but 100 million characters).
     if type(value) is not str:
         g = current_guard()
-        g.check_chars(g.text_size(value))
+        size = g.text_size(value)
+        g.check_chars(size)
+        g.alloc(49 + size, "its text")
     return value
 
 
@@ -119,8 +130,11 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
     def ballast_loop(self, iterable: Iterable[Any]) -> Iterator[Any]:
         """:data:`LOOP_HOOK`: yields the items of a for-loop, one guarded step each."""
         g = current_guard()
+        item_bytes = range_item_bytes(iterable)  # a range makes each item as it goes
         for item in iterable:
             g.step(what="loop steps and calls")
+            if item_bytes:
+                g.alloc(item_bytes, "the loop variable")
             yield item
 
     def ballast_concat(self, *parts: Any) -> str:
@@ -133,7 +147,21 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
             total += len(text)
             g.check_chars(total)
             out.append(text)
+        g.alloc_str(total, *out)
         return "".join(out)
+
+    def ballast_compare(self, first: Any, *rest: Any) -> Any:
+        """:data:`COMPARE_HOOK`: ``first op1 second op2 third ...`` (operator names of :data:`JINJA_COMPARISONS`
+        alternating with operands), chained like Python, each comparison's cost checked first (Guard.compare)."""
+        g = current_guard()
+        left, result = first, True
+        for i in range(0, len(rest), 2):
+            right = rest[i + 1]
+            result = g.compare(JINJA_COMPARISONS[rest[i]], left, right)
+            if not result:
+                break
+            left = right
+        return result
 
 
 # ---------------------------------------------------------------------------------------
@@ -152,23 +180,92 @@ def _stringifies(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _case_filter(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """lower, upper, title, capitalize, urlencode: the output is at least the input's size and can
+    be several times it ('ß'|upper is 'SS', urlencode writes %XX per UTF-8 byte), so the
+    input's text is bounded by the string limit first and the output checked after."""
+
+    @functools.wraps(fn)
+    def wrapper(value: Any, *args: Any, **kwargs: Any) -> Any:
+        g = current_guard()
+        g.check_chars(len(value) if type(value) is str else g.text_size(value))
+        out = fn(value, *args, **kwargs)
+        g.check_chars(len(out))
+        g.alloc(sys.getsizeof(out), "the filtered text")
+        return out
+
+    return wrapper
+
+
+def _sorting(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """sort, dictsort, unique, groupby, min, max: the comparisons are one C call, so their cost is
+    checked first (Guard.check_sort); case-insensitive ones lowercase every string."""
+    value_at = 0 if getattr(fn, "jinja_pass_arg", None) is None else 1
+
+    @functools.wraps(fn)  # keeps jinja_pass_arg
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        g = current_guard()
+        value = args[value_at]
+        if isinstance(value, (str, list, tuple, dict, range, set)):
+            g.check_sort(value, name)
+            g.alloc(seq_bytes(len(value)), f"the result of {name}")
+            if not kwargs.get("case_sensitive", False):
+                g.alloc(g.text_size(value), f"the lowercased keys of {name}")
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _comparing_test(name: str) -> Callable[..., Any]:
+    # The tests ==, in, lt ... (also used by select/reject) compare inside one C call too.
+    op = {"==": "==", "eq": "==", "equalto": "==", "!=": "!=", "ne": "!=", "<": "<", "lt": "<", "lessthan": "<",
+          "<=": "<=", "le": "<=", ">": ">", "gt": ">", "greaterthan": ">", ">=": ">=", "ge": ">=", "in": "in"}[name]
+
+    def test(value: Any, other: Any) -> bool:
+        return bool(current_guard().compare(op, value, other))
+
+    test.__name__ = f"test_{name}"
+    return test
+
+
+_COMPARING_TESTS = ("==", "eq", "equalto", "!=", "ne", "<", "lt", "lessthan", "<=", "le", ">", "gt", "greaterthan",
+                    ">=", "ge", "in")
+
+
 def _bounded_list(value: Any, what: str) -> list[Any]:
     """Materialise a filter's input; other filters' generators are cut off past the limit."""
     g = current_guard()
     if isinstance(value, (str, list, tuple, dict, range, set)):
         g.check_iterable(value, what)
+        g.alloc(seq_bytes(len(value)) + len(value) * range_item_bytes(value), f"the input of {what}")
         return list(value)
     try:
         items = list(itertools.islice(iter(value), g.limits.items + 1))
     except TypeError:
         raise Fault("type", f"{what} needs a list, not a {type(value).__name__}") from None
     g.check_items(len(items), f"the input of {what}")
+    # A generator (map over a range) made its items as it went: count what they hold.
+    g.alloc(seq_bytes(len(items)) + g.bytes_of(items), f"the input of {what}")
     return items
+
+
+def _copying_filter(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """list, reverse: a new list of the input's items (a generator's cut off past the limit)."""
+
+    value_at = 0 if getattr(fn, "jinja_pass_arg", None) is None else 1  # after env/context, if passed
+
+    @functools.wraps(fn)  # keeps jinja_pass_arg
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        args = (*args[:value_at], _bounded_list(args[value_at], name), *args[value_at + 1:])
+        return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def _filter_join(value: Any, d: Any = "", attribute: Any = None) -> str:
     g = current_guard()
     items = _bounded_list(value, "join")
+    g.alloc(seq_bytes(len(items)), "the items of join")
     if attribute is not None:
         items = [ENV.getitem(x, attribute) for x in items]
     return str_join(str(d), [g.text(x) for x in items])
@@ -183,6 +280,7 @@ def _filter_tojson(value: Any, indent: Any = None) -> str:
     g.check_chars(g.text_size(value) * (2 if indent else 1))
     if indent is not None and (not isinstance(indent, int) or not 0 <= indent <= 8):
         raise Fault("limit", "tojson indent must be between 0 and 8")
+    g.alloc(49 + g.text_size(value) * (2 if indent else 1), "the JSON text")
     out = json.dumps(value, ensure_ascii=False, indent=indent, default=str)
     g.check_chars(len(out))
     return out
@@ -210,11 +308,12 @@ _filter_sum.jinja_pass_arg = do_sum.jinja_pass_arg  # type: ignore[attr-defined]
 
 # Filters that pad, wrap, format or repeat (center, indent, wordwrap, format, batch,
 # slice, filesizeformat, xmlattr, urlize, pprint, random, attr, escape/safe) are absent.
-_SAFE_FILTERS = ("abs", "count", "d", "default", "dictsort", "first", "float", "groupby", "int", "items", "last",
-                 "length", "list", "map", "max", "min", "reject", "rejectattr", "reverse", "select", "selectattr",
-                 "sort", "unique")
-_STRINGIFYING_FILTERS = ("capitalize", "lower", "string", "title", "trim", "truncate", "upper", "urlencode",
-                         "wordcount")
+_SAFE_FILTERS = ("abs", "count", "d", "default", "first", "float", "int", "items", "last", "length", "map",
+                 "reject", "rejectattr", "select", "selectattr")
+_COPYING_FILTERS = ("list", "reverse")
+_SORTING_FILTERS = ("dictsort", "groupby", "max", "min", "sort", "unique")
+_STRINGIFYING_FILTERS = ("string", "trim", "truncate", "wordcount")
+_CASE_FILTERS = ("capitalize", "lower", "title", "upper", "urlencode")
 # The lower/upper tests str() their argument; the rest only compare or inspect.
 _UNSAFE_TESTS = ("lower", "upper")
 
@@ -224,10 +323,14 @@ def _make_environment() -> BoundedEnvironment:
     defaults = env.filters
     env.filters = {name: defaults[name] for name in _SAFE_FILTERS}
     env.filters.update({name: _stringifies(defaults[name]) for name in _STRINGIFYING_FILTERS})
+    env.filters.update({name: _case_filter(defaults[name]) for name in _CASE_FILTERS})
+    env.filters.update({name: _copying_filter(defaults[name], name) for name in _COPYING_FILTERS})
+    env.filters.update({name: _sorting(defaults[name], name) for name in _SORTING_FILTERS})
     env.filters.update(join=_filter_join, replace=_filter_replace, tojson=_filter_tojson, round=_filter_round,
                        sum=_filter_sum)
     for name in _UNSAFE_TESTS:
         env.tests.pop(name, None)
+    env.tests.update({name: _comparing_test(name) for name in _COMPARING_TESTS})
     env.globals.pop("lipsum", None)  # lipsum(10**9) generates text inside one call
     env.globals["range"] = fn_range
     return env

@@ -6,7 +6,9 @@ from typing import Any
 
 from runs.sandbox.errors import ExpressionError
 
-__all__ = ["HARD_KILL_GRACE", "HUGE", "LIMITS", "Limits", "effective_limits", "isolation", "setting"]
+__all__ = ["HARD_KILL_GRACE", "HUGE", "LIMITS", "MIB", "Limits", "effective_limits", "isolation", "setting"]
+
+MIB = 1 << 20
 
 # TRAPS.md: simpleeval-style evaluators stop code execution but not resource exhaustion,
 # and a big-integer multiply or a padding method cannot be interrupted once it has
@@ -29,6 +31,15 @@ class Limits:
     - ``budget``: characters and items all operations of one evaluation may build in
       total, garbage included (``[s + str(i) for i in range(10000)]`` builds 10_000
       strings even though each is small enough): bounds memory and time together.
+    - ``memory_bytes``: bytes all operations of one evaluation may allocate, garbage
+      included, estimated from what each would build (an integer by its bit length, a
+      string by its length times its character width, a container by its slots; see
+      :mod:`runs.sandbox.guard`). ``budget`` counts items, so 100_000 integers of 4096
+      bits or strings of 4-byte characters passed it at 550 or 400_000 bytes each.
+    - ``scan_steps``: most steps one operation that cannot be interrupted may take
+      (comparing, searching, sorting, hashing): a character searched, 64 compared, an
+      item compared. A step costs about 10 ns here (up to 100 ns on a loaded machine),
+      so the default keeps one such call between 0.02 and 0.2 s, inside ``timeout``.
     - ``timeout``: seconds of wall time for one evaluation (cooperative inline; the
       isolated process is killed ``HARD_KILL_GRACE`` seconds later).
     """
@@ -38,6 +49,8 @@ class Limits:
     items: int = 100_000
     iterations: int = 10_000
     budget: int = 2_000_000
+    memory_bytes: int = 32 * MIB
+    scan_steps: int = 2_000_000
     timeout: float = 0.5
 
 
@@ -65,11 +78,21 @@ def isolation() -> str:
 
 
 def effective_limits(base: Limits = LIMITS) -> Limits:
-    """``base`` with ``timeout`` from ``BALLAST_EXPRESSION_TIMEOUT`` (seconds, 0 < t < 3600) when set.
+    """``base`` with ``timeout`` from ``BALLAST_EXPRESSION_TIMEOUT`` (seconds, 0 < t < 3600) and
+    ``memory_bytes`` from ``BALLAST_EXPRESSION_MEMORY_BUDGET_MB`` (MiB, 1 to 4096) when set.
 
-    Raises ExpressionError on a timeout outside that range.
+    Raises ExpressionError on a value outside those ranges.
     """
     timeout = float(setting("BALLAST_EXPRESSION_TIMEOUT", base.timeout))
     if not 0 < timeout < 3600:
         raise ExpressionError(f"BALLAST_EXPRESSION_TIMEOUT must be a number of seconds above 0, not {timeout!r}")
-    return base if timeout == base.timeout else Limits(**{**asdict(base), "timeout": timeout})
+    budget_mb = setting("BALLAST_EXPRESSION_MEMORY_BUDGET_MB", None)
+    memory = base.memory_bytes
+    if budget_mb is not None:
+        if not isinstance(budget_mb, int) or isinstance(budget_mb, bool) or not 1 <= budget_mb <= 4096:
+            raise ExpressionError(f"BALLAST_EXPRESSION_MEMORY_BUDGET_MB must be a whole number of MiB from 1 to "
+                                  f"4096, not {budget_mb!r}")
+        memory = budget_mb * MIB
+    if timeout == base.timeout and memory == base.memory_bytes:
+        return base
+    return Limits(**{**asdict(base), "timeout": timeout, "memory_bytes": memory})

@@ -1,7 +1,10 @@
 """The guarded evaluator process: the hard backstop on time and memory, killed and respawned on overrun.
 
 A long-lived child (a fresh interpreter, so no locks inherited from a threaded parent)
-evaluates one request at a time under RLIMIT_AS and a per-request RLIMIT_CPU. The parent
+evaluates one request at a time under RLIMIT_AS and a per-request RLIMIT_CPU, both only
+ever lowered: a deployment's own hard limits (``prlimit --cpu=N:N``, systemd's
+``LimitCPU=``) are kept, and a child whose CPU time left under the hard limit is less
+than a request may need retires after its reply, so a fresh one takes over. The parent
 waits at most timeout + HARD_KILL_GRACE, then SIGKILLs it; the next call starts a new
 one. Each process (web server, each forked django-q2 worker) starts its own pool lazily
 and drops an inherited one after fork. TRAPS.md measured the alternatives: a fork per
@@ -16,6 +19,7 @@ import io
 import os
 import pickle
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -38,6 +42,7 @@ EVALUATORS: dict[str, tuple[str, str]] = {
 }
 
 _HEADER = struct.Struct("!I")
+_CPU_MARGIN = 2  # seconds of RLIMIT_CPU above timeout + grace: the limit counts whole seconds
 _SPIN_SECONDS = 0.0002
 _EXIT_MEMORY = 3
 _SAFE_GLOBALS: dict[tuple[str, str], Any] = {
@@ -79,6 +84,7 @@ class EvaluatorProcess:
         except OSError as exc:
             raise ExpressionError(f"the isolated expression evaluator could not start: {exc}") from None
         assert self.proc.stdout is not None and self.proc.stdin is not None
+        self.cpu_seconds: float | None = None  # CPU time the child used, once reaped
         self.rfd = self.proc.stdout.fileno()
         self.wfd = self.proc.stdin.fileno()
         try:
@@ -122,17 +128,39 @@ class EvaluatorProcess:
         return b"".join(chunks)
 
     def kill(self) -> int | None:
-        """SIGKILL the child and reap it; return its exit code (None if it would not die in 5 s)."""
-        try:
-            self.proc.kill()
-        except OSError:
-            pass
-        try:
-            code: int | None = self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            code = None
+        """SIGKILL the child and reap it; return its exit code (None if it would not die in 5 s).
+
+        Reaps with wait4 so ``cpu_seconds`` says whether a SIGKILL came from the hard
+        CPU limit (the kernel's) rather than from the memory backstop.
+        """
+        # Not Popen.kill: it polls first, which reaps an exited child without its usage.
+        code: int | None = self.proc.returncode
+        if code is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5
+        while code is None:
+            try:
+                pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere
+                code = self.proc.poll()
+                break
+            if pid:
+                code = self.proc.returncode = os.waitstatus_to_exitcode(status)
+                self.cpu_seconds = usage.ru_utime + usage.ru_stime
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.005)
         self.close()
         return code
+
+    def hit_cpu_limit(self) -> bool:
+        """Whether the reaped child had used its hard RLIMIT_CPU (inherited from this process)."""
+        hard = _cpu_hard_limit()
+        return hard is not None and self.cpu_seconds is not None and self.cpu_seconds >= hard - 0.5
 
     def close(self) -> None:
         """Close our ends of the pipes."""
@@ -142,6 +170,14 @@ class EvaluatorProcess:
                     f.close()
             except OSError:
                 pass
+
+
+def _cpu_hard_limit() -> int | None:
+    """This process's hard RLIMIT_CPU in seconds (children inherit it), None when unlimited."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    return None if hard == resource.RLIM_INFINITY else int(hard)
 
 
 def _write_frame(fd: int, data: bytes) -> None:
@@ -179,19 +215,23 @@ class EvaluatorPool:
                 raise ExpressionError(stopped, "timeout", source=source) from None
             except (_WorkerDied, OSError, pickle.UnpicklingError, EOFError) as exc:
                 code = worker.kill()
+                # SIGXCPU is the child's own CPU-time backstop; SIGKILL is the kernel's at
+                # a hard CPU limit or an out-of-memory kill.
+                if code == -24 or (code == -9 and worker.hit_cpu_limit()):
+                    raise ExpressionError(stopped, "timeout", source=source) from None
                 if code in (_EXIT_MEMORY, -9):
                     raise ExpressionError(f"{what} ran out of memory in `{clip(source)}`", "memory",
                                           source=source) from None
-                if code == -24:  # SIGXCPU: the child's own CPU-time backstop
-                    raise ExpressionError(stopped, "timeout", source=source) from None
                 raise ExpressionError(f"the isolated evaluator failed ({exc!r}) on `{clip(source)}`",
                                       source=source) from None
+            # The last field says the child retires (too little CPU time left under its hard limit).
+            retiring = bool(reply[-1])
             if reply[0] == "ok":
-                healthy = True
+                healthy = not retiring
                 return reply[1]
-            _, code, message, position, name = reply
+            _, code, message, position, name, _retire = reply
             # After a MemoryError the child exits; anything else leaves it reusable.
-            healthy = code != "memory"
+            healthy = code != "memory" and not retiring
             if not healthy:
                 worker.kill()
             raise ExpressionError(message, code, source=payload[1], position=position, name=name)
@@ -311,38 +351,62 @@ def _load_evaluators() -> dict[str, Callable[[str, dict[str, Any], Limits], Any]
 def child_main(memory_mb: int) -> None:
     """Entry point of the evaluator process: read requests on stdin, answer on stdout, forever.
 
-    Each request is (kind, source, state, limits as a dict); each reply ("ok", value) or
-    ("err", code, message, position, name). A MemoryError ends the process with exit
-    code 3 after its reply; the parent's pipe closing ends it with 0.
+    Each request is (kind, source, state, limits as a dict); each reply ("ok", value,
+    retire) or ("err", code, message, position, name, retire). A MemoryError ends the
+    process with exit code 3 after its reply; ``retire`` true ends it with 0 after its
+    reply (too little CPU time left under a finite hard RLIMIT_CPU for another request);
+    the parent's pipe closing ends it with 0.
+
+    Resource limits are only ever lowered, never raised above the hard limits this
+    process started with (raising a hard limit needs privileges, and would override the
+    deployment's choice).
     """
     import resource
-    import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent to handle
     rfd, wfd = sys.stdin.buffer.fileno(), sys.stdout.buffer.fileno()
     sys.stdout = sys.stderr  # nothing may write into the reply pipe by accident
     evaluators = _load_evaluators()  # import before the memory limit
+    infinity = resource.RLIM_INFINITY
+
+    def lowered(which: int, value: int) -> tuple[int, int]:
+        # (soft, hard) with soft at most ``value`` and never above the current hard limit.
+        hard = resource.getrlimit(which)[1]
+        return (value if hard == infinity else min(value, hard)), hard
+
     limit = memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    soft_as = lowered(resource.RLIMIT_AS, limit)[0]
+    resource.setrlimit(resource.RLIMIT_AS, (soft_as, soft_as))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+
+    def cpu_used() -> float:
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        return used.ru_utime + used.ru_stime
 
     def read_exact(n: int) -> bytes | None:
-        buf = b""
-        while len(buf) < n:
-            chunk = os.read(rfd, n - len(buf))
-            if not chunk:
+        # Into one buffer: appending bytes to bytes copies the whole request on every
+        # 64 KiB pipe read (1.5 s for a 20 MB state).
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            read = os.readv(rfd, [view[got:]])
+            if not read:
                 return None
-            buf += chunk
-        return buf
+            got += read
+        return bytes(buf)
+
+    retire = False
 
     def send(reply: tuple[Any, ...]) -> None:
         try:
-            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+            data = pickle.dumps((*reply, retire), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:
-            data = pickle.dumps(("err", "type", f"the result cannot be returned: {exc}", None, None))
+            data = pickle.dumps(("err", "type", f"the result cannot be returned: {clip(str(exc))}", None, None,
+                                 retire))
         _write_frame(wfd, data)
 
-    send(("ready",))
+    _write_frame(wfd, pickle.dumps(("ready",)))
     while True:
         header = read_exact(_HEADER.size)
         if header is None:
@@ -356,11 +420,16 @@ def child_main(memory_mb: int) -> None:
         try:
             kind, source, state, limits_dict = pickle.loads(body)
             limits = Limits(**limits_dict)
-            # If the parent is gone and cannot kill us, CPU time still ends a runaway.
-            used = resource.getrusage(resource.RUSAGE_SELF)
-            cpu = int(used.ru_utime + used.ru_stime + limits.timeout + HARD_KILL_GRACE) + 2
-            resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.RLIM_INFINITY))
+            # If the parent is gone and cannot kill us, CPU time still ends a runaway
+            # (SIGXCPU at the soft limit; at a deployment's hard limit the kernel's SIGKILL).
+            needed = limits.timeout + HARD_KILL_GRACE
+            cpu = int(cpu_used() + needed) + _CPU_MARGIN
+            if cpu_hard != infinity:
+                cpu = min(cpu, cpu_hard)
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu_hard))
             value = evaluators[kind](source, state, limits)
+            # Retire (after this reply) when the next request could not get its full time.
+            retire = cpu_hard != infinity and cpu_used() + needed + 1 > cpu_hard
             send(("ok", value))
         except MemoryError:
             try:
@@ -368,8 +437,11 @@ def child_main(memory_mb: int) -> None:
             finally:
                 os._exit(_EXIT_MEMORY)
         except ExpressionError as exc:
+            retire = cpu_hard != infinity and cpu_used() + HARD_KILL_GRACE + 1 > cpu_hard
             send(("err", exc.code, exc.message, exc.position, exc.name))
         except BaseException as exc:  # keep serving; report what happened
-            send(("err", "error", f"{type(exc).__name__}: {exc}", None, None))
+            send(("err", "error", clip(f"{type(exc).__name__}: {exc}"), None, None))
         finally:
             state = value = None  # drop the request's data before waiting for the next one
+        if retire:
+            os._exit(0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runs.sandbox.errors import ExpressionError
+from runs.sandbox.errors import ExpressionError, quote
 
 __all__ = ["MAX_VALUE_DEPTH", "known_names_hint", "snapshot"]
 
@@ -45,7 +45,7 @@ def _copy_value(value: Any, depth: int = 0) -> Any:
                 out_list.append(_copy_value(value[key], depth + 1))
             return out_list if t is list else tuple(out_list)
     except _BadValue as exc:
-        exc.path = f"[{key!r}]{exc.path}"
+        exc.path = f"[{quote(key, 60)}]{exc.path}"
         raise
     if isinstance(value, bool):
         return bool(value)

@@ -21,15 +21,16 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from runs.sandbox.errors import Described, ExpressionError, Fault, clip, describe, type_name
-from runs.sandbox.guard import Guard
+from runs.sandbox.errors import Described, ExpressionError, Fault, clip, describe, quote, type_name
+from runs.sandbox.guard import Guard, hash_bytes, int_bytes, range_item_bytes, seq_bytes
 from runs.sandbox.whitelist import FUNCTIONS, METHODS
 
 __all__ = ["Walker"]
 
-_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
-    ast.Eq: op.eq, ast.NotEq: op.ne, ast.Lt: op.lt, ast.LtE: op.le, ast.Gt: op.gt, ast.GtE: op.ge,
-    ast.Is: op.is_, ast.IsNot: op.is_not, ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+# Comparisons go through Guard.compare, which checks their cost first (runs.sandbox.guard.COMPARISONS).
+_COMPARE: dict[type[ast.cmpop], str] = {
+    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+    ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in",
 }
 _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
     ast.Not: op.not_, ast.USub: op.neg, ast.UAdd: op.pos, ast.Invert: op.invert,
@@ -43,10 +44,10 @@ def _check_format_spec(spec: str) -> None:
     # Width and precision are what can make format() allocate: f"{1:>1000000000}".
     match = _FORMAT_SPEC.fullmatch(spec)
     if match is None:
-        raise Fault("forbidden", f"format spec {spec!r} is not allowed")
+        raise Fault("forbidden", f"format spec {quote(spec)} is not allowed")
     width, precision = match.groups()
     if len(width) > 3 or len(precision or "") > 3:
-        raise Fault("limit", f"format spec {spec!r} asks for a width or precision over 999")
+        raise Fault("limit", f"format spec {quote(spec)} asks for a width or precision over 999")
 
 
 class Walker:
@@ -65,9 +66,11 @@ class Walker:
         self.guard = guard
         self.scopes: list[dict[str, Any]] = []
         self.binops: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-            ast.Add: guard.add, ast.Sub: guard.sub, ast.Mult: guard.mul, ast.Div: op.truediv,
-            ast.FloorDiv: op.floordiv, ast.Mod: guard.mod, ast.Pow: guard.pow, ast.LShift: guard.lshift,
-            ast.RShift: op.rshift, ast.BitOr: guard.bitor, ast.BitXor: op.xor, ast.BitAnd: op.and_,
+            ast.Add: guard.add, ast.Sub: guard.sub, ast.Mult: guard.mul,
+            ast.Div: lambda a, b: guard.number(op.truediv, a, b),
+            ast.FloorDiv: lambda a, b: guard.number(op.floordiv, a, b), ast.Mod: guard.mod, ast.Pow: guard.pow,
+            ast.LShift: guard.lshift, ast.RShift: lambda a, b: guard.number(op.rshift, a, b), ast.BitOr: guard.bitor,
+            ast.BitXor: lambda a, b: guard.number(op.xor, a, b), ast.BitAnd: lambda a, b: guard.number(op.and_, a, b),
         }
 
     def eval(self, node: ast.AST) -> Any:
@@ -83,11 +86,11 @@ class Walker:
 
     def _error(self, exc: Exception, node: ast.AST) -> ExpressionError:
         if isinstance(exc, KeyError):
-            what = Described("error", f"key {exc.args[0]!r} not found" if exc.args else "key not found")
+            what = Described("error", f"key {quote(exc.args[0])} not found" if exc.args else "key not found")
         elif isinstance(exc, IndexError):
-            what = Described("error", str(exc) or "index out of range")
+            what = Described("error", clip(str(exc), fold=False) or "index out of range")
         elif isinstance(exc, ValueError):
-            what = Described("error", str(exc))
+            what = Described("error", clip(str(exc), fold=False))
         else:
             what = describe(exc)
         if what.code == "unknown_name":
@@ -101,7 +104,10 @@ class Walker:
         return node.value
 
     def _eval_unaryop(self, node: ast.UnaryOp) -> Any:
-        return _UNARY[type(node.op)](self.eval(node.operand))
+        value = self.eval(node.operand)
+        if type(value) is int and type(node.op) is not ast.Not:
+            self.guard.alloc(int_bytes(value.bit_length() + 1), "the integer")
+        return _UNARY[type(node.op)](value)
 
     def _eval_binop(self, node: ast.BinOp) -> Any:
         return self.binops[type(node.op)](self.eval(node.left), self.eval(node.right))
@@ -122,7 +128,7 @@ class Walker:
         result: Any = True
         for operation, comparator in zip(node.ops, node.comparators, strict=True):
             left, right = right, self.eval(comparator)
-            result = _COMPARE[type(operation)](left, right)
+            result = self.guard.compare(_COMPARE[type(operation)], left, right)
             if not result:
                 break
         return result
@@ -159,7 +165,12 @@ class Walker:
         if type(container) not in (dict, list, tuple, str, range):
             raise Fault("type", f"a {type_name(container)} cannot be indexed")
         if type(key) is slice:  # a slice is a copy
-            self.guard.spend(len(range(*key.indices(len(container)))))
+            n = len(range(*key.indices(len(container))))
+            self.guard.spend(n)
+            if type(container) is str:
+                self.guard.alloc_str(n, container)
+            else:
+                self.guard.alloc(seq_bytes(n), "the slice")
         return container[key]
 
     def _eval_slice(self, node: ast.Slice) -> slice:
@@ -197,6 +208,7 @@ class Walker:
                 self.guard.check_iterable(value, "*")
                 cells += self.guard.count_items(value) - 1
                 self.guard.check_items(cells, "the literal", True)
+                self.guard.alloc(len(value) * range_item_bytes(value), "the literal")
                 out.extend(value)
             else:
                 value = self.eval(item)
@@ -204,6 +216,7 @@ class Walker:
                 self.guard.check_items(cells, "the literal", True)
                 out.append(value)
         self.guard.spend(len(out))
+        self.guard.alloc(seq_bytes(len(out)), "the literal")
         return out
 
     def _eval_list(self, node: ast.List) -> list[Any]:
@@ -213,7 +226,9 @@ class Walker:
         return tuple(self._build(node.elts))
 
     def _eval_set(self, node: ast.Set) -> set[Any]:
-        return set(self._build(node.elts))
+        items = self._build(node.elts)
+        self.guard.alloc(hash_bytes(len(items)), "the set")
+        return set(items)
 
     def _eval_dict(self, node: ast.Dict) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
@@ -225,12 +240,14 @@ class Walker:
                     raise Fault("type", f"** needs a dict, not a {type_name(value)}")
                 cells += self.guard.count_items(value) - 1
                 self.guard.check_items(cells, "the dict", True)
+                self.guard.alloc(hash_bytes(len(value)), "the dict")
                 out.update(value)
             else:
                 k = self.eval(key)
                 value = self.eval(value_node)
                 cells += self.guard.count_items(k) + self.guard.count_items(value)
                 self.guard.check_items(cells, "the dict", True)
+                self.guard.alloc(64, "the dict")
                 out[k] = value
         self.guard.spend(len(out))
         return out
@@ -248,6 +265,7 @@ class Walker:
             self.guard.check_chars(total)
             parts.append(text)
         self.guard.spend(total)
+        self.guard.alloc_str(total, *parts)
         return "".join(parts)
 
     def _eval_formattedvalue(self, node: ast.FormattedValue) -> str:
@@ -255,6 +273,8 @@ class Walker:
         if node.conversion in (114, 97):  # !r, !a
             self.guard.check_chars(self.guard.text_size(value))
             value = repr(value) if node.conversion == 114 else ascii(value)
+            self.guard.check_chars(len(value))
+            self.guard.alloc_str(len(value), value)
         elif node.conversion == 115:  # !s
             value = self.guard.text(value)
         if node.format_spec is not None:
@@ -262,8 +282,9 @@ class Walker:
             _check_format_spec(spec)
             if type(value) is not str:
                 self.guard.check_chars(self.guard.text_size(value))
-            out = format(value, spec)
+            out = format(value, spec)  # bounded: width and precision at most 999, the text checked above
             self.guard.spend(len(out))
+            self.guard.alloc_str(len(out), out)
             return out
         return self.guard.text(value)
 
@@ -293,9 +314,12 @@ class Walker:
             iterable = self.eval(gen.iter)
             if type(iterable) not in (list, tuple, dict, str, range, set):
                 raise Fault("type", f"cannot iterate over a {type_name(iterable)}")
+            item_bytes = range_item_bytes(iterable)  # a range makes each item as it goes
             for item in iterable:
                 guard.step()
                 guard.spend(1)
+                if item_bytes:
+                    guard.alloc(item_bytes, "the comprehension's variable")
                 bind(gen.target, item)
                 if not all(self.eval(cond) for cond in gen.ifs):
                     continue
@@ -305,11 +329,13 @@ class Walker:
                     k, v = self.eval(node.key), self.eval(node.value)
                     cells += guard.count_items(k) + guard.count_items(v)
                     guard.check_items(cells, "the comprehension", True)
+                    guard.alloc(64, "the comprehension")
                     out[k] = v
                 else:
                     v = self.eval(node.elt)
                     cells += guard.count_items(v)
                     guard.check_items(cells, "the comprehension", True)
+                    guard.alloc(64 if kind is ast.SetComp else 8, "the comprehension")
                     if kind is ast.SetComp:
                         out.add(v)
                     else:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runs.nodes.base import NodeError
 from runs.retry_after import parse_retry_after
-from runs.tools import ToolContext, tool
+from runs.tools import ToolContext, outbound, tool
 
 # Response headers worth keeping in run state; the rest are noise (and can be large).
 KEPT_RESPONSE_HEADERS = (
@@ -38,8 +38,6 @@ KEPT_RESPONSE_HEADERS = (
 )
 # Characters of an error response body kept in the error details.
 ERROR_BODY_CHARS = 500
-# Methods that may follow redirects: re-sending a body to another location is surprising.
-REDIRECT_METHODS = {"GET", "HEAD", "OPTIONS"}
 
 HttpMethod = Literal["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
 ParamValue = str | int | float | bool | None
@@ -87,13 +85,21 @@ def http_request(args: HttpRequestArgs, ctx: ToolContext) -> dict[str, Any]:
     Returns ``{"status": int, "headers": {lower-case name: value}, "json": value}`` when
     the body is JSON, else ``{"status", "headers", "text": str, "truncated": bool}``.
     Sends ``Idempotency-Key: <step key>`` unless the caller set that header itself.
-    Redirects are followed for GET, HEAD and OPTIONS only.
+    Redirects are followed for GET, HEAD and OPTIONS only. Goes through the shared
+    client (:mod:`runs.tools.outbound`): loopback, private, link-local, multicast and
+    other non-public addresses are refused after name resolution and on every redirect
+    unless BALLAST_OUTBOUND_ALLOW names them, and the body read is capped by
+    BALLAST_OUTBOUND_MAX_RESPONSE_BYTES.
 
     Raises NodeError: ``http_timeout`` (retryable; also for a 408 answer),
     ``http_connection`` (retryable), ``http_5xx`` (retryable), ``rate_limited`` (429,
     retryable, ``details.retry_after``: the server's Retry-After in seconds, at most
-    ``runs.retry_after.MAX_RETRY_AFTER_SECONDS``, when it sent one) and
-    ``http_4xx`` (not retryable). Not repeat-safe: the server may ignore the key.
+    ``runs.retry_after.MAX_RETRY_AFTER_SECONDS``, when it sent one),
+    ``http_4xx`` (not retryable; also for more than BALLAST_OUTBOUND_MAX_REDIRECTS
+    redirects), ``outbound_refused`` (not retryable; ``details``: ``host``, ``address``,
+    ``reason``), ``response_too_large`` (not retryable; ``details.limit`` in bytes) and
+    ``outbound_config`` (a malformed BALLAST_OUTBOUND_ALLOW). Not repeat-safe: the server
+    may ignore the key.
     """
     headers = dict(args.headers)
     if not any(name.lower() == "idempotency-key" for name in headers):
@@ -103,35 +109,41 @@ def http_request(args: HttpRequestArgs, ctx: ToolContext) -> dict[str, Any]:
     # (a server trickling bytes would otherwise hold the step forever).
     deadline = time.monotonic() + timeout
     limit_bytes = args.max_chars * 4 + 4  # UTF-8 needs at most 4 bytes per character
+    where = {"url": args.url}
+    try:
+        allowed = outbound.allow_list()
+    except ValueError as exc:  # a malformed BALLAST_OUTBOUND_ALLOW: the operator's to fix
+        raise NodeError(f"http_request: {exc}", code="outbound_config", retryable=False) from exc
 
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=args.method in REDIRECT_METHODS) as client:
-            with client.stream(
-                args.method,
-                args.url,
-                headers=headers,
-                params=args.params,
-                json=args.json_body,
-            ) as response:
-                body = bytearray()
-                truncated = False
-                for chunk in response.iter_bytes():
-                    body.extend(chunk)
-                    if len(body) > limit_bytes:
-                        truncated = True
-                        break
-                    if time.monotonic() > deadline:
-                        raise httpx.ReadTimeout("response body took longer than the timeout")
+        with outbound.outbound_client(timeout=timeout, allowed=allowed) as client:
+            request = client.build_request(
+                args.method, args.url, headers=headers, params=args.params, json=args.json_body
+            )
+            with outbound.open_response(client, request, follow_redirects=True) as response:
+                body, truncated = outbound.read_body(response, keep_bytes=limit_bytes, deadline=deadline)
+    except outbound.OutboundRefused as exc:
+        details = {**where, "host": exc.host, "address": exc.address, "reason": exc.reason}
+        raise NodeError(
+            f"{args.method} {args.url}: {exc}", code="outbound_refused", retryable=False, details=details
+        ) from exc
+    except outbound.ResponseTooLarge as exc:
+        raise NodeError(
+            f"{args.method} {args.url}: {exc}",
+            code="response_too_large",
+            retryable=False,
+            details={**where, "limit": exc.limit},
+        ) from exc
+    except outbound.TooManyRedirects as exc:
+        raise NodeError(f"{args.method} {args.url}: {exc}", code="http_4xx", retryable=False, details=where) from exc
     except httpx.TimeoutException as exc:
         raise NodeError(
-            f"{args.method} {args.url}: timed out after {timeout:g}s", code="http_timeout", details={"url": args.url}
+            f"{args.method} {args.url}: timed out after {timeout:g}s", code="http_timeout", details=where
         ) from exc
     except httpx.TransportError as exc:
         raise NodeError(
-            f"{args.method} {args.url}: {type(exc).__name__}: {exc}", code="http_connection", details={"url": args.url}
+            f"{args.method} {args.url}: {type(exc).__name__}: {exc}", code="http_connection", details=where
         ) from exc
-    except httpx.TooManyRedirects as exc:
-        raise NodeError(f"{args.method} {args.url}: too many redirects", code="http_4xx", retryable=False) from exc
 
     text = body.decode(response.encoding or "utf-8", errors="replace")
     kept_headers = {name: response.headers[name] for name in KEPT_RESPONSE_HEADERS if name in response.headers}

@@ -1,4 +1,4 @@
-"""Django admin: runs and their records are read-only there, and a graph draft saved there is validated."""
+"""Django admin: runs and their records are read-only there, a graph draft saved there is validated, and graphs name their operators there."""
 from __future__ import annotations
 
 import pytest
@@ -98,6 +98,22 @@ def test_a_draft_saved_in_the_admin_is_validated_with_every_error(browser: Clien
     assert response.status_code == 302, response.context["adminform"].form.errors
     graph_obj.refresh_from_db()
     assert graph_obj.draft["nodes"][1]["id"] == "end"
+
+
+def test_graph_operators_are_named_in_the_admin(browser: Client) -> None:
+    from django.contrib.auth.models import Group
+
+    from accounts.policy import can_operate_graph
+
+    graph_obj = Graph.objects.create(name="admin-operators", draft={})
+    ada = get_user_model().objects.create_user("ada")
+    team = Group.objects.create(name="night-shift")
+    draft = '{"name": "g", "nodes": [{"id": "start", "kind": "start"}, {"id": "end", "kind": "end"}], "edges": [{"source": "start", "target": "end"}]}'
+    data = {**_draft_form(browser, graph_obj, draft), "operators": [ada.pk], "operator_groups": [team.pk]}
+    response = browser.post(f"/admin/builder/graph/{graph_obj.pk}/change/", data)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    assert list(graph_obj.operators.all()) == [ada] and list(graph_obj.operator_groups.all()) == [team]
+    assert can_operate_graph(ada, graph_obj)
 
 
 def test_the_run_list_tells_parked_runs_from_runs_at_a_gate(browser: Client) -> None:

@@ -19,7 +19,9 @@ from runs.models import Run, Step
 from runs.services import run_start
 from tests.support.specs import chain, edge, graph, node, publish, run_local, transform
 
-ROLE_NAMES = ("anonymous", "viewer", "builder", "operator", "approver", "admin")
+# viewer: signed in, no role (the outsider); graph_approver: no group, named as an approver
+# on the approval graph; starter: no group, started the World's runs (an operator once).
+ROLE_NAMES = ("anonymous", "viewer", "builder", "operator", "approver", "graph_approver", "starter", "admin")
 NAME_INPUT = {"type": "object", "properties": {"name": {"type": "string"}}}
 
 
@@ -86,7 +88,7 @@ class World:
 
     def waiting_run(self) -> Run:
         """A run paused at its approval gate (one pending request)."""
-        return run_local(self.approval_version, {"name": "Ada"})
+        return run_local(self.approval_version, {"name": "Ada"}, user=self.users["starter"])
 
     def approval_of(self, run: Run) -> ApprovalRequest:
         return ApprovalRequest.objects.get(run=run, status="pending")
@@ -94,15 +96,15 @@ class World:
     def queued_run(self) -> Run:
         """A run that exists but has not executed (its start step is pending)."""
         with engine.local_mode():
-            return run_start(version=self.approval_version, run_input={"name": "Q"})
+            return run_start(version=self.approval_version, run_input={"name": "Q"}, user=self.users["starter"])
 
     def failed_run(self) -> Run:
-        run = run_local(failing_spec(), {"x": 1, "zero": 0})
+        run = run_local(failing_spec(), {"x": 1, "zero": 0}, user=self.users["starter"])
         assert run.status == "failed", run.status
         return run
 
     def succeeded_run(self) -> Run:
-        run = run_local(linear_spec(), {"x": 2})
+        run = run_local(linear_spec(), {"x": 2}, user=self.users["starter"])
         assert run.status == "succeeded", run.error
         return run
 
@@ -119,8 +121,9 @@ class World:
 
 
 def make_users() -> dict[str, Any]:
-    """One user per role name: viewer (no group), builder, operator, approver, admin
-    (superuser and staff). ``anonymous`` maps to None."""
+    """One user per role name: viewer (no group), builder, operator, approver,
+    graph_approver and starter (no group; the world names the one on its graph and
+    starts its runs as the other), admin (superuser and staff). ``anonymous`` maps to None."""
     User = get_user_model()
     groups = {name: Group.objects.get_or_create(name=name)[0] for name in ROLES}
     users: dict[str, Any] = {"anonymous": None}
@@ -128,6 +131,8 @@ def make_users() -> dict[str, Any]:
     for role, group in (("builder", "builders"), ("operator", "operators"), ("approver", "approvers")):
         users[role] = User.objects.create_user(role, password=f"pw-{role}")
         users[role].groups.add(groups[group])
+    for role in ("graph_approver", "starter"):
+        users[role] = User.objects.create_user(role, password=f"pw-{role}")
     users["admin"] = User.objects.create_superuser("admin", "admin@localhost", "pw-admin")
     return users
 
@@ -143,4 +148,6 @@ def world(transactional_db: Any) -> World:
     users = make_users()
     keys: dict[Any, str] = {}
     clients = {name: client_with_token(user, keys) for name, user in users.items()}
-    return World(users=users, clients=clients, approval_version=publish(approval_spec()), keys=keys)
+    version = publish(approval_spec())
+    version.graph.approvers.add(users["graph_approver"])
+    return World(users=users, clients=clients, approval_version=version, keys=keys)

@@ -54,6 +54,9 @@ def test_node_kind_catalogue_comes_from_the_registry(world: World, settings: Any
     assert (kinds["condition"]["outputs"], kinds["condition"]["dynamic_outputs"]) == (["true", "false"], True)
     assert (kinds["approval"]["outputs"], kinds["approval"]["optional_outputs"], kinds["approval"]["category"]) == (["approved", "rejected"], ["rejected"], "human")
     assert kinds["start"]["inputs"] == [] and kinds["end"]["default_output"] is False
+    assert {k for k, v in kinds.items() if not v["uses_repeat_safe"]} >= {"start", "end", "join", "condition", "transform", "approval", "agent"}
+    assert kinds["tool"]["uses_repeat_safe"] and kinds["llm"]["uses_repeat_safe"]
+    assert "repeat_safe_tools" in kinds["agent"]["config_schema"]["properties"]
     assert {k["category"] for k in body["kinds"]} <= {"ai", "logic", "flow", "tools", "human", "data"}
     # A kind registered by a plugin appears without any change here (the test-only kind).
     assert kinds["spawner"]["title"] and kinds["spawner"]["category"] == "logic"
@@ -225,7 +228,7 @@ def test_duplicate_and_delete_refused_with_the_number_of_runs(world: World) -> N
     assert copy.status_code == 201, copy.content
     body = copy.json()
     assert body["draft"]["name"] == "copy of approvals" and body["draft"]["nodes"] == source.draft["nodes"]
-    assert body["latest_version"] is None and body["revision"] == 1 and body["approvers"] == []
+    assert body["latest_version"] is None and body["revision"] == 1 and body["approvers"] == ["graph_approver"]
     assert client.post(f"/api/v1/graphs/{source.pk}/duplicate/", {"name": "copy of approvals"}, format="json").status_code == 409
     world.waiting_run()
     world.waiting_run()
@@ -328,7 +331,7 @@ def test_test_runs_are_left_out_of_lists_and_costs_unless_asked(world: World) ->
     client = world.clients["builder"]
     test_run = client.post(f"/api/v1/graphs/{created['id']}/nodes/ask/test/", {"state": {"points": 70}}, format="json").json()["run_id"]
     real = world.succeeded_run()
-    viewer = world.clients["viewer"]
+    viewer = world.clients["operator"]  # reads every run: no graph names its operators
     listed = [r["id"] for r in viewer.get("/api/v1/runs/").json()["results"]]
     assert real.pk in listed and test_run not in listed
     included = {r["id"]: r for r in viewer.get("/api/v1/runs/?include_tests=true").json()["results"]}

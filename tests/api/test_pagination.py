@@ -16,7 +16,7 @@ def ids(page: dict) -> list[int]:
 
 
 def test_runs_page_by_cursor_newest_first_and_new_runs_do_not_shift_pages(world: World) -> None:
-    client = world.clients["viewer"]
+    client = world.clients["builder"]
     made = [world.queued_run().pk for _ in range(5)]
     first = client.get("/api/v1/runs/?page_size=2").json()
     assert set(first) == {"next", "previous", "results"}  # no count: one range query per page
@@ -31,7 +31,7 @@ def test_runs_page_by_cursor_newest_first_and_new_runs_do_not_shift_pages(world:
 
 
 def test_filters_and_cursor_compose(world: World) -> None:
-    client = world.clients["viewer"]
+    client = world.clients["builder"]
     waiting = [world.waiting_run().pk for _ in range(3)]
     world.succeeded_run()
     page = client.get("/api/v1/runs/?status=waiting&page_size=2").json()
@@ -41,7 +41,7 @@ def test_filters_and_cursor_compose(world: World) -> None:
 
 def test_steps_page_oldest_first_and_audit_newest_first(world: World) -> None:
     run = world.waiting_run()
-    client = world.clients["viewer"]
+    client = world.clients["builder"]
     steps = client.get(f"/api/v1/runs/{run.pk}/steps/?page_size=1").json()
     assert [s["node_id"] for s in steps["results"]] == ["start"]
     assert [s["node_id"] for s in client.get(steps["next"]).json()["results"]] == ["draft"]
@@ -53,7 +53,7 @@ def test_steps_page_oldest_first_and_audit_newest_first(world: World) -> None:
 
 def test_events_page_by_the_last_event_id_with_a_next_url(world: World) -> None:
     run = world.waiting_run()
-    client = world.clients["viewer"]
+    client = world.clients["builder"]
     everything = client.get(f"/api/v1/runs/{run.pk}/events/").json()["results"]
     page = client.get(f"/api/v1/runs/{run.pk}/events/?page_size=2").json()
     assert ids(page) == [e["id"] for e in everything[:2]] and page["has_more"]
@@ -80,10 +80,10 @@ def test_a_page_size_out_of_range_is_a_400_on_every_list(world: World, size: str
 
 def test_the_largest_page_size_is_allowed(world: World) -> None:
     world.queued_run()
-    assert world.clients["viewer"].get("/api/v1/runs/?page_size=500").status_code == 200
+    assert world.clients["builder"].get("/api/v1/runs/?page_size=500").status_code == 200
 
 
 @pytest.mark.parametrize("cursor", ["garbage!", base64.b64encode(b"p=abc").decode(), base64.b64encode(b"p=99999999999999999999999").decode()])
 def test_a_cursor_that_is_not_one_is_a_400(world: World, cursor: str) -> None:
-    response = world.clients["viewer"].get("/api/v1/runs/", {"cursor": cursor})
+    response = world.clients["builder"].get("/api/v1/runs/", {"cursor": cursor})
     assert response.status_code == 400 and list(response.json()["error"]["fields"]) == ["cursor"]

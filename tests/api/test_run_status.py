@@ -36,7 +36,7 @@ def parked_run() -> Run:
 
 
 def test_waiting_for_tells_a_parked_run_from_one_at_an_approval_gate(world: World) -> None:
-    client = world.clients["viewer"]
+    client = world.clients["operator"]  # reads every run of a graph that names no operators
     gate = world.waiting_run()
     parked = parked_run()
     done = world.succeeded_run()
@@ -58,7 +58,7 @@ def test_waiting_for_tells_a_parked_run_from_one_at_an_approval_gate(world: Worl
 
 
 def test_a_run_list_page_reads_waiting_for_in_its_one_query(world: World) -> None:
-    client = world.clients["viewer"]
+    client = world.clients["operator"]  # reads every run of a graph that names no operators
     for _ in range(3):
         world.waiting_run()
     parked_run()
@@ -79,7 +79,7 @@ def _step_view(client, run: Run, step: Step) -> tuple[dict, dict, dict]:
 
 
 def test_a_running_step_whose_worker_was_killed_shows_stale_before_recovery(world: World) -> None:
-    client = world.clients["viewer"]
+    client = world.clients["operator"]  # reads every run of a graph that names no operators
     run, pay = run_at_pay()
     proc = subprocess.Popen(["sleep", "60"])
     try:
@@ -106,7 +106,7 @@ def test_a_running_step_whose_worker_was_killed_shows_stale_before_recovery(worl
 
 
 def test_liveness_of_an_owner_on_another_host_follows_its_lease_and_its_hosts_heartbeats(world: World) -> None:
-    client = world.clients["viewer"]
+    client = world.clients["operator"]  # reads every run of a graph that names no operators
     run, pay = run_at_pay()
     assert engine.step_claim(pay.pk, "elsewhere:4242:777") is not None
 
@@ -126,7 +126,7 @@ def test_liveness_of_an_owner_on_another_host_follows_its_lease_and_its_hosts_he
 
 
 def test_a_step_list_reads_the_workers_once_whatever_its_length(world: World) -> None:
-    client = world.clients["viewer"]
+    client = world.clients["operator"]  # reads every run of a graph that names no operators
     branches = ["a", "b", "c", "d", "e", "f"]
     spec = graph(
         [node("start", "start"), *[effect(b) for b in branches], node("join", "join"), node("end", "end")],

@@ -94,7 +94,7 @@ def test_run_list_filters_by_status_graph_user_and_date(world: World) -> None:
     waiting = world.waiting_run()
     mine = start(world.clients["operator"], world).json()["id"]
     other_graph = world.succeeded_run()
-    client = world.clients["viewer"]
+    client = world.clients["builder"]
 
     def ids(query: str) -> set[int]:
         response = client.get(f"/api/v1/runs/?{query}")
@@ -114,20 +114,20 @@ def test_run_list_filters_by_status_graph_user_and_date(world: World) -> None:
 
 def test_run_detail_has_its_steps_and_steps_have_attempts(world: World) -> None:
     run = world.waiting_run()
-    body = world.clients["viewer"].get(f"/api/v1/runs/{run.pk}/").json()
+    body = world.clients["builder"].get(f"/api/v1/runs/{run.pk}/").json()
     assert body["status"] == "waiting" and body["input"] == {"name": "Ada"}
     assert [s["node_id"] for s in body["steps"]] == ["start", "draft", "review"]
-    step = world.clients["viewer"].get(f"/api/v1/steps/{body['steps'][1]['id']}/").json()
+    step = world.clients["builder"].get(f"/api/v1/steps/{body['steps'][1]['id']}/").json()
     assert step["output"] is not None and [a["number"] for a in step["attempts"]] == [1]
-    page = world.clients["viewer"].get(f"/api/v1/runs/{run.pk}/steps/?page_size=2").json()
+    page = world.clients["builder"].get(f"/api/v1/runs/{run.pk}/steps/?page_size=2").json()
     assert "count" not in page and [s["node_id"] for s in page["results"]] == ["start", "draft"] and page["next"]
-    rest = world.clients["viewer"].get(page["next"]).json()
+    rest = world.clients["builder"].get(page["next"]).json()
     assert [s["node_id"] for s in rest["results"]] == ["review"] and rest["next"] is None and rest["previous"]
 
 
 def test_events_after_a_cursor_resume_where_the_client_stopped(world: World) -> None:
     run = world.waiting_run()
-    client = world.clients["viewer"]
+    client = world.clients["builder"]
     everything = client.get(f"/api/v1/runs/{run.pk}/events/").json()
     kinds = [e["kind"] for e in everything["results"]]
     assert kinds[0] == "run_created" and kinds[-1] == "run_waiting" and everything["run_status"] == "waiting"
@@ -221,7 +221,7 @@ def test_costs_are_aggregated_by_the_database_per_step_run_graph_model_and_day(w
     small, large = publish(llm_spec("mock-1")), publish(llm_spec("mock-large"))
     runs = [run_local(small, {"name": "Ada"}), run_local(small, {"name": "Grace Hopper"}), run_local(large, {"name": "Alan"})]
     assert all(r.status == "succeeded" for r in runs), [r.error for r in runs]
-    client = world.clients["viewer"]
+    client = world.clients["builder"]
 
     def rows(query: str) -> list[dict]:
         response = client.get(f"/api/v1/costs/?{query}")

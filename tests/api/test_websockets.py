@@ -1,5 +1,5 @@
-"""WebSockets: who may connect (every role, token or session; never anonymous, never a
-foreign Origin riding the session), run events after a cursor then live, including events
+"""WebSockets: who may connect (every role to the inbox, who may read the run to a run's
+stream; token or session; never anonymous, never a foreign Origin riding the session), run events after a cursor then live, including events
 committed by another OS process, and the approvals inbox."""
 from __future__ import annotations
 
@@ -61,7 +61,13 @@ def test_websocket_permission_matrix(world: World) -> None:
         return got
 
     got = run_async(body)
-    assert got == {(role, path): role != "anonymous" for role in ROLE_NAMES for path in paths}
+    # Every signed-in user may open the inbox; a run's stream only who may read the run
+    # (the outsider "viewer" may not: tests/api/test_read_permissions.py has the rule).
+    assert got == {
+        (role, path): role != "anonymous" and not (role == "viewer" and path.startswith("/ws/runs/"))
+        for role in ROLE_NAMES
+        for path in paths
+    }
 
 
 def test_websocket_auth_by_header_session_and_origin(world: World) -> None:
@@ -104,7 +110,7 @@ def test_websocket_auth_by_header_session_and_origin(world: World) -> None:
 
 def test_run_events_stream_from_a_cursor_then_live_and_resume_after_reconnect(world: World) -> None:
     run = world.waiting_run()
-    key = token_of(world.users["viewer"])
+    key = token_of(world.users["starter"])
     ids = list(RunEvent.objects.filter(run=run).order_by("id").values_list("id", flat=True))
 
     async def body() -> tuple[list[int], list[str], list[int]]:
@@ -132,7 +138,7 @@ def test_run_events_stream_from_a_cursor_then_live_and_resume_after_reconnect(wo
 
 
 def test_bad_cursor_and_unknown_run_are_refused(world: World) -> None:
-    key = token_of(world.users["viewer"])
+    key = token_of(world.users["starter"])
     run = world.waiting_run()
 
     async def body() -> list[bool]:
@@ -158,7 +164,7 @@ def test_events_committed_by_another_process_reach_the_socket(world: World) -> N
     drives the run in its own process): its commits still reach the WebSocket client,
     because the consumer reads rows, not an in-process channel layer."""
     run = world.waiting_run()
-    key = token_of(world.users["viewer"])
+    key = token_of(world.users["builder"])
     last = RunEvent.objects.filter(run=run).order_by("-id").values_list("id", flat=True).first()
     env = {**os.environ, "DATABASE_URL": _database_url(), "BALLAST_LOG_LEVEL": "WARNING"}
 

@@ -848,3 +848,12 @@ def test_approval_requires_approved_but_not_rejected():
     assert validate_spec(_with_node(node("gate", "approval"), handles=("approved",))).ok
     result = validate_spec(_with_node(node("gate", "approval"), handles=("rejected",)))
     assert keyed(result) == [("gate", "handles.approved", "unwired_handle")]
+
+
+def test_issue_messages_quoting_spec_values_are_bounded():
+    g = baseline()
+    g["nodes"][3]["kind"] = "k" * 100_000
+    g["edges"].append({"source": "s" * 100_000, "target": "calc"})
+    result = validate_spec(g)
+    assert result.issues and all(len(i.message) <= 2100 for i in result.issues), [len(i.message) for i in result.issues]
+    assert any("(100" in i.message and "characters)" in i.message for i in result.issues)

@@ -233,9 +233,8 @@ def test_e_approval_gate_survives_a_full_stop(cluster_factory, effects_file):
     assert run.state["approval"]["decision"] == "approved"
     assert effect_counts(effects_file) == {"before": 1, "after": 1}
     assert attempts(run, "before") == [(1, "succeeded")]
-    # A graceful stop (SIGTERM to the qcluster main process) of an idle cluster is quick.
-    # (SIGTERM to the whole group leaves django-q2's main process hung in "stopping" until
-    # the SIGKILL: stop(whole_group=True) takes the full grace period.)
+    # A graceful stop (SIGTERM to the qcluster main process) of an idle cluster is quick
+    # (to the whole group as well: test_graceful_stop.py).
     took = second.stop(grace=10)
     print(f"\n[stop] SIGTERM -> process group gone {took:.1f} s")
     assert took < 5

@@ -82,7 +82,7 @@ def test_user_can_follows_the_roles(groups, staff, can):
 
 @pytest.mark.django_db(transaction=True)  # runs drive the engine, which commits
 def test_run_page_names_the_run_and_unknown_runs_are_404(finished_run):
-    client = signed_in(make_user("viewer"))
+    client = signed_in(make_user("viewer", "operators"))  # operators read every run of a graph that names none
     ctx = context_of(client.get(f"/runs/{finished_run.pk}/"))
     assert ctx["page"] == "run"
     assert ctx["props"] == {"runId": finished_run.pk}

@@ -405,6 +405,9 @@ HOSTILE = [
     "[[1] * 1000] * 1000 * 1000",
     "[x for x in range(10**9)]",
     "sum([sum(range(10**5)) for _ in range(10**5)])",
+    # Within every item limit but 57 MB of integers; and a case mapping past the string limit.
+    "list(range(2**4094, 2**4094 + 99999))",
+    "('ß' * 60000).upper()",
 ]
 # The same operations on a value read from the state (n is 1): only the run can stop them.
 HOSTILE_AT_RUN_TIME = [
@@ -416,6 +419,9 @@ HOSTILE_AT_RUN_TIME = [
     "[[n] * 1000] * 1000 * 1000",
     "[x for x in range(10**9 * n)]",
     "sum([sum(range(10**5 * n)) for _ in range(10**5 * n)])",
+    "list(range(2**4094 * n, 2**4094 * n + 99999))",
+    "('ß' * (60000 * n)).upper()",
+    "[('x' * (99999 * n))] * 100000 == [('x' * (99998 * n)) + 'x'] * 100000",
 ]
 # Escapes and mutation are refused before the run exists: validation parses every expression.
 REFUSED = ["items.append(1)", "().__class__.__bases__", "'{0.__class__}'.format(1)", "items.clear()", "__import__('os')"]
@@ -462,3 +468,17 @@ def test_hostile_expression_fails_its_step_quickly_and_leaves_state_alone(expres
     assert run.state["items"] == [1, 2] and "out" not in run.state
     # The worker (this process) lives on and runs the next run normally.
     assert run_local(graph([node("start", "start"), transform("ok", y="1 + 1"), node("end", "end")], chain("start", "ok", "end"))).state["y"] == 2
+
+
+def test_expression_errors_quote_user_values_briefly_in_the_run_and_its_events():
+    spec = graph(
+        [node("start", "start"), transform("lookup", y="d[k]"), node("end", "end")],
+        chain("start", "lookup", "end"),
+        input_schema={"type": "object", "properties": {"d": {"type": "object"}, "k": {"type": "string"}}},
+    )
+    run = run_local(spec, {"d": {}, "k": "k" * 100_000})
+    assert run.status == "failed" and run.error["code"] == "expression"
+    assert len(run.error["message"]) < 500 and "(100000 characters)" in run.error["message"], run.error
+    failed = RunEvent.objects.get(run=run, kind="step_failed")
+    assert len(failed.data["error"]["message"]) < 500
+    assert all(len(str(e.data)) < 2000 for e in RunEvent.objects.filter(run=run).exclude(kind="run_created"))

@@ -388,9 +388,10 @@ def test_tool_node_config_validation():
 
 
 @pytest.fixture
-def local_server():
+def local_server(settings):
     from http.server import ThreadingHTTPServer
 
+    settings.BALLAST_OUTBOUND_ALLOW = ["127.0.0.1"]  # loopback is refused by default
     from tests.runs.test_tools import Handler
 
     Handler.received = []

@@ -199,7 +199,10 @@ class Handler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def server():
+def server(settings):
+    """A local HTTP server on 127.0.0.1, which tools may reach only because the
+    allow-list names it (loopback is refused by default)."""
+    settings.BALLAST_OUTBOUND_ALLOW = ["127.0.0.1"]
     Handler.received = []
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
@@ -307,7 +310,8 @@ def test_http_timeout_bounded_by_step_time_left(server):
     assert caught.value.code == "http_timeout"
 
 
-def test_http_connection_refused_is_retryable():
+def test_http_connection_refused_is_retryable(settings):
+    settings.BALLAST_OUTBOUND_ALLOW = ["127.0.0.1"]
     with socket.socket() as s:  # find a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

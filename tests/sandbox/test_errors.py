@@ -37,6 +37,7 @@ def test_describe(exc, code, reason):
 
 def test_clip_and_type_name():
     assert clip("a\n   b") == "a b"
-    assert clip("x" * 200, 10) == "xxxxxxx..."
+    assert clip("x" * 200, 30) == "x" * 12 + "… (200 characters)"
+    assert clip(clip("y" * 5000, 100), 100) == clip("y" * 5000, 100) and len(clip("y" * 5000, 100)) == 100
     assert [type_name(v) for v in ("", 1, 1.0, True, None, {}, [], range(1))] == [
         "string", "integer", "number", "boolean", "None", "dict", "list", "range"]

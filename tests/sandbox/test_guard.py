@@ -86,3 +86,13 @@ def test_guarded_sets_and_restores_the_current_guard():
             assert current_guard() is inner
         assert current_guard() is g
     assert current_guard() is not g
+
+
+def test_compare_checks_cost_first_and_skips_what_cannot_cost():
+    g = Guard(Limits(scan_steps=1000))
+    assert g.compare("==", [1] * 5000, [1] * 4999) is False  # unequal lengths: differ at once
+    assert g.compare("in", 3, [1] * 999 + [3]) is True
+    assert refused(g.compare, "==", [1] * 5000, [1] * 5000).code == "limit"
+    assert refused(g.compare, "<", (1,) * 5000, (1,) * 4999).code == "limit"  # tuples compare item by item
+    assert refused(g.compare, "in", "b", "a" * 5000).code == "limit"
+    assert g.compare("is", [1] * 5000, None) is False

@@ -31,14 +31,14 @@ def isolated(kind: str, limits: Limits):
 
 def test_backstop_kills_runaway_cpu():
     # With the integer check disabled, 9**9**9 would run for minutes inside one C call.
-    no_int_limit = Limits(int_bits=10**12)
+    no_int_limit = Limits(int_bits=10**12, memory_bytes=10**13)
     assert_fails_fast(isolated("expr", no_int_limit), ExpressionError, "9**9**9", {}, "timeout", 1.0)
     # The next evaluation gets a fresh process.
     assert run_isolated("expr", "[x for x in a]", {"a": [1]}, LIMITS) == [1]
 
 
 def test_backstop_kills_runaway_template():
-    no_int_limit = Limits(**{**vars(TEMPLATE_LIMITS), "int_bits": 10**12})
+    no_int_limit = Limits(**{**vars(TEMPLATE_LIMITS), "int_bits": 10**12, "memory_bytes": 10**13})
     err = assert_fails_fast(isolated("template", no_int_limit), ExpressionError, "{{ 9 ** (9 ** 9) }}", {},
                             "timeout", 1.0)
     assert err.message.startswith("template took longer")
@@ -47,7 +47,7 @@ def test_backstop_kills_runaway_template():
 
 @pytest.mark.parametrize("source", ["'a' * 10**10", "[0] * 10**9"])
 def test_backstop_bounds_memory(source):
-    no_size_limit = Limits(string_chars=10**12, items=10**12, budget=10**13)
+    no_size_limit = Limits(string_chars=10**12, items=10**12, budget=10**13, memory_bytes=10**13)
     assert_fails_fast(isolated("expr", no_size_limit), ExpressionError, source, {}, "memory", 1.0)
     assert run_isolated("expr", "[x for x in a]", {"a": [2]}, LIMITS) == [2]
 

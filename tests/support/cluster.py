@@ -197,10 +197,10 @@ class Cluster:
     def stop(self, grace: float = 10.0, *, whole_group: bool = False) -> float:
         """Graceful stop: SIGTERM, then SIGKILL to the whole group after ``grace`` seconds.
 
-        By default SIGTERM goes to the qcluster main process only, which is how django-q2
-        shuts down (its sentinel stops the pusher, drains the workers, then the monitor).
-        ``whole_group=True`` sends it to every process (what ``kill -TERM -PGID`` or a
-        container runtime does). Returns the seconds until the group was gone.
+        By default SIGTERM goes to the qcluster main process only; ``whole_group=True``
+        sends it to every process (what ``kill -TERM -PGID`` or systemd does). Ballast's
+        qcluster stops within BALLAST_STOP_GRACE_SECONDS either way (runs/engine/cluster.py).
+        Returns the seconds until the group was gone.
         """
         if self.pgid is None:
             return 0.0

@@ -75,3 +75,22 @@ def flaky(args: FlakyArgs, ctx: ToolContext) -> dict:
     if ctx.attempt <= args.fail_times:
         raise NodeError(f"flaky failure on attempt {ctx.attempt}", code=args.code, retryable=args.retryable)
     return {"attempt": ctx.attempt}
+
+
+class IgnoreTimeoutArgs(BaseModel):
+    seconds: float = 30.0
+    mode: str = "sleep"  # "sleep": blocked in one C call (time.sleep); "spin": a busy Python loop
+
+
+@tool("ignore_timeout", description="Run for `seconds` without ever looking at the step's cancel event (tests).", repeat_safe=True)
+def ignore_timeout(args: IgnoreTimeoutArgs, ctx: ToolContext) -> dict:
+    """A node whose code ignores its timeout: sleeps in one C call or busy-loops, and
+    records its start in the effects log first (label ``ignore_timeout``)."""
+    _record(EffectArgs(label="ignore_timeout"), ctx)
+    if args.mode == "spin":
+        end = time.monotonic() + args.seconds
+        while time.monotonic() < end:
+            pass
+    else:
+        time.sleep(args.seconds)
+    return {"slept": args.seconds}

@@ -46,7 +46,7 @@ class Command(BaseCommand):
         parser.add_argument("--reject", action="store_true")
         parser.add_argument("--decision", choices=["approve", "reject", "retry", "skip", "fail"])
         parser.add_argument("--comment", default="")
-        parser.add_argument("--output", default=None, help="state updates (JSON object) for --decision skip")
+        parser.add_argument("--output", default=None, help="for --decision skip: the state updates (JSON object) the step writes; for an agent tool call, the result the model is given")
         parser.add_argument("--approval", type=int, default=None, help="the approval id, when the run waits at several")
         parser.add_argument("--no-wait", action="store_true", help="do not continue or wait for the run here")
         parser.add_argument(

@@ -15,6 +15,7 @@ export interface NodeKindInfo {
   outputs: string[]; // fixed output handles; [] = one default output
   dynamic_outputs: boolean; // outputs depend on config (validation's `handles` gives them per node)
   repeat_safe: boolean;
+  uses_repeat_safe?: boolean; // false: the node's own repeat_safe is refused by validation (start, end, agent ...)
 }
 
 /** One structured validation error. ``path`` is graph-wide (``nodes[2].config.expression``), ``field`` node-relative (``config.expression``). */

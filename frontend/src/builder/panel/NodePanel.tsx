@@ -145,6 +145,15 @@ export function NodePanel({ node, graphId }: Props) {
   const configErrors = useMemo(() => errorSchemaFor(issues, "config"), [issues]);
   const settingsErrors = useMemo(() => errorSchemaFor(issues, "", ["config"]), [issues]);
   const settings = useMemo(() => settingsOf(node), [node]);
+  // A kind that does not use the node's own repeat_safe (validation refuses it) does not
+  // offer it; a value already set stays visible so that it can be put back to default.
+  const settingsUi = useMemo<UiSchema>(
+    () =>
+      kind?.uses_repeat_safe === false && (node.repeat_safe === null || node.repeat_safe === undefined)
+        ? { ...NODE_SETTINGS_UI, repeat_safe: { "ui:widget": "hidden" } }
+        : NODE_SETTINGS_UI,
+    [kind, node.repeat_safe],
+  );
   const estimate = b.validation?.estimate?.nodes[node.id];
   const field = b.selection.field;
   // A spec may leave an empty config out (the CLI and API accept that).
@@ -252,7 +261,7 @@ export function NodePanel({ node, graphId }: Props) {
             key={node.id}
             label="Node policies"
             schema={NODE_SETTINGS_SCHEMA as unknown as Record<string, unknown>}
-            uiSchema={NODE_SETTINGS_UI}
+            uiSchema={settingsUi}
             value={settings as Record<string, unknown>}
             onChange={onSettings}
             errors={settingsErrors.schema}

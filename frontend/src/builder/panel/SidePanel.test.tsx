@@ -76,6 +76,22 @@ describe("SidePanel with one node selected", () => {
     expect(harness.api().spec.nodes[3]?.timeout_seconds).toBeUndefined();
   });
 
+  it("offers 'Safe to repeat' only where the kind uses it, and keeps a refused value visible to clear", async () => {
+    okCheck();
+    const { harness } = renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["route"] } });
+    // A condition is always safe to repeat: no choice offered.
+    expect(document.getElementById("node.repeat_safe")?.tagName).not.toBe("SELECT");
+    expect(screen.queryByText("Safe to repeat")).toBeNull();
+    act(() => harness.api().change((spec) => ({ ...spec, nodes: spec.nodes.map((n) => (n.id === "route" ? { ...n, repeat_safe: false } : n)) }), "test"));
+    const repeat = (await waitFor(() => {
+      const el = document.getElementById("node.repeat_safe");
+      expect(el?.tagName).toBe("SELECT");
+      return el;
+    })) as HTMLSelectElement;
+    fireEvent.change(repeat, { target: { value: within(repeat).getByText(/^As the kind says/).getAttribute("value") } });
+    await waitFor(() => expect(harness.api().spec.nodes[1]?.repeat_safe).toBeUndefined());
+  });
+
   it("opening a node does not change the graph", () => {
     okCheck();
     const { harness } = renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["ask"] } });

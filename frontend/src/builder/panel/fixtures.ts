@@ -17,7 +17,8 @@ export const KINDS: NodeKindInfo[] = [
     "inputs": [],
     "outputs": [],
     "dynamic_outputs": false,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": false
   },
   {
     "kind": "end",
@@ -51,7 +52,8 @@ export const KINDS: NodeKindInfo[] = [
     "inputs": [],
     "outputs": [],
     "dynamic_outputs": false,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": false
   },
   {
     "kind": "transform",
@@ -81,7 +83,8 @@ export const KINDS: NodeKindInfo[] = [
     "inputs": [],
     "outputs": [],
     "dynamic_outputs": false,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": false
   },
   {
     "kind": "condition",
@@ -154,7 +157,8 @@ export const KINDS: NodeKindInfo[] = [
     "inputs": [],
     "outputs": [],
     "dynamic_outputs": true,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": false
   },
   {
     "kind": "join",
@@ -171,7 +175,8 @@ export const KINDS: NodeKindInfo[] = [
     "inputs": [],
     "outputs": [],
     "dynamic_outputs": false,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": false
   },
   {
     "kind": "tool",
@@ -215,7 +220,8 @@ export const KINDS: NodeKindInfo[] = [
     "inputs": [],
     "outputs": [],
     "dynamic_outputs": false,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": true
   },
   {
     "kind": "llm",
@@ -330,7 +336,8 @@ export const KINDS: NodeKindInfo[] = [
     "inputs": [],
     "outputs": [],
     "dynamic_outputs": false,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": true
   },
   {
     "kind": "approval",
@@ -373,7 +380,8 @@ export const KINDS: NodeKindInfo[] = [
     "inputs": [],
     "outputs": [],
     "dynamic_outputs": false,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": false
   },
   {
     "kind": "agent",
@@ -499,6 +507,7 @@ export const KINDS: NodeKindInfo[] = [
     "inputs": [],
     "outputs": [],
     "dynamic_outputs": false,
-    "repeat_safe": true
+    "repeat_safe": true,
+    "uses_repeat_safe": false
   }
 ];

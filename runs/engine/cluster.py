@@ -1,0 +1,171 @@
+"""The qcluster's main process: signals, a graceful stop bounded by a grace period, and the hand-back of in-flight leases.
+
+django-q2 stops cleanly only when SIGTERM reaches its main process alone: sent to the
+whole process group (systemd's default KillMode, ``kill -TERM -PGID``, a container
+runtime) it kills the sentinel in the middle of the stop and the main process hangs
+(TRAPS.md), and it kills the workers in the middle of their steps. So here:
+
+- the sentinel blocks SIGTERM, and its children (workers, monitor, pusher) catch it with
+  a handler that only notes it: a signal to the group stops the cluster exactly as one
+  to the main process does. The handler is a Python one on purpose: exec() resets it,
+  so a program a tool starts still dies of SIGTERM as usual;
+- the main process turns SIGTERM or SIGINT into django-q2's orderly stop (no more pulls;
+  workers finish the step in hand and hand back the successors their commits kept for
+  them, see loop.execute_step) and gives it ``BALLAST_STOP_GRACE_SECONDS``;
+- past the grace period it SIGKILLs its descendants and runs a recovery pass at once:
+  their leases are taken back now (the owners are dead processes on this host), each
+  interrupted step re-queued with the same idempotency key, or parked for a person when
+  it is not safe to repeat, rather than waiting for the leases to expire.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import signal
+import threading
+import time
+from types import FrameType
+
+import psutil
+from django.conf import settings
+from django.db import connections
+
+from runs.engine import dispatch, recovery, recovery_queries, workers
+
+log = logging.getLogger("ballast.worker")
+
+# Of the grace period, the part kept for killing the workers, the hand-back pass and the
+# exit (about 1-2 s on a loaded 2-core machine); in-flight steps get the rest, and at
+# least half of it.
+STOP_RESERVE_SECONDS = 2.0
+
+
+def _note_stop(signum: int, frame: FrameType | None) -> None:
+    workers.note_stop()
+
+
+def _after_fork_in_child(main_pid: int) -> None:
+    """Set a forked process's SIGTERM disposition by its distance from the main process."""
+    parent = os.getppid()
+    if parent == main_pid:
+        # The sentinel: it resets SIGTERM to the default action itself (django-q2), and
+        # dying of it mid-stop is what hangs the main process. A blocked signal stays
+        # blocked whatever handler is set, and a fork drops the pending ones.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        return
+    try:
+        grandparent = psutil.Process(parent).ppid()
+    except psutil.Error:
+        grandparent = -1
+    if grandparent == main_pid:  # a worker, the monitor or the pusher
+        signal.signal(signal.SIGTERM, _note_stop)
+    else:  # anything a worker forks is not ours to shield
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def _tell_workers() -> None:
+    """SIGTERM the sentinel's children (workers, monitor, pusher): their handler notes it,
+    so a worker hands back the successors it would otherwise run before it stops."""
+    for sentinel in psutil.Process().children():
+        try:
+            for proc in sentinel.children():
+                proc.send_signal(signal.SIGTERM)
+        except psutil.NoSuchProcess:
+            continue
+
+
+def _kill(proc: psutil.Process) -> None:
+    try:
+        proc.kill()
+    except psutil.NoSuchProcess:
+        pass
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def hand_back(me: psutil.Process | None = None) -> list[int]:
+    """SIGKILL every descendant of this process, wait for them, and take their leases back
+    at once through a recovery pass (the supervisor thread's own pass may get there
+    first). Returns the ids of the steps the killed processes held."""
+    me = me or psutil.Process()
+    children = me.children(recursive=True)
+    owners = [workers.worker_id(child.pid) for child in children]
+    held = recovery_queries.steps_leased_to(owners)
+    # The sentinel first, so it cannot start a new worker for one killed before it; then
+    # everything below it, looked up again for the same reason.
+    for child in me.children():
+        _kill(child)
+    for child in children + me.children(recursive=True):
+        _kill(child)
+    # Gone, or a zombie (it holds nothing; owner_is_dead counts it as dead): a killed
+    # worker is the sentinel's child, and nobody may reap it soon.
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and any(_running(child) for child in children):
+        time.sleep(0.01)
+    try:
+        recovery.recover_once()
+    finally:
+        connections.close_all()
+    return held
+
+
+def serve(*, grace_seconds: float | None = None, run_once: bool = False) -> int:
+    """Run a django-q2 cluster in this process until SIGTERM or SIGINT; return an exit code.
+
+    On the signal, the cluster stops in order and in-flight steps may finish for
+    ``grace_seconds`` (default ``BALLAST_STOP_GRACE_SECONDS``) less STOP_RESERVE_SECONDS;
+    after that the workers are killed and their steps handed back (:func:`hand_back`),
+    so that the process is gone within the grace period. Exit code 0 for a stop
+    on request, 1 when the sentinel died on its own. ``run_once``: start, then stop at
+    once (django-q2's ``--run-once``).
+    """
+    grace = settings.BALLAST_STOP_GRACE_SECONDS if grace_seconds is None else grace_seconds
+    main_pid = os.getpid()
+    # Only appended to by the handler: a handler that took a lock the interrupted main
+    # thread holds (an Event's) would deadlock it.
+    signals: list[str] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        signals.append(signal.Signals(signum).name)
+
+    os.register_at_fork(after_in_child=functools.partial(_after_fork_in_child, main_pid))
+    cluster = dispatch.QueueCluster()
+    # Installed after django-q2's own handlers (set in QueueCluster()), to replace them.
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    cluster.start()
+    if run_once:
+        signals.append("run-once")
+    while not signals:
+        time.sleep(0.2)
+        if not signals and not cluster.alive:
+            log.error("the cluster's sentinel exited on its own; stopping")
+            recovery.stop_supervisor()
+            return 1
+    window = max(grace - STOP_RESERVE_SECONDS, grace / 2)
+    log.info("%s: stopping; in-flight steps have %.1fs to finish (grace period %gs)", signals[0], window, grace)
+    began = time.monotonic()
+    stopped = threading.Event()
+    _tell_workers()  # a SIGTERM to the main pid alone: the workers learn it from us
+
+    def enforce_grace() -> None:
+        if stopped.wait(window):
+            return
+        handed = hand_back()
+        log.warning("grace period of %gs over: workers killed, their step(s) %s handed back", grace, handed[:20])
+
+    watchdog = threading.Thread(target=enforce_grace, name="ballast-stop-grace", daemon=True)
+    watchdog.start()
+    cluster.stop()
+    stopped.set()
+    watchdog.join()
+    recovery.stop_supervisor()  # deregisters this cluster (its Worker row) now, not at exit
+    log.info("cluster stopped in %.1fs", time.monotonic() - began)
+    return 0

@@ -1,0 +1,42 @@
+"""``manage.py qcluster``: django-q2's worker cluster with Ballast's signal handling and bounded graceful stop.
+
+Replaces django-q2's command of the same name (``runs`` comes before ``django_q`` in
+INSTALLED_APPS). SIGTERM or SIGINT, to the main process or to its whole process group,
+stops the cluster within BALLAST_STOP_GRACE_SECONDS (runs/engine/cluster.py).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from runs.engine import api as engine
+
+
+class Command(BaseCommand):
+    help = "Start a worker cluster (django-q2) that runs Ballast's steps; SIGTERM stops it gracefully."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--run-once", action="store_true", help="Start, then stop at once.")
+        parser.add_argument("-n", "--name", dest="cluster_name", default=None, help="Cluster (queue) name instead of Q_CLUSTER's.")
+        parser.add_argument(
+            "--grace",
+            type=float,
+            default=None,
+            help=f"Seconds in-flight steps get to finish on SIGTERM (default BALLAST_STOP_GRACE_SECONDS, {settings.BALLAST_STOP_GRACE_SECONDS:g}).",
+        )
+
+    def handle(self, *args, **options):
+        settings.SECRET_KEY  # noqa: B018  (django-q2 signs tasks: fail early without a key)
+        if options["cluster_name"]:
+            os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
+        code = engine.cluster_serve(grace_seconds=options["grace"], run_once=options["run_once"])
+        # Everything is stopped and deregistered: leave without the interpreter's own
+        # teardown, which took 1-2 s here, time the grace period does not have.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
