@@ -90,7 +90,6 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI / Redoc assets served locally (no CDN)
-    "django_q",
     "axes",  # failed sign-ins counted per user and per address, in the database
     "ballast",  # template tags (vite) and the browser app's pages
     "accounts",
