@@ -27,9 +27,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def rates(**overrides: str) -> dict:
-    """REST_FRAMEWORK with some throttle rates replaced."""
+    """REST_FRAMEWORK with some throttle rates replaced. Rates here are per hour, and a
+    test starting in the last minute of an hour waits for the next one: counters are
+    fixed windows, and a window ending mid-test would reset the count it checks."""
+    import time
+
     from django.conf import settings
 
+    left = 3600 - time.time() % 3600
+    if left < 60:
+        time.sleep(left + 0.5)
     config = dict(settings.REST_FRAMEWORK)
     config["DEFAULT_THROTTLE_RATES"] = {**config["DEFAULT_THROTTLE_RATES"], **overrides}
     return config
@@ -57,12 +64,12 @@ def cache_keys() -> list[str]:
 
 
 def test_api_requests_are_limited_per_token_with_retry_after(user) -> None:
-    with override_settings(REST_FRAMEWORK=rates(token="3/minute")):
+    with override_settings(REST_FRAMEWORK=rates(token="3/hour")):
         first, token, _ = token_client(user)
         codes = [first.get("/api/v1/graphs/").status_code for _ in range(4)]
         assert codes == [200, 200, 200, 429]
         refused = first.get("/api/v1/graphs/")
-        assert refused.status_code == 429 and 1 <= int(refused["Retry-After"]) <= 60
+        assert refused.status_code == 429 and 1 <= int(refused["Retry-After"]) <= 3600
         body = refused.json()["error"]
         assert body["code"] == "throttled" and body["retry_after"] == int(refused["Retry-After"])
         # Per token: the same user's other token has its own count.
@@ -75,7 +82,7 @@ def test_api_requests_are_limited_per_token_with_retry_after(user) -> None:
 def test_session_requests_are_limited_per_user(user) -> None:
     client = Client()
     client.force_login(user)
-    with override_settings(REST_FRAMEWORK=rates(user="2/minute")):
+    with override_settings(REST_FRAMEWORK=rates(user="2/hour")):
         assert [client.get("/api/v1/graphs/").status_code for _ in range(3)] == [200, 200, 429]
         other = Client()
         other.force_login(get_user_model().objects.create_user("bob", password="pw"))
@@ -97,7 +104,7 @@ def _child(env: dict[str, str], key: str, requests: int) -> list[int]:
 
 def _child_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    env.update(DJANGO_SETTINGS_MODULE="ballast.settings", DATABASE_URL=test_database_url(), BALLAST_API_RATE_TOKEN="3/minute", **extra)
+    env.update(DJANGO_SETTINGS_MODULE="ballast.settings", DATABASE_URL=test_database_url(), BALLAST_API_RATE_TOKEN="3/hour", **extra)
     env.pop("BALLAST_REDIS_URL", None)
     env.pop("BALLAST_CACHE_REDIS_URL", None)
     env.update(extra)
@@ -107,7 +114,7 @@ def _child_env(**extra: str) -> dict[str, str]:
 @pytest.mark.django_db(transaction=True)
 def test_a_second_process_sees_the_count_of_the_first() -> None:
     user = get_user_model().objects.create_user("ada", password="pw")
-    with override_settings(REST_FRAMEWORK=rates(token="3/minute")):
+    with override_settings(REST_FRAMEWORK=rates(token="3/hour")):
         client, _, key = token_client(user)
         assert [client.get("/api/v1/graphs/").status_code for _ in range(2)] == [200, 200]
     # Another process (its own memory, the same database): one request left, then 429.
@@ -135,6 +142,7 @@ def test_with_redis_configured_two_processes_share_the_count_in_redis() -> None:
     prefix = f"ballast-test-{uuid.uuid4().hex[:8]}"
     user = get_user_model().objects.create_user("ada", password="pw")
     _, key = token_create(user=user, name="t")
+    rates()  # not in an hour's last minute (see rates)
     env = _child_env(BALLAST_CACHE_REDIS_URL=url, BALLAST_CACHE_KEY_PREFIX=prefix)
     server = redis.Redis.from_url(url)
     try:
@@ -151,7 +159,7 @@ def test_with_redis_configured_two_processes_share_the_count_in_redis() -> None:
 
 def test_failed_tokens_are_throttled_per_address_and_audited_without_the_key(user) -> None:
     good, _, good_key = token_client(user, address="10.1.1.1")
-    with override_settings(REST_FRAMEWORK=rates(token_failure_address="3/minute", token_failure_prefix="100/minute")):
+    with override_settings(REST_FRAMEWORK=rates(token_failure_address="3/hour", token_failure_prefix="100/hour")):
         bad = [f"bal_wrong{i}xyz-secret-part-{i}" for i in range(4)]
         codes = [APIClient(REMOTE_ADDR="10.1.1.1").get("/api/v1/graphs/", HTTP_AUTHORIZATION=f"Token {k}").status_code for k in bad]
         assert codes == [401, 401, 401, 429]
@@ -170,7 +178,7 @@ def test_failed_tokens_are_throttled_per_address_and_audited_without_the_key(use
 
 
 def test_failed_tokens_are_throttled_per_token_prefix_across_addresses(user) -> None:
-    with override_settings(REST_FRAMEWORK=rates(token_failure_address="100/minute", token_failure_prefix="2/minute")):
+    with override_settings(REST_FRAMEWORK=rates(token_failure_address="100/hour", token_failure_prefix="2/hour")):
         codes = [
             APIClient(REMOTE_ADDR=f"10.0.0.{i}").get("/api/v1/graphs/", HTTP_AUTHORIZATION="Token bal_revoked1-rest").status_code
             for i in range(3)
