@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
+from axes.signals import user_locked_out
 from channels.auth import AuthMiddlewareStack
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
@@ -26,7 +27,8 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
 from accounts.models import ApiToken
-from accounts.tokens import hash_key
+from accounts.throttling import client_address, token_failure_blocked, token_failure_record, token_throttled
+from accounts.tokens import PREFIX_LENGTH, hash_key
 
 BUILDERS = "builders"
 OPERATORS = "operators"
@@ -56,7 +58,10 @@ class TokenAuthentication(authentication.BaseAuthentication):
     """``Authorization: Token <key>`` (or ``Bearer <key>``). ``request.auth`` is the ApiToken.
 
     No header: not this scheme (None). A malformed header or an unknown, revoked or
-    inactive user's key: 401, and a login failure is signalled (and so audited).
+    inactive user's key: 401, counted per client address and per key prefix and audited
+    (``auth.login_failed``, never the key); past the rate of failures
+    (``token_failure_address``, ``token_failure_prefix``), 429 with ``Retry-After``
+    before the key is even looked up (:mod:`accounts.throttling`).
     """
 
     keywords = (b"token", b"bearer")
@@ -71,9 +76,15 @@ class TokenAuthentication(authentication.BaseAuthentication):
             key = parts[1].decode()
         except UnicodeError:
             raise exceptions.AuthenticationFailed("Invalid token header: the key must be ASCII.") from None
+        # Refused before the key is looked up while this address or this key's prefix
+        # has failed too often (429 with Retry-After): probing gets nothing back.
+        address, prefix = client_address(request), key[:PREFIX_LENGTH]
+        wait = token_failure_blocked(address=address, prefix=prefix)
+        if wait is not None:
+            raise token_throttled(wait)
         token = token_for_key(key)
         if token is None:
-            user_login_failed.send(sender=__name__, credentials={"token": key[:12]}, request=request._request)
+            token_failure_record(address=address, prefix=prefix, path=request.path)
             raise exceptions.AuthenticationFailed("Invalid or revoked token.")
         return token.user, token
 
@@ -155,19 +166,30 @@ class IsAdmin(permissions.BasePermission):
 
 @receiver(user_login_failed, dispatch_uid="ballast_audit_login_failed")
 def _audit_login_failure(sender: Any, credentials: dict[str, Any], request: Any = None, **kwargs: Any) -> None:
-    # A failed password login (admin, session login) or a bad API token: audited in the
-    # "auth" chain with the name tried, never the secret (Django already masks passwords;
-    # a token shows only the first 12 characters presented).
+    # A failed password sign-in (login page, admin): audited in the "auth" chain with the
+    # name tried, never the password (Django masks it). django-axes counts the same
+    # signal per username and per address. Bad API tokens are audited and counted by
+    # accounts.throttling.token_failure_record, not through this signal, so they never
+    # lock an address out of password sign-in.
     from runs.engine.api import audit
 
-    name = str(credentials.get("username") or credentials.get("token") or "?")[:200]
+    name = str(credentials.get("username") or "?")[:200]
     data: dict[str, Any] = {}
     if request is not None:
-        data["ip"] = request.META.get("REMOTE_ADDR", "")
+        data["ip"] = client_address(request)
         data["path"] = request.path[:200]
-    if "token" in credentials:
-        data["via"] = "token"
     audit(name, "auth.login_failed", None, actor_type="anonymous", **data)
+
+
+@receiver(user_locked_out, dispatch_uid="ballast_audit_locked_out")
+def _audit_lockout(sender: Any, request: Any = None, username: str | None = None, ip_address: str | None = None, **kwargs: Any) -> None:
+    # django-axes refused a sign-in: the user or the address reached AXES_FAILURE_LIMIT
+    # failures within the cool-off. Audited for every refused try (each is a request
+    # that got the lockout page), with the name tried and the address.
+    from runs.engine.api import audit
+
+    audit(str(username or "?")[:200], "auth.locked_out", None, actor_type="anonymous",
+          ip=str(ip_address or ""), path=(request.path[:200] if request is not None else ""))
 
 
 # --------------------------------------------------------------------------- WebSockets
@@ -196,10 +218,15 @@ def origin_allowed(origin: str | None) -> bool:
 
 
 @sync_to_async
-def _token_user(key: str) -> Any:
+def _token_user(key: str, address: str, path: str) -> Any:
+    # The same failure counters as HTTP: a throttled address or prefix is refused
+    # without a look-up (the handshake is refused, as for any bad token).
+    prefix = key[:PREFIX_LENGTH]
+    if token_failure_blocked(address=address, prefix=prefix) is not None:
+        return None
     token = token_for_key(key)
     if token is None:
-        user_login_failed.send(sender=__name__, credentials={"token": key[:12]}, request=None)
+        token_failure_record(address=address, prefix=prefix, path=path, via="websocket")
         return None
     return token.user, token
 
@@ -226,7 +253,8 @@ class WebSocketAuthMiddleware:
             values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token")
             key = values[0] if values else None
         if key:
-            found = await _token_user(key)
+            client = scope.get("client") or ("", 0)
+            found = await _token_user(key, str(client[0] or "")[:100], str(scope.get("path", ""))[:200])
             scope["user"] = found[0] if found else AnonymousUser()
             scope["auth_token"] = found[1] if found else None
         return await self.inner(scope, receive, send)

@@ -23,7 +23,7 @@ from django.http import Http404
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, inline_serializer
 from rest_framework import exceptions, serializers, status
-from rest_framework.pagination import PageNumberPagination
+from rest_framework.pagination import CursorPagination, PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -154,6 +154,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         fields = flatten_errors(exc.detail)
         first = next(iter(fields.values()), ["Invalid input."])[0]
         body = {"code": "invalid", "message": f"Invalid input: {first}" if fields else "Invalid input.", "fields": fields}
+    elif isinstance(exc, exceptions.Throttled):
+        body = {"code": "throttled", "message": str(exc.detail), "fields": {}, "retry_after": exc.wait}
     elif isinstance(exc, exceptions.APIException):
         detail = exc.detail
         codes = exc.get_codes()
@@ -177,11 +179,67 @@ def api_not_found(request: Any, *args: Any, **kwargs: Any) -> Any:
     return JsonResponse({"error": {"code": "not_found", "message": "No such API endpoint.", "fields": {}}}, status=404)
 
 
+MAX_PAGE_SIZE = 500
+DEFAULT_PAGE_SIZE = 50
+
+
+def page_size_from(request: Any, default: int = DEFAULT_PAGE_SIZE, maximum: int = MAX_PAGE_SIZE) -> int:
+    """``?page_size=`` of ``request``: an integer from 1 to ``maximum``, ``default`` when
+    absent. Anything else (0, negative, not an integer, over ``maximum``) raises a 400
+    with a ``page_size`` field error: a size is never clamped or ignored silently."""
+    raw = request.query_params.get("page_size")
+    if raw is None:
+        return default
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6 and 1 <= int(raw) <= maximum):
+        message = f"Must be a whole number from 1 to {maximum}; got {raw[:20]!r}."
+        raise bad_request("invalid", f"Invalid input: page_size: {message}", {"page_size": [message]})
+    return int(raw)
+
+
 class Pagination(PageNumberPagination):
-    """``?page=N&page_size=M`` (max 500); body ``{"count", "next", "previous", "results"}``."""
+    """``?page=N&page_size=M`` (1 to 500; else 400); body ``{"count", "next", "previous",
+    "results"}``. For lists that stay small (graphs, versions, approvals, cost rows);
+    lists that grow without bound page by cursor (:class:`CursorPage`)."""
 
     page_size_query_param = "page_size"
-    max_page_size = 500
+    max_page_size = MAX_PAGE_SIZE
+
+    def get_page_size(self, request: Any) -> int:
+        return page_size_from(request)
+
+
+class CursorPage(CursorPagination):
+    """Keyset pagination of a list that grows without bound (runs, steps, audit entries):
+    ``?cursor=<opaque>&page_size=M`` (1 to 500, default 50; else 400). Body
+    ``{"next", "previous", "results"}``: ``next``/``previous`` are URLs carrying the
+    cursor (null at either end); no ``count``, so a page costs one indexed range query
+    whatever the table's size, and rows added meanwhile never shift a page.
+
+    ``ordering`` is one unique column (``"-id"`` newest first, ``"id"`` oldest first),
+    so a cursor is the last id seen. A cursor that does not decode, or does not hold an
+    id, is a 400 with a ``cursor`` field error."""
+
+    page_size = DEFAULT_PAGE_SIZE
+    page_size_query_param = "page_size"
+    max_page_size = MAX_PAGE_SIZE
+
+    def __init__(self, ordering: str = "-id"):
+        self.ordering = ordering
+
+    def get_page_size(self, request: Any) -> int:
+        return page_size_from(request)
+
+    def decode_cursor(self, request: Any) -> Any:
+        message = "Not a cursor of this list: use the next or previous URL of a page."
+        try:
+            cursor = super().decode_cursor(request)
+        except exceptions.NotFound:
+            raise bad_request("invalid", f"Invalid input: {message}", {"cursor": [message]}) from None
+        if cursor is not None and cursor.position is not None:
+            position = cursor.position
+            if not (position.isdigit() and int(position) <= MAX_ID):
+                raise bad_request("invalid", f"Invalid input: {message}", {"cursor": [message]})
+        return cursor
 
 
 class ApiView(APIView):
@@ -219,8 +277,17 @@ class ApiView(APIView):
             set_principal("token", token=request.auth.prefix)
 
     def paginate(self, queryset: Any, serializer_class: Any, **context: Any) -> Response:
-        """A page of ``queryset`` serialised with ``serializer_class``."""
+        """A numbered page of ``queryset`` serialised with ``serializer_class`` (:class:`Pagination`)."""
         paginator = Pagination()
+        page = paginator.paginate_queryset(queryset, self.request, view=self)
+        data = serializer_class(page, many=True, context={"request": self.request, **context}).data
+        return paginator.get_paginated_response(data)
+
+    def paginate_cursor(self, queryset: Any, serializer_class: Any, *, ordering: str = "-id", **context: Any) -> Response:
+        """A keyset page of ``queryset`` in ``ordering`` (a unique column, :class:`CursorPage`),
+        serialised with ``serializer_class``. ``queryset`` may come filtered (by a
+        selector, a read policy); the page orders it itself."""
+        paginator = CursorPage(ordering=ordering)
         page = paginator.paginate_queryset(queryset, self.request, view=self)
         data = serializer_class(page, many=True, context={"request": self.request, **context}).data
         return paginator.get_paginated_response(data)
@@ -230,11 +297,26 @@ _PAGES: dict[str, Any] = {}
 
 
 def paginated(serializer_class: Any, name: str) -> Any:
-    """Schema of a page of ``serializer_class`` items (for extend_schema responses); one
-    component per ``name``."""
+    """Schema of a numbered page of ``serializer_class`` items (for extend_schema
+    responses); one component per ``name``."""
     if name not in _PAGES:
         _PAGES[name] = _page(serializer_class, name)
     return _PAGES[name]
+
+
+def cursor_paginated(serializer_class: Any, name: str) -> Any:
+    """Schema of a keyset page (:class:`CursorPage`) of ``serializer_class`` items."""
+    key = f"cursor:{name}"
+    if key not in _PAGES:
+        _PAGES[key] = inline_serializer(
+            name=f"Cursor{name}Page",
+            fields={
+                "next": serializers.CharField(allow_null=True, help_text="URL of the next page (null on the last)."),
+                "previous": serializers.CharField(allow_null=True, help_text="URL of the previous page (null on the first)."),
+                "results": serializer_class(many=True),
+            },
+        )
+    return _PAGES[key]
 
 
 def _page(serializer_class: Any, name: str) -> Any:
@@ -251,7 +333,11 @@ def _page(serializer_class: Any, name: str) -> Any:
 
 PAGE_PARAMETERS = [
     OpenApiParameter("page", int, description="Page number (1-based)."),
-    OpenApiParameter("page_size", int, description="Items per page (default 50, at most 500)."),
+    OpenApiParameter("page_size", int, description="Items per page: 1 to 500 (default 50); anything else is a 400."),
+]
+CURSOR_PARAMETERS = [
+    OpenApiParameter("cursor", str, description="Opaque position: take it from a page's next or previous URL."),
+    OpenApiParameter("page_size", int, description="Items per page: 1 to 500 (default 50); anything else is a 400."),
 ]
 
 
@@ -277,6 +363,7 @@ _ERROR_STATUSES = {
     "405": "Method not allowed.",
     "406": "Not acceptable.",
     "415": "Unsupported media type.",
+    "429": "Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After).",
 }
 
 
@@ -307,5 +394,8 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any, pu
                 continue
             responses = operation.setdefault("responses", {})
             for code, description in _ERROR_STATUSES.items():
-                responses.setdefault(code, {"description": description, "content": ref})
+                response = {"description": description, "content": ref}
+                if code == "429":
+                    response["headers"] = {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait."}}
+                responses.setdefault(code, response)
     return result

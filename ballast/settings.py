@@ -5,6 +5,11 @@ Environment:
   ``postgres://user@host:port/name``.
 - BALLAST_SECRET_KEY, BALLAST_DEBUG, BALLAST_ALLOWED_HOSTS (comma separated).
 - BALLAST_Q_BROKER: ``orm`` (default) or ``redis``; BALLAST_REDIS_URL.
+- BALLAST_CACHE_REDIS_URL (or BALLAST_REDIS_URL): the shared cache in Redis instead of the
+  database (throttle counters live there).
+- BALLAST_API_RATE_TOKEN, BALLAST_API_RATE_USER, BALLAST_TOKEN_FAILURE_RATE_ADDRESS,
+  BALLAST_TOKEN_FAILURE_RATE_PREFIX: DRF rates (``N/second|minute|hour|day``).
+- BALLAST_LOGIN_FAILURE_LIMIT, BALLAST_LOGIN_LOCKOUT_MINUTES: failed sign-ins (django-axes).
 - BALLAST_LEASE_SECONDS (default 30): how long a worker's claim on a step lasts without
   a heartbeat.
 """
@@ -85,6 +90,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI / Redoc assets served locally (no CDN)
+    "axes",  # failed sign-ins counted per user and per address, in the database
     "ballast",  # template tags (vite) and the browser app's pages
     "accounts",
     "builder",
@@ -104,6 +110,15 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last (django-axes asks for it): turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
+]
+
+# django-axes first: it refuses a locked-out user or address before any password is
+# checked, then Django's model backend checks the password.
+AUTHENTICATION_BACKENDS = [
+    "accounts.throttling.SignInLockoutBackend",  # django-axes
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "ballast.urls"
@@ -126,6 +141,29 @@ ASGI_APPLICATION = "ballast.asgi.application"
 
 DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL", "sqlite:///var/ballast.sqlite3"))}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# The cache every web and worker process shares: throttle counters (API rates, failed
+# token authentications) must be seen by all of them, never kept in one process's
+# memory. Default: a table in the project's database (created by ``migrate``, see
+# accounts.apps); with BALLAST_CACHE_REDIS_URL (or BALLAST_REDIS_URL) set, Redis.
+_CACHE_REDIS_URL = os.environ.get("BALLAST_CACHE_REDIS_URL") or os.environ.get("BALLAST_REDIS_URL")
+if _CACHE_REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": _CACHE_REDIS_URL,
+            "KEY_PREFIX": os.environ.get("BALLAST_CACHE_KEY_PREFIX", "ballast"),
+        }
+    }
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": "ballast_cache",
+            # Culling scans the table; counters expire on their own, so keep it rare.
+            "OPTIONS": {"MAX_ENTRIES": 100_000, "CULL_FREQUENCY": 4},
+        }
+    }
 
 AUTH_PASSWORD_VALIDATORS: list[dict] = []
 LANGUAGE_CODE = "en-us"
@@ -169,8 +207,21 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "ballast.api.Pagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "ballast.api.exception_handler",
+    # Every API request counts against its token (scope "token") or, signed in by
+    # session, its user ("user"); counters live in the shared cache (CACHES).
+    "DEFAULT_THROTTLE_CLASSES": ["accounts.throttling.ApiRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "token": os.environ.get("BALLAST_API_RATE_TOKEN", "1200/minute"),
+        "user": os.environ.get("BALLAST_API_RATE_USER", "2400/minute"),
+        # Failed token authentications (a wrong, revoked or malformed key), counted per
+        # client address and per token prefix presented: past the rate, 429.
+        "token_failure_address": os.environ.get("BALLAST_TOKEN_FAILURE_RATE_ADDRESS", "20/minute"),
+        "token_failure_prefix": os.environ.get("BALLAST_TOKEN_FAILURE_RATE_PREFIX", "10/minute"),
+    },
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # Behind N reverse proxies, the client is N addresses back in X-Forwarded-For.
+    "NUM_PROXIES": int(os.environ["BALLAST_NUM_PROXIES"]) if os.environ.get("BALLAST_NUM_PROXIES") else None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Ballast API",
@@ -191,6 +242,21 @@ SPECTACULAR_SETTINGS = {
         "ApprovalStatusEnum": "approvals.models.ApprovalStatus",
     },
 }
+# Failed sign-ins (login page, admin): django-axes counts them in its own tables (shared
+# by every process), per username and, separately, per client address; at the limit
+# the user (or the address) is locked out for the cool-off and gets a 429 page. A
+# successful sign-in clears that user's count. Each failure is also in the audit log
+# (accounts.authentication), and so is each lockout.
+AXES_FAILURE_LIMIT = int(os.environ.get("BALLAST_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = float(os.environ.get("BALLAST_LOGIN_LOCKOUT_MINUTES", "15")) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "accounts.throttling.lockout_response"  # the sign-in page's look, 429, Retry-After
+AXES_VERBOSE = False
+# The same client address as the API's throttles (REMOTE_ADDR, or BALLAST_NUM_PROXIES back
+# in X-Forwarded-For).
+AXES_CLIENT_IP_CALLABLE = "accounts.throttling.client_address"
+
 # API tokens: a used token's last_used_at is written at most this often (seconds).
 BALLAST_TOKEN_TOUCH_SECONDS = 60
 

@@ -14,10 +14,20 @@ from typing import Any
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import permissions, status
 from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from accounts import policy
 from accounts.authentication import IsAdmin
-from ballast.api import ERROR_BODY, PAGE_PARAMETERS, ApiError, ApiView, bad_request, paginated
+from ballast.api import (
+    CURSOR_PARAMETERS,
+    ERROR_BODY,
+    PAGE_PARAMETERS,
+    ApiError,
+    ApiView,
+    bad_request,
+    cursor_paginated,
+    paginated,
+)
 from builder.models import Graph, GraphVersion
 from runs import selectors, services
 from runs.serializers import (
@@ -89,7 +99,7 @@ class RunCollectionApi(ApiView):
 
     method_permissions = {"POST": [MayOperateSomeGraph]}
 
-    @extend_schema(tags=TAG, operation_id="runs_list", parameters=[RunListFilterInput, *PAGE_PARAMETERS], responses=paginated(RunOutput, "Run"))
+    @extend_schema(tags=TAG, operation_id="runs_list", parameters=[RunListFilterInput, *CURSOR_PARAMETERS], responses=cursor_paginated(RunOutput, "Run"))
     def get(self, request: Any) -> Response:
         filters = self.validated(RunListFilterInput, request.query_params)
         qs = selectors.run_list(
@@ -102,7 +112,7 @@ class RunCollectionApi(ApiView):
             created_before=filters.get("created_before"),
             include_tests=filters["include_tests"],
         )
-        return self.paginate(qs, RunOutput)
+        return self.paginate_cursor(qs, RunOutput, ordering="-id")
 
     @extend_schema(
         tags=TAG,
@@ -201,11 +211,11 @@ class RunForkApi(ApiView):
 
 
 class RunStepListApi(ApiView):
-    """GET: the run's steps in creation order."""
+    """GET: the run's steps in creation order, by cursor (``next``/``previous``)."""
 
-    @extend_schema(tags=TAG, operation_id="runs_steps", parameters=PAGE_PARAMETERS, responses=paginated(StepOutput, "Step"))
+    @extend_schema(tags=TAG, operation_id="runs_steps", parameters=CURSOR_PARAMETERS, responses=cursor_paginated(StepOutput, "Step"))
     def get(self, request: Any, run_id: int) -> Response:
-        return self.paginate(selectors.step_list(run=_run(request, run_id, action="run.steps")), StepOutput)
+        return self.paginate_cursor(selectors.step_list(run=_run(request, run_id, action="run.steps")), StepOutput, ordering="id")
 
 
 class StepDetailApi(ApiView):
@@ -219,19 +229,27 @@ class StepDetailApi(ApiView):
 
 
 class RunEventListApi(ApiView):
-    """GET ``?after=<event id>&limit=``: the run's events after the cursor, oldest first.
-    Poll with ``after=next_after`` until ``run_status`` is final and ``has_more`` false."""
+    """GET ``?after=<event id>&page_size=``: the run's events after the cursor (keyset:
+    the last event id seen), oldest first. Follow ``next`` while ``has_more``; poll with
+    ``after=next_after`` until ``run_status`` is final and ``has_more`` false."""
 
     @extend_schema(tags=TAG, operation_id="runs_events", parameters=[EventsQueryInput], responses=EventPageOutput)
     def get(self, request: Any, run_id: int) -> Response:
         run = _run(request, run_id, action="run.events")
         query = self.validated(EventsQueryInput, request.query_params)
-        events, more = selectors.run_events_after(run=run, after=query["after"], limit=query["limit"])
+        events, more = selectors.run_events_after(run=run, after=query["after"], limit=query["page_size"])
         # Read after the events, in one query: a status at least as new as the last event.
         run_status, waiting_for = selectors.run_status_now(run_id=run.pk)
+        next_after = events[-1].pk if events else query["after"]
+        next_url = None
+        if more:
+            url = remove_query_param(request.build_absolute_uri(), "limit")
+            url = replace_query_param(url, "page_size", query["page_size"])
+            next_url = replace_query_param(url, "after", next_after)
         body = {
             "results": EventOutput(events, many=True).data,
-            "next_after": events[-1].pk if events else query["after"],
+            "next": next_url,
+            "next_after": next_after,
             "has_more": more,
             "run_status": run_status,
             "run_waiting_for": waiting_for,
@@ -261,11 +279,11 @@ class CostListApi(ApiView):
 
 
 class AuditListApi(ApiView):
-    """GET: audit entries, newest first (admins)."""
+    """GET: audit entries, newest first, by cursor (``next``/``previous``) (admins)."""
 
     permission_classes = ApiView.permission_classes + [IsAdmin]
 
-    @extend_schema(tags=["audit"], operation_id="audit_list", parameters=[AuditQueryInput, *PAGE_PARAMETERS], responses=paginated(AuditEntryOutput, "AuditEntry"))
+    @extend_schema(tags=["audit"], operation_id="audit_list", parameters=[AuditQueryInput, *CURSOR_PARAMETERS], responses=cursor_paginated(AuditEntryOutput, "AuditEntry"))
     def get(self, request: Any) -> Response:
         q = self.validated(AuditQueryInput, request.query_params)
-        return self.paginate(selectors.audit_list(**q), AuditEntryOutput)
+        return self.paginate_cursor(selectors.audit_list(**q), AuditEntryOutput, ordering="-id")

@@ -65,8 +65,17 @@ class RunForkInput(serializers.Serializer):
 
 
 class EventsQueryInput(serializers.Serializer):
-    after = serializers.IntegerField(min_value=0, max_value=MAX_INT, required=False, default=0)
-    limit = serializers.IntegerField(min_value=1, max_value=1000, required=False, default=100)
+    """Keyset page of a run's events: after an event id, at most ``page_size`` of them."""
+
+    after = serializers.IntegerField(min_value=0, max_value=MAX_INT, required=False, default=0, help_text="The last event id seen (0: from the start).")
+    page_size = serializers.IntegerField(min_value=1, max_value=1000, required=False, help_text="Events per page: 1 to 1000 (default 100).")
+    limit = serializers.IntegerField(min_value=1, max_value=1000, required=False, help_text="Older name of page_size.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "page_size" in attrs and "limit" in attrs and attrs["page_size"] != attrs["limit"]:
+            raise serializers.ValidationError({"limit": ["Give page_size or limit (its older name), not two different sizes."]})
+        attrs["page_size"] = attrs.get("page_size", attrs.get("limit", 100))
+        return attrs
 
 
 class CostQueryInput(serializers.Serializer):
@@ -226,9 +235,10 @@ class EventOutput(serializers.Serializer):
 
 
 class EventPageOutput(serializers.Serializer):
-    """Events after the cursor; ask again with ``after=next_after``."""
+    """Events after the cursor; ask again with ``after=next_after`` (the ``next`` URL while ``has_more``)."""
 
     results = EventOutput(many=True)
+    next = serializers.CharField(allow_null=True, help_text="URL of the next page while has_more, else null (poll next_after).")
     next_after = serializers.IntegerField()
     has_more = serializers.BooleanField()
     run_status = serializers.ChoiceField(choices=RunStatus.choices)

@@ -25,3 +25,19 @@ def _test_node_kinds():
     settings.BALLAST_NODE_KINDS.setdefault("emit", "tests.support.kinds.EmitNode")
     get_kind.cache_clear()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle_counters(request):
+    """Throttle counters live in the shared cache, a database table that a transactional
+    test's flush does not empty (it is no model's): after such a test, empty it, so no
+    test inherits another's counts. (Other tests roll it back with their transaction.)"""
+    yield
+    marker = request.node.get_closest_marker("django_db")
+    transactional = {"transactional_db", "live_server"} & set(request.fixturenames) or (marker and marker.kwargs.get("transaction"))
+    if transactional:
+        from django.core.cache import cache
+
+        blocker = request.getfixturevalue("django_db_blocker")
+        with blocker.unblock():
+            cache.clear()

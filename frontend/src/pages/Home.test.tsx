@@ -1,12 +1,12 @@
 import { screen, within } from "@testing-library/react";
-import { makeContext, page, renderWith, stubFetch } from "../shell/testing";
+import { cursorPage, makeContext, page, renderWith, stubFetch } from "../shell/testing";
 import Home from "./Home";
 
 afterEach(() => vi.unstubAllGlobals());
 
 describe("Home", () => {
   it("tells a new builder how to create or import a graph", async () => {
-    stubFetch({ "GET /api/v1/graphs/": () => ({ body: page([]) }), "GET /api/v1/runs/": () => ({ body: page([]) }) });
+    stubFetch({ "GET /api/v1/graphs/": () => ({ body: page([]) }), "GET /api/v1/runs/": () => ({ body: cursorPage([]) }) });
     renderWith(<Home />, makeContext({ build: true, operate: true }));
     const graphs = screen.getByRole("region", { name: "Graphs" });
     expect(await within(graphs).findByText("No graphs yet")).toBeTruthy();
@@ -16,7 +16,7 @@ describe("Home", () => {
   });
 
   it("offers no create or import to a user who may not build", async () => {
-    stubFetch({ "GET /api/v1/graphs/": () => ({ body: page([]) }), "GET /api/v1/runs/": () => ({ body: page([]) }) });
+    stubFetch({ "GET /api/v1/graphs/": () => ({ body: page([]) }), "GET /api/v1/runs/": () => ({ body: cursorPage([]) }) });
     renderWith(<Home />, makeContext({ approve: true }));
     expect(await screen.findByText("A builder creates graphs; they will appear here.")).toBeTruthy();
     expect(screen.queryByRole("button", { name: /graph|Import/ })).toBeNull();
@@ -25,7 +25,7 @@ describe("Home", () => {
   it("lists graphs and the latest runs with links", async () => {
     stubFetch({
       "GET /api/v1/graphs/": () => ({ body: page([{ id: 3, name: "triage", description: "", latest_version: 2, created_by: null, created_at: "2026-12-01T10:00:00Z", updated_at: "2026-12-01T10:00:00Z" }]) }),
-      "GET /api/v1/runs/": () => ({ body: page([{ id: 8, graph: 3, graph_name: "triage", version: 2, status: "succeeded", error: null, step_count: 3, input_tokens: 0, output_tokens: 0, cost_usd: "0", created_by: "olu", created_at: "2026-12-01T10:00:00Z", started_at: null, finished_at: null }]) }),
+      "GET /api/v1/runs/": () => ({ body: cursorPage([{ id: 8, graph: 3, graph_name: "triage", version: 2, status: "succeeded", error: null, step_count: 3, input_tokens: 0, output_tokens: 0, cost_usd: "0", created_by: "olu", created_at: "2026-12-01T10:00:00Z", started_at: null, finished_at: null }]) }),
     });
     renderWith(<Home />, makeContext({}));
     expect((await screen.findAllByRole("link", { name: "triage" }))[0]!.getAttribute("href")).toBe("/graphs/3/");

@@ -8,7 +8,7 @@ import { graphUrl } from "../shell/graphLinks";
 import { RunTable } from "../shell/RunTable";
 import type { GraphSummary, RunSummary } from "../shell/types";
 import { EmptyState, ErrorMessage, Loading, PageHeader } from "../shell/ui";
-import { useApi, type Page } from "../shell/useApi";
+import { useApi, type CursorPage, type Page } from "../shell/useApi";
 import "./home.css";
 
 export default function Home() {
@@ -16,7 +16,7 @@ export default function Home() {
   const user = ctx.user!;
   const canBuild = user.can.build;
   const graphs = useApi<Page<GraphSummary>>("graphs/?page_size=8");
-  const runs = useApi<Page<RunSummary>>("runs/?page_size=8");
+  const runs = useApi<CursorPage<RunSummary>>("runs/?page_size=8");
   const [creating, setCreating] = useState(false);
   const [failure, setFailure] = useState<ImportFailure | null>(null);
   const onImported = (r: ImportResult) => window.location.assign(graphUrl(r.graph));
@@ -62,7 +62,7 @@ export default function Home() {
         <section className="card home-runs" aria-labelledby="home-runs">
           <div className="card-head">
             <h2 id="home-runs">Latest runs</h2>
-            {runs.data && runs.data.count > 0 ? <a href="/runs/">All runs →</a> : null}
+            {runs.data && runs.data.results.length > 0 ? <a href="/runs/">All runs →</a> : null}
           </div>
           {runs.error ? <ErrorMessage error={runs.error} title="The runs could not be loaded." onRetry={runs.reload} /> : null}
           {!runs.data && runs.loading ? <Loading label="Loading runs…" /> : null}

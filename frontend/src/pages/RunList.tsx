@@ -1,18 +1,22 @@
-// /runs/: every run, newest first, filtered by status (a plain list; a later issue makes it live).
+// /runs/: every run, newest first, filtered by status, paged by the API's cursor (a later issue makes it live).
 import { useState } from "react";
 import { RunTable } from "../shell/RunTable";
 import type { RunSummary } from "../shell/types";
 import { EmptyState, ErrorMessage, Loading, PageHeader } from "../shell/ui";
-import { useApi, type Page } from "../shell/useApi";
+import { pagePath, useApi, type CursorPage } from "../shell/useApi";
 
 const PAGE_SIZE = 50;
 const STATUSES = ["queued", "running", "waiting", "succeeded", "failed", "cancelled"];
 
 export default function RunList() {
   const [status, setStatus] = useState("");
+  // The page on screen is the URL the API handed out (its next/previous link), or the first page.
+  const [cursorPath, setCursorPath] = useState<string | null>(null);
   const [pageNo, setPageNo] = useState(1);
-  const path = `runs/?page=${pageNo}&page_size=${PAGE_SIZE}${status ? `&status=${status}` : ""}`;
-  const { data, error, loading, reload } = useApi<Page<RunSummary>>(path);
+  const first = `runs/?page_size=${PAGE_SIZE}${status ? `&status=${status}` : ""}`;
+  const path = cursorPath ?? first;
+  const { data, error, loading, reload } = useApi<CursorPage<RunSummary>>(path);
+  const go = (url: string, step: number) => { setCursorPath(pagePath(url)); setPageNo((n) => n + step); };
   return (
     <main className="page">
       <PageHeader title="Runs" subtitle="Every run, newest first. Open one to see its steps." actions={
@@ -21,12 +25,11 @@ export default function RunList() {
       <div className="toolbar">
         <label className="inline-field">
           <span>Status</span>
-          <select value={status} onChange={(e) => { setStatus(e.target.value); setPageNo(1); }}>
+          <select value={status} onChange={(e) => { setStatus(e.target.value); setCursorPath(null); setPageNo(1); }}>
             <option value="">All</option>
             {STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
           </select>
         </label>
-        {data ? <span className="muted">{data.count} run{data.count === 1 ? "" : "s"}</span> : null}
         {loading && data ? <Loading label="Updating…" /> : null}
       </div>
       {error ? <ErrorMessage error={error} title="The runs could not be loaded." onRetry={reload} /> : null}
@@ -39,9 +42,9 @@ export default function RunList() {
       {data && data.results.length > 0 ? <RunTable runs={data.results} /> : null}
       {data && (data.next || data.previous) ? (
         <nav className="pager" aria-label="Pages">
-          <button type="button" className="btn btn-small" disabled={!data.previous} onClick={() => setPageNo((n) => n - 1)}>Newer</button>
-          <span className="muted">Page {pageNo} of {Math.max(1, Math.ceil(data.count / PAGE_SIZE))}</span>
-          <button type="button" className="btn btn-small" disabled={!data.next} onClick={() => setPageNo((n) => n + 1)}>Older</button>
+          <button type="button" className="btn btn-small" disabled={!data.previous} onClick={() => data.previous && go(data.previous, -1)}>Newer</button>
+          <span className="muted">Page {pageNo}</span>
+          <button type="button" className="btn btn-small" disabled={!data.next} onClick={() => data.next && go(data.next, 1)}>Older</button>
         </nav>
       ) : null}
     </main>

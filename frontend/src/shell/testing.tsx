@@ -53,3 +53,5 @@ export function stubFetch(routes: Record<string, Handler>): Call[] {
 }
 
 export const page = <T,>(results: T[]) => ({ count: results.length, next: null, previous: null, results });
+/** A keyset page body (runs, steps, audit): no count. */
+export const cursorPage = <T,>(results: T[], next: string | null = null, previous: string | null = null) => ({ next, previous, results });

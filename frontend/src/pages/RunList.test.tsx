@@ -1,0 +1,34 @@
+import { screen } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { cursorPage, makeContext, renderWith, stubFetch } from "../shell/testing";
+import type { RunSummary } from "../shell/types";
+import RunList from "./RunList";
+
+afterEach(() => vi.unstubAllGlobals());
+
+const run = (id: number): RunSummary => ({
+  id, graph: 3, graph_name: `graph-${id}`, version: 1, status: "succeeded", error: null, step_count: 2, input_tokens: 0,
+  output_tokens: 0, cost_usd: "0", created_by: "olu", created_at: "2026-12-01T10:00:00Z", started_at: null, finished_at: null,
+} as RunSummary);
+
+describe("RunList", () => {
+  it("pages by the API's cursor links, not by page numbers", async () => {
+    const user = userEvent.setup();
+    const calls = stubFetch({
+      "GET /api/v1/runs/": (call) => call.path.includes("cursor=older")
+        ? { body: cursorPage([run(1)], null, "http://testserver/api/v1/runs/?cursor=newer&page_size=50") }
+        : { body: cursorPage([run(3), run(2)], "http://testserver/api/v1/runs/?cursor=older&page_size=50") },
+    });
+    renderWith(<RunList />, makeContext({}, "runs"));
+    await screen.findByText("graph-3");
+    expect(calls[0]!.path).toBe("/api/v1/runs/?page_size=50");
+    await user.click(screen.getByRole("button", { name: "Older" }));
+    await screen.findByText("graph-1");
+    // The next URL is followed as given (its cursor), on this origin.
+    expect(calls[1]!.path).toBe("/api/v1/runs/?cursor=older&page_size=50");
+    expect(screen.getByText("Page 2")).toBeTruthy();
+    expect((screen.getByRole("button", { name: "Older" }) as HTMLButtonElement).disabled).toBe(true);
+    await user.click(screen.getByRole("button", { name: "Newer" }));
+    expect(calls[2]!.path).toBe("/api/v1/runs/?cursor=newer&page_size=50");
+  });
+});
