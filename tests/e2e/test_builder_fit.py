@@ -1,4 +1,5 @@
 """Fit view: a graph readable at 50 % or more is fitted whole; a wider one opens at 50 % from its start node."""
+
 from __future__ import annotations
 
 import re
@@ -16,12 +17,15 @@ def chain(n: int) -> dict:
     """start -> t1 -> ... -> end, ``n`` nodes in one row 260 px apart."""
     ids = ["start", *[f"t{i}" for i in range(1, n - 1)], "end"]
     nodes = [
-        {"id": nid, "kind": "start" if nid == "start" else "end" if nid == "end" else "transform",
-         "config": {"set": {"i": "i + 1"}} if nid.startswith("t") else {},
-         "position": {"x": 260 * k, "y": 0}}
+        {
+            "id": nid,
+            "kind": "start" if nid == "start" else "end" if nid == "end" else "transform",
+            "config": {"set": {"i": "i + 1"}} if nid.startswith("t") else {},
+            "position": {"x": 260 * k, "y": 0},
+        }
         for k, nid in enumerate(ids)
     ]
-    edges = [{"source": a, "target": b} for a, b in zip(ids, ids[1:])]
+    edges = [{"source": a, "target": b} for a, b in zip(ids, ids[1:], strict=False)]
     return {"name": f"chain-{n}", "state": {"i": {"reducer": "max", "default": 0}}, "nodes": nodes, "edges": edges}
 
 
@@ -36,8 +40,12 @@ def inside(page: Page, node_id: str) -> bool:
     """Whether ``node_id``'s whole box is within the canvas."""
     pane, box = page.locator(".react-flow").bounding_box(), node(page, node_id).bounding_box()
     assert pane and box
-    return (pane["x"] <= box["x"] and box["x"] + box["width"] <= pane["x"] + pane["width"]
-            and pane["y"] <= box["y"] and box["y"] + box["height"] <= pane["y"] + pane["height"])
+    return (
+        pane["x"] <= box["x"]
+        and box["x"] + box["width"] <= pane["x"] + pane["width"]
+        and pane["y"] <= box["y"]
+        and box["y"] + box["height"] <= pane["y"] + pane["height"]
+    )
 
 
 def test_long_chain_opens_at_its_start(live_server, page):
@@ -56,9 +64,11 @@ def test_long_chain_opens_at_its_start(live_server, page):
 
     # The Fit button, F and the controls' fit button come back to the same view after a pan.
     view = page.locator(".react-flow__viewport").get_attribute("style")
-    for fit in (lambda: page.get_by_role("button", name="Fit", exact=True).click(),
-                lambda: page.keyboard.press("f"),
-                lambda: page.locator(".react-flow__controls-fitview").click()):
+    for fit in (
+        lambda: page.get_by_role("button", name="Fit", exact=True).click(),
+        lambda: page.keyboard.press("f"),
+        lambda: page.locator(".react-flow__controls-fitview").click(),
+    ):
         page.mouse.move(pane["x"] + pane["width"] / 2, pane["y"] + 40)
         page.mouse.down()
         page.mouse.move(pane["x"] + pane["width"] / 2 - 300, pane["y"] + 140, steps=4)
