@@ -93,6 +93,18 @@ def test_run_graph_wait_exits_0_succeeded_1_failed_3_at_a_gate(tmp_path, effects
     assert after.returncode == 1 and "no pending approval" in after.stderr
 
 
+def test_run_graph_wait_prints_only_the_json_summary_on_stdout(tmp_path, effects_file):
+    path = write_graph(tmp_path, graph([node("start", "start"), node("end", "end")], chain("start", "end")))
+    done = manage(effects_file, "run_graph", path, "--wait")
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)  # no bare run id on the line before the JSON
+    assert body["status"] == "succeeded"
+    assert f"run {body['run']} started" in done.stderr
+    plain = manage(effects_file, "run_graph", path)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.strip().isdigit()  # without --wait: the run id alone, for scripts
+
+
 def test_run_graph_wait_exits_5_when_its_timeout_runs_out(tmp_path, effects_file):
     path = write_graph(tmp_path, graph([node("start", "start"), node("end", "end")], chain("start", "end")))
     # A cluster row with a fresh heartbeat and no cluster behind it: run_graph hands the

@@ -118,8 +118,13 @@ class Command(BaseCommand):
                 for err in exc.errors:
                     self.stderr.write(f"{err['field']}: {err['message']}")
                 sys.exit(1)
-            self.stdout.write(str(run.pk))
-            self.stdout.flush()
+            if opts["wait"]:
+                # stdout stays one JSON document (its "run" is the id); the id goes to stderr at once.
+                self.stderr.write(f"run {run.pk} started")
+                self.stderr.flush()
+            else:
+                self.stdout.write(str(run.pk))
+                self.stdout.flush()
             run = wait_or_drive(run, queue, local=local, wait=opts["wait"], timeout=opts["timeout"])
         if opts["wait"]:
             summary = run_summary(run)
