@@ -17,7 +17,7 @@ from builder.services import GraphInvalid, graph_import
 from runs.engine.api import drive_local, local_mode, workers_alive
 from runs.formatting import format_decimal
 from runs.models import TERMINAL_RUN_STATUSES, Run, RunStatus
-from runs.selectors import run_status_now
+from runs.selectors import CLI_ACTOR, run_status_now
 from runs.services import RunInputInvalid, run_start
 
 # Exit codes of a command that waited for a run (2 stays argparse's usage error).
@@ -113,7 +113,7 @@ class Command(BaseCommand):
         local = opts["in_process"] or not workers_alive()
         with local_mode() if local else contextlib.nullcontext() as queue:
             try:
-                run = run_start(version=version, run_input=run_input, actor="cli")
+                run = run_start(version=version, run_input=run_input, actor=CLI_ACTOR)
             except RunInputInvalid as exc:
                 for err in exc.errors:
                     self.stderr.write(f"{err['field']}: {err['message']}")
