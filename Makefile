@@ -8,7 +8,7 @@ PG_URL ?= postgres://root@127.0.0.1:5432/postgres
 SQLITE_URL ?= sqlite:///var/ballast.sqlite3
 PYTEST_ARGS ?=
 # What mypy checks (as [tool.mypy] files); runs/nodes joins as it is typed.
-MYPY_PATHS ?= runs/engine runs/sandbox runs/expressions.py runs/templating.py runs/nodes approvals/nodes.py runs/tools/outbound.py
+MYPY_PATHS ?= runs/engine runs/sandbox runs/expressions.py runs/templating.py runs/values.py runs/nodes approvals/nodes.py runs/tools/outbound.py
 
 .PHONY: install up test test-sqlite test-postgres test-frontend frontend static browser crash lint migrate
 

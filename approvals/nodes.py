@@ -21,10 +21,10 @@ class ApprovalConfig(NodeConfig):
     ``approver_groups`` (usernames, group names) say who may decide, empty = anyone with
     the approver role; the decision is written to state under ``output_key``."""
 
-    prompt: str = Field("Approve?", max_length=10000)
-    approvers: list[str] = Field(default_factory=list)
-    approver_groups: list[str] = Field(default_factory=list)
-    output_key: str = "approval"
+    prompt: str = Field("Approve?", max_length=10000, title="Prompt", description="Shown to the approver; a template over the state.")
+    approvers: list[str] = Field(default_factory=list, title="Approvers", description="Usernames who may decide; leave empty for anyone with the approver role.")
+    approver_groups: list[str] = Field(default_factory=list, title="Approver groups", description="Groups whose members may decide.")
+    output_key: str = Field("approval", title="Output state key", description="The state key the decision is written to.")
 
 
 class ApprovalNode(NodeKind[ApprovalConfig]):

@@ -45,9 +45,14 @@ class NotAllowed(ApprovalError):
 
 
 class BadDecision(ApprovalError):
-    """The decision does not fit the request (e.g. ``retry`` on a gate)."""
+    """The decision does not fit the request (e.g. ``retry`` on a gate, a comment that
+    cannot be stored). ``field`` names the input at fault (``decision``, ``comment``)."""
 
     code = "bad_decision"
+
+    def __init__(self, message: str, *, field: str = "decision"):
+        super().__init__(message)
+        self.field = field
 
 
 def decidable_by(user: Any) -> Q:
@@ -81,9 +86,15 @@ def approval_decide(
     call the result the model is given). ``user`` is the
     deciding Django user (permission checked); ``user=None`` with ``actor`` is a trusted
     operator (the ``approve`` command). Successor steps are handed to the queue after the
-    commit. Raises AlreadyDecided, NotAllowed, BadDecision, ApprovalRequest.DoesNotExist.
+    commit. Raises AlreadyDecided, NotAllowed, BadDecision, ApprovalRequest.DoesNotExist;
+    runs.engine.api.StateWriteRefused when a skip's ``output`` writes a key the graph does
+    not know, holds a value JSON cannot carry, or would pass the state size limit
+    (nothing is recorded then).
     """
     name = actor or (user.get_username() if user is not None else "system")
+    if "\x00" in comment:
+        # PostgreSQL stores no NUL in text or jsonb: refuse it here, never as a database error.
+        raise BadDecision("comment: a NUL character (\\u0000) cannot be stored", field="comment")
     with transaction.atomic():
         request = ApprovalRequest.objects.select_related("run__graph_version__graph").get(pk=approval_id)
         # The run's row lock first, as a cancel, a resume and every engine commit take it:

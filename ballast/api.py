@@ -85,7 +85,7 @@ def _translate(exc: Exception) -> Exception:
     from accounts.policy import ActionNotAllowed, RunHidden
     from approvals.services import AlreadyDecided, BadDecision, NotAllowed
     from builder.services import GraphInvalid
-    from runs.engine.api import RunNotFound, StepStateError
+    from runs.engine.api import RunNotFound, StateWriteRefused, StepStateError
     from runs.services import RunInputInvalid
 
     if isinstance(exc, GraphInvalid):
@@ -109,7 +109,10 @@ def _translate(exc: Exception) -> Exception:
     if isinstance(exc, (NotAllowed, ActionNotAllowed)):
         return ApiError(status.HTTP_403_FORBIDDEN, "not_allowed", str(exc))
     if isinstance(exc, BadDecision):
-        return bad_request("bad_decision", str(exc), {"decision": [str(exc)]})
+        return bad_request("bad_decision", str(exc), {exc.field: [str(exc)]})
+    if isinstance(exc, StateWriteRefused):
+        # A skip's output, a fork's patch or a test run's state that cannot be stored.
+        return bad_request(exc.code, exc.message, exc.fields, **({"details": exc.details} if exc.details else {}))
     if isinstance(exc, StepStateError):
         return conflict("invalid_state", str(exc))
     if isinstance(exc, (RunNotFound, ObjectDoesNotExist)):

@@ -232,6 +232,10 @@ BALLAST_MAX_ABANDONED_STEPS = int(os.environ.get("BALLAST_MAX_ABANDONED_STEPS", 
 # handed back at once (recovery re-queues or parks them). Keep it below the stop timeout
 # of whatever supervises the worker (docker: 10 s, systemd: 90 s).
 BALLAST_STOP_GRACE_SECONDS = float(os.environ.get("BALLAST_STOP_GRACE_SECONDS", "8"))
+
+# The largest run state (UTF-8 bytes of its JSON, summed per key) a commit may leave; a
+# step whose writes would pass it fails with state_too_large. 0 turns the limit off.
+BALLAST_MAX_STATE_BYTES = int(os.environ.get("BALLAST_MAX_STATE_BYTES", str(8 * 1024 * 1024)))
 # Node kinds are plugins: kind -> dotted path of a NodeKind subclass, imported lazily.
 # The approval kind lives in the approvals app; runs never imports approvals.
 BALLAST_NODE_KINDS = {

@@ -298,7 +298,8 @@ class GraphExportApi(ApiView):
 
 
 class GraphNodeTestApi(ApiView):
-    """POST ``{"state": {...}, "confirm": false}``: run one node of the graph's draft once,
+    """POST ``{"state": {...}, "node": {...}, "confirm": false}``: run one node of the graph's
+    draft once (``node``, when sent, replaces the saved node: the editor's unsaved config),
     through its real node kind and provider, as a one-node test run (builders). The run
     is kept (marked as a test, left out of run lists and cost reports by default) with
     its cost and an audit entry. 200 with what the node did (a node that failed is a 200
@@ -325,7 +326,9 @@ class GraphNodeTestApi(ApiView):
         graph = selectors.graph_get(graph_id=graph_id)
         data = self.validated(NodeTestInput, request.data if request.data else {})
         try:
-            run = services.graph_node_test(graph=graph, node_id=node_id, state=data["state"], confirm=data["confirm"], user=request.user)
+            run = services.graph_node_test(
+                graph=graph, node_id=node_id, state=data["state"], node_spec=data["node"], confirm=data["confirm"], user=request.user
+            )
         except services.NodeNotFound:
             raise exceptions.NotFound(f"The draft has no node {node_id!r}.") from None
         except services.NodeNotTestable as exc:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 from decimal import Decimal
-from functools import cache
 from typing import Any
 
 from builder.spec import GraphSpec
@@ -97,18 +96,34 @@ def estimate_spec(spec: GraphSpec, configs: dict[str, NodeConfig] | None = None)
 
     ends = {component[e] for e in topology.end_ids}
 
-    @cache
-    def best(comp: str) -> tuple[Decimal, int, tuple[str, ...], tuple[str, ...]] | None:
-        usd, tokens, unpriced = weight(comp)
-        successors = {component[t] for n in members[comp] for t in topology.successors(n)} - {comp}
-        options = [b for b in (best(s) for s in sorted(successors)) if b is not None]
-        if not options:
-            return (usd, tokens, (comp,), tuple(unpriced)) if comp in ends else None
-        tail = max(options, key=lambda b: (b[0], b[1]))
-        return usd + tail[0], tokens + tail[1], (comp, *tail[2]), tuple(unpriced) + tail[3]
+    def successors(comp: str) -> list[str]:
+        return sorted({component[t] for n in members[comp] for t in topology.successors(n)} - {comp})
 
+    # The costliest tail from each component, computed children first with an explicit
+    # stack: a recursion would overflow on a long chain (a 300-node chain is 300 frames).
+    best: dict[str, tuple[Decimal, int, tuple[str, ...], tuple[str, ...]] | None] = {}
+    ancestors: set[str] = set()
     start = component[topology.start_ids[0]]
-    found = best(start) or (Decimal(0), 0, (start,), ())
+    stack: list[tuple[str, bool]] = [(start, False)]
+    while stack:
+        comp, children_done = stack.pop()
+        if comp in best or (not children_done and comp in ancestors):
+            continue
+        if not children_done:
+            ancestors.add(comp)
+            stack.append((comp, True))
+            stack.extend((s, False) for s in reversed(successors(comp)) if s not in best and s not in ancestors)
+            continue
+        ancestors.discard(comp)
+        usd, tokens, unpriced = weight(comp)
+        options = [b for b in (best.get(s) for s in successors(comp)) if b is not None]
+        if not options:
+            best[comp] = (usd, tokens, (comp,), tuple(unpriced)) if comp in ends else None
+            continue
+        tail = max(options, key=lambda b: (b[0], b[1]))
+        best[comp] = (usd + tail[0], tokens + tail[1], (comp, *tail[2]), tuple(unpriced) + tail[3])
+
+    found = best.get(start) or (Decimal(0), 0, (start,), ())
     path_nodes = [n for comp in found[2] for n in members[comp]]
     loops = [f"{'+'.join(members[c])} x{repeat[c]}" for c in found[2] if repeat[c] > 1]
     return {

@@ -3,16 +3,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Max, Q, QuerySet
+from django.db.models import Count, IntegerField, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from builder.models import Graph, GraphVersion
 
 
 def graph_list(*, search: str | None = None) -> QuerySet[Graph]:
-    """Graphs by name, with ``latest_number`` (None before the first publish)."""
+    """Graphs by name, with ``latest_number`` (None before the first publish) and
+    ``run_count`` (runs pinned to any of its versions, node test runs included: a graph
+    with runs cannot be deleted, and the list says so before anyone tries)."""
+    from runs.models import Run
+
+    runs = (
+        Run.objects.filter(graph_version__graph=OuterRef("pk"))
+        .order_by()
+        .values("graph_version__graph")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
     qs = (
         Graph.objects.select_related("created_by", "draft_updated_by")
-        .annotate(latest_number=Max("versions__number", filter=Q(versions__is_test=False)))
+        .annotate(
+            latest_number=Max("versions__number", filter=Q(versions__is_test=False)),
+            run_count=Coalesce(Subquery(runs, output_field=IntegerField()), 0),
+        )
         .order_by("name")
     )
     if search:

@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from builder.models import Graph, GraphVersion
+from runs import values
 
 
 def has_nul(value: Any) -> bool:
@@ -39,6 +40,10 @@ class JSONObjectField(serializers.JSONField):
         if not isinstance(value, dict):
             self.fail("not_object")
         if has_nul(value):
+            try:
+                values.check(value)
+            except values.InvalidValue as exc:  # say where: "notes.text: Strings may not ..."
+                raise serializers.ValidationError(f"{exc.path}: {self.error_messages['nul']}" if exc.path else self.error_messages["nul"], code="nul") from None
             self.fail("nul")
         return value
 
@@ -193,6 +198,18 @@ class GraphListOutput(serializers.Serializer):
     created_by = serializers.SerializerMethodField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+    run_count = serializers.SerializerMethodField(help_text="Runs pinned to its versions (node test runs included).")
+    deletable = serializers.SerializerMethodField(help_text="False when runs exist: a graph with runs cannot be deleted.")
+
+    def get_run_count(self, obj: Graph) -> int:
+        if hasattr(obj, "run_count"):  # annotated by builder.selectors.graph_list
+            return int(obj.run_count)
+        from runs.models import Run
+
+        return Run.objects.filter(graph_version__graph=obj).count()
+
+    def get_deletable(self, obj: Graph) -> bool:
+        return self.get_run_count(obj) == 0
 
     def get_latest_version(self, obj: Graph) -> int | None:
         if hasattr(obj, "latest_number"):  # annotated by builder.selectors.graph_list
@@ -448,10 +465,16 @@ class ModelsOutput(serializers.Serializer):
 
 
 class NodeTestInput(serializers.Serializer):
-    """POST /graphs/{id}/nodes/{node_id}/test/: the state the node sees, and whether a
-    side effect that is not safe to repeat may run."""
+    """POST /graphs/{id}/nodes/{node_id}/test/: the state the node sees, the node as the
+    editor holds it (optional), and whether a side effect that is not safe to repeat may run."""
 
     state = JSONObjectField(required=False, default=dict)
+    node = JSONObjectField(
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text="The node spec to test, as the editor holds it (unsaved edits included); omitted: the node as saved in the draft.",
+    )
     confirm = serializers.BooleanField(required=False, default=False)
 
 

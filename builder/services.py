@@ -340,13 +340,45 @@ def _test_snapshot_spec(spec: Any, node: Any, kind: Any, config: Any) -> dict[st
     }
 
 
+def _draft_with_node(draft: Any, node_id: str, node_spec: dict[str, Any]) -> Any:
+    """``draft`` with its node ``node_id`` replaced by ``node_spec`` (appended when the
+    draft has no such node yet: one added in the editor since the last save). Raises
+    GraphInvalid when ``node_spec`` names another id. The stored draft is not changed."""
+    from builder.validation import LocatedIssue
+
+    if node_spec.get("id", node_id) != node_id:
+        raise GraphInvalid([LocatedIssue(node_id, "id", f"the node sent is {node_spec.get('id')!r}, not {node_id!r}", "invalid", "node.id")])
+    out = copy.deepcopy(draft) if isinstance(draft, dict) else {}
+    nodes = [n for n in out.get("nodes") or [] if isinstance(n, dict)] if isinstance(out.get("nodes"), list) else []
+    sent = {**node_spec, "id": node_id}
+    index = next((i for i, n in enumerate(nodes) if n.get("id") == node_id), None)
+    if index is None:
+        nodes.append(sent)
+    else:
+        nodes[index] = sent
+    out["nodes"] = nodes
+    return out
+
+
 def graph_node_test(
-    *, graph: Graph, node_id: str, state: dict[str, Any], confirm: bool = False, user: Any = None, actor: str | None = None
+    *,
+    graph: Graph,
+    node_id: str,
+    state: dict[str, Any],
+    node_spec: dict[str, Any] | None = None,
+    confirm: bool = False,
+    user: Any = None,
+    actor: str | None = None,
 ) -> Any:
     """Run node ``node_id`` of the graph's draft once with ``state`` (a JSON object; its
     ``input`` key, when an object, is the run input) through its real node kind and
     provider, recorded as a test run (``runs.services.node_test_run``). Returns the
     finished Run (``is_test``).
+
+    ``node_spec`` (the node as the editor holds it) is tested instead of the saved one, so
+    the user tests what they see before the draft is saved; it is checked exactly as the
+    saved node would be, in the draft's context (its names and state). The stored draft
+    does not change.
 
     Checked first, before any token is spent: the draft parses, the node exists, its
     kind and config are valid and its kind's own checks pass with the draft's names and
@@ -363,10 +395,11 @@ def graph_node_test(
     from runs.nodes.base import NodeKind
     from runs.services import node_test_run
 
+    draft = graph.draft if node_spec is None else _draft_with_node(graph.draft, node_id, node_spec)
     try:
-        spec = GraphSpec.model_validate(graph.draft)
+        spec = GraphSpec.model_validate(draft)
     except ValidationError:
-        raise GraphInvalid(validate_spec(graph.draft).issues) from None
+        raise GraphInvalid(validate_spec(draft).issues) from None
     index = next((i for i, n in enumerate(spec.nodes) if n.id == node_id), None)
     if index is None:
         raise NodeNotFound(node_id)

@@ -109,7 +109,8 @@ class Run(models.Model):
     ``state`` is the committed run state (JSON object). ``scheduler`` holds the engine's
     bookkeeping committed with it (join arrivals, reducer contributions, ended flag).
     Totals (tokens, ``cost_usd``) are sums over committed step attempts. ``error`` is
-    ``{"code", "message", ...}`` when the run failed. ``is_test`` marks a one-node test
+    ``{"code", "message", ...}`` when the run failed. ``state_sizes`` is the per-key size
+    map of ``state`` (runs.engine.limits). ``is_test`` marks a one-node test
     run started from the builder (pinned to a test snapshot version): run lists, cost
     reports and dashboards leave test runs out unless asked to include them.
     """
@@ -121,6 +122,10 @@ class Run(models.Model):
     state = models.JSONField(default=dict, blank=True)
     output = models.JSONField(null=True, blank=True)
     scheduler = models.JSONField(default=dict, blank=True)
+    # Key -> UTF-8 bytes of that state key's compact JSON, kept with every commit so the
+    # state size limit (BALLAST_MAX_STATE_BYTES) counts only the keys a step writes; None
+    # for a run committed before sizes were kept (computed once at its next commit).
+    state_sizes = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     max_parallelism = models.PositiveIntegerField(default=4)
     max_steps = models.PositiveIntegerField(default=1000)

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import IntegrityError
 
 from builder.models import GraphVersion
+from runs import values
 from runs.engine import api as engine
 from runs.models import Run
 from runs.nodes.base import field_path
@@ -73,6 +74,10 @@ def input_errors(version: GraphVersion, run_input: Any) -> list[dict[str, str]]:
         return [{"field": "input", "message": "must be a JSON object"}]
     if _depth(run_input) > MAX_INPUT_DEPTH:
         return [{"field": "input", "message": f"nests deeper than {MAX_INPUT_DEPTH} levels"}]
+    try:
+        values.check(run_input, "input")
+    except values.InvalidValue as exc:  # NaN from a lenient JSON parser, NUL characters
+        return [{"field": exc.path, "message": exc.reason}]
     schema = version.spec.get("input_schema") or {"type": "object"}
     validator = jsonschema.Draft202012Validator(schema)
     return [

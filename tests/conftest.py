@@ -22,5 +22,6 @@ def _test_node_kinds():
     from runs.nodes import get_kind
 
     settings.BALLAST_NODE_KINDS.setdefault("spawner", "tests.support.kinds.SpawnerNode")
+    settings.BALLAST_NODE_KINDS.setdefault("emit", "tests.support.kinds.EmitNode")
     get_kind.cache_clear()
     yield

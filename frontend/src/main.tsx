@@ -3,7 +3,7 @@ import { StrictMode, Suspense } from "react";
 import { createRoot } from "react-dom/client";
 import { setCsrfToken } from "./lib/api";
 import { PageContextReact, readPageContext } from "./lib/context";
-import { pages } from "./pages";
+import { pages, preloadPage } from "./pages";
 import { TopBar } from "./shell/TopBar";
 import { ErrorBoundary } from "./shell/ErrorBoundary";
 import "./styles/app.css";
@@ -26,6 +26,7 @@ if (topbar !== null && ctx.user !== null) {
 // #app: the page component; absent on server-rendered pages (page "").
 const root = document.getElementById("app");
 if (root !== null && ctx.page !== "") {
+  preloadPage(ctx.page, ctx.props);
   const Page = pages[ctx.page];
   createRoot(root).render(
     <StrictMode>

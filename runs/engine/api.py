@@ -37,7 +37,15 @@ from runs.engine import (
 from runs.engine.audit import acting_as, audit, audit_in, audit_verify, reset_principal, set_principal
 from runs.engine.graphs import compiled_graph
 from runs.engine.scheduler import CompiledGraph
-from runs.engine.types import ClaimedStep, CommitOutcome, RunNotFound, StartedRun, StepStateError
+from runs.engine.types import (
+    ClaimedStep,
+    CommitOutcome,
+    RunNotFound,
+    StartedRun,
+    StateTooLarge,
+    StateWriteRefused,
+    StepStateError,
+)
 from runs.engine.writes import lock_run, run_cost_adjust
 from runs.models import Run, RunStatus
 from runs.nodes.base import NodeError, NodeResult
@@ -48,6 +56,8 @@ __all__ = [
     "CompiledGraph",
     "RunNotFound",
     "StartedRun",
+    "StateTooLarge",
+    "StateWriteRefused",
     "StepStateError",
     "abandoned_steps",
     "acting_as",
@@ -134,7 +144,8 @@ def run_start(
     start step pending, audited as ``run.start``; the start step goes to the queue after
     commit. ``budget_usd``/``budget_tokens`` override the graph's settings. The run exists
     before anything executes. Raises IntegrityError when ``idempotency_key`` is already
-    taken (the service turns that into the earlier run)."""
+    taken (the service turns that into the earlier run); StateWriteRefused when the input
+    holds a value JSON cannot carry or the initial state passes BALLAST_MAX_STATE_BYTES."""
     started = operations.run_create(
         version=version,
         run_input=run_input,
@@ -184,7 +195,8 @@ def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
 def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = True) -> CommitOutcome:
     """Commit a finished attempt in one fenced transaction: output, usage, cost, merged state,
     successor rows, events, run status. Nothing is written when the lease is no longer
-    ours (``committed`` False). With ``keep_next`` one successor is leased to the same
+    ours (``committed`` False). A result that is not JSON, or whose writes would pass the
+    state size limit, fails the step instead (``invalid_output``, ``state_too_large``). With ``keep_next`` one successor is leased to the same
     worker (``next_step``); the others go to the queue after commit."""
     outcome = commit.step_commit(claimed, result, keep_next=keep_next)
     _dispatch_on_commit(outcome.dispatch)
@@ -213,7 +225,9 @@ def step_complete_waiting(step_id: int, result: NodeResult, *, actor: str, reaso
     """Finish a waiting (gate) or parked step with ``result`` (a decision, or a skip with a
     given output) and create its successors, inside the caller's transaction (the decision
     row commits with it). Raises StepStateError when the step is not waiting or parked, so
-    deciding twice never resumes twice."""
+    deciding twice never resumes twice; StateWriteRefused when the result writes a key the
+    graph does not know, holds a value JSON cannot carry, or would pass the state size
+    limit (the caller's transaction must roll back)."""
     return _dispatch_on_commit(operations.step_complete_waiting(step_id, result, actor=actor, reason=reason))
 
 
@@ -272,7 +286,9 @@ def run_fork(
 ) -> Run:
     """Start a new run of the same graph version from committed top-level step ``step_id`` of
     run ``run_id``: the state as it was right after that step, ``state_patch`` on top, that
-    step's successors pending. Audited. Raises RunNotFound, StepStateError."""
+    step's successors pending. Audited. Raises RunNotFound, StepStateError,
+    StateWriteRefused (the patch writes an unknown key, holds a value JSON cannot carry,
+    or passes the state size limit)."""
     started = operations.run_fork(run_id, step_id=step_id, state_patch=state_patch, actor=actor, actor_type=actor_type, created_by=created_by)
     _dispatch_on_commit(started.step_ids)
     return started.run

@@ -15,9 +15,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from runs.engine import fastpath, graphs, scheduler
+from runs.engine import fastpath, graphs, limits, scheduler
 from runs.engine.claims import budget_refusal, lease_to, start_kept
-from runs.engine.types import ActiveStep, ClaimedStep, CommitOutcome, spec_node_id, step_idempotency_key
+from runs.engine.types import ActiveStep, ClaimedStep, CommitOutcome, StateTooLarge, spec_node_id, step_idempotency_key
 from runs.engine.writes import (
     active_steps,
     add_usage,
@@ -25,7 +25,6 @@ from runs.engine.writes import (
     event,
     fenced,
     finish_run,
-    jsonable,
     lock_run,
     price_version,
     save_run_totals,
@@ -35,6 +34,7 @@ from runs.engine.writes import (
 from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.nodes import get_kind
 from runs.nodes.base import NodeError, NodeResult
+from runs.values import InvalidValue, canonical, safe_text
 
 log = logging.getLogger("ballast.engine")
 
@@ -46,11 +46,32 @@ def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = T
     it behind child steps. With ``keep_next`` one ready successor is leased to this worker
     in the same commit (``CommitOutcome.next_step``). If the lease is no longer ours
     (recovery gave the step to someone else) nothing is written (``committed`` False).
+
+    The single point where every result enters a commit: before any transaction the
+    result is checked as JSON (runs.engine.limits.checked_result); a value JSON cannot
+    carry fails the step with ``invalid_output``, and a write that would pass the state
+    size limit fails it with ``state_too_large`` (both not retried), through
+    :func:`step_fail`, so the run fails or a parent agent sees the failure.
     """
+    try:
+        result, written_sizes = limits.checked_result(result)
+    except InvalidValue as exc:
+        log.warning("step %s (%s): result is not JSON: %s", claimed.step_id, claimed.node_id, exc)
+        return step_fail(claimed, limits.invalid_output_error(exc))
     if claimed.snapshot is not None and keep_next and result.wait is None and not result.spawn:
-        fast = fastpath.fast_commit(claimed, result)
+        fast = fastpath.fast_commit(claimed, result, written_sizes)
         if fast is not None:
             return fast
+    try:
+        return _commit(claimed, result, written_sizes, keep_next=keep_next)
+    except StateTooLarge as exc:  # raised inside the transaction, which rolled back: nothing was written
+        log.warning("step %s (%s): %s", claimed.step_id, claimed.node_id, exc.message)
+        return step_fail(claimed, limits.state_too_large_error(exc))
+
+
+def _commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, int], *, keep_next: bool) -> CommitOutcome:
+    """The portable commit of a checked result (see :func:`step_commit`). Raises
+    StateTooLarge from inside its transaction (rolled back)."""
     now = timezone.now()
     usage = result.usage.as_dict() if result.usage else None
     with transaction.atomic():
@@ -60,8 +81,8 @@ def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = T
         status = StepStatus.WAITING if result.wait else StepStatus.SUCCEEDED
         written = fenced(claimed.step_id, claimed.attempt, claimed.worker).update(
             status=status,
-            output=jsonable(result.recorded_output()),
-            updates=jsonable(result.updates) if result.updates else None,
+            output=result.recorded_output(),
+            updates=result.updates or None,
             usage=usage,
             cost_usd=result.cost_usd,
             price_version=price_version(result.usage),
@@ -90,7 +111,7 @@ def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = T
             return child_finished(run, step, events, now, worker=claimed.worker if keep_next else None)
         if result.wait:
             return _commit_wait(run, step, result, now)
-        return advance(run, step, result, now, worker=claimed.worker if keep_next else None)
+        return advance(run, step, result, now, worker=claimed.worker if keep_next else None, written_sizes=written_sizes)
 
 
 def _plan(
@@ -131,11 +152,16 @@ def _commit_wait(run: Run, step: Step, result: NodeResult, now: datetime) -> Com
     return CommitOutcome(committed=True, run_status=new_status)
 
 
-def advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker: str | None) -> CommitOutcome:
-    """Apply a succeeded top-level step to the locked run: state, successors, status.
+def advance(
+    run: Run, step: Step, result: NodeResult, now: datetime, *, worker: str | None, written_sizes: dict[str, int] | None = None
+) -> CommitOutcome:
+    """Apply a succeeded top-level step (its result already checked as JSON) to the locked
+    run: state, successors, status.
 
     Inside the caller's transaction. ``worker`` may keep one successor (None: all go to
-    the queue)."""
+    the queue). ``written_sizes``: encoded size per written key (limits.checked_result).
+    Raises StateTooLarge, before writing anything to the run, when the merged state
+    would pass the state size limit: the caller's transaction must roll back."""
     events = [event(run.pk, RunEventKind.STEP_SUCCEEDED, step.pk, node_id=step.node_id, iteration=step.iteration, route=result.route)]
     if run.is_terminal:
         # The run ended (cancelled, failed elsewhere) while this step ran: its output is
@@ -155,6 +181,15 @@ def advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker: 
         save_run_totals(run, now)
         finish_run(run, RunStatus.FAILED, error={"code": failure.code, "message": failure.message, "node_id": step.node_id}, step_id=step.pk)
         return CommitOutcome(committed=True, run_status=RunStatus.FAILED)
+
+    if result.updates:
+        sizes = limits.sizes_after(
+            graph, old_state=run.state, old_sizes=run.state_sizes, new_state=transition.state, updates=result.updates, written=written_sizes
+        )
+        limits.enforce(sizes, field="output")
+        run.state_sizes = sizes
+    elif run.state_sizes is None:
+        run.state_sizes = limits.full_sizes(run.state)
 
     if transition.ended and graph.topology.nodes[step.node_id].kind == "end":
         run.output = result.recorded_output()
@@ -186,7 +221,7 @@ def advance(run: Run, step: Step, result: NodeResult, now: datetime, *, worker: 
         RunEvent.objects.bulk_create(events)
         save_run_totals(run, now)
         if transition.bookkeeping.get("ended"):
-            finish_run(run, RunStatus.SUCCEEDED, output=jsonable(run.output), step_id=step.pk)
+            finish_run(run, RunStatus.SUCCEEDED, output=run.output, step_id=step.pk)
             return CommitOutcome(committed=True, run_status=RunStatus.SUCCEEDED)
         error = {"code": "no_end", "message": "every branch stopped before reaching an end node"}
         finish_run(run, RunStatus.FAILED, error=error, step_id=step.pk)
@@ -237,7 +272,7 @@ def _commit_spawn(run: Run, claimed: ClaimedStep, result: NodeResult, now: datet
                 kind=call.label,
                 iteration=0,
                 depth=claimed.depth,
-                input=jsonable(call.input),
+                input=call.input,
                 max_attempts=node.retry.max_attempts,
                 idempotency_key=step_idempotency_key(run.uuid, child_node_id, 0),
             )
@@ -320,6 +355,24 @@ def _retry_after(error: NodeError) -> float:
         return 0.0
 
 
+def storable_error(error: NodeError) -> dict[str, Any]:
+    """``error.as_dict()`` as JSON a commit can store. A node's ``details`` (or message)
+    holding a value JSON cannot carry must not make the failure itself fail: such details
+    are replaced by ``details_dropped`` saying where and why (never silently), and NUL
+    characters in the message are shown as ``\\u0000``."""
+    data = error.as_dict() | {"code": safe_text(str(error.code)), "message": safe_text(str(error.message))}
+    try:
+        return dict(canonical(data, "error"))
+    except InvalidValue as exc:
+        log.warning("step error %r has details that are not JSON (%s); they are not stored", error.code, exc)
+        return {
+            "code": safe_text(str(error.code)),
+            "message": safe_text(str(error.message)),
+            "retryable": bool(error.retryable),
+            "details_dropped": f"{exc.path}: {exc.reason}",
+        }
+
+
 def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
     """Record a failed attempt (fenced), with what it spent (``error.usage``/``cost_usd``).
 
@@ -338,7 +391,7 @@ def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
         run = lock_run(claimed.run_id)
         failures = StepAttempt.objects.filter(step_id=claimed.step_id, status__in=(AttemptStatus.FAILED, AttemptStatus.LOST)).count() + 1
         retry = error.retryable and failures < claimed.max_attempts and (not policy.retry_on or error.code in policy.retry_on) and not run.is_terminal
-        err = error.as_dict() | {"attempt": claimed.attempt}
+        err = storable_error(error) | {"attempt": claimed.attempt}
         fields: dict[str, Any] = {"error": err, "lease_owner": "", "lease_expires_at": None}
         if retry:
             delay = max(policy.delay(failures), _retry_after(error))

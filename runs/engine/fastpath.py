@@ -15,15 +15,14 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
-from runs.engine import fastpath_postgresql, fastpath_sqlite, graphs
+from runs.engine import fastpath_postgresql, fastpath_sqlite, graphs, limits
 from runs.engine.claims import claim_details
 from runs.engine.graphs import compiled_graph
 from runs.engine.types import ClaimedStep, CommitOutcome, step_idempotency_key
-from runs.engine.writes import add_usage, jsonable, lease_delta, price_version
+from runs.engine.writes import add_usage, lease_delta, price_version
 from runs.models import AttemptStatus, RunEventKind, RunStatus, Step, StepStatus
 from runs.nodes.base import NodeResult
 
@@ -46,14 +45,17 @@ def enabled() -> bool:
 
 
 def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(jsonable(value), cls=DjangoJSONEncoder)
+    # Values were checked as JSON before the commit (limits.checked_result): no encoder
+    # hook may turn anything into something else here, and NaN would be a bug.
+    return None if value is None else json.dumps(value, allow_nan=False)
 
 
-def fast_commit(claimed: ClaimedStep, result: NodeResult) -> CommitOutcome | None:
-    """Commit ``claimed`` and lease its single successor to the same worker, trusting the
-    run snapshot (``claimed.snapshot``), or return None (nothing written) and let the
-    caller take the portable path: budgets, an open transaction, a run that ends, fails
-    or fans out, a stale snapshot or a lost lease."""
+def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, int] | None = None) -> CommitOutcome | None:
+    """Commit ``claimed`` (its result checked as JSON; ``written_sizes``: bytes per written
+    key) and lease its single successor to the same worker, trusting the run snapshot
+    (``claimed.snapshot``), or return None (nothing written) and let the caller take the
+    portable path: budgets, an open transaction, a run that ends, fails or fans out, a
+    write that would pass the state size limit, a stale snapshot or a lost lease."""
     run = claimed.snapshot
     assert run is not None
     if not enabled() or run.budget_usd is not None or run.budget_tokens is not None or transaction.get_connection().in_atomic_block:
@@ -62,6 +64,14 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult) -> CommitOutcome | Non
     transition = graphs.transition(run, node_id=claimed.node_id, iteration=claimed.iteration, depth=claimed.depth, result=result, other_active=[])
     if transition.failure or transition.ended or len(transition.activations) != 1:
         return None
+    sizes = run.state_sizes
+    if result.updates or sizes is None:
+        sizes = limits.sizes_after(
+            graph, old_state=run.state, old_sizes=sizes, new_state=transition.state, updates=result.updates, written=written_sizes
+        )
+        limit = limits.max_state_bytes()
+        if limit and sum(sizes.values()) > limit:
+            return None  # the portable commit fails the step with state_too_large
     act = transition.activations[0]
     node = graph.topology.nodes[act.node_id]
     now = timezone.now()
@@ -75,6 +85,7 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult) -> CommitOutcome | Non
         "attempt": claimed.attempt,
         "owner": claimed.worker,
         "state": _dumps(transition.state),
+        "state_sizes": _dumps(sizes),
         "scheduler": _dumps(transition.bookkeeping),
         "in_tokens": usage.input_tokens if usage else 0,
         "out_tokens": usage.output_tokens if usage else 0,
@@ -101,6 +112,7 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult) -> CommitOutcome | Non
     if new_id is None:
         return None
     run.state = transition.state
+    run.state_sizes = sizes
     run.scheduler = transition.bookkeeping
     run.step_count += 1
     run.version += 1

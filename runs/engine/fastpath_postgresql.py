@@ -26,7 +26,7 @@ WITH locked_run AS (
       AND EXISTS (SELECT 1 FROM locked_run)
     FOR UPDATE
 ), run_upd AS (
-    UPDATE runs_run SET state = %(state)s::jsonb, scheduler = %(scheduler)s::jsonb, step_count = step_count + 1,
+    UPDATE runs_run SET state = %(state)s::jsonb, state_sizes = %(state_sizes)s::jsonb, scheduler = %(scheduler)s::jsonb, step_count = step_count + 1,
         input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
         cost_usd = cost_usd + %(cost)s, status = %(run_running)s, version = version + 1, updated_at = %(now)s
     WHERE id IN (SELECT id FROM locked_run) AND EXISTS (SELECT 1 FROM locked_step)
@@ -70,7 +70,9 @@ def commit(params: dict[str, Any]) -> int | None:
     still see it (a raw psycopg cursor bypasses execute_wrapper, TRAPS.md)."""
     connection.ensure_connection()
     started = time.perf_counter()
-    with psycopg.Cursor(connection.connection) as cursor:
+    # wrap_database_errors: a refused value surfaces as Django's DataError, as on every
+    # other commit path (the loop turns that into a failed step, not a lost worker).
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(COMMIT_SQL, params, prepare=True)
         row = cursor.fetchone()
     if connection.queries_logged:

@@ -11,7 +11,7 @@ from typing import Any
 from django.db import connection, transaction
 
 RUN_SQL = """
-UPDATE runs_run SET state = %(state)s, scheduler = %(scheduler)s, step_count = step_count + 1,
+UPDATE runs_run SET state = %(state)s, state_sizes = %(state_sizes)s, scheduler = %(scheduler)s, step_count = step_count + 1,
     input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
     cost_usd = cost_usd + %(cost)s, status = %(run_running)s, version = version + 1, updated_at = %(now)s
 WHERE id = %(run)s AND version = %(version)s

@@ -11,6 +11,7 @@ from builder.spec import GraphSpec, NodeSpec
 from runs.engine import scheduler
 from runs.engine.types import spec_node_id
 from runs.models import Run
+from runs.nodes import get_kind
 from runs.nodes.base import NodeKind, NodeResult
 
 
@@ -50,3 +51,21 @@ def transition(run: Run, *, node_id: str, iteration: int, depth: int, result: No
         step_count=run.step_count,
         max_steps=run.max_steps,
     )
+
+
+@lru_cache(maxsize=512)
+def state_keys(version_id: int) -> frozenset[str]:
+    """The state keys a graph version knows: declared (``state``), the input schema's
+    properties, and every key a node may write (``NodeKind.writes``). ``input`` (the run
+    input) is reserved and not among them. A node whose config does not parse adds
+    nothing (a published version's configs all parse)."""
+    spec = compiled_graph(version_id).spec
+    keys = set(spec.state) | spec.input_names()
+    for node in spec.nodes:
+        kind = get_kind(node.kind)
+        try:
+            keys |= kind.writes(kind.config_model.model_validate(node.config))
+        except ValueError:
+            continue
+    keys.discard("input")
+    return frozenset(keys)

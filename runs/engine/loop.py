@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import close_old_connections, connections
+from django.db import DataError, close_old_connections, connections
 
 from runs.engine import claims, commit, dispatch, faults, recovery_queries
 from runs.engine.types import ClaimedStep
@@ -213,7 +213,16 @@ def run_claimed(claimed: ClaimedStep) -> ClaimedStep | None:
     if isinstance(outcome_value, NodeError):
         outcome = commit.step_fail(claimed, outcome_value)
     else:
-        outcome = commit.step_commit(claimed, outcome_value)
+        try:
+            outcome = commit.step_commit(claimed, outcome_value)
+        except DataError as exc:
+            # The database refused a value the checks let through (they should not): the
+            # same result would be refused again, so the step fails with the database's
+            # reason instead of escaping as an exception that leaves it running until its
+            # lease runs out and recovery counts it as a lost worker.
+            log.exception("step %s (%s): the database refused its commit", claimed.step_id, claimed.node_id)
+            error = NodeError(f"the database refused the step's result: {exc}", code="commit_refused", retryable=False)
+            outcome = commit.step_fail(claimed, error)
     faults.point("after_commit", node_id=claimed.node_id, step_id=claimed.step_id)
     dispatch.enqueue(outcome.dispatch)
     return outcome.next_step

@@ -6,7 +6,7 @@ hands to the queue after commit.
 """
 from __future__ import annotations
 
-import copy
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -14,15 +14,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from builder.models import GraphVersion
-from runs.engine import scheduler
+from runs.engine import limits, scheduler
 from runs.engine.audit import audit
 from runs.engine.commit import advance, child_finished
-from runs.engine.graphs import compiled_graph, step_node
-from runs.engine.types import RunNotFound, StartedRun, StepStateError, step_idempotency_key
-from runs.engine.writes import bump_run, event, finish_run, jsonable, lock_run, save_steps
+from runs.engine.graphs import compiled_graph, state_keys, step_node
+from runs.engine.types import RunNotFound, StartedRun, StateWriteRefused, StepStateError, step_idempotency_key
+from runs.engine.writes import bump_run, event, finish_run, lock_run, save_steps
 from runs.models import Run, RunEvent, RunEventKind, RunStatus, Step, StepStatus
 from runs.nodes.base import NodeResult
 from runs.signals import steps_requeued
+from runs.values import InvalidValue
 
 
 def run_create(
@@ -38,17 +39,25 @@ def run_create(
 ) -> StartedRun:
     """Commit a new run and its start step (pending, marked dispatched) in one transaction.
 
-    The caller validated the graph and the input. The run exists before anything
-    executes, so it cannot vanish. Raises IntegrityError when ``idempotency_key`` is taken.
+    The caller validated the graph and the input against its schema. The run exists
+    before anything executes, so it cannot vanish. Raises IntegrityError when
+    ``idempotency_key`` is taken; StateWriteRefused when the input holds a value JSON
+    cannot carry (``invalid_output``, path ``input.…``) or the initial state would pass
+    the state size limit (``state_too_large``).
     """
     graph = compiled_graph(version.pk)
     settings_ = graph.spec.settings
+    run_input, _ = limits.checked_writes(run_input, field="input", known_keys=None)
+    state = scheduler.initial_state(graph, run_input)
+    sizes = limits.full_sizes(state)
+    limits.enforce(sizes, field="input")
     now = timezone.now()
     with transaction.atomic():
         run = Run.objects.create(
             graph_version=version,
             input=run_input,
-            state=scheduler.initial_state(graph, run_input),
+            state=state,
+            state_sizes=sizes,
             scheduler={"iterations": {graph.start_id(): 1}},
             max_parallelism=settings_.max_parallelism,
             max_steps=settings_.max_steps,
@@ -83,29 +92,34 @@ def run_create_node_test(
 
     The committed state is the declared state defaults, then ``state``; ``state["input"]``
     (an object) is the run input. Budgets and limits come from the snapshot's settings.
-    Raises ValueError when ``version`` is not a test snapshot, KeyError for an unknown node.
+    Raises ValueError when ``version`` is not a test snapshot, KeyError for an unknown node,
+    StateWriteRefused when ``state`` holds a value JSON cannot carry or passes the state
+    size limit.
     """
     if not version.is_test:
         raise ValueError("node_test_run needs a test snapshot version")
     graph = compiled_graph(version.pk)
     node = graph.topology.nodes[node_id]
-    given = copy.deepcopy(state)
+    given, _ = limits.checked_writes(state, field="state", known_keys=None)
     run_input = given.get("input") if isinstance(given.get("input"), dict) else {}
     initial = scheduler.initial_state(graph, {})
     initial.update(given)
     initial["input"] = run_input
-    limits = graph.spec.settings
+    sizes = limits.full_sizes(initial)
+    limits.enforce(sizes, field="state")
+    run_limits = graph.spec.settings
     with transaction.atomic():
         run = Run.objects.create(
             graph_version=version,
             is_test=True,
             input=run_input,
             state=initial,
+            state_sizes=sizes,
             scheduler={"iterations": {node_id: 1}},
-            max_parallelism=limits.max_parallelism,
-            max_steps=limits.max_steps,
-            budget_usd=limits.budget_usd,
-            budget_tokens=limits.budget_tokens,
+            max_parallelism=run_limits.max_parallelism,
+            max_steps=run_limits.max_steps,
+            budget_usd=run_limits.budget_usd,
+            budget_tokens=run_limits.budget_tokens,
             step_count=1,
             created_by=created_by if getattr(created_by, "pk", None) is not None else None,
         )
@@ -127,15 +141,26 @@ def step_complete_waiting(step_id: int, result: NodeResult, *, actor: str, reaso
 
     Must run inside the caller's transaction (an approval decision commits together with
     the resume). Returns step ids to dispatch after commit. Raises StepStateError if the
-    step is not waiting or parked (deciding twice never resumes twice).
+    step is not waiting or parked (deciding twice never resumes twice); StateWriteRefused
+    when ``result`` writes a key the graph does not know (``unknown_state_key``), holds a
+    value JSON cannot carry (``invalid_output``, with its path under ``output``) or would
+    make the state pass the size limit (``state_too_large``): the caller's transaction
+    must then roll back.
     """
     step = Step.objects.get(pk=step_id)
     run = lock_run(step.run_id)
     now = timezone.now()
+    # A child step's result goes to its parent, not to the state: any key may be given.
+    known = set(state_keys(run.graph_version_id)) if step.parent_id is None else None
+    updates, written_sizes = limits.checked_writes(result.updates, field="output", known_keys=known)
+    try:
+        result, _ = limits.checked_result(replace(result, updates=updates))
+    except InvalidValue as exc:
+        raise StateWriteRefused("invalid_output", f"{exc.path}: {exc.reason}", {exc.path: [exc.reason]}, exc.as_dict()) from None
     written = Step.objects.filter(pk=step_id, status__in=(StepStatus.WAITING, StepStatus.PARKED)).update(
         status=StepStatus.SUCCEEDED,
-        output=jsonable(result.recorded_output()),
-        updates=jsonable(result.updates) if result.updates else None,
+        output=result.recorded_output(),
+        updates=result.updates or None,
         finished_at=now,
         lease_owner="",
     )
@@ -147,7 +172,7 @@ def step_complete_waiting(step_id: int, result: NodeResult, *, actor: str, reaso
     if step.parent_id is not None:
         done = event(run.pk, RunEventKind.STEP_SUCCEEDED, step.pk, node_id=step.node_id, parent=step.parent_id, by=actor)
         return child_finished(run, step, [done], now, worker=None).dispatch
-    return advance(run, step, result, now, worker=None).dispatch
+    return advance(run, step, result, now, worker=None, written_sizes=written_sizes).dispatch
 
 
 def step_skip_parked(step_id: int, *, output: dict[str, Any] | None, actor: str) -> list[int]:
@@ -299,12 +324,15 @@ def run_fork(
     committed step's writes in commit order), then ``state_patch`` on top; it starts
     with that step's successors as if the step had just committed (branches of the
     source that had not finished by then do not exist in the fork). Audited. Raises
-    RunNotFound, StepStateError (step not committed, not top-level, or nothing follows it).
+    RunNotFound, StepStateError (step not committed, not top-level, or nothing follows it),
+    StateWriteRefused (the patch writes a key the graph does not know, holds a value JSON
+    cannot carry, or makes the state pass the size limit).
     """
     try:
         source = Run.objects.get(pk=run_id)
     except Run.DoesNotExist:
         raise RunNotFound(run_id) from None
+    state_patch, patch_sizes = limits.checked_writes(state_patch, field="state_patch", known_keys=set(state_keys(source.graph_version_id)))
     anchor = Step.objects.filter(pk=step_id, run=source, parent__isnull=True, status=StepStatus.SUCCEEDED).first()
     if anchor is None or anchor.finished_at is None:
         raise StepStateError(f"step {step_id} is not a committed step of run {run_id}")
@@ -328,12 +356,16 @@ def run_fork(
     if transition.failure or not transition.activations:
         reason = transition.failure.message if transition.failure else "no step follows it"
         raise StepStateError(f"cannot fork run {run_id} at step {step_id}: {reason}")
+    # A new run: its size map is computed once from the whole replayed state.
+    sizes = limits.full_sizes(transition.state)
+    limits.enforce(sizes, field="state_patch")
     now = timezone.now()
     with transaction.atomic():
         run = Run.objects.create(
             graph_version_id=source.graph_version_id,
             input=source.input,
             state=transition.state,
+            state_sizes=sizes,
             scheduler=transition.bookkeeping,
             max_parallelism=source.max_parallelism,
             max_steps=source.max_steps,
@@ -361,7 +393,7 @@ def run_fork(
         RunEvent.objects.create(
             run=run,
             kind=RunEventKind.RUN_CREATED,
-            data={"forked_from": source.pk, "forked_from_step": anchor.pk, "state_patch": jsonable(state_patch)},
+            data={"forked_from": source.pk, "forked_from_step": anchor.pk, "state_patch": state_patch},
         )
         audit(actor, "run.fork", run, actor_type=actor_type, source_run=source.pk, source_step=anchor.pk, patched=sorted(state_patch))
     return StartedRun(run, [s.pk for s in new_steps])

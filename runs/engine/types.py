@@ -25,6 +25,35 @@ class StepStateError(RuntimeError):
     not waiting, deciding twice, forking at a step nothing follows)."""
 
 
+class StateWriteRefused(ValueError):
+    """Values offered to a run's state from outside a step (a skipped step's given output,
+    a fork's state patch, a run's input or a test run's state) cannot be stored.
+
+    ``code``: ``invalid_output`` (a value JSON cannot carry; ``path`` names it),
+    ``unknown_state_key`` (a key the graph does not know) or ``state_too_large`` (the
+    run's state would pass ``BALLAST_MAX_STATE_BYTES``). ``fields`` maps field paths
+    (``output.total``, ``state_patch.items[2]``) to messages, as API errors carry them.
+    Nothing was written.
+    """
+
+    def __init__(self, code: str, message: str, fields: dict[str, list[str]] | None = None, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.fields = fields or {}
+        self.details = details or {}
+
+
+class StateTooLarge(StateWriteRefused):
+    """A write would make the run's state larger than ``BALLAST_MAX_STATE_BYTES``.
+
+    ``details``: ``{"size", "limit"}`` (UTF-8 bytes of the state's compact JSON) and
+    ``keys``: the largest keys with their sizes, biggest first."""
+
+    def __init__(self, message: str, *, field: str, details: dict[str, Any]):
+        super().__init__("state_too_large", message, {field: [message]}, details)
+
+
 def spec_node_id(step_node_id: str) -> str:
     """``agent#0/turn-1`` -> ``agent``: the spec node of a (child) step's node id."""
     return step_node_id.split("#", 1)[0]

@@ -90,11 +90,12 @@ def save_steps(run: Run, new_steps: list[Step]) -> None:
 
 
 def save_run_totals(run: Run, now: datetime, **fields: Any) -> None:
-    """Write the run's state, bookkeeping, step count and usage totals as held in ``run``
-    (plus ``fields``), in one UPDATE."""
+    """Write the run's state (with its per-key size map), bookkeeping, step count and usage
+    totals as held in ``run`` (plus ``fields``), in one UPDATE."""
     bump_run(
         Run.objects.filter(pk=run.pk),
         state=run.state,
+        state_sizes=run.state_sizes,
         scheduler=run.scheduler,
         step_count=run.step_count,
         input_tokens=run.input_tokens,
@@ -159,14 +160,3 @@ def add_usage(run: Run, result: NodeResult) -> None:
         run.output_tokens += result.usage.output_tokens
     if result.cost_usd:
         run.cost_usd += result.cost_usd
-
-
-def jsonable(value: Any) -> Any:
-    """``value`` with Decimals as their text, tuples as lists and keys as strings (JSON)."""
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    return value

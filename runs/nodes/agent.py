@@ -74,15 +74,24 @@ class AgentConfig(LLMCallConfig):
       written to.
     """
 
-    tools: list[str] = Field(min_length=1, max_length=64)
+    tools: list[str] = Field(min_length=1, max_length=64, title="Tools", description="Registered tools the model may call.")
     repeat_safe_tools: dict[str, bool] = Field(
         default_factory=dict,
-        description="Tool name -> whether an interrupted call may run again (overrides the tool's own repeat_safe).",
+        title="Tools safe to repeat",
+        description="Per tool: whether a call interrupted by a crash may run again (overrides the tool's own setting).",
     )
-    max_turns: int = Field(8, ge=1, le=50)
-    max_tool_calls_per_turn: int = Field(8, ge=1, le=64)
-    max_tool_result_chars: int = Field(20_000, ge=100, le=1_000_000)
-    output_key: str = Field("answer", pattern=STATE_KEY_PATTERN)
+    max_turns: int = Field(8, ge=1, le=50, title="Maximum model turns", description="Model calls at most; a reply still asking for tools on the last turn fails the step.")
+    max_tool_calls_per_turn: int = Field(
+        8, ge=1, le=64, title="Maximum tool calls per turn", description="Calls beyond this in one reply are not run; the model is told so."
+    )
+    max_tool_result_chars: int = Field(
+        20_000,
+        ge=100,
+        le=1_000_000,
+        title="Maximum tool result length (characters)",
+        description="A tool result is cut to this length before the model sees it.",
+    )
+    output_key: str = Field("answer", pattern=STATE_KEY_PATTERN, title="Output state key", description="The state key the final answer is written to.")
 
     @field_validator("tools")
     @classmethod

@@ -15,22 +15,25 @@ DEFAULT_HANDLE = "default"
 
 
 class Case(BaseModel):
-    """One branch of a multi-way condition: taken when ``expression`` is truthy."""
+    """One branch of a multi-way condition: taken when its expression is true."""
 
     model_config = ConfigDict(extra="forbid")
 
-    handle: str = Field(pattern=HANDLE_PATTERN, description="Source handle taken when the expression is true.")
-    expression: str = Field(description="Expression over the state; truthy selects this case.")
+    handle: str = Field(pattern=HANDLE_PATTERN, title="Handle", description="The outgoing handle taken when the expression is true.")
+    expression: str = Field(title="Expression", description="Expression over the state; when true, this case is taken.")
 
 
 class ConditionConfig(NodeConfig):
     """Either ``expression`` (handles ``true``/``false``) or ``cases`` (each case's handle,
     plus ``default`` when no case is true). The first true case wins."""
 
-    expression: str | None = Field(default=None, description="Two-way condition: handles 'true' and 'false'.")
+    expression: str | None = Field(
+        default=None, title="Expression", description="Two-way condition: takes the handle 'true' or 'false'."
+    )
     cases: list[Case] | None = Field(
         default=None,
         min_length=1,
+        title="Cases",
         description="Multi-way condition: first true case wins; 'default' when none is true.",
     )
 

@@ -15,7 +15,9 @@ class EndConfig(NodeConfig):
     whole state."""
 
     output: list[str] | None = Field(
-        default=None, description="State keys returned as the run's result (None = the whole state)."
+        default=None,
+        title="Output state keys",
+        description="State keys returned as the run's result. Leave empty to return the whole state.",
     )
 
 

@@ -7,7 +7,6 @@ the same step, then the step fails with ``invalid_output``.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from decimal import Decimal
@@ -17,6 +16,7 @@ from jsonschema.exceptions import SchemaError
 from jsonschema.validators import Draft202012Validator, validator_for
 from pydantic import Field, field_validator
 
+from runs import values
 from runs.nodes.base import NodeContext, NodeError, NodeResult, Usage
 from runs.nodes.llm_call import (
     LLMCallConfig,
@@ -54,8 +54,12 @@ class LLMConfig(LLMCallConfig):
     - ``schema_retries``: re-asks after an invalid reply, within the step.
     """
 
-    output_schema: dict[str, Any] | None = None
-    schema_retries: int = Field(2, ge=0, le=10)
+    output_schema: dict[str, Any] | None = Field(
+        None, title="Reply schema", description="A JSON Schema the reply must match; leave empty for free text."
+    )
+    schema_retries: int = Field(
+        2, ge=0, le=10, title="Re-asks after an invalid reply", description="How often the model is asked again when its reply does not match the schema."
+    )
 
     @field_validator("output_schema")
     @classmethod
@@ -199,7 +203,7 @@ def _parse_and_validate(text: str, validator: Any) -> tuple[Any, list[str]]:
     if fenced:
         candidate = fenced.group(1).strip()
     try:
-        value = json.loads(candidate)
+        value = values.loads(candidate)  # strict: NaN or Infinity in a reply is asked again
     except ValueError as exc:
         return None, [f"the reply is not JSON ({exc})"]
     found = sorted(validator.iter_errors(value), key=lambda e: e.json_path)

@@ -43,15 +43,20 @@ class LLMCallConfig(NodeConfig):
       own default).
     """
 
-    provider: str = Field("mock", min_length=1)
-    model: str = Field("mock-1", min_length=1)
-    system: str | None = None
-    prompt: str = Field(min_length=1)
-    temperature: float | None = Field(None, ge=0, le=2)
-    max_tokens: int = Field(1024, ge=1, le=1_000_000)
-    options: dict[str, Any] = Field(default_factory=dict)
-    api_key_env: str | None = Field(None, pattern=ENV_NAME_PATTERN)
-    output_key: str = Field("reply", pattern=STATE_KEY_PATTERN)
+    provider: str = Field("mock", min_length=1, title="Provider", description="A registered LLM provider.")
+    model: str = Field("mock-1", min_length=1, title="Model", description="One of the provider's models.")
+    system: str | None = Field(None, title="System prompt", description="Template over the state, sent first as the system message.")
+    prompt: str = Field(min_length=1, title="Prompt", description="Template over the state, e.g. Summarise {{ text }}.")
+    temperature: float | None = Field(None, ge=0, le=2, title="Temperature", description="0 to 2; leave empty for the provider's default.")
+    max_tokens: int = Field(1024, ge=1, le=1_000_000, title="Maximum output tokens", description="Upper bound of the reply's tokens per call; budgets rely on it.")
+    options: dict[str, Any] = Field(default_factory=dict, title="Provider options", description="Provider-specific settings as JSON, checked before a run starts.")
+    api_key_env: str | None = Field(
+        None,
+        pattern=ENV_NAME_PATTERN,
+        title="API key environment variable",
+        description="Name of the environment variable holding the API key (never the key itself); leave empty for the provider's default.",
+    )
+    output_key: str = Field("reply", pattern=STATE_KEY_PATTERN, title="Output state key", description="The state key the reply is written to.")
 
 
 LLMCallConfigT = TypeVar("LLMCallConfigT", bound=LLMCallConfig)

@@ -23,9 +23,15 @@ class ToolConfig(NodeConfig):
       state; the step output still records it).
     """
 
-    tool: str = Field(min_length=1)
-    args: dict[str, Any] = Field(default_factory=dict)
-    output_key: str | None = Field(None, pattern=STATE_KEY_PATTERN)
+    tool: str = Field(min_length=1, title="Tool", description="A registered tool.")
+    args: dict[str, Any] = Field(
+        default_factory=dict,
+        title="Arguments",
+        description="The tool's arguments; text values may be templates, e.g. {{ order_id }}.",
+    )
+    output_key: str | None = Field(
+        None, pattern=STATE_KEY_PATTERN, title="Output state key", description="The state key the result is written to; leave empty to keep it out of the state."
+    )
 
 
 class ToolNode(NodeKind[ToolConfig]):

@@ -19,7 +19,8 @@ class TransformConfig(NodeConfig):
 
     set: dict[str, str] = Field(
         min_length=1,
-        description="State key -> expression; all expressions see the state from before this node.",
+        title="State keys to set",
+        description="Each state key gets the value of its expression; every expression sees the state from before this node.",
     )
 
     @field_validator("set")

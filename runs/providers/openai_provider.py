@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from runs import values
 from runs.nodes.base import Usage
 from runs.providers.base import (
     INVALID_ARGUMENTS_KEY,
@@ -202,7 +203,7 @@ def _arguments(raw: str | None) -> dict[str, Any]:
     if not raw:
         return {}
     try:
-        value = json.loads(raw)
+        value = values.loads(raw)  # NaN is not JSON: the model is told, as for any bad text
     except ValueError:
         return {INVALID_ARGUMENTS_KEY: raw}
     return value if isinstance(value, dict) else {INVALID_ARGUMENTS_KEY: raw}

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, get_type_hints, overload
 
 from django.conf import settings
-from django.core.serializers.json import DjangoJSONEncoder
 from pydantic import BaseModel, ValidationError
 
+from runs import values
 from runs.nodes.base import NodeContext, NodeError, field_path
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -93,7 +92,7 @@ class RegisteredTool:
         """Validate ``raw_args``, run the tool and return its result as plain JSON data.
 
         Raises NodeError: ``tool_arguments`` (invalid arguments), whatever NodeError the
-        tool raises, ``tool_result`` when the result is not JSON-serialisable, and
+        tool raises, ``invalid_output`` when the result is not JSON (see ``_to_json``), and
         ``tool_error`` (retryable) for any other exception from the tool.
         """
         args = self.validate_args(raw_args)
@@ -215,19 +214,24 @@ def _qualified(fn: Callable[..., Any]) -> str:
     return f"{fn.__module__}.{fn.__qualname__}"
 
 
-class _ResultEncoder(DjangoJSONEncoder):
-    def default(self, o: Any) -> Any:
-        if isinstance(o, BaseModel):
-            return o.model_dump(mode="json")
-        return super().default(o)
+def _dump_model(value: Any) -> Any:
+    # Explicitly in JSON mode: pydantic itself turns Decimal, datetime and UUID fields into
+    # their JSON text, as the model's schema (what models and the builder see) says.
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
 
 
 def _to_json(name: str, result: Any) -> Any:
-    """Turn a tool result into plain JSON data (pydantic models dumped; Decimal, dates
-    and UUIDs as strings) so it can be stored in the step output and the run state."""
+    """A tool result as plain JSON data: pydantic models (anywhere in it) dumped in JSON
+    mode, tuples as lists; any other value JSON cannot carry faithfully (NaN, a set, bytes,
+    a Decimal or datetime outside a model, a non-string key, a NUL character) fails the
+    step at once with ``invalid_output`` naming where (``output.items[2].price``), before
+    anything is stored: nothing is silently turned into something else."""
     try:
-        return json.loads(json.dumps(result, cls=_ResultEncoder, allow_nan=False))
-    except (TypeError, ValueError) as exc:
+        return values.check(result, "output", convert=_dump_model).value
+    except values.InvalidValue as exc:
         raise NodeError(
-            f"tool {name!r} returned a value that is not JSON: {exc}", code="tool_result", retryable=False
-        ) from exc
+            f"tool {name!r} returned a value that cannot be stored: {exc.path}: {exc.reason}",
+            code="invalid_output",
+            retryable=False,
+            details=exc.as_dict(),
+        ) from None

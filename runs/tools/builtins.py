@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import email.utils
 import hashlib
-import json
 import smtplib
 import time
 from typing import Any, Literal
@@ -22,6 +21,7 @@ from django.core.mail import BadHeaderError, EmailMessage
 from django.core.validators import validate_email
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runs import values
 from runs.nodes.base import NodeError
 from runs.retry_after import parse_retry_after
 from runs.tools import ToolContext, outbound, tool
@@ -154,7 +154,7 @@ def http_request(args: HttpRequestArgs, ctx: ToolContext) -> dict[str, Any]:
     result: dict[str, Any] = {"status": status, "headers": kept_headers}
     if not truncated and len(text) <= args.max_chars and "json" in kept_headers.get("content-type", ""):
         try:
-            result["json"] = json.loads(text)
+            result["json"] = values.loads(text)  # NaN is not JSON: kept as text
             return result
         except ValueError:
             pass  # says JSON, is not: hand back the text

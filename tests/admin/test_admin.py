@@ -1,6 +1,8 @@
 """Django admin: runs and their records are read-only there, a graph draft saved there is validated, and graphs name their operators there."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
@@ -63,10 +65,14 @@ def test_run_records_are_read_only_for_a_superuser(browser: Client) -> None:
 
 
 def _draft_form(browser: Client, graph_obj: Graph, draft: str) -> dict[str, object]:
-    """The change form's data with ``draft`` replaced (and the inlines' management forms)."""
+    """The change form's data with ``draft`` replaced (and the inlines' management forms),
+    as the browser would post it: with the revision the page was rendered at."""
     page = browser.get(f"/admin/builder/graph/{graph_obj.pk}/change/")
+    form = page.context["adminform"].form
     data: dict[str, object] = {"name": graph_obj.name, "description": graph_obj.description, "draft": draft,
-                               "draft_revision": graph_obj.draft_revision}
+                               "base_revision": form["base_revision"].value(),
+                               # The hidden initial the page carries (the draft has a callable default).
+                               "initial-draft": form.fields["draft"].prepare_value(form["draft"].initial)}
     for inline in page.context["inline_admin_formsets"]:
         management = inline.formset.management_form
         data.update({management.add_prefix(k): v for k, v in management.initial.items()})
@@ -98,6 +104,56 @@ def test_a_draft_saved_in_the_admin_is_validated_with_every_error(browser: Clien
     assert response.status_code == 302, response.context["adminform"].form.errors
     graph_obj.refresh_from_db()
     assert graph_obj.draft["nodes"][1]["id"] == "end"
+
+
+GOOD_DRAFT = (
+    '{"name": "g", "nodes": [{"id": "start", "kind": "start"}, {"id": "end", "kind": "end"}],'
+    ' "edges": [{"source": "start", "target": "end"}]}'
+)
+
+
+def test_a_draft_saved_in_the_admin_bumps_the_revision_so_an_old_builder_tab_gets_a_conflict(browser: Client) -> None:
+    graph_obj = Graph.objects.create(name="admin-revision", draft={})
+    tab_revision = graph_obj.draft_revision  # a builder tab opened before the admin edit
+    response = browser.post(f"/admin/builder/graph/{graph_obj.pk}/change/", _draft_form(browser, graph_obj, GOOD_DRAFT))
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    graph_obj.refresh_from_db()
+    assert graph_obj.draft_revision == tab_revision + 1
+    assert graph_obj.draft_updated_by is not None and graph_obj.draft_updated_by.get_username() == "root"
+
+    # The tab saves its old draft: refused with the admin's draft, nothing overwritten.
+    stale = browser.patch(
+        f"/api/v1/graphs/{graph_obj.pk}/",
+        {"spec": {"name": "g", "nodes": [], "edges": []}, "base_revision": tab_revision},
+        content_type="application/json",
+    )
+    assert stale.status_code == 409 and stale.json()["error"]["code"] == "conflict"
+    graph_obj.refresh_from_db()
+    assert graph_obj.draft["nodes"][1]["id"] == "end"
+
+
+def test_an_admin_page_opened_before_a_builder_save_does_not_overwrite_it(browser: Client) -> None:
+    graph_obj = Graph.objects.create(name="admin-stale", draft={})
+    form = _draft_form(browser, graph_obj, GOOD_DRAFT)  # rendered at revision 1
+    saved = browser.patch(
+        f"/api/v1/graphs/{graph_obj.pk}/",
+        {"spec": {"name": "from-the-builder", "nodes": [], "edges": []}, "base_revision": graph_obj.draft_revision},
+        content_type="application/json",
+    )
+    assert saved.status_code == 200, saved.content
+    response = browser.post(f"/admin/builder/graph/{graph_obj.pk}/change/", form)
+    assert response.status_code == 200  # the form again, with the conflict on the draft
+    assert "reload the page" in " ".join(response.context["adminform"].form.errors["draft"])
+    graph_obj.refresh_from_db()
+    assert graph_obj.draft["name"] == "from-the-builder" and graph_obj.draft_revision == 2
+
+    # Other fields still save without touching the draft or its revision.
+    form = _draft_form(browser, graph_obj, json.dumps(graph_obj.draft))
+    form["description"] = "edited in the admin"
+    response = browser.post(f"/admin/builder/graph/{graph_obj.pk}/change/", form)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    graph_obj.refresh_from_db()
+    assert graph_obj.description == "edited in the admin" and graph_obj.draft_revision == 2
 
 
 def test_graph_operators_are_named_in_the_admin(browser: Client) -> None:

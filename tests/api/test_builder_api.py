@@ -240,6 +240,19 @@ def test_duplicate_and_delete_refused_with_the_number_of_runs(world: World) -> N
     assert AuditEntry.objects.filter(action="graph.delete", scope=f"graph:{body['id']}").exists()
 
 
+def test_the_graph_list_says_up_front_which_graphs_cannot_be_deleted(world: World) -> None:
+    client = world.clients["viewer"]
+    source = world.approval_version.graph
+    fresh = create(world, linear_spec())
+    world.waiting_run()
+    world.waiting_run()
+    listed = {g["id"]: g for g in client.get("/api/v1/graphs/").json()["results"]}
+    assert (listed[source.pk]["run_count"], listed[source.pk]["deletable"]) == (2, False)
+    assert (listed[fresh["id"]]["run_count"], listed[fresh["id"]]["deletable"]) == (0, True)
+    detail = client.get(f"/api/v1/graphs/{source.pk}/").json()
+    assert (detail["run_count"], detail["deletable"]) == (2, False)
+
+
 def test_sticky_notes_are_layout_only(world: World) -> None:
     client = world.clients["builder"]
     spec = linear_spec()
@@ -361,6 +374,28 @@ def test_testing_routes_transforms_and_failures(world: World) -> None:
     assert Step.objects.get(run_id=failed["run_id"], node_id="score").attempts.count() == 1  # tried once, no retries
     assert client.post(url % "nope", {"state": {}}, format="json").status_code == 404
     assert client.post(url % "route", {"state": []}, format="json").status_code == 400
+
+
+def test_testing_a_node_uses_the_editors_unsaved_node_when_sent(world: World) -> None:
+    created = create(world, routed_spec())
+    url = f"/api/v1/graphs/{created['id']}/nodes/%s/test/"
+    client = world.clients["builder"]
+    edited = {"id": "score", "kind": "transform", "config": {"set": {"points": "x * 100"}}}
+    tested = client.post(url % "score", {"state": {"x": 3}, "node": edited}, format="json")
+    assert tested.status_code == 200, tested.content
+    assert tested.json()["updates"] == {"points": 300}  # the saved node computes x * 10
+    assert Graph.objects.get(pk=created["id"]).draft["nodes"][1]["config"] == {"set": {"points": "x * 10"}}  # draft unchanged
+    # Checked like a saved node: an invalid expression is refused at its path before running.
+    broken = {**edited, "config": {"set": {"points": "x *"}}}
+    refused = client.post(url % "score", {"state": {"x": 3}, "node": broken}, format="json")
+    assert refused.status_code == 400 and refused.json()["error"]["issues"][0]["path"] == "nodes[1].config.set.points"
+    # A node added in the editor and not saved yet can be tested too.
+    new = {"id": "fresh", "kind": "transform", "config": {"set": {"y": "x + 1"}}}
+    added = client.post(url % "fresh", {"state": {"x": 1}, "node": new}, format="json")
+    assert added.status_code == 200 and added.json()["updates"] == {"y": 2}
+    other = client.post(url % "score", {"state": {"x": 3}, "node": new}, format="json")
+    assert other.status_code == 400 and other.json()["error"]["issues"][0]["path"] == "node.id"
+    assert client.post(url % "score", {"state": {}, "node": [1]}, format="json").status_code == 400
 
 
 def test_a_node_with_an_invalid_config_or_unknown_names_is_refused_before_running(world: World) -> None:

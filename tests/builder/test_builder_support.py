@@ -68,6 +68,15 @@ def test_estimate_tolerates_a_draft_and_counts_loops() -> None:
     assert no_start["costliest_path"]["nodes"] == []
 
 
+def test_estimate_of_a_long_chain_does_not_overflow_the_stack() -> None:
+    # 400 nodes: a recursive walk (4 frames a node) passes Python's 1,000-frame limit.
+    ids = ["start", *[f"s{i}" for i in range(398)], "end"]
+    nodes = [node("start", "start"), *[transform(i, **{f"v_{i}": "1"}) for i in ids[1:-1]], node("end", "end")]
+    spec = GraphSpec.model_validate(graph(nodes, chain(*ids)))
+    path = estimate_spec(spec)["costliest_path"]
+    assert path["nodes"] == ids and path["tokens"] == 0
+
+
 def test_notes_parse_and_change_nothing_else() -> None:
     base = graph([node("start", "start"), node("end", "end")], chain("start", "end"))
     noted = {**base, "notes": [{"id": "n1", "text": "hello", "color": "#aabbcc"}]}

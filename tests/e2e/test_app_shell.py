@@ -134,14 +134,15 @@ def test_graph_list_create_duplicate_delete_import_export(live_server, page, tmp
     created = Graph.objects.get(name="drafted")
     assert page.url.endswith(f"/graphs/{created.pk}/")
 
-    # A graph with a run cannot be deleted: the server's reason is shown.
+    # A graph with a run cannot be deleted: the dialog says so up front, with no delete button.
     run_local(linear("pinned"), {"x": 1})
     page.goto(f"{live_server.url}/graphs/")
     page.get_by_role("button", name="Delete pinned").click()
-    page.get_by_role("dialog").get_by_role("button", name="Delete graph").click()
-    expect(page.get_by_role("dialog").get_by_role("alert")).to_contain_text("cannot be deleted")
+    dialog = page.get_by_role("dialog", name="“pinned” cannot be deleted")
+    expect(dialog).to_contain_text("It has 1 run")
+    expect(dialog.get_by_role("button", name="Delete graph")).to_have_count(0)
     screenshot(page, "graphs-delete-refused")
-    page.keyboard.press("Escape")
+    dialog.get_by_role("button", name="Close").click()
     assert Graph.objects.filter(name="pinned").exists()
 
     # Creating a name that exists shows the field's error.

@@ -336,7 +336,9 @@ def test_rejection_follows_reject_edge_or_fails_the_run():
 
 
 def test_interrupted_unsafe_step_parks_the_run_for_a_person(effects_file):
-    version = publish(graph([node("start", "start"), effect("pay", unsafe=True), node("end", "end")], chain("start", "pay", "end")))
+    # A skip writes only state keys the graph knows: 'paid' is declared.
+    spec = graph([node("start", "start"), effect("pay", unsafe=True), node("end", "end")], chain("start", "pay", "end"), state={"paid": {}})
+    version = publish(spec)
     with engine.local_mode():
         run = run_start(version=version, run_input={})
     start = engine.step_claim(Step.objects.get(run=run, node_id="start").pk, "livehost:1:1")

@@ -125,14 +125,26 @@ def test_results_become_plain_json(registry):
 
     @tool
     def amounts(args: GreetArgs, ctx: ToolContext):
-        return {"price": Decimal("1.50"), "model": Out(total=Decimal("2"))}
+        return {"prices": ("1.50", 2), "model": Out(total=Decimal("2"))}
 
     @tool
     def model_out(args: GreetArgs, ctx: ToolContext):
         return Out(total=Decimal("3.25"))
 
-    assert get_tool("amounts").call({"name": "x"}, CTX) == {"price": "1.50", "model": {"total": "2"}}
+    # Pydantic models are dumped in JSON mode (their Decimal fields as text), tuples become lists.
+    assert get_tool("amounts").call({"name": "x"}, CTX) == {"prices": ["1.50", 2], "model": {"total": "2"}}
     assert get_tool("model_out").call({"name": "x"}, CTX) == {"total": "3.25"}
+
+
+def test_a_bare_decimal_in_a_result_is_refused_not_turned_into_text(registry):
+    @tool
+    def bare_amount(args: GreetArgs, ctx: ToolContext):
+        return {"items": [{"price": 1}, {"price": Decimal("1.50")}]}
+
+    with pytest.raises(NodeError) as caught:
+        get_tool("bare_amount").call({"name": "x"}, CTX)
+    assert (caught.value.code, caught.value.retryable) == ("invalid_output", False)
+    assert caught.value.details == {"path": "output.items[1].price", "reason": "decimal.Decimal is not a JSON type"}
 
 
 def test_non_json_result_and_crashing_tool(registry):
@@ -146,7 +158,7 @@ def test_non_json_result_and_crashing_tool(registry):
 
     with pytest.raises(NodeError) as caught:
         get_tool("returns_object").call({"name": "x"}, CTX)
-    assert (caught.value.code, caught.value.retryable) == ("tool_result", False)
+    assert (caught.value.code, caught.value.retryable) == ("invalid_output", False)
     with pytest.raises(NodeError) as caught:
         get_tool("crashes").call({"name": "x"}, CTX)
     assert caught.value.code == "tool_error" and "kaput" in caught.value.message

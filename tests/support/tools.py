@@ -94,3 +94,20 @@ def ignore_timeout(args: IgnoreTimeoutArgs, ctx: ToolContext) -> dict:
     else:
         time.sleep(args.seconds)
     return {"slept": args.seconds}
+
+class NotJsonArgs(BaseModel):
+    value: str  # a name in tests.support.kinds.NOT_JSON
+
+
+@tool("not_json", description="Return a value JSON cannot carry (tests).", repeat_safe=True)
+def not_json(args: NotJsonArgs, ctx: ToolContext) -> object:
+    """What a careless tool returns: NaN, a set, bytes, a Decimal, ..."""
+    from tests.support.kinds import NOT_JSON
+
+    return NOT_JSON[args.value][0]
+
+
+@tool("fails_with_odd_details", description="Fail with error details that are not JSON (tests).", repeat_safe=True)
+def fails_with_odd_details(args: NotJsonArgs, ctx: ToolContext) -> object:
+    """A tool whose NodeError carries bytes and NaN in its details, and a NUL in its message."""
+    raise NodeError("upstream said \x00 no", code="upstream", retryable=False, details={"raw": b"\x00\x01", "score": float("nan")})

@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import ApprovalError, approval_decide
-from runs.engine.api import drive_local, local_mode, workers_alive
+from runs.engine.api import StateWriteRefused, drive_local, local_mode, workers_alive
 from runs.management.commands.run_graph import EXIT_SUCCEEDED, exit_code, run_summary, wait_or_drive
 from runs.models import TERMINAL_RUN_STATUSES, Run
 
@@ -82,7 +82,7 @@ class Command(BaseCommand):
                 raise CommandError(f"approval {describe(request)} is a recovery request: pass --decision retry, skip or fail")
             try:
                 approval_decide(approval_id=request.pk, decision=decision, actor=actor, comment=opts["comment"], output=output)
-            except ApprovalError as exc:
+            except (ApprovalError, StateWriteRefused) as exc:
                 raise CommandError(f"approval {describe(request)}: {exc}") from None
             self.stdout.write(f"approval {request.pk} on run {run.pk}: {decision} by {actor}")
             if opts["no_wait"]:

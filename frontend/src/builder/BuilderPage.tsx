@@ -10,6 +10,7 @@ import { diffDrafts } from "./conflict";
 import { Dialog } from "./Dialog";
 import { ErrorsPanel } from "./ErrorsPanel";
 import { Palette } from "./Palette";
+import { takeBuilderLoad, versionParam } from "./load";
 import type { GraphSpec } from "./spec";
 import { BuilderContext, useBuilderState, type NodeKindInfo } from "./store";
 import { useAutosave, type SaveStatus, type StoredDraft } from "./useAutosave";
@@ -51,11 +52,6 @@ interface Comparison {
 
 const EMPTY_SPEC: GraphSpec = { name: "", nodes: [], edges: [] };
 
-/** The version number in ``?version=N`` (viewing a published version read-only), else null. */
-function versionParam(): number | null {
-  const v = new URLSearchParams(window.location.search).get("version");
-  return v && /^\d+$/.test(v) ? Number(v) : null;
-}
 
 export default function BuilderPage(props: Record<string, unknown>) {
   const graphId = Number(props.graphId);
@@ -63,11 +59,9 @@ export default function BuilderPage(props: Record<string, unknown>) {
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
     const version = versionParam();
-    Promise.all([
-      api<GraphDetail>(`graphs/${graphId}/`),
-      api<{ kinds: NodeKindInfo[] }>("node-kinds/"),
-      version === null ? Promise.resolve(null) : api<{ spec: GraphSpec }>(`graphs/${graphId}/versions/${version}/`),
-    ])
+    // Usually already in flight: the entry chunk started them (builder/load.ts).
+    const fetches = takeBuilderLoad(graphId, version);
+    Promise.all([fetches.graph, fetches.kinds, fetches.version])
       .then(([graph, kinds, v]) => {
         // Older servers call the draft ``draft``; the builder API calls it ``spec``.
         const draft = (graph.spec ?? (graph as unknown as { draft: GraphSpec }).draft) as GraphSpec;

@@ -4,7 +4,7 @@ import {
   type Connection, type Edge, type EdgeChange, type IsValidConnection, type NodeChange,
 } from "@xyflow/react";
 import { useCallback, useEffect, useMemo, useRef, useState, type DragEvent } from "react";
-import { CLIPBOARD_STORAGE_KEY, copyFragment, parseFragment, pasteFragment, type Fragment } from "./clipboard";
+import { CLIPBOARD_STORAGE_KEY, copyFragment, parseFragment, pasteFragment, pasteOffset, type Fragment } from "./clipboard";
 import {
   NOTE_PREFIX, applyPositions, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes,
   type BallastFlowNode, type FlowNode,
@@ -17,6 +17,12 @@ import { freshId, type EdgeSpec, type NodeSpec, type Position } from "./spec";
 import { edgeKey, useBuilder } from "./store";
 
 const nodeTypes = { ballast: NodeCard, note: NoteNode };
+
+/**
+ * Fit view never zooms out below 50 %: a long chain (hundreds of nodes) stays readable and
+ * the user pans along it, as in n8n, instead of seeing it shrunk to dots.
+ */
+export const FIT_VIEW = { padding: 0.15, minZoom: 0.5, maxZoom: 1.2 } as const;
 
 /** The minimap shows what the canvas marks: a compared version's change, else an error, else grey. */
 const DIFF_COLOURS = { added: "#16a34a", removed: "#dc2626", changed: "#d97706" } as const;
@@ -237,7 +243,7 @@ export function Canvas({ onHelp, onMessage, diff }: { onHelp: () => void; onMess
       return;
     }
     bRef.current.change((s) => applyPositions(s, positions));
-    window.requestAnimationFrame(() => void rf.fitView({ padding: 0.15, duration: 200 }));
+    window.requestAnimationFrame(() => void rf.fitView({ ...FIT_VIEW, duration: 200 }));
   }, [rf, onMessage]);
 
   const copy = useCallback((): Fragment | null => {
@@ -252,12 +258,23 @@ export function Canvas({ onHelp, onMessage, diff }: { onHelp: () => void; onMess
     return fragment;
   }, [onMessage]);
 
+  // The last pointer position (screen px, from a passive document listener): a paste lands
+  // there when it is over the canvas's pane.
+  const pointer = useRef<{ x: number; y: number } | null>(null);
+  useEffect(() => {
+    const onMove = (e: PointerEvent) => { pointer.current = { x: e.clientX, y: e.clientY }; };
+    document.addEventListener("pointermove", onMove, { passive: true });
+    return () => document.removeEventListener("pointermove", onMove);
+  }, []);
   const paste = useCallback((fragment: Fragment | null) => {
     if (!fragment || bRef.current.readOnly) return;
-    const r = pasteFragment(bRef.current.spec, fragment);
+    const p = pointer.current;
+    const onPane = p && document.elementFromPoint(p.x, p.y)?.closest(".react-flow__pane, .react-flow__node");
+    const at = p && onPane ? rf.screenToFlowPosition(p) : null;
+    const r = pasteFragment(bRef.current.spec, fragment, pasteOffset(bRef.current.spec, fragment, at));
     bRef.current.change(() => r.spec);
     bRef.current.select({ nodes: r.nodeIds, notes: r.noteIds, edges: [], field: null });
-  }, []);
+  }, [rf]);
 
   // Copy/paste: the native paste event carries the system clipboard (other windows); a
   // synthetic or blocked one falls back to localStorage (other tabs of this browser).
@@ -298,7 +315,7 @@ export function Canvas({ onHelp, onMessage, diff }: { onHelp: () => void; onMess
       }
       if (mod || e.altKey) return;
       if (e.key === "?") { e.preventDefault(); onHelp(); return; }
-      if (key === "f") { e.preventDefault(); void rf.fitView({ padding: 0.15, duration: 200 }); return; }
+      if (key === "f") { e.preventDefault(); void rf.fitView({ ...FIT_VIEW, duration: 200 }); return; }
       if (e.key === "L" && e.shiftKey && !api.readOnly) { e.preventDefault(); layout(); return; }
       if (key === "n" && !e.shiftKey && !api.readOnly) { e.preventDefault(); addNote(); return; }
       if (e.key === "Escape") api.select({ nodes: [], edges: [], notes: [], field: null });
@@ -334,19 +351,19 @@ export function Canvas({ onHelp, onMessage, diff }: { onHelp: () => void; onMess
         selectionOnDrag={false}
         defaultEdgeOptions={{ type: "smoothstep" }}
         fitView={fitOnOpen}
-        fitViewOptions={{ padding: 0.15, maxZoom: 1.2 }}
+        fitViewOptions={FIT_VIEW}
         minZoom={0.1}
         maxZoom={2}
         proOptions={{ hideAttribution: true }}
       >
         <Background gap={20} size={1} />
-        <Controls showInteractive={false} />
+        <Controls showInteractive={false} fitViewOptions={FIT_VIEW} />
         <MiniMap pannable zoomable nodeStrokeWidth={2}
           nodeColor={(n) => ((n as FlowNode).type === "note" ? "#fde68a" : minimapColour(n as BallastFlowNode))} />
         <Panel position="top-left" className="canvas-toolbar">
           {!readOnly && <button type="button" onClick={() => b.undo()} disabled={!b.canUndo} title="Undo (Ctrl+Z)">Undo</button>}
           {!readOnly && <button type="button" onClick={() => b.redo()} disabled={!b.canRedo} title="Redo (Ctrl+Shift+Z)">Redo</button>}
-          <button type="button" onClick={() => void rf.fitView({ padding: 0.15, duration: 200 })} title="Fit view (F)">Fit</button>
+          <button type="button" onClick={() => void rf.fitView({ ...FIT_VIEW, duration: 200 })} title="Fit view (F)">Fit</button>
           {!readOnly && <button type="button" onClick={layout} disabled={!initialised && spec.nodes.length > 0} title="Auto-layout (Shift+L)">Auto-layout</button>}
           {!readOnly && <button type="button" onClick={addNote} title="Add a sticky note (N)">Note</button>}
           <button type="button" onClick={onHelp} title="Keyboard shortcuts (?)" aria-label="Keyboard shortcuts">?</button>

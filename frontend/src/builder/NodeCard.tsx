@@ -1,6 +1,7 @@
 // One graph node on the canvas: kind, label, error badge and its named handles in a stable order.
 import { Handle, Position, useUpdateNodeInternals, type NodeProps } from "@xyflow/react";
 import { memo, useEffect, useRef } from "react";
+import { formatCost } from "../shell/format";
 import type { BallastFlowNode } from "./flow";
 
 /** Vertical offset (px from the top) of the i-th of n handles on a side. */
@@ -19,7 +20,7 @@ export function categoryColour(category: string | undefined): string {
 }
 
 function NodeCardImpl({ id, data, selected, isConnectable }: NodeProps<BallastFlowNode>) {
-  const { node, info, handles, errors, diff } = data;
+  const { node, info, handles, errors, diff, estimate } = data;
   // Handles that follow the config (a condition's cases) change after mount: React Flow
   // must measure them again, or edges to a new handle cannot be drawn or shown.
   const updateInternals = useUpdateNodeInternals();
@@ -55,6 +56,7 @@ function NodeCardImpl({ id, data, selected, isConnectable }: NodeProps<BallastFl
       </div>
       <div className="bnode__label">{node.label || node.id}</div>
       {node.label && <div className="bnode__id">{node.id}</div>}
+      {estimate && <div className="bnode__cost" title="Estimated cost of one run of this node (worst case)">{formatCost(estimate)}</div>}
       {errors.length > 0 && <div className="bnode__message">{errors[0]?.message}</div>}
       {handles.hasInput && handles.inputs.length === 0 && (
         <Handle type="target" position={Position.Left} className="bhandle" isConnectable={isConnectable} />

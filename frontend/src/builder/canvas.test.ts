@@ -1,10 +1,11 @@
 // Pure parts of the canvas: spec <-> React Flow mapping, copy/paste fragments, layout handle order, draft diff.
 import { describe, expect, it } from "vitest";
 import triage from "../../../examples/support_triage.json";
-import { copyFragment, parseFragment, pasteFragment } from "./clipboard";
+import { copyFragment, parseFragment, pasteFragment, pasteOffset } from "./clipboard";
 import { diffDrafts } from "./conflict";
 import { NOTE_PREFIX, applyPositions, connectionToEdge, flowToSpec, nodeHandles, removeElements, specToFlowEdges, specToFlowNodes } from "./flow";
 import { layoutPositions } from "./layout";
+import { formatCost } from "../shell/format";
 import { groupKinds } from "./Palette";
 import type { GraphSpec } from "./spec";
 import type { NodeKindInfo } from "./store";
@@ -75,6 +76,20 @@ describe("spec <-> React Flow mapping", () => {
   });
 });
 
+describe("cost estimates on node cards", () => {
+  it("puts a node's estimate on its card only when it costs something", () => {
+    const validation = {
+      valid: true, errors: [], handles: {},
+      estimate: { nodes: { classify: { usd: "0.0021", tokens: 350 }, route: { usd: "0", tokens: 0 } }, costliest_path: { nodes: ["classify"], usd: "0.0021", tokens: 350 } },
+    };
+    const nodes = specToFlowNodes(spec, { ...opts, validation });
+    const data = (id: string) => nodes.find((n) => n.id === id)!.data as { estimate?: unknown };
+    expect(data("classify").estimate).toEqual({ usd: "0.0021", tokens: 350 });
+    expect("estimate" in data("route")).toBe(false);
+    expect(formatCost({ usd: "0.0021", tokens: 350 })).toBe("$0.0021 · 350 tokens");
+  });
+});
+
 describe("copy and paste", () => {
   it("copies the selection with only its internal edges and pastes with new ids", () => {
     const fragment = copyFragment(spec, new Set(["route", "page_oncall", "search_kb"]));
@@ -99,6 +114,26 @@ describe("copy and paste", () => {
     expect(out.nodes.slice(0, spec.nodes.length)).toEqual(spec.nodes);
     // Pasting twice gives fresh ids again.
     expect(pasteFragment(out, again!).nodeIds).toEqual(["route_3", "page_oncall_3", "search_kb_3"]);
+  });
+
+  it("never pastes exactly over what is there: a step further per paste, or at the pointer", () => {
+    const fragment = copyFragment(spec, new Set(["route", "page_oncall"]));
+    const original = spec.nodes.find((n) => n.id === "route")!.position!;
+    const first = pasteFragment(spec, fragment);
+    expect(first.spec.nodes.find((n) => n.id === "route_2")!.position).toEqual({ x: original.x + 40, y: original.y + 40 });
+    // The same fragment again: the first copy sits at +40, so this one goes to +80.
+    const second = pasteFragment(first.spec, fragment);
+    expect(second.spec.nodes.find((n) => n.id === "route_3")!.position).toEqual({ x: original.x + 80, y: original.y + 80 });
+    // With the pointer on the canvas, the copy's top-left corner goes there; the layout inside is kept.
+    const at = { x: 1000, y: 700 };
+    const offset = pasteOffset(spec, fragment, at);
+    const placed = pasteFragment(spec, fragment, offset).spec;
+    const route = placed.nodes.find((n) => n.id === "route_2")!.position!;
+    const oncall = placed.nodes.find((n) => n.id === "page_oncall_2")!.position!;
+    const oncallOriginal = spec.nodes.find((n) => n.id === "page_oncall")!.position!;
+    expect(Math.min(route.x, oncall.x)).toBe(1000);
+    expect(Math.min(route.y, oncall.y)).toBe(700);
+    expect({ dx: oncall.x - route.x, dy: oncall.y - route.y }).toEqual({ dx: oncallOriginal.x - original.x, dy: oncallOriginal.y - original.y });
   });
 
   it("renews edge ids and ignores text that is not a fragment", () => {

@@ -1,5 +1,5 @@
 // Copy and paste of a part of a graph: a fragment of nodes, the edges inside it, and notes (pure).
-import { freshId, type EdgeSpec, type GraphSpec, type NodeSpec, type NoteSpec } from "./spec";
+import { freshId, type EdgeSpec, type GraphSpec, type NodeSpec, type NoteSpec, type Position } from "./spec";
 
 /** What goes on the clipboard (JSON text, also kept in localStorage for other tabs). */
 export interface Fragment {
@@ -41,12 +41,39 @@ export interface PasteResult {
   noteIds: string[];
 }
 
+/** How far a paste without a pointer on the canvas lands from the copied nodes (and from an earlier paste). */
+export const PASTE_STEP = 40;
+
+function fragmentOrigin(fragment: Fragment): Position | null {
+  const points = [...fragment.nodes.map((n) => n.position), ...fragment.notes.map((n) => n.position)].filter((p): p is Position => !!p);
+  if (points.length === 0) return null;
+  return { x: Math.min(...points.map((p) => p.x)), y: Math.min(...points.map((p) => p.y)) };
+}
+
+/**
+ * Where to move the pasted copy: its top-left corner to ``at`` (the pointer, in flow
+ * coordinates) when given; else ``PASTE_STEP`` px right and down of the original, one step
+ * further for as long as a node already sits exactly there (pasting twice must not stack
+ * the second copy on the first).
+ */
+export function pasteOffset(spec: GraphSpec, fragment: Fragment, at?: Position | null): Position {
+  const origin = fragmentOrigin(fragment);
+  if (!origin) return { x: PASTE_STEP, y: PASTE_STEP };
+  if (at) return { x: Math.round(at.x - origin.x), y: Math.round(at.y - origin.y) };
+  const occupied = new Set(spec.nodes.filter((n) => n.position).map((n) => `${Math.round(n.position!.x)},${Math.round(n.position!.y)}`));
+  const lands = (k: number) => fragment.nodes.some((n) => n.position && occupied.has(`${Math.round(n.position.x + k * PASTE_STEP)},${Math.round(n.position.y + k * PASTE_STEP)}`));
+  let k = 1;
+  while (k < 50 && lands(k)) k += 1;
+  return { x: k * PASTE_STEP, y: k * PASTE_STEP };
+}
+
 /**
  * ``spec`` with ``fragment`` added: every node and note gets an id not yet used (its old id
  * as the base), edges are rewired to the new ids (edge ids, when present, renewed too), and
- * positions move by ``offset``. Other fields of the copied objects are kept as they were.
+ * positions move by ``offset`` (default: :func:`pasteOffset`, never exactly over the
+ * original). Other fields of the copied objects are kept as they were.
  */
-export function pasteFragment(spec: GraphSpec, fragment: Fragment, offset = { x: 40, y: 40 }): PasteResult {
+export function pasteFragment(spec: GraphSpec, fragment: Fragment, offset: Position = pasteOffset(spec, fragment)): PasteResult {
   const taken = new Set(spec.nodes.map((n) => n.id));
   const rename = new Map<string, string>();
   const nodes = fragment.nodes.map((n) => {

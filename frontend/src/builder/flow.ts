@@ -3,7 +3,7 @@
 // so fields the canvas does not know (or defaults left out) survive every edit.
 import type { Connection, Edge, Node } from "@xyflow/react";
 import type { EdgeSpec, GraphSpec, NodeSpec, NoteSpec, Position } from "./spec";
-import { edgeKey, type NodeKindInfo, type ValidationIssue, type ValidationResult } from "./store";
+import { edgeKey, type CostFigure, type NodeKindInfo, type ValidationIssue, type ValidationResult } from "./store";
 
 /** React Flow ids of notes carry this prefix so they never clash with node ids. */
 export const NOTE_PREFIX = "note:";
@@ -29,6 +29,8 @@ export interface BallastNodeData extends Record<string, unknown> {
   readOnly: boolean;
   /** How this node differs between two compared versions (absent: unchanged, or no comparison drawn). */
   diff?: "added" | "removed" | "changed";
+  /** The pre-run estimate of one execution, when it costs anything (absent for free nodes). */
+  estimate?: CostFigure;
 }
 
 export interface NoteNodeData extends Record<string, unknown> {
@@ -111,6 +113,11 @@ export function errorsByNode(validation: ValidationResult | null): Map<string, V
   return out;
 }
 
+/** Whether an estimate is worth showing (on a node card, in its panel): transforms, conditions cost nothing. */
+export function costsSomething(figure: CostFigure | undefined): figure is CostFigure {
+  return !!figure && ((figure.tokens ?? 0) > 0 || Number(figure.usd ?? 0) > 0);
+}
+
 /** React Flow nodes (graph nodes, then notes) for ``spec``. */
 export function specToFlowNodes(spec: GraphSpec, opts: FlowOptions): FlowNode[] {
   const kinds = new Map(opts.catalogue.map((k) => [k.kind, k]));
@@ -130,6 +137,7 @@ export function specToFlowNodes(spec: GraphSpec, opts: FlowOptions): FlowNode[] 
       errors: errors.get(node.id) ?? [],
       readOnly: opts.readOnly,
       ...(opts.diffStatus?.[node.id] ? { diff: opts.diffStatus[node.id] } : {}),
+      ...(costsSomething(opts.validation?.estimate?.nodes[node.id]) ? { estimate: opts.validation?.estimate?.nodes[node.id] } : {}),
     },
   }));
   for (const note of spec.notes ?? []) {

@@ -78,10 +78,27 @@ export function DuplicateDialog({ graph, onClose, onDone }: { graph: GraphSummar
   );
 }
 
-/** Confirm, then delete; a refusal (409 when runs exist) is shown with the server's reason. */
+/**
+ * Confirm, then delete. A graph with runs (the list says so: ``deletable``, ``run_count``)
+ * is explained up front, without a delete button; a refusal that still comes (a run started
+ * since the list loaded: 409) is shown with the server's reason.
+ */
 export function DeleteDialog({ graph, onClose, onDone }: { graph: GraphSummary; onClose: () => void; onDone: () => void }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
+  if (graph.deletable === false) {
+    const runs = graph.run_count ?? 0;
+    return (
+      <Modal title={`“${graph.name}” cannot be deleted`} onClose={onClose} footer={
+        <button type="button" className="btn" onClick={onClose} autoFocus>Close</button>
+      }>
+        <p>
+          It has {runs} run{runs === 1 ? "" : "s"}, and runs keep the graph version they ran, so a graph with runs is kept.
+          To stop using it, stop starting runs on it; to start afresh, duplicate it.
+        </p>
+      </Modal>
+    );
+  }
   const confirm = async () => {
     setBusy(true);
     setError(null);

@@ -1,4 +1,4 @@
-import { formatDuration, formatUsd, statusLabel, statusTone } from "./format";
+import { formatCost, formatDuration, formatTokens, formatUsd, statusLabel, statusTone } from "./format";
 
 describe("format", () => {
   it("formats durations at each scale and dashes missing ends", () => {
@@ -16,6 +16,14 @@ describe("format", () => {
     expect(formatUsd("0.001234567")).toBe("$0.001235");
     expect(formatUsd("12.5")).toBe("$12.50");
     expect(formatUsd(null)).toBe("—");
+  });
+
+  it("formats tokens and estimates one way for the whole app", () => {
+    expect(formatTokens(12345)).toBe("12,345 tokens");
+    expect(formatTokens(1)).toBe("1 token");
+    expect(formatCost({ usd: "0.004000", tokens: 1200 })).toBe("$0.004 · 1,200 tokens");
+    expect(formatCost({ usd: null, tokens: 80 })).toBe("— · 80 tokens");
+    expect(formatCost(undefined)).toBe("—");
   });
 
   it("names and colours statuses", () => {

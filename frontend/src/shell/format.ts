@@ -32,6 +32,28 @@ export function formatUsd(value: string | number | null | undefined): string {
   return `$${Number(n.toPrecision(4)).toString()}`;
 }
 
+/** 12345 -> "12,345 tokens", 1 -> "1 token"; "—" for null. */
+export function formatTokens(tokens: number | null | undefined): string {
+  if (tokens === null || tokens === undefined) return "—";
+  return `${tokens.toLocaleString("en-US")} token${tokens === 1 ? "" : "s"}`;
+}
+
+/** A cost estimate (the validation's per-node or costliest-path figure): dollars and tokens. */
+export interface CostFigure {
+  usd: string | number | null;
+  tokens: number | null;
+}
+
+/**
+ * The one way the builder shows an estimate, on a node card, in its panel and in the
+ * graph's costliest path: "$0.004 · 1,200 tokens" (an unpriced model: "— · 1,200 tokens");
+ * "—" without an estimate.
+ */
+export function formatCost(figure: CostFigure | null | undefined): string {
+  if (!figure) return "—";
+  return `${formatUsd(figure.usd)} · ${formatTokens(figure.tokens)}`;
+}
+
 /** A run or step status, e.g. "waiting_approval", as words: "waiting approval". */
 export function statusLabel(status: string): string {
   return status.replace(/_/g, " ");

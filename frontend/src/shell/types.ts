@@ -8,6 +8,10 @@ export interface GraphSummary {
   created_by: string | null;
   created_at: string;
   updated_at: string;
+  /** Runs pinned to its versions (node test runs included). */
+  run_count?: number;
+  /** False when runs exist: a graph with runs cannot be deleted. */
+  deletable?: boolean;
 }
 
 export interface RunSummary {

@@ -1,4 +1,6 @@
 // Test setup: jsdom lacks ResizeObserver and DOMMatrix, which React Flow needs to mount.
+import { preloadNodePanel } from "../builder/panel/NodePanelLazy";
+
 class ResizeObserverStub {
   observe(): void {}
   unobserve(): void {}
@@ -14,3 +16,7 @@ class DOMMatrixReadOnlyStub {
   }
 }
 (globalThis as unknown as { DOMMatrixReadOnly: unknown }).DOMMatrixReadOnly ??= DOMMatrixReadOnlyStub;
+
+// The node panel is a lazily loaded chunk in the app; load it up front so panel tests render
+// a selected node's form in the first pass, as the app does once the chunk is there.
+await preloadNodePanel();

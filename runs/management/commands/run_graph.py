@@ -14,7 +14,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from builder.services import GraphInvalid, graph_import
-from runs.engine.api import drive_local, local_mode, workers_alive
+from runs.engine.api import StateWriteRefused, drive_local, local_mode, workers_alive
 from runs.formatting import format_decimal
 from runs.models import TERMINAL_RUN_STATUSES, Run, RunStatus
 from runs.selectors import CLI_ACTOR, run_status_now
@@ -117,6 +117,9 @@ class Command(BaseCommand):
             except RunInputInvalid as exc:
                 for err in exc.errors:
                     self.stderr.write(f"{err['field']}: {err['message']}")
+                sys.exit(1)
+            except StateWriteRefused as exc:  # the initial state passes BALLAST_MAX_STATE_BYTES
+                self.stderr.write(exc.message)
                 sys.exit(1)
             if opts["wait"]:
                 # stdout stays one JSON document (its "run" is the id); the id goes to stderr at once.

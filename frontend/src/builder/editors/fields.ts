@@ -19,6 +19,11 @@ export const FIELD_EDITORS: Readonly<Record<string, Readonly<Record<string, Edit
   tool: { "args.*": "template" },
 };
 
+/** Config fields that list state keys (edited as rows offering the graph's names). */
+export const STATE_KEY_LISTS: Readonly<Record<string, readonly string[]>> = {
+  end: ["output"],
+};
+
 type Schema = Record<string, unknown>;
 type UiSchema = Record<string, unknown>;
 
@@ -139,7 +144,23 @@ export function configUiSchema(kind: string, rawSchema: Schema): UiSchema {
   for (const [path, lang] of Object.entries(fields)) setPath(ui, path.split("."), { "ui:widget": lang });
   const topLevel = new Set(Object.keys(fields).map((p) => p.split(".")[0] ?? ""));
   for (const name of jsonFields(schema, topLevel)) ui[name] = { "ui:field": "json" };
-  return placeWildcards(ui, schema, schema);
+  const placed = placeWildcards(ui, schema, schema);
+  // A map of expressions (a transform's set) is edited as rows: State key | Expression.
+  for (const name of expressionMaps(schema, fields)) placed[name] = { "ui:field": "expressionMap" };
+  for (const name of STATE_KEY_LISTS[kind] ?? []) placed[name] = { ...(isObject(placed[name]) ? placed[name] : {}), "ui:field": "stateKeyList" };
+  return placed;
+}
+
+/** Top-level ``{key: expression}`` maps: an object of strings whose every value is an expression (``set.*``). */
+function expressionMaps(schema: Schema, fields: Record<string, EditorLanguage>): string[] {
+  const props = isObject(schema.properties) ? schema.properties : {};
+  return Object.entries(props)
+    .filter(([name, s]) => {
+      if (fields[`${name}.*`] !== "expression" || !isObject(s)) return false;
+      const values = s.additionalProperties;
+      return s.type === "object" && !isObject(s.properties) && isObject(values) && values.type === "string";
+    })
+    .map(([name]) => name);
 }
 
 /**

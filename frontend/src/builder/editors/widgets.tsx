@@ -2,6 +2,7 @@
 import type { FieldProps, RegistryFieldsType, RegistryWidgetsType, WidgetProps } from "@rjsf/utils";
 import { useState } from "react";
 import { CodeEditor, type CodeLanguage } from "./CodeEditor";
+import { ExpressionMapField, StateKeyListField } from "./RowFields";
 
 /** What the config form hands its widgets (rjsf ``formContext``). */
 export interface EditorFormContext {
@@ -185,4 +186,4 @@ export function ChoiceWidget(props: WidgetProps) {
 }
 
 export const editorWidgets: RegistryWidgetsType = { expression: ExpressionWidget, template: TemplateWidget, choice: ChoiceWidget };
-export const editorFieldComponents: RegistryFieldsType = { json: JsonField };
+export const editorFieldComponents: RegistryFieldsType = { json: JsonField, expressionMap: ExpressionMapField, stateKeyList: StateKeyListField };

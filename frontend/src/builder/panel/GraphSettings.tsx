@@ -4,7 +4,9 @@ import { LocalInput, LocalTextarea } from "../editors/LocalText";
 import { JsonValueEditor } from "../editors/widgets";
 import type { GraphSettings as Settings, GraphSpec } from "../spec";
 import { useBuilder } from "../store";
-import { displayValue, formatCost } from "./format";
+import { formatCost } from "../../shell/format";
+import { costsSomething } from "../flow";
+import { displayValue } from "./format";
 import { pathParts } from "./paths";
 import { StateKeysEditor } from "./StateKeysEditor";
 
@@ -145,7 +147,7 @@ export function GraphSettings() {
                     <button type="button" className="link-button" onClick={() => b.select({ nodes: [id], edges: [], notes: [], field: null })}>
                       {nodeName(id)}
                     </button>
-                    <span className="muted"> {formatCost(b.validation?.estimate?.nodes[id])}</span>
+                    {costsSomething(b.validation?.estimate?.nodes[id]) && <span className="muted"> {formatCost(b.validation?.estimate?.nodes[id])}</span>}
                   </li>
                 ))}
               </ol>

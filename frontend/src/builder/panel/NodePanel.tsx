@@ -2,10 +2,11 @@
 import type { UiSchema } from "@rjsf/utils";
 import { useEffect, useMemo } from "react";
 import { configUiSchema, simplifySchema, stateKeyNames } from "../editors/fields";
+import { costsSomething } from "../flow";
 import type { NodeSpec, RetryPolicy } from "../spec";
 import { updateNode } from "../spec";
 import { useBuilder, type ValidationIssue } from "../store";
-import { formatCost } from "./format";
+import { formatCost } from "../../shell/format";
 import { CHOICE_FIELDS, optionsFor, useChoices } from "./choices";
 import { NodeTest } from "./NodeTest";
 import { changedPath, errorSchemaFor, fieldDomId, jsonEqual } from "./paths";
@@ -154,7 +155,8 @@ export function NodePanel({ node, graphId }: Props) {
         : NODE_SETTINGS_UI,
     [kind, node.repeat_safe],
   );
-  const estimate = b.validation?.estimate?.nodes[node.id];
+  const figure = b.validation?.estimate?.nodes[node.id];
+  const estimate = costsSomething(figure) ? figure : undefined;
   const field = b.selection.field;
   // A spec may leave an empty config out (the CLI and API accept that).
   const config = node.config ?? EMPTY_CONFIG;

@@ -1,7 +1,8 @@
 // Test node: the state sent, the result shown, and the confirmation a tool not safe to repeat needs.
-import { screen, waitFor } from "@testing-library/react";
+import { act, screen, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { updateNode } from "../spec";
 import { initialTestState } from "./NodeTest";
 import { SidePanel } from "./SidePanel";
 import { renderInBuilder, sampleSpec, scriptFetch } from "./testing";
@@ -27,10 +28,28 @@ describe("Test node", () => {
     await screen.findByText("succeeded");
     const test = calls.find((c) => c.url.includes("/test/"))!;
     expect(test.url).toBe("/api/v1/graphs/12/nodes/calc/test/");
-    expect(test.body).toEqual({ state: { ticket: null, priority: 3, notes: [] }, confirm: false });
+    expect(test.body).toEqual({
+      state: { ticket: null, priority: 3, notes: [] },
+      node: { id: "calc", kind: "transform", config: { set: { score: "priority * 2" } } },
+      confirm: false,
+    });
     expect(screen.getByText(/"score": 6/)).toBeTruthy();
-    expect(screen.getByText("$0.00")).toBeTruthy();
+    expect(screen.getByText("$0")).toBeTruthy();
     expect(screen.getByRole("link", { name: "#41" }).getAttribute("href")).toBe("/runs/41/");
+  });
+
+  it("tests the node as edited, before the draft is saved", async () => {
+    const calls = scriptFetch(({ url }) =>
+      url.includes("/test/") ? [200, { run_id: 43, status: "succeeded", output: {}, error: null, usage: null, cost_usd: "0" }] : [200, { ok: true, errors: [] }],
+    );
+    const user = userEvent.setup();
+    const { harness } = renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["calc"] } });
+    act(() => harness.api().change((s) => updateNode(s, "calc", { config: { set: { score: "priority * 100" } } }), "edit"));
+    await user.click(screen.getByRole("button", { name: "Test node" }));
+    await user.click(screen.getByRole("button", { name: "Run test" }));
+    await screen.findByText("succeeded");
+    const test = calls.find((c) => c.url.includes("/test/"))!;
+    expect((test.body as { node: unknown }).node).toEqual({ id: "calc", kind: "transform", config: { set: { score: "priority * 100" } } });
   });
 
   it("asks before testing a tool that is not safe to repeat, then sends confirm", async () => {

@@ -3,7 +3,8 @@ import { useState } from "react";
 import { api, ApiError } from "../../lib/api";
 import { JsonValueEditor } from "../editors/widgets";
 import type { GraphSpec, NodeSpec } from "../spec";
-import { displayValue, formatTokens, formatUsd } from "./format";
+import { formatTokens, formatUsd } from "../../shell/format";
+import { displayValue } from "./format";
 
 /** POST /api/v1/graphs/<id>/nodes/<node_id>/test/ answer. */
 export interface NodeTestResult {
@@ -50,7 +51,10 @@ type Phase =
   | { kind: "done"; result: NodeTestResult }
   | { kind: "failed"; message: string };
 
-/** The test form and its result. The server tests the node as saved in the draft. */
+/**
+ * The test form and its result. The server tests ``node`` as the editor holds it (unsaved
+ * edits included), checked as the saved node would be, in the saved draft's context.
+ */
 export function NodeTest({ graphId, node, spec }: Props) {
   const [open, setOpen] = useState(false);
   const [state, setState] = useState<unknown>(() => initialTestState(spec));
@@ -62,7 +66,8 @@ export function NodeTest({ graphId, node, spec }: Props) {
     try {
       const result = await api<NodeTestResult>(`graphs/${graphId}/nodes/${encodeURIComponent(node.id)}/test/`, {
         method: "POST",
-        body: { state, confirm },
+        // The node as the editor holds it: the user tests what they see, saved or not.
+        body: { state, node, confirm },
       });
       setPhase({ kind: "done", result });
     } catch (err) {
@@ -93,7 +98,7 @@ export function NodeTest({ graphId, node, spec }: Props) {
       <h3>Test node</h3>
       <div className="form-field">
         <label htmlFor={`test-state-${node.id}`}>State (JSON object)</label>
-        <p className="field-help">The state the node sees. Tests use the node as last saved; the test run is recorded with its cost.</p>
+        <p className="field-help">The state the node sees. The test runs the node as shown here, unsaved changes included; the test run is recorded with its cost.</p>
         <JsonValueEditor id={`test-state-${node.id}`} value={state} onChange={setState} label="Test state" />
         {!stateOk && <p className="field-errors">The state must be a JSON object.</p>}
       </div>

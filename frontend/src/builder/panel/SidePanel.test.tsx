@@ -34,7 +34,7 @@ describe("SidePanel with one node selected", () => {
     const view = editorView("config.expression");
     expect(view.state.doc.toString()).toBe("priority > 2");
     // The schema's title and description label the field; "cases" is offered too.
-    expect(screen.getByText("Two-way condition: handles 'true' and 'false'.")).toBeTruthy();
+    expect(screen.getByText("Two-way condition: takes the handle 'true' or 'false'.")).toBeTruthy();
     expect(document.getElementById("config.cases")).toBeTruthy();
   });
 
@@ -184,17 +184,72 @@ describe("typing fast in a JSON editor while the panel renders a late copy of th
   });
 });
 
-describe("a transform's set -> Add", () => {
-  it("adds an entry labelled Key with an empty value, not 'New Value'", async () => {
+describe("a transform's set: State key | Expression rows", () => {
+  it("Add appends an empty row with its key focused, saved once a key is typed", async () => {
     okCheck();
     const user = userEvent.setup();
     const { harness } = renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["calc"] } });
-    await screen.findByText("score");
-    const setField = document.getElementById("config.set")!.closest("fieldset, .form-group") as HTMLElement;
-    await user.click(within(setField).getAllByRole("button", { name: /add/i }).at(-1)!);
-    const set = harness.api().spec.nodes.find((n) => n.id === "calc")?.config.set as Record<string, unknown>;
-    expect(Object.values(set)).not.toContain("New Value");
-    expect(screen.queryByText(/newKey Key/)).toBeNull();
-    expect(screen.getAllByText("Key").length).toBeGreaterThan(0);
+    const setField = document.getElementById("config.set") as HTMLElement;
+    expect(within(setField).getByText("State key")).toBeTruthy();
+    expect(within(setField).getByText("Expression")).toBeTruthy();
+    expect(within(setField).queryByText("score")).toBeNull(); // the key is in its input, not a column heading
+    expect((within(setField).getAllByLabelText("State key")[0] as HTMLInputElement).value).toBe("score");
+    const setOf = () => harness.api().spec.nodes.find((n) => n.id === "calc")?.config.set as Record<string, unknown>;
+
+    await user.click(within(setField).getByRole("button", { name: "Add" }));
+    const keys = within(setField).getAllByLabelText("State key") as HTMLInputElement[];
+    expect(keys).toHaveLength(2);
+    expect(keys[1]!.value).toBe("");
+    expect(document.activeElement).toBe(keys[1]);
+    expect(setOf()).toEqual({ score: "priority * 2" }); // an untouched row is not saved (no newKey, no error)
+    expect(screen.queryByText(/newKey/)).toBeNull();
+
+    await user.keyboard("total");
+    expect(setOf()).toEqual({ score: "priority * 2", total: "" });
+    // Its value is an expression editor, found under the key's id (the error list focuses it).
+    typeInto(editorView("config.set.total"), "score + 1");
+    await waitFor(() => expect(setOf()).toEqual({ score: "priority * 2", total: "score + 1" }));
+    expect(new Set(harness.changeKeys.slice(-3))).toEqual(new Set(["node:calc:config.set.total"]));
+
+    await user.clear(keys[1]!);
+    await user.type(keys[1]!, "9bad");
+    expect(within(setField).getByText(/Letters, digits and _/)).toBeTruthy();
+    expect(setOf()).toEqual({ score: "priority * 2" });
+    await user.click(within(setField).getByRole("button", { name: "Remove score" }));
+    expect(within(setField).getAllByLabelText("State key")).toHaveLength(1);
+  });
+});
+
+describe("an end node's output", () => {
+  it("adds an empty row without an error and says what empty means in words", async () => {
+    okCheck();
+    const user = userEvent.setup();
+    const validation = {
+      valid: true,
+      errors: [],
+      handles: {},
+    };
+    const { harness } = renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["end"] }, validation });
+    const output = document.getElementById("config.output") as HTMLElement;
+    expect(within(output).getByText("Output state keys")).toBeTruthy();
+    expect(within(output).getByText(/Leave empty to return the whole state/)).toBeTruthy();
+    expect(screen.queryByText(/None/)).toBeNull();
+    await user.click(within(output).getByRole("button", { name: "Add" }));
+    const key = within(output).getByLabelText("State key") as HTMLInputElement;
+    expect(document.activeElement).toBe(key);
+    expect(harness.api().spec.nodes.find((n) => n.id === "end")?.config.output).toBeUndefined();
+    expect(output.querySelector(".field-errors")).toBeNull();
+    await user.type(key, "score");
+    expect(harness.api().spec.nodes.find((n) => n.id === "end")?.config.output).toEqual(["score"]);
+    expect(document.getElementById("config.output.0")).toBe(key);
+  });
+
+  it("labels fields from the catalogue's titles, not their names", () => {
+    okCheck();
+    renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["ask"] } });
+    expect(screen.getByText("API key environment variable")).toBeTruthy();
+    expect(screen.getByText("Maximum output tokens")).toBeTruthy();
+    expect(screen.queryByText("Api Key Env")).toBeNull();
+    expect(screen.queryByText("Max Tokens")).toBeNull();
   });
 });

@@ -3,7 +3,7 @@ import { useContext } from "react";
 import { PageContextReact } from "../../lib/context";
 import { useBuilder } from "../store";
 import { GraphSettings } from "./GraphSettings";
-import { NodePanel } from "./NodePanel";
+import { NodePanel } from "./NodePanelLazy";
 import "./panel.css";
 
 /** No props: reads the graph, selection and validation through useBuilder(); the graph id from the page props. */

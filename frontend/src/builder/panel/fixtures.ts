@@ -6,7 +6,7 @@ export const KINDS: NodeKindInfo[] = [
     "kind": "start",
     "title": "Start",
     "description": "Where a run begins; its input becomes the first state.",
-    "category": "logic",
+    "category": "flow",
     "config_schema": {
       "additionalProperties": false,
       "description": "Base of every node kind's config model: unknown fields are an error.",
@@ -24,7 +24,7 @@ export const KINDS: NodeKindInfo[] = [
     "kind": "end",
     "title": "End",
     "description": "Finish the run and return selected state keys as its result.",
-    "category": "logic",
+    "category": "flow",
     "config_schema": {
       "additionalProperties": false,
       "description": "``output``: state keys returned as the run's result, in this order; None returns the\nwhole state.",
@@ -42,14 +42,16 @@ export const KINDS: NodeKindInfo[] = [
             }
           ],
           "default": null,
-          "description": "State keys returned as the run's result (None = the whole state).",
-          "title": "Output"
+          "description": "State keys returned as the run's result. Leave empty to return the whole state.",
+          "title": "Output state keys"
         }
       },
       "title": "EndConfig",
       "type": "object"
     },
-    "inputs": [],
+    "inputs": [
+      "in"
+    ],
     "outputs": [],
     "dynamic_outputs": false,
     "repeat_safe": true,
@@ -59,7 +61,7 @@ export const KINDS: NodeKindInfo[] = [
     "kind": "transform",
     "title": "Transform",
     "description": "Compute state values from expressions over the current state.",
-    "category": "logic",
+    "category": "data",
     "config_schema": {
       "additionalProperties": false,
       "description": "``set``: state key -> expression. Every expression sees the state as it was before\nthis node ran, so the order of keys never changes the result.",
@@ -68,9 +70,9 @@ export const KINDS: NodeKindInfo[] = [
           "additionalProperties": {
             "type": "string"
           },
-          "description": "State key -> expression; all expressions see the state from before this node.",
+          "description": "Each state key gets the value of its expression; every expression sees the state from before this node.",
           "minProperties": 1,
-          "title": "Set",
+          "title": "State keys to set",
           "type": "object"
         }
       },
@@ -80,7 +82,9 @@ export const KINDS: NodeKindInfo[] = [
       "title": "TransformConfig",
       "type": "object"
     },
-    "inputs": [],
+    "inputs": [
+      "in"
+    ],
     "outputs": [],
     "dynamic_outputs": false,
     "repeat_safe": true,
@@ -95,16 +99,16 @@ export const KINDS: NodeKindInfo[] = [
       "$defs": {
         "Case": {
           "additionalProperties": false,
-          "description": "One branch of a multi-way condition: taken when ``expression`` is truthy.",
+          "description": "One branch of a multi-way condition: taken when its expression is true.",
           "properties": {
             "handle": {
-              "description": "Source handle taken when the expression is true.",
+              "description": "The outgoing handle taken when the expression is true.",
               "pattern": "^[A-Za-z_][A-Za-z0-9_\\-]{0,63}$",
               "title": "Handle",
               "type": "string"
             },
             "expression": {
-              "description": "Expression over the state; truthy selects this case.",
+              "description": "Expression over the state; when true, this case is taken.",
               "title": "Expression",
               "type": "string"
             }
@@ -130,7 +134,7 @@ export const KINDS: NodeKindInfo[] = [
             }
           ],
           "default": null,
-          "description": "Two-way condition: handles 'true' and 'false'.",
+          "description": "Two-way condition: takes the handle 'true' or 'false'.",
           "title": "Expression"
         },
         "cases": {
@@ -154,8 +158,13 @@ export const KINDS: NodeKindInfo[] = [
       "title": "ConditionConfig",
       "type": "object"
     },
-    "inputs": [],
-    "outputs": [],
+    "inputs": [
+      "in"
+    ],
+    "outputs": [
+      "true",
+      "false"
+    ],
     "dynamic_outputs": true,
     "repeat_safe": true,
     "uses_repeat_safe": false
@@ -164,7 +173,7 @@ export const KINDS: NodeKindInfo[] = [
     "kind": "join",
     "title": "Join",
     "description": "Wait for all parallel branches that can still arrive, then continue once.",
-    "category": "logic",
+    "category": "flow",
     "config_schema": {
       "additionalProperties": false,
       "description": "Base of every node kind's config model: unknown fields are an error.",
@@ -172,7 +181,9 @@ export const KINDS: NodeKindInfo[] = [
       "title": "NodeConfig",
       "type": "object"
     },
-    "inputs": [],
+    "inputs": [
+      "in"
+    ],
     "outputs": [],
     "dynamic_outputs": false,
     "repeat_safe": true,
@@ -182,19 +193,21 @@ export const KINDS: NodeKindInfo[] = [
     "kind": "tool",
     "title": "Tool",
     "description": "Call a tool (HTTP request, email, your own functions) with arguments from the state.",
-    "category": "logic",
+    "category": "tools",
     "config_schema": {
       "additionalProperties": false,
       "description": "Config of a ``tool`` node.\n\n- ``tool``: registered tool name.\n- ``args``: the arguments object; string values may be templates rendered against\n  the run state (a string that is exactly ``{{ expr }}`` keeps the value's type).\n- ``output_key``: state key the tool's result is written to (None: not stored in\n  state; the step output still records it).",
       "properties": {
         "tool": {
+          "description": "A registered tool.",
           "minLength": 1,
           "title": "Tool",
           "type": "string"
         },
         "args": {
           "additionalProperties": true,
-          "title": "Args",
+          "description": "The tool's arguments; text values may be templates, e.g. {{ order_id }}.",
+          "title": "Arguments",
           "type": "object"
         },
         "output_key": {
@@ -208,7 +221,8 @@ export const KINDS: NodeKindInfo[] = [
             }
           ],
           "default": null,
-          "title": "Output Key"
+          "description": "The state key the result is written to; leave empty to keep it out of the state.",
+          "title": "Output state key"
         }
       },
       "required": [
@@ -217,7 +231,9 @@ export const KINDS: NodeKindInfo[] = [
       "title": "ToolConfig",
       "type": "object"
     },
-    "inputs": [],
+    "inputs": [
+      "in"
+    ],
     "outputs": [],
     "dynamic_outputs": false,
     "repeat_safe": true,
@@ -225,21 +241,23 @@ export const KINDS: NodeKindInfo[] = [
   },
   {
     "kind": "llm",
-    "title": "Llm",
+    "title": "LLM",
     "description": "Ask a language model; store its reply (text or schema-checked JSON).",
-    "category": "logic",
+    "category": "ai",
     "config_schema": {
       "additionalProperties": false,
-      "description": "Config of an ``llm`` node.\n\n- ``system``/``prompt``: templates rendered against the run state.\n- ``temperature``: None = the provider's default.\n- ``max_tokens``: upper bound of output tokens per call.\n- ``output_key``: the state key the reply (text, or parsed JSON) is written to.\n- ``output_schema``: JSON Schema the reply must satisfy (draft 2020-12 unless\n  ``$schema`` says otherwise), or None for free text.\n- ``schema_retries``: re-asks after an invalid reply, within the step.\n- ``options``: provider-specific options (the mock's ``script``, ``latency_ms`` ...).\n- ``api_key_env``: the environment variable holding the provider's API key (None: the\n  provider's configured default); the provider only reads variables its settings\n  allow.",
+      "description": "Config of an ``llm`` node: the model call (:class:`LLMCallConfig`) plus\n\n- ``output_key`` (default ``reply``): the state key the reply (text, or parsed JSON)\n  is written to.\n- ``output_schema``: JSON Schema the reply must satisfy (draft 2020-12 unless\n  ``$schema`` says otherwise), or None for free text.\n- ``schema_retries``: re-asks after an invalid reply, within the step.",
       "properties": {
         "provider": {
           "default": "mock",
+          "description": "A registered LLM provider.",
           "minLength": 1,
           "title": "Provider",
           "type": "string"
         },
         "model": {
           "default": "mock-1",
+          "description": "One of the provider's models.",
           "minLength": 1,
           "title": "Model",
           "type": "string"
@@ -254,9 +272,11 @@ export const KINDS: NodeKindInfo[] = [
             }
           ],
           "default": null,
-          "title": "System"
+          "description": "Template over the state, sent first as the system message.",
+          "title": "System prompt"
         },
         "prompt": {
+          "description": "Template over the state, e.g. Summarise {{ text }}.",
           "minLength": 1,
           "title": "Prompt",
           "type": "string"
@@ -273,19 +293,42 @@ export const KINDS: NodeKindInfo[] = [
             }
           ],
           "default": null,
+          "description": "0 to 2; leave empty for the provider's default.",
           "title": "Temperature"
         },
         "max_tokens": {
           "default": 1024,
+          "description": "Upper bound of the reply's tokens per call; budgets rely on it.",
           "maximum": 1000000,
           "minimum": 1,
-          "title": "Max Tokens",
+          "title": "Maximum output tokens",
           "type": "integer"
+        },
+        "options": {
+          "additionalProperties": true,
+          "description": "Provider-specific settings as JSON, checked before a run starts.",
+          "title": "Provider options",
+          "type": "object"
+        },
+        "api_key_env": {
+          "anyOf": [
+            {
+              "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+              "type": "string"
+            },
+            {
+              "type": "null"
+            }
+          ],
+          "default": null,
+          "description": "Name of the environment variable holding the API key (never the key itself); leave empty for the provider's default.",
+          "title": "API key environment variable"
         },
         "output_key": {
           "default": "reply",
+          "description": "The state key the reply is written to.",
           "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
-          "title": "Output Key",
+          "title": "Output state key",
           "type": "string"
         },
         "output_schema": {
@@ -299,32 +342,16 @@ export const KINDS: NodeKindInfo[] = [
             }
           ],
           "default": null,
-          "title": "Output Schema"
+          "description": "A JSON Schema the reply must match; leave empty for free text.",
+          "title": "Reply schema"
         },
         "schema_retries": {
           "default": 2,
+          "description": "How often the model is asked again when its reply does not match the schema.",
           "maximum": 10,
           "minimum": 0,
-          "title": "Schema Retries",
+          "title": "Re-asks after an invalid reply",
           "type": "integer"
-        },
-        "options": {
-          "additionalProperties": true,
-          "title": "Options",
-          "type": "object"
-        },
-        "api_key_env": {
-          "anyOf": [
-            {
-              "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,127}$",
-              "type": "string"
-            },
-            {
-              "type": "null"
-            }
-          ],
-          "default": null,
-          "title": "Api Key Env"
         }
       },
       "required": [
@@ -333,7 +360,9 @@ export const KINDS: NodeKindInfo[] = [
       "title": "LLMConfig",
       "type": "object"
     },
-    "inputs": [],
+    "inputs": [
+      "in"
+    ],
     "outputs": [],
     "dynamic_outputs": false,
     "repeat_safe": true,
@@ -343,18 +372,20 @@ export const KINDS: NodeKindInfo[] = [
     "kind": "approval",
     "title": "Approval",
     "description": "Wait for a person to approve or reject (minutes or weeks).",
-    "category": "logic",
+    "category": "human",
     "config_schema": {
       "additionalProperties": false,
       "description": "``prompt`` (a template over the state) is shown to the approver; ``approvers`` and\n``approver_groups`` (usernames, group names) say who may decide, empty = anyone with\nthe approver role; the decision is written to state under ``output_key``.",
       "properties": {
         "prompt": {
           "default": "Approve?",
+          "description": "Shown to the approver; a template over the state.",
           "maxLength": 10000,
           "title": "Prompt",
           "type": "string"
         },
         "approvers": {
+          "description": "Usernames who may decide; leave empty for anyone with the approver role.",
           "items": {
             "type": "string"
           },
@@ -362,23 +393,30 @@ export const KINDS: NodeKindInfo[] = [
           "type": "array"
         },
         "approver_groups": {
+          "description": "Groups whose members may decide.",
           "items": {
             "type": "string"
           },
-          "title": "Approver Groups",
+          "title": "Approver groups",
           "type": "array"
         },
         "output_key": {
           "default": "approval",
-          "title": "Output Key",
+          "description": "The state key the decision is written to.",
+          "title": "Output state key",
           "type": "string"
         }
       },
       "title": "ApprovalConfig",
       "type": "object"
     },
-    "inputs": [],
-    "outputs": [],
+    "inputs": [
+      "in"
+    ],
+    "outputs": [
+      "approved",
+      "rejected"
+    ],
     "dynamic_outputs": false,
     "repeat_safe": true,
     "uses_repeat_safe": false
@@ -387,19 +425,21 @@ export const KINDS: NodeKindInfo[] = [
     "kind": "agent",
     "title": "Agent",
     "description": "An LLM agent with tools: model turns and tool calls are durable child steps.",
-    "category": "logic",
+    "category": "ai",
     "config_schema": {
       "additionalProperties": false,
-      "description": "Config of an ``agent`` node.\n\n- ``provider``/``model``/``api_key_env``/``options``/``temperature``: as on the llm\n  node (``options`` go to the provider, e.g. the mock's ``script`` with ``turn`` rules).\n- ``system``/``prompt``: templates rendered against the run state (the first turn).\n- ``tools``: registered tool names offered to the model (their descriptions and\n  argument JSON Schemas are sent with every turn).\n- ``max_turns``: model turns at most; a reply that still asks for tools on the last\n  turn fails the step with ``max_turns`` (its tools are not run).\n- ``max_tokens``: output tokens per model turn.\n- ``max_tool_calls_per_turn``: calls beyond this in one reply are not run; the model\n  is told so in their results.\n- ``max_tool_result_chars``: a tool result is cut to this many characters before it\n  is sent back to the model (bounds every later turn's input, and so the budget's\n  worst case).\n- ``output_key``: the state key the final answer (text) is written to.",
+      "description": "Config of an ``agent`` node: the model call of every turn (:class:`LLMCallConfig`;\n``system``/``prompt`` start the conversation, ``max_tokens`` bounds each turn's\noutput, ``options`` go to the provider, e.g. the mock's ``script`` with ``turn``\nrules) plus\n\n- ``tools``: registered tool names offered to the model (their descriptions and\n  argument JSON Schemas are sent with every turn).\n- ``repeat_safe_tools``: tool name (one of ``tools``) -> whether a call of it that a\n  crash interrupted may simply run again, overriding the tool's own ``repeat_safe``\n  (``{\"http_request\": true}`` for a GET the agent may repeat; ``{\"kb_search\":\n  false}`` to have a person decide). A tool not named follows its own setting. A\n  call that is not safe to repeat is parked for a person after a crash (retry, skip\n  with a given result, which the model then sees as the tool's result, or fail).\n- ``max_turns``: model turns at most; a reply that still asks for tools on the last\n  turn fails the step with ``max_turns`` (its tools are not run).\n- ``max_tool_calls_per_turn``: calls beyond this in one reply are not run; the model\n  is told so in their results.\n- ``max_tool_result_chars``: a tool result is cut to this many characters before it\n  is sent back to the model (bounds every later turn's input, and so the budget's\n  worst case).\n- ``output_key`` (default ``answer``): the state key the final answer (text) is\n  written to.",
       "properties": {
         "provider": {
           "default": "mock",
+          "description": "A registered LLM provider.",
           "minLength": 1,
           "title": "Provider",
           "type": "string"
         },
         "model": {
           "default": "mock-1",
+          "description": "One of the provider's models.",
           "minLength": 1,
           "title": "Model",
           "type": "string"
@@ -414,35 +454,14 @@ export const KINDS: NodeKindInfo[] = [
             }
           ],
           "default": null,
-          "title": "System"
+          "description": "Template over the state, sent first as the system message.",
+          "title": "System prompt"
         },
         "prompt": {
+          "description": "Template over the state, e.g. Summarise {{ text }}.",
           "minLength": 1,
           "title": "Prompt",
           "type": "string"
-        },
-        "tools": {
-          "items": {
-            "type": "string"
-          },
-          "maxItems": 64,
-          "minItems": 1,
-          "title": "Tools",
-          "type": "array"
-        },
-        "max_turns": {
-          "default": 8,
-          "maximum": 50,
-          "minimum": 1,
-          "title": "Max Turns",
-          "type": "integer"
-        },
-        "max_tokens": {
-          "default": 1024,
-          "maximum": 1000000,
-          "minimum": 1,
-          "title": "Max Tokens",
-          "type": "integer"
         },
         "temperature": {
           "anyOf": [
@@ -456,27 +475,22 @@ export const KINDS: NodeKindInfo[] = [
             }
           ],
           "default": null,
+          "description": "0 to 2; leave empty for the provider's default.",
           "title": "Temperature"
         },
-        "max_tool_calls_per_turn": {
-          "default": 8,
-          "maximum": 64,
-          "minimum": 1,
-          "title": "Max Tool Calls Per Turn",
-          "type": "integer"
-        },
-        "max_tool_result_chars": {
-          "default": 20000,
+        "max_tokens": {
+          "default": 1024,
+          "description": "Upper bound of the reply's tokens per call; budgets rely on it.",
           "maximum": 1000000,
-          "minimum": 100,
-          "title": "Max Tool Result Chars",
+          "minimum": 1,
+          "title": "Maximum output tokens",
           "type": "integer"
         },
-        "output_key": {
-          "default": "answer",
-          "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
-          "title": "Output Key",
-          "type": "string"
+        "options": {
+          "additionalProperties": true,
+          "description": "Provider-specific settings as JSON, checked before a run starts.",
+          "title": "Provider options",
+          "type": "object"
         },
         "api_key_env": {
           "anyOf": [
@@ -489,12 +503,57 @@ export const KINDS: NodeKindInfo[] = [
             }
           ],
           "default": null,
-          "title": "Api Key Env"
+          "description": "Name of the environment variable holding the API key (never the key itself); leave empty for the provider's default.",
+          "title": "API key environment variable"
         },
-        "options": {
-          "additionalProperties": true,
-          "title": "Options",
+        "output_key": {
+          "default": "answer",
+          "description": "The state key the final answer is written to.",
+          "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
+          "title": "Output state key",
+          "type": "string"
+        },
+        "tools": {
+          "description": "Registered tools the model may call.",
+          "items": {
+            "type": "string"
+          },
+          "maxItems": 64,
+          "minItems": 1,
+          "title": "Tools",
+          "type": "array"
+        },
+        "repeat_safe_tools": {
+          "additionalProperties": {
+            "type": "boolean"
+          },
+          "description": "Per tool: whether a call interrupted by a crash may run again (overrides the tool's own setting).",
+          "title": "Tools safe to repeat",
           "type": "object"
+        },
+        "max_turns": {
+          "default": 8,
+          "description": "Model calls at most; a reply still asking for tools on the last turn fails the step.",
+          "maximum": 50,
+          "minimum": 1,
+          "title": "Maximum model turns",
+          "type": "integer"
+        },
+        "max_tool_calls_per_turn": {
+          "default": 8,
+          "description": "Calls beyond this in one reply are not run; the model is told so.",
+          "maximum": 64,
+          "minimum": 1,
+          "title": "Maximum tool calls per turn",
+          "type": "integer"
+        },
+        "max_tool_result_chars": {
+          "default": 20000,
+          "description": "A tool result is cut to this length before the model sees it.",
+          "maximum": 1000000,
+          "minimum": 100,
+          "title": "Maximum tool result length (characters)",
+          "type": "integer"
         }
       },
       "required": [
@@ -504,7 +563,9 @@ export const KINDS: NodeKindInfo[] = [
       "title": "AgentConfig",
       "type": "object"
     },
-    "inputs": [],
+    "inputs": [
+      "in"
+    ],
     "outputs": [],
     "dynamic_outputs": false,
     "repeat_safe": true,
