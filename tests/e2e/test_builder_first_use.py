@@ -8,7 +8,16 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
-from tests.e2e.builder_steps import edge_count, example, make_graph, make_user, node, open_builder, stored_spec, wait_saved
+from tests.e2e.builder_steps import (
+    edge_count,
+    example,
+    make_graph,
+    make_user,
+    node,
+    open_builder,
+    stored_spec,
+    wait_saved,
+)
 from tests.e2e.conftest import screenshot, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
