@@ -1,7 +1,9 @@
 """Top-level URL routes: the browser app's pages, sign-in, admin, the REST API under /api/v1/, its schema and docs."""
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
+from django.templatetags.static import static
 from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 import runs.provider_admin  # noqa: F401  (registers the LLM provider admin before admin.site.urls is built)
@@ -27,6 +29,8 @@ urlpatterns = [
     path("accounts/password_change/done/", views.password_change_done, name="password_change_done"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
+    # Browsers ask for /favicon.ico on pages without an icon link (the admin): the app's icon.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The UIs are pages for a logged-in browser: anonymous visitors go to the login page.

@@ -86,6 +86,7 @@ from builder.topology import Topology
 from runs.expressions import FUNCTION_NAMES
 from runs.nodes import UnknownNodeKind, all_kinds, get_kind
 from runs.nodes.base import Issue, NodeConfig, NodeKind, field_path
+from runs.nodes.shared import unknown_variable_message
 
 # Names an expression always sees besides state keys: the run input and the functions.
 # A node or state key with one of these names would shadow it.
@@ -894,7 +895,7 @@ def check_source(kind: str, source: str, state_keys: Iterable[str] | None = None
         for name in sorted(names - known):
             found = re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", source)
             line, column = _line_column(source, found.start()) if found else (None, None)
-            errors.append({"message": f"unknown variable '{name}'", "line": line, "column": column, "code": "unknown_variable"})
+            errors.append({"message": unknown_variable_message(name), "line": line, "column": column, "code": "unknown_variable"})
     return {"ok": not errors, "errors": errors, "names": sorted(names)}
 
 

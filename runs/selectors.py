@@ -115,6 +115,21 @@ def run_get(*, run_id: int) -> Run:
     return with_waiting_for(Run.objects.select_related("graph_version__graph", "created_by")).get(pk=run_id)
 
 
+# The actor name the CLI commands audit their run starts under (run_graph).
+CLI_ACTOR = "cli"
+
+
+def run_started_from(*, run: Run) -> str | None:
+    """Where a run started that no user started: ``"command line"`` when its ``run.start``
+    audit entry names the CLI actor, else None (a user's run, or no honest source)."""
+    if run.created_by_id is not None:
+        return None
+    actor = (
+        AuditEntry.objects.filter(scope=f"run:{run.pk}", action="run.start", object_type="run").values_list("actor", flat=True).first()
+    )
+    return "command line" if actor == CLI_ACTOR else None
+
+
 def step_list(*, run: Run) -> QuerySet[Step]:
     """The run's steps in creation order."""
     return Step.objects.filter(run=run).order_by("id")

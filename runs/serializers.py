@@ -9,7 +9,7 @@ from rest_framework import serializers
 from builder.serializers import JSONObjectField
 from runs.engine.api import steps_worker_alive
 from runs.models import Run, RunStatus, Step
-from runs.selectors import COST_GROUPS, WAITING_FOR, run_waiting_for
+from runs.selectors import COST_GROUPS, WAITING_FOR, run_started_from, run_waiting_for
 
 MAX_INT = 2**63 - 1
 DATE_INPUT_FORMATS = ["iso-8601", "%Y-%m-%d"]
@@ -217,6 +217,12 @@ class RunDetailOutput(RunOutput):
     state = serializers.JSONField()
     output = serializers.JSONField(allow_null=True)
     steps = serializers.SerializerMethodField()
+    started_from = serializers.SerializerMethodField(
+        help_text='"command line" for a run `manage.py run_graph` started (no user), else null.'
+    )
+
+    def get_started_from(self, obj: Run) -> str | None:
+        return run_started_from(run=obj)
 
     @extend_schema_field(StepOutput(many=True))
     def get_steps(self, obj: Run) -> list[dict[str, Any]]:

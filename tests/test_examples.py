@@ -22,9 +22,8 @@ def run_graph(name: str, run_input: dict) -> tuple[Run, dict]:
         call_command("run_graph", str(EXAMPLES / name), "--input", json.dumps(run_input), "--wait", stdout=out)
     except SystemExit:
         pass
-    text = out.getvalue()
-    run_id = int(text.splitlines()[0])
-    return Run.objects.get(pk=run_id), json.loads(text[text.index("{"):])
+    summary = json.loads(out.getvalue())  # with --wait, stdout is the JSON summary alone
+    return Run.objects.get(pk=summary["run"]), summary
 
 
 def approve(run: Run, *extra: str) -> dict:

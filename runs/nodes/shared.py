@@ -50,8 +50,14 @@ def check_template(node_id: str, field: str, source: str, known_names: set[str])
     return unknown_variables(node_id, field, names, known_names)
 
 
+def unknown_variable_message(name: str) -> str:
+    """The message for a name an expression or template uses that the graph never defines,
+    saying how to fix it: expressions see the state's keys and ``input`` (the run input)."""
+    return f"unknown variable '{name}': declare '{name}' in Graph settings → State keys, or use input.{name}"
+
+
 def unknown_variables(node_id: str, field: str, names: Iterable[str], known_names: set[str]) -> list[Issue]:
     """One ``unknown_variable`` issue per name of ``names`` outside ``known_names`` (sorted)."""
     return [
-        Issue(node_id, field, f"unknown variable '{name}'", "unknown_variable") for name in sorted(set(names) - known_names)
+        Issue(node_id, field, unknown_variable_message(name), "unknown_variable") for name in sorted(set(names) - known_names)
     ]

@@ -120,11 +120,11 @@ def test_expression_and_template_check(world: World) -> None:
     syntax = check(kind="expression", source="  x +", state_keys=["x"])
     assert syntax["ok"] is False and (syntax["errors"][0]["line"], syntax["errors"][0]["column"], syntax["errors"][0]["code"]) == (1, 6, "syntax")
     unknown = check(kind="expression", source="x > limit", state_keys=["x"])
-    assert unknown["errors"] == [{"message": "unknown variable 'limit'", "line": 1, "column": 5, "code": "unknown_variable"}]
+    assert unknown["errors"] == [{"message": "unknown variable 'limit': declare 'limit' in Graph settings → State keys, or use input.limit", "line": 1, "column": 5, "code": "unknown_variable"}]
     assert check(kind="expression", source="x.__class__")["errors"][0]["code"] == "forbidden"
     assert check(kind="expression", source="input['x'] + 1", state_keys=[])["ok"] is True
     template = check(kind="template", source="Hello {{ name }}\n{{ who }}", state_keys=["name"])
-    assert template["errors"] == [{"message": "unknown variable 'who'", "line": 2, "column": 4, "code": "unknown_variable"}]
+    assert template["errors"] == [{"message": "unknown variable 'who': declare 'who' in Graph settings → State keys, or use input.who", "line": 2, "column": 4, "code": "unknown_variable"}]
     assert check(kind="template", source="{% for %}")["errors"][0]["code"] == "syntax"
     assert check(kind="template", source="{{ anything }}")["ok"] is True  # no state_keys: names not checked
     bad = client.post("/api/v1/expressions/check/", {"kind": "python", "source": "1"}, format="json")

@@ -66,7 +66,7 @@ def test_api_graph_import_and_run_input_errors(world: World) -> None:
     assert response.status_code == 400
     error: dict[str, Any] = response.json()["error"]
     assert error["code"] == "graph_invalid"
-    assert error["fields"]["nodes[1].config.set.total"] == ["unknown variable 'price'", "unknown variable 'qty'"]
+    assert error["fields"]["nodes[1].config.set.total"] == ["unknown variable 'price': declare 'price' in Graph settings → State keys, or use input.price", "unknown variable 'qty': declare 'qty' in Graph settings → State keys, or use input.qty"]
 
     schema = {
         "type": "object",

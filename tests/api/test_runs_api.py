@@ -11,6 +11,7 @@ from django.db.models import Sum
 
 from runs.engine import api as engine
 from runs.models import Run, RunEvent, StepAttempt
+from runs.services import run_start
 from tests.api.conftest import World, client_with_token
 from tests.support.specs import chain, graph, node, publish, run_local
 
@@ -246,3 +247,16 @@ def test_costs_are_aggregated_by_the_database_per_step_run_graph_model_and_day(w
     assert [r["key"] for r in rows("group_by=model&model=mock-large")] == ["mock-large"]
     assert rows("group_by=run&since=2000-01-01&until=2000-01-02") == []
     assert client.get("/api/v1/costs/?group_by=planet").status_code == 400
+
+
+def test_run_detail_says_a_run_started_from_the_command_line(world: World) -> None:
+    admin = world.clients["admin"]
+    with engine.local_mode():
+        cli_run = run_start(version=world.approval_version, run_input={"name": "C"}, actor="cli")
+        other = run_start(version=world.approval_version, run_input={"name": "S"}, actor="scheduler")
+    user_run = world.queued_run()
+    cli = admin.get(f"/api/v1/runs/{cli_run.pk}/").json()
+    assert cli["created_by"] is None and cli["started_from"] == "command line"
+    # No honest source, no claim: another system actor and a user's run say nothing.
+    assert admin.get(f"/api/v1/runs/{other.pk}/").json()["started_from"] is None
+    assert admin.get(f"/api/v1/runs/{user_run.pk}/").json()["started_from"] is None

@@ -51,7 +51,7 @@ def test_prompt_errors_use_the_template_codes_of_every_kind():
     issues = KIND.check("gate", KIND.config_model.model_validate({"prompt": "{{ nope }} {% if %}"}), set())
     assert [(i.field, i.code) for i in issues] == [("config.prompt", "invalid_template")]
     issues = KIND.check("gate", KIND.config_model.model_validate({"prompt": "{{ nope }}"}), set())
-    assert [(i.field, i.code, i.message) for i in issues] == [("config.prompt", "unknown_variable", "unknown variable 'nope'")]
+    assert [(i.field, i.code, i.message) for i in issues] == [("config.prompt", "unknown_variable", "unknown variable 'nope': declare 'nope' in Graph settings → State keys, or use input.nope")]
     with pytest.raises(NodeError) as info:
         KIND.execute(KIND.config_model.model_validate({"prompt": "{{ nope }}"}), ctx({}, {}))
     assert (info.value.code, info.value.retryable) == ("template", False)

@@ -42,7 +42,7 @@ def test_every_issue_has_a_path_from_the_spec_root() -> None:
 def test_check_source_points_at_line_and_column() -> None:
     assert check_source("expression", "(a and\n  b)", ["a", "b"])["ok"] is True
     multi = check_source("expression", "(a +\n  nope)", ["a"])
-    assert multi["errors"] == [{"message": "unknown variable 'nope'", "line": 2, "column": 3, "code": "unknown_variable"}]
+    assert multi["errors"] == [{"message": "unknown variable 'nope': declare 'nope' in Graph settings → State keys, or use input.nope", "line": 2, "column": 3, "code": "unknown_variable"}]
     assert check_source("expression", "\n\n  x +", ["x"])["errors"][0]["line"] == 3
     assert check_source("expression", "", [])["errors"][0]["code"] == "syntax"
     assert check_source("expression", "x.y + y", ["x"])["errors"][0]["column"] == 7  # the attribute y is not the name y

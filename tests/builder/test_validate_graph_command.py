@@ -52,7 +52,7 @@ def test_invalid_graph_exits_1_with_one_line_per_issue(write):
     proc = manage("validate_graph", write(invalid_graph()))
     assert proc.returncode == 1
     assert proc.stdout.splitlines() == [
-        "calc.config.set.total: unknown variable 'y'",
+        "calc.config.set.total: unknown variable 'y': declare 'y' in Graph settings → State keys, or use input.y",
         "check.handles.false: handle 'false' is not connected to any node",
     ]
 

@@ -86,11 +86,23 @@ def test_run_graph_wait_exits_0_succeeded_1_failed_3_at_a_gate(tmp_path, effects
     body = summary(waiting.stdout)
     assert body["status"] == "waiting" and body["waiting_for"] == "approval"
     assert [(a["node_id"], a["purpose"]) for a in body["approvals"]] == [("review", "gate")]
-    cancelled_id = int(waiting.stdout.splitlines()[0])
+    cancelled_id = body["run"]
     engine.run_cancel(cancelled_id, actor="tester")
     # approve waits for the run it decides and exits the same way.
     after = manage(effects_file, "approve", str(cancelled_id))
     assert after.returncode == 1 and "no pending approval" in after.stderr
+
+
+def test_run_graph_wait_prints_only_the_json_summary_on_stdout(tmp_path, effects_file):
+    path = write_graph(tmp_path, graph([node("start", "start"), node("end", "end")], chain("start", "end")))
+    done = manage(effects_file, "run_graph", path, "--wait")
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)  # no bare run id on the line before the JSON
+    assert body["status"] == "succeeded"
+    assert f"run {body['run']} started" in done.stderr
+    plain = manage(effects_file, "run_graph", path)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.strip().isdigit()  # without --wait: the run id alone, for scripts
 
 
 def test_run_graph_wait_exits_5_when_its_timeout_runs_out(tmp_path, effects_file):
@@ -128,7 +140,7 @@ def test_approve_errors_name_the_pending_approvals(tmp_path, effects_file):
         [edge("start", "left"), edge("start", "right"), edge("left", "join", "approved"), edge("right", "join", "approved")] + chain("join", "end"),
         state={"approval": {"reducer": "append"}},
     )
-    run_id = int(manage(effects_file, "run_graph", write_graph(tmp_path, spec), "--wait").stdout.splitlines()[0])
+    run_id = summary(manage(effects_file, "run_graph", write_graph(tmp_path, spec), "--wait").stdout)["run"]
     left, right = ApprovalRequest.objects.filter(run_id=run_id).order_by("id")
     assert {left.node_id, right.node_id} == {"left", "right"}
     pending = f"{left.pk} (gate at node {left.node_id}), {right.pk} (gate at node {right.node_id})"
@@ -163,7 +175,7 @@ def _kill_group_at_fault(proc: subprocess.Popen, fault_file: Path, timeout: floa
 def test_approve_timeout_recovers_a_crashed_run_here_and_decides_its_recovery_request(tmp_path, effects_file):
     waiting = manage(effects_file, "run_graph", write_graph(tmp_path, gate_then_pay()), "--wait")
     assert waiting.returncode == 3, waiting.stderr
-    run_id = int(waiting.stdout.splitlines()[0])
+    run_id = summary(waiting.stdout)["run"]
     # approve continues the run in its own process; SIGKILL it inside 'pay'.
     fault_file = tmp_path / "fault.jsonl"
     crashed = subprocess.Popen(

@@ -131,3 +131,15 @@ def test_password_reset_pages_render_for_anonymous_users(client):
     assert client.get("/accounts/password_reset/").status_code == 200
     sent = client.post("/accounts/password_reset/", {"email": "nobody@example.com"})
     assert sent.status_code == 302 and sent["Location"] == "/accounts/password_reset/done/"
+
+
+def test_favicon_is_served_not_a_404() -> None:
+    from django.contrib.staticfiles import finders
+
+    client = Client()
+    page = client.get("/accounts/login/")
+    assert re.search(r'<link rel="icon" href="/static/favicon\.svg"', page.content.decode())
+    icon = client.get("/favicon.ico")
+    assert icon.status_code == 301 and icon["Location"] == "/static/favicon.svg"
+    found = finders.find("favicon.svg")
+    assert found and "<svg" in open(found).read()

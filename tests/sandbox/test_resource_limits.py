@@ -272,8 +272,9 @@ _RLIMIT_SCRIPT = textwrap.dedent("""
                     out["child_cpu"] = line.split()[3:5]
         time.sleep(0.05)
     try:
-        runaway = Limits(int_bits=10**12, memory_bytes=10**13, timeout=float(sys.argv[3]))
-        run_isolated("expr", "9**9**9", {}, runaway)
+        runaway = Limits(int_bits=10**12, memory_bytes=10**13, iterations=10**12, items=10**12, budget=10**15,
+                         scan_steps=10**15, timeout=float(sys.argv[3]))
+        run_isolated("expr", sys.argv[4], {}, runaway)
         out["runaway"] = "no error"
     except ExpressionError as exc:
         out["runaway"] = exc.code
@@ -282,10 +283,17 @@ _RLIMIT_SCRIPT = textwrap.dedent("""
 """)
 
 
+# Uninterruptible (one big-integer power): the parent kills the child past its time.
+UNINTERRUPTIBLE = "9**9**9"
+# Pure CPU in constant memory, so only a time limit stops it: 9**9**9 also grows towards the
+# memory backstop, and which of the two came first would depend on the machine's speed.
+CPU_ONLY = "[x for x in range(10**9) if x < 0]"
+
+
 def _run_under_cpu_limit(soft: int, hard: int, count: int, timeout: float = 0.5, runaway_timeout: float = 0.5, *,
-                         unprivileged: bool = False) -> dict:
+                         unprivileged: bool = False, runaway: str = UNINTERRUPTIBLE) -> dict:
     command = ["prlimit", f"--cpu={soft}:{hard}", "--", sys.executable, "-c", _RLIMIT_SCRIPT, str(count), str(timeout),
-               str(runaway_timeout)]
+               str(runaway_timeout), runaway]
     if unprivileged:
         # Without CAP_SYS_RESOURCE a process cannot raise its hard limit (what a container does).
         command = ["setpriv", "--inh-caps=-sys_resource", "--bounding-set=-sys_resource", *command]
@@ -315,7 +323,7 @@ def test_a_child_short_of_cpu_time_retires_and_is_replaced():
     # give the next its full time: each retires after its reply and a new one starts.
     # The runaway may take 6 s, past the 4 s hard limit: whichever stops it (the kernel's
     # signal at the limit, or the parent at 6.25 s on a loaded machine) reads as a timeout.
-    out = _run_under_cpu_limit(4, 4, 3, timeout=2.8, runaway_timeout=6)
+    out = _run_under_cpu_limit(4, 4, 3, timeout=2.8, runaway_timeout=6, runaway=CPU_ONLY)
     assert out["values"] == [[0], [2], [4]]
     assert len(out["started"]) >= 4  # one per request (the runaway's too), then the last
     assert out["runaway"] == "timeout" and out["after"] == [7]

@@ -163,7 +163,8 @@ function Builder({ loaded }: { loaded: Loaded }) {
   }, []);
   useEffect(() => {
     if (!toast) return;
-    const t = window.setTimeout(() => setToast(null), 3500);
+    // Long enough to read a publish confirmation with its message.
+    const t = window.setTimeout(() => setToast(null), 6000);
     return () => window.clearTimeout(t);
   }, [toast]);
   const onHelp = useCallback(() => setDialog((d) => (d === "help" ? null : "help")), []);
@@ -273,7 +274,10 @@ function Builder({ loaded }: { loaded: Loaded }) {
           {dialog === "help" && <HelpDialog onClose={() => setDialog(null)} />}
           {dialog === "publish" && (
             <PublishDialog graphId={graph.id} flush={save.flush} onClose={() => setDialog(null)}
-              onPublished={(n) => { setLatestVersion(n); setHistoryKey((k) => k + 1); setDialog(null); setToast(`Published version ${n}.`); }} />
+              onPublished={(n, message) => {
+                setLatestVersion(n); setHistoryKey((k) => k + 1); setDialog(null);
+                setToast(message.trim() ? `Published version ${n}: ${message.trim()}` : `Published version ${n}.`);
+              }} />
           )}
           {dialog === "run" && runVersion && (
             <RunStarter graphId={graph.id} version={runVersion} onClose={() => setDialog(null)} />
@@ -344,7 +348,7 @@ function HelpDialog({ onClose }: { onClose: () => void }) {
 }
 
 function PublishDialog({ graphId, flush, onClose, onPublished }: {
-  graphId: number; flush: () => Promise<boolean>; onClose: () => void; onPublished: (n: number) => void;
+  graphId: number; flush: () => Promise<boolean>; onClose: () => void; onPublished: (n: number, message: string) => void;
 }) {
   const [message, setMessage] = useState("");
   const [busy, setBusy] = useState(false);
@@ -355,7 +359,7 @@ function PublishDialog({ graphId, flush, onClose, onPublished }: {
     try {
       if (!(await flush())) throw new Error("the draft could not be saved first");
       const v = await api<{ number: number }>(`graphs/${graphId}/versions/`, { method: "POST", body: { message } });
-      onPublished(v.number);
+      onPublished(v.number, message);
     } catch (err) {
       const fields = err instanceof ApiError ? Object.entries(err.fields).map(([k, m]) => `${k}: ${m.join(", ")}`) : [];
       setError([err instanceof Error ? err.message : String(err), ...fields].join("\n"));

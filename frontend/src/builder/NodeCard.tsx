@@ -19,7 +19,7 @@ export function categoryColour(category: string | undefined): string {
   return `hsl(${h} 55% 45%)`;
 }
 
-function NodeCardImpl({ id, data, selected }: NodeProps<BallastFlowNode>) {
+function NodeCardImpl({ id, data, selected, isConnectable }: NodeProps<BallastFlowNode>) {
   const { node, info, handles, errors, diff, estimate } = data;
   // Handles that follow the config (a condition's cases) change after mount: React Flow
   // must measure them again, or edges to a new handle cannot be drawn or shown.
@@ -59,16 +59,16 @@ function NodeCardImpl({ id, data, selected }: NodeProps<BallastFlowNode>) {
       {estimate && <div className="bnode__cost" title="Estimated cost of one run of this node (worst case)">{formatCost(estimate)}</div>}
       {errors.length > 0 && <div className="bnode__message">{errors[0]?.message}</div>}
       {handles.hasInput && handles.inputs.length === 0 && (
-        <Handle type="target" position={Position.Left} className="bhandle" />
+        <Handle type="target" position={Position.Left} className="bhandle" isConnectable={isConnectable} />
       )}
       {handles.inputs.map((name, i) => (
-        <Handle key={`in-${name}`} id={name} type="target" position={Position.Left} className="bhandle"
+        <Handle key={`in-${name}`} id={name} type="target" position={Position.Left} className="bhandle" isConnectable={isConnectable}
           style={{ top: handleTop(i, handles.inputs.length) }}>
           <span className="bhandle__label bhandle__label--in">{name}</span>
         </Handle>
       ))}
       {outputs.map((name, i) => (
-        <Handle key={`out-${name ?? ""}`} id={name ?? undefined} type="source" position={Position.Right}
+        <Handle key={`out-${name ?? ""}`} id={name ?? undefined} type="source" position={Position.Right} isConnectable={isConnectable}
           className={`bhandle bhandle--out${name ? " bhandle--named" : ""}`} style={{ top: handleTop(i, outputs.length) }}
           data-handle={name ?? ""}>
           {name && <span className="bhandle__label">{name}</span>}

@@ -1,6 +1,7 @@
 // Draft autosave: a debounced PATCH with base_revision; a 409 stops saving and keeps both copies.
 import { useCallback, useEffect, useRef, useState } from "react";
 import { ApiError, api } from "../lib/api";
+import { hasPendingEdits, usePendingEdits } from "./pendingEdits";
 import type { GraphSpec } from "./spec";
 
 export const AUTOSAVE_DEBOUNCE_MS = 800;
@@ -102,7 +103,7 @@ export function useAutosave(graphId: number, spec: GraphSpec, initial: StoredDra
   useEffect(() => {
     if (!enabled) return;
     const guard = (e: BeforeUnloadEvent) => {
-      if (latest.current === saved.current && !inFlight.current) return;
+      if (latest.current === saved.current && !inFlight.current && !hasPendingEdits()) return;
       e.preventDefault();
       e.returnValue = "";
     };
@@ -124,5 +125,9 @@ export function useAutosave(graphId: number, spec: GraphSpec, initial: StoredDra
     saved.current = latest.current;
   }, []);
 
-  return { status, revision: revisionState, conflict, error, lastSavedAt, flush: save, adopt, detach };
+  // A focused field's typed text (committed on blur) is an unsaved change too.
+  const fieldPending = usePendingEdits();
+  const shownStatus: SaveStatus = enabled && fieldPending && status === "saved" ? "unsaved" : status;
+
+  return { status: shownStatus, revision: revisionState, conflict, error, lastSavedAt, flush: save, adopt, detach };
 }

@@ -38,6 +38,13 @@ describe("RunPage", () => {
     expect(rows[1]!.textContent).toContain("500 ms");
   });
 
+  it("says a run the CLI started was started from the command line", async () => {
+    stubFetch({ "GET /api/v1/runs/5/": () => ({ body: { ...run, created_by: null, started_from: "command line" } }) });
+    renderWith(<RunPage runId={5} />, makeContext({}, "run"));
+    await screen.findByRole("heading", { name: /Run #5/ });
+    expect(screen.getByText("Started by").nextElementSibling?.textContent).toBe("command line");
+  });
+
   it("shows the API's error for an unknown run", async () => {
     stubFetch({});
     renderWith(<RunPage runId={99} />, makeContext({}, "run"));

@@ -47,7 +47,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
       />
       <dl className="facts card">
         <div><dt>Version</dt><dd><a href={`${graphUrl(run.graph)}?version=${run.version}`} title="Open this version read-only in the builder">v{run.version}</a></dd></div>
-        <div><dt>Started by</dt><dd>{run.created_by ?? "—"}</dd></div>
+        <div><dt>Started by</dt><dd>{run.created_by ?? run.started_from ?? "—"}</dd></div>
         <div><dt>Started</dt><dd>{formatDateTime(run.started_at ?? run.created_at)}</dd></div>
         <div><dt>Finished</dt><dd>{formatDateTime(run.finished_at)}</dd></div>
         <div><dt>Duration</dt><dd>{formatDuration(run.started_at, run.finished_at)}</dd></div>

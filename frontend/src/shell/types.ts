@@ -52,4 +52,6 @@ export interface RunDetail extends RunSummary {
   state: unknown;
   output: unknown;
   steps: StepSummary[];
+  /** "command line" for a run `manage.py run_graph` started (no user), else null. */
+  started_from?: string | null;
 }

@@ -17,7 +17,7 @@ from builder.services import GraphInvalid, graph_import
 from runs.engine.api import StateWriteRefused, drive_local, local_mode, workers_alive
 from runs.formatting import format_decimal
 from runs.models import TERMINAL_RUN_STATUSES, Run, RunStatus
-from runs.selectors import run_status_now
+from runs.selectors import CLI_ACTOR, run_status_now
 from runs.services import RunInputInvalid, run_start
 
 # Exit codes of a command that waited for a run (2 stays argparse's usage error).
@@ -113,7 +113,7 @@ class Command(BaseCommand):
         local = opts["in_process"] or not workers_alive()
         with local_mode() if local else contextlib.nullcontext() as queue:
             try:
-                run = run_start(version=version, run_input=run_input, actor="cli")
+                run = run_start(version=version, run_input=run_input, actor=CLI_ACTOR)
             except RunInputInvalid as exc:
                 for err in exc.errors:
                     self.stderr.write(f"{err['field']}: {err['message']}")
@@ -121,8 +121,13 @@ class Command(BaseCommand):
             except StateWriteRefused as exc:  # the initial state passes BALLAST_MAX_STATE_BYTES
                 self.stderr.write(exc.message)
                 sys.exit(1)
-            self.stdout.write(str(run.pk))
-            self.stdout.flush()
+            if opts["wait"]:
+                # stdout stays one JSON document (its "run" is the id); the id goes to stderr at once.
+                self.stderr.write(f"run {run.pk} started")
+                self.stderr.flush()
+            else:
+                self.stdout.write(str(run.pk))
+                self.stdout.flush()
             run = wait_or_drive(run, queue, local=local, wait=opts["wait"], timeout=opts["timeout"])
         if opts["wait"]:
             summary = run_summary(run)

@@ -17,6 +17,16 @@ function namesOf(props: { registry: { formContext?: unknown } }): readonly strin
   return ctx?.names ?? [];
 }
 
+/**
+ * An example for an empty code field that uses a name the graph defines (its first state key,
+ * else the run input's ``input``), so copying it never yields "unknown variable".
+ */
+export function examplePlaceholder(language: CodeLanguage, names: readonly string[]): string {
+  const key = names.find((n) => n !== "input");
+  if (language === "expression") return key ? `e.g. ${key} > 0.5` : "e.g. input.score > 0.5";
+  return key ? `e.g. Hello {{ ${key} }}` : "e.g. Hello {{ input.name }}";
+}
+
 /** JSON text of a value for editing (two-space indent; empty for undefined). */
 export function jsonText(value: unknown): string {
   return value === undefined ? "" : JSON.stringify(value, null, 2);
@@ -40,7 +50,7 @@ function makeCodeWidget(language: CodeLanguage) {
         language={language}
         names={namesOf(props)}
         readOnly={Boolean(readonly || disabled)}
-        placeholder={placeholder || (language === "expression" ? "e.g. score > 0.5" : "e.g. Hello {{ name }}")}
+        placeholder={placeholder || examplePlaceholder(language, namesOf(props))}
         ariaLabel={label}
         ariaDescribedBy={describedBy}
         knownErrors={rawErrors}

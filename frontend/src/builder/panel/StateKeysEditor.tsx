@@ -1,6 +1,7 @@
 // The graph's declared state keys: name, reducer, default (JSON) and description, added and removed in place.
 import { useState } from "react";
 import { LocalInput } from "../editors/LocalText";
+import { usePendingEdit } from "../pendingEdits";
 import type { Reducer, StateKeySpec } from "../spec";
 import { freshId } from "../spec";
 import { displayValue } from "./format";
@@ -38,6 +39,12 @@ function KeyRow({ name, spec, state, onChange, errors }: { name: string; spec: S
   const [nameError, setNameError] = useState<string | null>(null);
   const [defaultError, setDefaultError] = useState<string | null>(null);
   const base = `graph.state.${name}`;
+  const savedDefault = spec.default === undefined ? "" : JSON.stringify(spec.default);
+  // Typed but not yet committed (on blur): the draft counts as unsaved and the leave guard holds.
+  usePendingEdit(`${base}.name`, nameText.trim() !== name);
+  usePendingEdit(`${base}.default`, defaultText.trim() !== savedDefault && (() => {
+    try { return JSON.stringify(JSON.parse(defaultText)) !== savedDefault; } catch { return true; }
+  })());
 
   function commitName() {
     const next = nameText.trim();

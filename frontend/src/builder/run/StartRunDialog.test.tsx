@@ -64,4 +64,25 @@ describe("StartRunDialog", () => {
     await user.keyboard("{Escape}");
     expect(onClose).toHaveBeenCalled();
   });
+
+  it("free-form input: one heading, names the declared state keys, refuses bad JSON by the field", async () => {
+    const calls = scriptFetch(() => [201, { id: 3 }]);
+    const user = userEvent.setup();
+    const spec = { ...sampleSpec(), input_schema: { type: "object" } };
+    render(<StartRunDialog graphId={4} spec={spec} onClose={vi.fn()} navigate={vi.fn()} />);
+    const dialog = screen.getByRole("dialog");
+    expect(dialog.textContent?.match(/Input/g)?.length).toBe(1);
+    expect(dialog.textContent).toContain("each of its keys becomes a state key");
+    expect(dialog.textContent).toContain("declares the state keys notes");
+    const json = screen.getByLabelText("Input (JSON object)");
+    await user.clear(json);
+    await user.type(json, "{{topic: 1}");
+    expect(screen.getByRole("alert").textContent).toMatch(/Not valid JSON/);
+    expect(json.getAttribute("aria-invalid")).toBe("true");
+    await user.click(screen.getByRole("button", { name: "Start run" }));
+    expect(calls).toHaveLength(0);
+    await user.clear(json);
+    await user.type(json, "[[1]");
+    expect(screen.getByRole("alert").textContent).toContain("must be a JSON object");
+  });
 });

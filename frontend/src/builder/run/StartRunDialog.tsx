@@ -51,6 +51,8 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate }: St
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [fieldErrors, setFieldErrors] = useState<ErrorSchema>({});
+  // The free-form JSON box's problem (not JSON, not an object): shown by the box, blocks submit.
+  const [jsonProblem, setJsonProblem] = useState<string | null>(null);
   const dialog = useRef<HTMLDivElement>(null);
 
   useEffect(() => {
@@ -114,7 +116,7 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate }: St
           </p>
         )}
         <Form
-          schema={(freeForm ? { type: "object", title: "Input", properties: {} } : schema) as RJSFSchema}
+          schema={(freeForm ? { type: "object", properties: {} } : schema) as RJSFSchema}
           uiSchema={{ "ui:submitButtonOptions": { norender: true } }}
           formData={input}
           validator={validator}
@@ -126,11 +128,17 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate }: St
           showErrorList={false}
           liveValidate="onBlur"
           onChange={(e) => setInput((e.formData ?? {}) as Record<string, unknown>)}
-          onSubmit={(e) => void start(freeForm ? input : ((e.formData ?? {}) as Record<string, unknown>))}
+          onSubmit={(e) => {
+            if (freeForm && jsonProblem) {
+              document.getElementById("input.json")?.focus();
+              return;
+            }
+            void start(freeForm ? input : ((e.formData ?? {}) as Record<string, unknown>));
+          }}
           id="start-run-form"
         >
           {freeForm && (
-            <FreeFormInput value={input} onChange={setInput} />
+            <FreeFormInput value={input} onChange={setInput} stateKeys={Object.keys(spec.state ?? {})} onProblem={setJsonProblem} />
           )}
           <div className="button-row run-dialog-buttons">
             <button type="submit" className="btn btn-primary" disabled={busy}>
@@ -146,32 +154,55 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate }: St
   );
 }
 
-function FreeFormInput({ value, onChange }: { value: Record<string, unknown>; onChange(v: Record<string, unknown>): void }) {
+/** Why ``text`` is not a run input (a JSON object), or null when it is one. */
+export function jsonInputProblem(text: string): string | null {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text.trim() === "" ? "{}" : text);
+  } catch (err) {
+    return `Not valid JSON: ${err instanceof Error ? err.message : String(err)} (strings need double quotes: {"topic": "AI"}).`;
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    return `The input must be a JSON object ({"key": value}), not ${Array.isArray(parsed) ? "a list" : parsed === null ? "null" : `a ${typeof parsed}`}.`;
+  }
+  return null;
+}
+
+function FreeFormInput({ value, onChange, stateKeys, onProblem }: {
+  value: Record<string, unknown>;
+  onChange(v: Record<string, unknown>): void;
+  /** The graph's declared state keys (named in the help: the input's keys become state). */
+  stateKeys: string[];
+  onProblem(problem: string | null): void;
+}) {
   const [text, setText] = useState(() => JSON.stringify(value, null, 2));
-  const [bad, setBad] = useState(false);
+  const [problem, setProblem] = useState<string | null>(null);
   return (
     <div className="form-field">
       <label htmlFor="input.json">Input (JSON object)</label>
-      <p className="field-help">The graph's input schema declares no fields, so the input is free-form JSON.</p>
+      <p className="field-help" id="input.json-help">
+        The graph's input schema declares no fields, so the run's input is a JSON object; each of its keys becomes a
+        state key the nodes read (as <code>{"{{ key }}"}</code> in templates, or <code>input.key</code>).{" "}
+        {stateKeys.length > 0
+          ? <>This graph declares the state keys {stateKeys.map((k, i) => <span key={k}>{i > 0 ? ", " : ""}<code>{k}</code></span>)}.</>
+          : "This graph declares no state keys (Graph settings → State keys)."}
+      </p>
       <textarea
         id="input.json"
         className="mono"
         rows={6}
         value={text}
-        aria-invalid={bad ? true : undefined}
+        aria-invalid={problem ? true : undefined}
+        aria-describedby={problem ? "input.json-error" : "input.json-help"}
         onChange={(e) => {
           setText(e.target.value);
-          try {
-            const parsed: unknown = JSON.parse(e.target.value || "{}");
-            const ok = typeof parsed === "object" && parsed !== null && !Array.isArray(parsed);
-            setBad(!ok);
-            if (ok) onChange(parsed as Record<string, unknown>);
-          } catch {
-            setBad(true);
-          }
+          const found = jsonInputProblem(e.target.value);
+          setProblem(found);
+          onProblem(found);
+          if (!found) onChange(JSON.parse(e.target.value.trim() === "" ? "{}" : e.target.value) as Record<string, unknown>);
         }}
       />
-      {bad && <p className="field-errors">Not a JSON object.</p>}
+      {problem && <p className="field-errors" id="input.json-error" role="alert">{problem}</p>}
     </div>
   );
 }
