@@ -18,25 +18,15 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.chromium import CHROMIUM, CHROMIUM_ARGS
 from bench.core import CheckFailed, Reporter, check, log, summary
 
 ROOT = Path(__file__).resolve().parents[1]
 DIST = ROOT / "frontend" / "dist"
-CHROMIUM = os.environ.get("BALLAST_CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 PASSWORD = "bench-builder-pw-1"
 
 # Injected before the page's scripts: polls each frame for the moment every node is drawn.
