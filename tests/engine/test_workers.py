@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from runs.engine import workers
+from tests.support.leases import dead_owner
 
 
 def _await(condition, *, timeout: float, what: str) -> None:
@@ -25,14 +26,6 @@ def _await(condition, *, timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.01)
-
-
-def _reaped_owner() -> str:
-    proc = subprocess.Popen(["sleep", "60"])
-    owner = workers.worker_id(proc.pid)
-    proc.kill()
-    proc.wait()
-    return owner
 
 
 def test_live_and_reaped_processes():
@@ -68,7 +61,7 @@ def test_killed_but_unreaped_owner_counts_as_dead():
     ids=["access-denied", "no-process-table", "permission"],
 )
 def test_owner_whose_liveness_is_unknown_counts_as_alive(monkeypatch, failure):
-    owner = _reaped_owner()
+    owner = dead_owner()
     assert workers.owner_is_dead(owner)  # the process table says so
 
     def unknown(pid):
