@@ -59,6 +59,9 @@ def test_approver_who_is_not_staff_signs_in_and_sees_no_edit_controls(live_serve
     login(page, live_server, approver)
 
     bar = page.get_by_role("banner")
+    # The top bar is drawn by the app after the page loads: a Tab pressed before that
+    # lands on an empty document (CI pressed it first under load), so wait for the app.
+    expect(page.get_by_role("heading", name="Welcome, amal")).to_be_visible()
     # Keyboard first: Tab reaches the logo, then the nav, with a visible focus ring.
     page.keyboard.press("Tab")
     expect(bar.get_by_role("link", name="Ballast")).to_be_focused()
