@@ -18,6 +18,7 @@ from approvals.consumers import ApprovalInboxConsumer  # noqa: E402
 from runs.consumers import RunEventsConsumer  # noqa: E402
 
 websocket_urlpatterns = [
+    path("ws/runs/", RunEventsConsumer.as_asgi()),
     path("ws/runs/<int:run_id>/", RunEventsConsumer.as_asgi()),
     path("ws/approvals/", ApprovalInboxConsumer.as_asgi()),
 ]

@@ -7,6 +7,8 @@ Environment:
 - BALLAST_Q_BROKER: ``orm`` (default) or ``redis``; BALLAST_REDIS_URL.
 - BALLAST_CACHE_REDIS_URL (or BALLAST_REDIS_URL): the shared cache in Redis instead of the
   database (throttle counters live there).
+- BALLAST_CHANNELS_REDIS_URL (or BALLAST_REDIS_URL): the channel layer in Redis, pushing
+  live run events between processes; BALLAST_LIVE_POLL_SECONDS, BALLAST_LIVE_SAFETY_SECONDS.
 - BALLAST_API_RATE_TOKEN, BALLAST_API_RATE_USER, BALLAST_TOKEN_FAILURE_RATE_ADDRESS,
   BALLAST_TOKEN_FAILURE_RATE_PREFIX: DRF rates (``N/second|minute|hour|day``).
 - BALLAST_LOGIN_FAILURE_LIMIT, BALLAST_LOGIN_LOCKOUT_MINUTES: failed sign-ins (django-axes).
@@ -260,7 +262,20 @@ AXES_CLIENT_IP_CALLABLE = "accounts.throttling.client_address"
 # API tokens: a used token's last_used_at is written at most this often (seconds).
 BALLAST_TOKEN_TOUCH_SECONDS = 60
 
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# Live run events (runs.engine.events, runs.live): the database is the source. With
+# BALLAST_CHANNELS_REDIS_URL (or BALLAST_REDIS_URL) set, commits also push their events
+# through Redis to every web process (low latency) and the web process's one shared poller
+# only checks for gaps every BALLAST_LIVE_SAFETY_SECONDS; without Redis that poller reads
+# new events every BALLAST_LIVE_POLL_SECONDS (the in-memory layer cannot reach another
+# process).
+_CHANNELS_REDIS_URL = os.environ.get("BALLAST_CHANNELS_REDIS_URL") or os.environ.get("BALLAST_REDIS_URL")
+if _CHANNELS_REDIS_URL:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [_CHANNELS_REDIS_URL]}}}
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+BALLAST_LIVE_PUSH = bool(_CHANNELS_REDIS_URL)
+BALLAST_LIVE_POLL_SECONDS = float(os.environ.get("BALLAST_LIVE_POLL_SECONDS", "0.2"))
+BALLAST_LIVE_SAFETY_SECONDS = float(os.environ.get("BALLAST_LIVE_SAFETY_SECONDS", "1.0"))
 
 # django-q2 is the doorbell that wakes the engine; the database is the truth (TRAPS.md).
 # Delivery is at least once; every task claims its step in Ballast's tables first, so a

@@ -1,19 +1,24 @@
-"""Run events over a WebSocket: ``ws/runs/<run_id>/?after=<event id>``.
+"""Run events over a WebSocket, gap-free and committed only (runs.engine.events, runs.live).
 
-Events are rows first. The consumer sends every RunEvent of the run after ``after``, then
-polls the table (every ``POLL_SECONDS``) and sends new rows as they commit. Polling the
-database, not a channel layer, is what makes it work when the worker is another process
-or machine (an in-memory channel layer cannot carry worker -> browser; TRAPS.md), and a
-reconnect with the last id seen loses nothing. Messages: ``{"type": "event", "event":
-{id, run, step, kind, data, created_at}}``.
+Two routes:
 
-Close codes: 4401 not authenticated, 4400 bad ``after``, 4404 no such run or one the
-caller may not read (``accounts.policy``; the refusal is audited), before accept, so the
-handshake is refused.
+- ``ws/runs/<run_id>/?after=<seq>``: one run's events with seq > ``after`` (default 0:
+  all of them), then new ones as they commit;
+- ``ws/runs/``: several runs on one socket (the run list): the client sends
+  ``{"type": "follow", "run": <id>, "after": <seq>}`` and ``{"type": "unfollow", "run": <id>}``.
+
+Events are sent as ``{"type": "event", "event": {id, seq, run, step, kind, data,
+created_at}}``, per run in seq order with no gaps and no repeats: the backlog is read from
+the table, then the web process's shared hub (runs.live) hands over what commits next.
+A client that reconnects with the last seq it saw loses nothing and sees nothing twice.
+
+Refusals: close codes 4401 not authenticated, 4400 bad ``after``, 4404 no such run or one
+the caller may not read (``accounts.policy``; the refusal is audited), before accept, so
+the handshake is refused. On ``ws/runs/`` a refused follow answers ``{"type": "error",
+"error": {"code", "message", "where"}}`` and the socket stays open.
 """
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -21,11 +26,12 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from accounts import policy
-from runs.models import Run, RunEvent
-from runs.serializers import EventOutput
+from runs.live import Follower
+from runs.models import Run
 
-POLL_SECONDS = 0.2
-BATCH = 200
+# Runs one socket may follow at once (a page of the run list is 50).
+MAX_FOLLOWED = 500
+MAX_SEQ_DIGITS = 18
 
 
 def query_param(scope: dict[str, Any], name: str) -> str | None:
@@ -34,56 +40,87 @@ def query_param(scope: dict[str, Any], name: str) -> str | None:
     return values[0] if values else None
 
 
+def parse_seq(raw: Any) -> int | None:
+    """A cursor as sent by a client (a non-negative integer, or its decimal text), or None."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw if 0 <= raw < 10**MAX_SEQ_DIGITS else None
+    if isinstance(raw, str) and raw.isdigit() and len(raw) <= MAX_SEQ_DIGITS:
+        return int(raw)
+    return None
+
+
+@database_sync_to_async
+def readable(user: Any, run_id: int) -> bool:
+    """Whether the run exists and ``user`` may read it (a refusal of an existing run is audited)."""
+    run = Run.objects.select_related("graph_version__graph").filter(pk=run_id).first()
+    if run is None:
+        return False
+    try:
+        policy.require_read(user, run, action="run.stream")
+    except policy.RunHidden:
+        return False
+    return True
+
+
 class RunEventsConsumer(AsyncJsonWebsocketConsumer):
-    """Streams one run's events after a cursor, then new ones as they commit."""
+    """Streams the events of one run (``run_id`` in the route) or of the runs the client follows."""
+
+    follower: Follower | None = None
 
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
-        raw = query_param(self.scope, "after") or "0"
-        if not raw.isdigit() or len(raw) > 18:
+        run_id = self.scope["url_route"]["kwargs"].get("run_id")
+        after = parse_seq(query_param(self.scope, "after") or "0")
+        if after is None:
             await self.close(code=4400)
             return
-        self.after = int(raw)
-        self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
-        if not await self._readable(user):
+        if run_id is not None and not await readable(user, int(run_id)):
             await self.close(code=4404)
             return
         await self.accept()
-        self.pump = asyncio.ensure_future(self._pump())
+        self.follower = Follower(self._send_event)
+        if run_id is not None:
+            await self.follower.follow(int(run_id), after)
 
-    @database_sync_to_async
-    def _readable(self, user: Any) -> bool:
-        """Whether the run exists and ``user`` may read it (a refusal of an existing run is audited)."""
-        run = Run.objects.select_related("graph_version__graph").filter(pk=self.run_id).first()
-        if run is None:
-            return False
-        try:
-            policy.require_read(user, run, action="run.stream")
-        except policy.RunHidden:
-            return False
-        return True
+    async def _send_event(self, event: dict[str, Any]) -> None:
+        await self.send_json({"type": "event", "event": event})
 
     async def disconnect(self, code: int) -> None:
-        pump = getattr(self, "pump", None)
-        if pump is not None:
-            pump.cancel()
+        if self.follower is not None:
+            await self.follower.close()
+
+    async def _error(self, code: str, message: str, where: str, run: Any = None) -> None:
+        await self.send_json({"type": "error", "run": run, "error": {"code": code, "message": message, "where": where}})
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        pass  # the stream is one-way; a client reconnects with ?after= to rewind
-
-    @database_sync_to_async
-    def _fetch(self) -> list[dict[str, Any]]:
-        rows = RunEvent.objects.filter(run_id=self.run_id, id__gt=self.after).order_by("id")[:BATCH]
-        return list(EventOutput(rows, many=True).data)
-
-    async def _pump(self) -> None:
-        while True:
-            events = await self._fetch()
-            for event in events:
-                await self.send_json({"type": "event", "event": event})
-                self.after = event["id"]
-            if len(events) < BATCH:
-                await asyncio.sleep(POLL_SECONDS)
+        if self.follower is None:
+            return
+        if self.scope["url_route"]["kwargs"].get("run_id") is not None:
+            await self._error("bad_request", "this socket streams one run; open ws/runs/ to follow several", "type")
+            return
+        if not isinstance(content, dict) or content.get("type") not in ("follow", "unfollow"):
+            await self._error("bad_request", 'send {"type": "follow", "run": <id>, "after": <seq>} or {"type": "unfollow", "run": <id>}', "type")
+            return
+        run_id = parse_seq(content.get("run"))
+        if run_id is None:
+            await self._error("bad_request", "run must be a run id (a non-negative integer)", "run", content.get("run"))
+            return
+        if content["type"] == "unfollow":
+            await self.follower.unfollow(run_id)
+            return
+        after = parse_seq(content.get("after", 0))
+        if after is None:
+            await self._error("bad_request", "after must be the last seq seen (a non-negative integer)", "after", run_id)
+            return
+        if run_id not in self.follower.cursors and len(self.follower.cursors) >= MAX_FOLLOWED:
+            await self._error("too_many", f"one socket follows at most {MAX_FOLLOWED} runs; unfollow some first", "run", run_id)
+            return
+        if not await readable(self.scope["user"], run_id):
+            await self._error("not_found", f"no run {run_id} you may read", "run", run_id)
+            return
+        await self.follower.follow(run_id, after)

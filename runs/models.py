@@ -133,6 +133,9 @@ class Run(models.Model):
     # Bumped by every engine write to the row: the fast commit path checks it to know
     # the worker's cached view of the run is still current (optimistic concurrency).
     version = models.PositiveBigIntegerField(default=0)
+    # The seq of the run's last event (runs.engine.events): bumped in the transaction that
+    # writes the events, so the row lock orders writers and a rollback takes the bump back.
+    event_seq = models.PositiveBigIntegerField(default=0)
     budget_usd = models.DecimalField(max_digits=24, decimal_places=12, null=True, blank=True)
     budget_tokens = models.BigIntegerField(null=True, blank=True)
     input_tokens = models.BigIntegerField(default=0)
@@ -240,9 +243,15 @@ class StepAttempt(models.Model):
 
 
 class RunEvent(models.Model):
-    """Append-only record of what happened in a run; ids increase (live-update cursor)."""
+    """Append-only record of what happened in a run.
+
+    ``seq`` numbers a run's events 1, 2, 3... with no gaps, in commit order (assigned by
+    runs.engine.events from ``Run.event_seq``): the live-update cursor. Write events only
+    through runs.engine.events.
+    """
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
     step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
     kind = models.CharField(max_length=48, choices=RunEventKind.choices)  # payloads: RunEventKind
     data = models.JSONField(default=dict, blank=True)
@@ -251,9 +260,10 @@ class RunEvent(models.Model):
     class Meta:
         ordering = ["id"]
         indexes = [models.Index(fields=["run", "id"], name="runevent_run_cursor")]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="runevent_run_seq")]
 
     def __str__(self) -> str:
-        return f"{self.kind} #{self.pk}"
+        return f"{self.kind} #{self.pk} (seq {self.seq})"
 
 
 class AuditEntry(models.Model):

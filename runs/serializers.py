@@ -230,9 +230,11 @@ class RunDetailOutput(RunOutput):
 
 
 class EventOutput(serializers.Serializer):
-    """One run event; ``id`` is the cursor for ``?after=``."""
+    """One run event; ``id`` is the cursor for ``?after=``; ``seq`` numbers the run's events
+    1, 2, 3... with no gaps in commit order (the WebSocket cursor, runs.consumers)."""
 
     id = serializers.IntegerField()
+    seq = serializers.IntegerField()
     run = serializers.IntegerField(source="run_id")
     step = serializers.IntegerField(source="step_id", allow_null=True)
     kind = serializers.CharField()

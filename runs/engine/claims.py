@@ -14,9 +14,11 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from builder.spec import NodeSpec
+from runs.engine.events import append as append_events
+from runs.engine.events import create as create_event
 from runs.engine.graphs import spawns_children, step_node
 from runs.engine.types import ClaimedStep
-from runs.engine.writes import bump_run, event, finish_run, lease_delta, lost_attempts
+from runs.engine.writes import bump_run, event, finish_run, lease_delta, lock_run_of_step, lost_attempts
 from runs.models import TERMINAL_RUN_STATUSES, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.nodes import get_kind
 from runs.nodes.base import ChildCall
@@ -98,6 +100,7 @@ def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
     """
     now = timezone.now()
     with transaction.atomic():
+        lock_run_of_step(step_id)
         claimed = (
             Step.objects.filter(pk=step_id, status=StepStatus.PENDING)
             .filter(Q(available_at__isnull=True) | Q(available_at__lte=now))
@@ -135,7 +138,7 @@ def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
         if run.status == RunStatus.QUEUED:
             bump_run(Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED), status=RunStatus.RUNNING, started_at=now)
             events.insert(0, event(run.pk, RunEventKind.RUN_STARTED))
-        RunEvent.objects.bulk_create(events)
+        append_events(events)
         return claim_details(step, run, worker)
 
 
@@ -159,13 +162,14 @@ def step_release(claimed: ClaimedStep) -> bool:
     the lease is no longer ours. The caller hands the step to the queue after this."""
     now = timezone.now()
     with transaction.atomic():
+        lock_run_of_step(claimed.step_id)
         released = Step.objects.filter(
             pk=claimed.step_id, status=StepStatus.RUNNING, attempt=claimed.attempt, lease_owner=claimed.worker
         ).update(status=StepStatus.PENDING, attempt=F("attempt") - 1, lease_owner="", lease_expires_at=None, started_at=None, dispatched_at=now)
         if not released:
             return False
         StepAttempt.objects.filter(step_id=claimed.step_id, number=claimed.attempt).delete()
-        RunEvent.objects.create(
+        create_event(
             run_id=claimed.run_id, step_id=claimed.step_id, kind=RunEventKind.STEP_REQUEUED, data={"by": claimed.worker, "reason": "worker stopping"}
         )
     return True

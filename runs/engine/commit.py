@@ -17,6 +17,8 @@ from django.utils import timezone
 
 from runs.engine import fastpath, graphs, limits, scheduler
 from runs.engine.claims import budget_refusal, lease_to, start_kept
+from runs.engine.events import append as append_events
+from runs.engine.events import create as create_event
 from runs.engine.types import ActiveStep, ClaimedStep, CommitOutcome, StateTooLarge, spec_node_id, step_idempotency_key
 from runs.engine.writes import (
     active_steps,
@@ -147,7 +149,7 @@ def _commit_wait(run: Run, step: Step, result: NodeResult, now: datetime) -> Com
     if not run.is_terminal and scheduler.run_status_after(a.status for a in active) == RunStatus.WAITING:
         new_status = RunStatus.WAITING
         events.append(event(run.pk, RunEventKind.RUN_WAITING, step.pk, node_id=step.node_id))
-    RunEvent.objects.bulk_create(events)
+    append_events(events)
     save_run_usage(run, now, status=new_status)
     return CommitOutcome(committed=True, run_status=new_status)
 
@@ -166,7 +168,7 @@ def advance(
     if run.is_terminal:
         # The run ended (cancelled, failed elsewhere) while this step ran: its output is
         # a fact and is kept, but nothing follows it.
-        RunEvent.objects.bulk_create(events)
+        append_events(events)
         save_run_usage(run, now)
         return CommitOutcome(committed=True, run_status=run.status)
 
@@ -177,7 +179,7 @@ def advance(
     )
     if transition.failure:
         failure = transition.failure
-        RunEvent.objects.bulk_create(events)
+        append_events(events)
         save_run_totals(run, now)
         finish_run(run, RunStatus.FAILED, error={"code": failure.code, "message": failure.message, "node_id": step.node_id}, step_id=step.pk)
         return CommitOutcome(committed=True, run_status=RunStatus.FAILED)
@@ -218,7 +220,7 @@ def advance(
     next_claim = start_kept(run, kept, worker, now, events)
 
     if not active and not new_steps:
-        RunEvent.objects.bulk_create(events)
+        append_events(events)
         save_run_totals(run, now)
         if transition.bookkeeping.get("ended"):
             finish_run(run, RunStatus.SUCCEEDED, output=run.output, step_id=step.pk)
@@ -230,7 +232,7 @@ def advance(
     new_status = scheduler.run_status_after([a.status for a in active] + [s.status for s in new_steps])
     if new_status != run.status and new_status == RunStatus.WAITING:
         events.append(event(run.pk, RunEventKind.RUN_WAITING, step.pk))
-    RunEvent.objects.bulk_create(events)
+    append_events(events)
     run.status = new_status
     save_run_totals(run, now, status=new_status)
     if next_claim is not None and not active and len(new_steps) == 1:
@@ -284,7 +286,7 @@ def _commit_spawn(run: Run, claimed: ClaimedStep, result: NodeResult, now: datet
     elif run.step_count + len(new_steps) > run.max_steps:
         failure = {"code": "max_steps", "message": f"run reached its max_steps limit of {run.max_steps}", "node_id": node.id}
     if failure or run.is_terminal:
-        RunEvent.objects.bulk_create(events)
+        append_events(events)
         save_run_totals(run, now)
         if failure:
             Step.objects.filter(pk=claimed.step_id).update(status=StepStatus.FAILED, error=failure, finished_at=now)
@@ -297,7 +299,7 @@ def _commit_spawn(run: Run, claimed: ClaimedStep, result: NodeResult, now: datet
     next_claim = start_kept(run, kept, worker, now, events)
     run.step_count += len(new_steps)
     run.status = scheduler.run_status_after([a.status for a in active] + [s.status for s in new_steps])
-    RunEvent.objects.bulk_create(events)
+    append_events(events)
     save_run_usage(run, now, status=run.status, step_count=run.step_count)
     dispatch = [s.pk for s in new_steps if s.dispatched_at is not None] + dispatch_old
     return CommitOutcome(committed=True, dispatch=dispatch, next_step=next_claim, run_status=run.status)
@@ -338,7 +340,7 @@ def child_finished(run: Run, child: Step, events: list[RunEvent], now: datetime,
             Step.objects.filter(pk__in=dispatch_old).update(dispatched_at=now)
             dispatch += dispatch_old
         run.status = scheduler.run_status_after(a.status for a in active)
-    RunEvent.objects.bulk_create(events)
+    append_events(events)
     save_run_usage(run, now, status=run.status)
     return CommitOutcome(committed=True, dispatch=dispatch, next_step=next_claim, run_status=run.status)
 
@@ -415,7 +417,7 @@ def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
             run.output_tokens += usage.output_tokens if usage else 0
             bump_run(Run.objects.filter(pk=run.pk), cost_usd=run.cost_usd, input_tokens=run.input_tokens, output_tokens=run.output_tokens)
         if retry:
-            RunEvent.objects.create(
+            create_event(
                 run_id=run.pk,
                 step_id=claimed.step_id,
                 kind=RunEventKind.STEP_RETRYING,
@@ -426,6 +428,6 @@ def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
         if claimed.parent_id is not None:
             child = Step(pk=claimed.step_id, run_id=run.pk, node_id=claimed.node_id, parent_id=claimed.parent_id)
             return child_finished(run, child, [failed], now, worker=None)
-        failed.save()
+        append_events([failed])
         finish_run(run, RunStatus.FAILED, error=err | {"node_id": claimed.node_id}, step_id=claimed.step_id)
         return CommitOutcome(committed=True, run_status=RunStatus.FAILED)

@@ -18,12 +18,12 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from runs.engine import fastpath_postgresql, fastpath_sqlite, graphs, limits
+from runs.engine import events, fastpath_postgresql, fastpath_sqlite, graphs, limits
 from runs.engine.claims import claim_details
 from runs.engine.graphs import compiled_graph
 from runs.engine.types import ClaimedStep, CommitOutcome, step_idempotency_key
 from runs.engine.writes import add_usage, lease_delta, price_version
-from runs.models import AttemptStatus, RunEventKind, RunStatus, Step, StepStatus
+from runs.models import AttemptStatus, RunEvent, RunEventKind, RunStatus, Step, StepStatus
 from runs.nodes.base import NodeResult
 
 # The enum values the fixed statements take as parameters (no literals in the SQL).
@@ -48,6 +48,19 @@ def _dumps(value: Any) -> str | None:
     # Values were checked as JSON before the commit (limits.checked_result): no encoder
     # hook may turn anything into something else here, and NaN would be a bug.
     return None if value is None else json.dumps(value, allow_nan=False)
+
+
+def _wires(run_id: int, step_id: int, new_id: int, last_seq: int, ids: list[int], now: Any, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The three committed events in wire form (runs.engine.events.wire), for the push."""
+    rows = [
+        (step_id, ENUM_PARAMS["ev_succeeded"], params["done_event"]),
+        (new_id, ENUM_PARAMS["ev_created"], params["created_event"]),
+        (new_id, ENUM_PARAMS["ev_started"], params["started_event"]),
+    ]
+    return [
+        events.wire(RunEvent(pk=pk, run_id=run_id, seq=last_seq - 2 + i, step_id=sid, kind=kind, data=json.loads(data), created_at=now))
+        for i, ((sid, kind, data), pk) in enumerate(zip(rows, ids, strict=True))
+    ]
 
 
 def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, int] | None = None) -> CommitOutcome | None:
@@ -108,9 +121,13 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
         "started_event": _dumps({"node_id": act.node_id, "iteration": act.iteration, "attempt": 1}),
     }
     backend = fastpath_postgresql if connection.vendor == "postgresql" else fastpath_sqlite
-    new_id = backend.commit(params)
-    if new_id is None:
+    done = backend.commit(params)
+    if done is None:
         return None
+    new_id, last_seq, event_ids = done
+    run.event_seq = last_seq
+    if events.push_enabled():
+        events.publish(_wires(run.pk, claimed.step_id, new_id, last_seq, event_ids, now, params))
     run.state = transition.state
     run.state_sizes = sizes
     run.scheduler = transition.bookkeeping

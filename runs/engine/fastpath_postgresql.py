@@ -16,7 +16,8 @@ from django.db import connection
 # The run row is locked first (the order recovery and the slow path use) and only if its
 # version is the one this worker's last commit left; the step row only if its lease is
 # still ours. If either check fails the statement writes nothing and returns NULL: the
-# caller takes the slow path, which re-reads everything.
+# caller takes the slow path, which re-reads everything. The three events take their seq
+# from the run's counter, bumped by the same UPDATE (runs.engine.events: no gaps).
 COMMIT_SQL = """
 WITH locked_run AS (
     SELECT id FROM runs_run WHERE id = %(run)s AND version = %(version)s FOR UPDATE
@@ -28,9 +29,10 @@ WITH locked_run AS (
 ), run_upd AS (
     UPDATE runs_run SET state = %(state)s::jsonb, state_sizes = %(state_sizes)s::jsonb, scheduler = %(scheduler)s::jsonb, step_count = step_count + 1,
         input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
-        cost_usd = cost_usd + %(cost)s, status = %(run_running)s, version = version + 1, updated_at = %(now)s
+        cost_usd = cost_usd + %(cost)s, status = %(run_running)s, version = version + 1, updated_at = %(now)s,
+        event_seq = event_seq + 3
     WHERE id IN (SELECT id FROM locked_run) AND EXISTS (SELECT 1 FROM locked_step)
-    RETURNING id
+    RETURNING id, event_seq
 ), step_upd AS (
     UPDATE runs_step SET status = %(st_succeeded)s, output = %(output)s::jsonb, updates = %(updates)s::jsonb,
         usage = %(usage)s::jsonb, cost_usd = %(step_cost)s, price_version = %(price_version)s, lease_owner = '',
@@ -52,17 +54,19 @@ WITH locked_run AS (
     INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version)
     SELECT id, 1, %(owner)s, %(att_running)s, %(now)s, '' FROM new_step
 ), events AS (
-    INSERT INTO runs_runevent (run_id, step_id, kind, data, created_at)
-    SELECT %(run)s, id, %(ev_succeeded)s, %(done_event)s::jsonb, %(now)s FROM step_upd
-    UNION ALL SELECT %(run)s, id, %(ev_created)s, %(created_event)s::jsonb, %(now)s FROM new_step
-    UNION ALL SELECT %(run)s, id, %(ev_started)s, %(started_event)s::jsonb, %(now)s FROM new_step
+    INSERT INTO runs_runevent (run_id, seq, step_id, kind, data, created_at)
+    SELECT %(run)s, (SELECT event_seq - 2 FROM run_upd), id, %(ev_succeeded)s, %(done_event)s::jsonb, %(now)s FROM step_upd
+    UNION ALL SELECT %(run)s, (SELECT event_seq - 1 FROM run_upd), id, %(ev_created)s, %(created_event)s::jsonb, %(now)s FROM new_step
+    UNION ALL SELECT %(run)s, (SELECT event_seq FROM run_upd), id, %(ev_started)s, %(started_event)s::jsonb, %(now)s FROM new_step
+    RETURNING id, seq
 )
-SELECT (SELECT id FROM new_step)
+SELECT (SELECT id FROM new_step), (SELECT event_seq FROM run_upd), (SELECT array_agg(id ORDER BY seq) FROM events)
 """
 
 
-def commit(params: dict[str, Any]) -> int | None:
-    """Run the fenced commit; the new step's id, or None when the version or lease check failed.
+def commit(params: dict[str, Any]) -> tuple[int, int, list[int]] | None:
+    """Run the fenced commit: (the new step's id, the last event seq, the three event ids
+    in seq order), or None when the version or lease check failed.
 
     Runs COMMIT_SQL as a server-side prepared statement: Django's cursors bind parameters
     on the client, so the server would plan the big CTE on every commit; psycopg prepares
@@ -77,4 +81,6 @@ def commit(params: dict[str, Any]) -> int | None:
         row = cursor.fetchone()
     if connection.queries_logged:
         connection.queries_log.append({"sql": COMMIT_SQL, "time": f"{time.perf_counter() - started:.3f}"})
-    return row[0] if row else None
+    if not row or row[0] is None:
+        return None
+    return int(row[0]), int(row[1]), [int(i) for i in row[2]]

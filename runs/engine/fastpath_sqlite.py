@@ -13,8 +13,10 @@ from django.db import connection, transaction
 RUN_SQL = """
 UPDATE runs_run SET state = %(state)s, state_sizes = %(state_sizes)s, scheduler = %(scheduler)s, step_count = step_count + 1,
     input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
-    cost_usd = cost_usd + %(cost)s, status = %(run_running)s, version = version + 1, updated_at = %(now)s
+    cost_usd = cost_usd + %(cost)s, status = %(run_running)s, version = version + 1, updated_at = %(now)s,
+    event_seq = event_seq + 3
 WHERE id = %(run)s AND version = %(version)s
+RETURNING event_seq
 """
 STEP_SQL = """
 UPDATE runs_step SET status = %(st_succeeded)s, output = %(output)s, updates = %(updates)s, usage = %(usage)s,
@@ -38,10 +40,11 @@ INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price
 VALUES (%(next_step)s, 1, %(owner)s, %(att_running)s, %(now)s, '')
 """
 EVENTS_SQL = """
-INSERT INTO runs_runevent (run_id, step_id, kind, data, created_at) VALUES
-    (%(run)s, %(step)s, %(ev_succeeded)s, %(done_event)s, %(now)s),
-    (%(run)s, %(next_step)s, %(ev_created)s, %(created_event)s, %(now)s),
-    (%(run)s, %(next_step)s, %(ev_started)s, %(started_event)s, %(now)s)
+INSERT INTO runs_runevent (run_id, seq, step_id, kind, data, created_at) VALUES
+    (%(run)s, %(seq)s - 2, %(step)s, %(ev_succeeded)s, %(done_event)s, %(now)s),
+    (%(run)s, %(seq)s - 1, %(next_step)s, %(ev_created)s, %(created_event)s, %(now)s),
+    (%(run)s, %(seq)s, %(next_step)s, %(ev_started)s, %(started_event)s, %(now)s)
+RETURNING id
 """
 
 
@@ -49,13 +52,17 @@ class _Stale(Exception):
     """The version or lease check failed: roll back."""
 
 
-def commit(params: dict[str, Any]) -> int | None:
-    """Run the fenced commit; the new step's id, or None when the version or lease check failed."""
+def commit(params: dict[str, Any]) -> tuple[int, int, list[int]] | None:
+    """Run the fenced commit: (the new step's id, the last event seq, the three event ids
+    in seq order), or None when the version or lease check failed. The events' seq come
+    from the run's counter, bumped by RUN_SQL in this transaction (runs.engine.events)."""
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(RUN_SQL, params)
-            if cursor.rowcount != 1:
+            bumped = cursor.fetchone()
+            if bumped is None:
                 raise _Stale
+            params["seq"] = int(bumped[0])
             cursor.execute(STEP_SQL, params)
             if cursor.rowcount != 1:
                 raise _Stale
@@ -64,6 +71,7 @@ def commit(params: dict[str, Any]) -> int | None:
             params["next_step"] = cursor.fetchone()[0]
             cursor.execute(NEW_ATTEMPT_SQL, params)
             cursor.execute(EVENTS_SQL, params)
+            ids = sorted(int(r[0]) for r in cursor.fetchall())
     except _Stale:
         return None
-    return int(params["next_step"])
+    return int(params["next_step"]), int(params["seq"]), ids

@@ -17,6 +17,7 @@ from builder.models import GraphVersion
 from runs.engine import limits, scheduler
 from runs.engine.audit import audit
 from runs.engine.commit import advance, child_finished
+from runs.engine.events import create as create_event
 from runs.engine.graphs import compiled_graph, state_keys, step_node
 from runs.engine.types import RunNotFound, StartedRun, StateWriteRefused, StepStateError, step_idempotency_key
 from runs.engine.writes import bump_run, event, finish_run, lock_run, save_steps
@@ -78,7 +79,7 @@ def run_create(
             idempotency_key=step_idempotency_key(run.uuid, start.id, 0),
             dispatched_at=now,
         )
-        RunEvent.objects.create(run=run, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "input": run_input})
+        create_event(run=run, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "input": run_input})
         audit(actor, "run.start", run, actor_type=actor_type, graph_version=version.pk)
     return StartedRun(run, [step.pk])
 
@@ -131,7 +132,7 @@ def run_create_node_test(
             idempotency_key=step_idempotency_key(run.uuid, node_id, 0),
             dispatched_at=timezone.now(),
         )
-        RunEvent.objects.create(run=run, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "test": True, "node_id": node_id})
+        create_event(run=run, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "test": True, "node_id": node_id})
         audit(actor, "run.test_node", run, actor_type=actor_type, graph=version.graph_id, graph_version=version.pk, node_id=node_id)
     return StartedRun(run, [step.pk])
 
@@ -168,7 +169,7 @@ def step_complete_waiting(step_id: int, result: NodeResult, *, actor: str, reaso
         raise StepStateError(f"step {step_id} is {step.status}, not waiting")
     if run.is_terminal:
         return []
-    RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind=RunEventKind.RUN_RESUMED, data={"by": actor, "reason": reason})
+    create_event(run_id=run.pk, step_id=step_id, kind=RunEventKind.RUN_RESUMED, data={"by": actor, "reason": reason})
     if step.parent_id is not None:
         done = event(run.pk, RunEventKind.STEP_SUCCEEDED, step.pk, node_id=step.node_id, parent=step.parent_id, by=actor)
         return child_finished(run, step, [done], now, worker=None).dispatch
@@ -205,7 +206,7 @@ def step_requeue_parked(step_id: int, *, actor: str) -> list[int]:
     if not Step.objects.filter(pk=step_id, status=StepStatus.PARKED).update(status=StepStatus.PENDING, dispatched_at=now, available_at=None):
         raise StepStateError(f"step {step_id} is {step.status}, not parked")
     bump_run(Run.objects.filter(pk=run.pk, status=RunStatus.WAITING), status=RunStatus.RUNNING)
-    RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind=RunEventKind.STEP_REQUEUED, data={"by": actor})
+    create_event(run_id=run.pk, step_id=step_id, kind=RunEventKind.STEP_REQUEUED, data={"by": actor})
     return [step_id]
 
 
@@ -276,7 +277,7 @@ def run_resume(
             parked = list(Step.objects.filter(run=run, status=StepStatus.PARKED).values_list("id", flat=True))
             Step.objects.filter(pk__in=parked).update(status=StepStatus.PENDING, dispatched_at=now, available_at=None)
             bump_run(Run.objects.filter(pk=run.pk), status=RunStatus.RUNNING, updated_at=now)
-            RunEvent.objects.create(run=run, kind=RunEventKind.RUN_RESUMED, data={"by": actor, "requeued": parked})
+            create_event(run=run, kind=RunEventKind.RUN_RESUMED, data={"by": actor, "requeued": parked})
             steps_requeued.send(sender=Run, run=run, step_ids=parked, actor=actor)
             audit(actor, "run.resume", run, actor_type=actor_type, requeued=parked)
             return parked
@@ -309,7 +310,7 @@ def run_resume(
         if budget_tokens is not None:
             fields["budget_tokens"] = budget_tokens
         bump_run(Run.objects.filter(pk=run.pk), **fields)
-        RunEvent.objects.create(run=run, kind=RunEventKind.RUN_RESUMED, data={"by": actor, "reopened": sorted(ids)})
+        create_event(run=run, kind=RunEventKind.RUN_RESUMED, data={"by": actor, "reopened": sorted(ids)})
         audit(actor, "run.resume", run, actor_type=actor_type, reopened=sorted(ids), previous_error=run.error)
         return ids
 
@@ -390,7 +391,7 @@ def run_fork(
             for act in transition.activations
         ]
         save_steps(run, new_steps)
-        RunEvent.objects.create(
+        create_event(
             run=run,
             kind=RunEventKind.RUN_CREATED,
             data={"forked_from": source.pk, "forked_from_step": anchor.pk, "state_patch": state_patch},

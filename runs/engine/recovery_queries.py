@@ -17,9 +17,10 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from runs.engine.audit import audit
+from runs.engine.events import create as create_event
 from runs.engine.graphs import step_node
 from runs.engine.writes import active_steps, bump_run, lock_run
-from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus, Worker
+from runs.models import AttemptStatus, Run, RunEventKind, RunStatus, Step, StepAttempt, StepStatus, Worker
 from runs.nodes import get_kind
 from runs.nodes.base import ChildCall
 
@@ -113,14 +114,14 @@ def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead)
             )
         )
         if target == StepStatus.PENDING:
-            RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind=RunEventKind.STEP_RECOVERED, data=data)
+            create_event(run_id=run.pk, step_id=step_id, kind=RunEventKind.STEP_RECOVERED, data=data)
             audit(recovered_by, "step.rerun", step, actor_type="worker", **data)
             return [step_id]
-        RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind=RunEventKind.STEP_PARKED, data=data)
+        create_event(run_id=run.pk, step_id=step_id, kind=RunEventKind.STEP_PARKED, data=data)
         audit(recovered_by, "run.park", run, actor_type="worker", step=step_id, **data)
         if not any(a.status in (StepStatus.PENDING, StepStatus.RUNNING) for a in active_steps(run.pk, exclude=step_id)):
             bump_run(Run.objects.filter(pk=run.pk), status=RunStatus.WAITING)
-            RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind=RunEventKind.RUN_WAITING, data={"node_id": step.node_id})
+            create_event(run_id=run.pk, step_id=step_id, kind=RunEventKind.RUN_WAITING, data={"node_id": step.node_id})
         handler = import_string(settings.BALLAST_PARK_HANDLER)
         handler(run=run, step=step, reason="interrupted by a worker crash; not safe to repeat")
         return []

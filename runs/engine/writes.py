@@ -11,9 +11,12 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
+from runs.engine.events import create as create_event
+from runs.engine.events import event as event  # re-exported: the engine builds events with writes.event
 from runs.engine.types import ActiveStep
 from runs.models import (
     ACTIVE_STEP_STATUSES,
@@ -21,8 +24,6 @@ from runs.models import (
     TERMINAL_RUN_STATUSES,
     AttemptStatus,
     Run,
-    RunEvent,
-    RunEventKind,
     Step,
     StepAttempt,
     StepStatus,
@@ -52,9 +53,14 @@ def lock_run(run_id: int) -> Run:
     return Run.objects.select_for_update().get(pk=run_id)
 
 
-def event(run_id: int, kind: RunEventKind, step_id: int | None = None, **data: Any) -> RunEvent:
-    """An unsaved RunEvent (payload per :class:`runs.models.RunEventKind`)."""
-    return RunEvent(run_id=run_id, step_id=step_id, kind=kind, data=data)
+def lock_run_of_step(step_id: int) -> None:
+    """Lock the run row of step ``step_id`` before touching the step (the engine's lock
+    order: run, then steps). A claim writes events, and events bump the run's counter
+    (runs.engine.events): taking the run lock after the step's would invert the order the
+    commit path uses and could deadlock on PostgreSQL. SQLite serialises every writer
+    already: nothing to do there."""
+    if connection.features.has_select_for_update:
+        list(Run.objects.select_for_update(of=("self",)).filter(steps__pk=step_id).values_list("pk"))
 
 
 def fenced(step_id: int, attempt: int, worker: str) -> QuerySet[Step]:
@@ -143,7 +149,7 @@ def finish_run(run: Run, status: str, *, error: dict[str, Any] | None = None, ou
     data: dict[str, Any] = {"cancelled_steps": cancelled}
     if error:
         data["error"] = error
-    RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind=FINISHED_EVENT_KINDS[status], data=data)
+    create_event(run_id=run.pk, step_id=step_id, kind=FINISHED_EVENT_KINDS[status], data=data)
     run.status = status
     run_finished.send(sender=Run, run=run, status=status)
 

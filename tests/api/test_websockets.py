@@ -111,30 +111,33 @@ def test_websocket_auth_by_header_session_and_origin(world: World) -> None:
 def test_run_events_stream_from_a_cursor_then_live_and_resume_after_reconnect(world: World) -> None:
     run = world.waiting_run()
     key = token_of(world.users["starter"])
-    ids = list(RunEvent.objects.filter(run=run).order_by("id").values_list("id", flat=True))
+    seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
 
     async def body() -> tuple[list[int], list[str], list[int]]:
-        connected, ws = await try_connect(f"/ws/runs/{run.pk}/?after={ids[1]}&token={key}")
+        connected, ws = await try_connect(f"/ws/runs/{run.pk}/?after={seqs[1]}&token={key}")
         assert connected
-        backlog = [(await ws.receive_json_from(TIMEOUT))["event"]["id"] for _ in ids[2:]]
+        backlog = [(await ws.receive_json_from(TIMEOUT))["event"]["seq"] for _ in seqs[2:]]
         assert await ws.receive_nothing(0.5)
         await database_sync_to_async(world.decided)(run)
         live = []
         while not live or live[-1]["kind"] != "run_succeeded":
             live.append((await ws.receive_json_from(TIMEOUT))["event"])
         await ws.disconnect()
-        # Reconnect with the last id seen: nothing is repeated, nothing is lost.
-        connected, again = await try_connect(f"/ws/runs/{run.pk}/?after={live[1]['id']}&token={key}")
+        # Reconnect with the last seq seen: nothing is repeated, nothing is lost.
+        connected, again = await try_connect(f"/ws/runs/{run.pk}/?after={live[1]['seq']}&token={key}")
         assert connected
-        replay = [(await again.receive_json_from(TIMEOUT))["event"]["id"] for _ in live[2:]]
+        replay = [(await again.receive_json_from(TIMEOUT))["event"]["seq"] for _ in live[2:]]
+        assert await again.receive_nothing(0.3)
         await again.disconnect()
         return backlog, [e["kind"] for e in live], replay
 
     backlog, live_kinds, replay = run_async(body)
-    assert backlog == ids[2:]
+    assert backlog == seqs[2:]
     assert live_kinds[-1] == "run_succeeded" and "step_succeeded" in live_kinds
-    all_ids = list(RunEvent.objects.filter(run=run).order_by("id").values_list("id", flat=True))
-    assert replay == all_ids[len(ids) + 2 :]
+    all_seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+    assert all_seqs == list(range(1, len(all_seqs) + 1))
+    assert replay == all_seqs[len(seqs) + 2 :]
 
 
 def test_bad_cursor_and_unknown_run_are_refused(world: World) -> None:
@@ -165,7 +168,7 @@ def test_events_committed_by_another_process_reach_the_socket(world: World) -> N
     because the consumer reads rows, not an in-process channel layer."""
     run = world.waiting_run()
     key = token_of(world.users["builder"])
-    last = RunEvent.objects.filter(run=run).order_by("-id").values_list("id", flat=True).first()
+    last = RunEvent.objects.filter(run=run).order_by("-seq").values_list("seq", flat=True).first()
     env = {**os.environ, "DATABASE_URL": _database_url(), "BALLAST_LOG_LEVEL": "WARNING"}
 
     async def body() -> list[str]:

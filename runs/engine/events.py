@@ -1,0 +1,216 @@
+"""Run events: the one place that numbers, writes, reads and publishes them.
+
+Every run event carries ``seq``, 1, 2, 3... per run with no gaps. :func:`append` takes the
+numbers from the run's counter (``Run.event_seq``) with ``UPDATE ... SET event_seq =
+event_seq + n RETURNING event_seq`` in the same transaction that inserts the events, and
+the fast commit paths (fastpath_postgresql / fastpath_sqlite) do the same inside their
+fixed statements. That is why no gap and no reordering can happen:
+
+- the UPDATE takes the run row's write lock and holds it until commit, so two writers of
+  one run are serialised: the second reads the counter the first committed (PostgreSQL
+  re-reads the row after the lock wait; SQLite has one writer at a time anyway);
+- a rollback takes the counter bump back with the events (a database sequence would not:
+  ``nextval`` is not transactional, which is where gaps come from);
+- so the events of a run become visible in seq order: once seq ``n`` is committed, every
+  seq below it is too, and a reader holding cursor ``n`` misses nothing by asking for
+  ``seq > n``. The unique (run, seq) constraint makes any writer that bypassed the counter
+  fail loudly instead of corrupting the stream.
+
+Publishing: after the transaction commits (``transaction.on_commit``), and only when a
+push channel layer is configured (settings.BALLAST_LIVE_PUSH, channels-redis), the events
+are sent to the group :func:`group_name` by one background thread per process, so the
+commit path never waits for Redis. A lost or dropped message (channels-redis drops
+messages for a channel at capacity) is harmless: readers notice the gap by seq and read
+the rows (runs.live). Without Redis nothing is published; the web process polls.
+
+Wire form of an event (:func:`wire`): ``{"id", "seq", "run", "step", "kind", "data",
+"created_at"}`` with ``created_at`` ISO 8601 in UTC ending in ``Z``.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import threading
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+
+from runs.models import Run, RunEvent, RunEventKind
+
+log = logging.getLogger(__name__)
+
+# Rows per read: a backlog is sent in pages of this size.
+BATCH = 500
+
+
+def event(run_id: int, kind: RunEventKind | str, step_id: int | None = None, **data: Any) -> RunEvent:
+    """An unsaved RunEvent (payload per :class:`runs.models.RunEventKind`); write it with :func:`append`."""
+    return RunEvent(run_id=run_id, step_id=step_id, kind=kind, data=data)
+
+
+def _bump_sql() -> str:
+    table = connection.ops.quote_name(Run._meta.db_table)
+    return f"UPDATE {table} SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq"
+
+
+def reserve(run_id: int, n: int) -> int:
+    """Take ``n`` seq numbers of run ``run_id`` and return the last one (the first is
+    ``last - n + 1``). Must run inside the transaction that writes the events; it locks the
+    run row until that transaction ends. Raises Run.DoesNotExist for an unknown run."""
+    with connection.cursor() as cursor:
+        cursor.execute(_bump_sql(), [n, run_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Run.DoesNotExist(f"run {run_id} does not exist")
+    return int(row[0])
+
+
+def append(events: list[RunEvent]) -> list[RunEvent]:
+    """Number ``events`` per run, insert them and publish them once the transaction commits.
+
+    Runs inside the caller's transaction (one is opened when there is none); runs are
+    numbered in id order, the lock order the rest of the engine uses. Returns ``events``
+    with ``seq`` (and, where the backend returns them, ``pk``) set."""
+    if not events:
+        return events
+    by_run: dict[int, list[RunEvent]] = {}
+    for e in events:
+        by_run.setdefault(e.run_id, []).append(e)
+    with transaction.atomic(savepoint=False):
+        for run_id in sorted(by_run):
+            mine = by_run[run_id]
+            last = reserve(run_id, len(mine))
+            for i, e in enumerate(mine):
+                e.seq = last - len(mine) + 1 + i
+        RunEvent.objects.bulk_create(events)
+        if push_enabled():
+            wires = [wire(e) for e in events]
+            transaction.on_commit(lambda: publish(wires))
+    return events
+
+
+def create(**fields: Any) -> RunEvent:
+    """Append one event built from RunEvent ``fields`` (see :func:`append`) and return it."""
+    return append([RunEvent(**fields)])[0]
+
+
+def _iso(value: datetime) -> str:
+    # The same text DRF's DateTimeField gives for an aware UTC datetime.
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def wire(e: RunEvent) -> dict[str, Any]:
+    """The event as sent to live clients (see the module docstring)."""
+    return {
+        "id": e.pk,
+        "seq": e.seq,
+        "run": e.run_id,
+        "step": e.step_id,
+        "kind": str(e.kind),
+        "data": e.data,
+        "created_at": _iso(e.created_at),
+    }
+
+
+_FIELDS = ("id", "seq", "run_id", "step_id", "kind", "data", "created_at")
+
+
+def _wire_row(row: tuple[Any, ...]) -> dict[str, Any]:
+    pk, seq, run_id, step_id, kind, data, created_at = row
+    return {"id": pk, "seq": seq, "run": run_id, "step": step_id, "kind": kind, "data": data, "created_at": _iso(created_at)}
+
+
+def after(run_id: int, seq: int, limit: int = BATCH) -> list[dict[str, Any]]:
+    """Committed events of run ``run_id`` with seq > ``seq``, in seq order, at most ``limit`` (wire form)."""
+    rows = RunEvent.objects.filter(run_id=run_id, seq__gt=seq).order_by("seq").values_list(*_FIELDS)[:limit]
+    return [_wire_row(r) for r in rows]
+
+
+def after_many(cursors: dict[int, int], limit: int = BATCH) -> list[dict[str, Any]]:
+    """Committed events after each run's cursor (``{run_id: seq}``) in ONE query, ordered
+    by run then seq, at most ``limit`` in all (wire form)."""
+    if not cursors:
+        return []
+    where = Q()
+    for run_id, seq in cursors.items():
+        where |= Q(run_id=run_id, seq__gt=seq)
+    rows = RunEvent.objects.filter(where).order_by("run_id", "seq").values_list(*_FIELDS)[:limit]
+    return [_wire_row(r) for r in rows]
+
+
+def last_seqs(run_ids: Iterable[int]) -> dict[int, int]:
+    """The committed last seq of each run (``Run.event_seq``) in one query; unknown runs are absent."""
+    return dict(Run.objects.filter(pk__in=list(run_ids)).values_list("pk", "event_seq"))
+
+
+def group_name(run_id: int) -> str:
+    """The channel-layer group a run's committed events are pushed to."""
+    return f"ballast.run.{run_id}"
+
+
+def push_enabled() -> bool:
+    """Whether commits push their events through the channel layer (Redis configured)."""
+    return bool(getattr(settings, "BALLAST_LIVE_PUSH", False))
+
+
+class _Publisher:
+    """One thread per process with its own event loop (and so one Redis connection pool):
+    commits hand it their events and go on; it sends them to the runs' groups in order."""
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[list[dict[str, Any]]] = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.pid = 0
+
+    def put(self, events: list[dict[str, Any]]) -> None:
+        with self.lock:
+            # A forked worker process inherits the object but not the thread.
+            if self.thread is None or self.pid != os.getpid() or not self.thread.is_alive():
+                self.queue = queue.SimpleQueue()
+                self.pid = os.getpid()
+                self.thread = threading.Thread(target=self._main, name="ballast-event-publisher", daemon=True)
+                self.thread.start()
+        self.queue.put(events)
+
+    def _main(self) -> None:
+        from channels.layers import get_channel_layer
+
+        loop = asyncio.new_event_loop()
+        layer = get_channel_layer()
+        while True:
+            batch = self.queue.get()
+            try:
+                while True:
+                    batch += self.queue.get_nowait()
+            except queue.Empty:
+                pass
+            by_run: dict[int, list[dict[str, Any]]] = {}
+            for e in batch:
+                by_run.setdefault(e["run"], []).append(e)
+            try:
+                loop.run_until_complete(self._send(layer, by_run))
+            except Exception:  # a push is an optimisation: readers fall back to the rows
+                log.warning("live events: push to the channel layer failed", exc_info=True)
+
+    @staticmethod
+    async def _send(layer: Any, by_run: dict[int, list[dict[str, Any]]]) -> None:
+        for run_id, evs in by_run.items():
+            await layer.group_send(group_name(run_id), {"type": "run.events", "run": run_id, "events": evs})
+
+
+_publisher = _Publisher()
+
+
+def publish(events: list[dict[str, Any]]) -> None:
+    """Push committed events (wire form) to their runs' groups, in the background. Call
+    only after the commit (append and the fast paths do)."""
+    if events and push_enabled():
+        _publisher.put(list(events))
