@@ -22,6 +22,7 @@ check seq themselves (see :class:`Subscriber`): they may have joined mid-stream.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import weakref
 from collections.abc import Callable
@@ -101,10 +102,13 @@ class Hub:
                     log.warning("live events: leaving the group of run %s failed", run_id, exc_info=True)
 
     def _start(self) -> None:
+        # The tasks run in a context of their own, not the first socket's: Channels gives
+        # each connection a thread-sensitive context whose database thread ends with it.
+        loop = asyncio.get_running_loop()
         if self.task is None or self.task.done():
-            self.task = asyncio.ensure_future(self._poll_loop())
+            self.task = loop.create_task(self._poll_loop(), context=contextvars.Context())
         if self.push() and (self.receiver is None or self.receiver.done()):
-            self.receiver = asyncio.ensure_future(self._receive_loop())
+            self.receiver = loop.create_task(self._receive_loop(), context=contextvars.Context())
 
     async def _join(self, run_id: int) -> None:
         from channels.layers import get_channel_layer

@@ -88,6 +88,8 @@ def append(events: list[RunEvent]) -> list[RunEvent]:
             last = reserve(run_id, len(mine))
             for i, e in enumerate(mine):
                 e.seq = last - len(mine) + 1 + i
+                if RunEvent.run.is_cached(e):  # keep a Run the caller holds in step with its counter
+                    e.run.event_seq = e.seq
         RunEvent.objects.bulk_create(events)
         if push_enabled():
             wires = [wire(e) for e in events]
@@ -184,7 +186,6 @@ class _Publisher:
         from channels.layers import get_channel_layer
 
         loop = asyncio.new_event_loop()
-        layer = get_channel_layer()
         while True:
             batch = self.queue.get()
             try:
@@ -196,7 +197,8 @@ class _Publisher:
             for e in batch:
                 by_run.setdefault(e["run"], []).append(e)
             try:
-                loop.run_until_complete(self._send(layer, by_run))
+                # Asked every time: the layer is rebuilt when settings change (tests).
+                loop.run_until_complete(self._send(get_channel_layer(), by_run))
             except Exception:  # a push is an optimisation: readers fall back to the rows
                 log.warning("live events: push to the channel layer failed", exc_info=True)
 
