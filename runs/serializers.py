@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from builder.serializers import JSONObjectField
 from runs.engine.api import steps_worker_alive
-from runs.models import Run, RunStatus, Step
+from runs.models import Run, RunStatus, Step, StepStatus
 from runs.selectors import COST_GROUPS, WAITING_FOR, run_started_from, run_waiting_for
 
 MAX_INT = 2**63 - 1
@@ -173,8 +173,33 @@ class StepDetailOutput(StepOutput):
     attempts = AttemptOutput(many=True)
 
 
+def runs_interrupted(runs: list[Run]) -> set[int]:
+    """Ids of the runs among ``runs`` with a running step whose worker is not alive
+    (runs.engine.api.steps_worker_alive: lease expired, owner process gone, or its host's
+    clusters stopped heartbeating), worked out when read: one query for the running steps
+    of the live runs, at most one for the workers."""
+    live = [r.pk for r in runs if r.status in (RunStatus.RUNNING, RunStatus.WAITING)]
+    if not live:
+        return set()
+    steps = list(Step.objects.filter(run_id__in=live, status=StepStatus.RUNNING).only("id", "run_id", "status", "lease_owner", "lease_expires_at"))
+    alive = steps_worker_alive(steps)
+    return {s.run_id for s in steps if alive.get(s.pk) is False}
+
+
+class RunListOutput(serializers.ListSerializer):
+    """Runs in a list: which are interrupted is worked out once for the whole list."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        runs = list(data.all() if hasattr(data, "all") else data)
+        self.context["interrupted"] = runs_interrupted(runs)
+        return super().to_representation(runs)
+
+
 class RunOutput(serializers.Serializer):
     """A run in a list."""
+
+    class Meta:
+        list_serializer_class = RunListOutput
 
     id = serializers.IntegerField()
     uuid = serializers.UUIDField()
@@ -187,6 +212,11 @@ class RunOutput(serializers.Serializer):
         "retry, skip or fail), else 'approval' when a step waits at an approval gate, else null. Parked is not a run "
         "status: a parked run's status is 'waiting' (or 'running' while other branches still run)."
     )
+    interrupted = serializers.SerializerMethodField(
+        help_text="True while a running step's worker has stopped heartbeating (lease expired or owner gone), "
+        "worked out when read; false again once recovery takes the step back or the worker continues."
+    )
+    event_seq = serializers.IntegerField(help_text="The seq of the run's last committed event: follow ws/runs/ from here.")
     error = serializers.JSONField(allow_null=True)
     step_count = serializers.IntegerField()
     input_tokens = serializers.IntegerField()
@@ -209,6 +239,13 @@ class RunOutput(serializers.Serializer):
     def get_waiting_for(self, obj: Run) -> str | None:
         return run_waiting_for(run=obj)
 
+    @extend_schema_field(serializers.BooleanField())
+    def get_interrupted(self, obj: Run) -> bool:
+        known = self.context.get("interrupted")
+        if known is None:
+            known = runs_interrupted([obj])
+        return obj.pk in known
+
 
 class RunDetailOutput(RunOutput):
     """A run with its input, state, output and steps."""
@@ -224,8 +261,19 @@ class RunDetailOutput(RunOutput):
     def get_started_from(self, obj: Run) -> str | None:
         return run_started_from(run=obj)
 
+    def to_representation(self, instance: Run) -> dict[str, Any]:
+        # The steps are read once: ``interrupted`` follows from their workers' liveness.
+        steps = StepOutput(Step.objects.filter(run=instance).order_by("id"), many=True).data
+        self.context["steps_of"] = {instance.pk: steps}
+        stale = any(s["status"] == StepStatus.RUNNING and s["worker_alive"] is False for s in steps)
+        self.context["interrupted"] = {instance.pk} if stale else set()
+        return super().to_representation(instance)
+
     @extend_schema_field(StepOutput(many=True))
     def get_steps(self, obj: Run) -> list[dict[str, Any]]:
+        known = self.context.get("steps_of", {})
+        if obj.pk in known:
+            return known[obj.pk]
         return StepOutput(Step.objects.filter(run=obj).order_by("id"), many=True).data
 
 

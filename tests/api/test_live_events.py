@@ -346,7 +346,7 @@ def test_200_sockets_cost_the_database_what_one_socket_does(world: World, settin
     print("idle, 1 socket:", one, "200 sockets:", many)
     for got in (one, many):
         assert got["polls"] >= 5, got  # the poller ran about every 0.1 s
-        assert got["queries"] >= got["polls"], got  # and its reads were counted
+        assert got["queries"] >= got["polls"] - 1, got  # and its reads were counted (the last may be in flight)
         # One query per poll while nothing moves (the counters of every followed run).
         assert got["queries"] <= got["polls"] + 1, got
     assert many["queries"] <= one["queries"] * 1.5 + 2, (one, many)
