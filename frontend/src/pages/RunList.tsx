@@ -1,5 +1,6 @@
-// /runs/: every run, newest first, filtered by status, paged by the API's cursor (a later issue makes it live).
+// /runs/: every run, newest first, filtered by status, paged by the API's cursor; statuses change live.
 import { useState } from "react";
+import { useRunsChanged } from "../lib/useLiveEvents";
 import { RunTable } from "../shell/RunTable";
 import type { RunSummary } from "../shell/types";
 import { EmptyState, ErrorMessage, Loading, PageHeader } from "../shell/ui";
@@ -16,6 +17,8 @@ export default function RunList() {
   const first = `runs/?page_size=${PAGE_SIZE}${status ? `&status=${status}` : ""}`;
   const path = cursorPath ?? first;
   const { data, error, loading, reload } = useApi<CursorPage<RunSummary>>(path);
+  // A committed event of any run on screen reloads the page (debounced).
+  useRunsChanged(data?.results, reload);
   const go = (url: string, step: number) => { setCursorPath(pagePath(url)); setPageNo((n) => n + step); };
   return (
     <main className="page">

@@ -1,5 +1,7 @@
-// /runs/<id>/: one run: status, the version it ran, input, output or error, steps (plain; a later issue makes it live).
-import { formatDateTime, formatDuration, formatUsd } from "../shell/format";
+// /runs/<id>/: one run: status, the version it ran, input, output or error, steps and the event log, live.
+import type { RunEvent } from "../lib/liveEvents";
+import { useConnection, useRunEvents } from "../lib/useLiveEvents";
+import { formatDateTime, formatDuration, formatUsd, runDisplayStatus, stepDisplayStatus } from "../shell/format";
 import { graphUrl } from "../shell/graphLinks";
 import type { RunDetail } from "../shell/types";
 import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
@@ -28,9 +30,50 @@ function failedAt(error: unknown): string | null {
   return typeof id === "string" ? id : null;
 }
 
+/** What an event is about, in a few words (its node, reason or error). */
+function eventDetail(e: RunEvent): string {
+  const d = e.data ?? {};
+  const parts: string[] = [];
+  if (typeof d.node_id === "string") parts.push(d.node_id);
+  if (typeof d.attempt === "number" && d.attempt > 1) parts.push(`attempt ${d.attempt}`);
+  if (typeof d.reason === "string") parts.push(d.reason);
+  if (typeof d.by === "string") parts.push(`by ${d.by}`);
+  if (d.error) parts.push(errorText(d.error));
+  return parts.join(" · ");
+}
+
+/** The run's events as they commit (each once, in seq order). */
+export function EventLog({ events, connection }: { events: RunEvent[]; connection: string }) {
+  return (
+    <section className="card" aria-labelledby="run-events">
+      <h2 id="run-events">Events <span className={`live-dot live-${connection}`} role="status">{connection === "open" ? "Live" : connection === "reconnecting" ? "Reconnecting…" : connection === "closed" ? "Not live" : "Connecting…"}</span></h2>
+      {events.length === 0 ? <p className="muted">No events yet.</p> : (
+        <div className="table-wrap event-log">
+          <table className="table table-compact" aria-label="Run events">
+            <thead><tr><th scope="col" className="num">#</th><th scope="col">Time</th><th scope="col">Event</th><th scope="col">Detail</th></tr></thead>
+            <tbody>
+              {events.map((e) => (
+                <tr key={e.seq} data-seq={e.seq}>
+                  <td className="num">{e.seq}</td>
+                  <td>{formatDateTime(e.created_at)}</td>
+                  <td><code>{e.kind}</code></td>
+                  <td>{eventDetail(e)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}
+
 export default function RunPage({ runId }: { runId?: unknown }) {
   const id = Number(runId);
   const { data: run, error, loading, reload } = useApi<RunDetail>(Number.isInteger(id) ? `runs/${id}/` : null);
+  // Every committed event reloads the run (debounced): statuses change without a reload of the page.
+  const events = useRunEvents(Number.isInteger(id) ? id : null, reload);
+  const connection = useConnection();
   if (error) return <main className="page"><ErrorMessage error={error} title={`Run ${id} could not be loaded.`} onRetry={reload} /></main>;
   if (!run || (loading && !run)) return <main className="page"><Loading label="Loading the run…" /></main>;
   const tokens = run.input_tokens + run.output_tokens;
@@ -38,7 +81,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
     <main className="page">
       <nav className="breadcrumbs" aria-label="Breadcrumbs"><a href="/runs/">Runs</a> <span aria-hidden="true">/</span> Run #{run.id}</nav>
       <PageHeader
-        title={<>Run #{run.id} <StatusBadge status={run.status} /></>}
+        title={<>Run #{run.id} <StatusBadge status={runDisplayStatus(run)} /></>}
         subtitle={<>Graph <a href={graphUrl(run.graph)}>{run.graph_name}</a>, version {run.version}</>}
         actions={<>
           <a className="btn" href={graphUrl(run.graph)}>Open graph</a>
@@ -55,6 +98,12 @@ export default function RunPage({ runId }: { runId?: unknown }) {
         <div><dt>Tokens</dt><dd>{tokens.toLocaleString()}</dd></div>
         <div><dt>Cost</dt><dd>{formatUsd(run.cost_usd)}</dd></div>
       </dl>
+      {run.interrupted ? (
+        <div className="alert alert-warning" role="status"><strong>Interrupted.</strong> A running step's worker stopped heartbeating; the step is taken back and run again (or parked for a decision) once its lease runs out.</div>
+      ) : null}
+      {run.waiting_for === "decision" ? (
+        <div className="alert alert-warning" role="status"><strong>Waiting for a decision.</strong> A crash interrupted a step that is not safe to repeat: an operator retries, skips or fails it.</div>
+      ) : null}
       {run.error ? (
         <div className="alert alert-error" role="alert"><strong>The run failed{failedAt(run.error) ? ` at ${failedAt(run.error)}` : ""}.</strong> {errorText(run.error)}</div>
       ) : null}
@@ -83,7 +132,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
                   <tr key={s.id}>
                     <td className={s.parent ? "indent" : undefined}><code>{s.node_id}</code>{s.iteration > 0 ? <span className="muted small"> #{s.iteration + 1}</span> : null}</td>
                     <td>{s.kind}</td>
-                    <td><StatusBadge status={s.status} /></td>
+                    <td data-node={s.node_id}><StatusBadge status={stepDisplayStatus(s)} /></td>
                     <td>{s.attempt} / {s.max_attempts}</td>
                     <td>{formatDateTime(s.started_at)}</td>
                     <td>{formatDuration(s.started_at, s.finished_at)}</td>
@@ -96,6 +145,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
           </div>
         )}
       </section>
+      <EventLog events={events} connection={connection} />
     </main>
   );
 }

@@ -1,5 +1,5 @@
 // A table of runs (the run list and the home page's latest runs): status, graph, version, who, when, cost.
-import { formatDateTime, formatDuration, formatUsd } from "./format";
+import { formatDateTime, formatDuration, formatUsd, runDisplayStatus } from "./format";
 import { graphUrl, runUrl } from "./graphLinks";
 import type { RunSummary } from "./types";
 import { StatusBadge } from "./ui";
@@ -23,9 +23,9 @@ export function RunTable({ runs, compact = false }: { runs: RunSummary[]; compac
         </thead>
         <tbody>
           {runs.map((r) => (
-            <tr key={r.id}>
+            <tr key={r.id} data-run={r.id}>
               <td><a href={runUrl(r.id)}>#{r.id}</a></td>
-              <td><StatusBadge status={r.status} /></td>
+              <td><StatusBadge status={runDisplayStatus(r)} /></td>
               <td><a href={graphUrl(r.graph)}>{r.graph_name}</a></td>
               <td>v{r.version}</td>
               {compact ? null : <td>{r.created_by ?? "—"}</td>}

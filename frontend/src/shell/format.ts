@@ -59,8 +59,27 @@ export function statusLabel(status: string): string {
   return status.replace(/_/g, " ");
 }
 
+/**
+ * The status to show for a run: "interrupted" while a running step's worker stopped
+ * heartbeating (the API's ``interrupted``), "waiting_for_decision" for a run parked after a
+ * crash (``waiting_for: "decision"``: retry, skip or fail), "waiting_at_approval" for one at
+ * an approval gate; else its status.
+ */
+export function runDisplayStatus(run: { status: string; waiting_for?: string | null; interrupted?: boolean }): string {
+  if (run.interrupted) return "interrupted";
+  if (run.waiting_for === "decision") return "waiting_for_decision";
+  if (run.waiting_for === "approval" && run.status === "waiting") return "waiting_at_approval";
+  return run.status;
+}
+
+/** The status to show for a step: "interrupted" for a running step whose worker is not alive. */
+export function stepDisplayStatus(step: { status: string; worker_alive?: boolean | null }): string {
+  return step.status === "running" && step.worker_alive === false ? "interrupted" : step.status;
+}
+
 /** The tone of a status for its badge. */
-export function statusTone(status: string): "ok" | "bad" | "busy" | "wait" | "plain" {
+export function statusTone(status: string): "ok" | "bad" | "busy" | "wait" | "alert" | "plain" {
+  if (["interrupted", "waiting_for_decision"].includes(status)) return "alert";
   if (["succeeded", "completed", "done"].includes(status)) return "ok";
   if (["failed", "cancelled", "canceled", "dead", "lost", "error"].includes(status)) return "bad";
   if (["running", "leased", "queued", "pending", "ready"].includes(status)) return "busy";

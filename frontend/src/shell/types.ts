@@ -20,6 +20,12 @@ export interface RunSummary {
   graph_name: string;
   version: number;
   status: string;
+  /** "decision" (parked after a crash), "approval" (at a gate) or null. */
+  waiting_for?: string | null;
+  /** A running step's worker stopped heartbeating (worked out when read). */
+  interrupted?: boolean;
+  /** The seq of the run's last committed event: follow the live stream from here. */
+  event_seq?: number;
   error: unknown;
   step_count: number;
   input_tokens: number;
@@ -40,6 +46,8 @@ export interface StepSummary {
   status: string;
   attempt: number;
   max_attempts: number;
+  /** Whether the running step's worker is alive; null when not running. */
+  worker_alive?: boolean | null;
   output: unknown;
   error: unknown;
   cost_usd: string | null;

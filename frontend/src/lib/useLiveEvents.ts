@@ -1,0 +1,51 @@
+// React hooks over the shared live stream (liveEvents.ts): a run's event log, and "something changed" for a set of runs.
+import { useEffect, useRef, useState } from "react";
+import { sharedStream, type Connection, type RunEvent, type RunEventStream } from "./liveEvents";
+
+/** Calls ``fn`` at most once per ``ms`` (trailing), so a burst of events costs one reload. */
+function useDebounced(fn: () => void, ms: number): () => void {
+  const fnRef = useRef(fn);
+  fnRef.current = fn;
+  const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
+  useEffect(() => () => { if (timer.current) clearTimeout(timer.current); }, []);
+  return useRef(() => {
+    if (timer.current) return;
+    timer.current = setTimeout(() => { timer.current = null; fnRef.current(); }, ms);
+  }).current;
+}
+
+/** The connection state of the shared stream, for a "Live" / "Reconnecting…" line. */
+export function useConnection(stream: RunEventStream = sharedStream()): Connection {
+  const [state, setState] = useState<Connection>(stream.connection);
+  useEffect(() => stream.onConnectionChange(setState), [stream]);
+  return state;
+}
+
+/**
+ * Every event of ``runId`` in seq order, each once: the backlog, then live. ``onEvents``
+ * runs (debounced by ``debounceMs``) after new ones arrived, e.g. to reload the run.
+ */
+export function useRunEvents(runId: number | null, onEvents?: () => void, debounceMs = 150, stream: RunEventStream = sharedStream()): RunEvent[] {
+  const [events, setEvents] = useState<RunEvent[]>([]);
+  const changed = useDebounced(() => onEvents?.(), debounceMs);
+  useEffect(() => {
+    if (runId === null) return;
+    setEvents([]);
+    return stream.follow(runId, 0, (batch) => {
+      setEvents((old) => [...old, ...batch]);
+      changed();
+    });
+  }, [runId, stream, changed]);
+  return events;
+}
+
+/** Calls ``onChange`` (debounced) when any of ``runs`` commits a new event after its ``event_seq``. */
+export function useRunsChanged(runs: { id: number; event_seq?: number }[] | undefined, onChange: () => void, debounceMs = 250, stream: RunEventStream = sharedStream()): void {
+  const changed = useDebounced(onChange, debounceMs);
+  const key = (runs ?? []).map((r) => `${r.id}:${r.event_seq ?? 0}`).join(",");
+  useEffect(() => {
+    const stops = (runs ?? []).filter((r) => r.event_seq !== undefined).map((r) => stream.follow(r.id, r.event_seq ?? 0, changed));
+    return () => stops.forEach((stop) => stop());
+    // eslint-disable-next-line react-hooks/exhaustive-deps -- key stands for runs
+  }, [key, stream, changed]);
+}
