@@ -22,6 +22,7 @@ CASES = {
     "throughput": "nodes/s with 1 and 2 qcluster worker processes over 200 concurrent runs",
     "approvals": "10,000 runs waiting at approval gates: leases, workers, memory; inbox page latency",
     "live": "step commit to WebSocket client latency (daphne + qcluster subprocesses), p50 and p95",
+    "live_events": "live run events: commit-to-client p50/p95 with Redis push and the embedded poller; queries/s with 1 and 200 sockets",
     "profile": "pyinstrument profile of the in-process linear case, grouped by library",
     "langgraph": "the linear and fan-out graphs in LangGraph with PostgresSaver, durability 'sync'",
     "dbos": "the linear and fan-out graphs as DBOS steps in a workflow",
@@ -46,6 +47,7 @@ PLAN: list[tuple[str, tuple[str, ...], list[str]]] = [
     ("throughput", ("postgres",), ["--settings", "tuned"]),
     ("approvals", ("postgres", "sqlite"), []),
     ("live", ("postgres", "sqlite"), []),
+    ("live_events", ("postgres", "sqlite"), []),
 ]
 
 
@@ -78,7 +80,7 @@ def run_case(args: argparse.Namespace) -> int:
 
     core.use_settings(args.settings)
     core.setup(db)
-    from bench import anatomy, browser, cases, compare
+    from bench import anatomy, browser, cases, compare, live_events
 
     rep = core.Reporter(db)
     paths = ("inprocess", "qcluster") if args.path == "both" else (args.path,)
@@ -91,6 +93,7 @@ def run_case(args: argparse.Namespace) -> int:
         "throughput": cases.case_throughput,
         "approvals": cases.case_approvals,
         "live": cases.case_live,
+        "live_events": live_events.case_live_events,
         "profile": anatomy.case_profile,
         "langgraph": compare.case_langgraph,
         "dbos": compare.case_dbos,
