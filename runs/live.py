@@ -28,8 +28,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.db import DatabaseError, connection
 
 from runs.engine import events as run_events
 
@@ -143,13 +145,20 @@ class Hub:
         self._fan_out(run_id, fresh)
         return True
 
-    @database_sync_to_async
+    # Not database_sync_to_async: that closes the connection after every call when
+    # CONN_MAX_AGE is 0, and the poller would open a new database connection per poll.
+    # It keeps its connection instead and drops it only when a read fails.
+    @sync_to_async(thread_sensitive=True)
     def _read(self, cursors: dict[int, int]) -> tuple[dict[int, int], list[dict[str, Any]]]:
         # One query for the counters, and one for the events of the runs that moved.
-        last = run_events.last_seqs(cursors)
-        behind = {r: c for r, c in cursors.items() if last.get(r, 0) > c}
-        self.stats["reads"] += 1 + bool(behind)
-        return last, run_events.after_many(behind) if behind else []
+        try:
+            last = run_events.last_seqs(cursors)
+            behind = {r: c for r, c in cursors.items() if last.get(r, 0) > c}
+            self.stats["reads"] += 1 + bool(behind)
+            return last, run_events.after_many(behind) if behind else []
+        except DatabaseError:
+            connection.close()  # reconnect at the next poll
+            raise
 
     async def poll_once(self) -> bool:
         """Read and hand out what committed since the cursors; True when a page was full (more to read)."""
