@@ -74,7 +74,8 @@ export default function RunPage({ runId }: { runId?: unknown }) {
   // Every committed event reloads the run (debounced): statuses change without a reload of the page.
   const events = useRunEvents(Number.isInteger(id) ? id : null, reload);
   const connection = useConnection();
-  if (error) return <main className="page"><ErrorMessage error={error} title={`Run ${id} could not be loaded.`} onRetry={reload} /></main>;
+  // A failed live reload keeps the run on screen (the next event or Refresh tries again).
+  if (error && !run) return <main className="page"><ErrorMessage error={error} title={`Run ${id} could not be loaded.`} onRetry={reload} /></main>;
   if (!run || (loading && !run)) return <main className="page"><Loading label="Loading the run…" /></main>;
   const tokens = run.input_tokens + run.output_tokens;
   return (
@@ -98,6 +99,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
         <div><dt>Tokens</dt><dd>{tokens.toLocaleString()}</dd></div>
         <div><dt>Cost</dt><dd>{formatUsd(run.cost_usd)}</dd></div>
       </dl>
+      {error ? <ErrorMessage error={error} title="The run could not be refreshed; showing what was loaded last." onRetry={reload} /> : null}
       {run.interrupted ? (
         <div className="alert alert-warning" role="status"><strong>Interrupted.</strong> A running step's worker stopped heartbeating; the step is taken back and run again (or parked for a decision) once its lease runs out.</div>
       ) : null}
