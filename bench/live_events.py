@@ -43,10 +43,10 @@ def _xacts() -> int:
 
 def case_live_events(rep: Reporter, db: str, n: int | None, runs: int) -> None:
     """See the module docstring. ``n``: nodes per run (default 30); ``runs``: runs per mode."""
+    from django.contrib.auth import get_user_model
     from websockets.sync.client import connect
 
     from accounts.tokens import token_create
-    from django.contrib.auth import get_user_model
     from runs.engine import api as engine
     from runs.models import Run, RunEvent
 
