@@ -34,3 +34,17 @@ describe("format", () => {
     expect(statusTone("parked")).toBe("wait");
   });
 });
+
+describe("runDisplayStatus", () => {
+  it("tells interrupted, waiting for a decision and waiting at an approval apart", async () => {
+    const { runDisplayStatus, stepDisplayStatus, statusTone } = await import("./format");
+    expect(runDisplayStatus({ status: "running", interrupted: true, waiting_for: null })).toBe("interrupted");
+    expect(runDisplayStatus({ status: "waiting", waiting_for: "decision" })).toBe("waiting_for_decision");
+    expect(runDisplayStatus({ status: "waiting", waiting_for: "approval" })).toBe("waiting_at_approval");
+    expect(runDisplayStatus({ status: "succeeded", waiting_for: null, interrupted: false })).toBe("succeeded");
+    expect(stepDisplayStatus({ status: "running", worker_alive: false })).toBe("interrupted");
+    expect(stepDisplayStatus({ status: "running", worker_alive: true })).toBe("running");
+    expect(statusTone("waiting_for_decision")).not.toBe(statusTone("waiting_at_approval"));
+    expect(statusTone("interrupted")).toBe("alert");
+  });
+});

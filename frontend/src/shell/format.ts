@@ -83,6 +83,6 @@ export function statusTone(status: string): "ok" | "bad" | "busy" | "wait" | "al
   if (["succeeded", "completed", "done"].includes(status)) return "ok";
   if (["failed", "cancelled", "canceled", "dead", "lost", "error"].includes(status)) return "bad";
   if (["running", "leased", "queued", "pending", "ready"].includes(status)) return "busy";
-  if (["waiting", "parked", "suspended"].includes(status)) return "wait";
+  if (["waiting", "waiting_at_approval", "parked", "suspended"].includes(status)) return "wait";
   return "plain";
 }
