@@ -71,3 +71,46 @@ def publish(spec: dict[str, Any]):
     from builder.services import graph_import
 
     return graph_import(spec=spec)
+
+
+def chain(n: int, prefix: str) -> dict[str, Any]:
+    """linear(n) with node ids ``<prefix>1..<prefix>n`` (the recovery case's filler runs:
+    no node of theirs is named like the node a fault point is armed on)."""
+    spec = linear(n)
+    rename = {f"t{k}": f"{prefix}{k}" for k in range(1, n + 1)}
+    spec["name"] = f"bench-chain-{prefix}-{n}"
+    spec["nodes"] = [{**node, "id": rename.get(node["id"], node["id"])} for node in spec["nodes"]]
+    spec["edges"] = [{**e, "source": rename.get(e["source"], e["source"]), "target": rename.get(e["target"], e["target"])}
+                     for e in spec["edges"]]
+    return spec
+
+
+def loop(steps: int) -> dict[str, Any]:
+    """start -> inc -> more? (condition ``i < steps // 2``: true back to inc, false to end)
+    -> end: ``steps // 2`` iterations of two nodes, so a correct run ends with
+    ``i == steps // 2`` after ``2 * (steps // 2) + 2`` committed steps."""
+    iterations = max(1, steps // 2)
+    nodes = [
+        _node("start", "start"),
+        {**_node("inc", "transform", {"set": {"i": "i + 1"}}), "max_iterations": iterations + 1},
+        _node("more", "condition", {"expression": f"i < {iterations}"}),
+        _node("end", "end", {"output": ["i"]}),
+    ]
+    edges = [_edge("start", "inc"), _edge("inc", "more"), _edge("more", "inc", "true"), _edge("more", "end", "false")]
+    return {
+        "name": f"bench-loop-{steps}",
+        "description": f"Benchmark: a loop of {iterations} iterations of two nodes.",
+        "state": {"i": {"reducer": "replace", "default": 0}},
+        "settings": {"max_steps": 2 * iterations + 10},
+        "nodes": nodes,
+        "edges": edges,
+    }
+
+
+def small_key_chain(n: int) -> dict[str, Any]:
+    """linear(n) whose nodes update only the small key ``i`` while the run input (part of
+    the state) holds a large value: the state-size case."""
+    spec = linear(n)
+    spec["name"] = f"bench-statesize-{n}"
+    spec["input_schema"] = {"type": "object", "properties": {"blob": {"type": "string"}}}
+    return spec
