@@ -10,8 +10,7 @@ and against state size (``statesize``), both in-process on either database.
   cost, reported apart as ``create_ms``). ``wal_bytes_per_node``: on PostgreSQL the
   server's WAL position before and after the timed runs (``pg_current_wal_lsn``; it is
   server-wide, so other databases' writes on a shared server count too), on SQLite the
-  frames the runs appended to the WAL file (autocheckpoint off meanwhile) times the page
-  size.
+  growth of the WAL file while a reader pins it (:class:`WalMeter`).
 """
 from __future__ import annotations
 
@@ -66,25 +65,56 @@ def case_scaling(rep: Reporter, db: str, n: int | None, runs: int) -> None:
                      note=f"{shape} of {size} {'steps' if shape == 'loop' else 'nodes'}: run_start + drive_local wall time / {steps} committed steps")
 
 
-def _wal_position() -> tuple[str, int]:
-    """(vendor, position): PostgreSQL WAL LSN in bytes; SQLite frames in the WAL file."""
-    from django.db import connection
+class WalMeter:
+    """WAL bytes written between :meth:`start` and :meth:`stop` on the benchmark database.
 
-    with connection.cursor() as cur:
-        if connection.vendor == "postgresql":
-            cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")
-            return "postgres", int(cur.fetchone()[0])
-        cur.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        _, frames, _ = cur.fetchone()
-        return "sqlite", int(frames)
+    PostgreSQL: the server's WAL position (``pg_current_wal_lsn``), server-wide. SQLite: the
+    growth of the ``-wal`` file while a connection of this meter holds a read transaction
+    open, which keeps SQLite from rewinding the WAL (a checkpoint cannot pass a reader and
+    the log restarts only when no reader uses it), so every frame appended shows as growth.
+    """
 
+    def __init__(self) -> None:
+        from django.db import connection
 
-def _sqlite_page_size() -> int:
-    from django.db import connection
+        self.vendor = connection.vendor
+        self.path = connection.settings_dict["NAME"]
+        self.reader = None
+        self.before = 0
 
-    with connection.cursor() as cur:
-        cur.execute("PRAGMA page_size")
-        return int(cur.fetchone()[0])
+    def _position(self) -> int:
+        from django.db import connection
+
+        if self.vendor == "postgresql":
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")
+                return int(cur.fetchone()[0])
+        import os
+
+        wal = f"{self.path}-wal"
+        return os.path.getsize(wal) if os.path.exists(wal) else 0
+
+    def start(self) -> None:
+        if self.vendor != "postgresql":
+            import sqlite3
+
+            self.reader = sqlite3.connect(self.path, isolation_level=None, timeout=20)
+            self.reader.execute("BEGIN")
+            self.reader.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        self.before = self._position()
+
+    def stop(self) -> int:
+        after = self._position()
+        if self.reader is not None:
+            self.reader.execute("ROLLBACK")
+            self.reader.close()
+            self.reader = None
+        return after - self.before
+
+    @property
+    def scope(self) -> str:
+        return "server-wide WAL LSN (other databases on the server count too)" if self.vendor == "postgresql" else \
+            "growth of the -wal file with its log pinned by an open reader"
 
 
 def case_statesize(rep: Reporter, db: str, n: int | None, runs: int) -> None:
@@ -98,44 +128,38 @@ def case_statesize(rep: Reporter, db: str, n: int | None, runs: int) -> None:
     steps = nodes + 2
     version = graphs.publish(graphs.small_key_chain(nodes))
     reset_tables()
-    sqlite = connection.vendor == "sqlite"
-    if sqlite:
-        connection.ensure_connection()
+    if connection.vendor == "sqlite":
         with connection.cursor() as cur:
             cur.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            cur.execute("PRAGMA wal_autocheckpoint=0")  # keep every frame of the timed runs in the WAL file
-    try:
-        for kib in STATE_SIZES_KIB:
-            run_input = {"blob": "x" * (kib * 1024)}
+    for kib in STATE_SIZES_KIB:
+        run_input = {"blob": "x" * (kib * 1024)}
 
-            def one(run_input: dict = run_input) -> tuple[float, float, int]:
-                with engine.local_mode() as queue:
-                    t0 = time.perf_counter()
-                    run = run_start(version=version, run_input=run_input)
-                    t1 = time.perf_counter()
-                    engine.drive_local(run.pk, queue=queue, timeout=600)
-                    t2 = time.perf_counter()
-                _check_run(run.pk, nodes, steps)
-                return (t1 - t0) * 1000, (t2 - t1) * 1000 / steps, run.pk
+        def one(run_input: dict = run_input) -> tuple[float, float]:
+            with engine.local_mode() as queue:
+                t0 = time.perf_counter()
+                run = run_start(version=version, run_input=run_input)
+                t1 = time.perf_counter()
+                engine.drive_local(run.pk, queue=queue, timeout=600)
+                t2 = time.perf_counter()
+            _check_run(run.pk, nodes, steps)
+            return (t1 - t0) * 1000, (t2 - t1) * 1000 / steps
 
-            one()  # warm-up
-            if sqlite:
-                with connection.cursor() as cur:
-                    cur.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            _, before = _wal_position()
-            creates, samples = [], []
+        one()  # warm-up
+        meter = WalMeter()
+        meter.start()
+        creates, samples = [], []
+        try:
             for _ in range(runs):
-                create_ms, per_node, _ = one()
+                create_ms, per_node = one()
                 creates.append(create_ms)
                 samples.append(per_node)
-            _, after = _wal_position()
-            wal = (after - before) * (_sqlite_page_size() if sqlite else 1)
-            rep.emit("state.per_node", n=kib, runs=runs, samples=samples, unit="ms/step", per_commit=1, state_kib=kib,
-                     nodes=nodes, create_ms=sorted(creates)[len(creates) // 2], wal_bytes_per_node=wal / (runs * steps),
-                     wal_scope="server-wide WAL LSN" if not sqlite else "WAL frames x page size",
-                     note=f"{nodes}-node chain updating one small key; state holds a {kib} KiB string; "
-                          "drive time after run creation / committed steps")
-    finally:
-        if sqlite:
+        finally:
+            wal = meter.stop()
+        if connection.vendor == "sqlite":
             with connection.cursor() as cur:
-                cur.execute("PRAGMA wal_autocheckpoint=1000")
+                cur.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        rep.emit("state.per_node", n=kib, runs=runs, samples=samples, unit="ms/step", per_commit=1, state_kib=kib,
+                 nodes=nodes, create_ms=sorted(creates)[len(creates) // 2], wal_bytes_per_node=wal / (runs * steps),
+                 wal_scope=meter.scope,
+                 note=f"{nodes}-node chain updating one small key; the state holds a {kib} KiB string; "
+                      "drive time after run creation / committed steps (run creation: create_ms)")

@@ -61,8 +61,12 @@ class Verdict:
                 "limit": self.limit, "measured": self.measured, "met": self.met}
 
     def words(self) -> str:
-        verdict = {True: "met", False: "NOT MET", None: "no figure"}[self.met]
-        return f"{self.text} ({self.database}): {self.measured}: {verdict}"
+        """One line: the target, the database, the figures and met / NOT MET (nothing
+        more when a figure is missing or the target has no limit)."""
+        head = f"{self.text} ({self.database}): {self.measured}"
+        if self.met is None:
+            return head if self.value is None and self.limit is not None else f"{head} (reported, no limit)"
+        return f"{head}: {'met' if self.met else 'NOT MET'}"
 
 
 # A measure reads the figures of one database: (value compared with the limit, words) or
