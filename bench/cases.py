@@ -264,21 +264,7 @@ def check_linear_recovered(run_id: int, n: int = 3) -> None:
         check(attempt == expected, f"run {run_id}: step {node_id} attempt {attempt}, expected {expected}")
 
 
-INFLIGHT_RUNS = 30
-FILLER_NODES = 20
-
-
-def _release_fillers(filler_version, count: int) -> None:
-    """``count`` runs of the filler chain (node ids f1..fN: no t2, so the fault point does
-    not fire in them) handed to the queue now: the runs in flight while recovery works."""
-    from runs.engine import api as engine
-
-    if count:
-        _, step_ids = create_held(filler_version, count)
-        engine.steps_dispatch(step_ids)
-
-
-def case_recovery(rep: Reporter, db: str, n: int | None, runs: int, lease_seconds: float = 3.0, inflight: int = INFLIGHT_RUNS) -> None:
+def case_recovery(rep: Reporter, db: str, n: int | None, runs: int, lease_seconds: float = 3.0) -> None:
     """SIGKILL a qcluster while it holds t2's lease (fault point during_execute:t2), then:
 
     - restart: time from spawning a fresh qcluster to t2's second attempt started_at;
@@ -286,19 +272,12 @@ def case_recovery(rep: Reporter, db: str, n: int | None, runs: int, lease_second
       its re-run of t2 (it sees the owner pid is dead: bounded by the recovery interval);
     - takeover.other_host: the stand-by claims another host name, so it cannot check the
       pid and waits for the lease to lapse (bounded by BALLAST_LEASE_SECONDS).
-
-    Restart and same-host takeover run with ``inflight`` other runs (20-node chains) handed
-    to the queue right after the SIGKILL (not before: the dead cluster's pusher would have
-    taken some of them with it), as issue 11's recovery target asks; the tables are emptied
-    after each repetition so the fillers do not pile up. ``n`` overrides ``inflight``.
     """
     from django.conf import settings
 
     from runs.models import Step, Worker
 
     version = graphs.publish(graphs.linear(3))
-    inflight = inflight if n is None else n
-    filler = graphs.publish(graphs.chain(FILLER_NODES, "f"))
     interval = settings.BALLAST_RECOVERY_INTERVAL
     default_lease = settings.BALLAST_LEASE_SECONDS
     reset_tables()
@@ -308,7 +287,6 @@ def case_recovery(rep: Reporter, db: str, n: int | None, runs: int, lease_second
     for i in range(runs + 1):  # the first is a warm-up (page cache, bytecode)
         rid, crashed = _crash_at_fault(db, version)
         crashed.kill()
-        _release_fillers(filler, inflight)
         fresh = Cluster("restarted", db, workers=2)
         try:
             t0 = fresh.start().started_at
@@ -324,9 +302,7 @@ def case_recovery(rep: Reporter, db: str, n: int | None, runs: int, lease_second
             if registered is not None:
                 boot.append(registered.timestamp() - t0)
             pickup.append(started - _recovered_at(rid))
-        if inflight:
-            reset_tables()
-    rep.emit("recovery.restart", n=1, runs=runs, samples=rerun, unit="s", target_s=1.0, runs_in_flight=inflight,
+    rep.emit("recovery.restart", n=1, runs=runs, samples=rerun, unit="s", target_s=1.0,
              boot_to_supervisor_s=summary(boot)[0] if boot else None,
              supervisor_to_recovered_s=(summary([r - p for r, p in zip(rerun, pickup, strict=False)])[0] - summary(boot)[0]) if boot else None,
              recovered_to_rerun_s=summary(pickup)[0],
@@ -343,11 +319,7 @@ def case_recovery(rep: Reporter, db: str, n: int | None, runs: int, lease_second
             # already up could take the run's start step itself (recovery re-dispatches
             # pending steps when it sees a cluster die), and then nothing would crash.
             rid, crashed = _crash_at_fault(db, version, lease_seconds=lease)
-            fillers = 0 if other_host else inflight
-            # With fillers the stand-by takes them from the benchmark's queue (they are
-            # released after the kill, so the dead cluster never holds any of them).
-            standby = Cluster(f"standby-{variant}", db, workers=2, q_name=None if fillers else "bench-standby",
-                              lease_seconds=lease, other_host=other_host)
+            standby = Cluster(f"standby-{variant}", db, workers=2, q_name="bench-standby", lease_seconds=lease, other_host=other_host)
             with standby:
                 try:
                     standby.wait_ready()
@@ -358,20 +330,17 @@ def case_recovery(rep: Reporter, db: str, n: int | None, runs: int, lease_second
                     expires = Step.objects.get(run_id=rid, node_id=RECOVERY_NODE).lease_expires_at.timestamp()
                 finally:
                     crashed.kill()
-                _release_fillers(filler, fillers)
                 wait_until(lambda rid=rid: _attempt(rid, RECOVERY_NODE, 2) is not None, lease + 60, "takeover", cluster=standby, poll=0.01)
                 started = _attempt(rid, RECOVERY_NODE, 2).started_at.timestamp()
                 wait_terminal([rid], cluster=standby)
             _check_recovered(rid)
             recovered = _recovered_at(rid)
-            if fillers:
-                reset_tables()
             takeover.append(started - t_kill)
             detect.append(recovered - t_kill)
             pickup.append(started - recovered)
             after_expiry.append(started - expires)
         bound = f"lease {lease:g} s + recovery interval {interval:g} s" if other_host else f"recovery interval {interval:g} s (owner pid checked)"
-        rep.emit(f"recovery.takeover.{variant}", n=1, runs=runs, samples=takeover, unit="s", runs_in_flight=fillers,
+        rep.emit(f"recovery.takeover.{variant}", n=1, runs=runs, samples=takeover, unit="s",
                  lease_seconds=lease, recovery_interval=interval, bound=bound,
                  kill_to_recovered_s=summary(detect)[0], recovered_to_rerun_s=summary(pickup)[0],
                  lease_expiry_to_rerun_s=summary(after_expiry)[0] if other_host else None,

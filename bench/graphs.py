@@ -73,18 +73,6 @@ def publish(spec: dict[str, Any]):
     return graph_import(spec=spec)
 
 
-def chain(n: int, prefix: str) -> dict[str, Any]:
-    """linear(n) with node ids ``<prefix>1..<prefix>n`` (the recovery case's filler runs:
-    no node of theirs is named like the node a fault point is armed on)."""
-    spec = linear(n)
-    rename = {f"t{k}": f"{prefix}{k}" for k in range(1, n + 1)}
-    spec["name"] = f"bench-chain-{prefix}-{n}"
-    spec["nodes"] = [{**node, "id": rename.get(node["id"], node["id"])} for node in spec["nodes"]]
-    spec["edges"] = [{**e, "source": rename.get(e["source"], e["source"]), "target": rename.get(e["target"], e["target"])}
-                     for e in spec["edges"]]
-    return spec
-
-
 def loop(steps: int) -> dict[str, Any]:
     """start -> inc -> more? (condition ``i < steps // 2``: true back to inc, false to end)
     -> end: ``steps // 2`` iterations of two nodes, so a correct run ends with
