@@ -16,7 +16,6 @@ from pathlib import Path
 CASES = {
     "headline": "floor, Ballast, LangGraph and DBOS in one process, rotated order, >= 10 rounds: chain of 100, fan-out 10/100, in-process and through a qcluster",
     "scaling": "cost per step of a loop at 10/100/1,000 steps and of chains of 10/100/500 nodes",
-    "statesize": "cost per node and WAL bytes per node with a 1 KB and a 1 MB state, one small key updated",
     "floor": "single-row INSERT + COMMIT, same driver and database (the floor)",
     "linear": "100 no-op transform nodes in a chain: ms per node, in-process and through a qcluster",
     "fanout": "10 and 100 parallel no-op branches + join: ms per run, in-process and through a qcluster",
@@ -40,7 +39,7 @@ PLAN: list[tuple[str, tuple[str, ...], list[str]]] = [
     # What-if: the configuration proposed in docs/performance.md (bench/settings_tuned.py).
     ("linear", ("postgres",), ["--settings", "tuned", "--path", "inprocess"]),
     ("scaling", ("postgres", "sqlite"), []),
-    ("statesize", ("postgres", "sqlite"), []),
+    ("statesize", ("postgres", "sqlite"), []),  # 1 KB vs 1 MB state (the per-key state branch)
     ("queries", ("postgres", "sqlite"), []),
     ("profile", ("postgres",), []),
     ("recovery", ("postgres", "sqlite"), []),
@@ -50,7 +49,8 @@ PLAN: list[tuple[str, tuple[str, ...], list[str]]] = [
     ("live", ("postgres", "sqlite"), []),
 ]
 
-PLAN = [step for step in PLAN if step[0] in CASES]  # recovery_busy arrives with the doorbell branch
+# statesize and recovery_busy arrive with the per-key state and doorbell branches.
+PLAN = [step for step in PLAN if step[0] in CASES]
 
 # The headline subset (``make bench-headline``, under 5 minutes): the interleaved
 # comparison on both databases.
@@ -102,7 +102,6 @@ def run_case(args: argparse.Namespace) -> int:
     functions = {
         "headline": lambda r, d, n, k: headline.case_headline(r, d, n, k, rounds=args.rounds or headline.DEFAULT_ROUNDS),
         "scaling": scaling.case_scaling,
-        "statesize": scaling.case_statesize,
         "floor": cases.case_floor,
         "linear": lambda r, d, n, k: cases.case_linear(r, d, n, k, paths=paths),
         "fanout": lambda r, d, n, k: cases.case_fanout(r, d, n, k, paths=paths),

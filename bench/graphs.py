@@ -94,11 +94,3 @@ def loop(steps: int) -> dict[str, Any]:
         "edges": edges,
     }
 
-
-def small_key_chain(n: int) -> dict[str, Any]:
-    """linear(n) whose nodes update only the small key ``i`` while the run input (part of
-    the state) holds a large value: the state-size case."""
-    spec = linear(n)
-    spec["name"] = f"bench-statesize-{n}"
-    spec["input_schema"] = {"type": "object", "properties": {"blob": {"type": "string"}}}
-    return spec

@@ -144,8 +144,8 @@ def _results() -> list[dict]:
         _line("headline.inprocess.langgraph.fanout", pg, 10, 16.0),
         _line(targets.pair_case("inprocess", "langgraph", "fanout"), pg, 10, 1.3, q1=1.2, q3=1.4),
         _line("headline.worker.ballast.linear", pg, 100, 1.2, ratio_to_floor=3.0, floor_ms=0.4),
-        _line("state.per_node", pg, 1, 1.0, wal_bytes_per_node=2000.0),
-        _line("state.per_node", pg, 1024, 1.2, wal_bytes_per_node=4000.0),
+        _line("statesize.1kb", pg, 60, 1.0, wal_bytes_per_node=2000.0),
+        _line("statesize.1mb", pg, 60, 1.2, wal_bytes_per_node=4000.0),
         _line("scaling.loop", pg, 10, 1.0),
         _line("scaling.loop", pg, 100, 1.05),
         _line("scaling.loop", pg, 1000, 1.2),
@@ -252,7 +252,7 @@ def test_write_docs_regenerates_only_the_marked_sections(results_file, tmp_path)
     assert "| linear 100 | Ballast | 0.720 | 0.700-0.750 | ms | 1.8 |" in text
     assert "| 100-node chain in-process at most 2x the floor | postgres |" in text
     assert "| recovery.takeover.same_host_busy | postgres | | | | | | | | FAILED: timed out |" in text
-    assert "| state.per_node | postgres | 1024 |" in text
+    assert "| statesize.1mb | postgres | 60 |" in text
     r = readme.read_text()
     assert "| Ballast, 100-node chain in-process, ms per node | 0.72 | 0.70-0.75 | 1.8 |" in r
     assert "The end." in r and "\nold\n" not in r
