@@ -142,7 +142,10 @@ def targets_table(lines: list[dict[str, Any]]) -> str:
     for v in verdicts:
         if v.database not in dbs_present:
             continue
-        met = {True: "yes", False: "**no**", None: "-" if v.limit is None and v.value is None and "no figure" not in v.measured else "no figure"}[v.met]
+        if v.met is None:
+            met = "-" if v.limit is not None or "no figure" in v.measured else "reported"
+        else:
+            met = "yes" if v.met else "**no**"
         out.append(f"| {v.text} | {v.database} | {v.measured} | {met} |")
     return "\n".join(out) + "\n"
 

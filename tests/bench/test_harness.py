@@ -251,6 +251,8 @@ def test_write_docs_regenerates_only_the_marked_sections(results_file, tmp_path)
     assert "took 2 min 05 s" in text and "test cpu" in text and "load average (1 min) 2.0 to 2.0" in text
     assert "| linear 100 | Ballast | 0.720 | 0.700-0.750 | ms | 1.8 |" in text
     assert "| 100-node chain in-process at most 2x the floor | postgres |" in text
+    assert "with 1 worker process, 21.0 with 2 (1.50x) | reported |" in text
+    assert "| fan-out of 100 through workers at most 3x LangGraph | postgres | no figure (case not run, skipped or failed) | - |" in text
     assert "| recovery.takeover.same_host_busy | postgres | | | | | | | | FAILED: timed out |" in text
     assert "| statesize.1mb | postgres | 60 |" in text
     r = readme.read_text()
