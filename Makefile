@@ -86,7 +86,7 @@ bench: bench-extra
 	$(BIN)/python -m bench all
 
 # The headline alone (Ballast, LangGraph, DBOS and the floor interleaved in one process,
-# rotated rounds), both databases: under 5 minutes.
+# rotated rounds) on PostgreSQL: under 5 minutes.
 bench-headline: bench-extra
 	$(BIN)/python -m bench headline-all
 

@@ -196,7 +196,7 @@ def run_group(rep: Reporter, db: str, group: str, rounds: int, opened: dict[str,
         contestants = [_floor(probe), *_ballast(group, cluster), *_comparators(rep, db, group, opened)]
         log(f"headline {group} on {db}: {len(contestants)} contestants x {rounds} rounds: " + ", ".join(c.key for c in contestants))
         for c in contestants:  # warm-up: imports, compiled graphs, connections, forked workers
-            for _ in range(2 if cluster is not None and c.system == "ballast" else 1):
+            for _ in range(2 if cluster is not None and c.system == "ballast" and c.graph == "linear" else 1):  # both forked workers
                 c.sample()
         load: list[float] = []
         started = time.monotonic()
