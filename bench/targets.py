@@ -96,6 +96,11 @@ def _x(value: float) -> str:
     return f"{value:.2f}x"
 
 
+def _num(value: float) -> str:
+    """A figure for a sentence: thousands separated from 100 on, else 3 significant digits."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def _floor_ratio(case: str, n: int, limit: float) -> Measure:
     def measure(f: Figures, db: str) -> tuple[float | None, str] | None:
         d = f.get(case, db, n)
@@ -123,7 +128,7 @@ def _pair(group: str, graph: str, n: int, other: str, limit: float | None) -> Me
         ratio = float(pair["median"]) if pair else a["median"] / b["median"]
         how = f"median of per-round ratios, IQR {_fmt_iqr(pair)}" if pair else "ratio of medians"
         bound = f"limit {_x(limit)}" if limit is not None else "no limit"
-        return ratio, f"{_x(ratio)} ({a['median']:.3g} vs {b['median']:.3g} {a.get('unit', '')}; {how}; {bound})"
+        return ratio, f"{_x(ratio)} ({_num(a['median'])} vs {_num(b['median'])} {a.get('unit', '')}; {how}; {bound})"
     return measure
 
 
