@@ -56,6 +56,10 @@ PLAN = [step for step in PLAN if step[0] in CASES]
 # comparison on PostgreSQL, where the comparators run (``python -m bench headline --db
 # both`` adds SQLite's Ballast figures; ``make bench`` has them).
 HEADLINE_PLAN: list[tuple[str, tuple[str, ...], list[str]]] = [("headline", ("postgres",), [])]
+# Issue 11: make bench under 30 minutes, the headline subset under 5; a run over its
+# budget says so at the end (with its slowest steps and the load average).
+ALL_BUDGET_S = 30 * 60
+HEADLINE_BUDGET_S = 5 * 60
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -177,6 +181,7 @@ def run_all(args: argparse.Namespace, databases: tuple[str, ...] | None = None, 
     else:
         plan = PLAN if cases is None else [(c, databases, []) for c in cases]
     failures = []
+    durations: list[dict] = []
     started = time.monotonic()
     for case, dbs, extra in plan:
         for db in dbs:
@@ -192,7 +197,9 @@ def run_all(args: argparse.Namespace, databases: tuple[str, ...] | None = None, 
             if args.n is not None and cases is not None:
                 cmd += ["--n", str(args.n)]
             log(f"--- {case} on {db} ({time.monotonic() - started:.0f} s elapsed)")
+            t_case = time.monotonic()
             rc = subprocess.call(cmd, env=env)
+            durations.append({"case": case, "database": db, "extra": extra, "seconds": round(time.monotonic() - t_case, 1), "exit": rc})
             if rc:
                 failures.append(f"{case}/{db} (exit {rc})")
     from bench import targets
@@ -203,7 +210,12 @@ def run_all(args: argparse.Namespace, databases: tuple[str, ...] | None = None, 
     for verdict in verdicts:
         log("  " + verdict.words())
     elapsed = time.monotonic() - started
-    footer = {"case": "elapsed", "seconds": round(elapsed, 1), "plan": [c for c, _, _ in plan], "databases": list(databases)}
+    budget = HEADLINE_BUDGET_S if plan is HEADLINE_PLAN else (ALL_BUDGET_S if plan is PLAN else None)
+    if budget and elapsed > budget:
+        log(f"OVER BUDGET: {elapsed:.0f} s, the budget is {budget} s (load average {os.getloadavg()[0]:.1f}); slowest: "
+            + ", ".join(f"{d['case']}/{d['database']} {d['seconds']:.0f} s" for d in sorted(durations, key=lambda d: -d["seconds"])[:3]))
+    footer = {"case": "elapsed", "seconds": round(elapsed, 1), "plan": [c for c, _, _ in plan], "databases": list(databases),
+              "budget_seconds": budget, "steps": durations}
     print(json.dumps(footer), flush=True)
     with open(path, "a") as fh:
         fh.write(json.dumps(footer) + "\n")

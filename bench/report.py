@@ -92,6 +92,9 @@ def provenance(lines: list[dict[str, Any]], path: Path) -> str:
     if elapsed:
         minutes, seconds = divmod(int(elapsed["seconds"]), 60)
         parts.append(f"took {minutes} min {seconds:02d} s ({', '.join(elapsed.get('plan', []))})")
+        slowest = sorted(elapsed.get("steps", []), key=lambda d: -d["seconds"])[:3]
+        if slowest:
+            parts.append("slowest: " + ", ".join(f"{d['case']} on {d['database']} {d['seconds']:.0f} s" for d in slowest))
     if loads:
         parts.append(f"load average (1 min) {min(loads):.1f} to {max(loads):.1f}")
     return "; ".join(parts) + ". Do not edit the generated tables by hand: rerun the command.\n"

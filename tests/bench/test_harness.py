@@ -234,7 +234,8 @@ The end.
 @pytest.fixture
 def results_file(tmp_path) -> Path:
     path = tmp_path / "20990101T000000Z.jsonl"
-    lines = _results() + [{"case": "elapsed", "seconds": 125.0, "plan": ["headline"], "databases": ["postgres"]}]
+    steps = [{"case": "headline", "database": "postgres", "seconds": 120.0}, {"case": "scaling", "database": "postgres", "seconds": 5.0}]
+    lines = _results() + [{"case": "elapsed", "seconds": 125.0, "plan": ["headline"], "databases": ["postgres"], "steps": steps}]
     path.write_text("\n".join(json.dumps(d) for d in lines) + "\n\n")
     return path
 
@@ -248,6 +249,7 @@ def test_write_docs_regenerates_only_the_marked_sections(results_file, tmp_path)
     text = doc.read_text()
     assert "old provenance" not in text and "old figures" not in text and "| old | table |" not in text
     assert "Prose that stays." in text and "More prose: why the time goes where it goes." in text
+    assert "took 2 min 05 s (headline); slowest: headline on postgres 120 s, scaling on postgres 5 s" in text
     assert "took 2 min 05 s" in text and "test cpu" in text and "load average (1 min) 2.0 to 2.0" in text
     assert "| linear 100 | Ballast | 0.720 | 0.700-0.750 | ms | 1.8 |" in text
     assert "| 100-node chain in-process at most 2x the floor | postgres |" in text
