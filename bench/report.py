@@ -153,7 +153,7 @@ def targets_table(lines: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
-NOTE_KEYS = ("queue_pickup_ms", "ms_per_node", "runs_per_s", "steps", "create_ms", "wal_bytes_per_node", "kill_to_recovered_s",
+NOTE_KEYS = ("queue_pickup_ms", "ms_per_node", "runs_per_s", "steps", "create_ms", "ms_per_step_with_create", "wal_bytes_per_node", "kill_to_recovered_s",
              "recovered_to_rerun_s", "boot_to_supervisor_s", "others", "lease_expiry_to_rerun_s", "lease_seconds",
              "recovery_interval", "worker_processes", "worker_rss_mib", "worker_rss_mib_baseline", "db_bytes_per_waiting_run",
              "queries", "python_peak_mib", "round_trips")
