@@ -28,11 +28,16 @@ class MissingMarker(ValueError):
     """A document lacks the marker pair of a section the report regenerates."""
 
 
-def latest() -> Path:
-    files = sorted(RESULTS_DIR.glob("*.jsonl"))
-    if not files:
-        raise SystemExit("no results in bench/results/: run make bench first")
-    return files[-1]
+def latest(directory: Path = RESULTS_DIR) -> Path:
+    """The newest results file written by ``make bench`` / ``make bench-headline`` (it
+    starts with the ``machine`` line); a single case's file (``python -m bench CASE``)
+    is passed by name. Raises SystemExit when there is none."""
+    for path in sorted(directory.glob("*.jsonl"), reverse=True):
+        with open(path) as fh:
+            first = fh.readline()
+        if first.startswith('{"case": "machine"'):
+            return path
+    raise SystemExit(f"no results of make bench in {directory}: run make bench first (or name a file)")
 
 
 def load(path: Path) -> list[dict[str, Any]]:

@@ -286,3 +286,11 @@ def test_the_repository_documents_carry_every_marker():
         text = doc.read_text()
         for name in names:
             assert f"<!-- bench:{name} -->" in text and f"<!-- /bench:{name} -->" in text, (doc, name)
+
+
+def test_latest_skips_single_case_files(tmp_path):
+    (tmp_path / "20990101T000000Z.jsonl").write_text('{"case": "machine", "nproc": 2}\n')
+    (tmp_path / "20990102T000000Z.jsonl").write_text('{"case": "scaling.loop", "database": "sqlite"}\n')
+    assert report.latest(tmp_path).name == "20990101T000000Z.jsonl"
+    with pytest.raises(SystemExit, match="no results of make bench"):
+        report.latest(tmp_path / "empty")
