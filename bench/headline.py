@@ -27,21 +27,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench import graphs
-from bench.cases import (
-    check_fanout,
-    check_linear,
-    db_seconds,
-    start_inprocess,
-    start_queued,
-    wait_terminal,
-)
-from bench.cluster import Cluster
 from bench.core import FloorProbe, Reporter, log, reset_tables
 from bench.stats import MIN_ROUNDS, describe, interleave, paired_ratios
 from bench.targets import pair_case
+
+if TYPE_CHECKING:  # bench.cases and bench.cluster load the engine and install signal handlers: not at import
+    from bench.cluster import Cluster
 
 CHAIN = 100
 FANS = (10, 100)
@@ -68,6 +62,8 @@ class Contestant:
 
 
 def _ballast_inprocess(version, check: Callable[[int], None], per: float) -> Callable[[], float]:
+    from bench.cases import start_inprocess
+
     def sample() -> float:
         rid, seconds = start_inprocess(version)
         check(rid)
@@ -77,6 +73,8 @@ def _ballast_inprocess(version, check: Callable[[int], None], per: float) -> Cal
 
 
 def _ballast_queued(version, check: Callable[[int], None], per: float, cluster: Cluster) -> Callable[[], float]:
+    from bench.cases import db_seconds, start_queued, wait_terminal
+
     def sample() -> float:
         rid = start_queued(version)
         wait_terminal([rid], cluster=cluster, poll=0.01)
@@ -92,6 +90,8 @@ def _floor(probe: FloorProbe) -> Contestant:
 
 
 def _ballast(path: str, cluster: Cluster | None) -> list[Contestant]:
+    from bench.cases import check_fanout, check_linear
+
     linear = graphs.publish(graphs.linear(CHAIN))
     fans = {size: graphs.publish(graphs.fanout(size)) for size in FANS}
     out = []
@@ -223,6 +223,8 @@ def case_headline(rep: Reporter, db: str, n: int | None, runs: int, rounds: int 
     """Both groups on ``db`` (see the module docstring); ``rounds`` at least 10."""
     if rounds < MIN_ROUNDS:
         raise ValueError(f"the headline needs at least {MIN_ROUNDS} rounds, got {rounds}")
+    from bench.cluster import Cluster
+
     opened: dict[str, Any] = {}
     try:
         reset_tables()
