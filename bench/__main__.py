@@ -49,8 +49,24 @@ PLAN: list[tuple[str, tuple[str, ...], list[str]]] = [
     ("live", ("postgres", "sqlite"), []),
 ]
 
+
+
+def plan_steps(steps: list[tuple[str, tuple[str, ...], list[str]]], known: dict[str, str]) -> list[tuple[str, tuple[str, ...], list[str]]]:
+    """``steps`` without cases this checkout does not have and without repeats (the same
+    case with the same arguments listed twice, as merging two branches that each added
+    it leaves it), in their first order."""
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    out = []
+    for case, dbs, extra in steps:
+        key = (case, tuple(extra))
+        if case in known and key not in seen:
+            seen.add(key)
+            out.append((case, dbs, extra))
+    return out
+
+
 # statesize and recovery_busy arrive with the per-key state and doorbell branches.
-PLAN = [step for step in PLAN if step[0] in CASES]
+PLAN = plan_steps(PLAN, CASES)
 
 # The headline subset (``make bench-headline``, under 5 minutes): the interleaved
 # comparison on PostgreSQL, where the comparators run (``python -m bench headline --db

@@ -294,3 +294,13 @@ def test_latest_skips_single_case_files(tmp_path):
     assert report.latest(tmp_path).name == "20990101T000000Z.jsonl"
     with pytest.raises(SystemExit, match="no results of make bench"):
         report.latest(tmp_path / "empty")
+
+
+def test_plan_drops_unknown_and_repeated_steps():
+    from bench.__main__ import PLAN, plan_steps
+
+    steps = [("headline", ("postgres",), []), ("nosuch", ("sqlite",), []), ("headline", ("sqlite",), []),
+             ("linear", ("postgres",), ["--settings", "tuned"]), ("linear", ("postgres",), [])]
+    known = {"headline": "", "linear": ""}
+    assert plan_steps(steps, known) == [steps[0], steps[3], steps[4]]
+    assert len({(c, tuple(e)) for c, _, e in PLAN}) == len(PLAN)
