@@ -71,26 +71,3 @@ def publish(spec: dict[str, Any]):
     from builder.services import graph_import
 
     return graph_import(spec=spec)
-
-
-def loop(steps: int) -> dict[str, Any]:
-    """start -> inc -> more? (condition ``i < steps // 2``: true back to inc, false to end)
-    -> end: ``steps // 2`` iterations of two nodes, so a correct run ends with
-    ``i == steps // 2`` after ``2 * (steps // 2) + 2`` committed steps."""
-    iterations = max(1, steps // 2)
-    nodes = [
-        _node("start", "start"),
-        {**_node("inc", "transform", {"set": {"i": "i + 1"}}), "max_iterations": iterations + 1},
-        _node("more", "condition", {"expression": f"i < {iterations}"}),
-        _node("end", "end", {"output": ["i"]}),
-    ]
-    edges = [_edge("start", "inc"), _edge("inc", "more"), _edge("more", "inc", "true"), _edge("more", "end", "false")]
-    return {
-        "name": f"bench-loop-{steps}",
-        "description": f"Benchmark: a loop of {iterations} iterations of two nodes.",
-        "state": {"i": {"reducer": "replace", "default": 0}},
-        "settings": {"max_steps": 2 * iterations + 10},
-        "nodes": nodes,
-        "edges": edges,
-    }
-
