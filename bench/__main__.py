@@ -221,7 +221,8 @@ def run_all(args: argparse.Namespace, databases: tuple[str, ...] | None = None, 
     from bench import targets
 
     lines = [json.loads(t) for t in path.read_text().splitlines() if t.strip()]
-    verdicts = [v for v in targets.judge(lines) if v.database in databases]
+    ran = {db for _, dbs, _ in plan for db in dbs if db in databases}
+    verdicts = [v for v in targets.judge(lines) if v.database in ran]
     log("targets (issue 11):")
     for verdict in verdicts:
         log("  " + verdict.words())

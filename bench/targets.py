@@ -65,7 +65,7 @@ class Verdict:
         more when a figure is missing or the target has no limit)."""
         head = f"{self.text} ({self.database}): {self.measured}"
         if self.met is None:
-            return head if self.value is None and self.limit is not None else f"{head} (reported, no limit)"
+            return head if self.limit is not None or self.measured.startswith("no figure") else f"{head} (reported, no limit)"
         return f"{head}: {'met' if self.met else 'NOT MET'}"
 
 

@@ -190,6 +190,9 @@ def test_for_cases_picks_the_targets_a_case_reads():
     assert [v.target for v in chosen] == ["flat.loop", "flat.chain"]
     assert chosen[1].met is None  # the chain did not run
     assert chosen[0].words().endswith(": NOT MET") and chosen[1].words().endswith("no figure (case not run, skipped or failed)")
+    throughput = targets.for_cases({"throughput.workers1"}, ["sqlite"], _results())[0]
+    assert throughput.words().endswith("no figure (case not run, skipped or failed)")
+    assert targets.for_cases({"throughput.workers1"}, ["postgres"], _results())[0].words().endswith("(reported, no limit)")
 
 
 # --------------------------------------------------------------------------- report
