@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -99,6 +100,25 @@ INSTALLED_APPS = [
     # After runs: runs' qcluster command (bounded graceful stop) replaces django-q2's.
     "django_q",
 ]
+
+# A worker cluster (``manage.py qcluster``) runs steps and nothing else: it loads the apps
+# that hold models and node kinds, not the web stack (daphne and Twisted, the admin and
+# its autodiscovery, DRF, drf-spectacular, axes, sessions, messages, static files), so a
+# restarted worker is ready in a fraction of a second (tests/engine/test_worker_imports.py
+# keeps those modules out of its import path). django-q2 forks its workers from this
+# process after setup: they inherit exactly this.
+BALLAST_WORKER_PROCESS = len(sys.argv) > 1 and sys.argv[1] == "qcluster" and os.environ.get("BALLAST_WORKER_FULL_APPS") != "1"
+WORKER_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "accounts",
+    "builder",
+    "runs",
+    "approvals",
+    "django_q",
+]
+if BALLAST_WORKER_PROCESS:
+    INSTALLED_APPS = WORKER_APPS
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

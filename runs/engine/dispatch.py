@@ -1,8 +1,23 @@
 """Queue hand-off: the only django_q import. The queue is a doorbell; the database is the truth.
 
-Each queue entry carries one step id. A duplicate or stale delivery finds the step already
-claimed or finished and does nothing (see claims.step_claim). In-process mode (run_graph
-without a live qcluster, tests) keeps the same hand-off but into a local deque.
+Each queue entry is a doorbell: one is rung per step that became due, and the worker
+that takes it claims the step that has been due longest (claims.step_claim_due), not the
+step the entry names (the id is a hint for logs). So the broker's order (django-q2's ORM
+broker takes rows in no order on PostgreSQL), a duplicate delivery (finds nothing due,
+does nothing) and a lost entry (another doorbell or recovery's deficit count rings for
+it) cannot reorder, repeat or strand work. In-process mode (run_graph without a live
+qcluster, tests) keeps the same hand-off into a local deque, claiming the named step.
+
+Long steps and django-q2's limits: a doorbell task lasts as long as the chain of steps
+it runs (an LLM call, a slow tool: minutes, hours). django-q2 kills a task after
+``Q_CLUSTER["timeout"]`` seconds and re-delivers a task not acknowledged after
+``retry`` seconds; Ballast sets ``max_attempts`` 1, ``timeout`` < ``retry`` (settings) and
+never relies on either: a killed worker's step is taken back by recovery through its
+lease (heartbeats extend it every BALLAST_LEASE_SECONDS / 3 while the step runs, so a
+long step keeps its lease however long it takes), and a re-delivered doorbell claims
+whatever is due, or nothing. A node that may run longer than ``timeout`` must set its
+own ``timeout_seconds`` below it, or the deployment raises BALLAST_Q_TIMEOUT (and
+BALLAST_Q_RETRY above it).
 """
 from __future__ import annotations
 
@@ -27,6 +42,22 @@ def enqueue(step_ids: Iterable[int]) -> None:
 
     for step_id in ids:
         async_task("runs.tasks.step_execute", step_id, q_options={"task_name": f"step {step_id}"})
+
+
+def queued() -> int:
+    """Doorbells waiting in the broker that no worker has taken yet (django-q2's
+    ``queue_size``: for the ORM broker the rows not locked by a pull, so a dead cluster's
+    prefetched entries do not count). The local deque's length in in-process mode; 0 when
+    the broker cannot tell."""
+    queue = getattr(_local, "queue", None)
+    if queue is not None:
+        return len(queue)
+    from django_q.brokers import get_broker
+
+    try:
+        return int(get_broker().queue_size() or 0)
+    except Exception:  # a broker that cannot count: ring for every due step instead
+        return 0
 
 
 @contextlib.contextmanager

@@ -233,7 +233,7 @@ def execute_step(step_id: int, *, worker: str | None = None) -> None:
 
     Idempotent: a step that is not pending (finished, running elsewhere) is left alone.
     A worker asked to stop (workers.stop_requested) claims nothing new and hands back a
-    kept successor instead of running it.
+    kept successor instead of running it. In-process mode runs its queue this way.
     """
     worker = worker or current_worker()
     if stop_requested():
@@ -241,7 +241,25 @@ def execute_step(step_id: int, *, worker: str | None = None) -> None:
         # the step unclaimed, back on the queue for another worker.
         dispatch.enqueue([step_id])
         return
-    claimed = claims.step_claim(step_id, worker)
+    _run_chain(claims.step_claim(step_id, worker), worker)
+
+
+def execute_due(hint: int, *, worker: str | None = None) -> None:
+    """Answer one doorbell: claim the step that has been due longest (whichever step
+    ``hint``, the id the doorbell was rung for, names), run it and any successor leased
+    to this worker. Nothing due (a duplicate or late doorbell): does nothing.
+
+    A worker asked to stop claims nothing and rings the doorbell again for another worker.
+    """
+    worker = worker or current_worker()
+    if stop_requested():
+        dispatch.enqueue([hint])
+        return
+    _run_chain(claims.step_claim_due(worker), worker)
+
+
+def _run_chain(claimed: ClaimedStep | None, worker: str) -> None:
+    """Run ``claimed`` and each successor its commit leases to ``worker``."""
     while claimed is not None:
         if stop_requested():
             # The cluster is stopping: the step in hand is done; its successor goes back
