@@ -283,9 +283,13 @@ BALLAST_TOKEN_TOUCH_SECONDS = 60
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # django-q2 is the doorbell that wakes the engine; the database is the truth (TRAPS.md).
-# Delivery is at least once; every task claims its step in Ballast's tables first, so a
-# duplicate delivery does nothing. timeout < retry keeps django-q2 from re-delivering a
-# healthy long task; ack_failures keeps a failed task from looping.
+# Delivery is at least once; every task claims the step due longest in Ballast's tables
+# (runs.engine.dispatch), so a duplicate delivery does nothing and broker order does not
+# matter. timeout < retry keeps django-q2 from re-delivering a healthy long task;
+# ack_failures keeps a failed task from looping. A step may take minutes or hours (an LLM
+# call, a slow tool): its lease is extended by heartbeats, not by django-q2; the task's
+# `timeout` bounds one doorbell's work, so a node that may run longer sets its own
+# timeout_seconds below it (or raise BALLAST_Q_TIMEOUT and BALLAST_Q_RETRY together).
 _Q_BROKER = os.environ.get("BALLAST_Q_BROKER", "orm")
 Q_CLUSTER = {
     "name": os.environ.get("BALLAST_Q_NAME", "ballast"),
@@ -308,6 +312,10 @@ else:
 # Engine settings (runs.engine.*).
 BALLAST_LEASE_SECONDS = float(os.environ.get("BALLAST_LEASE_SECONDS", "30"))
 BALLAST_RECOVERY_INTERVAL = float(os.environ.get("BALLAST_RECOVERY_INTERVAL", "1.0"))
+# Seconds a worker that answered a doorbell goes on claiming the next due step (parallel
+# branches without a broker round trip each; runs.engine.loop.execute_due). 0: one step
+# (and its kept successors) per doorbell. Keep it far below Q_CLUSTER["timeout"].
+BALLAST_DOORBELL_DRAIN_SECONDS = float(os.environ.get("BALLAST_DOORBELL_DRAIN_SECONDS", "5"))
 # A step interrupted this many times (its worker died each time) fails instead of looping.
 BALLAST_MAX_LOST_ATTEMPTS = int(os.environ.get("BALLAST_MAX_LOST_ATTEMPTS", "5"))
 # A worker process holding more than this many threads of steps that overran their

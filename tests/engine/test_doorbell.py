@@ -89,7 +89,22 @@ def test_a_doorbell_never_claims_a_step_that_is_not_due():
     assert not StepAttempt.objects.exists()
 
 
-def test_a_dead_workers_steps_are_handed_back_once_each_and_first_in_line():
+def test_a_doorbell_drains_due_steps_within_its_budget(settings):
+    version = one_step_version()
+    with engine.local_mode():
+        runs = [run_start(version=version, run_input={}) for _ in range(3)]
+    settings.BALLAST_DOORBELL_DRAIN_SECONDS = 0
+    with engine.local_mode():
+        tasks.step_execute(0)  # the hint names no step at all: the claim needs none
+    assert [Step.objects.get(run=run, node_id="start").status for run in runs] == ["succeeded", "pending", "pending"]
+    settings.BALLAST_DOORBELL_DRAIN_SECONDS = 30
+    with engine.local_mode():
+        tasks.step_execute(0)
+    assert all(Step.objects.get(run=run, node_id="end").status == "succeeded" for run in runs)
+
+
+def test_a_dead_workers_steps_are_handed_back_once_each_and_first_in_line(settings):
+    settings.BALLAST_DOORBELL_DRAIN_SECONDS = 0  # one chain per doorbell: see which step it takes
     # Three runs whose 'pay' step a worker held when it was SIGKILLed.
     owner = dead_owner()
     held = []
