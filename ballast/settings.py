@@ -308,6 +308,11 @@ if _Q_BROKER == "redis":
     Q_CLUSTER["redis"] = os.environ.get("BALLAST_REDIS_URL", "redis://127.0.0.1:6379/0")
 else:
     Q_CLUSTER["orm"] = "default"
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # A doorbell reaches an idle worker at once (LISTEN/NOTIFY), not after a poll; the
+        # Redis broker blocks on its list already. SQLite keeps polling every `poll`
+        # (0.05 s: an empty pull is one indexed read; faster polls would only add reads).
+        Q_CLUSTER["broker_class"] = "runs.engine.dispatch.NotifyingOrmBroker"
 
 # Engine settings (runs.engine.*).
 BALLAST_LEASE_SECONDS = float(os.environ.get("BALLAST_LEASE_SECONDS", "30"))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 
@@ -122,3 +123,88 @@ def worker_recycle() -> bool:
 def in_local_mode() -> bool:
     """Whether this thread is inside :func:`local_mode`."""
     return getattr(_local, "queue", None) is not None
+
+
+# --------------------------------------------------------------------------- PostgreSQL wake-up
+
+NOTIFY_CHANNEL = "ballast_doorbell"
+# The longest a pusher waits for a notification before it looks at the queue anyway (an
+# entry whose lock ran out, a notification sent before it listened).
+LISTEN_TIMEOUT = 0.5
+
+
+def _notifying_orm_broker() -> type:
+    """django-q2's ORM broker for PostgreSQL, woken by LISTEN/NOTIFY instead of sleeping
+    ``poll`` seconds between empty pulls: ``enqueue`` sends ``pg_notify`` (delivered when
+    the enqueuing transaction commits), and a pusher with nothing to pull waits on its own
+    listening connection, opened in the pusher process (after django-q2's fork) and
+    reopened when it breaks. A lost notification costs at most LISTEN_TIMEOUT.
+
+    Built on first use (``NotifyingOrmBroker`` below, module ``__getattr__``): importing
+    this module must not import django-q2's models before the app registry is ready."""
+    import os
+
+    import psycopg
+    from django.db import connections
+    from django.utils import timezone
+    from django_q.brokers.orm import ORM
+    from django_q.conf import Conf
+
+    class NotifyingOrmBroker(ORM):
+        """The ORM broker with a push wake-up on PostgreSQL (see _notifying_orm_broker)."""
+
+        _listener: psycopg.Connection | None = None
+        _listener_pid = 0
+
+        def enqueue(self, task: str) -> int:
+            pk = super().enqueue(task)
+            with connections[Conf.ORM].cursor() as cursor:
+                cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, self.list_key or Conf.CLUSTER_NAME])
+            return pk
+
+        def dequeue(self):  # type: ignore[no-untyped-def]
+            # The ORM broker's pull, without its sleep when empty.
+            rows = self.get_connection().filter(key=self.list_key, lock__lt=timezone.now())[0 : Conf.BULK]
+            taken = [(row.pk, row.payload) for row in rows if self.get_connection().filter(id=row.id, lock=row.lock).update(lock=self.timeout(row))]
+            if taken:
+                return taken
+            self._wait()
+            return None
+
+        def _wait(self) -> None:
+            try:
+                listener = self._listening()
+                for _ in listener.notifies(timeout=LISTEN_TIMEOUT, stop_after=1):
+                    pass
+            except psycopg.Error:
+                self._close_listener()
+                time.sleep(Conf.POLL)
+
+        def _listening(self) -> psycopg.Connection:
+            if self._listener is None or self._listener_pid != os.getpid() or self._listener.closed:
+                params = connections[Conf.ORM].get_connection_params()
+                conninfo = psycopg.conninfo.make_conninfo(
+                    **{k: v for k, v in params.items() if isinstance(v, str | int) and k not in ("prepare_threshold", "cursor_factory")}
+                )
+                self._listener = psycopg.connect(conninfo, autocommit=True)
+                self._listener_pid = os.getpid()
+                self._listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            return self._listener
+
+        def _close_listener(self) -> None:
+            if self._listener is not None and self._listener_pid == os.getpid():
+                try:
+                    self._listener.close()
+                except psycopg.Error:
+                    pass
+            self._listener = None
+
+    return NotifyingOrmBroker
+
+
+def __getattr__(name: str) -> object:
+    if name == "NotifyingOrmBroker":
+        cls = _notifying_orm_broker()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(name)

@@ -175,3 +175,40 @@ def test_concurrent_claims_skip_each_others_rows():
         release.set()
         thread.join(10)
     assert got == {"slow": starts[0], "fast": starts[1]}
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="LISTEN/NOTIFY: PostgreSQL")
+def test_an_idle_pusher_is_woken_by_the_doorbell_not_by_its_poll():
+    """The PostgreSQL broker's empty pull waits on LISTEN: a doorbell rung from another
+    connection wakes it at once (django-q2's ORM broker would sleep `poll` and pull again)."""
+    import threading
+    import time
+
+    from django.db import connections
+    from django_q.brokers import get_broker
+
+    from runs.engine import dispatch
+
+    broker = get_broker()
+    assert type(broker).__name__ == "NotifyingOrmBroker"
+    broker.purge_queue()
+    assert broker.dequeue() is None  # listening from now on (waited up to LISTEN_TIMEOUT)
+
+    def ring() -> None:
+        try:
+            time.sleep(0.1)
+            dispatch.enqueue([12345])
+        finally:
+            connections.close_all()
+
+    ringer = threading.Thread(target=ring)
+    started = time.monotonic()
+    ringer.start()
+    first = broker.dequeue()  # empty now: waits, and the doorbell ends the wait
+    woke = time.monotonic() - started
+    ringer.join(5)
+    # Rung at 0.1 s; without the wake-up this pull would return only at LISTEN_TIMEOUT.
+    assert woke < dispatch.LISTEN_TIMEOUT - 0.1, woke
+    taken = first or broker.dequeue()
+    assert taken is not None and len(taken) == 1
+    broker.acknowledge(taken[0][0])
