@@ -117,8 +117,9 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
     step is due. What a queue message (a doorbell) does: which message arrives, in what
     order, twice or never, cannot change which step runs next.
 
-    PostgreSQL: ``SELECT ... ORDER BY due_at, id LIMIT 1 FOR UPDATE SKIP LOCKED``, so
-    concurrent claimers take different steps without waiting on each other. SQLite: the
+    PostgreSQL: ``SELECT ... ORDER BY due_at, id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED``,
+    so concurrent claimers take different steps without waiting on each other (run rows
+    are locked NO KEY UPDATE too, writes.lock_run says why). SQLite: the
     transaction is IMMEDIATE (settings), so it holds the single writer lock from BEGIN
     and the select and the update cannot interleave with another claimer. A step the
     claim then refuses (run ended, budget, interrupted too often) is settled as
@@ -130,7 +131,7 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
         with transaction.atomic():
             pick = due_steps(now).values_list("id", flat=True)
             if connection.features.has_select_for_update_skip_locked:
-                pick = pick.select_for_update(skip_locked=True)
+                pick = pick.select_for_update(skip_locked=True, no_key=True)
             step_id = pick.first()
             if step_id is None:
                 return None

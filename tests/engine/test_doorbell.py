@@ -212,3 +212,46 @@ def test_an_idle_pusher_is_woken_by_the_doorbell_not_by_its_poll():
     taken = first or broker.dequeue()
     assert taken is not None and len(taken) == 1
     broker.acknowledge(taken[0][0])
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row lock modes: PostgreSQL")
+def test_a_claim_never_waits_for_a_committer_holding_its_run():
+    """A committer holds its run row locked (writes.lock_run) while it updates step rows; a
+    claim of another step of that run inserts attempt and event rows whose foreign-key
+    checks lock the run row in key-share mode. Were the run locked FOR UPDATE, the claim
+    would wait for the committer, and with the stray lock a SKIP LOCKED pick can keep on a
+    step the committer updates, the two deadlock (seen under load). NO KEY UPDATE lets the
+    claim finish while the run stays locked."""
+    import threading
+    import time
+
+    from django.db import connections, transaction
+
+    from runs.engine import claims
+    from runs.engine.writes import lock_run
+
+    run, pay = run_at_pay()
+    locked = threading.Event()
+    release = threading.Event()
+
+    def committer() -> None:
+        try:
+            with transaction.atomic():
+                lock_run(run.pk)
+                locked.set()
+                release.wait(15)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=committer)
+    holder.start()
+    assert locked.wait(10)
+    try:
+        started = time.monotonic()
+        claimed = claims.step_claim_due("claimer:1:1")
+        took = time.monotonic() - started
+    finally:
+        release.set()
+        holder.join(15)
+    assert claimed is not None and claimed.step_id == pay.pk
+    assert took < 5, took
