@@ -46,17 +46,27 @@ def enqueue(step_ids: Iterable[int]) -> None:
 
 
 def queued() -> int:
-    """Doorbells waiting in the broker that no worker has taken yet (django-q2's
-    ``queue_size``: for the ORM broker the rows not locked by a pull, so a dead cluster's
-    prefetched entries do not count). The local deque's length in in-process mode; 0 when
-    the broker cannot tell."""
+    """Doorbells waiting in the broker that no cluster has taken yet. For the ORM broker
+    the rows of every queue name (clusters of one database may listen on different
+    names; a doorbell waiting in any of them will be answered) not locked by a pull, so a
+    dead cluster's prefetched entries do not count; other brokers: django-q2's
+    ``queue_size`` of this cluster's queue. The local deque's length in in-process mode;
+    0 when the broker cannot tell (recovery then rings for every due step)."""
     queue = getattr(_local, "queue", None)
     if queue is not None:
         return len(queue)
+    from django.utils import timezone
     from django_q.brokers import get_broker
+    from django_q.brokers.orm import ORM
+    from django_q.conf import Conf
 
     try:
-        return int(get_broker().queue_size() or 0)
+        broker = get_broker()
+        if isinstance(broker, ORM):
+            from django_q.models import OrmQ
+
+            return OrmQ.objects.using(Conf.ORM).filter(lock__lte=timezone.now()).count()
+        return int(broker.queue_size() or 0)
     except Exception:  # a broker that cannot count: ring for every due step instead
         return 0
 
