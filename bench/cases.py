@@ -347,7 +347,7 @@ def case_recovery(rep: Reporter, db: str, n: int | None, runs: int, lease_second
                  note="SIGKILL of the lease holder to the stand-by qcluster's re-run StepAttempt.started_at")
 
 
-def case_recovery_busy(rep: Reporter, db: str, n: int | None, runs: int, others: int | None = None, chain: int = 50) -> None:
+def case_recovery_busy(rep: Reporter, db: str, n: int | None, runs: int, others: int | None = None, chain: int = 10) -> None:
     """Recovery with other runs in flight (``others``, default 30, each a ``chain``-node
     chain started after the crash, so their steps are due after the interrupted one):
 
