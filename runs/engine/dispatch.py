@@ -194,7 +194,7 @@ def _notifying_orm_broker() -> type:
             if self._listener is None or self._listener_pid != os.getpid() or self._listener.closed:
                 params = connections[Conf.ORM].get_connection_params()
                 conninfo = psycopg.conninfo.make_conninfo(
-                    **{k: v for k, v in params.items() if isinstance(v, str | int) and k not in ("prepare_threshold", "cursor_factory")}
+                    "", **{k: v for k, v in params.items() if isinstance(v, str | int) and k not in ("prepare_threshold", "cursor_factory")}
                 )
                 self._listener = psycopg.connect(conninfo, autocommit=True)
                 self._listener_pid = os.getpid()
