@@ -139,8 +139,9 @@ def in_local_mode() -> bool:
 
 NOTIFY_CHANNEL = "ballast_doorbell"
 # The longest a pusher waits for a notification before it looks at the queue anyway (an
-# entry whose lock ran out, a notification sent before it listened).
-LISTEN_TIMEOUT = 0.5
+# entry whose lock ran out, a notification sent before it listened), and so the longest
+# it may take to notice that its cluster is stopping.
+LISTEN_TIMEOUT = 0.2
 
 
 def _notifying_orm_broker() -> type:
