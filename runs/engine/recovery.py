@@ -3,7 +3,9 @@
 Runs on worker start and then every BALLAST_RECOVERY_INTERVAL seconds in a supervisor
 thread of the qcluster's main process. A lease is taken back when it expired, or at once
 when its owner was a process on this host that no longer exists; a live worker's lease
-is never stolen. Recovery re-enqueues; it never executes in place (DBOS does the same).
+is never stolen. Recovery rings doorbells (runs.engine.dispatch); it never executes in
+place (DBOS does the same). A step taken back keeps its place in the due order, so the
+next doorbell any worker answers runs it first, ahead of work that became due later.
 """
 from __future__ import annotations
 
