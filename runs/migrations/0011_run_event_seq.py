@@ -23,7 +23,7 @@ def number_events(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("runs", "0009_run_state_sizes")]
+    dependencies = [("runs", "0010_step_due_at")]
 
     operations = [
         migrations.AddField(model_name="run", name="event_seq", field=models.PositiveBigIntegerField(default=0)),
