@@ -1,6 +1,6 @@
 // The builder canvas: React Flow over the spec (nodes, edges, notes), with drag and drop, shortcuts and layout.
 import {
-  Background, ControlButton, Controls, MiniMap, Panel, ReactFlow, useNodesInitialized, useReactFlow,
+  Background, ControlButton, Controls, MiniMap, Panel, ReactFlow, applyNodeChanges, useNodesInitialized, useReactFlow,
   useStoreApi,
   type Connection, type Edge, type EdgeChange, type IsValidConnection, type Node, type NodeChange,
 } from "@xyflow/react";
@@ -154,12 +154,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
     [spec, catalogue, validation, readOnly, diff],
   );
   const derived = useMemo(() => withSelection(drawn, selectedNodes, selectedNotes), [drawn, selectedNodes, selectedNotes]);
-  // React Flow holds the nodes (``defaultNodes``): a drag's position changes are applied in
-  // its store, in the mouse-move handler, without re-rendering this canvas and its
-  // <ReactFlow> and without the extra passive-effect pass that adopts a ``nodes`` prop
-  // (controlled, each drag frame rendered the canvas and then updated the store from an
-  // effect). What the document changes is pushed into the store by the effect below.
-  const [initialNodes] = useState<FlowNode[]>(derived);
+  const [nodes, setNodes] = useState<FlowNode[]>(derived);
   const drawnReported = useRef(false);
   useEffect(() => {
     if (drawnReported.current || !(initialised || spec.nodes.length === 0)) return;
@@ -185,22 +180,14 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
     fitted.current = true;
     fit(0);
   }, [initialised, fit]);
+  useEffect(() => setNodes((prev) => mergeNodes(prev, derived)), [derived]);
   const fitAfterLayout = useRef(false);
-  const pushed = useRef(derived);
   useEffect(() => {
-    if (pushed.current !== derived) {
-      pushed.current = derived;
-      // The store's nodes carry what React Flow adds (measured sizes, a drag's positions);
-      // mergeNodes keeps every node object whose drawn content did not change.
-      const { nodes: current, setNodes } = flowStore.getState();
-      const next = mergeNodes(current, derived);
-      if (next !== current) setNodes(next);
-    }
-    // The store adopted the new positions synchronously above, so the fit sees them.
+    // React Flow adopts ``nodes`` in its own (child) effect, which has run by now.
     if (!fitAfterLayout.current) return;
     fitAfterLayout.current = false;
     fit();
-  }, [derived, fit, flowStore]);
+  }, [nodes, fit]);
   // Reuse unchanged edge objects: React Flow re-renders an edge only when its object changes.
   const edgeCache = useRef(new Map<string, Edge>());
   const edges = useMemo(() => {
@@ -220,7 +207,8 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
   }, [spec, selectedEdges, readOnly, diff]);
 
   const onNodesChange = useCallback((changes: NodeChange<FlowNode>[]) => {
-    // Positions and sizes: React Flow has applied them to its own nodes (defaultNodes).
+    const local = changes.filter((c) => c.type === "position" || c.type === "dimensions");
+    if (local.length) setNodes((nds) => applyNodeChanges(local, nds));
     const sel = changes.filter((c) => c.type === "select");
     if (sel.length) {
       const nodeSel = new Set(selRef.current.nodes);
@@ -414,7 +402,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
   return (
     <div className="canvas" onDrop={onDrop} onDragOver={onDragOver} data-testid="canvas">
       <ReactFlow<FlowNode, Edge>
-        defaultNodes={initialNodes}
+        nodes={nodes}
         edges={edges}
         nodeTypes={nodeTypes}
         onNodesChange={onNodesChange}
