@@ -327,6 +327,8 @@ BALLAST_STOP_GRACE_SECONDS = float(os.environ.get("BALLAST_STOP_GRACE_SECONDS", 
 # processes keep CONN_MAX_AGE=0. No connection crosses django-q2's forks
 # (runs/engine/cluster.py).
 _worker_age = os.environ.get("BALLAST_WORKER_CONN_MAX_AGE", "600").strip().lower()
+if _worker_age not in {"none", "null", ""} and not _worker_age.isdigit():
+    raise ValueError(f"BALLAST_WORKER_CONN_MAX_AGE={_worker_age!r}: seconds (0 or more) or 'none'")
 BALLAST_WORKER_CONN_MAX_AGE = None if _worker_age in {"none", "null", ""} else int(_worker_age)
 
 # The largest run state (UTF-8 bytes of its JSON, summed per key) a commit may leave; a
