@@ -438,7 +438,8 @@ def case_throughput(rep: Reporter, db: str, n: int | None, runs: int, nodes: int
         workers_list = (1,)  # the what-if: per-task overhead shows with one worker; keeps make bench short
     for workers in workers_list:
         reset_tables()
-        samples = []
+        samples: list[float] = []
+        runs_per_s: list[float] = []
         with Cluster(f"throughput-{workers}", db, workers=workers) as cluster:
             cluster.wait_ready()
             for rep_i in range(runs + 1):  # the first is a warm-up (a smaller batch)
@@ -454,10 +455,12 @@ def case_throughput(rep: Reporter, db: str, n: int | None, runs: int, nodes: int
                 last = Run.objects.filter(pk__in=run_ids).aggregate(m=Max("finished_at"))["m"].timestamp()
                 if rep_i:
                     samples.append(committed / (last - t0))
+                    runs_per_s.append(batch / (last - t0))
         median = summary(samples)[0]
         rep.emit(f"throughput.workers{workers}", n=count, runs=runs, samples=samples, unit="nodes/s",
                  ratio_to_floor_per_node=(1000 / median) / rep.floor_ms if rep.floor_ms else None,
                  ms_per_node=1000 / median, nodes_per_run=nodes + 2, workers=workers,
+                 runs_per_s=summary(runs_per_s)[0], runs_per_s_samples=[round(v, 2) for v in runs_per_s],
                  note=f"{count} runs of {nodes} transforms (+start, end) released to the queue at once; committed steps/s")
 
 
