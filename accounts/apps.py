@@ -20,6 +20,6 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from accounts import authentication  # noqa: F401  (connects the login-failure audit receivers)
+        from accounts import alerts, authentication  # noqa: F401  (connect the login-failure audit and run alert receivers)
 
         post_migrate.connect(create_cache_table, sender=self, dispatch_uid="ballast_create_cache_table")
