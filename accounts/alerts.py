@@ -80,7 +80,7 @@ def alerts_send(*, run_id: int, event: str, detail: str = "") -> int:
             + (f"\n{detail}\n" if detail else "")
             + f"\nOpen the run: {_run_url(run.pk)}\n"
             + "\nYou get this email because you asked to be told about this graph's runs; "
-            + "turn it off on the Graphs page (the bell on the graph's row).\n"
+            + "turn it off with Alerts on the graph's row of the Graphs page.\n"
         )
         try:
             send_mail(subject, body, None, [user.email])

@@ -129,7 +129,7 @@ export default function Audit() {
     <main className="page audit-page">
       <PageHeader
         title="Audit log"
-        subtitle="Who did what to which object, and when: every entry is chained by hash, so an edit or a deletion shows in the verification."
+        subtitle="Who did what to which object, and when. Entries are chained by hash: an edit or a deletion shows below."
         actions={
           <>
             <a className="btn" href={exportHref("csv")} download>Export CSV</a>
@@ -162,7 +162,7 @@ export default function Audit() {
           <label>Object id<input {...field("object_id")} placeholder="e.g. 42" autoComplete="off" /></label>
           <label>From<input type="date" {...field("since")} max={draft.until || undefined} /></label>
           <label>To<input type="date" {...field("until")} min={draft.since || undefined} /></label>
-          <div className="toolbar">
+          <div className="filters-actions">
             <button type="submit" className="btn btn-primary">Apply filters</button>
             <button type="button" className="btn" disabled={!filtered && auditQuery(draft) === ""} onClick={() => apply(NO_FILTERS)}>Clear</button>
           </div>
@@ -195,7 +195,7 @@ export default function Audit() {
                 return (
                   <tr key={e.id}>
                     <td className="nowrap">{formatDateTime(e.created_at)}</td>
-                    <td><span className="badge badge-plain">{e.actor_type}</span> {e.actor}</td>
+                    <td>{e.actor}{e.actor_type !== e.actor ? <> <span className="badge badge-plain">{e.actor_type}</span></> : null}</td>
                     <td><code>{e.action}</code></td>
                     <td>{href ? <a href={href}>{e.object_type} {e.object_id}</a> : `${e.object_type} ${e.object_id}`}</td>
                     <td className="audit-data" title={details}>{details.length > 160 ? `${details.slice(0, 160)}…` : details}</td>

@@ -223,7 +223,7 @@ export default function Costs() {
         {busy && totals.data ? <Loading label="Updating…" /> : null}
       </form>
 
-      <Section state={totals} what="totals">{(t) => <Totals t={t} />}</Section>
+      <Section state={totals} what="totals">{(t) => (t.attempts > 0 ? <Totals t={t} /> : null)}</Section>
 
       {empty ? (
         <EmptyState title="No spend in this range">
