@@ -24,7 +24,7 @@ from tests.e2e.conftest import screenshot, sign_in
 from tests.support.audit import tamper
 from tests.support.costs import make_spend, sql_by, sql_totals
 from tests.support.leases import pay_version, run_at_pay
-from tests.support.specs import chain, graph, node, run_local, transform
+from tests.support.specs import chain, graph, node, publish, run_local, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -223,3 +223,35 @@ def test_workers_page_shows_heartbeats_in_flight_steps_and_the_queue(live_server
     expect(stat(page, "ready")).to_have_text("1")
     expect(stat(page, "running")).to_have_text("1")
     screenshot(page, "workers")
+
+
+def test_an_owner_asks_for_run_alerts_from_the_graphs_page(live_server, page, settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    from django.core import mail
+
+    from accounts.models import RunAlertSubscription
+
+    version = publish(graph(
+        [node("start", "start"), transform("boom", y="x / zero"), node("end", "end")], chain("start", "boom", "end"), name="fragile",
+        input_schema={"type": "object", "properties": {"x": {"type": "integer"}, "zero": {"type": "integer"}}},
+    ))
+    olga = make_user("olga", "builders")
+    olga.email = "olga@example.com"
+    olga.save()
+    login(page, live_server, olga)
+    page.goto(f"{live_server.url}/graphs/")
+    page.get_by_role("button", name="Email alerts for fragile").click()
+    dialog = page.get_by_role("dialog", name="Email alerts for fragile")
+    expect(dialog.get_by_text("Emails go to olga@example.com.")).to_be_visible()
+    dialog.get_by_label("Email me when one of its runs fails").check()
+    dialog.get_by_role("button", name="Save").click()
+    expect(dialog.get_by_text("Saved: you will get these emails.")).to_be_visible()
+    screenshot(page, "alerts-dialog")
+    subscription = RunAlertSubscription.objects.get(user=olga, graph=version.graph)
+    assert (subscription.on_failed, subscription.on_parked) == (True, False)
+    run = run_local(version, {"x": 1, "zero": 0})
+    assert run.status == "failed"
+    [message] = mail.outbox
+    assert message.to == ["olga@example.com"] and f"{settings.BALLAST_PUBLIC_URL}/runs/{run.pk}/" in message.body
+    page.keyboard.press("Escape")
+    expect(dialog).to_have_count(0)
