@@ -16,9 +16,8 @@ from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 from django.dispatch import receiver
-from django.urls import reverse
 
-from accounts.authentication import BUILDERS, has_role, is_admin
+from accounts.roles import BUILDERS, has_role, is_admin
 from accounts.models import RunAlertSubscription
 from accounts.policy import can_operate_graph, can_read_run
 from runs.signals import run_finished, step_parked
@@ -53,7 +52,9 @@ def alert_set(*, user: Any, graph: Any, on_failed: bool, on_parked: bool) -> Run
 
 
 def _run_url(run_id: int) -> str:
-    return settings.BALLAST_PUBLIC_URL + reverse("run-page", kwargs={"run_id": run_id})
+    # The run page's route (ballast.urls "run-page"), written out: reversing it would load
+    # the whole URLconf, and with it the web stack, into a worker that sends the email.
+    return f"{settings.BALLAST_PUBLIC_URL}/runs/{run_id}/"
 
 
 def alerts_send(*, run_id: int, event: str, detail: str = "") -> int:

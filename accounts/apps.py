@@ -20,6 +20,12 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from accounts import alerts, authentication  # noqa: F401  (connect the login-failure audit and run alert receivers)
+        from django.conf import settings
+
+        from accounts import alerts  # noqa: F401  (connects the run alert receivers: runs fail and park in workers too)
+
+        if not getattr(settings, "BALLAST_WORKER_PROCESS", False):
+            # Sign-ins happen only in the web process; a worker keeps DRF out of its imports.
+            from accounts import authentication  # noqa: F401  (connects the login-failure audit receivers)
 
         post_migrate.connect(create_cache_table, sender=self, dispatch_uid="ballast_create_cache_table")
