@@ -17,9 +17,9 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.dispatch import receiver
 
-from accounts.roles import BUILDERS, has_role, is_admin
 from accounts.models import RunAlertSubscription
 from accounts.policy import can_operate_graph, can_read_run
+from accounts.roles import BUILDERS, has_role, is_admin
 from runs.signals import run_finished, step_parked
 
 log = logging.getLogger("ballast.alerts")
