@@ -475,7 +475,7 @@ def _clone_waiting_runs(template_id: int, count: int, batch: int = 1000) -> None
     from django.db import transaction
 
     from approvals.models import ApprovalRequest
-    from runs.models import Run, RunEvent, Step, StepAttempt
+    from runs.models import Run, RunEvent, RunEventCounter, Step, StepAttempt
 
     def fields(obj, skip=("id",)):
         return {f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields if f.attname not in skip}
@@ -484,6 +484,7 @@ def _clone_waiting_runs(template_id: int, count: int, batch: int = 1000) -> None
     steps = list(Step.objects.filter(run_id=template_id).order_by("id"))
     attempts = list(StepAttempt.objects.filter(step__run_id=template_id).order_by("id"))
     events = list(RunEvent.objects.filter(run_id=template_id).order_by("id"))
+    template_seq = run.event_seq
     approval = ApprovalRequest.objects.get(run_id=template_id)
     done = 0
     while done < count:
@@ -518,6 +519,7 @@ def _clone_waiting_runs(template_id: int, count: int, batch: int = 1000) -> None
                                                      step_id=mapping[approval.step_id].pk))
             StepAttempt.objects.bulk_create(new_attempts)
             RunEvent.objects.bulk_create(new_events)
+            RunEventCounter.objects.bulk_create([RunEventCounter(run_id=r.pk, last=template_seq) for r in new_runs])
             ApprovalRequest.objects.bulk_create(new_approvals)
         done += size
 

@@ -5,7 +5,7 @@ its event loop (one per web process). The hub keeps, per followed run, the highe
 has handed out, and finds new committed events in two ways:
 
 - a poller (one asyncio task): every BALLAST_LIVE_POLL_SECONDS it reads the runs'
-  counters (``Run.event_seq``, one query for all followed runs) and, for the runs that
+  counters (``RunEventCounter``, one query for all followed runs) and, for the runs that
   moved, their new events (one more query). The number of queries per interval does not
   depend on the number of sockets; with Redis configured (settings.BALLAST_LIVE_PUSH) the
   poller runs only every BALLAST_LIVE_SAFETY_SECONDS, to catch pushes the channel layer

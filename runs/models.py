@@ -133,9 +133,6 @@ class Run(models.Model):
     # Bumped by every engine write to the row: the fast commit path checks it to know
     # the worker's cached view of the run is still current (optimistic concurrency).
     version = models.PositiveBigIntegerField(default=0)
-    # The seq of the run's last event (runs.engine.events): bumped in the transaction that
-    # writes the events, so the row lock orders writers and a rollback takes the bump back.
-    event_seq = models.PositiveBigIntegerField(default=0)
     budget_usd = models.DecimalField(max_digits=24, decimal_places=12, null=True, blank=True)
     budget_tokens = models.BigIntegerField(null=True, blank=True)
     input_tokens = models.BigIntegerField(default=0)
@@ -160,6 +157,17 @@ class Run(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_RUN_STATUSES
+
+    @property
+    def event_seq(self) -> int:
+        """The seq of the run's last committed event (0 before the first): its
+        :class:`RunEventCounter` row, read now; a queryset annotation ``event_seq_last``
+        (runs.selectors) saves the query per run in lists."""
+        if "event_seq_last" in self.__dict__:
+            return int(self.__dict__["event_seq_last"] or 0)
+        last = RunEventCounter.objects.filter(run_id=self.pk).values_list("last", flat=True).first()
+        return int(last or 0)
+
 
 
 class Step(models.Model):
@@ -254,8 +262,8 @@ class RunEvent(models.Model):
     """Append-only record of what happened in a run.
 
     ``seq`` numbers a run's events 1, 2, 3... with no gaps, in commit order (assigned by
-    runs.engine.events from ``Run.event_seq``): the live-update cursor. Write events only
-    through runs.engine.events.
+    runs.engine.events from the run's :class:`RunEventCounter`): the live-update cursor.
+    Write events only through runs.engine.events.
     """
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
@@ -383,3 +391,15 @@ class ProviderCredential(models.Model):
     def audit_scope(self) -> str:
         """One audit chain per provider name (it outlives a deleted and re-created row)."""
         return f"provider:{self.name}"
+
+
+class RunEventCounter(models.Model):
+    """A run's event counter: ``last`` is the seq of its last event (runs.engine.events).
+
+    A row of its own, not a column of the run: bumping it takes this row's lock, not the
+    run row's, so a claim numbering its "step started" event never waits for a committer
+    that holds the run row (runs.engine.claims). Bumped in the transaction that writes the
+    events, so the row lock orders writers and a rollback takes the bump back."""
+
+    run = models.OneToOneField(Run, primary_key=True, on_delete=models.CASCADE, related_name="+")
+    last = models.PositiveBigIntegerField(default=0)

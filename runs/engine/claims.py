@@ -16,11 +16,12 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from builder.spec import NodeSpec
+from runs.engine.events import CounterBusy
 from runs.engine.events import append as append_events
 from runs.engine.events import create as create_event
 from runs.engine.graphs import spawns_children, step_node
 from runs.engine.types import ClaimedStep
-from runs.engine.writes import RunBusy, bump_run, event, finish_run, lease_delta, lock_run_of_step, lost_attempts
+from runs.engine.writes import bump_run, event, finish_run, lease_delta, lost_attempts
 from runs.models import TERMINAL_RUN_STATUSES, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.nodes import get_kind
 from runs.nodes.base import ChildCall
@@ -100,10 +101,13 @@ def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
     a missing step (a deleted run's task is dropped). A step interrupted
     BALLAST_MAX_LOST_ATTEMPTS times, or one the budget cannot cover, fails its run instead.
     """
-    now = timezone.now()
-    with transaction.atomic():
-        lock_run_of_step(step_id)  # nothing is locked yet: waiting for the run is safe here
-        return _claim(step_id, worker, now)
+    while True:
+        now = timezone.now()
+        try:
+            with transaction.atomic():
+                return _claim(step_id, worker, now)
+        except CounterBusy:
+            time.sleep(0.002)  # another writer is numbering this run's events: a moment
 
 
 def due_steps(now: datetime) -> QuerySet[Step]:
@@ -129,6 +133,14 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
     claim then refuses (run ended, budget, interrupted too often) is settled as
     :func:`step_claim` settles it and the next due step is tried, so a doorbell is never
     spent on a step that cannot run.
+
+    A claim never waits for a committer holding the step's run row (writes.lock_run): its
+    events take their seq from the run's counter row (RunEventCounter), not from the run
+    row, and it takes that counter with NOWAIT. Waiting for the counter while holding the
+    picked step could deadlock with a writer that holds the counter and then updates that
+    step, so on CounterBusy the claim rolls back, lets go of the step and picks again a
+    moment later; a writer holds the counter only from its last write to its commit. The
+    seq stays gap-free: whoever bumps the counter holds its row lock until it commits.
     """
     while True:
         now = timezone.now()
@@ -141,9 +153,9 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
                 if step_id is None:
                     return None
                 claimed = _claim(step_id, worker, now)
-        except RunBusy:
-            # The step's run is being committed: let go of the step (the committer may
-            # be about to update it) and pick again in a moment.
+        except CounterBusy:
+            # Another writer is numbering this run's events: let go of the step (that
+            # writer may be about to update it) and pick again in a moment.
             time.sleep(0.002)
             continue
         if claimed is not None:
@@ -151,11 +163,9 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
 
 
 def _claim(step_id: int, worker: str, now: datetime) -> ClaimedStep | None:
-    """The claim of :func:`step_claim`, inside the caller's transaction. Raises RunBusy
-    when another transaction holds the step's run row (the claim writes events, which bump
-    the run's event counter: it must hold the run row, and must not wait for it while it
-    holds the picked step, see writes.lock_run)."""
-    lock_run_of_step(step_id, nowait=True)
+    """The claim of :func:`step_claim`, inside the caller's transaction. Raises
+    CounterBusy when another transaction holds the run's event counter (the claim numbers
+    its events last, with NOWAIT: see :func:`step_claim_due`); the caller rolls back."""
     claimed = (
         Step.objects.filter(pk=step_id, status=StepStatus.PENDING)
         .filter(Q(available_at__isnull=True) | Q(available_at__lte=now))
@@ -190,11 +200,23 @@ def _claim(step_id: int, worker: str, now: datetime) -> ClaimedStep | None:
         return None
     StepAttempt.objects.create(step=step, number=step.attempt, worker=worker, started_at=now)
     events = [event(run.pk, RunEventKind.STEP_STARTED, step.pk, node_id=step.node_id, iteration=step.iteration, attempt=step.attempt)]
+    first = False
     if run.status == RunStatus.QUEUED:
-        bump_run(Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED), status=RunStatus.RUNNING, started_at=now)
+        first = bool(bump_run(Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED), status=RunStatus.RUNNING, started_at=now))
         events.insert(0, event(run.pk, RunEventKind.RUN_STARTED))
-    append_events(events)
-    return claim_details(step, run, worker)
+    append_events(events, nowait=True)
+    details = claim_details(step, run, worker)
+    if first and run.step_count == 1 and step.parent_id is None:
+        # The first claim of a run that has created one step (run_create, or a fork
+        # with one successor): this step is the run's only active step, so its commit
+        # may take the fast path from this snapshot, as a step a commit kept may. The
+        # snapshot is the run as our bump left it; any other write in between moved
+        # the version further, and the fast path's version check then falls back.
+        run.version += 1
+        run.status = RunStatus.RUNNING
+        run.started_at = now
+        details.snapshot = run
+    return details
 
 
 def step_heartbeat(step_id: int, attempt: int, worker: str) -> bool:
@@ -217,7 +239,6 @@ def step_release(claimed: ClaimedStep) -> bool:
     the lease is no longer ours. The caller hands the step to the queue after this."""
     now = timezone.now()
     with transaction.atomic():
-        lock_run_of_step(claimed.step_id)
         released = Step.objects.filter(
             pk=claimed.step_id, status=StepStatus.RUNNING, attempt=claimed.attempt, lease_owner=claimed.worker
         ).update(

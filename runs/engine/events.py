@@ -1,13 +1,13 @@
 """Run events: the one place that numbers, writes, reads and publishes them.
 
 Every run event carries ``seq``, 1, 2, 3... per run with no gaps. :func:`append` takes the
-numbers from the run's counter (``Run.event_seq``) with ``UPDATE ... SET event_seq =
-event_seq + n RETURNING event_seq`` in the same transaction that inserts the events, and
-the fast commit paths (fastpath_postgresql / fastpath_sqlite) do the same inside their
-fixed statements. That is why no gap and no reordering can happen:
+numbers from the run's counter row (``RunEventCounter.last``) with an upsert ``... SET
+last = last + n RETURNING last`` in the same transaction that inserts the events, and the
+fast commit paths (fastpath_postgresql / fastpath_sqlite) do the same inside their fixed
+statements. That is why no gap and no reordering can happen:
 
-- the UPDATE takes the run row's write lock and holds it until commit, so two writers of
-  one run are serialised: the second reads the counter the first committed (PostgreSQL
+- the bump takes the counter row's write lock and holds it until commit, so two writers
+  of one run are serialised: the second reads the counter the first committed (PostgreSQL
   re-reads the row after the lock wait; SQLite has one writer at a time anyway);
 - a rollback takes the counter bump back with the events (a database sequence would not:
   ``nextval`` is not transactional, which is where gaps come from);
@@ -15,6 +15,12 @@ fixed statements. That is why no gap and no reordering can happen:
   seq below it is too, and a reader holding cursor ``n`` misses nothing by asking for
   ``seq > n``. The unique (run, seq) constraint makes any writer that bypassed the counter
   fail loudly instead of corrupting the stream.
+
+The counter is a row of its own, not a column of the run, so numbering events never needs
+the run row: a claim holding its picked step takes the counter with NOWAIT (``nowait``
+below) and never waits for a committer holding the run (runs.engine.claims says why).
+Writers bump the counter as their last lock of the transaction (events are appended once
+the rows they describe are written), so its lock is held only from there to the commit.
 
 Publishing: after the transaction commits (``transaction.on_commit``), and only when a
 push channel layer is configured (settings.BALLAST_LIVE_PUSH, channels-redis), the events
@@ -38,10 +44,10 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import Q
 
-from runs.models import Run, RunEvent, RunEventKind
+from runs.models import RunEvent, RunEventCounter, RunEventKind
 
 log = logging.getLogger(__name__)
 
@@ -55,28 +61,43 @@ def event(run_id: int, kind: RunEventKind | str, step_id: int | None = None, **d
 
 
 def _bump_sql() -> str:
-    table = connection.ops.quote_name(Run._meta.db_table)
-    return f"UPDATE {table} SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq"
+    table = connection.ops.quote_name(RunEventCounter._meta.db_table)
+    # An upsert: a run's first events create its row (PostgreSQL and SQLite >= 3.35).
+    return (
+        f"INSERT INTO {table} (run_id, last) VALUES (%s, %s) "
+        f"ON CONFLICT (run_id) DO UPDATE SET last = {table}.last + excluded.last RETURNING last"
+    )
 
 
-def reserve(run_id: int, n: int) -> int:
+class CounterBusy(Exception):
+    """Another transaction holds the run's event counter (``reserve(..., nowait=True)``)."""
+
+
+def reserve(run_id: int, n: int, *, nowait: bool = False) -> int:
     """Take ``n`` seq numbers of run ``run_id`` and return the last one (the first is
     ``last - n + 1``). Must run inside the transaction that writes the events; it locks the
-    run row until that transaction ends. Raises Run.DoesNotExist for an unknown run."""
+    run's counter row (not the run row) until that transaction ends. ``nowait``: raise
+    :class:`CounterBusy` at once instead of waiting when another transaction holds the
+    counter (PostgreSQL; the caller must roll back). Raises IntegrityError for an unknown run."""
     with connection.cursor() as cursor:
-        cursor.execute(_bump_sql(), [n, run_id])
+        if nowait and connection.features.has_select_for_update_nowait:
+            table = connection.ops.quote_name(RunEventCounter._meta.db_table)
+            try:
+                cursor.execute(f"SELECT last FROM {table} WHERE run_id = %s FOR UPDATE NOWAIT", [run_id])
+            except OperationalError as error:
+                raise CounterBusy(run_id) from error
+        cursor.execute(_bump_sql(), [run_id, n])
         row = cursor.fetchone()
-    if row is None:
-        raise Run.DoesNotExist(f"run {run_id} does not exist")
     return int(row[0])
 
 
-def append(events: list[RunEvent]) -> list[RunEvent]:
+def append(events: list[RunEvent], *, nowait: bool = False) -> list[RunEvent]:
     """Number ``events`` per run, insert them and publish them once the transaction commits.
 
     Runs inside the caller's transaction (one is opened when there is none); runs are
-    numbered in id order, the lock order the rest of the engine uses. Returns ``events``
-    with ``seq`` (and, where the backend returns them, ``pk``) set."""
+    numbered in id order, the lock order the rest of the engine uses. ``nowait``: see
+    :func:`reserve` (raises CounterBusy). Returns ``events`` with ``seq`` (and, where the
+    backend returns them, ``pk``) set."""
     if not events:
         return events
     by_run: dict[int, list[RunEvent]] = {}
@@ -85,11 +106,9 @@ def append(events: list[RunEvent]) -> list[RunEvent]:
     with transaction.atomic(savepoint=False):
         for run_id in sorted(by_run):
             mine = by_run[run_id]
-            last = reserve(run_id, len(mine))
+            last = reserve(run_id, len(mine), nowait=nowait)
             for i, e in enumerate(mine):
                 e.seq = last - len(mine) + 1 + i
-                if RunEvent.run.is_cached(e):  # keep a Run the caller holds in step with its counter
-                    e.run.event_seq = e.seq
         RunEvent.objects.bulk_create(events)
         if push_enabled():
             wires = [wire(e) for e in events]
@@ -148,8 +167,9 @@ def after_many(cursors: dict[int, int], limit: int = BATCH) -> list[dict[str, An
 
 
 def last_seqs(run_ids: Iterable[int]) -> dict[int, int]:
-    """The committed last seq of each run (``Run.event_seq``) in one query; unknown runs are absent."""
-    return dict(Run.objects.filter(pk__in=list(run_ids)).values_list("pk", "event_seq"))
+    """The committed last seq of each run (its RunEventCounter) in one query; runs without
+    events and unknown runs are absent."""
+    return dict(RunEventCounter.objects.filter(run_id__in=list(run_ids)).values_list("run_id", "last"))
 
 
 def group_name(run_id: int) -> str:

@@ -13,10 +13,15 @@ from django.db import connection, transaction
 RUN_SQL = """
 UPDATE runs_run SET state = %(state)s, state_sizes = %(state_sizes)s, scheduler = %(scheduler)s, step_count = step_count + 1,
     input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
-    cost_usd = cost_usd + %(cost)s, status = %(run_running)s, version = version + 1, updated_at = %(now)s,
-    event_seq = event_seq + 3
+    cost_usd = cost_usd + %(cost)s, status = %(run_running)s, version = version + 1, updated_at = %(now)s
 WHERE id = %(run)s AND version = %(version)s
-RETURNING event_seq
+"""
+# The run's event counter row (runs.engine.events), bumped by the number of events the
+# transaction writes, after the run and step rows are written.
+SEQ_SQL = """
+INSERT INTO runs_runeventcounter (run_id, last) VALUES (%(run)s, %(n_events)s)
+ON CONFLICT (run_id) DO UPDATE SET last = runs_runeventcounter.last + excluded.last
+RETURNING last
 """
 STEP_SQL = """
 UPDATE runs_step SET status = %(st_succeeded)s, output = %(output)s, updates = %(updates)s, usage = %(usage)s,
@@ -47,6 +52,21 @@ INSERT INTO runs_runevent (run_id, seq, step_id, kind, data, created_at) VALUES
 RETURNING id
 """
 
+# The end step's commit: the run finished instead of a successor (fastpath.finish).
+RUN_FINISH_SQL = """
+UPDATE runs_run SET state = %(state)s, state_sizes = %(state_sizes)s, scheduler = %(scheduler)s,
+    input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
+    cost_usd = cost_usd + %(cost)s, status = %(run_finished)s, output = %(run_output)s, error = NULL,
+    finished_at = %(now)s, version = version + 1, updated_at = %(now)s
+WHERE id = %(run)s AND version = %(version)s
+"""
+FINISH_EVENTS_SQL = """
+INSERT INTO runs_runevent (run_id, seq, step_id, kind, data, created_at) VALUES
+    (%(run)s, %(seq)s - 1, %(step)s, %(ev_succeeded)s, %(done_event)s, %(now)s),
+    (%(run)s, %(seq)s, %(step)s, %(ev_finished)s, %(finished_event)s, %(now)s)
+RETURNING id
+"""
+
 
 class _Stale(Exception):
     """The version or lease check failed: roll back."""
@@ -55,17 +75,18 @@ class _Stale(Exception):
 def commit(params: dict[str, Any]) -> tuple[int, int, list[int]] | None:
     """Run the fenced commit: (the new step's id, the last event seq, the three event ids
     in seq order), or None when the version or lease check failed. The events' seq come
-    from the run's counter, bumped by RUN_SQL in this transaction (runs.engine.events)."""
+    from the run's counter, bumped by SEQ_SQL in this transaction (runs.engine.events)."""
+    params["n_events"] = 3
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(RUN_SQL, params)
-            bumped = cursor.fetchone()
-            if bumped is None:
+            if cursor.rowcount != 1:
                 raise _Stale
-            params["seq"] = int(bumped[0])
             cursor.execute(STEP_SQL, params)
             if cursor.rowcount != 1:
                 raise _Stale
+            cursor.execute(SEQ_SQL, params)
+            params["seq"] = int(cursor.fetchone()[0])
             cursor.execute(ATTEMPT_SQL, params)
             cursor.execute(NEW_STEP_SQL, params)
             params["next_step"] = cursor.fetchone()[0]
@@ -75,3 +96,27 @@ def commit(params: dict[str, Any]) -> tuple[int, int, list[int]] | None:
     except _Stale:
         return None
     return int(params["next_step"]), int(params["seq"]), ids
+
+
+def finish(params: dict[str, Any]) -> tuple[int, list[int]] | None:
+    """Run the fenced end-step commit inside the caller's transaction: (the last event
+    seq, the two event ids in seq order), or None (this part rolled back, nothing written)
+    when the version or lease check failed. The seq come from the run's counter, bumped by
+    SEQ_SQL in this transaction."""
+    params["n_events"] = 2
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(RUN_FINISH_SQL, params)
+            if cursor.rowcount != 1:
+                raise _Stale
+            cursor.execute(STEP_SQL, params)
+            if cursor.rowcount != 1:
+                raise _Stale
+            cursor.execute(SEQ_SQL, params)
+            params["seq"] = int(cursor.fetchone()[0])
+            cursor.execute(ATTEMPT_SQL, params)
+            cursor.execute(FINISH_EVENTS_SQL, params)
+            ids = sorted(int(r[0]) for r in cursor.fetchall())
+    except _Stale:
+        return None
+    return int(params["seq"]), ids

@@ -11,7 +11,6 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import OperationalError, connection
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
@@ -58,30 +57,6 @@ def lock_run(run_id: int) -> Run:
     row that failed its re-check); were the claim then to wait for the committer's run
     lock, the two would deadlock."""
     return Run.objects.select_for_update(no_key=True).get(pk=run_id)
-
-
-class RunBusy(Exception):
-    """Another transaction holds the run row (``lock_run_of_step(..., nowait=True)``)."""
-
-
-def lock_run_of_step(step_id: int, *, nowait: bool = False) -> None:
-    """Lock the run row of step ``step_id`` (``FOR NO KEY UPDATE``, as :func:`lock_run`).
-
-    A claim writes events, and events bump the run's counter (runs.engine.events), so a
-    claim holds the run row. Called before the step is touched, it keeps the engine's lock
-    order (run, then steps). A claimer that already holds the step it picked passes
-    ``nowait``: waiting then for a committer that is about to update that step would
-    deadlock, so RunBusy is raised at once instead (the transaction must be rolled back).
-    SQLite serialises every writer already: nothing to do there."""
-    if not connection.features.has_select_for_update:
-        return
-    rows = Run.objects.select_for_update(no_key=True, of=("self",), nowait=nowait).filter(steps__pk=step_id)
-    try:
-        list(rows.values_list("pk"))
-    except OperationalError as error:
-        if nowait:
-            raise RunBusy(step_id) from error
-        raise
 
 
 def fenced(step_id: int, attempt: int, worker: str) -> QuerySet[Step]:

@@ -1,13 +1,14 @@
-"""Per-run event sequence numbers: Run.event_seq (the counter) and RunEvent.seq, numbered
-1..n per run in id order for the events already written, then unique per run."""
+"""Per-run event sequence numbers: RunEventCounter (the counter, a row per run) and
+RunEvent.seq, numbered 1..n per run in id order for the events already written, then unique per run."""
+import django.db.models.deletion
 from django.db import migrations, models
 
 
 def number_events(apps, schema_editor):
     # id order is the order the events were written (and committed: writers of one run
-    # serialise on its row lock), so numbering by id keeps every existing cursor's meaning.
+    # serialised on its row lock), so numbering by id keeps every existing cursor's meaning.
     RunEvent = apps.get_model("runs", "RunEvent")
-    Run = apps.get_model("runs", "Run")
+    RunEventCounter = apps.get_model("runs", "RunEventCounter")
     counts: dict[int, int] = {}
     batch = []
     for pk, run_id in RunEvent.objects.order_by("run_id", "id").values_list("pk", "run_id").iterator(chunk_size=2000):
@@ -18,15 +19,20 @@ def number_events(apps, schema_editor):
             batch = []
     if batch:
         RunEvent.objects.bulk_update(batch, ["seq"])
-    for run_id, n in counts.items():
-        Run.objects.filter(pk=run_id).update(event_seq=n)
+    RunEventCounter.objects.bulk_create([RunEventCounter(run_id=run_id, last=n) for run_id, n in counts.items()], batch_size=2000)
 
 
 class Migration(migrations.Migration):
     dependencies = [("runs", "0010_step_due_at")]
 
     operations = [
-        migrations.AddField(model_name="run", name="event_seq", field=models.PositiveBigIntegerField(default=0)),
+        migrations.CreateModel(
+            name="RunEventCounter",
+            fields=[
+                ("run", models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name="+", serialize=False, to="runs.run")),
+                ("last", models.PositiveBigIntegerField(default=0)),
+            ],
+        ),
         migrations.AddField(model_name="runevent", name="seq", field=models.PositiveBigIntegerField(default=0), preserve_default=False),
         migrations.RunPython(number_events, migrations.RunPython.noop),
         migrations.AddConstraint(model_name="runevent", constraint=models.UniqueConstraint(fields=("run", "seq"), name="runevent_run_seq")),

@@ -1,4 +1,4 @@
-import { formatCost, formatDuration, formatTokens, formatUsd, statusLabel, statusTone } from "./format";
+import { formatCost, formatDuration, formatSpend, formatTokens, formatUsd, statusLabel, statusTone } from "./format";
 
 describe("format", () => {
   it("formats durations at each scale and dashes missing ends", () => {
@@ -46,5 +46,19 @@ describe("runDisplayStatus", () => {
     expect(stepDisplayStatus({ status: "running", worker_alive: true })).toBe("running");
     expect(statusTone("waiting_for_decision")).not.toBe(statusTone("waiting_at_approval"));
     expect(statusTone("interrupted")).toBe("alert");
+  });
+});
+
+describe("formatSpend", () => {
+  it("says unknown when no attempt has a price, never $0", () => {
+    expect(formatSpend("0.000000", 2, 2)).toBe("unknown");
+    expect(formatSpend("0", 1, 1)).not.toContain("$0");
+  });
+  it("adds unknown to a priced sum that leaves attempts out", () => {
+    expect(formatSpend("0.0125", 1, 3)).toBe("$0.0125 + unknown");
+  });
+  it("is formatUsd when every attempt is priced", () => {
+    expect(formatSpend("1.5", 0, 4)).toBe(formatUsd("1.5"));
+    expect(formatSpend("0", 0, 0)).toBe("$0");
   });
 });
