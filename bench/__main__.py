@@ -25,6 +25,7 @@ CASES = {
     "profile": "pyinstrument profile of the in-process linear case, grouped by library",
     "langgraph": "the linear and fan-out graphs in LangGraph with PostgresSaver, durability 'sync'",
     "dbos": "the linear and fan-out graphs as DBOS steps in a workflow",
+    "statesize": "a chain with a 1 KB and a 1 MB state (a node updating one small key): ms and WAL bytes per node",
     "builder": "the builder in headless Chromium: 300-node graph open to interactive, drag frame times, script sizes",
 }
 
@@ -40,6 +41,7 @@ PLAN: list[tuple[str, tuple[str, ...], list[str]]] = [
     ("dbos", ("postgres",), []),
     ("fanout", ("postgres", "sqlite"), []),
     ("queries", ("postgres", "sqlite"), []),
+    ("statesize", ("postgres", "sqlite"), []),
     ("profile", ("postgres",), []),
     ("recovery", ("postgres", "sqlite"), []),
     ("throughput", ("postgres", "sqlite"), []),
@@ -95,6 +97,7 @@ def run_case(args: argparse.Namespace) -> int:
         "langgraph": compare.case_langgraph,
         "dbos": compare.case_dbos,
         "builder": browser.case_builder,
+        "statesize": cases.case_state_size,
     }
     started = time.monotonic()
     if args.case not in ("floor", "builder"):

@@ -11,15 +11,22 @@ from typing import Any
 from django.db import connection, transaction
 
 RUN_SQL = """
-UPDATE runs_run SET state = %(state)s, state_sizes = %(state_sizes)s, scheduler = %(scheduler)s, step_count = step_count + 1,
+UPDATE runs_run SET state_sizes = %(state_sizes)s, scheduler = %(scheduler)s, step_count = step_count + 1,
     input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
     cost_usd = cost_usd + %(cost)s, status = %(run_running)s, version = version + 1, updated_at = %(now)s
 WHERE id = %(run)s AND version = %(version)s
 """
 STEP_SQL = """
 UPDATE runs_step SET status = %(st_succeeded)s, output = %(output)s, updates = %(updates)s, usage = %(usage)s,
-    cost_usd = %(step_cost)s, price_version = %(price_version)s, lease_owner = '', lease_expires_at = NULL, finished_at = %(now)s
+    cost_usd = %(step_cost)s, price_version = %(price_version)s, lease_owner = '', lease_expires_at = NULL, finished_at = %(now)s,
+    state_seq = %(version)s + 1
 WHERE id = %(step)s AND status = %(st_running)s AND attempt = %(attempt)s AND lease_owner = %(owner)s
+"""
+# The versions of the keys the step wrote (runs.engine.state), from one JSON parameter.
+STATE_SQL = """
+INSERT INTO runs_runstatekey (run_id, key, seq, value, size, contrib)
+SELECT %(run)s, w.key, %(version)s + 1, w.value -> '$.v', w.value ->> '$.s', w.value ->> '$.c'
+FROM json_each(%(writes)s) AS w
 """
 ATTEMPT_SQL = """
 UPDATE runs_stepattempt SET status = %(att_succeeded)s, usage = %(usage)s, cost_usd = %(step_cost)s,
@@ -59,6 +66,8 @@ def commit(params: dict[str, Any]) -> int | None:
             cursor.execute(STEP_SQL, params)
             if cursor.rowcount != 1:
                 raise _Stale
+            if params["writes"] != "{}":
+                cursor.execute(STATE_SQL, params)
             cursor.execute(ATTEMPT_SQL, params)
             cursor.execute(NEW_STEP_SQL, params)
             params["next_step"] = cursor.fetchone()[0]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import ChainMap
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from runs.expressions import ExpressionError, check_constant_parts, parse_expression
@@ -13,15 +14,16 @@ from runs.templating import template_names
 STATE_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
-def expression_names(ctx: NodeContext) -> dict[str, Any]:
+def expression_names(ctx: NodeContext) -> Mapping[str, Any]:
     """The names an expression or template sees: the committed state plus ``input`` (the
     run input).
 
-    ``ctx.state`` is already a private copy, so expressions cannot change the run's state.
+    A lazy view, not a copy: ``ctx.state`` copies a value only when it is read, and the
+    expression and template evaluators read only the names they use, so a large state
+    key that a node does not mention costs it nothing. Reading a name gives a private
+    copy: expressions cannot change the run's state.
     """
-    names: dict[str, Any] = dict(ctx.state)
-    names.setdefault("input", dict(ctx.run_input))
-    return names
+    return ChainMap(ctx.state, {"input": ctx.run_input})
 
 
 def check_expression(node_id: str, field: str, source: str, known_names: set[str]) -> list[Issue]:
