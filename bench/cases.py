@@ -737,40 +737,40 @@ def check_state_chain(run_id: int, n: int, blob_items: int) -> None:
 def case_state_size(rep: Reporter, db: str, n: int | None, runs: int, sizes: tuple[int, ...] = (1024, 1024 * 1024)) -> dict[str, float]:
     """Per-node cost of a chain whose state holds a key no node writes, 1 KB against 1 MB.
 
-    Per node = the slope between a short and a long chain (median wall time of each,
-    repetitions interleaved), so the once-per-run costs (creating the run with its
-    initial state, the end step) do not count as per-node costs. WAL bytes per node
-    (PostgreSQL) are the same slope over pg_current_wal_lsn() differences, taking the
-    smallest of each length's repetitions (the WAL position is server-wide)."""
+    Per node = the slope between a short and a long chain (median wall time of each),
+    so the once-per-run costs (creating the run with its initial state, the end step)
+    do not count as per-node costs. Every round runs all four chains (two lengths, two
+    state sizes) in a rotated order, so a load spike on the machine falls on all of
+    them alike. WAL bytes per node (PostgreSQL) are the same slope over
+    pg_current_wal_lsn() differences, taking the smallest of each chain's repetitions
+    (the WAL position is server-wide: other sessions' writes only add)."""
     long_n = n or 60
     short_n = max(2, long_n // 6)
+    reset_tables()
+    chains = [(size, length) for size in sizes for length in (short_n, long_n)]
+    versions = {c: graphs.publish(graphs.state_chain(c[1], c[0])) for c in chains}
+    items = {c: len(v.spec["state"]["blob"]["default"]) for c, v in versions.items()}
+    for c, version in versions.items():  # warm-up: compiled graphs, connections
+        rid, _ = start_inprocess(version)
+        check_state_chain(rid, c[1], items[c])
+    seconds: dict[tuple[int, int], list[float]] = {c: [] for c in chains}
+    wal: dict[tuple[int, int], list[int]] = {c: [] for c in chains}
+    for round_ in range(runs):
+        for c in chains[round_ % len(chains):] + chains[: round_ % len(chains)]:
+            lsn = _wal_lsn()
+            rid, elapsed = start_inprocess(versions[c])
+            written = _wal_since(lsn)
+            check_state_chain(rid, c[1], items[c])
+            seconds[c].append(elapsed)
+            if written is not None:
+                wal[c].append(written)
     figures: dict[str, float] = {}
     for size in sizes:
-        reset_tables()
-        versions = {length: graphs.publish(graphs.state_chain(length, size)) for length in (short_n, long_n)}
-        items = len(versions[long_n].spec["state"]["blob"]["default"])
-        for length, version in versions.items():  # warm-up: compiled graph, connections
-            rid, _ = start_inprocess(version)
-            check_state_chain(rid, length, items)
-        seconds: dict[int, list[float]] = {short_n: [], long_n: []}
-        wal: dict[int, list[int]] = {short_n: [], long_n: []}
-        for _ in range(runs):
-            for length, version in versions.items():
-                lsn = _wal_lsn()
-                rid, elapsed = start_inprocess(version)
-                written = _wal_since(lsn)
-                check_state_chain(rid, length, items)
-                seconds[length].append(elapsed)
-                if written is not None:
-                    wal[length].append(written)
-        per_node = [(b - a) * 1000 / (long_n - short_n) for a, b in zip(sorted(seconds[short_n]), sorted(seconds[long_n]), strict=True)]
-        extra: dict[str, Any] = {
-            "state_bytes": size,
-            "chains": [short_n, long_n],
-            "ms_per_node_wall": summary([s * 1000 / long_n for s in seconds[long_n]])[0],
-        }
-        if wal[long_n]:
-            extra["wal_bytes_per_node"] = round((min(wal[long_n]) - min(wal[short_n])) / (long_n - short_n))
+        short, long_ = seconds[(size, short_n)], seconds[(size, long_n)]
+        per_node = [(b - a) * 1000 / (long_n - short_n) for a, b in zip(sorted(short), sorted(long_), strict=True)]
+        extra: dict[str, Any] = {"state_bytes": size, "chains": [short_n, long_n], "ms_per_node_wall": summary([x * 1000 / long_n for x in long_])[0]}
+        if wal[(size, long_n)]:
+            extra["wal_bytes_per_node"] = round((min(wal[(size, long_n)]) - min(wal[(size, short_n)])) / (long_n - short_n))
         label = "1kb" if size < 1024 * 1024 else "1mb"
         line = rep.emit(f"statesize.{label}", n=long_n, runs=runs, samples=per_node, unit="ms/node", per_commit=1,
                         note="slope of run wall time between a short and a long in-process chain; one small key written per node", **extra)

@@ -11,7 +11,8 @@ Bookkeeping (``Run.scheduler``) is a JSON object:
 - ``iterations``: {node_id: steps created so far} (the next step's iteration number);
 - ``joins``: {join_id: {"arrived": [edge keys], "depth": int}} for armed joins;
 - ``contrib``: {key: [[depth, node_id, iteration, value], ...]} writes to keys with an
-  order-sensitive reducer;
+  order-sensitive reducer (persisted with those keys' rows, not in ``Run.scheduler``:
+  runs.engine.state);
 - ``ended``: true once an end node committed.
 """
 from __future__ import annotations
