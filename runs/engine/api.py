@@ -38,6 +38,7 @@ from runs.engine import state as state_store
 from runs.engine.audit import acting_as, audit, audit_in, audit_verify, reset_principal, set_principal
 from runs.engine.graphs import compiled_graph
 from runs.engine.scheduler import CompiledGraph
+from runs.engine.state import StepState
 from runs.engine.types import (
     ClaimedStep,
     CommitOutcome,
@@ -47,7 +48,6 @@ from runs.engine.types import (
     StateWriteRefused,
     StepStateError,
 )
-from runs.engine.state import StepState
 from runs.engine.writes import lock_run, run_cost_adjust
 from runs.models import Run, RunStatus, Step
 from runs.nodes.base import NodeError, NodeResult

@@ -57,7 +57,6 @@ def run_create(
         run = Run.objects.create(
             graph_version=version,
             input=run_input,
-            state=state,
             state_sizes=sizes,
             scheduler={"iterations": {graph.start_id(): 1}},
             max_parallelism=settings_.max_parallelism,
@@ -68,6 +67,7 @@ def run_create(
             created_by=created_by,
             idempotency_key=idempotency_key,
         )
+        run.state = state
         state_store.write(run.pk, 0, state, state, sizes, {})
         start = graph.topology.nodes[graph.start_id()]
         step = Step.objects.create(
@@ -115,7 +115,6 @@ def run_create_node_test(
             graph_version=version,
             is_test=True,
             input=run_input,
-            state=initial,
             state_sizes=sizes,
             scheduler={"iterations": {node_id: 1}},
             max_parallelism=run_limits.max_parallelism,
@@ -125,6 +124,7 @@ def run_create_node_test(
             step_count=1,
             created_by=created_by if getattr(created_by, "pk", None) is not None else None,
         )
+        run.state = initial
         state_store.write(run.pk, 0, initial, initial, sizes, {})
         step = Step.objects.create(
             run=run,
@@ -368,7 +368,6 @@ def run_fork(
         run = Run.objects.create(
             graph_version_id=source.graph_version_id,
             input=source.input,
-            state=transition.state,
             state_sizes=sizes,
             scheduler=state_store.persisted_bookkeeping(transition.bookkeeping),
             max_parallelism=source.max_parallelism,
@@ -380,6 +379,7 @@ def run_fork(
             forked_from=source,
             forked_from_step=anchor,
         )
+        run.state = transition.state
         state_store.write(run.pk, 0, transition.state, transition.state, sizes, transition.bookkeeping)
         new_steps = [
             Step(

@@ -121,9 +121,10 @@ def state_after(step: Step) -> StepState:
     if step.parent_id is not None or step.status != StepStatus.SUCCEEDED:
         raise ValueError(f"step {step.pk} is not a committed top-level step")
     if step.state_seq is None:
-        state, before = replayed_state(step)
-        changed = {k: _change(before, k, v) for k, v in state.items() if k in (step.updates or {}) and (k not in before or before[k] != v)}
-        return StepState(step.pk, None, state, changed)
+        replayed, prior = replayed_state(step)
+        wrote = step.updates or {}
+        changed = {k: _change(prior, k, v) for k, v in replayed.items() if k in wrote and (k not in prior or prior[k] != v)}
+        return StepState(step.pk, None, replayed, changed)
     seq = step.state_seq
     state, _ = RunStateKey.state_at(step.run_id, seq)
     written = list(RunStateKey.objects.filter(run_id=step.run_id, seq=seq).values_list("key", flat=True))
