@@ -9,6 +9,7 @@ and event kinds are parameters taken from the model enums (see fastpath.params).
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import psycopg
@@ -96,9 +97,14 @@ def commit(params: dict[str, Any]) -> int | None:
     connection.ensure_connection()
     connection.validate_thread_sharing()  # what connection.cursor() checks too
     raw = _PreparedCursor(connection.connection)
-    wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
-    cursor = wrap(raw)  # type: ignore[arg-type]  # django-stubs types the driver cursor as Django's own wrapper
+    # Django's debug wrapper logs last_executed_query(), which is None for a psycopg
+    # server-side binding cursor (it keeps no client-composed query text): the statement
+    # is logged here with its SQL, so CaptureQueriesContext and query counts see it.
+    cursor = connection.make_cursor(raw)  # type: ignore[arg-type]  # django-stubs types the driver cursor as Django's own wrapper
+    started = time.perf_counter()
     with cursor:
         cursor.execute(COMMIT_SQL, params)
         row = cursor.fetchone()
+    if connection.queries_logged:
+        connection.queries_log.append({"sql": COMMIT_SQL, "time": f"{time.perf_counter() - started:.3f}"})
     return row[0] if row else None
