@@ -51,7 +51,7 @@ def join_state(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0009_run_state_sizes'),
+        ('runs', '0010_step_due_at'),
     ]
 
     operations = [
