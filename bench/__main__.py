@@ -43,7 +43,6 @@ PLAN: list[tuple[str, tuple[str, ...], list[str]]] = [
     ("scaling", ("postgres", "sqlite"), []),
     ("statesize", ("postgres", "sqlite"), []),  # 1 KB vs 1 MB state (the per-key state branch)
     ("queries", ("postgres", "sqlite"), []),
-    ("statesize", ("postgres", "sqlite"), []),
     ("profile", ("postgres",), []),
     ("recovery", ("postgres", "sqlite"), []),
     ("recovery_busy", ("postgres", "sqlite"), []),
