@@ -354,6 +354,15 @@ BALLAST_MAX_ABANDONED_STEPS = int(os.environ.get("BALLAST_MAX_ABANDONED_STEPS", 
 # handed back at once (recovery re-queues or parks them). Keep it below the stop timeout
 # of whatever supervises the worker (docker: 10 s, systemd: 90 s).
 BALLAST_STOP_GRACE_SECONDS = float(os.environ.get("BALLAST_STOP_GRACE_SECONDS", "8"))
+# Seconds a qcluster worker (and its monitor and pusher) keeps a database connection
+# (CONN_MAX_AGE in those processes only, with health checks; "none": for the process's
+# lifetime; 0: a new connection per task and per queue poll, Django's default). Web
+# processes keep CONN_MAX_AGE=0. No connection crosses django-q2's forks
+# (runs/engine/cluster.py).
+_worker_age = os.environ.get("BALLAST_WORKER_CONN_MAX_AGE", "600").strip().lower()
+if _worker_age not in {"none", "null", ""} and not _worker_age.isdigit():
+    raise ValueError(f"BALLAST_WORKER_CONN_MAX_AGE={_worker_age!r}: seconds (0 or more) or 'none'")
+BALLAST_WORKER_CONN_MAX_AGE = None if _worker_age in {"none", "null", ""} else int(_worker_age)
 
 # The largest run state (UTF-8 bytes of its JSON, summed per key) a commit may leave; a
 # step whose writes would pass it fails with state_too_large. 0 turns the limit off.

@@ -30,6 +30,7 @@ CASES = {
     "dbos": "the linear and fan-out graphs as DBOS steps in a workflow",
     "statesize": "a chain with a 1 KB and a 1 MB state (a node updating one small key): ms and WAL bytes per node",
     "builder": "the builder in headless Chromium: 300-node graph open to interactive, drag frame times, script sizes",
+    "fixed": "per-run fixed cost (start -> end) in-process and through a qcluster, worker connections kept vs per task",
 }
 
 # What `make bench` (``python -m bench all``) runs: (case, databases, extra args). Sized to
@@ -43,6 +44,7 @@ PLAN: list[tuple[str, tuple[str, ...], list[str]]] = [
     ("scaling", ("postgres", "sqlite"), []),
     ("statesize", ("postgres", "sqlite"), []),  # 1 KB vs 1 MB state (the per-key state branch)
     ("queries", ("postgres", "sqlite"), []),
+    ("fixed", ("postgres", "sqlite"), []),
     ("profile", ("postgres",), []),
     ("recovery", ("postgres", "sqlite"), []),
     ("recovery_busy", ("postgres", "sqlite"), []),
@@ -118,7 +120,7 @@ def run_case(args: argparse.Namespace) -> int:
 
     core.use_settings(args.settings)
     core.setup(db)
-    from bench import anatomy, browser, cases, compare, headline, scaling
+    from bench import anatomy, browser, cases, compare, fixed, headline, scaling
 
     rep = core.Reporter(db)
     paths = ("inprocess", "qcluster") if args.path == "both" else (args.path,)
@@ -139,6 +141,7 @@ def run_case(args: argparse.Namespace) -> int:
         "dbos": compare.case_dbos,
         "builder": browser.case_builder,
         "statesize": cases.case_state_size,
+        "fixed": fixed.case_fixed,
     }
     started = time.monotonic()
     if args.case not in ("floor", "builder", "headline"):  # the headline samples the floor in every round
