@@ -22,6 +22,9 @@ urlpatterns = [
     path("graphs/<int:graph_id>/", views.graph_builder, name="graph-builder"),
     path("runs/", views.run_list, name="runs-page"),
     path("runs/<int:run_id>/", views.run_detail, name="run-page"),
+    path("costs/", views.costs, name="costs-page"),
+    path("audit/", views.audit_log, name="audit-page"),
+    path("workers/", views.workers, name="workers-page"),
     # Django's auth views for every user, staff or not: login and password change with the
     # app's page context (top bar, CSS); logout (POST only) and password reset as Django has them.
     path("accounts/login/", views.login, name="login"),

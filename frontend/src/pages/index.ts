@@ -11,6 +11,10 @@ export const pages: Record<string, PageComponent> = {
   runs: lazy(() => import("./RunList")),
   run: lazy(() => import("./RunPage")),
   placeholder: lazy(() => import("./Placeholder")),
+  costs: lazy(() => import("./Costs")),
+  audit: lazy(() => import("./Audit")),
+  workers: lazy(() => import("./Workers")),
+  forbidden: lazy(() => import("./Forbidden")),
   builder: lazy(() => import("../builder/BuilderPage")),
 };
 

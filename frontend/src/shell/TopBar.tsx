@@ -1,4 +1,4 @@
-// The top bar on every page of a signed-in user: logo -> home, Graphs, Runs, Admin (staff), user menu.
+// The top bar on every page of a signed-in user: logo -> home, Graphs, Runs, Costs, Audit (staff), Workers (staff, operators), Admin (staff), user menu.
 import { useEffect, useRef, useState } from "react";
 import { usePageContext } from "../lib/context";
 
@@ -20,6 +20,9 @@ export function TopBar({ path = window.location.pathname }: { path?: string }) {
   const links = [
     { href: urls.graphs ?? "/graphs/", label: "Graphs" },
     { href: urls.runs ?? "/runs/", label: "Runs" },
+    { href: urls.costs ?? "/costs/", label: "Costs" },
+    ...(user.can.audit ? [{ href: urls.audit ?? "/audit/", label: "Audit" }] : []),
+    ...(user.can.workers ? [{ href: urls.workers ?? "/workers/", label: "Workers" }] : []),
   ];
   const current = activeSection(path, links);
   return (
