@@ -22,6 +22,8 @@ urlpatterns = [
     path("graphs/<int:graph_id>/", views.graph_builder, name="graph-builder"),
     path("runs/", views.run_list, name="runs-page"),
     path("runs/<int:run_id>/", views.run_detail, name="run-page"),
+    path("approvals/", views.approval_inbox, name="approvals-page"),
+    path("approvals/<int:approval_id>/", views.approval_inbox, name="approval-page"),
     # Django's auth views for every user, staff or not: login and password change with the
     # app's page context (top bar, CSS); logout (POST only) and password reset as Django has them.
     path("accounts/login/", views.login, name="login"),
