@@ -54,6 +54,7 @@ def page_context(request: HttpRequest, page: str, *, title: str, props: dict[str
             "home": reverse("home"),
             "graphs": reverse("graphs-page"),
             "runs": reverse("runs-page"),
+            "approvals": reverse("approvals-page"),
             "login": reverse("login"),
             "logout": reverse("logout"),
             "password_change": reverse("password_change"),
