@@ -2,7 +2,8 @@
 
 Environment:
 - DATABASE_URL: ``sqlite:///path/to/file.sqlite3`` (default ``var/ballast.sqlite3``) or
-  ``postgres://user@host:port/name``.
+  ``postgres://user@host:port/name`` (query options go to psycopg; ``?prepare_threshold=none``
+  turns prepared statements off, see PREPARE_THRESHOLD).
 - BALLAST_SECRET_KEY, BALLAST_DEBUG, BALLAST_ALLOWED_HOSTS (comma separated).
 - BALLAST_Q_BROKER: ``orm`` (default) or ``redis``; BALLAST_REDIS_URL.
 - BALLAST_CACHE_REDIS_URL (or BALLAST_REDIS_URL): the shared cache in Redis instead of the
@@ -33,6 +34,27 @@ def env_bool(name: str, default: bool = False) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+# psycopg's own default. Django opens PostgreSQL connections with prepare_threshold=None
+# (for connection poolers), and then psycopg prepares nothing, not even the engine's
+# commit statement that asks for it (runs.engine.fastpath_postgresql). Django's cursors
+# bind parameters on the client and never prepare, so this reaches only server-binding
+# cursors: the engine's commit (prepared on first use) and, with the
+# ``server_side_binding`` option, every query seen this many times on a connection.
+PREPARE_THRESHOLD = 5
+
+
+def _prepare_threshold(value: object) -> int | None:
+    """``prepare_threshold`` from a DATABASE_URL query value: a count (0 or more), or
+    ``none`` for no prepared statements (behind a pooler in transaction mode that cannot
+    keep them, such as pgbouncer before 1.21). Raises ValueError for anything else."""
+    text = str(value).strip().lower()
+    if text in {"none", "null", "off", ""}:
+        return None
+    if not text.isdigit():
+        raise ValueError(f"DATABASE_URL: prepare_threshold={value!r} is not a count of executions or 'none'")
+    return int(text)
+
+
 def database_from_url(url: str) -> dict:
     """Turn a DATABASE_URL into a Django DATABASES entry.
 
@@ -60,7 +82,8 @@ def database_from_url(url: str) -> dict:
             "TEST": {"NAME": str(name.with_name(name.stem + "-test.sqlite3"))},
         }
     if parsed.scheme in {"postgres", "postgresql"}:
-        query = parse_qs(parsed.query)
+        options: dict[str, object] = {k: v[0] for k, v in parse_qs(parsed.query).items()}
+        options["prepare_threshold"] = _prepare_threshold(options.get("prepare_threshold", str(PREPARE_THRESHOLD)))
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
@@ -69,7 +92,7 @@ def database_from_url(url: str) -> dict:
             "HOST": parsed.hostname or "",
             "PORT": str(parsed.port or ""),
             "CONN_MAX_AGE": 0,
-            "OPTIONS": {k: v[0] for k, v in query.items()},
+            "OPTIONS": options,
             "TEST": {"NAME": os.environ.get("BALLAST_PG_TEST_NAME", "test_ballast")},
         }
     raise ValueError(f"DATABASE_URL: unsupported scheme {parsed.scheme!r} (use sqlite:// or postgres://)")

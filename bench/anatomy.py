@@ -2,7 +2,9 @@
 
 ``queries`` wraps the engine's internal functions in THIS process only (no engine code is
 changed) and records every SQL statement Django sends inside each call, with
-``connection.execute_wrapper`` (the mechanism behind CaptureQueriesContext). On
+``connection.execute_wrapper`` (the mechanism behind CaptureQueriesContext; the PostgreSQL
+fast path's prepared statement goes through Django's cursor wrapper, so it is counted).
+On PostgreSQL it also reports how many fast-path commits ran as a prepared statement. On
 PostgreSQL each transaction also costs a BEGIN (sent by psycopg before the first
 statement) and a COMMIT round trip, which Django's wrapper does not see: they are added
 in ``round_trips``.
@@ -65,6 +67,11 @@ def case_queries(rep: Reporter, db: str, n: int | None, runs: int) -> dict[str, 
     sample_params: dict[str, Any] = {}  # the last parameters of each statement text
 
     durations: dict[str, list[float]] = defaultdict(list)  # ms per statement text
+    # PostgreSQL: after each fast-path commit, how many times its session has executed the
+    # commit as a prepared statement (pg_prepared_statements; 0: parsed and planned anew).
+    from runs.engine.fastpath_postgresql import COMMIT_SQL
+
+    prepared_runs: list[int] = []
 
     def wrapper(execute, sql, params, many, context):
         everything.append(sql)
@@ -78,6 +85,13 @@ def case_queries(rep: Reporter, db: str, n: int | None, runs: int) -> dict[str, 
             return execute(sql, params, many, context)
         finally:
             durations[sql].append((time.perf_counter() - t) * 1000)
+            if sql == COMMIT_SQL:
+                # On the driver's connection itself: Django's wrappers do not see this one.
+                row = connection.connection.execute(
+                    "SELECT coalesce(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements WHERE statement LIKE %s",
+                    ["%locked_run AS (%"],
+                ).fetchone()
+                prepared_runs.append(int(row[0]))
 
     originals = {name: getattr(owners[name], name) for name in TRACED}
 
@@ -139,6 +153,15 @@ def case_queries(rep: Reporter, db: str, n: int | None, runs: int) -> dict[str, 
     rep.emit("queries.commit_time", n=n, runs=len(middle), median=statement_ms, p95=None, unit="ms/commit", per_commit=1,
              note="sum over the commit's statements of each one's median time in the driver call (round trip + server), "
                   "excluding BEGIN/COMMIT; the rest of a node's time is Python")
+    if connection.vendor == "postgresql":
+        check(prepared_runs, "no fast-path commit was seen on PostgreSQL")
+        prepared = [1.0 if count > 0 else 0.0 for count in prepared_runs]
+        rep.emit("queries.commit_prepared", n=n, runs=len(prepared), median=100 * sum(prepared) / len(prepared), p95=None,
+                 unit="% of fast-path commits", prepares_per_run=sum(1 for c in prepared_runs if c == 1) / runs,
+                 fast_commits_per_run=len(prepared_runs) / runs,
+                 note="fast-path commits executed as a server-side prepared statement (pg_prepared_statements of the "
+                      "session after each commit); prepares_per_run: how often it was parsed and planned per run "
+                      "(once per connection; drive_local closes the connection between runs)")
     if connection.vendor == "postgresql" and len(typical) == 1:
         _planning(rep, n, runs, typical[0], sample_params[typical[0]])
 

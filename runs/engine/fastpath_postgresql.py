@@ -7,7 +7,6 @@ and event kinds are parameters taken from the model enums (see fastpath.params).
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import psycopg
@@ -61,20 +60,38 @@ SELECT (SELECT id FROM new_step)
 """
 
 
+class _PreparedCursor(psycopg.Cursor):
+    """A server-side binding cursor whose every execute asks psycopg to prepare.
+
+    Wrapped in Django's own cursor wrapper (see :func:`commit`), whose ``execute`` takes no
+    ``prepare`` argument: this is where it is passed on."""
+
+    def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None) -> Any:
+        return super().execute(query, params, prepare=True, binary=binary)
+
+
 def commit(params: dict[str, Any]) -> int | None:
     """Run the fenced commit; the new step's id, or None when the version or lease check failed.
 
-    Runs COMMIT_SQL as a server-side prepared statement: Django's cursors bind parameters
-    on the client, so the server would plan the big CTE on every commit; psycopg prepares
-    it once per connection. The call is logged like Django's own queries so query counts
-    still see it (a raw psycopg cursor bypasses execute_wrapper, TRAPS.md)."""
+    Runs COMMIT_SQL as a server-side prepared statement, parsed and planned once per
+    connection: Django's cursors bind parameters on the client, so the server would plan
+    the big CTE on every commit. psycopg prepares only while the connection's
+    ``prepare_threshold`` is not None, and Django opens connections with None unless the
+    database OPTIONS say otherwise: ballast.settings sets it (``database_from_url``),
+    ``?prepare_threshold=none`` in DATABASE_URL turns preparing off behind a pooler that
+    cannot keep prepared statements. Django's other cursors bind on the client and never
+    prepare, whatever the threshold.
+
+    The statement goes through Django's cursor wrapper, not a bare psycopg cursor (which
+    would bypass it, TRAPS.md): ``connection.execute_wrapper`` hooks, query logging under
+    DEBUG or CaptureQueriesContext, and Django's database errors (a refused value surfaces
+    as DataError, as on every other commit path, and the loop fails the step) all see it."""
     connection.ensure_connection()
-    started = time.perf_counter()
-    # wrap_database_errors: a refused value surfaces as Django's DataError, as on every
-    # other commit path (the loop turns that into a failed step, not a lost worker).
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(COMMIT_SQL, params, prepare=True)
+    connection.validate_thread_sharing()  # what connection.cursor() checks too
+    raw = _PreparedCursor(connection.connection)
+    wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
+    cursor = wrap(raw)  # type: ignore[arg-type]  # django-stubs types the driver cursor as Django's own wrapper
+    with cursor:
+        cursor.execute(COMMIT_SQL, params)
         row = cursor.fetchone()
-    if connection.queries_logged:
-        connection.queries_log.append({"sql": COMMIT_SQL, "time": f"{time.perf_counter() - started:.3f}"})
     return row[0] if row else None

@@ -2,6 +2,8 @@
 
 A step that is its run's only active step commits, with the lease of its successor, as
 one statement on PostgreSQL and as six fixed statements in one transaction on SQLite.
+On PostgreSQL that statement is a server-side prepared statement (issue 11), and it goes
+through Django's cursor wrapper so ``execute_wrapper`` hooks count it.
 """
 from __future__ import annotations
 
@@ -42,6 +44,55 @@ def test_round_trips_per_node_commit():
         assert per_node == 1, per_node  # one fenced statement commits a node and leases the next
     else:
         assert per_node <= 8, per_node  # fixed statements: BEGIN, 6 statements, COMMIT
+
+
+def test_fast_path_commits_are_seen_by_execute_wrappers():
+    # What `python -m bench queries` and any instrumentation hook count: a bare psycopg
+    # cursor would bypass connection.execute_wrapper and the commits would count as 0.
+    from runs.engine import fastpath_postgresql, fastpath_sqlite
+
+    n = 6
+    version = publish(linear(n))
+    seen: list[str] = []
+
+    def count(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with engine.local_mode() as queue:
+        run = run_start(version=version, run_input={})
+        with connection.execute_wrapper(count):
+            engine.drive_local(run.pk, queue=queue, timeout=60)
+    run.refresh_from_db()
+    assert run.status == "succeeded" and run.state["x"] == n
+    fenced = fastpath_postgresql.COMMIT_SQL if connection.vendor == "postgresql" else fastpath_sqlite.RUN_SQL
+    # t0 .. t5 each commit with their single successor through the fast path (the start's
+    # commit has no snapshot yet and the end's ends the run: both take the portable path).
+    assert seen.count(fenced) == n, [s[:60] for s in seen]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="prepared statements are PostgreSQL's")
+def test_fast_path_commit_is_prepared_once_per_connection():
+    n = 8
+    version = publish(linear(n))
+    with engine.local_mode() as queue:
+        run = run_start(version=version, run_input={})
+        session = connection.connection
+        # One task's worth of work: the start step and every successor leased to this
+        # worker (drive_local would also close the connection between polls).
+        engine.step_execute(queue.popleft())
+    run.refresh_from_db()
+    assert run.status == "succeeded" and run.state["x"] == n
+    assert connection.connection is session
+    with connection.cursor() as cursor:  # the session the commits ran on
+        cursor.execute(
+            "SELECT generic_plans + custom_plans FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%locked_run AS (%"],
+        )
+        rows = cursor.fetchall()
+    # One prepared statement, executed by every fast-path commit of the run (t0 .. t7):
+    # parsed once, not once per commit.
+    assert rows == [(n,)], rows
 
 
 def test_fast_path_falls_back_when_the_run_changed_underneath():
