@@ -31,7 +31,7 @@ class ApprovalDecideInput(serializers.Serializer):
 
 
 class ApprovalClaimManyInput(serializers.Serializer):
-    ids = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1, max_length=200)
+    ids = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**63 - 1), min_length=1, max_length=200)
 
 
 class ApprovalReassignInput(serializers.Serializer):
