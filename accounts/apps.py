@@ -20,6 +20,10 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from accounts import authentication  # noqa: F401  (connects the login-failure audit receivers)
+        from django.conf import settings
+
+        if not getattr(settings, "BALLAST_WORKER_PROCESS", False):
+            # Sign-ins happen only in the web process; a worker keeps DRF out of its imports.
+            from accounts import authentication  # noqa: F401  (connects the login-failure audit receivers)
 
         post_migrate.connect(create_cache_table, sender=self, dispatch_uid="ballast_create_cache_table")

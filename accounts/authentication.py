@@ -27,14 +27,9 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
 from accounts.models import ApiToken
+from accounts.roles import APPROVERS, BUILDERS, OPERATORS, ROLES, has_role, is_admin  # noqa: F401  (re-exported)
 from accounts.throttling import client_address, token_failure_blocked, token_failure_record, token_throttled
 from accounts.tokens import PREFIX_LENGTH, hash_key
-
-BUILDERS = "builders"
-OPERATORS = "operators"
-APPROVERS = "approvers"
-ROLES = (BUILDERS, OPERATORS, APPROVERS)
-
 
 # --------------------------------------------------------------------------- tokens
 
@@ -108,25 +103,6 @@ class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
 
 
 # --------------------------------------------------------------------------- roles
-
-
-def has_role(user: Any, role: str) -> bool:
-    """Whether an authenticated, active ``user`` is a superuser or in the group ``role``.
-    The user's group names are read once per user object (one query per request)."""
-    if user is None or not user.is_authenticated or not user.is_active:
-        return False
-    if user.is_superuser:
-        return True
-    names = getattr(user, "_ballast_groups", None)
-    if names is None:
-        names = set(user.groups.values_list("name", flat=True))
-        user._ballast_groups = names
-    return role in names
-
-
-def is_admin(user: Any) -> bool:
-    """Staff or superuser: sees every pending approval and the audit log."""
-    return bool(user is not None and user.is_authenticated and user.is_active and (user.is_staff or user.is_superuser))
 
 
 class _RolePermission(permissions.BasePermission):

@@ -29,7 +29,7 @@ from typing import Any
 from django.apps import apps
 from django.db.models import Exists, OuterRef, Q
 
-from accounts.authentication import APPROVERS, BUILDERS, OPERATORS, has_role, is_admin
+from accounts.roles import APPROVERS, BUILDERS, OPERATORS, has_role, is_admin
 
 NOTHING = Q(pk__in=[])
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -122,6 +123,25 @@ INSTALLED_APPS = [
     # After runs: runs' qcluster command (bounded graceful stop) replaces django-q2's.
     "django_q",
 ]
+
+# A worker cluster (``manage.py qcluster``) runs steps and nothing else: it loads the apps
+# that hold models and node kinds, not the web stack (daphne and Twisted, the admin and
+# its autodiscovery, DRF, drf-spectacular, axes, sessions, messages, static files), so a
+# restarted worker is ready in a fraction of a second (tests/engine/test_worker_imports.py
+# keeps those modules out of its import path). django-q2 forks its workers from this
+# process after setup: they inherit exactly this.
+BALLAST_WORKER_PROCESS = len(sys.argv) > 1 and sys.argv[1] == "qcluster" and os.environ.get("BALLAST_WORKER_FULL_APPS") != "1"
+WORKER_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "accounts",
+    "builder",
+    "runs",
+    "approvals",
+    "django_q",
+]
+if BALLAST_WORKER_PROCESS:
+    INSTALLED_APPS = WORKER_APPS
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -288,9 +308,13 @@ BALLAST_TOKEN_TOUCH_SECONDS = 60
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # django-q2 is the doorbell that wakes the engine; the database is the truth (TRAPS.md).
-# Delivery is at least once; every task claims its step in Ballast's tables first, so a
-# duplicate delivery does nothing. timeout < retry keeps django-q2 from re-delivering a
-# healthy long task; ack_failures keeps a failed task from looping.
+# Delivery is at least once; every task claims the step due longest in Ballast's tables
+# (runs.engine.dispatch), so a duplicate delivery does nothing and broker order does not
+# matter. timeout < retry keeps django-q2 from re-delivering a healthy long task;
+# ack_failures keeps a failed task from looping. A step may take minutes or hours (an LLM
+# call, a slow tool): its lease is extended by heartbeats, not by django-q2; the task's
+# `timeout` bounds one doorbell's work, so a node that may run longer sets its own
+# timeout_seconds below it (or raise BALLAST_Q_TIMEOUT and BALLAST_Q_RETRY together).
 _Q_BROKER = os.environ.get("BALLAST_Q_BROKER", "orm")
 Q_CLUSTER = {
     "name": os.environ.get("BALLAST_Q_NAME", "ballast"),
@@ -309,10 +333,19 @@ if _Q_BROKER == "redis":
     Q_CLUSTER["redis"] = os.environ.get("BALLAST_REDIS_URL", "redis://127.0.0.1:6379/0")
 else:
     Q_CLUSTER["orm"] = "default"
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # A doorbell reaches an idle worker at once (LISTEN/NOTIFY), not after a poll; the
+        # Redis broker blocks on its list already. SQLite keeps polling every `poll`
+        # (0.05 s: an empty pull is one indexed read; faster polls would only add reads).
+        Q_CLUSTER["broker_class"] = "runs.engine.dispatch.NotifyingOrmBroker"
 
 # Engine settings (runs.engine.*).
 BALLAST_LEASE_SECONDS = float(os.environ.get("BALLAST_LEASE_SECONDS", "30"))
 BALLAST_RECOVERY_INTERVAL = float(os.environ.get("BALLAST_RECOVERY_INTERVAL", "1.0"))
+# Seconds a worker that answered a doorbell goes on claiming the next due step (parallel
+# branches without a broker round trip each; runs.engine.loop.execute_due). 0: one step
+# (and its kept successors) per doorbell. Keep it far below Q_CLUSTER["timeout"].
+BALLAST_DOORBELL_DRAIN_SECONDS = float(os.environ.get("BALLAST_DOORBELL_DRAIN_SECONDS", "5"))
 # A step interrupted this many times (its worker died each time) fails instead of looping.
 BALLAST_MAX_LOST_ATTEMPTS = int(os.environ.get("BALLAST_MAX_LOST_ATTEMPTS", "5"))
 # A worker process holding more than this many threads of steps that overran their

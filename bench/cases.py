@@ -347,6 +347,79 @@ def case_recovery(rep: Reporter, db: str, n: int | None, runs: int, lease_second
                  note="SIGKILL of the lease holder to the stand-by qcluster's re-run StepAttempt.started_at")
 
 
+def case_recovery_busy(rep: Reporter, db: str, n: int | None, runs: int, others: int | None = None, chain: int = 10) -> None:
+    """Recovery with other runs in flight (``others``, default 30, each a ``chain``-node
+    chain started after the crash, so their steps are due after the interrupted one):
+
+    - restart_busy: SIGKILL the lease holder, start the other runs (their doorbells wait
+      in the queue, some in the dead cluster's prefetch), spawn a fresh qcluster; time
+      from the spawn to t2's second attempt started_at;
+    - takeover.same_host_busy: a stand-by qcluster on the same queue, busy with the other
+      runs; time from the SIGKILL of the lease holder to the stand-by's re-run of t2.
+    Every run, the interrupted one and the others, is checked to finish correctly.
+    """
+    from django.conf import settings
+
+    from runs.models import Step
+
+    count = others if others is not None else (n or 30)
+    version = graphs.publish(graphs.linear(3))
+    busy_version = graphs.publish(graphs.linear(chain))
+    interval = settings.BALLAST_RECOVERY_INTERVAL
+
+    def check_others(run_ids: list[int]) -> None:
+        for other in run_ids:
+            check_linear(other, chain)
+
+    reset_tables()
+    rerun = []
+    for i in range(runs + 1):  # the first is a warm-up
+        rid, crashed = _crash_at_fault(db, version)
+        try:
+            busy = [start_queued(busy_version) for _ in range(count)]
+        finally:
+            crashed.kill()
+        fresh = Cluster("restarted-busy", db, workers=2)
+        try:
+            t0 = fresh.start().started_at
+            wait_until(lambda rid=rid: _attempt(rid, RECOVERY_NODE, 2) is not None, 120, "t2 re-run", cluster=fresh, poll=0.01)
+            started = _attempt(rid, RECOVERY_NODE, 2).started_at.timestamp()
+            wait_terminal([rid, *busy], cluster=fresh)
+        finally:
+            fresh.kill()
+        _check_recovered(rid)
+        check_others(busy)
+        if i:
+            rerun.append(started - t0)
+    rep.emit("recovery.restart_busy", n=count, runs=runs, samples=rerun, unit="s", target_s=1.0, others=count, other_chain=chain,
+             recovery_interval=interval,
+             note=f"spawn of a fresh qcluster to t2's re-run, {count} other {chain}-node runs started after the crash in flight")
+
+    takeover = []
+    for _ in range(runs):
+        rid, crashed = _crash_at_fault(db, version)
+        standby = Cluster("standby-busy", db, workers=2)
+        with standby:
+            try:
+                standby.wait_ready()
+                busy = [start_queued(busy_version) for _ in range(count)]
+                time.sleep(interval + 0.3)  # the stand-by is busy; a live lease is never stolen
+                check(_attempt(rid, RECOVERY_NODE, 2) is None, "the stand-by stole a live lease")
+                t_kill = time.time()
+            finally:
+                crashed.kill()
+            wait_until(lambda rid=rid: _attempt(rid, RECOVERY_NODE, 2) is not None, 120, "takeover", cluster=standby, poll=0.01)
+            started = _attempt(rid, RECOVERY_NODE, 2).started_at.timestamp()
+            wait_terminal([rid, *busy], cluster=standby)
+        _check_recovered(rid)
+        check_others(busy)
+        check(Step.objects.filter(run_id=rid, node_id=RECOVERY_NODE, status="succeeded").exists(), "t2 did not finish")
+        takeover.append(started - t_kill)
+    rep.emit("recovery.takeover.same_host_busy", n=count, runs=runs, samples=takeover, unit="s", target_s=1.0, others=count,
+             other_chain=chain, recovery_interval=interval,
+             note=f"SIGKILL of the lease holder to the busy stand-by's re-run of t2, {count} other {chain}-node runs in flight")
+
+
 # --------------------------------------------------------------------------- throughput
 
 
@@ -365,7 +438,8 @@ def case_throughput(rep: Reporter, db: str, n: int | None, runs: int, nodes: int
         workers_list = (1,)  # the what-if: per-task overhead shows with one worker; keeps make bench short
     for workers in workers_list:
         reset_tables()
-        samples = []
+        samples: list[float] = []
+        runs_per_s: list[float] = []
         with Cluster(f"throughput-{workers}", db, workers=workers) as cluster:
             cluster.wait_ready()
             for rep_i in range(runs + 1):  # the first is a warm-up (a smaller batch)
@@ -381,10 +455,12 @@ def case_throughput(rep: Reporter, db: str, n: int | None, runs: int, nodes: int
                 last = Run.objects.filter(pk__in=run_ids).aggregate(m=Max("finished_at"))["m"].timestamp()
                 if rep_i:
                     samples.append(committed / (last - t0))
+                    runs_per_s.append(batch / (last - t0))
         median = summary(samples)[0]
         rep.emit(f"throughput.workers{workers}", n=count, runs=runs, samples=samples, unit="nodes/s",
                  ratio_to_floor_per_node=(1000 / median) / rep.floor_ms if rep.floor_ms else None,
                  ms_per_node=1000 / median, nodes_per_run=nodes + 2, workers=workers,
+                 runs_per_s=summary(runs_per_s)[0], runs_per_s_samples=[round(v, 2) for v in runs_per_s],
                  note=f"{count} runs of {nodes} transforms (+start, end) released to the queue at once; committed steps/s")
 
 

@@ -18,11 +18,12 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
+
+from bench.stats import describe, percentile
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO / "bench" / "results"
@@ -168,16 +169,8 @@ def vendor() -> str:
 # --------------------------------------------------------------------------- statistics
 
 
-def percentile(samples: Iterable[float], pct: float) -> float:
-    """Nearest-rank percentile (p95 of 5 samples is the largest)."""
-    values = sorted(samples)
-    if not values:
-        return float("nan")
-    rank = max(1, math.ceil(pct / 100 * len(values)))
-    return values[rank - 1]
-
-
 def summary(samples: list[float]) -> tuple[float, float]:
+    """(median, p95) of ``samples``."""
     return statistics.median(samples), percentile(samples, 95)
 
 
@@ -237,6 +230,53 @@ def measure_floor(*, ops: int = 300, runs: int = 5, warmup: int = 100) -> list[f
     return samples
 
 
+class FloorProbe:
+    """The floor on a connection kept open, sampled on demand (the headline's rounds):
+    the same statements as :func:`measure_floor`, in its own table ``bench_floor_probe``.
+    :meth:`sample` returns the mean ms per commit of ``ops`` commits (wall time / ops, as
+    Ballast's samples are wall time / nodes)."""
+
+    def __init__(self) -> None:
+        from django.db import connection
+
+        sd = connection.settings_dict
+        self.vendor = connection.vendor
+        if self.vendor == "postgresql":
+            import psycopg
+
+            self.conn: Any = psycopg.connect(
+                host=sd["HOST"] or None, port=sd["PORT"] or None, dbname=sd["NAME"], user=sd["USER"] or None,
+                password=sd["PASSWORD"] or None, autocommit=False,
+            )
+            self.conn.execute("CREATE TABLE IF NOT EXISTS bench_floor_probe (id bigserial PRIMARY KEY, v text NOT NULL, at timestamptz NOT NULL DEFAULT now())")
+            self.conn.execute("TRUNCATE bench_floor_probe")
+            self.conn.commit()
+        else:
+            import sqlite3
+
+            self.conn = sqlite3.connect(sd["NAME"], isolation_level=None, timeout=20)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.execute("CREATE TABLE IF NOT EXISTS bench_floor_probe (id INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT NOT NULL, at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)")
+            self.conn.execute("DELETE FROM bench_floor_probe")
+
+    def sample(self, ops: int) -> float:
+        t0 = time.perf_counter()
+        if self.vendor == "postgresql":
+            for _ in range(ops):
+                self.conn.execute("INSERT INTO bench_floor_probe (v) VALUES (%s)", ("x",))
+                self.conn.commit()
+        else:
+            for _ in range(ops):
+                self.conn.execute("BEGIN IMMEDIATE")
+                self.conn.execute("INSERT INTO bench_floor_probe (v) VALUES (?)", ("x",))
+                self.conn.execute("COMMIT")
+        return (time.perf_counter() - t0) * 1000 / ops
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 # --------------------------------------------------------------------------- reporting
 
 
@@ -254,6 +294,7 @@ class Reporter:
     def __init__(self, db: str):
         self.db = db
         self.floor_ms: float | None = None
+        self.emitted: list[dict[str, Any]] = []  # every line this process wrote
         path = os.environ.get("BENCH_RESULTS_FILE")
         if not path:
             RESULTS_DIR.mkdir(parents=True, exist_ok=True)
@@ -300,8 +341,11 @@ class Reporter:
         (1 for ms/node); the ratio to the floor is (median / per_commit) / floor. Figures
         that are not commit times (seconds of recovery, nodes/s) pass None (ratio null) or
         compute their own ratio in ``extra``."""
+        spread: dict[str, Any] = {}
         if samples is not None:
-            median, p95 = summary(samples)
+            stats = describe(samples)
+            median, p95 = stats["median"], stats["p95"]
+            spread = {"q1": _round(float(stats["q1"])), "q3": _round(float(stats["q3"])), "iqr": _round(float(stats["iqr"]))}
         floor, bracket = self.floor_ms, None
         if per_commit and case != "floor":
             before, after = self._bracket_floor()
@@ -320,6 +364,7 @@ class Reporter:
             "runs": runs,
             "median": _round(median),
             "p95": _round(p95),
+            **spread,
             "unit": unit,
             "ratio_to_floor": _round(ratio, 2),
             "floor_ms": _round(floor),
@@ -340,6 +385,7 @@ class Reporter:
         return line
 
     def write(self, line: dict[str, Any]) -> None:
+        self.emitted.append(line)
         text = json.dumps(line, default=str)
         print(text, flush=True)
         with open(self.path, "a") as fh:

@@ -167,6 +167,11 @@ class Step(models.Model):
     attempt and owner still match). ``idempotency_key`` is the same on every attempt.
     ``available_at`` delays a retry (backoff); ``dispatched_at`` records the last queue
     hand-off so recovery can find pending steps no queue entry holds.
+    ``due_at`` is when the step became claimable (released by the scheduler, or the end
+    of its backoff): workers claim the pending step with the oldest ``due_at`` first
+    (claims.step_claim_due), whatever order the queue delivers its doorbells in; a
+    re-dispatch or a take-back never moves it. NULL: not claimable by a doorbell (held by
+    the run's parallelism limit, waiting for its backoff, or never pending).
     ``depth`` is the step's causal distance from the start (orders reducer writes).
     A child step (an agent's model turn or tool call) has a ``parent`` and a
     ``child_key``; its ``node_id`` is ``<parent node>#<parent iteration>/<key>``.
@@ -188,6 +193,7 @@ class Step(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     available_at = models.DateTimeField(null=True, blank=True)
     dispatched_at = models.DateTimeField(null=True, blank=True)
+    due_at = models.DateTimeField(null=True, blank=True)
     input = models.JSONField(null=True, blank=True)
     output = models.JSONField(null=True, blank=True)
     updates = models.JSONField(null=True, blank=True)  # what it wrote to state (replayed by fork)
@@ -210,6 +216,8 @@ class Step(models.Model):
             # Recovery scans: expired leases and pending steps without a live queue entry.
             models.Index(fields=["status", "lease_expires_at"], name="step_status_lease"),
             models.Index(fields=["run", "status"], name="step_run_status"),
+            # The doorbell claim: the oldest due pending step (claims.step_claim_due).
+            models.Index(fields=["status", "due_at"], name="step_status_due"),
         ]
 
     def __str__(self) -> str:

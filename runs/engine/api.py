@@ -184,6 +184,14 @@ def step_execute(step_id: int, *, worker: str | None = None) -> None:
     loop.execute_step(step_id, worker=worker)
 
 
+def step_execute_due(hint: int, *, worker: str | None = None) -> None:
+    """Answer one queue doorbell: claim the pending step that has been due longest (not
+    necessarily ``hint``, the step it was rung for), execute and commit it, and go on with
+    any successor the commit leased to this worker. Nothing due: does nothing, so a
+    duplicate, late or reordered delivery changes nothing."""
+    loop.execute_due(hint, worker=worker)
+
+
 def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
     """Compare-and-set step ``step_id`` from pending to running under a new lease of
     ``worker`` (``host:pid:start``) and a new attempt number (the fencing token). None when

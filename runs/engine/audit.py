@@ -160,7 +160,7 @@ def audit_in(scope: str, actor: str, action: str, obj: Any, *, actor_type: str =
     object_id = "" if obj is None else str(obj.pk)
     with transaction.atomic():
         if scope.startswith("run:"):
-            list(Run.objects.select_for_update().filter(pk=int(scope[4:])).values_list("pk"))
+            list(Run.objects.select_for_update(no_key=True).filter(pk=int(scope[4:])).values_list("pk"))  # as writes.lock_run
         head = AuditChain.objects.select_for_update().filter(scope=scope).first()
         if head is None:
             # First entry of this chain: create the head (a racing creator makes this a

@@ -9,8 +9,9 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Q
+from django.db import connection, transaction
+from django.db.models import F, Q, QuerySet
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from builder.spec import NodeSpec
@@ -98,45 +99,88 @@ def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
     """
     now = timezone.now()
     with transaction.atomic():
-        claimed = (
-            Step.objects.filter(pk=step_id, status=StepStatus.PENDING)
-            .filter(Q(available_at__isnull=True) | Q(available_at__lte=now))
-            .update(
-                status=StepStatus.RUNNING,
-                attempt=F("attempt") + 1,
-                lease_owner=worker,
-                lease_expires_at=now + lease_delta(),
-                started_at=now,
-            )
+        return _claim(step_id, worker, now)
+
+
+def due_steps(now: datetime) -> QuerySet[Step]:
+    """Pending steps a doorbell may claim at ``now``: released (``due_at`` set and passed)
+    and past any backoff, oldest due first (ties by id, creation order)."""
+    return (
+        Step.objects.filter(status=StepStatus.PENDING, due_at__lte=now)
+        .filter(Q(available_at__isnull=True) | Q(available_at__lte=now))
+        .order_by("due_at", "id")
+    )
+
+
+def step_claim_due(worker: str) -> ClaimedStep | None:
+    """Claim the pending step that has been due the longest, for ``worker``; None when no
+    step is due. What a queue message (a doorbell) does: which message arrives, in what
+    order, twice or never, cannot change which step runs next.
+
+    PostgreSQL: ``SELECT ... ORDER BY due_at, id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED``,
+    so concurrent claimers take different steps without waiting on each other (run rows
+    are locked NO KEY UPDATE too, writes.lock_run says why). SQLite: the
+    transaction is IMMEDIATE (settings), so it holds the single writer lock from BEGIN
+    and the select and the update cannot interleave with another claimer. A step the
+    claim then refuses (run ended, budget, interrupted too often) is settled as
+    :func:`step_claim` settles it and the next due step is tried, so a doorbell is never
+    spent on a step that cannot run.
+    """
+    while True:
+        now = timezone.now()
+        with transaction.atomic():
+            pick = due_steps(now).values_list("id", flat=True)
+            if connection.features.has_select_for_update_skip_locked:
+                pick = pick.select_for_update(skip_locked=True, no_key=True)
+            step_id = pick.first()
+            if step_id is None:
+                return None
+            claimed = _claim(step_id, worker, now)
+        if claimed is not None:
+            return claimed
+
+
+def _claim(step_id: int, worker: str, now: datetime) -> ClaimedStep | None:
+    """The claim of :func:`step_claim`, inside the caller's transaction."""
+    claimed = (
+        Step.objects.filter(pk=step_id, status=StepStatus.PENDING)
+        .filter(Q(available_at__isnull=True) | Q(available_at__lte=now))
+        .update(
+            status=StepStatus.RUNNING,
+            attempt=F("attempt") + 1,
+            lease_owner=worker,
+            lease_expires_at=now + lease_delta(),
+            started_at=now,
         )
-        if not claimed:
-            return None
-        step = Step.objects.select_related("run").get(pk=step_id)
-        run = step.run
-        if step.parent_id is None and step.attempt > 1 and lost_attempts(step.pk) >= settings.BALLAST_MAX_LOST_ATTEMPTS:
-            # A step that kills its worker every time must not loop forever (django-q2
-            # never counts a hard crash as an attempt; we do).
-            error = {"code": "worker_lost", "message": f"step '{step.node_id}' was interrupted {settings.BALLAST_MAX_LOST_ATTEMPTS} times; giving up"}
-            Step.objects.filter(pk=step_id).update(status=StepStatus.FAILED, lease_owner="", finished_at=now, error=error)
-            finish_run(run, RunStatus.FAILED, error=error | {"node_id": step.node_id}, step_id=step_id)
-            return None
-        if run.is_terminal:
-            Step.objects.filter(pk=step_id).update(status=StepStatus.CANCELLED, lease_owner="", finished_at=now)
-            return None
-        refusal = budget_refusal(run, step, run.state)
-        if refusal:
-            Step.objects.filter(pk=step_id).update(
-                status=StepStatus.CANCELLED, lease_owner="", finished_at=now, error={"code": "budget_exceeded", "message": refusal}
-            )
-            finish_run(run, RunStatus.FAILED, error={"code": "budget_exceeded", "message": refusal}, step_id=step_id)
-            return None
-        StepAttempt.objects.create(step=step, number=step.attempt, worker=worker, started_at=now)
-        events = [event(run.pk, RunEventKind.STEP_STARTED, step.pk, node_id=step.node_id, iteration=step.iteration, attempt=step.attempt)]
-        if run.status == RunStatus.QUEUED:
-            bump_run(Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED), status=RunStatus.RUNNING, started_at=now)
-            events.insert(0, event(run.pk, RunEventKind.RUN_STARTED))
-        RunEvent.objects.bulk_create(events)
-        return claim_details(step, run, worker)
+    )
+    if not claimed:
+        return None
+    step = Step.objects.select_related("run").get(pk=step_id)
+    run = step.run
+    if step.parent_id is None and step.attempt > 1 and lost_attempts(step.pk) >= settings.BALLAST_MAX_LOST_ATTEMPTS:
+        # A step that kills its worker every time must not loop forever (django-q2
+        # never counts a hard crash as an attempt; we do).
+        error = {"code": "worker_lost", "message": f"step '{step.node_id}' was interrupted {settings.BALLAST_MAX_LOST_ATTEMPTS} times; giving up"}
+        Step.objects.filter(pk=step_id).update(status=StepStatus.FAILED, lease_owner="", finished_at=now, error=error)
+        finish_run(run, RunStatus.FAILED, error=error | {"node_id": step.node_id}, step_id=step_id)
+        return None
+    if run.is_terminal:
+        Step.objects.filter(pk=step_id).update(status=StepStatus.CANCELLED, lease_owner="", finished_at=now)
+        return None
+    refusal = budget_refusal(run, step, run.state)
+    if refusal:
+        Step.objects.filter(pk=step_id).update(
+            status=StepStatus.CANCELLED, lease_owner="", finished_at=now, error={"code": "budget_exceeded", "message": refusal}
+        )
+        finish_run(run, RunStatus.FAILED, error={"code": "budget_exceeded", "message": refusal}, step_id=step_id)
+        return None
+    StepAttempt.objects.create(step=step, number=step.attempt, worker=worker, started_at=now)
+    events = [event(run.pk, RunEventKind.STEP_STARTED, step.pk, node_id=step.node_id, iteration=step.iteration, attempt=step.attempt)]
+    if run.status == RunStatus.QUEUED:
+        bump_run(Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED), status=RunStatus.RUNNING, started_at=now)
+        events.insert(0, event(run.pk, RunEventKind.RUN_STARTED))
+    RunEvent.objects.bulk_create(events)
+    return claim_details(step, run, worker)
 
 
 def step_heartbeat(step_id: int, attempt: int, worker: str) -> bool:
@@ -161,7 +205,16 @@ def step_release(claimed: ClaimedStep) -> bool:
     with transaction.atomic():
         released = Step.objects.filter(
             pk=claimed.step_id, status=StepStatus.RUNNING, attempt=claimed.attempt, lease_owner=claimed.worker
-        ).update(status=StepStatus.PENDING, attempt=F("attempt") - 1, lease_owner="", lease_expires_at=None, started_at=None, dispatched_at=now)
+        ).update(
+            status=StepStatus.PENDING,
+            attempt=F("attempt") - 1,
+            lease_owner="",
+            lease_expires_at=None,
+            started_at=None,
+            dispatched_at=now,
+            # Due since it was created (leased at once): the next doorbell takes it first.
+            due_at=Coalesce(F("due_at"), F("created_at")),
+        )
         if not released:
             return False
         StepAttempt.objects.filter(step_id=claimed.step_id, number=claimed.attempt).delete()

@@ -129,13 +129,14 @@ def _plan(
         lease_to(kept, worker, now)
     for index in plan.dispatch_new:
         new_steps[index].dispatched_at = now
+        new_steps[index].due_at = now
     return kept, plan.dispatch_old
 
 
 def _save_planned(run: Run, new_steps: list[Step], dispatch_old: list[int], now: datetime) -> None:
     save_steps(run, new_steps)
     if dispatch_old:
-        Step.objects.filter(pk__in=dispatch_old).update(dispatched_at=now)
+        Step.objects.filter(pk__in=dispatch_old).update(dispatched_at=now, due_at=now)
 
 
 def _commit_wait(run: Run, step: Step, result: NodeResult, now: datetime) -> CommitOutcome:
@@ -326,7 +327,7 @@ def child_finished(run: Run, child: Step, events: list[RunEvent], now: datetime,
                 )
                 next_claim = start_kept(run, parent, worker, now, events)
             else:
-                Step.objects.filter(pk=parent.pk, status=StepStatus.SUSPENDED).update(status=StepStatus.PENDING, dispatched_at=now)
+                Step.objects.filter(pk=parent.pk, status=StepStatus.SUSPENDED).update(status=StepStatus.PENDING, dispatched_at=now, due_at=now)
                 dispatch.append(parent.pk)
             active = [
                 a if a.id != parent.pk else a._replace(status=StepStatus.RUNNING, dispatched_at=now, available_at=None, parent_id=None)
@@ -335,7 +336,7 @@ def child_finished(run: Run, child: Step, events: list[RunEvent], now: datetime,
     if not run.is_terminal:
         _, dispatch_old = _plan(run, active, [], now, worker=None, state=run.state)
         if dispatch_old:
-            Step.objects.filter(pk__in=dispatch_old).update(dispatched_at=now)
+            Step.objects.filter(pk__in=dispatch_old).update(dispatched_at=now, due_at=now)
             dispatch += dispatch_old
         run.status = scheduler.run_status_after(a.status for a in active)
     RunEvent.objects.bulk_create(events)
@@ -396,7 +397,10 @@ def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
         if retry:
             delay = max(policy.delay(failures), _retry_after(error))
             fields |= {"status": StepStatus.PENDING, "available_at": now + timedelta(seconds=delay)}
+            # A backoff of zero is due now; a longer one is released (dispatched, due at
+            # its available_at) by recovery's due_pending_steps once it has passed.
             fields["dispatched_at"] = now if delay == 0 else None
+            fields["due_at"] = now if delay == 0 else None
         else:
             fields |= {"status": StepStatus.FAILED, "finished_at": now}
         if not fenced(claimed.step_id, claimed.attempt, claimed.worker).update(**fields):

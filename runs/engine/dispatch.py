@@ -1,13 +1,29 @@
 """Queue hand-off: the only django_q import. The queue is a doorbell; the database is the truth.
 
-Each queue entry carries one step id. A duplicate or stale delivery finds the step already
-claimed or finished and does nothing (see claims.step_claim). In-process mode (run_graph
-without a live qcluster, tests) keeps the same hand-off but into a local deque.
+Each queue entry is a doorbell: one is rung per step that became due, and the worker
+that takes it claims the step that has been due longest (claims.step_claim_due), not the
+step the entry names (the id is a hint for logs). So the broker's order (django-q2's ORM
+broker takes rows in no order on PostgreSQL), a duplicate delivery (finds nothing due,
+does nothing) and a lost entry (another doorbell or recovery's deficit count rings for
+it) cannot reorder, repeat or strand work. In-process mode (run_graph without a live
+qcluster, tests) keeps the same hand-off into a local deque, claiming the named step.
+
+Long steps and django-q2's limits: a doorbell task lasts as long as the chain of steps
+it runs (an LLM call, a slow tool: minutes, hours). django-q2 kills a task after
+``Q_CLUSTER["timeout"]`` seconds and re-delivers a task not acknowledged after
+``retry`` seconds; Ballast sets ``max_attempts`` 1, ``timeout`` < ``retry`` (settings) and
+never relies on either: a killed worker's step is taken back by recovery through its
+lease (heartbeats extend it every BALLAST_LEASE_SECONDS / 3 while the step runs, so a
+long step keeps its lease however long it takes), and a re-delivered doorbell claims
+whatever is due, or nothing. A node that may run longer than ``timeout`` must set its
+own ``timeout_seconds`` below it, or the deployment raises BALLAST_Q_TIMEOUT (and
+BALLAST_Q_RETRY above it).
 """
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 
@@ -27,6 +43,32 @@ def enqueue(step_ids: Iterable[int]) -> None:
 
     for step_id in ids:
         async_task("runs.tasks.step_execute", step_id, q_options={"task_name": f"step {step_id}"})
+
+
+def queued() -> int:
+    """Doorbells waiting in the broker that no cluster has taken yet. For the ORM broker
+    the rows of every queue name (clusters of one database may listen on different
+    names; a doorbell waiting in any of them will be answered) not locked by a pull, so a
+    dead cluster's prefetched entries do not count; other brokers: django-q2's
+    ``queue_size`` of this cluster's queue. The local deque's length in in-process mode;
+    0 when the broker cannot tell (recovery then rings for every due step)."""
+    queue = getattr(_local, "queue", None)
+    if queue is not None:
+        return len(queue)
+    from django.utils import timezone
+    from django_q.brokers import get_broker
+    from django_q.brokers.orm import ORM
+    from django_q.conf import Conf
+
+    try:
+        broker = get_broker()
+        if isinstance(broker, ORM):
+            from django_q.models import OrmQ
+
+            return OrmQ.objects.using(Conf.ORM).filter(lock__lte=timezone.now()).count()
+        return int(broker.queue_size() or 0)
+    except Exception:  # a broker that cannot count: ring for every due step instead
+        return 0
 
 
 @contextlib.contextmanager
@@ -91,3 +133,89 @@ def worker_recycle() -> bool:
 def in_local_mode() -> bool:
     """Whether this thread is inside :func:`local_mode`."""
     return getattr(_local, "queue", None) is not None
+
+
+# --------------------------------------------------------------------------- PostgreSQL wake-up
+
+NOTIFY_CHANNEL = "ballast_doorbell"
+# The longest a pusher waits for a notification before it looks at the queue anyway (an
+# entry whose lock ran out, a notification sent before it listened), and so the longest
+# it may take to notice that its cluster is stopping.
+LISTEN_TIMEOUT = 0.2
+
+
+def _notifying_orm_broker() -> type:
+    """django-q2's ORM broker for PostgreSQL, woken by LISTEN/NOTIFY instead of sleeping
+    ``poll`` seconds between empty pulls: ``enqueue`` sends ``pg_notify`` (delivered when
+    the enqueuing transaction commits), and a pusher with nothing to pull waits on its own
+    listening connection, opened in the pusher process (after django-q2's fork) and
+    reopened when it breaks. A lost notification costs at most LISTEN_TIMEOUT.
+
+    Built on first use (``NotifyingOrmBroker`` below, module ``__getattr__``): importing
+    this module must not import django-q2's models before the app registry is ready."""
+    import os
+
+    import psycopg
+    from django.db import connections
+    from django.utils import timezone
+    from django_q.brokers.orm import ORM
+    from django_q.conf import Conf
+
+    class NotifyingOrmBroker(ORM):
+        """The ORM broker with a push wake-up on PostgreSQL (see _notifying_orm_broker)."""
+
+        _listener: psycopg.Connection | None = None
+        _listener_pid = 0
+
+        def enqueue(self, task: str) -> int:
+            pk = super().enqueue(task)
+            with connections[Conf.ORM].cursor() as cursor:
+                cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, self.list_key or Conf.CLUSTER_NAME])
+            return pk
+
+        def dequeue(self):  # type: ignore[no-untyped-def]
+            # The ORM broker's pull, without its sleep when empty.
+            rows = self.get_connection().filter(key=self.list_key, lock__lt=timezone.now())[0 : Conf.BULK]
+            taken = [(row.pk, row.payload) for row in rows if self.get_connection().filter(id=row.id, lock=row.lock).update(lock=self.timeout(row))]
+            if taken:
+                return taken
+            self._wait()
+            return None
+
+        def _wait(self) -> None:
+            try:
+                listener = self._listening()
+                for _ in listener.notifies(timeout=LISTEN_TIMEOUT, stop_after=1):
+                    pass
+            except psycopg.Error:
+                self._close_listener()
+                time.sleep(Conf.POLL)
+
+        def _listening(self) -> psycopg.Connection:
+            if self._listener is None or self._listener_pid != os.getpid() or self._listener.closed:
+                params = connections[Conf.ORM].get_connection_params()
+                conninfo = psycopg.conninfo.make_conninfo(
+                    "", **{k: v for k, v in params.items() if isinstance(v, str | int) and k not in ("prepare_threshold", "cursor_factory")}
+                )
+                self._listener = psycopg.connect(conninfo, autocommit=True)
+                self._listener_pid = os.getpid()
+                self._listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            return self._listener
+
+        def _close_listener(self) -> None:
+            if self._listener is not None and self._listener_pid == os.getpid():
+                try:
+                    self._listener.close()
+                except psycopg.Error:
+                    pass
+            self._listener = None
+
+    return NotifyingOrmBroker
+
+
+def __getattr__(name: str) -> object:
+    if name == "NotifyingOrmBroker":
+        cls = _notifying_orm_broker()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(name)

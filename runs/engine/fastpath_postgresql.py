@@ -12,18 +12,19 @@ from typing import Any
 import psycopg
 from django.db import connection
 
-# The run row is locked first (the order recovery and the slow path use) and only if its
+# The run row is locked first (the order recovery and the slow path use; NO KEY UPDATE as
+# writes.lock_run, so claims' foreign-key checks never wait on it) and only if its
 # version is the one this worker's last commit left; the step row only if its lease is
 # still ours. If either check fails the statement writes nothing and returns NULL: the
 # caller takes the slow path, which re-reads everything.
 COMMIT_SQL = """
 WITH locked_run AS (
-    SELECT id FROM runs_run WHERE id = %(run)s AND version = %(version)s FOR UPDATE
+    SELECT id FROM runs_run WHERE id = %(run)s AND version = %(version)s FOR NO KEY UPDATE
 ), locked_step AS (
     SELECT id FROM runs_step
     WHERE id = %(step)s AND status = %(st_running)s AND attempt = %(attempt)s AND lease_owner = %(owner)s
       AND EXISTS (SELECT 1 FROM locked_run)
-    FOR UPDATE
+    FOR NO KEY UPDATE
 ), run_upd AS (
     UPDATE runs_run SET state = %(state)s::jsonb, state_sizes = %(state_sizes)s::jsonb, scheduler = %(scheduler)s::jsonb, step_count = step_count + 1,
         input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,

@@ -233,7 +233,7 @@ def execute_step(step_id: int, *, worker: str | None = None) -> None:
 
     Idempotent: a step that is not pending (finished, running elsewhere) is left alone.
     A worker asked to stop (workers.stop_requested) claims nothing new and hands back a
-    kept successor instead of running it.
+    kept successor instead of running it. In-process mode runs its queue this way.
     """
     worker = worker or current_worker()
     if stop_requested():
@@ -241,7 +241,37 @@ def execute_step(step_id: int, *, worker: str | None = None) -> None:
         # the step unclaimed, back on the queue for another worker.
         dispatch.enqueue([step_id])
         return
-    claimed = claims.step_claim(step_id, worker)
+    _run_chain(claims.step_claim(step_id, worker), worker)
+
+
+def execute_due(hint: int, *, worker: str | None = None) -> None:
+    """Answer one doorbell: claim the step that has been due longest (whichever step
+    ``hint``, the id the doorbell was rung for, names), run it and any successor leased
+    to this worker. Nothing due (a duplicate or late doorbell): does nothing.
+
+    Then, for up to BALLAST_DOORBELL_DRAIN_SECONDS from the start of the task, claim the
+    next due step the same way: parallel branches a commit released run in this worker
+    without a broker round trip each (their own doorbells, delivered later, find nothing
+    and do nothing). A step claimed before that budget ran out runs to its end, as any
+    step does. A worker asked to stop claims nothing and rings the doorbell again for
+    another worker.
+    """
+    worker = worker or current_worker()
+    if stop_requested():
+        dispatch.enqueue([hint])
+        return
+    deadline = time.monotonic() + settings.BALLAST_DOORBELL_DRAIN_SECONDS
+    while True:
+        claimed = claims.step_claim_due(worker)
+        if claimed is None or not _run_chain(claimed, worker):
+            return
+        if stop_requested() or time.monotonic() >= deadline:
+            return
+
+
+def _run_chain(claimed: ClaimedStep | None, worker: str) -> bool:
+    """Run ``claimed`` and each successor its commit leases to ``worker``. False when this
+    worker should take no more work in this task (stopping, or recycling its process)."""
     while claimed is not None:
         if stop_requested():
             # The cluster is stopping: the step in hand is done; its successor goes back
@@ -249,13 +279,15 @@ def execute_step(step_id: int, *, worker: str | None = None) -> None:
             if claims.step_release(claimed):
                 dispatch.enqueue([claimed.step_id])
                 log.info("worker %s stopping: handed step %s back", worker, claimed.step_id)
-            break
+            return False
         claimed = run_claimed(claimed)
     # Every lease of this task is committed or failed by now: a worker full of abandoned
     # step threads can end here without handing anything back.
     abandoned = _abandoned.alive()
     if abandoned > settings.BALLAST_MAX_ABANDONED_STEPS and dispatch.worker_recycle():
         log.warning("%d abandoned step thread(s) in worker %s: recycling the process after this task", abandoned, worker)
+        return False
+    return not stop_requested()
 
 
 def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when_waiting: bool = True, timeout: float | None = None) -> str:

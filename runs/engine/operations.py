@@ -77,6 +77,7 @@ def run_create(
             max_attempts=start.retry.max_attempts,
             idempotency_key=step_idempotency_key(run.uuid, start.id, 0),
             dispatched_at=now,
+            due_at=now,
         )
         RunEvent.objects.create(run=run, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "input": run_input})
         audit(actor, "run.start", run, actor_type=actor_type, graph_version=version.pk)
@@ -108,6 +109,7 @@ def run_create_node_test(
     sizes = limits.full_sizes(initial)
     limits.enforce(sizes, field="state")
     run_limits = graph.spec.settings
+    step_due = timezone.now()
     with transaction.atomic():
         run = Run.objects.create(
             graph_version=version,
@@ -129,7 +131,8 @@ def run_create_node_test(
             kind=node.kind,
             max_attempts=1,
             idempotency_key=step_idempotency_key(run.uuid, node_id, 0),
-            dispatched_at=timezone.now(),
+            dispatched_at=step_due,
+            due_at=step_due,
         )
         RunEvent.objects.create(run=run, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "test": True, "node_id": node_id})
         audit(actor, "run.test_node", run, actor_type=actor_type, graph=version.graph_id, graph_version=version.pk, node_id=node_id)
@@ -202,7 +205,7 @@ def step_requeue_parked(step_id: int, *, actor: str) -> list[int]:
     step = Step.objects.get(pk=step_id)
     run = lock_run(step.run_id)
     now = timezone.now()
-    if not Step.objects.filter(pk=step_id, status=StepStatus.PARKED).update(status=StepStatus.PENDING, dispatched_at=now, available_at=None):
+    if not Step.objects.filter(pk=step_id, status=StepStatus.PARKED).update(status=StepStatus.PENDING, dispatched_at=now, due_at=now, available_at=None):
         raise StepStateError(f"step {step_id} is {step.status}, not parked")
     bump_run(Run.objects.filter(pk=run.pk, status=RunStatus.WAITING), status=RunStatus.RUNNING)
     RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind=RunEventKind.STEP_REQUEUED, data={"by": actor})
@@ -274,7 +277,7 @@ def run_resume(
         run = _locked(run_id)
         if run.status == RunStatus.WAITING and Step.objects.filter(run=run, status=StepStatus.PARKED).exists():
             parked = list(Step.objects.filter(run=run, status=StepStatus.PARKED).values_list("id", flat=True))
-            Step.objects.filter(pk__in=parked).update(status=StepStatus.PENDING, dispatched_at=now, available_at=None)
+            Step.objects.filter(pk__in=parked).update(status=StepStatus.PENDING, dispatched_at=now, due_at=now, available_at=None)
             bump_run(Run.objects.filter(pk=run.pk), status=RunStatus.RUNNING, updated_at=now)
             RunEvent.objects.create(run=run, kind=RunEventKind.RUN_RESUMED, data={"by": actor, "requeued": parked})
             steps_requeued.send(sender=Run, run=run, step_ids=parked, actor=actor)
@@ -299,6 +302,7 @@ def run_resume(
                 finished_at=None,
                 available_at=None,
                 dispatched_at=now if status == StepStatus.PENDING else None,
+                due_at=now if status == StepStatus.PENDING else None,
                 lease_owner="",
             )
             if status == StepStatus.PENDING:
@@ -386,6 +390,7 @@ def run_fork(
                 max_attempts=graph.topology.nodes[act.node_id].retry.max_attempts,
                 idempotency_key=step_idempotency_key(run.uuid, act.node_id, act.iteration),
                 dispatched_at=now,
+                due_at=now,
             )
             for act in transition.activations
         ]

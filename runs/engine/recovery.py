@@ -3,7 +3,9 @@
 Runs on worker start and then every BALLAST_RECOVERY_INTERVAL seconds in a supervisor
 thread of the qcluster's main process. A lease is taken back when it expired, or at once
 when its owner was a process on this host that no longer exists; a live worker's lease
-is never stolen. Recovery re-enqueues; it never executes in place (DBOS does the same).
+is never stolen. Recovery rings doorbells (runs.engine.dispatch); it never executes in
+place (DBOS does the same). A step taken back keeps its place in the due order, so the
+next doorbell any worker answers runs it first, ahead of work that became due later.
 """
 from __future__ import annotations
 
@@ -29,24 +31,32 @@ STALE_DISPATCH_SECONDS = 30.0
 
 
 def recover_once(*, on_start: bool = False) -> list[int]:
-    """One recovery pass. Returns the step ids handed to the queue.
+    """One recovery pass. Returns the step ids whose doorbells it rang (each once).
 
-    ``on_start``: also re-dispatch every pending step, since a restarted broker or a
-    killed worker may have lost their queue entries.
+    Each running step whose lease expired or whose owner process on this host is dead is
+    handed back once (a compare-and-set: a second pass, or a second supervisor, finds it
+    pending and does nothing) and keeps its place in the due order. Pending steps whose
+    backoff ended or whose hand-off went stale are released. ``on_start``, or when a
+    cluster died: the doorbells the queue may have lost (a dead cluster's prefetched
+    entries, a restarted broker) are made up by count, one per due step no waiting
+    doorbell accounts for, never one per pending step: any doorbell claims the oldest due
+    step, so which entries were lost does not matter, and the dead cluster's entries, when
+    the broker delivers them again, find nothing due and do nothing.
     """
     me = current_worker()
     ids: list[int] = []
     for step_id in recovery_queries.expired_step_ids(owner_is_dead):
         ids += recovery_queries.step_recover(step_id, recovered_by=me, owner_is_dead=owner_is_dead)
-    # A cluster that died held queue entries in its prefetch buffer (locked for `retry`
-    # seconds by the ORM broker, dropped by Redis): hand every pending step to the queue
-    # again now rather than after STALE_DISPATCH_SECONDS. Duplicates are harmless.
     dead = recovery_queries.workers_forget_dead(owner_is_dead, silent_seconds=max(STALE_DISPATCH_SECONDS, 10 * settings.BALLAST_RECOVERY_INTERVAL))
     if dead:
-        log.warning("cluster(s) %s died: re-dispatching pending steps", dead)
+        log.warning("cluster(s) %s died: making up the doorbells their queue entries held", dead)
     taken_back = len(ids)
-    ids += recovery_queries.due_pending_steps(stale_seconds=STALE_DISPATCH_SECONDS, everything=on_start or bool(dead))
-    ids = list(dict.fromkeys(ids))  # a step just taken back is pending too: hand it over once
+    ids += recovery_queries.due_pending_steps(stale_seconds=STALE_DISPATCH_SECONDS)
+    ids = list(dict.fromkeys(ids))  # a step just taken back is pending too: ring for it once
+    if on_start or dead:
+        missing = recovery_queries.due_count() - dispatch.queued() - len(ids)
+        if missing > 0:
+            ids += recovery_queries.due_step_ids(limit=missing, exclude=ids)
     dispatch.enqueue(ids)
     # Each step taken back was logged once by step_recover; a re-dispatch repeats every
     # STALE_DISPATCH_SECONDS for a step nobody claims, so it is a count (INFO only on a
@@ -55,7 +65,7 @@ def recover_once(*, on_start: bool = False) -> list[int]:
     if redispatched:
         level = logging.INFO if on_start or dead else logging.DEBUG
         why = " (cluster start)" if on_start else (" (a cluster died)" if dead else "")
-        log.log(level, "recovery re-dispatched %d pending step(s)%s", redispatched, why)
+        log.log(level, "recovery rang %d doorbell(s) for pending step(s)%s", redispatched, why)
     return ids
 
 

@@ -7,16 +7,18 @@ compare-and-set: a live worker's lease is never taken back.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from runs.engine.audit import audit
+from runs.engine.claims import due_steps
 from runs.engine.graphs import step_node
 from runs.engine.writes import active_steps, bump_run, lock_run
 from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus, Worker
@@ -95,7 +97,13 @@ def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead)
         run = lock_run(step.run_id)
         target = StepStatus.PENDING if _repeat_safe(run, step) or run.is_terminal else StepStatus.PARKED
         if not Step.objects.filter(pk=step_id, status=StepStatus.RUNNING, attempt=step.attempt, lease_owner=step.lease_owner).update(
-            status=target, lease_owner="", lease_expires_at=None, dispatched_at=now if target == StepStatus.PENDING else None
+            status=target,
+            lease_owner="",
+            lease_expires_at=None,
+            dispatched_at=now if target == StepStatus.PENDING else None,
+            # Handed back in the place it had: due since it first became due (a step
+            # leased at its creation: since then), so the next doorbell takes it first.
+            due_at=Coalesce(F("due_at"), F("created_at")) if target == StepStatus.PENDING else None,
         ):
             return []
         StepAttempt.objects.filter(step_id=step_id, number=step.attempt, status=AttemptStatus.RUNNING).update(
@@ -163,5 +171,18 @@ def due_pending_steps(*, stale_seconds: float, everything: bool = False, run_id:
                 busy[rid] = busy.get(rid, 0) + 1
             chosen.append(pk)
         if chosen:
-            Step.objects.filter(pk__in=chosen).update(dispatched_at=now)
+            # A step released here (backoff over, parallelism freed) is due since its
+            # backoff ended; one already due keeps its place.
+            Step.objects.filter(pk__in=chosen).update(dispatched_at=now, due_at=Coalesce(F("due_at"), F("available_at"), Value(now)))
         return chosen
+
+
+def due_count(now: datetime | None = None) -> int:
+    """How many pending steps a doorbell could claim now (claims.due_steps)."""
+    return due_steps(now or timezone.now()).count()
+
+
+def due_step_ids(*, limit: int, exclude: Sequence[int] = ()) -> list[int]:
+    """Up to ``limit`` ids of steps a doorbell could claim now, oldest due first, except
+    ``exclude``: the hints recovery's made-up doorbells carry."""
+    return list(due_steps(timezone.now()).exclude(pk__in=list(exclude)).values_list("id", flat=True)[:limit])

@@ -48,8 +48,15 @@ def lock_run(run_id: int) -> Run:
     """Lock and read the run row. Raises Run.DoesNotExist.
 
     The run row serialises commits of one run's parallel branches (state merge and join
-    bookkeeping); SQLite's IMMEDIATE transactions already serialise all writers."""
-    return Run.objects.select_for_update().get(pk=run_id)
+    bookkeeping); SQLite's IMMEDIATE transactions already serialise all writers.
+
+    ``FOR NO KEY UPDATE``, not ``FOR UPDATE``: it excludes every other writer of the run
+    row alike, but not the key-share lock PostgreSQL's foreign-key checks take when a
+    claim inserts the run's attempt and event rows. A claim's pick (``SKIP LOCKED``) may
+    keep a lock on a step a committer is about to update (PostgreSQL keeps the lock on a
+    row that failed its re-check); were the claim then to wait for the committer's run
+    lock, the two would deadlock."""
+    return Run.objects.select_for_update(no_key=True).get(pk=run_id)
 
 
 def event(run_id: int, kind: RunEventKind, step_id: int | None = None, **data: Any) -> RunEvent:

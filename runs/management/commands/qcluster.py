@@ -18,6 +18,10 @@ from runs.engine import api as engine
 
 class Command(BaseCommand):
     help = "Start a worker cluster (django-q2) that runs Ballast's steps; SIGTERM stops it gracefully."
+    # Django's system checks import the URLconf, so every view, DRF and the admin: seconds
+    # of a restarted worker's start for nothing it runs. `migrate`, `check` and the web
+    # server run them; a worker does not (ballast.settings.BALLAST_WORKER_PROCESS).
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser):
         parser.add_argument("--run-once", action="store_true", help="Start, then stop at once.")

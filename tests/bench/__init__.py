@@ -1,0 +1,1 @@
+"""Tests of the benchmark harness (bench/): statistics, rotation, targets, report."""

@@ -1,0 +1,41 @@
+"""A worker cluster's process imports no web stack: its start is what recovery waits for."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+# What `manage.py qcluster` has loaded once it could run steps: setup, the task module,
+# the cluster and every node kind. Checked in a fresh interpreter that believes it is one.
+PROBE = """
+import json, sys
+sys.argv = ["manage.py", "qcluster"]
+import django
+django.setup()
+import runs.tasks, runs.engine.cluster, django_q.cluster
+from django.conf import settings
+from runs.nodes import get_kind
+for kind in settings.BALLAST_NODE_KINDS:
+    get_kind(kind)
+from django.core.management import load_command_class
+load_command_class("runs", "qcluster")
+print(json.dumps(sorted(sys.modules)))
+"""
+
+WEB = ("rest_framework", "drf_spectacular", "channels", "daphne", "twisted", "axes", "django.contrib.admin",
+       "django.contrib.staticfiles", "ballast.views", "ballast.urls", "runs.apis", "runs.consumers", "approvals.apis",
+       "builder.apis", "accounts.authentication")
+
+
+def test_a_worker_process_imports_no_web_stack():
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ballast.settings"}
+    env.pop("BALLAST_WORKER_FULL_APPS", None)
+    out = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=True)
+    modules = json.loads(out.stdout.strip().splitlines()[-1])
+    loaded = sorted(m for m in modules if any(m == w or m.startswith(w + ".") for w in WEB))
+    assert loaded == []
+    assert "runs.engine.loop" in modules and "approvals.nodes" in modules
