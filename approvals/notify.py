@@ -10,7 +10,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Q
 
-from accounts.authentication import APPROVERS
+from accounts.roles import APPROVERS
 from approvals.models import ApprovalRequest
 
 log = logging.getLogger("ballast.approvals")

@@ -304,7 +304,7 @@ def approval_claim_many(*, approval_ids: list[int], user: Any) -> dict[str, Any]
 def approval_hand_back(*, approval_id: int, user: Any) -> ApprovalRequest:
     """Give a claimed request back to everyone who may decide it (its claimer, or an
     admin). Raises NotAllowed, AlreadyDecided, Changed (``not_claimed``)."""
-    from accounts.authentication import is_admin
+    from accounts.roles import is_admin
 
     name = user.get_username()
     with transaction.atomic():
