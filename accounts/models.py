@@ -39,3 +39,25 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class RunAlertSubscription(models.Model):
+    """One user's request for an email when a run of one graph fails or is parked (a
+    crash interrupted a step that is not safe to repeat and a person must decide).
+
+    Per graph and per user (one row at most); kept by ``accounts.alerts`` and read there
+    when a run's status changes, after that change committed. Only a graph's owners may
+    hold one (``accounts.alerts.may_subscribe``)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="run_alerts")
+    graph = models.ForeignKey("builder.Graph", on_delete=models.CASCADE, related_name="run_alerts")
+    on_failed = models.BooleanField(default=True)
+    on_parked = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "graph"], name="runalert_one_per_user_graph")]
+        ordering = ["graph_id", "user_id"]
+
+    def __str__(self) -> str:
+        return f"{self.user} on {self.graph}"

@@ -22,6 +22,7 @@ def user_context(user: Any) -> dict[str, Any] | None:
         return None
     groups = sorted(user.groups.values_list("name", flat=True))
     staff = bool(user.is_staff or user.is_superuser)
+    operate = staff or may_operate_some_graph(user)
     return {
         "id": user.pk,
         "username": user.get_username(),
@@ -32,9 +33,12 @@ def user_context(user: Any) -> dict[str, Any] | None:
             "build": staff or "builders" in groups,
             # A user some graph names as its operator sees the start controls too; the API
             # refuses graphs that are not theirs to operate.
-            "operate": staff or may_operate_some_graph(user),
+            "operate": operate,
             "approve": staff or "approvers" in groups,
             "admin": staff,
+            # The audit log is the admins'; the workers page the admins' and operators'.
+            "audit": staff,
+            "workers": operate,
         },
     }
 
@@ -55,6 +59,9 @@ def page_context(request: HttpRequest, page: str, *, title: str, props: dict[str
             "graphs": reverse("graphs-page"),
             "runs": reverse("runs-page"),
             "approvals": reverse("approvals-page"),
+            "costs": reverse("costs-page"),
+            "audit": reverse("audit-page"),
+            "workers": reverse("workers-page"),
             "login": reverse("login"),
             "logout": reverse("logout"),
             "password_change": reverse("password_change"),

@@ -236,8 +236,8 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 EMAIL_BACKEND = os.environ.get("BALLAST_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("BALLAST_FROM_EMAIL", "ballast@localhost")
-# Where people reach this Ballast: the links in emails (approval requests) start with it.
-BALLAST_PUBLIC_URL = os.environ.get("BALLAST_PUBLIC_URL", "http://127.0.0.1:8000")
+# Where people reach this Ballast: the links in the emails it sends (run alerts, approval requests) start with it.
+BALLAST_PUBLIC_URL = os.environ.get("BALLAST_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 
 # API: token auth first so an anonymous request gets 401 with WWW-Authenticate; session
 # auth (CSRF enforced by DRF for session-authenticated unsafe methods) for the browser.
@@ -356,6 +356,15 @@ BALLAST_MAX_ABANDONED_STEPS = int(os.environ.get("BALLAST_MAX_ABANDONED_STEPS", 
 # handed back at once (recovery re-queues or parks them). Keep it below the stop timeout
 # of whatever supervises the worker (docker: 10 s, systemd: 90 s).
 BALLAST_STOP_GRACE_SECONDS = float(os.environ.get("BALLAST_STOP_GRACE_SECONDS", "8"))
+# Seconds a qcluster worker (and its monitor and pusher) keeps a database connection
+# (CONN_MAX_AGE in those processes only, with health checks; "none": for the process's
+# lifetime; 0: a new connection per task and per queue poll, Django's default). Web
+# processes keep CONN_MAX_AGE=0. No connection crosses django-q2's forks
+# (runs/engine/cluster.py).
+_worker_age = os.environ.get("BALLAST_WORKER_CONN_MAX_AGE", "600").strip().lower()
+if _worker_age not in {"none", "null", ""} and not _worker_age.isdigit():
+    raise ValueError(f"BALLAST_WORKER_CONN_MAX_AGE={_worker_age!r}: seconds (0 or more) or 'none'")
+BALLAST_WORKER_CONN_MAX_AGE = None if _worker_age in {"none", "null", ""} else int(_worker_age)
 
 # The largest run state (UTF-8 bytes of its JSON, summed per key) a commit may leave; a
 # step whose writes would pass it fails with state_too_large. 0 turns the limit off.

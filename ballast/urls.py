@@ -24,6 +24,9 @@ urlpatterns = [
     path("runs/<int:run_id>/", views.run_detail, name="run-page"),
     path("approvals/", views.approval_inbox, name="approvals-page"),
     path("approvals/<int:approval_id>/", views.approval_inbox, name="approval-page"),
+    path("costs/", views.costs, name="costs-page"),
+    path("audit/", views.audit_log, name="audit-page"),
+    path("workers/", views.workers, name="workers-page"),
     # Django's auth views for every user, staff or not: login and password change with the
     # app's page context (top bar, CSS); logout (POST only) and password reset as Django has them.
     path("accounts/login/", views.login, name="login"),

@@ -15,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 
 from accounts import policy
+from accounts.authentication import is_admin
 from ballast.pages import page_context, render_page
 from builder.models import Graph
 from runs.models import Run
@@ -74,6 +75,32 @@ def approval_inbox(request: HttpRequest, approval_id: int | None = None) -> Http
             raise Http404("No such approval.") from None
         props["approvalId"] = approval.pk
     return render_page(request, "approvals", title="Approvals", props=props)
+
+
+@login_required
+def costs(request: HttpRequest) -> HttpResponse:
+    """``/costs/``: spend by day, graph, node and model, the costliest runs and steps,
+    retries and crash re-runs apart, budgets, CSV export (runs the user may read)."""
+    return render_page(request, "costs", title="Costs")
+
+
+@login_required
+def audit_log(request: HttpRequest) -> HttpResponse:
+    """``/audit/``: the audit log with filters, the chain's verification and export (admins;
+    others get 403, as from the API)."""
+    if not is_admin(request.user):
+        return render_page(request, "forbidden", title="Audit log", props={"what": "the audit log", "who": "administrators"}, status=403)
+    return render_page(request, "audit", title="Audit log")
+
+
+@login_required
+def workers(request: HttpRequest) -> HttpResponse:
+    """``/workers/``: worker clusters, their heartbeats and in-flight steps, the queue depth
+    (admins and operators)."""
+    user = request.user
+    if not (is_admin(user) or policy.may_operate_some_graph(user)):
+        return render_page(request, "forbidden", title="Workers", props={"what": "the workers", "who": "administrators and operators"}, status=403)
+    return render_page(request, "workers", title="Workers")
 
 
 def _with_page_context(view: Any, title: str) -> Any:

@@ -29,6 +29,7 @@ CASES = {
     "langgraph": "the linear and fan-out graphs in LangGraph with PostgresSaver, durability 'sync'",
     "dbos": "the linear and fan-out graphs as DBOS steps in a workflow",
     "builder": "the builder in headless Chromium: 300-node graph open to interactive, drag frame times, script sizes",
+    "fixed": "per-run fixed cost (start -> end) in-process and through a qcluster, worker connections kept vs per task",
 }
 
 # What `make bench` (``python -m bench all``) runs: (case, databases, extra args). Sized to
@@ -42,6 +43,7 @@ PLAN: list[tuple[str, tuple[str, ...], list[str]]] = [
     ("scaling", ("postgres", "sqlite"), []),
     ("statesize", ("postgres", "sqlite"), []),  # 1 KB vs 1 MB state (the per-key state branch)
     ("queries", ("postgres", "sqlite"), []),
+    ("fixed", ("postgres", "sqlite"), []),
     ("profile", ("postgres",), []),
     ("recovery", ("postgres", "sqlite"), []),
     ("recovery_busy", ("postgres", "sqlite"), []),
@@ -117,7 +119,7 @@ def run_case(args: argparse.Namespace) -> int:
 
     core.use_settings(args.settings)
     core.setup(db)
-    from bench import anatomy, browser, cases, compare, headline, scaling
+    from bench import anatomy, browser, cases, compare, fixed, headline, scaling
 
     rep = core.Reporter(db)
     paths = ("inprocess", "qcluster") if args.path == "both" else (args.path,)
@@ -137,6 +139,7 @@ def run_case(args: argparse.Namespace) -> int:
         "langgraph": compare.case_langgraph,
         "dbos": compare.case_dbos,
         "builder": browser.case_builder,
+        "fixed": fixed.case_fixed,
     }
     started = time.monotonic()
     if args.case not in ("floor", "builder", "headline"):  # the headline samples the floor in every round

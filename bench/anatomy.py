@@ -88,7 +88,8 @@ def case_queries(rep: Reporter, db: str, n: int | None, runs: int) -> dict[str, 
             if sql == COMMIT_SQL:
                 # On the driver's connection itself: Django's wrappers do not see this one.
                 row = connection.connection.execute(
-                    "SELECT coalesce(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements WHERE statement LIKE %s",
+                    "SELECT coalesce(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements"
+                    " WHERE statement LIKE %s AND strpos(statement, 'new_step AS') > 0",
                     ["%locked_run AS (%"],
                 ).fetchone()
                 prepared_runs.append(int(row[0]))

@@ -188,6 +188,7 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
     open_ms: list[float] = []
     interactive_ms: list[float] = []
     first_drag_ms: list[float] = []
+    interactive_cpu_ms: list[float] = []
     frame_ms: list[float] = []
     frame_cpu_ms: list[float] = []
     raf_ms: list[float] = []
@@ -208,9 +209,14 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
             page.get_by_role("button", name="Sign in").click()
             page.wait_for_url(f"{base}/")
             page.add_init_script(f"window.__benchNodes = {size};\n" + DRAWN_PROBE)
+            # The renderer main thread's CPU time (Chromium's Performance.getMetrics ThreadTime):
+            # the open and the first drag in CPU time, which a loaded machine does not stretch.
+            cdp = ctx.new_cdp_session(page)
+            cdp.send("Performance.enable")
             for i in range(runs + 1):  # the first load is a warm-up (and measures the scripts)
                 # A fresh copy per load: the drags below autosave, and every load must open the same graph.
                 graph = graph_create(name=f"{spec['name']} #{i}", draft=spec, user=user)
+                cpu_before = thread_time_ms(cdp)
                 page.goto(f"{base}/graphs/{graph.pk}/")
                 try:
                     page.wait_for_function("window.__bench && window.__bench.drawnAt !== null", timeout=30_000)
@@ -244,6 +250,7 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
                     page.screenshot(path=str(shot))
                     raise CheckFailed(f"dragging node {first} did not move it (screenshot {shot})") from exc
                 moved_at = page.evaluate("performance.now()")
+                cpu_after = thread_time_ms(cdp)
                 t0 = page.evaluate("window.__dragT0")
                 page.mouse.up()
                 if i == 0:
@@ -269,6 +276,8 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
                 open_ms.append(drawn)
                 first_drag_ms.append(moved_at - t0)
                 interactive_ms.append(drawn + (moved_at - t0))
+                # A same-site navigation keeps the renderer process; a new one starts from zero.
+                interactive_cpu_ms.append(cpu_after - cpu_before if cpu_after >= cpu_before else cpu_after)
                 # Frame times while dragging a node for about 2 s, once the page has settled
                 # after the first drag: the side panel shows the dragged node (the drag selected it) and the
                 # browser has had an idle moment. Before, the trace began while the panel was
@@ -308,8 +317,11 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
         unit="ms",
         per_commit=None,
         first_drag_median_ms=round(summary(first_drag_ms)[0], 1),
+        cpu_median_ms=round(summary(interactive_cpu_ms)[0], 1),
+        cpu_p95_ms=round(summary(interactive_cpu_ms)[1], 1),
         target_ms=1000,
-        note="builder.open plus the first drag of a node until it moved on screen",
+        note="builder.open plus the first drag of a node until it moved on screen; cpu_*: the renderer main thread's "
+        "CPU time over the same span (Chromium ThreadTime; it also counts the side panel mounted once every node is drawn)",
     )
     cpu_median, cpu_p95 = summary(frame_cpu_ms)
     rep.emit(
@@ -357,7 +369,11 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
 
     log(f"targets ({size} nodes, load {load1:.1f} on {os.cpu_count()} cores):")
     log(f"  open (every node drawn)      median {open_med:7.0f} ms")
-    log(f"  interactive (+ first drag)   median {inter_med:7.0f} ms   target < 1000 ms: {verdict(inter_med < 1000)}")
+    inter_cpu = summary(interactive_cpu_ms)[0]
+    log(
+        f"  interactive (+ first drag)   median {inter_med:7.0f} ms   target < 1000 ms: {verdict(inter_med < 1000)}"
+        f"   (main-thread CPU {inter_cpu:.0f} ms: {verdict(inter_cpu < 1000)})"
+    )
     log(
         f"  drag frame main-thread work  p95    {frame_p95:7.1f} ms   target < 16 ms: {verdict(frame_p95 < 16)}"
         f"   (CPU time p95 {cpu_p95:.1f} ms: {verdict(cpu_p95 < 16)})"
@@ -366,6 +382,12 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
         f"  scripts, gzipped             {total_gz / 1024:7.0f} KB   ({drawn_gz / 1024:.0f} KB before every node is drawn, "
         f"entry {sum(v[1] for v in entry.values()) / 1024:.0f} KB)"
     )
+
+
+def thread_time_ms(cdp: Any) -> float:
+    """The page's renderer main thread CPU time so far, ms (CDP Performance.getMetrics ``ThreadTime``, seconds)."""
+    metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+    return float(metrics.get("ThreadTime", 0.0)) * 1000.0
 
 
 def drag_trace(browser: Any, page: Any, size: int) -> tuple[list[float], list[float], list[float]]:

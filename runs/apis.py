@@ -258,9 +258,11 @@ class RunEventListApi(ApiView):
 
 
 class CostListApi(ApiView):
-    """GET: spend grouped by step, run, graph, model or day (``group_by``), filtered by
-    run, graph, model and a day range; computed by the database over the runs the
-    caller may read (admins: all)."""
+    """GET: spend grouped by step, run, graph, node, model or day (``group_by``), filtered
+    by run, graph, model and a day range, ordered by the group or costliest first
+    (``order``); computed by the database over the runs the caller may read (admins:
+    all). Each row keeps apart the attempts whose price is unknown (never counted as $0)
+    and the spend of retries and crash re-runs."""
 
     @extend_schema(tags=["costs"], operation_id="costs_aggregate", parameters=[CostQueryInput, *PAGE_PARAMETERS], responses=paginated(CostRowOutput, "CostRow"))
     def get(self, request: Any) -> Response:
@@ -274,6 +276,7 @@ class CostListApi(ApiView):
             since=q.get("since"),
             until=q.get("until"),
             include_tests=q["include_tests"],
+            order=q["order"],
         )
         return self.paginate(rows, CostRowOutput)
 

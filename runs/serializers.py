@@ -9,7 +9,7 @@ from rest_framework import serializers
 from builder.serializers import JSONObjectField
 from runs.engine.api import steps_worker_alive
 from runs.models import Run, RunStatus, Step
-from runs.selectors import COST_GROUPS, WAITING_FOR, run_started_from, run_waiting_for
+from runs.selectors import COST_GROUPS, COST_ORDERS, WAITING_FOR, run_started_from, run_waiting_for
 
 MAX_INT = 2**63 - 1
 DATE_INPUT_FORMATS = ["iso-8601", "%Y-%m-%d"]
@@ -86,6 +86,19 @@ class CostQueryInput(serializers.Serializer):
     since = serializers.DateField(required=False, help_text="First day (UTC), inclusive.")
     until = serializers.DateField(required=False, help_text="Last day (UTC), inclusive.")
     include_tests = serializers.BooleanField(required=False, default=False, help_text="Also count one-node test runs from the builder.")
+    order = serializers.ChoiceField(choices=COST_ORDERS, required=False, default="key", help_text="key: by the group; -cost_usd: costliest first.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("since") and attrs.get("until") and attrs["since"] > attrs["until"]:
+            raise serializers.ValidationError({"until": ["The last day comes before the first day (since)."]})
+        return attrs
+
+
+class CostTotalsQueryInput(CostQueryInput):
+    """The filters of the cost rows, without grouping or order."""
+
+    group_by = None
+    order = None
 
 
 class AuditQueryInput(serializers.Serializer):
@@ -95,6 +108,13 @@ class AuditQueryInput(serializers.Serializer):
     object_type = serializers.CharField(max_length=64, required=False)
     object_id = serializers.CharField(max_length=64, required=False)
     scope = serializers.CharField(max_length=100, required=False)
+    since = serializers.DateField(required=False, help_text="First day (UTC) an entry was written, inclusive.")
+    until = serializers.DateField(required=False, help_text="Last day (UTC), inclusive.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("since") and attrs.get("until") and attrs["since"] > attrs["until"]:
+            raise serializers.ValidationError({"until": ["The last day comes before the first day (since)."]})
+        return attrs
 
 
 # --------------------------------------------------------------------------- outputs
@@ -256,12 +276,20 @@ class CostRowOutput(serializers.Serializer):
 
     key = serializers.SerializerMethodField()
     label = serializers.SerializerMethodField()
-    run = serializers.IntegerField(required=False)
-    cost_usd = serializers.DecimalField(max_digits=20, decimal_places=6)
+    run = serializers.IntegerField(required=False, help_text="The step's run (group_by=step).")
+    graph = serializers.IntegerField(required=False, help_text="The node's graph (group_by=node).")
+    cost_usd = serializers.DecimalField(max_digits=20, decimal_places=6, help_text="Spend of the priced attempts.")
+    unpriced_attempts = serializers.IntegerField(help_text="Attempts with usage but no known price: their cost is unknown, not in cost_usd.")
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
     cached_input_tokens = serializers.IntegerField()
     attempts = serializers.IntegerField()
+    retry_cost_usd = serializers.DecimalField(max_digits=20, decimal_places=6, help_text="Part of cost_usd spent by retries (the attempt before failed).")
+    retry_attempts = serializers.IntegerField()
+    retry_unpriced_attempts = serializers.IntegerField()
+    crash_rerun_cost_usd = serializers.DecimalField(max_digits=20, decimal_places=6, help_text="Part of cost_usd spent re-running steps whose worker died.")
+    crash_rerun_attempts = serializers.IntegerField()
+    crash_rerun_unpriced_attempts = serializers.IntegerField()
 
     def get_key(self, row: dict[str, Any]) -> str:
         value = row.get("key")

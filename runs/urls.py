@@ -1,7 +1,7 @@
 """Run, step, event, cost, audit and provider API routes (mounted at /api/v1/)."""
 from django.urls import path
 
-from runs import apis, provider_apis
+from runs import apis, provider_apis, report_apis
 
 urlpatterns = [
     path("runs/", apis.RunCollectionApi.as_view(), name="runs"),
@@ -14,7 +14,15 @@ urlpatterns = [
     path("runs/<int:run_id>/events/", apis.RunEventListApi.as_view(), name="run-events"),
     path("steps/<int:step_id>/", apis.StepDetailApi.as_view(), name="step"),
     path("costs/", apis.CostListApi.as_view(), name="costs"),
+    path("costs/totals/", report_apis.CostTotalsApi.as_view(), name="costs-totals"),
+    path("costs/budgets/", report_apis.CostBudgetsApi.as_view(), name="costs-budgets"),
+    path("costs/export/", report_apis.CostExportApi.as_view(), name="costs-export"),
     path("audit/", apis.AuditListApi.as_view(), name="audit"),
+    path("audit/verify/", report_apis.AuditVerifyApi.as_view(), name="audit-verify"),
+    path("audit/facets/", report_apis.AuditFacetsApi.as_view(), name="audit-facets"),
+    path("audit/export/", report_apis.AuditExportApi.as_view(), name="audit-export"),
+    path("workers/", report_apis.WorkersApi.as_view(), name="workers"),
+    path("graphs/<int:graph_id>/alerts/", report_apis.RunAlertApi.as_view(), name="graph-alerts"),
     path("providers/", provider_apis.ProviderCollectionApi.as_view(), name="providers"),
     path("providers/<str:name>/", provider_apis.ProviderDetailApi.as_view(), name="provider"),
     path("providers/<str:name>/test/", provider_apis.ProviderTestApi.as_view(), name="provider-test"),

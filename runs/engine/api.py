@@ -51,6 +51,7 @@ from runs.models import Run, RunStatus
 from runs.nodes.base import NodeError, NodeResult
 
 __all__ = [
+    "HOST",
     "ClaimedStep",
     "CommitOutcome",
     "CompiledGraph",
@@ -69,9 +70,11 @@ __all__ = [
     "current_worker",
     "drive_local",
     "execute_node",
+    "heartbeat_window",
     "in_local_mode",
     "is_cluster_main_process",
     "local_mode",
+    "owner_is_dead",
     "process_group_members",
     "recover_once",
     "reset_principal",
@@ -106,6 +109,11 @@ current_worker = workers.current_worker
 process_group_members = workers.process_group_members
 # Read-side liveness of running steps' workers (API, admin): {step id: alive, or None}.
 steps_worker_alive = liveness.steps_worker_alive
+# Seconds after which a cluster's heartbeat row counts as silent; whether a lease owner on
+# this host is certainly gone (psutil). For the workers page.
+HOST = workers.HOST
+heartbeat_window = liveness.heartbeat_window
+owner_is_dead = workers.owner_is_dead
 is_cluster_main_process = recovery.is_cluster_main_process
 start_supervisor = recovery.start_supervisor
 execute_node = loop.execute_node

@@ -176,11 +176,23 @@ def _claim(step_id: int, worker: str, now: datetime) -> ClaimedStep | None:
         return None
     StepAttempt.objects.create(step=step, number=step.attempt, worker=worker, started_at=now)
     events = [event(run.pk, RunEventKind.STEP_STARTED, step.pk, node_id=step.node_id, iteration=step.iteration, attempt=step.attempt)]
+    first = False
     if run.status == RunStatus.QUEUED:
-        bump_run(Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED), status=RunStatus.RUNNING, started_at=now)
+        first = bool(bump_run(Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED), status=RunStatus.RUNNING, started_at=now))
         events.insert(0, event(run.pk, RunEventKind.RUN_STARTED))
     RunEvent.objects.bulk_create(events)
-    return claim_details(step, run, worker)
+    details = claim_details(step, run, worker)
+    if first and run.step_count == 1 and step.parent_id is None:
+        # The first claim of a run that has created one step (run_create, or a fork
+        # with one successor): this step is the run's only active step, so its commit
+        # may take the fast path from this snapshot, as a step a commit kept may. The
+        # snapshot is the run as our bump left it; any other write in between moved
+        # the version further, and the fast path's version check then falls back.
+        run.version += 1
+        run.status = RunStatus.RUNNING
+        run.started_at = now
+        details.snapshot = run
+    return details
 
 
 def step_heartbeat(step_id: int, attempt: int, worker: str) -> bool:

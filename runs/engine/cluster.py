@@ -16,6 +16,31 @@ runtime) it kills the sentinel in the middle of the stop and the main process ha
   their leases are taken back now (the owners are dead processes on this host), each
   interrupted step re-queued with the same idempotency key, or parked for a person when
   it is not safe to repeat, rather than waiting for the leases to expire.
+
+Database connections and the fork. django-q2 forks (never spawns) its sentinel from
+the main process, and the workers, monitor and pusher from the sentinel. A connection
+open in the forking thread would be shared by parent and child, one socket (or one
+SQLite file handle) used by two processes, and a child that closed it would end the
+parent's session (psycopg sends Terminate). So no connection crosses a fork: right
+before each fork in the main process and the sentinel, the forking thread closes its
+connections (:func:`_close_before_fork`; django-q2's sentinel also does so before it
+spawns, the main process did not). Connections of other threads are never reachable
+from the child (Django's are thread-local, and the forked child has only the forking
+thread); their sockets are inherited as descriptors that the child never reads or
+writes, and psycopg does not close a connection that another process opened when it is
+garbage-collected. The supervisor thread opens its first connection only after the
+sentinel exists (recovery.Supervisor).
+
+Then the sentinel, workers, monitor and pusher keep their connections
+(:func:`_keep_connections`): django-q2 calls ``close_old_connections()`` before every
+task and on every ORM broker call, which with the project's ``CONN_MAX_AGE=0`` (right
+for the web processes under ASGI) meant a new database connection per task, per queue
+poll and per sentinel status save, and a new prepared commit statement per task. In
+those processes only, ``CONN_MAX_AGE`` becomes
+``BALLAST_WORKER_CONN_MAX_AGE`` (default 600 s) with health checks on, so a connection
+the server dropped is replaced before a task uses it. A process a worker forks itself
+(the expression sandbox) inherits the worker's open connection as a descriptor it never
+uses, as it did before.
 """
 from __future__ import annotations
 
@@ -45,14 +70,43 @@ def _note_stop(signum: int, frame: FrameType | None) -> None:
     workers.note_stop()
 
 
+def _close_before_fork(main_pid: int) -> None:
+    """Close the forking thread's database connections before the main process forks the
+    sentinel or the sentinel forks a worker, monitor or pusher (see the module docstring).
+
+    Any other fork (a worker's expression sandbox) keeps them: its child never uses them,
+    and closing would cost the worker a reconnect. A thread inside a transaction keeps
+    its connection (closing it would lose the transaction); django-q2 forks from none."""
+    if os.getpid() != main_pid and os.getppid() != main_pid:
+        return
+    for conn in connections.all(initialized_only=True):
+        if not conn.in_atomic_block:
+            conn.close()
+
+
+def _keep_connections() -> None:
+    """In the sentinel, a worker, the monitor or the pusher (this process only: the settings dict is the
+    process's own copy after the fork), let database connections live for
+    ``BALLAST_WORKER_CONN_MAX_AGE`` seconds (None: for the process's lifetime) with health
+    checks, instead of being closed by django-q2's ``close_old_connections()`` after every
+    task and queue poll. Read by Django when a connection is opened."""
+    max_age = settings.BALLAST_WORKER_CONN_MAX_AGE
+    for alias in connections:
+        connections.settings[alias]["CONN_MAX_AGE"] = max_age
+        connections.settings[alias]["CONN_HEALTH_CHECKS"] = max_age != 0
+
+
 def _after_fork_in_child(main_pid: int) -> None:
-    """Set a forked process's SIGTERM disposition by its distance from the main process."""
+    """Set a forked process's SIGTERM disposition by its distance from the main process;
+    the sentinel, workers, monitor and pusher keep their database connections
+    (:func:`_keep_connections`)."""
     parent = os.getppid()
     if parent == main_pid:
         # The sentinel: it resets SIGTERM to the default action itself (django-q2), and
         # dying of it mid-stop is what hangs the main process. A blocked signal stays
         # blocked whatever handler is set, and a fork drops the pending ones.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        _keep_connections()  # its forks close them first (_close_before_fork)
         return
     try:
         grandparent = psutil.Process(parent).ppid()
@@ -60,6 +114,7 @@ def _after_fork_in_child(main_pid: int) -> None:
         grandparent = -1
     if grandparent == main_pid:  # a worker, the monitor or the pusher
         signal.signal(signal.SIGTERM, _note_stop)
+        _keep_connections()
     else:  # anything a worker forks is not ours to shield
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
@@ -135,7 +190,7 @@ def serve(*, grace_seconds: float | None = None, run_once: bool = False) -> int:
     def on_signal(signum: int, frame: FrameType | None) -> None:
         signals.append(signal.Signals(signum).name)
 
-    os.register_at_fork(after_in_child=functools.partial(_after_fork_in_child, main_pid))
+    os.register_at_fork(before=functools.partial(_close_before_fork, main_pid), after_in_child=functools.partial(_after_fork_in_child, main_pid))
     cluster = dispatch.QueueCluster()
     # Installed after django-q2's own handlers (set in QueueCluster()), to replace them.
     signal.signal(signal.SIGTERM, on_signal)

@@ -23,8 +23,9 @@ from runs.engine.claims import claim_details
 from runs.engine.graphs import compiled_graph
 from runs.engine.types import ClaimedStep, CommitOutcome, step_idempotency_key
 from runs.engine.writes import add_usage, lease_delta, price_version
-from runs.models import AttemptStatus, RunEventKind, RunStatus, Step, StepStatus
+from runs.models import FINISHED_EVENT_KINDS, AttemptStatus, Run, RunEventKind, RunStatus, Step, StepStatus
 from runs.nodes.base import NodeResult
+from runs.signals import run_finished
 
 # The enum values the fixed statements take as parameters (no literals in the SQL).
 ENUM_PARAMS: dict[str, str] = {
@@ -62,7 +63,12 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
         return None
     graph = compiled_graph(run.graph_version_id)
     transition = graphs.transition(run, node_id=claimed.node_id, iteration=claimed.iteration, depth=claimed.depth, result=result, other_active=[])
-    if transition.failure or transition.ended or len(transition.activations) != 1:
+    # The end node ending the run with nothing else active: the run succeeds (finish).
+    finishing = (
+        transition.ended and not transition.activations and bool(transition.bookkeeping.get("ended"))
+        and graph.topology.nodes[claimed.node_id].kind == "end"
+    )
+    if transition.failure or (not finishing and (transition.ended or len(transition.activations) != 1)):
         return None
     sizes = run.state_sizes
     if result.updates or sizes is None:
@@ -72,12 +78,9 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
         limit = limits.max_state_bytes()
         if limit and sum(sizes.values()) > limit:
             return None  # the portable commit fails the step with state_too_large
-    act = transition.activations[0]
-    node = graph.topology.nodes[act.node_id]
     now = timezone.now()
     usage = result.usage
-    key = step_idempotency_key(run.uuid, act.node_id, act.iteration)
-    params: dict[str, Any] = {
+    common: dict[str, Any] = {
         **ENUM_PARAMS,
         "run": run.pk,
         "version": run.version,
@@ -96,6 +99,16 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
         "usage": _dumps(usage.as_dict()) if usage else None,
         "step_cost": connection.ops.adapt_decimalfield_value(result.cost_usd, 24, 12),
         "price_version": price_version(usage),
+        "done_event": _dumps({"node_id": claimed.node_id, "iteration": claimed.iteration, "route": result.route}),
+    }
+    backend = fastpath_postgresql if connection.vendor == "postgresql" else fastpath_sqlite
+    if finishing:
+        return _finish(backend, run, result, common, sizes=sizes, transition=transition, step_id=claimed.step_id)
+    act = transition.activations[0]
+    node = graph.topology.nodes[act.node_id]
+    key = step_idempotency_key(run.uuid, act.node_id, act.iteration)
+    params: dict[str, Any] = {
+        **common,
         "next_node": act.node_id,
         "next_kind": node.kind,
         "next_iteration": act.iteration,
@@ -103,11 +116,9 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
         "next_max_attempts": node.retry.max_attempts,
         "next_key": key,
         "lease_until": connection.ops.adapt_datetimefield_value(now + lease_delta()),
-        "done_event": _dumps({"node_id": claimed.node_id, "iteration": claimed.iteration, "route": result.route}),
         "created_event": _dumps({"node_id": act.node_id, "iteration": act.iteration}),
         "started_event": _dumps({"node_id": act.node_id, "iteration": act.iteration, "attempt": 1}),
     }
-    backend = fastpath_postgresql if connection.vendor == "postgresql" else fastpath_sqlite
     new_id = backend.commit(params)
     if new_id is None:
         return None
@@ -132,3 +143,33 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
     next_claim = claim_details(kept, run, claimed.worker)
     next_claim.snapshot = run
     return CommitOutcome(committed=True, next_step=next_claim, run_status=RunStatus.RUNNING)
+
+
+def _finish(backend: Any, run: Run, result: NodeResult, params: dict[str, Any], *, sizes: dict[str, int], transition: Any, step_id: int) -> CommitOutcome | None:
+    """Commit the end step of a run whose only active step it is and finish the run as
+    succeeded, or return None (nothing written) when the version or lease check failed.
+
+    What the portable path's ``advance`` + ``finish_run`` write, in fewer statements: the
+    snapshot guarantees no other step is open (every step a commit creates moves the
+    run's version), so there is nothing to cancel. ``run_finished`` is sent inside the same
+    transaction, as finish_run sends it, so its receivers' writes commit with the run's end."""
+    output = result.recorded_output()
+    params = {
+        **params,
+        "run_finished": RunStatus.SUCCEEDED.value,
+        "run_output": _dumps(output),
+        "ev_finished": FINISHED_EVENT_KINDS[RunStatus.SUCCEEDED].value,
+        "finished_event": _dumps({"cancelled_steps": []}),
+    }
+    with transaction.atomic():
+        if not backend.finish(params):
+            return None
+        run.state = transition.state
+        run.state_sizes = sizes
+        run.scheduler = transition.bookkeeping
+        run.version += 1
+        run.status = RunStatus.SUCCEEDED
+        run.output = output
+        add_usage(run, result)
+        run_finished.send(sender=Run, run=run, status=RunStatus.SUCCEEDED)
+    return CommitOutcome(committed=True, run_status=RunStatus.SUCCEEDED)

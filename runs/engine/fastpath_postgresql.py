@@ -2,11 +2,13 @@
 
 For a step that is its run's only active step: its output, the run's state and totals,
 its single successor leased to the same worker, the attempts and the events, in one
-statement in autocommit mode (one round trip), prepared once per connection. Statuses
+statement in autocommit mode (one round trip), prepared once per connection. The end
+step's commit (FINISH_SQL) finishes the run instead, in one statement too. Statuses
 and event kinds are parameters taken from the model enums (see fastpath.params).
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import psycopg
@@ -60,6 +62,41 @@ WITH locked_run AS (
 SELECT (SELECT id FROM new_step)
 """
 
+# The end step's commit: the same fences, the run finished (succeeded, its output) instead
+# of a successor. Run inside a transaction with the run_finished signal (fastpath.finish).
+FINISH_SQL = """
+WITH locked_run AS (
+    SELECT id FROM runs_run WHERE id = %(run)s AND version = %(version)s FOR NO KEY UPDATE
+), locked_step AS (
+    SELECT id FROM runs_step
+    WHERE id = %(step)s AND status = %(st_running)s AND attempt = %(attempt)s AND lease_owner = %(owner)s
+      AND EXISTS (SELECT 1 FROM locked_run)
+    FOR NO KEY UPDATE
+), run_upd AS (
+    UPDATE runs_run SET state = %(state)s::jsonb, state_sizes = %(state_sizes)s::jsonb, scheduler = %(scheduler)s::jsonb,
+        input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
+        cost_usd = cost_usd + %(cost)s, status = %(run_finished)s, output = %(run_output)s::jsonb, error = NULL,
+        finished_at = %(now)s, version = version + 1, updated_at = %(now)s
+    WHERE id IN (SELECT id FROM locked_run) AND EXISTS (SELECT 1 FROM locked_step)
+    RETURNING id
+), step_upd AS (
+    UPDATE runs_step SET status = %(st_succeeded)s, output = %(output)s::jsonb, updates = %(updates)s::jsonb,
+        usage = %(usage)s::jsonb, cost_usd = %(step_cost)s, price_version = %(price_version)s, lease_owner = '',
+        lease_expires_at = NULL, finished_at = %(now)s
+    WHERE id IN (SELECT id FROM locked_step) AND EXISTS (SELECT 1 FROM run_upd)
+    RETURNING id
+), att_upd AS (
+    UPDATE runs_stepattempt SET status = %(att_succeeded)s, usage = %(usage)s::jsonb, cost_usd = %(step_cost)s,
+        price_version = %(price_version)s, finished_at = %(now)s
+    WHERE step_id IN (SELECT id FROM step_upd) AND number = %(attempt)s
+), events AS (
+    INSERT INTO runs_runevent (run_id, step_id, kind, data, created_at)
+    SELECT %(run)s, id, %(ev_succeeded)s, %(done_event)s::jsonb, %(now)s FROM step_upd
+    UNION ALL SELECT %(run)s, id, %(ev_finished)s, %(finished_event)s::jsonb, %(now)s FROM step_upd
+)
+SELECT (SELECT id FROM step_upd)
+"""
+
 
 class _PreparedCursor(psycopg.Cursor):
     """A server-side binding cursor whose every execute asks psycopg to prepare.
@@ -69,6 +106,12 @@ class _PreparedCursor(psycopg.Cursor):
 
     def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None) -> Any:
         return super().execute(query, params, prepare=True, binary=binary)
+
+
+def finish(params: dict[str, Any]) -> bool:
+    """Run the fenced end-step commit (FINISH_SQL, prepared like COMMIT_SQL, inside the
+    caller's transaction); False when the version or lease check failed (nothing written)."""
+    return _execute(FINISH_SQL, params) is not None
 
 
 def commit(params: dict[str, Any]) -> int | None:
@@ -84,15 +127,24 @@ def commit(params: dict[str, Any]) -> int | None:
     prepare, whatever the threshold.
 
     The statement goes through Django's cursor wrapper, not a bare psycopg cursor (which
-    would bypass it, TRAPS.md): ``connection.execute_wrapper`` hooks, query logging under
-    DEBUG or CaptureQueriesContext, and Django's database errors (a refused value surfaces
-    as DataError, as on every other commit path, and the loop fails the step) all see it."""
+    would bypass it, TRAPS.md): ``connection.execute_wrapper`` hooks and Django's database
+    errors (a refused value surfaces as DataError, as on every other commit path, and the
+    loop fails the step) see it; it is logged like Django's own queries under DEBUG or
+    CaptureQueriesContext."""
+    return _execute(COMMIT_SQL, params)
+
+
+def _execute(sql: str, params: dict[str, Any]) -> Any:
+    """Execute one of this module's statements, prepared (see :func:`commit`); its single value."""
     connection.ensure_connection()
     connection.validate_thread_sharing()  # what connection.cursor() checks too
-    raw = _PreparedCursor(connection.connection)
-    wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
-    cursor = wrap(raw)  # type: ignore[arg-type]  # django-stubs types the driver cursor as Django's own wrapper
-    with cursor:
-        cursor.execute(COMMIT_SQL, params)
+    started = time.perf_counter()
+    # django-stubs types the driver cursor as Django's own wrapper.
+    with connection.make_cursor(_PreparedCursor(connection.connection)) as cursor:  # type: ignore[arg-type]
+        cursor.execute(sql, params)
         row = cursor.fetchone()
+    if connection.queries_logged:
+        # Logged here, not by Django's debug cursor: that one asks the cursor for the
+        # query it sent, which psycopg does not keep for a prepared execution.
+        connection.queries_log.append({"sql": sql, "time": f"{time.perf_counter() - started:.3f}"})
     return row[0] if row else None

@@ -44,6 +44,20 @@ INSERT INTO runs_runevent (run_id, step_id, kind, data, created_at) VALUES
     (%(run)s, %(next_step)s, %(ev_started)s, %(started_event)s, %(now)s)
 """
 
+# The end step's commit: the run finished instead of a successor (fastpath.finish).
+RUN_FINISH_SQL = """
+UPDATE runs_run SET state = %(state)s, state_sizes = %(state_sizes)s, scheduler = %(scheduler)s,
+    input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
+    cost_usd = cost_usd + %(cost)s, status = %(run_finished)s, output = %(run_output)s, error = NULL,
+    finished_at = %(now)s, version = version + 1, updated_at = %(now)s
+WHERE id = %(run)s AND version = %(version)s
+"""
+FINISH_EVENTS_SQL = """
+INSERT INTO runs_runevent (run_id, step_id, kind, data, created_at) VALUES
+    (%(run)s, %(step)s, %(ev_succeeded)s, %(done_event)s, %(now)s),
+    (%(run)s, %(step)s, %(ev_finished)s, %(finished_event)s, %(now)s)
+"""
+
 
 class _Stale(Exception):
     """The version or lease check failed: roll back."""
@@ -67,3 +81,21 @@ def commit(params: dict[str, Any]) -> int | None:
     except _Stale:
         return None
     return int(params["next_step"])
+
+
+def finish(params: dict[str, Any]) -> bool:
+    """Run the fenced end-step commit inside the caller's transaction; False (this part
+    rolled back, nothing written) when the version or lease check failed."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(RUN_FINISH_SQL, params)
+            if cursor.rowcount != 1:
+                raise _Stale
+            cursor.execute(STEP_SQL, params)
+            if cursor.rowcount != 1:
+                raise _Stale
+            cursor.execute(ATTEMPT_SQL, params)
+            cursor.execute(FINISH_EVENTS_SQL, params)
+    except _Stale:
+        return False
+    return True

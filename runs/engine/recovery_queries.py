@@ -24,6 +24,7 @@ from runs.engine.writes import active_steps, bump_run, lock_run
 from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus, Worker
 from runs.nodes import get_kind
 from runs.nodes.base import ChildCall
+from runs.signals import step_parked
 
 OwnerIsDead = Callable[[str], bool]
 log = logging.getLogger("ballast.recovery")
@@ -131,6 +132,7 @@ def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead)
             RunEvent.objects.create(run_id=run.pk, step_id=step_id, kind=RunEventKind.RUN_WAITING, data={"node_id": step.node_id})
         handler = import_string(settings.BALLAST_PARK_HANDLER)
         handler(run=run, step=step, reason="interrupted by a worker crash; not safe to repeat")
+        step_parked.send(sender=Run, run=run, step=step)
         return []
 
 

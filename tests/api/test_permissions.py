@@ -153,6 +153,21 @@ ENDPOINTS = [
     Endpoint("runs_events", "get", lambda w: (f"/api/v1/runs/{w.waiting_run().pk}/events/?after=0", None), reads()),
     Endpoint("costs", "get", lambda w: ("/api/v1/costs/?group_by=model", None), allowed(200)),
     Endpoint("audit", "get", lambda w: ("/api/v1/audit/", None), allowed(200, "admin")),
+    Endpoint("costs-totals", "get", lambda w: ("/api/v1/costs/totals/", None), allowed(200)),
+    Endpoint("costs-budgets", "get", lambda w: ("/api/v1/costs/budgets/", None), allowed(200)),
+    Endpoint("costs-export", "get", lambda w: ("/api/v1/costs/export/?group_by=graph", None), allowed(200)),
+    Endpoint("audit-verify", "get", lambda w: ("/api/v1/audit/verify/", None), allowed(200, "admin")),
+    Endpoint("audit-facets", "get", lambda w: ("/api/v1/audit/facets/", None), allowed(200, "admin")),
+    Endpoint("audit-export", "get", lambda w: ("/api/v1/audit/export/?kind=jsonl", None), allowed(200, "admin")),
+    Endpoint("workers", "get", lambda w: ("/api/v1/workers/", None), allowed(200, "operator", "admin")),
+    # Run alerts are for the graph's owners: builders, its operators (the operators group:
+    # the graph names none), its creator, admins.
+    Endpoint("alerts", "get", lambda w: (f"/api/v1/graphs/{w.approval_version.graph_id}/alerts/", None), allowed(200, "builder", "operator", "admin")),
+    Endpoint(
+        "alerts-set", "put",
+        lambda w: (f"/api/v1/graphs/{w.approval_version.graph_id}/alerts/", {"on_failed": True, "on_parked": False}),
+        allowed(200, "builder", "operator", "admin"),
+    ),
     Endpoint("approvals_mine", "get", lambda w: ("/api/v1/approvals/", None), allowed(200)),
     Endpoint("approvals_all", "get", lambda w: ("/api/v1/approvals/all/", None), allowed(200, "admin")),
     Endpoint("approvals_read", "get", lambda w: (f"/api/v1/approvals/{w.approval_of(w.waiting_run()).pk}/", None), reads()),
@@ -216,6 +231,8 @@ def test_the_matrix_covers_every_api_operation() -> None:
         "graphs_duplicate", "graph_versions_restore", "graph_nodes_test", "node_kinds_list", "tools_list",
         "models_list", "expressions_check", "approvals_inbox", "approvals_inbox_counts", "approvals_claim",
         "approvals_claim_many", "approvals_hand_back", "approvals_reassign",
+        "costs_totals", "costs_budgets", "costs_export", "audit_verify", "audit_facets", "audit_export", "workers_list",
+        "graphs_alerts_get", "graphs_alerts_set",
     }  # fmt: skip
     assert operations == covered
 

@@ -53,7 +53,7 @@ def test_anonymous_is_sent_to_the_apps_login_page(client, path):
     assert response["Location"] == f"/accounts/login/?next={path}"
 
 
-@pytest.mark.parametrize(("path", "page"), [("/", "home"), ("/graphs/", "graphs"), ("/runs/", "runs")])
+@pytest.mark.parametrize(("path", "page"), [("/", "home"), ("/graphs/", "graphs"), ("/runs/", "runs"), ("/costs/", "costs")])
 def test_every_signed_in_user_gets_the_page(path, page):
     response = signed_in(make_user("nobody")).get(path)
     assert response.status_code == 200
@@ -67,11 +67,11 @@ def test_every_signed_in_user_gets_the_page(path, page):
 @pytest.mark.parametrize(
     ("groups", "staff", "can"),
     [
-        ((), False, {"build": False, "operate": False, "approve": False, "admin": False}),
-        (("approvers",), False, {"build": False, "operate": False, "approve": True, "admin": False}),
-        (("builders",), False, {"build": True, "operate": False, "approve": False, "admin": False}),
-        (("operators",), False, {"build": False, "operate": True, "approve": False, "admin": False}),
-        ((), True, {"build": True, "operate": True, "approve": True, "admin": True}),
+        ((), False, {"build": False, "operate": False, "approve": False, "admin": False, "audit": False, "workers": False}),
+        (("approvers",), False, {"build": False, "operate": False, "approve": True, "admin": False, "audit": False, "workers": False}),
+        (("builders",), False, {"build": True, "operate": False, "approve": False, "admin": False, "audit": False, "workers": False}),
+        (("operators",), False, {"build": False, "operate": True, "approve": False, "admin": False, "audit": False, "workers": True}),
+        ((), True, {"build": True, "operate": True, "approve": True, "admin": True, "audit": True, "workers": True}),
     ],
 )
 def test_user_can_follows_the_roles(groups, staff, can):
@@ -143,3 +143,21 @@ def test_favicon_is_served_not_a_404() -> None:
     assert icon.status_code == 301 and icon["Location"] == "/static/favicon.svg"
     found = finders.find("favicon.svg")
     assert found and "<svg" in open(found).read()
+
+
+@pytest.mark.parametrize(("path", "page", "groups", "staff"), [
+    ("/audit/", "audit", (), True),
+    ("/workers/", "workers", (), True),
+    ("/workers/", "workers", ("operators",), False),
+])
+def test_report_pages_open_for_their_roles(path, page, groups, staff):
+    response = signed_in(make_user("u", *groups, staff=staff)).get(path)
+    assert response.status_code == 200 and context_of(response)["page"] == page
+
+
+@pytest.mark.parametrize(("path", "groups"), [("/audit/", ("builders", "operators", "approvers")), ("/workers/", ("builders", "approvers"))])
+def test_report_pages_refuse_other_roles_with_a_page_that_says_who_may(path, groups):
+    response = signed_in(make_user("u", *groups)).get(path)
+    assert response.status_code == 403
+    ctx = context_of(response)
+    assert ctx["page"] == "forbidden" and ctx["props"]["who"].startswith("administrators")

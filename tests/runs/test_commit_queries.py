@@ -66,9 +66,9 @@ def test_fast_path_commits_are_seen_by_execute_wrappers():
     run.refresh_from_db()
     assert run.status == "succeeded" and run.state["x"] == n
     fenced = fastpath_postgresql.COMMIT_SQL if connection.vendor == "postgresql" else fastpath_sqlite.RUN_SQL
-    # t0 .. t5 each commit with their single successor through the fast path (the start's
-    # commit has no snapshot yet and the end's ends the run: both take the portable path).
-    assert seen.count(fenced) == n, [s[:60] for s in seen]
+    # The start step and t0 .. t5 each commit with their single successor through the fast
+    # path (the end's commit ends the run: the portable path).
+    assert seen.count(fenced) == n + 1, [s[:60] for s in seen]
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="prepared statements are PostgreSQL's")
@@ -86,13 +86,14 @@ def test_fast_path_commit_is_prepared_once_per_connection():
     assert connection.connection is session
     with connection.cursor() as cursor:  # the session the commits ran on
         cursor.execute(
-            "SELECT generic_plans + custom_plans FROM pg_prepared_statements WHERE statement LIKE %s",
+            "SELECT strpos(statement, 'new_step AS') > 0, generic_plans + custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE %s ORDER BY 1",
             ["%locked_run AS (%"],
         )
         rows = cursor.fetchall()
-    # One prepared statement, executed by every fast-path commit of the run (t0 .. t7):
-    # parsed once, not once per commit.
-    assert rows == [(n,)], rows
+    # The commit statement, executed by every fast-path commit of the run (start, t0 ..
+    # t7): parsed once, not once per commit; and the end step's, once.
+    assert rows == [(False, 1), (True, n + 1)], rows
 
 
 def test_fast_path_falls_back_when_the_run_changed_underneath():
@@ -102,7 +103,7 @@ def test_fast_path_falls_back_when_the_run_changed_underneath():
     with engine.local_mode() as queue:
         run = run_start(version=version, run_input={})
     claimed = engine.step_claim(queue.popleft(), "w:1:1")
-    outcome = engine.step_commit(claimed, engine.execute_node(claimed))  # slow path; keeps t0 with a snapshot
+    outcome = engine.step_commit(claimed, engine.execute_node(claimed))  # keeps t0 with a snapshot
     kept = outcome.next_step
     assert kept.snapshot is not None
     Run.objects.filter(pk=run.pk).update(version=kept.snapshot.version + 5)  # someone else wrote the run

@@ -111,3 +111,28 @@ def not_json(args: NotJsonArgs, ctx: ToolContext) -> object:
 def fails_with_odd_details(args: NotJsonArgs, ctx: ToolContext) -> object:
     """A tool whose NodeError carries bytes and NaN in its details, and a NUL in its message."""
     raise NodeError("upstream said \x00 no", code="upstream", retryable=False, details={"raw": b"\x00\x01", "score": float("nan")})
+
+
+class SessionArgs(BaseModel):
+    label: str = "session"
+
+
+# Raw connections this process has reported, kept alive so that id() stays unique.
+_reported: list[object] = []
+
+
+@tool("db_session", description="Record which database session this step ran on (tests).", repeat_safe=True)
+def db_session(args: SessionArgs, ctx: ToolContext) -> dict:
+    """Record the worker pid and its database session: the server's backend pid on
+    PostgreSQL, the driver connection's identity on SQLite."""
+    from django.db import connection
+
+    connection.ensure_connection()
+    if connection.vendor == "postgresql":
+        session = connection.connection.execute("SELECT pg_backend_pid()").fetchone()[0]
+    else:
+        _reported.append(connection.connection)
+        session = id(connection.connection)
+    with open(effects_path(), "a") as fh:
+        fh.write(json.dumps({"label": args.label, "key": ctx.idempotency_key, "pid": os.getpid(), "session": session}) + "\n")
+    return {"label": args.label}

@@ -7,6 +7,8 @@ export interface UserCan {
   operate: boolean; // start, cancel, resume, retry, fork runs (operators, staff)
   approve: boolean; // decide approvals (approvers, graph-named approvers, staff)
   admin: boolean; // Django admin, provider credentials (staff)
+  audit?: boolean; // the audit log (staff)
+  workers?: boolean; // the workers page (staff, operators)
 }
 
 export interface PageUser {

@@ -2,6 +2,7 @@
 import { useEffect, useState } from "react";
 import { usePageContext } from "../lib/context";
 import { formatDateTime } from "../shell/format";
+import { AlertsDialog } from "../shell/AlertsDialog";
 import { DeleteDialog, DuplicateDialog, ImportButton, ImportFeedback, NewGraphDialog, type ImportFailure } from "../shell/GraphDialogs";
 import { exportGraph, type ImportResult } from "../shell/graphActions";
 import { graphUrl } from "../shell/graphLinks";
@@ -21,11 +22,13 @@ function useDebounced<T>(value: T, ms: number): T {
   return out;
 }
 
-type Dialog = { kind: "new" } | { kind: "duplicate"; graph: GraphSummary } | { kind: "delete"; graph: GraphSummary } | null;
+type Dialog = { kind: "new" } | { kind: "duplicate"; graph: GraphSummary } | { kind: "delete"; graph: GraphSummary } | { kind: "alerts"; graph: GraphSummary } | null;
 
 export default function GraphList() {
   const ctx = usePageContext();
   const canBuild = ctx.user?.can.build ?? false;
+  // Run alerts are for a graph's owners: builders, operators, its creator (the server checks again).
+  const mayAlert = (g: GraphSummary) => canBuild || (ctx.user?.can.operate ?? false) || g.created_by === ctx.user?.username;
   const initial = new URLSearchParams(window.location.search);
   const [search, setSearch] = useState(initial.get("search") ?? "");
   const [pageNo, setPageNo] = useState(1);
@@ -116,6 +119,9 @@ export default function GraphList() {
                   <td>{formatDateTime(g.updated_at)}</td>
                   <td>{g.created_by ?? "—"}</td>
                   <td className="row-actions">
+                    {mayAlert(g) ? (
+                      <button type="button" className="btn btn-small" onClick={() => setDialog({ kind: "alerts", graph: g })} aria-label={`Email alerts for ${g.name}`}>Alerts</button>
+                    ) : null}
                     <button type="button" className="btn btn-small" onClick={() => void onExport(g)} aria-label={`Export ${g.name}`}>Export</button>
                     {canBuild ? (
                       <>
@@ -138,6 +144,7 @@ export default function GraphList() {
         </nav>
       ) : null}
       {dialog?.kind === "new" ? <NewGraphDialog onClose={() => setDialog(null)} /> : null}
+      {dialog?.kind === "alerts" ? <AlertsDialog graphId={dialog.graph.id} graphName={dialog.graph.name} onClose={() => setDialog(null)} /> : null}
       {dialog?.kind === "duplicate" ? (
         <DuplicateDialog graph={dialog.graph} onClose={() => setDialog(null)} onDone={(copy) => {
           setDialog(null);

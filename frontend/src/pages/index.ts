@@ -12,6 +12,10 @@ export const pages: Record<string, PageComponent> = {
   run: lazy(() => import("./RunPage")),
   approvals: lazy(() => import("./Approvals")),
   placeholder: lazy(() => import("./Placeholder")),
+  costs: lazy(() => import("./Costs")),
+  audit: lazy(() => import("./Audit")),
+  workers: lazy(() => import("./Workers")),
+  forbidden: lazy(() => import("./Forbidden")),
   builder: lazy(() => import("../builder/BuilderPage")),
 };
 

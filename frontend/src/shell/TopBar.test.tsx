@@ -16,6 +16,21 @@ describe("TopBar", () => {
     expect(screen.getByRole("link", { name: "Admin" }).getAttribute("href")).toBe("/admin/");
   });
 
+  it("shows Costs to everyone, Audit to staff and Workers to staff and operators", () => {
+    const { unmount } = renderWith(<TopBar path="/costs/" />, makeContext({ approve: true }));
+    const nav = screen.getByRole("navigation", { name: "Main" });
+    expect(within(nav).getByRole("link", { name: "Costs" }).getAttribute("aria-current")).toBe("page");
+    expect(within(nav).queryByRole("link", { name: "Audit" })).toBeNull();
+    expect(within(nav).queryByRole("link", { name: "Workers" })).toBeNull();
+    unmount();
+    const { unmount: gone } = renderWith(<TopBar path="/" />, makeContext({ operate: true, workers: true }));
+    expect(screen.getByRole("link", { name: "Workers" }).getAttribute("href")).toBe("/workers/");
+    expect(screen.queryByRole("link", { name: "Audit" })).toBeNull();
+    gone();
+    renderWith(<TopBar path="/audit/" />, makeContext({ admin: true, audit: true, workers: true }));
+    expect(screen.getByRole("link", { name: "Audit" }).getAttribute("aria-current")).toBe("page");
+  });
+
   it("marks the current section", () => {
     renderWith(<TopBar path="/runs/12/" />, makeContext({}));
     expect(screen.getByRole("link", { name: "Runs" }).getAttribute("aria-current")).toBe("page");

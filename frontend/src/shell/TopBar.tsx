@@ -1,4 +1,4 @@
-// The top bar on every page of a signed-in user: logo -> home, Graphs, Runs, Approvals (with the count waiting), Admin (staff), user menu.
+// The top bar on every page of a signed-in user: logo -> home, Graphs, Runs, Approvals (with the count waiting), Costs, Audit (staff), Workers (staff, operators), Admin (staff), user menu.
 import { useEffect, useRef, useState } from "react";
 import { api } from "../lib/api";
 import { usePageContext } from "../lib/context";
@@ -47,6 +47,9 @@ export function TopBar({ path = window.location.pathname }: { path?: string }) {
     { href: urls.graphs ?? "/graphs/", label: "Graphs" },
     { href: urls.runs ?? "/runs/", label: "Runs" },
     { href: urls.approvals ?? "/approvals/", label: "Approvals" },
+    { href: urls.costs ?? "/costs/", label: "Costs" },
+    ...(user.can.audit ? [{ href: urls.audit ?? "/audit/", label: "Audit" }] : []),
+    ...(user.can.workers ? [{ href: urls.workers ?? "/workers/", label: "Workers" }] : []),
   ];
   const current = activeSection(path, links);
   return (

@@ -1,4 +1,4 @@
-import { formatCost, formatDuration, formatTokens, formatUsd, statusLabel, statusTone } from "./format";
+import { formatCost, formatDuration, formatSpend, formatTokens, formatUsd, statusLabel, statusTone } from "./format";
 
 describe("format", () => {
   it("formats durations at each scale and dashes missing ends", () => {
@@ -32,5 +32,19 @@ describe("format", () => {
     expect(statusTone("failed")).toBe("bad");
     expect(statusTone("running")).toBe("busy");
     expect(statusTone("parked")).toBe("wait");
+  });
+});
+
+describe("formatSpend", () => {
+  it("says unknown when no attempt has a price, never $0", () => {
+    expect(formatSpend("0.000000", 2, 2)).toBe("unknown");
+    expect(formatSpend("0", 1, 1)).not.toContain("$0");
+  });
+  it("adds unknown to a priced sum that leaves attempts out", () => {
+    expect(formatSpend("0.0125", 1, 3)).toBe("$0.0125 + unknown");
+  });
+  it("is formatUsd when every attempt is priced", () => {
+    expect(formatSpend("1.5", 0, 4)).toBe(formatUsd("1.5"));
+    expect(formatSpend("0", 0, 0)).toBe("$0");
   });
 });

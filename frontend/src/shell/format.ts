@@ -32,6 +32,17 @@ export function formatUsd(value: string | number | null | undefined): string {
   return `$${Number(n.toPrecision(4)).toString()}`;
 }
 
+/**
+ * Spend from the cost reports, where some attempts may have no known price: their cost is
+ * unknown, never $0. ``usd`` is the priced sum; ``unpriced`` how many of ``attempts`` are
+ * unpriced. All unpriced: "unknown"; some: "$0.012 + unknown"; none: ``formatUsd(usd)``.
+ */
+export function formatSpend(usd: string | number | null | undefined, unpriced = 0, attempts = 0): string {
+  if (unpriced > 0 && unpriced >= attempts) return "unknown";
+  if (unpriced > 0) return `${formatUsd(usd)} + unknown`;
+  return formatUsd(usd);
+}
+
 /** 12345 -> "12,345 tokens", 1 -> "1 token"; "—" for null. */
 export function formatTokens(tokens: number | null | undefined): string {
   if (tokens === null || tokens === undefined) return "—";

@@ -106,6 +106,74 @@ def test_fenced_commit_writes_output_state_successor_and_events(store_path):
     assert Run.objects.get(pk=run.pk).status == RunStatus.SUCCEEDED
 
 
+def test_start_and_end_steps_commit_through_the_sequential_path(store_path):
+    # The per-run fixed cost (issue 11): the start step's first claim leaves a snapshot,
+    # and the end step's commit finishes the run, both through the path under test.
+    finished = []
+
+    def on_finished(sender, run, status, **kwargs):
+        finished.append((run.pk, status, transaction.get_connection().in_atomic_block))
+
+    from runs.signals import run_finished
+
+    run_finished.connect(on_finished)
+    try:
+        run, start_id = started(linear("a"))
+        claimed = engine.step_claim(start_id, W)
+        assert claimed.snapshot is not None and claimed.snapshot.version == version(run)
+        with engine.local_mode() as queue, CaptureQueriesContext(connection) as queries:
+            first = engine.step_commit(claimed, NodeResult())
+        store_path.assert_took(queries)
+        assert first.committed and first.next_step is not None and not queue
+        a = first.next_step
+        end = engine.step_commit(a, engine.execute_node(a)).next_step
+        assert end is not None and end.node_id == "end" and end.snapshot is not None
+        mark = last_event_id(run)
+        with engine.local_mode() as queue, CaptureQueriesContext(connection) as queries:
+            done = engine.step_commit(end, engine.execute_node(end))
+        store_path.assert_took(queries)
+    finally:
+        run_finished.disconnect(on_finished)
+    assert done.committed and done.run_status == RunStatus.SUCCEEDED and done.next_step is None and not queue
+    assert done.dispatch == []
+    fresh = Run.objects.get(pk=run.pk)
+    assert fresh.status == RunStatus.SUCCEEDED and fresh.finished_at is not None and fresh.error is None
+    assert fresh.state["a"] == 1 and fresh.step_count == 3
+    row = step(run, "end")
+    assert (row.status, row.lease_owner, row.lease_expires_at) == (StepStatus.SUCCEEDED, "", None)
+    assert list(StepAttempt.objects.filter(step=row).values_list("number", "status")) == [(1, AttemptStatus.SUCCEEDED)]
+    events = list(RunEvent.objects.filter(run=run, id__gt=mark).order_by("id").values_list("kind", "step_id", "data"))
+    assert [(k, s) for k, s, _ in events] == [(RunEventKind.STEP_SUCCEEDED, row.pk), (RunEventKind.RUN_SUCCEEDED, row.pk)]
+    assert events[1][2] == {"cancelled_steps": []}
+    assert finished == [(run.pk, RunStatus.SUCCEEDED, True)]  # sent inside the commit's transaction
+
+
+def test_an_end_step_with_a_stale_snapshot_or_lease_finishes_nothing_twice(store_path):
+    # Lease lost (recovery gave the step to W2), snapshot still current: nothing is written.
+    lost, lost_start = started(linear())
+    end = engine.step_commit(engine.step_claim(lost_start, W), NodeResult()).next_step
+    assert end is not None and end.snapshot is not None and end.snapshot.version == version(lost)
+    Step.objects.filter(pk=end.step_id).update(lease_owner=W2)
+    mark = last_event_id(lost)
+    assert not engine.step_commit(end, engine.execute_node(end)).committed
+    assert Run.objects.get(pk=lost.pk).status == RunStatus.RUNNING and kinds(lost, mark) == []
+
+    run, start_id = started(linear())
+    first = engine.step_commit(engine.step_claim(start_id, W), NodeResult())
+    end = first.next_step
+    assert end is not None and end.node_id == "end" and end.snapshot is not None
+    # Another writer moved the run: the fast path's version check fails, the portable
+    # path re-reads the run and finishes it once.
+    Run.objects.filter(pk=run.pk).update(version=end.snapshot.version + 3)
+    done = engine.step_commit(end, engine.execute_node(end))
+    assert done.committed and done.run_status == RunStatus.SUCCEEDED
+    assert kinds(run).count(RunEventKind.RUN_SUCCEEDED) == 1
+    # The same attempt again (a duplicate): its lease is gone, nothing is written.
+    again = engine.step_commit(end, engine.execute_node(end))
+    assert not again.committed
+    assert kinds(run).count(RunEventKind.RUN_SUCCEEDED) == 1 and kinds(run).count(RunEventKind.STEP_SUCCEEDED) == 2
+
+
 def test_a_stale_lease_writes_nothing(store_path):
     run, start_id = started(linear("a", "b"))
     stale = engine.step_commit(engine.step_claim(start_id, W), NodeResult()).next_step
