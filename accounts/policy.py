@@ -74,7 +74,9 @@ def decider_q(user: Any, *, prefix: str = "") -> Q:
     """Who may decide an approval request, as a filter on ApprovalRequest (``prefix`` ""),
     or on a model reaching it through ``prefix`` (e.g. ``approvals__``). Superusers
     always; else named approvers or members of named groups; when the request names
-    none, the graph's approvers, members of the ``approvers`` group and staff."""
+    none, the graph's approvers, members of the ``approvers`` group and staff. A recovery
+    request (a parked step: retry, skip or fail) is also for the operators of the run's
+    graph (:func:`operates_q`), who act on its runs anyway."""
     if not _active(user):
         return NOTHING
     if user.is_superuser:
@@ -86,7 +88,8 @@ def decider_q(user: Any, *, prefix: str = "") -> Q:
     default = Q(**{f"{prefix}run__graph_version__graph__approvers": user})
     if APPROVERS in names or user.is_staff:
         default = Q()
-    return named | (Q(**{f"{prefix}principals": ""}) & default)
+    operators = Q(**{f"{prefix}purpose": "recovery"}) & operates_q(user, graph_ref=f"{prefix}run__graph_version__graph_id")
+    return named | (Q(**{f"{prefix}principals": ""}) & default) | operators
 
 
 def readable_runs_q(user: Any) -> Q:
@@ -194,6 +197,23 @@ def can_decide(user: Any, request: Any) -> bool:
     if user.is_superuser:
         return True
     return type(request).objects.filter(pk=request.pk).filter(decider_q(user)).exists()
+
+
+def can_reassign(user: Any, request: Any) -> bool:
+    """Whether ``user`` may give approval ``request`` to another user or group: admins and
+    the operators of its run's graph (who own how its runs proceed)."""
+    if not _active(user):
+        return False
+    return is_admin(user) or can_operate_graph(user, request.run.graph_version.graph)
+
+
+def require_reassign(user: Any, request: Any) -> None:
+    """Raise RunHidden unless ``user`` may read the request's run, then ActionNotAllowed
+    unless they may reassign ``request``; each denial audited."""
+    require_read(user, request.run, action="approval.reassign", obj=request)
+    if not can_reassign(user, request):
+        audit_denied(user, request, action="approval.reassign", status=403, run=request.run_id)
+        raise ActionNotAllowed(f"{user.get_username()} may not reassign approval {request.pk}: operators of its graph and admins may")
 
 
 def require_decide(user: Any, request: Any) -> None:

@@ -39,6 +39,18 @@ class ApprovalRequest(models.Model):
     decided_by_name = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     decided_at = models.DateTimeField(null=True, blank=True)
+    # Bumped by every change a person could have decided on the strength of (a claim, a
+    # hand-back, a reassignment, a vote, the decision): a decision carries the version it
+    # was shown and is refused (409) when the row moved on. ``last_change`` says how.
+    version = models.PositiveIntegerField(default=1)
+    last_change = models.CharField(max_length=300, blank=True, default="")
+    claimed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    claimed_by_name = models.CharField(max_length=200, blank=True, default="")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    # Distinct approvals needed (the node's ``quorum``); one rejection rejects.
+    quorum = models.PositiveSmallIntegerField(default=1)
+    reason = models.CharField(max_length=200, blank=True, default="")
+    values = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]
@@ -59,3 +71,22 @@ def principals_text(approvers: list[str], groups: list[str]) -> str:
     """The ``principals`` text of named approvers and groups (empty when none are named)."""
     names = [f"user:{u}" for u in approvers] + [f"group:{g}" for g in groups]
     return "|" + "|".join(names) + "|" if names else ""
+
+
+class ApprovalVote(models.Model):
+    """One person's approval towards a request's quorum (a rejection decides at once and
+    is recorded on the request). One vote per person and request."""
+
+    request = models.ForeignKey(ApprovalRequest, on_delete=models.CASCADE, related_name="votes")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    user_name = models.CharField(max_length=200)
+    decision = models.CharField(max_length=16)
+    comment = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["request", "user_name"], name="approval_one_vote_per_person")]
+
+    def __str__(self) -> str:
+        return f"{self.user_name} {self.decision} approval {self.request_id}"

@@ -1,14 +1,17 @@
 """The approval node kind: pause the run as a row until a person decides, then route by the decision."""
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
+from jsonschema.exceptions import SchemaError
+from jsonschema.validators import Draft202012Validator
 from pydantic import Field
 
 from runs.expressions import ExpressionError
 from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult, Wait
-from runs.nodes.shared import check_template, expression_names
+from runs.nodes.shared import STATE_KEY_PATTERN, check_template, expression_names
 from runs.templating import render_template
 
 # The handles of an approval node: a decision takes exactly one.
@@ -25,6 +28,19 @@ class ApprovalConfig(NodeConfig):
     approvers: list[str] = Field(default_factory=list, title="Approvers", description="Usernames who may decide; leave empty for anyone with the approver role.")
     approver_groups: list[str] = Field(default_factory=list, title="Approver groups", description="Groups whose members may decide.")
     output_key: str = Field("approval", title="Output state key", description="The state key the decision is written to.")
+    quorum: int = Field(1, ge=1, le=20, title="Approvals needed", description="Distinct people who must approve; one rejection rejects.")
+    starter_counts: bool = Field(
+        False, title="Starter counts", description="With two or more approvals needed: whether the person who started the run may be one of them."
+    )
+    reject_reasons: list[str] = Field(
+        default_factory=list, max_length=20, title="Rejection reasons",
+        description="Reasons a rejection must choose from (written to the output as 'reason', so a condition can route on it); empty = free text only.",
+    )  # fmt: skip
+    edit_schema: dict[str, Any] | None = Field(
+        None, title="Editable values",
+        description="A JSON Schema (type object) of state keys the approver may change when approving; leave empty for none.",
+    )  # fmt: skip
+    show_keys: list[str] = Field(default_factory=list, title="State shown", description="State keys shown to the approver; empty = the whole state.")
 
 
 class ApprovalNode(NodeKind[ApprovalConfig]):
@@ -44,11 +60,21 @@ class ApprovalNode(NodeKind[ApprovalConfig]):
         return {REJECTED}
 
     def writes(self, config: ApprovalConfig) -> set[str]:
-        return {config.output_key}
+        return {config.output_key} | set(editable_keys(config))
 
     def check(self, node_id: str, config: ApprovalConfig, known_names: set[str]) -> list[Issue]:
-        """The prompt template parses and names only known variables."""
-        return check_template(node_id, "config.prompt", config.prompt, known_names)
+        """The prompt template parses and names only known variables; rejection reasons
+        are distinct non-empty short texts; ``edit_schema`` is a valid JSON Schema of type
+        object whose properties are state-key names."""
+        issues = check_template(node_id, "config.prompt", config.prompt, known_names)
+        for i, reason in enumerate(config.reject_reasons):
+            if not reason.strip() or len(reason) > 100:
+                issues.append(Issue(node_id, f"config.reject_reasons[{i}]", "a reason is 1 to 100 characters", "invalid_reason"))
+        if len(set(config.reject_reasons)) != len(config.reject_reasons):
+            issues.append(Issue(node_id, "config.reject_reasons", "reasons must be distinct", "invalid_reason"))
+        if config.edit_schema is not None:
+            issues.extend(_check_edit_schema(node_id, config.edit_schema))
+        return issues
 
     def execute(self, config: ApprovalConfig, ctx: NodeContext) -> NodeResult:
         """Render the prompt and wait. Raises NodeError(code="template", not retryable)."""
@@ -56,7 +82,7 @@ class ApprovalNode(NodeKind[ApprovalConfig]):
             prompt = render_template(config.prompt, expression_names(ctx))
         except ExpressionError as exc:
             raise NodeError(f"approval prompt: {exc.message}", code="template", retryable=False) from None
-        payload = {"prompt": prompt, "approvers": config.approvers, "approver_groups": config.approver_groups}
+        payload = {"prompt": prompt, "approvers": config.approvers, "approver_groups": config.approver_groups, "quorum": config.quorum}
         return NodeResult(output={"prompt": prompt}, wait=Wait("approval", payload))
 
     def on_wait(self, *, run: Any, step: Any, wait: Wait) -> None:
@@ -71,18 +97,77 @@ class ApprovalNode(NodeKind[ApprovalConfig]):
             payload=wait.payload,
             approvers=wait.payload.get("approvers", []),
             approver_groups=wait.payload.get("approver_groups", []),
-        )
+            quorum=wait.payload.get("quorum", 1),
+        )  # approvals.services emails its approvers once it commits (post_save)
 
     def decision_result(
-        self, config: ApprovalConfig, *, approved: bool, comment: str, by: str, wired_handles: Iterable[str]
+        self,
+        config: ApprovalConfig,
+        *,
+        approved: bool,
+        comment: str,
+        by: str,
+        wired_handles: Iterable[str],
+        reason: str = "",
+        values: dict[str, Any] | None = None,
+        approvers: list[str] | None = None,
     ) -> NodeResult | None:
         """The waiting step's result for a decision: ``{"decision": "approved"|"rejected",
-        "comment", "by"}`` written to ``output_key`` and recorded as the output, routed down
-        the handle of that name. ``wired_handles``: the source handles of the node's
-        outgoing edges. Returns None for a rejection when ``rejected`` is not wired: the
-        run then fails (there is nowhere to go)."""
+        "comment", "by", "reason", "approvers"}`` (plus ``values`` when the approver edited
+        them) written to ``output_key`` and recorded as the output, routed down the handle
+        of that name; edited ``values`` (already checked against ``edit_schema``) are also
+        written to their state keys. ``reason``: the rejection reason (one of
+        ``reject_reasons``, or ""). ``approvers``: everyone whose approval counted (default
+        ``[by]``). ``wired_handles``: the source handles of the node's outgoing edges.
+        Returns None for a rejection when ``rejected`` is not wired: the run then fails
+        (there is nowhere to go)."""
         if not approved and REJECTED not in set(wired_handles):
             return None
         verdict = APPROVED if approved else REJECTED
-        record = {"decision": verdict, "comment": comment, "by": by}
-        return NodeResult(updates={config.output_key: record}, output=record, route=[verdict])
+        record: dict[str, Any] = {"decision": verdict, "comment": comment, "by": by, "reason": reason, "approvers": approvers if approvers is not None else [by]}
+        updates: dict[str, Any] = {}
+        if approved and values:
+            record["values"] = values
+            updates.update(values)
+        updates[config.output_key] = record
+        return NodeResult(updates=updates, output=record, route=[verdict])
+
+
+def editable_keys(config: ApprovalConfig) -> list[str]:
+    """The state keys an approver may edit (the properties of ``edit_schema``), sorted."""
+    props = (config.edit_schema or {}).get("properties")
+    return sorted(props) if isinstance(props, dict) else []
+
+
+def edit_errors(config: ApprovalConfig, values: Any) -> dict[str, list[str]]:
+    """Field errors (``values.<path>`` -> messages) of edited ``values`` against the
+    node's ``edit_schema``; ``{"values": [...]}`` when the node allows no edits or a key
+    is not one of its properties. Empty when the values are acceptable."""
+    if config.edit_schema is None:
+        return {"values": ["this approval does not allow edited values"]}
+    if not isinstance(values, dict):
+        return {"values": ["must be a JSON object"]}
+    allowed = set(editable_keys(config))
+    extra = sorted(set(values) - allowed)
+    if extra:
+        return {"values": [f"not editable here: {', '.join(extra)} (editable: {', '.join(sorted(allowed)) or 'none'})"]}
+    errors: dict[str, list[str]] = {}
+    for err in Draft202012Validator(config.edit_schema).iter_errors(values):
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
+        errors.setdefault(f"values{path}", []).append(err.message)
+    return errors
+
+
+def _check_edit_schema(node_id: str, schema: dict[str, Any]) -> list[Issue]:
+    field = "config.edit_schema"
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        return [Issue(node_id, field, f"not a valid JSON Schema: {exc.message}", "invalid_schema")]
+    props = schema.get("properties")
+    if schema.get("type") != "object" or not isinstance(props, dict) or not props:
+        return [Issue(node_id, field, "must be a schema of type object with at least one property (the state keys an approver may edit)", "invalid_schema")]
+    bad = [k for k in props if not re.match(STATE_KEY_PATTERN, k)]
+    if bad:
+        return [Issue(node_id, field, f"property names must be state-key names: {', '.join(sorted(bad))}", "invalid_schema")]
+    return []

@@ -5,6 +5,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from approvals import preview
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import GATE_DECISIONS, RECOVERY_DECISIONS, user_may_decide
 from builder.serializers import JSONObjectField
@@ -22,6 +23,41 @@ class ApprovalDecideInput(serializers.Serializer):
     decision = serializers.ChoiceField(choices=sorted(GATE_DECISIONS | RECOVERY_DECISIONS))
     comment = serializers.CharField(max_length=5000, required=False, allow_blank=True, default="")
     output = JSONObjectField(required=False, allow_null=True, default=None)
+    version = serializers.CharField(
+        max_length=64, help_text="The request's ``version`` as it was shown; a request that moved on since is refused with 409."
+    )
+    reason = serializers.CharField(max_length=200, required=False, allow_blank=True, default="", help_text="A rejection's reason: one the node declares.")
+    values = JSONObjectField(required=False, allow_null=True, default=None, help_text="Edited state values on an approval (the node's edit_schema).")
+
+
+class ApprovalClaimManyInput(serializers.Serializer):
+    ids = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**63 - 1), min_length=1, max_length=200)
+
+
+class ApprovalReassignInput(serializers.Serializer):
+    """Exactly one of ``to_user`` (a username) or ``to_group`` (a group name)."""
+
+    to_user = serializers.CharField(max_length=150, required=False, allow_null=True, default=None)
+    to_group = serializers.CharField(max_length=150, required=False, allow_null=True, default=None)
+    version = serializers.CharField(max_length=64, required=False, allow_null=True, default=None)
+    comment = serializers.CharField(max_length=5000, required=False, allow_blank=True, default="")
+
+
+class InboxQueryInput(serializers.Serializer):
+    list = serializers.ChoiceField(choices=["assigned", "group", "decided"], default="assigned")
+    q = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class InboxCountsOutput(serializers.Serializer):
+    assigned = serializers.IntegerField()
+    group = serializers.IntegerField()
+    decided = serializers.IntegerField()
+    waiting = serializers.IntegerField(help_text="Assigned to me plus unclaimed group requests: what waits for me.")
+
+
+class ClaimManyOutput(serializers.Serializer):
+    claimed = serializers.ListField(child=serializers.IntegerField())
+    refused = serializers.ListField(child=serializers.DictField())
 
 
 class ApprovalOutput(serializers.Serializer):
@@ -45,6 +81,57 @@ class ApprovalOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
     decided_at = serializers.DateTimeField(allow_null=True)
     may_decide = serializers.SerializerMethodField()
+    version = serializers.SerializerMethodField(help_text="Send it back with a decision: ``<n>:<digest of the next action>``.")
+    last_change = serializers.CharField()
+    claimed_by = serializers.CharField(source="claimed_by_name")
+    claimed_at = serializers.DateTimeField(allow_null=True)
+    quorum = serializers.IntegerField()
+    votes = serializers.SerializerMethodField()
+    reason = serializers.CharField()
+    values = serializers.JSONField(allow_null=True)
+    run_status = serializers.CharField(source="run.status")
+    started_by = serializers.SerializerMethodField()
+    cost_usd = serializers.DecimalField(source="run.cost_usd", max_digits=24, decimal_places=6)
+    budget_usd = serializers.DecimalField(source="run.budget_usd", max_digits=24, decimal_places=6, allow_null=True)
+    next_actions = serializers.SerializerMethodField(help_text="What the run does next if approved: node, kind, arguments rendered from the current state.")
+    state = serializers.SerializerMethodField(help_text="The part of the run's state the gate shows (all of it when it names no keys).")
+    reject_reasons = serializers.SerializerMethodField()
+    edit_schema = serializers.SerializerMethodField()
+    starter_counts = serializers.SerializerMethodField()
+
+    def _config(self, obj: ApprovalRequest) -> Any:
+        cache = self.context.setdefault("_configs", {})
+        if obj.pk not in cache:
+            cache[obj.pk] = preview.gate_config(obj)
+        return cache[obj.pk]
+
+    def get_version(self, obj: ApprovalRequest) -> str:
+        return preview.version_token(obj)
+
+    def get_votes(self, obj: ApprovalRequest) -> list[dict[str, Any]]:
+        return [{"by": v.user_name, "decision": v.decision, "comment": v.comment, "at": v.created_at.isoformat()} for v in obj.votes.all()]
+
+    def get_started_by(self, obj: ApprovalRequest) -> str:
+        user = obj.run.created_by
+        return user.get_username() if user is not None else ""
+
+    def get_next_actions(self, obj: ApprovalRequest) -> list[dict[str, Any]]:
+        return preview.next_actions(obj)
+
+    def get_state(self, obj: ApprovalRequest) -> dict[str, Any]:
+        return preview.shown_state(obj)
+
+    def get_reject_reasons(self, obj: ApprovalRequest) -> list[str]:
+        config = self._config(obj)
+        return list(config.reject_reasons) if config is not None else []
+
+    def get_edit_schema(self, obj: ApprovalRequest) -> dict[str, Any] | None:
+        config = self._config(obj)
+        return config.edit_schema if config is not None else None
+
+    def get_starter_counts(self, obj: ApprovalRequest) -> bool:
+        config = self._config(obj)
+        return bool(config.starter_counts) if config is not None else True
 
     def get_may_decide(self, obj: ApprovalRequest) -> bool:
         request: Any = self.context.get("request")

@@ -5,11 +5,12 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
+from django.db.models.signals import post_save
 from django.dispatch import receiver
 from django.utils import timezone
 
 from accounts.policy import can_decide, decider_q
-from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.models import ApprovalRequest, ApprovalStatus, principals_text
 from approvals.nodes import APPROVED, REJECTED, ApprovalNode
 from runs.engine import api as engine
 from runs.engine.api import audit, compiled_graph
@@ -36,6 +37,21 @@ class AlreadyDecided(ApprovalError):
         who = request.decided_by_name or "someone"
         super().__init__(f"approval {request.pk} was already {request.status} by {who} at {request.decided_at:%Y-%m-%d %H:%M:%S}")
         self.request = request
+
+
+class Changed(ApprovalError):
+    """The request is not what the decider was shown, or not theirs to act on now (409):
+    ``code`` is ``changed`` (its version moved on: ``last_change`` says how),
+    ``action_changed`` (what approving would do is different now), ``claimed`` (someone
+    else claimed it), ``already_voted`` or ``not_claimed``; ``by``/``at`` name who and when
+    where known. Nothing is decided."""
+
+    def __init__(self, code: str, message: str, *, by: str | None = None, at: Any = None, version: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.by = by
+        self.at = at
+        self.version = version
 
 
 class NotAllowed(ApprovalError):
@@ -69,6 +85,57 @@ def user_may_decide(user: Any, request: ApprovalRequest) -> bool:
     return can_decide(user, request)
 
 
+def _lock(approval_id: int, *, run_lock: bool) -> ApprovalRequest:
+    """The request, row-locked (after its run's row when ``run_lock``: a cancel, a resume
+    and every engine commit take the run's lock first, so taking them in that order here
+    never deadlocks). Raises ApprovalRequest.DoesNotExist."""
+    if run_lock:
+        run_id = ApprovalRequest.objects.values_list("run_id", flat=True).get(pk=approval_id)
+        engine.run_lock(run_id)
+    return ApprovalRequest.objects.select_for_update().select_related("run__graph_version__graph").get(pk=approval_id)
+
+
+def _bump(request: ApprovalRequest, change: str, **fields: Any) -> None:
+    """Move the request to its next version with ``fields`` set (under its row lock)."""
+    fields.update(version=request.version + 1, last_change=change[:300])
+    ApprovalRequest.objects.filter(pk=request.pk, version=request.version).update(**fields)
+    for key, value in fields.items():
+        setattr(request, key, value)
+
+
+def _when(at: Any) -> str:
+    return f" at {at:%Y-%m-%d %H:%M:%S} UTC" if at else ""
+
+
+def _check_current(request: ApprovalRequest, user: Any, version: str | None) -> None:
+    """Refuse (AlreadyDecided, Changed) a decision on a request that moved on from what the
+    decider was shown (``version``: the token they were shown; None = trusted, current)."""
+    from approvals.preview import action_digest
+
+    if request.status != ApprovalStatus.PENDING:
+        raise AlreadyDecided(request)
+    mine = user is not None and request.claimed_by_id == getattr(user, "pk", None)
+    if request.claimed_by_id is not None and user is not None and not mine:
+        raise Changed(
+            "claimed", f"approval {request.pk} is claimed by {request.claimed_by_name}{_when(request.claimed_at)}; only they may decide it unless they hand it back",
+            by=request.claimed_by_name, at=request.claimed_at,
+        )  # fmt: skip
+    if version is None:
+        return
+    shown, _, digest = version.partition(":")
+    if shown != str(request.version):
+        raise Changed(
+            "changed", f"approval {request.pk} changed since you saw it: {request.last_change or 'it was updated'}. Look at it again before deciding.",
+            version=f"{request.version}:{action_digest(request)}",
+        )  # fmt: skip
+    current = action_digest(request)
+    if digest != current:
+        raise Changed(
+            "action_changed", f"what approval {request.pk} would do next changed since you saw it (the run's state moved on). Look at it again before deciding.",
+            version=f"{request.version}:{current}",
+        )  # fmt: skip
+
+
 def approval_decide(
     *,
     approval_id: int,
@@ -77,63 +144,226 @@ def approval_decide(
     actor: str | None = None,
     comment: str = "",
     output: dict[str, Any] | None = None,
+    version: str | None = None,
+    reason: str = "",
+    values: dict[str, Any] | None = None,
 ) -> ApprovalRequest:
-    """Decide an approval request in ONE transaction: record, resume the run, audit (with
-    the request's ``node_id`` and the run's ``status_before``/``status_after``).
+    """Decide (or vote on) an approval request in ONE transaction: record, resume the run,
+    audit (with the request's ``node_id`` and the run's ``status_before``/``status_after``).
 
     ``decision``: ``approve``/``reject`` for a gate; ``retry``/``skip``/``fail`` for a
     recovery request (``output``: the skipped step's state updates, or for an agent's tool
-    call the result the model is given). ``user`` is the
-    deciding Django user (permission checked); ``user=None`` with ``actor`` is a trusted
-    operator (the ``approve`` command). Successor steps are handed to the queue after the
-    commit. Raises AlreadyDecided, NotAllowed, BadDecision, ApprovalRequest.DoesNotExist;
+    call the result the model is given). ``version``: the token (``"<n>:<digest>"``,
+    approvals.preview.version_token) of the request as the decider saw it; a request
+    that moved on since (claimed, handed back, reassigned, voted on, decided) or whose
+    next action changed is refused (Changed / AlreadyDecided, 409) and nothing is
+    decided. None (trusted callers: the ``approve`` command) decides what is current.
+    A gate with ``quorum`` N needs N distinct approvals (each one a vote, audited
+    ``approval.vote``, until the last decides); one rejection rejects; with N >= 2 the
+    run's starter is refused unless the node's ``starter_counts``. ``reason``: for a
+    rejection, one of the node's ``reject_reasons`` (required when it declares any).
+    ``values``: edited state values on an approval, checked against the node's
+    ``edit_schema`` (a change of values clears earlier votes: they approved other values).
+    ``user`` is the deciding Django user (permission checked); ``user=None`` with ``actor``
+    is a trusted operator. Successor steps are handed to the queue after the commit.
+    Raises AlreadyDecided, Changed, NotAllowed, BadDecision, ApprovalRequest.DoesNotExist;
     runs.engine.api.StateWriteRefused when a skip's ``output`` writes a key the graph does
     not know, holds a value JSON cannot carry, or would pass the state size limit
     (nothing is recorded then).
     """
+    from approvals.nodes import edit_errors
+    from approvals.preview import gate_config
+
     name = actor or (user.get_username() if user is not None else "system")
     if "\x00" in comment:
         # PostgreSQL stores no NUL in text or jsonb: refuse it here, never as a database error.
         raise BadDecision("comment: a NUL character (\\u0000) cannot be stored", field="comment")
     with transaction.atomic():
-        request = ApprovalRequest.objects.select_related("run__graph_version__graph").get(pk=approval_id)
-        # The run's row lock first, as a cancel, a resume and every engine commit take it:
-        # a cancel holding it closes this request, and taking the request's row before
-        # the run's here was a deadlock on PostgreSQL (a 500 for one of the two).
-        engine.run_lock(request.run_id)
+        request = _lock(approval_id, run_lock=True)
         allowed = GATE_DECISIONS if request.purpose == "gate" else RECOVERY_DECISIONS
         if decision not in allowed:
             raise BadDecision(f"decision must be one of {sorted(allowed)} for a {request.purpose} request, not '{decision}'")
         if user is not None and not user_may_decide(user, request):
             raise NotAllowed(f"{name} may not decide approval {request.pk}")
+        _check_current(request, user, version)
+        config = gate_config(request)
+        approvers: list[str] = [name]
+        if config is not None:
+            if decision == "reject":
+                if config.reject_reasons and reason not in config.reject_reasons:
+                    raise BadDecision(f"reason must be one of {config.reject_reasons}", field="reason")
+                if not config.reject_reasons and reason:
+                    raise BadDecision("this approval declares no rejection reasons: put the reason in the comment", field="reason")
+            elif reason:
+                raise BadDecision("a reason goes with a rejection only", field="reason")
+            if values is not None and decision == "approve":
+                errors = edit_errors(config, values)
+                if errors:
+                    field, messages = next(iter(errors.items()))
+                    raise BadDecision(f"{field}: {messages[0]}", field=field)
+            elif values is not None:
+                raise BadDecision("edited values go with an approval only", field="values")
+            if decision == "approve":
+                starter = request.run.created_by_id
+                if config.quorum > 1 and not config.starter_counts and user is not None and starter is not None and starter == user.pk:
+                    raise NotAllowed(f"{name} started run {request.run_id}; the starter does not count towards this approval's {config.quorum} approvals")
+                if request.votes.filter(user_name=name).exists():
+                    raise Changed("already_voted", f"{name} already approved approval {request.pk}; it needs {request.quorum} distinct approvals", by=name)
+                if values is not None and values != (request.values or {}):
+                    request.votes.all().delete()  # they approved other values
+                    request.values = values
+                    ApprovalRequest.objects.filter(pk=request.pk).update(values=values)
+                votes = list(request.votes.values_list("user_name", flat=True))
+                if len(votes) + 1 < request.quorum:
+                    request.votes.create(user=_real(user), user_name=name, decision="approve", comment=comment)
+                    _bump(request, f"approved by {name} ({len(votes) + 1} of {request.quorum})")
+                    audit(
+                        name, "approval.vote", request, actor_type="user" if user is not None else "operator",
+                        run=request.run_id, comment=comment, node_id=request.node_id, votes=len(votes) + 1, quorum=request.quorum,
+                    )  # fmt: skip
+                    request.refresh_from_db()
+                    return request
+                approvers = votes + [name]
+                if request.quorum > 1:
+                    request.votes.create(user=_real(user), user_name=name, decision="approve", comment=comment)
         status = ApprovalStatus.REJECTED if decision in ("reject", "fail") else ApprovalStatus.APPROVED
         now = timezone.now()
-        # Compare-and-set: of two concurrent decisions exactly one moves it off pending.
-        won = ApprovalRequest.objects.filter(pk=request.pk, status=ApprovalStatus.PENDING).update(
+        # Compare-and-set on the version read under the row lock: exactly one decision moves it.
+        won = ApprovalRequest.objects.filter(pk=request.pk, status=ApprovalStatus.PENDING, version=request.version).update(
             status=status,
             decision=decision,
             comment=comment,
-            decided_by=user if user is not None and user.is_authenticated else None,
+            reason=reason,
+            decided_by=_real(user),
             decided_by_name=name,
             decided_at=now,
+            version=request.version + 1,
+            last_change=f"{status} by {name}",
         )
         if not won:
             request.refresh_from_db()
             raise AlreadyDecided(request)
         before = Run.objects.filter(pk=request.run_id).values_list("status", flat=True).first()
-        _resume(request, decision, name, comment, output)  # the engine dispatches after commit
+        _resume(request, decision, name, comment, output, reason=reason, approvers=approvers)  # the engine dispatches after commit
         after = Run.objects.filter(pk=request.run_id).values_list("status", flat=True).first()
         # The run's status before and after the decision, read in this transaction: what
         # the decision did to the run (waiting -> running, or -> failed on a rejection).
         audit(
             name, f"approval.{decision}", request, actor_type="user" if user is not None else "operator",
             run=request.run_id, comment=comment, node_id=request.node_id, status_before=before, status_after=after,
+            **({"reason": reason} if reason else {}), **({"approvers": approvers} if len(approvers) > 1 else {}),
         )  # fmt: skip
     request.refresh_from_db()
     return request
 
 
-def _resume(request: ApprovalRequest, decision: str, name: str, comment: str, output: dict | None) -> list[int]:
+def _real(user: Any) -> Any:
+    return user if user is not None and user.is_authenticated else None
+
+
+def approval_claim(*, approval_id: int, user: Any) -> ApprovalRequest:
+    """Claim a pending request the user may decide: until they hand it back (or it is
+    reassigned) only they may decide it. Claiming one's own claim changes nothing.
+    Raises NotAllowed, AlreadyDecided, Changed (``claimed``: someone else holds it)."""
+    name = user.get_username()
+    with transaction.atomic():
+        request = _lock(approval_id, run_lock=False)
+        if not user_may_decide(user, request):
+            raise NotAllowed(f"{name} may not decide approval {request.pk}, so may not claim it")
+        if request.status != ApprovalStatus.PENDING:
+            raise AlreadyDecided(request)
+        if request.claimed_by_id == user.pk:
+            return request
+        if request.claimed_by_id is not None:
+            raise Changed("claimed", f"approval {request.pk} is already claimed by {request.claimed_by_name}{_when(request.claimed_at)}", by=request.claimed_by_name, at=request.claimed_at)
+        _bump(request, f"claimed by {name}", claimed_by=user, claimed_by_name=name, claimed_at=timezone.now())
+        audit(name, "approval.claim", request, actor_type="user", run=request.run_id, node_id=request.node_id)
+    return request
+
+
+MAX_BULK = 200
+
+
+def approval_claim_many(*, approval_ids: list[int], user: Any) -> dict[str, Any]:
+    """Claim each of ``approval_ids`` (at most MAX_BULK), each in its own transaction, so
+    one refused claim does not undo the others. Returns ``{"claimed": [ids], "refused":
+    [{"id", "code", "message"}]}``."""
+    claimed: list[int] = []
+    refused: list[dict[str, Any]] = []
+    for approval_id in dict.fromkeys(approval_ids):
+        try:
+            approval_claim(approval_id=approval_id, user=user)
+            claimed.append(approval_id)
+        except ApprovalRequest.DoesNotExist:
+            refused.append({"id": approval_id, "code": "not_found", "message": f"approval {approval_id} does not exist"})
+        except ApprovalError as exc:
+            refused.append({"id": approval_id, "code": exc.code, "message": str(exc)})
+    return {"claimed": claimed, "refused": refused}
+
+
+def approval_hand_back(*, approval_id: int, user: Any) -> ApprovalRequest:
+    """Give a claimed request back to everyone who may decide it (its claimer, or an
+    admin). Raises NotAllowed, AlreadyDecided, Changed (``not_claimed``)."""
+    from accounts.roles import is_admin
+
+    name = user.get_username()
+    with transaction.atomic():
+        request = _lock(approval_id, run_lock=False)
+        if request.status != ApprovalStatus.PENDING:
+            raise AlreadyDecided(request)
+        if request.claimed_by_id is None:
+            raise Changed("not_claimed", f"approval {request.pk} is not claimed by anyone")
+        if request.claimed_by_id != user.pk and not is_admin(user):
+            raise NotAllowed(f"approval {request.pk} is claimed by {request.claimed_by_name}; only they or an admin may hand it back")
+        _bump(request, f"handed back by {name}", claimed_by=None, claimed_by_name="", claimed_at=None)
+        audit(name, "approval.hand_back", request, actor_type="user", run=request.run_id, node_id=request.node_id)
+    return request
+
+
+def approval_reassign(
+    *, approval_id: int, user: Any, to_user: str | None = None, to_group: str | None = None, version: str | None = None, comment: str = ""
+) -> ApprovalRequest:
+    """Give a pending request to one user or one group instead of whoever it named (an
+    operator of the run's graph or an admin may: ``accounts.policy.can_reassign``). Clears
+    any claim; earlier approvals towards a quorum stay. The new approvers are emailed.
+    Raises NotAllowed, AlreadyDecided, Changed, BadDecision (``to``: no such user or group,
+    or not exactly one of them given)."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from accounts.policy import can_reassign
+    from approvals.notify import notify_on_commit
+
+    if (to_user is None) == (to_group is None):
+        raise BadDecision("give exactly one of to_user or to_group", field="to_user")
+    if to_user is not None and not get_user_model().objects.filter(username=to_user, is_active=True).exists():
+        raise BadDecision(f"no active user named '{to_user}'", field="to_user")
+    if to_group is not None and not Group.objects.filter(name=to_group).exists():
+        raise BadDecision(f"no group named '{to_group}'", field="to_group")
+    name = user.get_username()
+    target = f"user {to_user}" if to_user is not None else f"group {to_group}"
+    with transaction.atomic():
+        request = _lock(approval_id, run_lock=False)
+        if not can_reassign(user, request):
+            raise NotAllowed(f"{name} may not reassign approval {request.pk}: operators of its graph and admins may")
+        if request.status != ApprovalStatus.PENDING:
+            raise AlreadyDecided(request)
+        if version is not None and version.partition(":")[0] != str(request.version):
+            raise Changed("changed", f"approval {request.pk} changed since you saw it: {request.last_change or 'it was updated'}")
+        approvers = [to_user] if to_user is not None else []
+        groups = [to_group] if to_group is not None else []
+        _bump(
+            request, f"reassigned to {target} by {name}", approvers=approvers, approver_groups=groups,
+            principals=principals_text(approvers, groups), claimed_by=None, claimed_by_name="", claimed_at=None,
+        )  # fmt: skip
+        audit(name, "approval.reassign", request, actor_type="user", run=request.run_id, node_id=request.node_id, to=target, comment=comment)
+        notify_on_commit(request)
+    return request
+
+
+def _resume(
+    request: ApprovalRequest, decision: str, name: str, comment: str, output: dict | None, *, reason: str = "", approvers: list[str] | None = None
+) -> list[int]:
     if decision == "retry":
         return engine.step_requeue_parked(request.step_id, actor=name)
     if decision == "fail":
@@ -152,6 +382,9 @@ def _resume(request: ApprovalRequest, decision: str, name: str, comment: str, ou
         approved=approved,
         comment=comment,
         by=name,
+        reason=reason,
+        values=request.values if approved else None,
+        approvers=approvers,
         wired_handles=[e.source_handle or "" for e in topology.out_edges.get(request.node_id, [])],
     )
     if result is None:
@@ -178,6 +411,15 @@ def recovery_request_create(*, run: Any, step: Any, reason: str) -> ApprovalRequ
         prompt=f"Step '{step.node_id}' (attempt {step.attempt}) was {reason}. Retry it, {skip}, or fail the run?",
         payload=payload,
     )
+
+
+@receiver(post_save, sender=ApprovalRequest)
+def _email_approvers_of_new_gate(sender: Any, instance: ApprovalRequest, created: bool, **kwargs: Any) -> None:
+    # A gate's approvers hear of it once the commit that asked them lands.
+    if created and instance.purpose == "gate":
+        from approvals.notify import notify_on_commit
+
+        notify_on_commit(instance)
 
 
 @receiver(run_finished)

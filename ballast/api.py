@@ -83,7 +83,7 @@ def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
 def _translate(exc: Exception) -> Exception:
     """Map service exceptions to API errors (anything unknown stays as it is)."""
     from accounts.policy import ActionNotAllowed, RunHidden
-    from approvals.services import AlreadyDecided, BadDecision, NotAllowed
+    from approvals.services import AlreadyDecided, BadDecision, Changed, NotAllowed
     from builder.services import GraphInvalid
     from runs.engine.api import RunNotFound, StateWriteRefused, StepStateError
     from runs.services import RunInputInvalid
@@ -104,6 +104,8 @@ def _translate(exc: Exception) -> Exception:
             decided_at=req.decided_at.isoformat() if req.decided_at else None,
             status=req.status,
         )
+    if isinstance(exc, Changed):
+        return conflict(exc.code, str(exc), by=exc.by, at=exc.at.isoformat() if exc.at else None, version=exc.version)
     if isinstance(exc, RunHidden):
         return exceptions.NotFound()
     if isinstance(exc, (NotAllowed, ActionNotAllowed)):

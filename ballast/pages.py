@@ -58,6 +58,7 @@ def page_context(request: HttpRequest, page: str, *, title: str, props: dict[str
             "home": reverse("home"),
             "graphs": reverse("graphs-page"),
             "runs": reverse("runs-page"),
+            "approvals": reverse("approvals-page"),
             "costs": reverse("costs-page"),
             "audit": reverse("audit-page"),
             "workers": reverse("workers-page"),

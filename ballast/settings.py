@@ -238,7 +238,7 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 EMAIL_BACKEND = os.environ.get("BALLAST_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("BALLAST_FROM_EMAIL", "ballast@localhost")
-# Where people reach this Ballast: the links in the emails it sends (run alerts).
+# Where people reach this Ballast: the links in the emails it sends (run alerts, approval requests) start with it.
 BALLAST_PUBLIC_URL = os.environ.get("BALLAST_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 
 # API: token auth first so an anonymous request gets 401 with WWW-Authenticate; session

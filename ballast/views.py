@@ -59,6 +59,25 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 @login_required
+def approval_inbox(request: HttpRequest, approval_id: int | None = None) -> HttpResponse:
+    """``/approvals/`` and ``/approvals/<id>/`` (the link in approval emails): the inbox,
+    opened on one request. Reading it never decides: GET and HEAD only render the page;
+    a decision is the page's signed-in POST to the API with CSRF. 404 for a request the
+    user may not read (audited)."""
+    props: dict[str, Any] = {}
+    if approval_id is not None:
+        from approvals.models import ApprovalRequest
+
+        approval = get_object_or_404(ApprovalRequest.objects.select_related("run"), pk=approval_id)
+        try:
+            policy.require_read(request.user, approval.run, action="approval.page", obj=approval)
+        except policy.RunHidden:
+            raise Http404("No such approval.") from None
+        props["approvalId"] = approval.pk
+    return render_page(request, "approvals", title="Approvals", props=props)
+
+
+@login_required
 def costs(request: HttpRequest) -> HttpResponse:
     """``/costs/``: spend by day, graph, node and model, the costliest runs and steps,
     retries and crash re-runs apart, budgets, CSV export (runs the user may read)."""

@@ -29,6 +29,7 @@ CASES = {
     "profile": "pyinstrument profile of the in-process linear case, grouped by library",
     "langgraph": "the linear and fan-out graphs in LangGraph with PostgresSaver, durability 'sync'",
     "dbos": "the linear and fan-out graphs as DBOS steps in a workflow",
+    "statesize": "a chain with a 1 KB and a 1 MB state (a node updating one small key): ms and WAL bytes per node",
     "builder": "the builder in headless Chromium: 300-node graph open to interactive, drag frame times, script sizes",
     "fixed": "per-run fixed cost (start -> end) in-process and through a qcluster, worker connections kept vs per task",
 }
@@ -142,6 +143,7 @@ def run_case(args: argparse.Namespace) -> int:
         "langgraph": compare.case_langgraph,
         "dbos": compare.case_dbos,
         "builder": browser.case_builder,
+        "statesize": cases.case_state_size,
         "fixed": fixed.case_fixed,
     }
     started = time.monotonic()

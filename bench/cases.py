@@ -89,7 +89,8 @@ def check_linear(run_id: int, n: int) -> None:
     """The linear run succeeded, ``i == n``, n + 2 steps each committed once."""
     from runs.models import Run, Step, StepAttempt
 
-    status, state, error = Run.objects.values_list("status", "state", "error").get(pk=run_id)
+    run = Run.objects.get(pk=run_id)
+    status, state, error = run.status, run.state, run.error
     check(status == "succeeded", f"run {run_id}: {status} {error}")
     check(state.get("i") == n, f"run {run_id}: state i={state.get('i')!r}, expected {n}")
     steps = list(Step.objects.filter(run_id=run_id).values_list("status", "attempt"))
@@ -103,7 +104,8 @@ def check_fanout(run_id: int, n: int) -> None:
     """The fan-out run succeeded, every branch merged once (``hits == n``), one join."""
     from runs.models import Run, Step
 
-    status, state, error = Run.objects.values_list("status", "state", "error").get(pk=run_id)
+    run = Run.objects.get(pk=run_id)
+    status, state, error = run.status, run.state, run.error
     check(status == "succeeded", f"run {run_id}: {status} {error}")
     check(state.get("hits") == n, f"run {run_id}: hits={state.get('hits')!r}, expected {n}")
     steps = list(Step.objects.filter(run_id=run_id).values_list("node_id", "status", "attempt"))
@@ -256,7 +258,8 @@ def check_linear_recovered(run_id: int, n: int = 3) -> None:
     """The crashed run finished correctly: i == n; only t2 ran twice (lost + succeeded)."""
     from runs.models import Run, Step
 
-    status, state, error = Run.objects.values_list("status", "state", "error").get(pk=run_id)
+    run = Run.objects.get(pk=run_id)
+    status, state, error = run.status, run.state, run.error
     check(status == "succeeded", f"run {run_id}: {status} {error}")
     check(state.get("i") == n, f"run {run_id}: i={state.get('i')!r}, expected {n}")
     for node_id, attempt in Step.objects.filter(run_id=run_id).values_list("node_id", "attempt"):
@@ -448,7 +451,7 @@ def case_throughput(rep: Reporter, db: str, n: int | None, runs: int, nodes: int
                 t0 = time.time()
                 engine.steps_dispatch(step_ids)
                 wait_terminal(run_ids, cluster=cluster, poll=0.05)
-                for rid, state, status in Run.objects.filter(pk__in=run_ids).values_list("pk", "state", "status"):
+                for rid, state, status in ((r.pk, r.state, r.status) for r in Run.objects.filter(pk__in=run_ids)):
                     check(status == "succeeded" and state.get("i") == nodes, f"run {rid}: {status} i={state.get('i')}")
                 committed = Step.objects.filter(run_id__in=run_ids, status="succeeded").count()
                 check(committed == batch * (nodes + 2), f"{committed} steps committed, expected {batch * (nodes + 2)}")
@@ -475,7 +478,7 @@ def _clone_waiting_runs(template_id: int, count: int, batch: int = 1000) -> None
     from django.db import transaction
 
     from approvals.models import ApprovalRequest
-    from runs.models import Run, RunEvent, RunEventCounter, Step, StepAttempt
+    from runs.models import Run, RunEvent, RunEventCounter, RunStateKey, Step, StepAttempt
 
     def fields(obj, skip=("id",)):
         return {f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields if f.attname not in skip}
@@ -485,6 +488,7 @@ def _clone_waiting_runs(template_id: int, count: int, batch: int = 1000) -> None
     attempts = list(StepAttempt.objects.filter(step__run_id=template_id).order_by("id"))
     events = list(RunEvent.objects.filter(run_id=template_id).order_by("id"))
     template_seq = run.event_seq
+    state_keys = list(RunStateKey.objects.filter(run_id=template_id).order_by("id"))
     approval = ApprovalRequest.objects.get(run_id=template_id)
     done = 0
     while done < count:
@@ -497,6 +501,7 @@ def _clone_waiting_runs(template_id: int, count: int, batch: int = 1000) -> None
             Run.objects.bulk_create(new_runs)
             if new_runs[0].pk is None:
                 raise CheckFailed("bulk_create returned no primary keys on this database")
+            RunStateKey.objects.bulk_create([RunStateKey(**fields(k, ("id", "run_id")), run_id=r.pk) for r in new_runs for k in state_keys])
             new_steps: list[Step] = []
             step_map: list[dict[int, Step]] = []
             for r in new_runs:
@@ -769,3 +774,86 @@ def case_live(rep: Reporter, db: str, n: int | None, runs: int) -> None:
     rep.emit("live.ws", n=len(latencies), runs=runs, samples=latencies, unit="ms", nodes_per_run=size + 2,
              per_run_p50_ms=[round(v, 1) for v in per_run_p50], server="daphne ballast.asgi", consumer_poll_s=0.2,
              note="RunEvent created_at (commit, in the worker) to receipt by a WebSocket client; all events of the runs")
+
+
+# --------------------------------------------------------------------------- state size
+
+
+def _wal_lsn() -> str | None:
+    """PostgreSQL's current WAL position (None on SQLite). Server-wide: other sessions'
+    writes count too, so the case keeps the smallest difference of its repetitions."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_current_wal_lsn()::text")
+        return cur.fetchone()[0]
+
+
+def _wal_since(lsn: str | None) -> int | None:
+    from django.db import connection
+
+    if lsn is None:
+        return None
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)::bigint", [lsn])
+        return int(cur.fetchone()[0])
+
+
+def check_state_chain(run_id: int, n: int, blob_items: int) -> None:
+    """The chain succeeded with ``i == n`` and the untouched ``blob`` intact."""
+    from runs.models import Run
+
+    run = Run.objects.get(pk=run_id)
+    check(run.status == "succeeded", f"run {run_id}: {run.status} {run.error}")
+    check(run.state.get("i") == n, f"run {run_id}: i={run.state.get('i')!r}, expected {n}")
+    blob = run.state.get("blob")
+    check(isinstance(blob, list) and len(blob) == blob_items, f"run {run_id}: blob changed")
+
+
+def case_state_size(rep: Reporter, db: str, n: int | None, runs: int, sizes: tuple[int, ...] = (1024, 1024 * 1024)) -> dict[str, float]:
+    """Per-node cost of a chain whose state holds a key no node writes, 1 KB against 1 MB.
+
+    Per node = the slope between a short and a long chain (median wall time of each),
+    so the once-per-run costs (creating the run with its initial state, the end step)
+    do not count as per-node costs. Every round runs all four chains (two lengths, two
+    state sizes) in a rotated order, so a load spike on the machine falls on all of
+    them alike. WAL bytes per node (PostgreSQL) are the same slope over
+    pg_current_wal_lsn() differences, taking the smallest of each chain's repetitions
+    (the WAL position is server-wide: other sessions' writes only add)."""
+    long_n = n or 60
+    short_n = max(2, long_n // 6)
+    reset_tables()
+    chains = [(size, length) for size in sizes for length in (short_n, long_n)]
+    versions = {c: graphs.publish(graphs.state_chain(c[1], c[0])) for c in chains}
+    items = {c: len(v.spec["state"]["blob"]["default"]) for c, v in versions.items()}
+    for c, version in versions.items():  # warm-up: compiled graphs, connections
+        rid, _ = start_inprocess(version)
+        check_state_chain(rid, c[1], items[c])
+    seconds: dict[tuple[int, int], list[float]] = {c: [] for c in chains}
+    wal: dict[tuple[int, int], list[int]] = {c: [] for c in chains}
+    for round_ in range(runs):
+        for c in chains[round_ % len(chains):] + chains[: round_ % len(chains)]:
+            lsn = _wal_lsn()
+            rid, elapsed = start_inprocess(versions[c])
+            written = _wal_since(lsn)
+            check_state_chain(rid, c[1], items[c])
+            seconds[c].append(elapsed)
+            if written is not None:
+                wal[c].append(written)
+    figures: dict[str, float] = {}
+    for size in sizes:
+        short, long_ = seconds[(size, short_n)], seconds[(size, long_n)]
+        per_node = [(b - a) * 1000 / (long_n - short_n) for a, b in zip(sorted(short), sorted(long_), strict=True)]
+        extra: dict[str, Any] = {"state_bytes": size, "chains": [short_n, long_n], "ms_per_node_wall": summary([x * 1000 / long_n for x in long_])[0]}
+        if wal[(size, long_n)]:
+            extra["wal_bytes_per_node"] = round((min(wal[(size, long_n)]) - min(wal[(size, short_n)])) / (long_n - short_n))
+        label = "1kb" if size < 1024 * 1024 else "1mb"
+        line = rep.emit(f"statesize.{label}", n=long_n, runs=runs, samples=per_node, unit="ms/node", per_commit=1,
+                        note="slope of run wall time between a short and a long in-process chain; one small key written per node", **extra)
+        figures[label] = line["median"]
+    if len(figures) == 2 and figures["1kb"]:
+        rep.emit("statesize.ratio", n=long_n, runs=runs, median=figures["1mb"] / figures["1kb"], unit="x", target=1.3,
+                 note="per-node cost with a 1 MB state / with a 1 KB state (target at most 1.3)")
+    return figures

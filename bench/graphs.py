@@ -71,3 +71,16 @@ def publish(spec: dict[str, Any]):
     from builder.services import graph_import
 
     return graph_import(spec=spec)
+
+
+def state_chain(n: int, blob_bytes: int) -> dict[str, Any]:
+    """start -> t1 -> ... -> tn -> end where every ``t`` writes ``i = i + 1`` and the state
+    also holds ``blob``, about ``blob_bytes`` of JSON no node writes (a list of small
+    objects, as a chat history is): what a node costs as the state it does not touch grows."""
+    item = {"id": 0, "text": "x" * 80}
+    count = max(1, blob_bytes // (len(str(item)) + 4))
+    spec = linear(n)
+    spec["name"] = f"bench-state-{n}-{blob_bytes}"
+    spec["description"] = f"Benchmark: {n} transform nodes in a chain, with a {blob_bytes}-byte state key no node writes."
+    spec["state"] = {"i": {"reducer": "replace", "default": 0}, "blob": {"reducer": "replace", "default": [dict(item, id=k) for k in range(count)]}}
+    return spec

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import uuid
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -106,8 +107,13 @@ FINISHED_STEP_STATUSES = (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.CA
 class Run(models.Model):
     """One execution of a graph version with an input.
 
-    ``state`` is the committed run state (JSON object). ``scheduler`` holds the engine's
-    bookkeeping committed with it (join arrivals, reducer contributions, ended flag).
+    ``state`` is the committed run state (JSON object). It is not a column: each key is
+    kept in :class:`RunStateKey` rows, one per version, so a commit writes only the keys
+    its step changed (runs.engine.state). Reading ``run.state`` loads the latest version
+    of every key once per instance (one query); the engine sets it from its own snapshot.
+    ``scheduler`` holds the engine's bookkeeping committed with it (join arrivals, loop
+    iterations, ended flag); the reducer contributions of order-sensitive keys live with
+    those keys' rows (``RunStateKey.contrib``), not here.
     Totals (tokens, ``cost_usd``) are sums over committed step attempts. ``error`` is
     ``{"code", "message", ...}`` when the run failed. ``state_sizes`` is the per-key size
     map of ``state`` (runs.engine.limits). ``is_test`` marks a one-node test
@@ -119,7 +125,6 @@ class Run(models.Model):
     graph_version = models.ForeignKey("builder.GraphVersion", on_delete=models.PROTECT, related_name="runs")
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
     input = models.JSONField(default=dict, blank=True)
-    state = models.JSONField(default=dict, blank=True)
     output = models.JSONField(null=True, blank=True)
     scheduler = models.JSONField(default=dict, blank=True)
     # Key -> UTF-8 bytes of that state key's compact JSON, kept with every commit so the
@@ -168,6 +173,23 @@ class Run(models.Model):
         last = RunEventCounter.objects.filter(run_id=self.pk).values_list("last", flat=True).first()
         return int(last or 0)
 
+    @property
+    def state(self) -> dict[str, Any]:
+        """The committed state: what the engine set on this instance, else the latest
+        version of every key from its RunStateKey rows (read once, then kept)."""
+        held = self.__dict__.get("_held_state")
+        if held is None:
+            held = self.__dict__["_held_state"] = RunStateKey.state_at(self.pk)[0] if self.pk else {}
+        return held
+
+    @state.setter
+    def state(self, value: dict[str, Any]) -> None:
+        self.__dict__["_held_state"] = value
+
+    def refresh_from_db(self, *args: Any, **kwargs: Any) -> None:
+        """Reload the row; the state is read again on next access."""
+        self.__dict__.pop("_held_state", None)
+        super().refresh_from_db(*args, **kwargs)
 
 
 class Step(models.Model):
@@ -186,7 +208,11 @@ class Step(models.Model):
     ``depth`` is the step's causal distance from the start (orders reducer writes).
     A child step (an agent's model turn or tool call) has a ``parent`` and a
     ``child_key``; its ``node_id`` is ``<parent node>#<parent iteration>/<key>``.
-    ``price_version`` names the price data its cost came from.
+    ``price_version`` names the price data its cost came from. ``state_seq``: for a
+    committed top-level step, the run version its commit produced, which is also the
+    ``seq`` of the RunStateKey rows it wrote: the state right after the step is the latest
+    version of each key with ``seq <= state_seq`` (None: committed before state was kept
+    per key; runs.engine.state replays its writes instead).
     """
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
@@ -215,6 +241,7 @@ class Step(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    state_seq = models.PositiveBigIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["id"]
@@ -233,6 +260,58 @@ class Step(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_id}#{self.iteration} ({self.status})"
+
+
+class RunStateKey(models.Model):
+    """One version of one key of a run's state: what the commit with run version ``seq``
+    left in ``key`` (``seq`` 0: the state the run was created with).
+
+    Rows are only ever inserted: a commit adds a row for each key its step wrote, so its
+    cost does not grow with the keys it left alone, and the state after any commit stays
+    readable (:meth:`state_at`) without replaying the steps before it. ``size`` is the
+    UTF-8 bytes of the value's compact JSON (the state size limit, runs.engine.limits).
+    ``contrib``: for a key with an order-sensitive reducer (append, extend, merge), every
+    contribution so far as ``[[depth, node_id, iteration, value], ...]`` (how the scheduler
+    recomputes the value whatever order parallel branches commit in); None otherwise.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="state_keys")
+    key = models.TextField()
+    seq = models.PositiveBigIntegerField()
+    value = models.JSONField(null=True, blank=True)
+    size = models.PositiveIntegerField(default=0)
+    contrib = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "key", "seq"], name="runstatekey_unique_version")]
+        indexes = [models.Index(fields=["run", "seq"], name="runstatekey_run_seq")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} {self.key}@{self.seq}"
+
+    @classmethod
+    def latest(cls, run_id: int, seq: int | None = None) -> models.QuerySet[RunStateKey]:
+        """The latest version of each key of run ``run_id`` (at or before ``seq``; None:
+        now). One query; the correlated MAX uses the (run, key, seq) unique index, and no
+        older version's value is read."""
+        newer = cls.objects.filter(run_id=models.OuterRef("run_id"), key=models.OuterRef("key"))
+        rows = cls.objects.filter(run_id=run_id)
+        if seq is not None:
+            newer = newer.filter(seq__lte=seq)
+            rows = rows.filter(seq__lte=seq)
+        top = newer.order_by("-seq").values("seq")[:1]
+        return rows.filter(seq=models.Subquery(top))
+
+    @classmethod
+    def state_at(cls, run_id: int, seq: int | None = None) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+        """(state, contributions by key) of run ``run_id`` as of ``seq`` (None: now)."""
+        state: dict[str, Any] = {}
+        contrib: dict[str, list[Any]] = {}
+        for key, value, entries in cls.latest(run_id, seq).order_by("key").values_list("key", "value", "contrib"):
+            state[key] = value
+            if entries is not None:
+                contrib[key] = entries
+        return state, contrib
 
 
 class StepAttempt(models.Model):

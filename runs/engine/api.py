@@ -34,9 +34,11 @@ from runs.engine import (
     recovery_queries,
     workers,
 )
+from runs.engine import state as state_store
 from runs.engine.audit import acting_as, audit, audit_in, audit_verify, reset_principal, set_principal
 from runs.engine.graphs import compiled_graph
 from runs.engine.scheduler import CompiledGraph
+from runs.engine.state import StepState
 from runs.engine.types import (
     ClaimedStep,
     CommitOutcome,
@@ -47,7 +49,7 @@ from runs.engine.types import (
     StepStateError,
 )
 from runs.engine.writes import lock_run, run_cost_adjust
-from runs.models import Run, RunStatus
+from runs.models import Run, RunStatus, Step
 from runs.nodes.base import NodeError, NodeResult
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "StartedRun",
     "StateTooLarge",
     "StateWriteRefused",
+    "StepState",
     "StepStateError",
     "abandoned_steps",
     "acting_as",
@@ -97,6 +100,7 @@ __all__ = [
     "step_recover",
     "step_requeue_parked",
     "step_skip_parked",
+    "step_state",
     "steps_dispatch",
     "steps_worker_alive",
     "workers_alive",
@@ -308,6 +312,20 @@ def run_fork(
     started = operations.run_fork(run_id, step_id=step_id, state_patch=state_patch, actor=actor, actor_type=actor_type, created_by=created_by)
     _dispatch_on_commit(started.step_ids)
     return started.run
+
+
+def step_state(step_id: int) -> StepState:
+    """The state of a run right after its committed top-level step ``step_id``, and what
+    that step changed (``StepState.changed``: key -> before/after), for the run page:
+    two queries, no replay (runs.engine.state). Raises StepStateError when the step does
+    not exist or is not a succeeded top-level step."""
+    step = Step.objects.filter(pk=step_id).first()
+    if step is None:
+        raise StepStateError(f"step {step_id} does not exist")
+    try:
+        return state_store.state_after(step)
+    except ValueError as exc:
+        raise StepStateError(str(exc)) from None
 
 
 def run_lock(run_id: int) -> Run:

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs.engine import fastpath, graphs, limits, scheduler
+from runs.engine import state as state_store
 from runs.engine.claims import budget_refusal, lease_to, start_kept
 from runs.engine.events import append as append_events
 from runs.engine.events import create as create_event
@@ -81,8 +82,12 @@ def _commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, i
         if result.spawn and claimed.parent_id is None:
             return _commit_spawn(run, claimed, result, now, keep_next=keep_next)
         status = StepStatus.WAITING if result.wait else StepStatus.SUCCEEDED
+        # A top-level step that succeeds commits the state version run.version + 1
+        # (advance writes its keys' rows at that seq; runs.engine.state).
+        state_seq = run.version + 1 if claimed.parent_id is None and not result.wait else None
         written = fenced(claimed.step_id, claimed.attempt, claimed.worker).update(
             status=status,
+            state_seq=state_seq,
             output=result.recorded_output(),
             updates=result.updates or None,
             usage=usage,
@@ -163,8 +168,11 @@ def advance(
 
     Inside the caller's transaction. ``worker`` may keep one successor (None: all go to
     the queue). ``written_sizes``: encoded size per written key (limits.checked_result).
-    Raises StateTooLarge, before writing anything to the run, when the merged state
-    would pass the state size limit: the caller's transaction must roll back."""
+    The caller recorded ``Step.state_seq`` = ``run.version + 1`` with the step's status;
+    the rows of the keys the step wrote are inserted at that seq (runs.engine.state),
+    nothing else of the state is written. Raises StateTooLarge, before writing anything
+    to the run, when the merged state would pass the state size limit: the caller's
+    transaction must roll back."""
     events = [event(run.pk, RunEventKind.STEP_SUCCEEDED, step.pk, node_id=step.node_id, iteration=step.iteration, route=result.route)]
     if run.is_terminal:
         # The run ended (cancelled, failed elsewhere) while this step ran: its output is
@@ -191,6 +199,7 @@ def advance(
         )
         limits.enforce(sizes, field="output")
         run.state_sizes = sizes
+        state_store.write(run.pk, run.version + 1, result.updates, transition.state, sizes, transition.bookkeeping)
     elif run.state_sizes is None:
         run.state_sizes = limits.full_sizes(run.state)
 

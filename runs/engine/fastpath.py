@@ -1,7 +1,8 @@
 """The sequential fast commit: decide in Python from the worker's run snapshot, write in fixed SQL.
 
 A step that is its run's only active step, with one successor, commits from the snapshot
-its worker's previous commit left (checked by ``Run.version``), without reading the run:
+its worker's previous commit left (checked by ``Run.version``), without reading the run,
+and writes of the state only the keys the step changed (runs.engine.state):
 one statement on PostgreSQL (fastpath_postgresql), fixed statements in one transaction
 on SQLite and other databases (fastpath_sqlite). Anything else, or a failed check,
 returns None and the portable commit (runs.engine.commit) takes over.
@@ -19,6 +20,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from runs.engine import events, fastpath_postgresql, fastpath_sqlite, graphs, limits
+from runs.engine import state as state_store
 from runs.engine.claims import claim_details
 from runs.engine.graphs import compiled_graph
 from runs.engine.types import ClaimedStep, CommitOutcome, step_idempotency_key
@@ -98,9 +100,11 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
         "step": claimed.step_id,
         "attempt": claimed.attempt,
         "owner": claimed.worker,
-        "state": _dumps(transition.state),
+        # Only the keys the step wrote are encoded and stored (runs.engine.state); the
+        # bookkeeping without the reducer contributions, which go with those keys.
+        "writes": state_store.written_rows(result.updates, transition.state, sizes, transition.bookkeeping),
         "state_sizes": _dumps(sizes),
-        "scheduler": _dumps(transition.bookkeeping),
+        "scheduler": _dumps(state_store.persisted_bookkeeping(transition.bookkeeping)),
         "in_tokens": usage.input_tokens if usage else 0,
         "out_tokens": usage.output_tokens if usage else 0,
         "cost": connection.ops.adapt_decimalfield_value(result.cost_usd or Decimal(0), 24, 12),

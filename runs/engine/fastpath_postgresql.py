@@ -1,6 +1,8 @@
 """The sequential fast path on PostgreSQL: the whole commit as ONE fenced data-modifying CTE.
 
-For a step that is its run's only active step: its output, the run's state and totals,
+For a step that is its run's only active step: its output, the versions of the state
+keys it wrote (runs.engine.state: one row per key, ``jsonb_each`` over one parameter;
+the rest of the state is not touched), the run's size map, bookkeeping and totals,
 its single successor leased to the same worker, the attempts and the events, in one
 statement in autocommit mode (one round trip), prepared once per connection. The end
 step's commit (FINISH_SQL) finishes the run instead, in one statement too. Statuses
@@ -30,7 +32,7 @@ WITH locked_run AS (
       AND EXISTS (SELECT 1 FROM locked_run)
     FOR NO KEY UPDATE
 ), run_upd AS (
-    UPDATE runs_run SET state = %(state)s::jsonb, state_sizes = %(state_sizes)s::jsonb, scheduler = %(scheduler)s::jsonb, step_count = step_count + 1,
+    UPDATE runs_run SET state_sizes = %(state_sizes)s::jsonb, scheduler = %(scheduler)s::jsonb, step_count = step_count + 1,
         input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
         cost_usd = cost_usd + %(cost)s, status = %(run_running)s, version = version + 1, updated_at = %(now)s
     WHERE id IN (SELECT id FROM locked_run) AND EXISTS (SELECT 1 FROM locked_step)
@@ -42,9 +44,14 @@ WITH locked_run AS (
 ), step_upd AS (
     UPDATE runs_step SET status = %(st_succeeded)s, output = %(output)s::jsonb, updates = %(updates)s::jsonb,
         usage = %(usage)s::jsonb, cost_usd = %(step_cost)s, price_version = %(price_version)s, lease_owner = '',
-        lease_expires_at = NULL, finished_at = %(now)s
+        lease_expires_at = NULL, finished_at = %(now)s, state_seq = %(version)s + 1
     WHERE id IN (SELECT id FROM locked_step) AND EXISTS (SELECT 1 FROM run_upd)
     RETURNING id
+), state_rows AS (
+    INSERT INTO runs_runstatekey (run_id, key, seq, value, size, contrib)
+    SELECT %(run)s, w.key, %(version)s + 1, w.value -> 'v', (w.value ->> 's')::integer, NULLIF(w.value -> 'c', 'null'::jsonb)
+    FROM jsonb_each(%(writes)s::jsonb) AS w
+    WHERE EXISTS (SELECT 1 FROM step_upd)
 ), att_upd AS (
     UPDATE runs_stepattempt SET status = %(att_succeeded)s, usage = %(usage)s::jsonb, cost_usd = %(step_cost)s,
         price_version = %(price_version)s, finished_at = %(now)s
@@ -81,7 +88,7 @@ WITH locked_run AS (
       AND EXISTS (SELECT 1 FROM locked_run)
     FOR NO KEY UPDATE
 ), run_upd AS (
-    UPDATE runs_run SET state = %(state)s::jsonb, state_sizes = %(state_sizes)s::jsonb, scheduler = %(scheduler)s::jsonb,
+    UPDATE runs_run SET state_sizes = %(state_sizes)s::jsonb, scheduler = %(scheduler)s::jsonb,
         input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
         cost_usd = cost_usd + %(cost)s, status = %(run_finished)s, output = %(run_output)s::jsonb, error = NULL,
         finished_at = %(now)s, version = version + 1, updated_at = %(now)s
@@ -94,9 +101,14 @@ WITH locked_run AS (
 ), step_upd AS (
     UPDATE runs_step SET status = %(st_succeeded)s, output = %(output)s::jsonb, updates = %(updates)s::jsonb,
         usage = %(usage)s::jsonb, cost_usd = %(step_cost)s, price_version = %(price_version)s, lease_owner = '',
-        lease_expires_at = NULL, finished_at = %(now)s
+        lease_expires_at = NULL, finished_at = %(now)s, state_seq = %(version)s + 1
     WHERE id IN (SELECT id FROM locked_step) AND EXISTS (SELECT 1 FROM run_upd)
     RETURNING id
+), state_rows AS (
+    INSERT INTO runs_runstatekey (run_id, key, seq, value, size, contrib)
+    SELECT %(run)s, w.key, %(version)s + 1, w.value -> 'v', (w.value ->> 's')::integer, NULLIF(w.value -> 'c', 'null'::jsonb)
+    FROM jsonb_each(%(writes)s::jsonb) AS w
+    WHERE EXISTS (SELECT 1 FROM step_upd)
 ), att_upd AS (
     UPDATE runs_stepattempt SET status = %(att_succeeded)s, usage = %(usage)s::jsonb, cost_usd = %(step_cost)s,
         price_version = %(price_version)s, finished_at = %(now)s

@@ -11,7 +11,7 @@ from typing import Any
 from django.db import connection, transaction
 
 RUN_SQL = """
-UPDATE runs_run SET state = %(state)s, state_sizes = %(state_sizes)s, scheduler = %(scheduler)s, step_count = step_count + 1,
+UPDATE runs_run SET state_sizes = %(state_sizes)s, scheduler = %(scheduler)s, step_count = step_count + 1,
     input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
     cost_usd = cost_usd + %(cost)s, status = %(run_running)s, version = version + 1, updated_at = %(now)s
 WHERE id = %(run)s AND version = %(version)s
@@ -25,8 +25,15 @@ RETURNING last
 """
 STEP_SQL = """
 UPDATE runs_step SET status = %(st_succeeded)s, output = %(output)s, updates = %(updates)s, usage = %(usage)s,
-    cost_usd = %(step_cost)s, price_version = %(price_version)s, lease_owner = '', lease_expires_at = NULL, finished_at = %(now)s
+    cost_usd = %(step_cost)s, price_version = %(price_version)s, lease_owner = '', lease_expires_at = NULL, finished_at = %(now)s,
+    state_seq = %(version)s + 1
 WHERE id = %(step)s AND status = %(st_running)s AND attempt = %(attempt)s AND lease_owner = %(owner)s
+"""
+# The versions of the keys the step wrote (runs.engine.state), from one JSON parameter.
+STATE_SQL = """
+INSERT INTO runs_runstatekey (run_id, key, seq, value, size, contrib)
+SELECT %(run)s, w.key, %(version)s + 1, w.value -> '$.v', w.value ->> '$.s', w.value ->> '$.c'
+FROM json_each(%(writes)s) AS w
 """
 ATTEMPT_SQL = """
 UPDATE runs_stepattempt SET status = %(att_succeeded)s, usage = %(usage)s, cost_usd = %(step_cost)s,
@@ -54,7 +61,7 @@ RETURNING id
 
 # The end step's commit: the run finished instead of a successor (fastpath.finish).
 RUN_FINISH_SQL = """
-UPDATE runs_run SET state = %(state)s, state_sizes = %(state_sizes)s, scheduler = %(scheduler)s,
+UPDATE runs_run SET state_sizes = %(state_sizes)s, scheduler = %(scheduler)s,
     input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
     cost_usd = cost_usd + %(cost)s, status = %(run_finished)s, output = %(run_output)s, error = NULL,
     finished_at = %(now)s, version = version + 1, updated_at = %(now)s
@@ -85,6 +92,8 @@ def commit(params: dict[str, Any]) -> tuple[int, int, list[int]] | None:
             cursor.execute(STEP_SQL, params)
             if cursor.rowcount != 1:
                 raise _Stale
+            if params["writes"] != "{}":
+                cursor.execute(STATE_SQL, params)
             cursor.execute(SEQ_SQL, params)
             params["seq"] = int(cursor.fetchone()[0])
             cursor.execute(ATTEMPT_SQL, params)
@@ -112,6 +121,8 @@ def finish(params: dict[str, Any]) -> tuple[int, list[int]] | None:
             cursor.execute(STEP_SQL, params)
             if cursor.rowcount != 1:
                 raise _Stale
+            if params["writes"] != "{}":
+                cursor.execute(STATE_SQL, params)
             cursor.execute(SEQ_SQL, params)
             params["seq"] = int(cursor.fetchone()[0])
             cursor.execute(ATTEMPT_SQL, params)

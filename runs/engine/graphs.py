@@ -9,6 +9,7 @@ from typing import Any
 from builder.models import GraphVersion
 from builder.spec import GraphSpec, NodeSpec
 from runs.engine import scheduler
+from runs.engine import state as state_store
 from runs.engine.types import spec_node_id
 from runs.models import Run
 from runs.nodes import get_kind
@@ -37,9 +38,14 @@ def spawns_children(kind: Any) -> bool:
 def transition(run: Run, *, node_id: str, iteration: int, depth: int, result: NodeResult, other_active: Iterable[str]) -> scheduler.Transition:
     """scheduler.apply_step for ``result`` of step (``node_id``, ``iteration``, ``depth``) on
     ``run`` as held in memory (state, bookkeeping, step count); ``other_active``: spec node
-    ids of the run's other active steps. Pure apart from the cached graph lookup."""
+    ids of the run's other active steps. Pure apart from the cached graph lookup and,
+    for keys with order-sensitive reducers the instance does not hold the
+    contributions of yet, one read of those (runs.engine.state.load_contributions)."""
+    graph = compiled_graph(run.graph_version_id)
+    if result.updates:
+        state_store.load_contributions(run, graph, result.updates)
     return scheduler.apply_step(
-        compiled_graph(run.graph_version_id),
+        graph,
         state=run.state,
         bookkeeping=run.scheduler,
         node_id=node_id,

@@ -20,9 +20,10 @@ from runs.engine.types import StateTooLarge, StateWriteRefused
 from runs.nodes.base import ChildCall, NodeError, NodeResult, Wait
 from runs.values import InvalidValue, check, encoded_size, key_path
 
-# Default of settings.BALLAST_MAX_STATE_BYTES: 8 MiB. Every commit writes the whole state
-# row today, so a state far larger than this makes each step slow long before the
-# databases' own limits (jsonb: 255 MB) are reached.
+# Default of settings.BALLAST_MAX_STATE_BYTES: 8 MiB. A commit writes only the keys its
+# step changed (runs.engine.state), but a reader of the whole state (a claim on the
+# slow path, the run page, a fork) still reads all of it, and one key's value stays one
+# jsonb/JSON value (jsonb: 255 MB at most).
 DEFAULT_MAX_STATE_BYTES = 8 * 1024 * 1024
 # How many of the largest keys a state_too_large error lists.
 LARGEST_KEYS_SHOWN = 5

@@ -6,7 +6,6 @@ long steps from one background thread per process.
 """
 from __future__ import annotations
 
-import copy
 import functools
 import logging
 import threading
@@ -22,7 +21,7 @@ from runs.engine import claims, commit, dispatch, faults, recovery_queries
 from runs.engine.types import ClaimedStep
 from runs.engine.workers import current_worker, owner_is_dead, stop_requested
 from runs.nodes import get_kind
-from runs.nodes.base import NodeContext, NodeError, NodeResult
+from runs.nodes.base import NodeContext, NodeError, NodeResult, StateView
 
 log = logging.getLogger("ballast.engine")
 
@@ -164,7 +163,7 @@ def _context(claimed: ClaimedStep) -> NodeContext:
         iteration=claimed.iteration,
         attempt=claimed.attempt,
         idempotency_key=claimed.idempotency_key,
-        state=copy.deepcopy(claimed.state),
+        state=StateView(claimed.state),
         run_input=claimed.run_input,
         deadline=time.monotonic() + node.timeout_seconds if node.timeout_seconds else None,
         budget_remaining_usd=claimed.budget_remaining_usd,

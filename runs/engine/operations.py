@@ -15,13 +15,14 @@ from django.utils import timezone
 
 from builder.models import GraphVersion
 from runs.engine import limits, scheduler
+from runs.engine import state as state_store
 from runs.engine.audit import audit
 from runs.engine.commit import advance, child_finished
 from runs.engine.events import create as create_event
 from runs.engine.graphs import compiled_graph, state_keys, step_node
 from runs.engine.types import RunNotFound, StartedRun, StateWriteRefused, StepStateError, step_idempotency_key
 from runs.engine.writes import bump_run, event, finish_run, lock_run, save_steps
-from runs.models import Run, RunEvent, RunEventKind, RunStatus, Step, StepStatus
+from runs.models import Run, RunEvent, RunEventKind, RunStateKey, RunStatus, Step, StepStatus
 from runs.nodes.base import NodeResult
 from runs.signals import steps_requeued
 from runs.values import InvalidValue
@@ -57,7 +58,6 @@ def run_create(
         run = Run.objects.create(
             graph_version=version,
             input=run_input,
-            state=state,
             state_sizes=sizes,
             scheduler={"iterations": {graph.start_id(): 1}},
             max_parallelism=settings_.max_parallelism,
@@ -68,6 +68,8 @@ def run_create(
             created_by=created_by,
             idempotency_key=idempotency_key,
         )
+        run.state = state
+        state_store.write(run.pk, 0, state, state, sizes, {})
         start = graph.topology.nodes[graph.start_id()]
         step = Step.objects.create(
             run=run,
@@ -116,7 +118,6 @@ def run_create_node_test(
             graph_version=version,
             is_test=True,
             input=run_input,
-            state=initial,
             state_sizes=sizes,
             scheduler={"iterations": {node_id: 1}},
             max_parallelism=run_limits.max_parallelism,
@@ -126,6 +127,8 @@ def run_create_node_test(
             step_count=1,
             created_by=created_by if getattr(created_by, "pk", None) is not None else None,
         )
+        run.state = initial
+        state_store.write(run.pk, 0, initial, initial, sizes, {})
         step = Step.objects.create(
             run=run,
             node_id=node_id,
@@ -167,6 +170,7 @@ def step_complete_waiting(step_id: int, result: NodeResult, *, actor: str, reaso
         updates=result.updates or None,
         finished_at=now,
         lease_owner="",
+        state_seq=None if step.parent_id is not None else run.version + 1,  # what advance commits (runs.engine.state)
     )
     if not written:
         raise StepStateError(f"step {step_id} is {step.status}, not waiting")
@@ -342,22 +346,22 @@ def run_fork(
     if anchor is None or anchor.finished_at is None:
         raise StepStateError(f"step {step_id} is not a committed step of run {run_id}")
     graph = compiled_graph(source.graph_version_id)
-    committed = Step.objects.filter(run=source, parent__isnull=True, status=StepStatus.SUCCEEDED, finished_at__lte=anchor.finished_at)
-    writes = [
-        scheduler.CommittedWrite(row.node_id, row.iteration, row.depth, row.updates or {})
-        for row in committed.order_by("finished_at", "id")
-        if row.finished_at is not None and (row.finished_at, row.pk) <= (anchor.finished_at, anchor.pk)
-    ]
+    writes = state_store.committed_writes(source, anchor)
     done = RunEvent.objects.filter(run=source, step=anchor, kind=RunEventKind.STEP_SUCCEEDED).order_by("-id").first()
-    transition = scheduler.fork_transition(
-        graph,
-        run_input=source.input,
-        writes=writes,
-        anchor=scheduler.CommittedWrite(anchor.node_id, anchor.iteration, anchor.depth, {}),
-        route=done.data.get("route") if done else None,
-        state_patch=state_patch,
-        max_steps=source.max_steps,
-    )
+    point = scheduler.CommittedWrite(anchor.node_id, anchor.iteration, anchor.depth, {})
+    route = done.data.get("route") if done else None
+    if anchor.state_seq is not None:
+        # The committed state at the anchor, read from its versioned keys (no replay).
+        state, contrib = RunStateKey.state_at(source.pk, anchor.state_seq)
+        iterations: dict[str, int] = {}
+        for w in writes:
+            iterations[w.node_id] = max(iterations.get(w.node_id, 0), w.iteration + 1)
+        book: dict[str, Any] = {"iterations": iterations, "contrib": contrib}
+        transition = scheduler.fork_from(graph, state=state, bookkeeping=book, anchor=point, route=route, state_patch=state_patch, max_steps=source.max_steps)
+    else:  # committed before state was kept per key: replay the recorded writes
+        transition = scheduler.fork_transition(
+            graph, run_input=source.input, writes=writes, anchor=point, route=route, state_patch=state_patch, max_steps=source.max_steps
+        )
     if transition.failure or not transition.activations:
         reason = transition.failure.message if transition.failure else "no step follows it"
         raise StepStateError(f"cannot fork run {run_id} at step {step_id}: {reason}")
@@ -369,9 +373,8 @@ def run_fork(
         run = Run.objects.create(
             graph_version_id=source.graph_version_id,
             input=source.input,
-            state=transition.state,
             state_sizes=sizes,
-            scheduler=transition.bookkeeping,
+            scheduler=state_store.persisted_bookkeeping(transition.bookkeeping),
             max_parallelism=source.max_parallelism,
             max_steps=source.max_steps,
             budget_usd=source.budget_usd,
@@ -381,6 +384,8 @@ def run_fork(
             forked_from=source,
             forked_from_step=anchor,
         )
+        run.state = transition.state
+        state_store.write(run.pk, 0, transition.state, transition.state, sizes, transition.bookkeeping)
         new_steps = [
             Step(
                 run=run,

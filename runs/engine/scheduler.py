@@ -11,7 +11,8 @@ Bookkeeping (``Run.scheduler``) is a JSON object:
 - ``iterations``: {node_id: steps created so far} (the next step's iteration number);
 - ``joins``: {join_id: {"arrived": [edge keys], "depth": int}} for armed joins;
 - ``contrib``: {key: [[depth, node_id, iteration, value], ...]} writes to keys with an
-  order-sensitive reducer;
+  order-sensitive reducer (persisted with those keys' rows, not in ``Run.scheduler``:
+  runs.engine.state);
 - ``ended``: true once an end node committed.
 """
 from __future__ import annotations
@@ -120,6 +121,9 @@ def merge_updates(
     """
     contrib = bookkeeping.setdefault("contrib", {})
     for key, value in updates.items():
+        # Values are never changed in place: a written key gets a new value (and an
+        # ordered key a new contributions list), so state and bookkeeping dicts may share
+        # the values of keys nobody wrote with the ones they were copied from.
         decl = graph.reducers.get(key)
         reducer = decl.reducer if decl else "replace"
         if reducer == "replace":
@@ -136,9 +140,9 @@ def merge_updates(
             except TypeError as exc:
                 raise ReducerError(f"reducer '{reducer}' on state key '{key}': {exc}") from None
         else:
-            entries = contrib.setdefault(key, [])
-            entries.append([depth, node_id, iteration, value])
+            entries = [*contrib.get(key, ()), [depth, node_id, iteration, value]]
             entries.sort(key=lambda e: (e[0], e[1], e[2]))  # [depth, node_id, iteration, value] (JSON)
+            contrib[key] = entries
             state[key] = _reduce_ordered(key, reducer, decl, entries)
 
 
@@ -185,7 +189,9 @@ def apply_step(
 ) -> Transition:
     """Apply one committed step and decide its successors.
 
-    - ``state``/``bookkeeping``: the committed values (not modified; copies are returned).
+    - ``state``/``bookkeeping``: the committed values (not modified; new dicts are
+      returned, sharing the values of keys the step did not write: no deep copy, so a
+      step costs what it wrote, not the size of the state).
     - ``other_active``: node ids of the run's other active steps (pending, running,
       waiting, parked) after this one finishes.
     - ``step_count``/``max_steps``: steps created so far and the run's limit.
@@ -195,8 +201,8 @@ def apply_step(
     source without passing through the join. A branch closed by a condition never
     arrives and can no longer reach the join, so it counts as done.
     """
-    new_state = copy.deepcopy(state)
-    book = copy.deepcopy(bookkeeping)
+    new_state = dict(state)
+    book = _copy_bookkeeping(bookkeeping)
     try:
         merge_updates(graph, new_state, book, updates, node_id=node_id, iteration=iteration, depth=depth)
     except ReducerError as exc:
@@ -242,6 +248,20 @@ def apply_step(
                 fired = True
                 break
     return transition
+
+
+def _copy_bookkeeping(bookkeeping: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``bookkeeping`` apply_step may change: the small maps it edits in place
+    (iterations, armed joins) are copied; the contributions map only one level (its
+    lists are replaced, never extended, by merge_updates)."""
+    book: dict[str, Any] = dict(bookkeeping)
+    if "iterations" in book:
+        book["iterations"] = dict(book["iterations"])
+    if "joins" in book:
+        book["joins"] = copy.deepcopy(book["joins"])
+    if "contrib" in book:
+        book["contrib"] = dict(book["contrib"])
+    return book
 
 
 def _activate(
@@ -368,11 +388,28 @@ def fork_transition(
     for w in writes:
         merge_updates(graph, state, book, w.updates, node_id=w.node_id, iteration=w.iteration, depth=w.depth)
         book["iterations"][w.node_id] = max(book["iterations"].get(w.node_id, 0), w.iteration + 1)
-    state.update(state_patch)
+    return fork_from(graph, state=state, bookkeeping=book, anchor=anchor, route=route, state_patch=state_patch, max_steps=max_steps)
+
+
+def fork_from(
+    graph: CompiledGraph,
+    *,
+    state: dict[str, Any],
+    bookkeeping: dict[str, Any],
+    anchor: CommittedWrite,
+    route: list[str] | None,
+    state_patch: dict[str, Any],
+    max_steps: int,
+) -> Transition:
+    """The start of a fork at ``anchor`` from the state right after it committed (and its
+    bookkeeping: ``iterations`` of the steps committed up to it, reducer ``contrib``):
+    ``state_patch`` on top, then the anchor's successors as :func:`fork_transition`
+    decides them. ``state`` is not modified."""
+    state = {**state, **state_patch}
     return apply_step(
         graph,
         state=state,
-        bookkeeping=book,
+        bookkeeping=bookkeeping,
         node_id=anchor.node_id,
         iteration=anchor.iteration,
         depth=anchor.depth,

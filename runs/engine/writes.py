@@ -92,13 +92,14 @@ def save_steps(run: Run, new_steps: list[Step]) -> None:
 
 
 def save_run_totals(run: Run, now: datetime, **fields: Any) -> None:
-    """Write the run's state (with its per-key size map), bookkeeping, step count and usage
-    totals as held in ``run`` (plus ``fields``), in one UPDATE."""
+    """Write the run's per-key size map, bookkeeping (without the reducer contributions,
+    which go with their keys' rows: runs.engine.state), step count and usage totals as
+    held in ``run`` (plus ``fields``), in one UPDATE. The state's keys are written by
+    runs.engine.state.write, only those a step changed."""
     bump_run(
         Run.objects.filter(pk=run.pk),
-        state=run.state,
         state_sizes=run.state_sizes,
-        scheduler=run.scheduler,
+        scheduler={k: v for k, v in run.scheduler.items() if k != "contrib"},
         step_count=run.step_count,
         input_tokens=run.input_tokens,
         output_tokens=run.output_tokens,

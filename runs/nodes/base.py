@@ -6,9 +6,10 @@ idempotency key) and stores the returned :class:`NodeResult` in one commit.
 """
 from __future__ import annotations
 
+import copy
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar, Generic, TypeVar
@@ -205,12 +206,47 @@ class StepCancelled(NodeError):
         super().__init__(message, code="cancelled", retryable=False)
 
 
+class StateView(Mapping[str, Any]):
+    """The committed run state as a node reads it: read-only, and each value a private deep
+    copy made the first time the node reads that key (then the same copy on every read).
+
+    A node that reads one key of a large state pays for that key only, and mutating what
+    it read changes nothing of the run's state. ``dict(view)`` copies every value."""
+
+    __slots__ = ("_state", "_copies")
+
+    def __init__(self, state: Mapping[str, Any]):
+        self._state = state
+        self._copies: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._copies[key]
+        except KeyError:
+            pass
+        value = self._copies[key] = copy.deepcopy(self._state[key])
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._state
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._state)
+
+    def __len__(self) -> int:
+        return len(self._state)
+
+    def __repr__(self) -> str:
+        return f"StateView({sorted(self._state)!r})"
+
+
 @dataclass
 class NodeContext:
     """What a node may know while it executes (outside any transaction).
 
-    - ``state``: a deep copy of the run state as committed before this step (mutating it
-      changes nothing).
+    - ``state``: the run state as committed before this step, read-only; the engine
+      passes a :class:`StateView` (each value deep-copied on first read, so mutating what
+      was read changes nothing, and a node pays only for the keys it reads).
     - ``idempotency_key``: the same on every attempt of this step; pass it to external
       systems (Idempotency-Key header, email Message-ID) so a re-run is recognised.
     - ``deadline``: ``time.monotonic()`` value after which the step has timed out.
@@ -226,7 +262,7 @@ class NodeContext:
     iteration: int
     attempt: int
     idempotency_key: str
-    state: dict[str, Any]
+    state: Mapping[str, Any]
     run_input: Mapping[str, Any]
     deadline: float | None = None
     budget_remaining_usd: Decimal | None = None

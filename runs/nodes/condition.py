@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -100,7 +101,7 @@ class ConditionNode(NodeKind[ConditionConfig]):
         return DEFAULT_HANDLE
 
     @staticmethod
-    def _truth(source: str, names: dict[str, Any], where: str) -> bool:
+    def _truth(source: str, names: Mapping[str, Any], where: str) -> bool:
         try:
             return bool(evaluate(source, names))
         except ExpressionError as exc:

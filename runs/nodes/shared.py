@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from runs.expressions import ExpressionError, check_constant_parts, parse_expression
@@ -13,15 +13,44 @@ from runs.templating import template_names
 STATE_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
-def expression_names(ctx: NodeContext) -> dict[str, Any]:
+def expression_names(ctx: NodeContext) -> Mapping[str, Any]:
     """The names an expression or template sees: the committed state plus ``input`` (the
     run input).
 
-    ``ctx.state`` is already a private copy, so expressions cannot change the run's state.
+    A lazy view, not a copy: ``ctx.state`` copies a value only when it is read, and the
+    expression and template evaluators read only the names they use, so a large state
+    key that a node does not mention costs it nothing. Reading a name gives a private
+    copy: expressions cannot change the run's state.
     """
-    names: dict[str, Any] = dict(ctx.state)
-    names.setdefault("input", dict(ctx.run_input))
-    return names
+    return _Names(ctx.state, ctx.run_input)
+
+
+class _Names(Mapping[str, Any]):
+    """The state, plus ``input`` (the run input) unless the state has a key of that name."""
+
+    __slots__ = ("_state", "_input")
+
+    def __init__(self, state: Mapping[str, Any], run_input: Mapping[str, Any]):
+        self._state = state
+        self._input = run_input
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._state:
+            return self._state[key]
+        if key == "input":
+            return dict(self._input)
+        raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._state or key == "input"
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._state
+        if "input" not in self._state:
+            yield "input"
+
+    def __len__(self) -> int:
+        return len(self._state) + (0 if "input" in self._state else 1)
 
 
 def check_expression(node_id: str, field: str, source: str, known_names: set[str]) -> list[Issue]:

@@ -11,13 +11,20 @@ from approvals.models import ApprovalRequest
 from runs.engine import api as engine
 from runs.models import AuditEntry, RunEvent, Step
 from tests.api.conftest import World, client_with_token
+from tests.support.approvals import version_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def decide(client, approval_id: int, decision: str = "approve", comment: str = ""):
+def _current(approval_id: int) -> str:
+    return version_of(approval_id) if ApprovalRequest.objects.filter(pk=approval_id).exists() else "1:none"
+
+
+def decide(client, approval_id: int, decision: str = "approve", comment: str = "", version: str | None = None, **extra):
+    """POST a decision as the version ``version`` (default: the current one, as just read)."""
+    body = {"decision": decision, "comment": comment, "version": version or _current(approval_id), **extra}
     with engine.local_mode() as queue:
-        response = client.post(f"/api/v1/approvals/{approval_id}/decide/", {"decision": decision, "comment": comment}, format="json")
+        response = client.post(f"/api/v1/approvals/{approval_id}/decide/", body, format="json")
     return response, list(queue)
 
 
@@ -83,13 +90,14 @@ def race_once(world: World, second) -> None:
     run = world.waiting_run()
     approval = world.approval_of(run)
     clients = [client_with_token(world.users["approver"]), client_with_token(second)]
+    shown = version_of(approval)  # both saw the same request
     barrier = threading.Barrier(2)
     results: list = [None, None]
 
     def go(i: int, decision: str) -> None:
         try:
             barrier.wait(timeout=10)
-            results[i] = decide(clients[i], approval.pk, decision)
+            results[i] = decide(clients[i], approval.pk, decision, version=shown)
         finally:
             connection.close()
 

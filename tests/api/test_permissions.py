@@ -12,6 +12,7 @@ import pytest
 
 from runs.engine import api as engine
 from tests.api.conftest import ROLE_NAMES, World, linear_spec
+from tests.support.approvals import version_of
 from tests.support.specs import graph, node, publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,6 +50,15 @@ def fresh_graph_payload() -> dict[str, Any]:
     spec = linear_spec()
     spec["name"] = f"matrix-{next(_names)}"
     return spec
+
+
+def claimed_approval(world: World) -> int:
+    """A fresh waiting run's approval, claimed by ``approver``."""
+    from approvals.services import approval_claim
+
+    approval = world.approval_of(world.waiting_run())
+    approval_claim(approval_id=approval.pk, user=world.users["approver"])
+    return approval.pk
 
 
 def draft_graph(world: World) -> int:
@@ -164,8 +174,23 @@ ENDPOINTS = [
     Endpoint(
         "approvals_decide",
         "post",
-        lambda w: (f"/api/v1/approvals/{w.approval_of(w.waiting_run()).pk}/decide/", {"decision": "approve", "comment": "ok"}),
+        lambda w: (lambda a: (f"/api/v1/approvals/{a.pk}/decide/", {"decision": "approve", "comment": "ok", "version": version_of(a)}))(w.approval_of(w.waiting_run())),
         {**allowed(200, "approver", "graph_approver", "admin", others=403), "viewer": 404},
+    ),
+    Endpoint("approvals_inbox", "get", lambda w: ("/api/v1/approvals/inbox/?list=group&q=Ada", None), allowed(200)),
+    Endpoint("approvals_inbox_counts", "get", lambda w: ("/api/v1/approvals/inbox/counts/", None), allowed(200)),
+    Endpoint(
+        "approvals_claim", "post", lambda w: (f"/api/v1/approvals/{w.approval_of(w.waiting_run()).pk}/claim/", {}),
+        {**allowed(200, "approver", "graph_approver", "admin", others=403), "viewer": 404},
+    ),
+    Endpoint("approvals_claim_many", "post", lambda w: ("/api/v1/approvals/claim/", {"ids": [w.approval_of(w.waiting_run()).pk]}), allowed(200)),
+    Endpoint(
+        "approvals_hand_back", "post", lambda w: (f"/api/v1/approvals/{claimed_approval(w)}/hand-back/", {}),
+        {**allowed(200, "approver", "admin", others=403), "viewer": 404},
+    ),
+    Endpoint(
+        "approvals_reassign", "post", lambda w: (f"/api/v1/approvals/{w.approval_of(w.waiting_run()).pk}/reassign/", {"to_group": "approvers"}),
+        {**allowed(200, "operator", "admin", others=403), "viewer": 404},
     ),
     Endpoint("schema", "get", lambda w: ("/api/schema/", None), allowed(200)),
     Endpoint("providers_list", "get", lambda w: ("/api/v1/providers/", None), allowed(200)),
@@ -204,7 +229,8 @@ def test_the_matrix_covers_every_api_operation() -> None:
         "steps_read", "runs_events", "costs_aggregate", "audit_list", "approvals_mine", "approvals_all", "approvals_read",
         "approvals_decide", "providers_list", "providers_create", "providers_update", "providers_delete", "providers_test",
         "graphs_duplicate", "graph_versions_restore", "graph_nodes_test", "node_kinds_list", "tools_list",
-        "models_list", "expressions_check",
+        "models_list", "expressions_check", "approvals_inbox", "approvals_inbox_counts", "approvals_claim",
+        "approvals_claim_many", "approvals_hand_back", "approvals_reassign",
         "costs_totals", "costs_budgets", "costs_export", "audit_verify", "audit_facets", "audit_export", "workers_list",
         "graphs_alerts_get", "graphs_alerts_set",
     }  # fmt: skip
@@ -216,13 +242,13 @@ def test_graph_named_approver_may_decide_without_the_approvers_group(world: Worl
     graph_.approvers.add(world.users["viewer"])
     run = world.waiting_run()
     approval = world.approval_of(run)
-    builder = world.clients["builder"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json")
+    builder = world.clients["builder"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"version": version_of(approval.pk), "decision": "approve"}, format="json")
     assert builder.status_code == 403 and builder.json()["error"]["code"] == "not_allowed"
     mine = world.clients["viewer"].get("/api/v1/approvals/").json()
     assert [a["id"] for a in mine["results"]] == [approval.pk] and mine["results"][0]["may_decide"] is True
     assert world.clients["builder"].get("/api/v1/approvals/").json()["count"] == 0
     with engine.local_mode():
-        ok = world.clients["viewer"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json")
+        ok = world.clients["viewer"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"version": version_of(approval.pk), "decision": "approve"}, format="json")
     assert ok.status_code == 200 and ok.json()["decided_by"] == "viewer"
 
 
@@ -239,12 +265,12 @@ def test_request_naming_its_approvers_excludes_the_approvers_group(world: World)
         pytest.skip("the approval node kind does not take named approvers")
     # The approvers group may neither decide nor read it (the run is not theirs): 404;
     # a builder reads every run, so is refused the decision itself: 403.
-    denied = world.clients["approver"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json")
+    denied = world.clients["approver"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"version": version_of(approval.pk), "decision": "approve"}, format="json")
     assert denied.status_code == 404
-    refused = world.clients["builder"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json")
+    refused = world.clients["builder"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"version": version_of(approval.pk), "decision": "approve"}, format="json")
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "not_allowed"
     with engine.local_mode():
-        assert world.clients["operator"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json").status_code == 200
+        assert world.clients["operator"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"version": version_of(approval.pk), "decision": "approve"}, format="json").status_code == 200
 
 
 def test_session_auth_enforces_csrf_and_docs_need_a_login(world: World) -> None:

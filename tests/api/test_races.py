@@ -15,6 +15,7 @@ from approvals.models import ApprovalRequest
 from runs.engine import api as engine
 from runs.models import Run, Step
 from tests.api.conftest import World, client_with_token
+from tests.support.approvals import version_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,7 +61,7 @@ def test_a_decision_and_a_cancel_at_once_never_fail_and_leave_the_run_cancelled(
         approval = world.approval_of(run)
         approver, canceller = client_with_token(world.users["approver"]), operator(world)
         decided, cancelled = race(
-            (approver, f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}),
+            (approver, f"/api/v1/approvals/{approval.pk}/decide/", {"version": version_of(approval.pk), "decision": "approve"}),
             (canceller, f"/api/v1/runs/{run.pk}/cancel/", {"reason": "race"}),
         )
         run.refresh_from_db()
@@ -116,8 +117,8 @@ def test_two_decisions_at_once_one_wins(world: World) -> None:
         approval = world.approval_of(run)
         a, b = client_with_token(world.users["approver"]), client_with_token(second)
         results = race(
-            (a, f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}),
-            (b, f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "reject"}),
+            (a, f"/api/v1/approvals/{approval.pk}/decide/", {"version": version_of(approval.pk), "decision": "approve"}),
+            (b, f"/api/v1/approvals/{approval.pk}/decide/", {"version": version_of(approval.pk), "decision": "reject"}),
         )
         assert sorted(r.status_code for r in results) == [200, 409], [r.content for r in results]
         assert ApprovalRequest.objects.get(pk=approval.pk).status in ("approved", "rejected")
@@ -148,7 +149,7 @@ def test_a_recovery_decision_and_a_resume_of_the_parked_run_at_once_requeue_once
         run, request = parked_run()
         approver, resumer = client_with_token(world.users["approver"]), operator(world)
         results = race(
-            (approver, f"/api/v1/approvals/{request.pk}/decide/", {"decision": "retry"}),
+            (approver, f"/api/v1/approvals/{request.pk}/decide/", {"version": version_of(request.pk), "decision": "retry"}),
             (resumer, f"/api/v1/runs/{run.pk}/resume/", {}),
         )
         assert sorted(r.status_code for r in results) == [200, 409], [r.content for r in results]
@@ -162,7 +163,7 @@ def test_a_skip_decision_and_a_cancel_at_once_never_fail(world: World, effects_f
         run, request = parked_run()
         approver, canceller = client_with_token(world.users["approver"]), operator(world)
         decided, cancelled = race(
-            (approver, f"/api/v1/approvals/{request.pk}/decide/", {"decision": "skip"}),
+            (approver, f"/api/v1/approvals/{request.pk}/decide/", {"version": version_of(request.pk), "decision": "skip"}),
             (canceller, f"/api/v1/runs/{run.pk}/cancel/", {"reason": "race"}),
         )
         assert cancelled.status_code == 200, cancelled.content

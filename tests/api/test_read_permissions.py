@@ -19,6 +19,7 @@ from ballast.asgi import application
 from runs.engine import api as engine
 from runs.models import AuditEntry, Run
 from tests.api.conftest import ROLE_NAMES, World, client_with_token, linear_spec
+from tests.support.approvals import version_of
 from tests.support.specs import chain, graph, node, publish, run_local
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -132,7 +133,7 @@ def test_hidden_runs_answer_404_refused_actions_403_and_both_are_audited(world: 
     assert world.clients["viewer"].get("/api/v1/runs/999999/").json() == world.clients["viewer"].get(f"/api/v1/runs/{run.pk}/").json()
     assert world.clients["viewer"].post(f"/api/v1/runs/{run.pk}/cancel/", {}, format="json").status_code == 404
     assert world.clients["builder"].post(f"/api/v1/runs/{run.pk}/cancel/", {}, format="json").status_code == 403
-    assert world.clients["builder"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve"}, format="json").status_code == 403
+    assert world.clients["builder"].post(f"/api/v1/approvals/{approval.pk}/decide/", {"version": version_of(approval.pk), "decision": "approve"}, format="json").status_code == 403
     r, s, a = str(run.pk), str(step.pk), str(approval.pk)
     assert denials(viewer) == [
         ("run.read", "run", r, 404), ("run.steps", "run", r, 404), ("run.events", "run", r, 404),
@@ -186,8 +187,8 @@ def test_run_websocket_refuses_who_may_not_read_the_run(world: World) -> None:
 def test_decision_and_cancel_audit_entries_carry_the_node_and_statuses(world: World) -> None:
     approved, rejected, cancelled = world.waiting_run(), world.waiting_run(), world.waiting_run()
     with engine.local_mode():
-        ok = world.clients["approver"].post(f"/api/v1/approvals/{world.approval_of(approved).pk}/decide/", {"decision": "approve"}, format="json")
-        no = world.clients["graph_approver"].post(f"/api/v1/approvals/{world.approval_of(rejected).pk}/decide/", {"decision": "reject"}, format="json")
+        ok = world.clients["approver"].post(f"/api/v1/approvals/{world.approval_of(approved).pk}/decide/", {"version": version_of(world.approval_of(approved).pk), "decision": "approve"}, format="json")
+        no = world.clients["graph_approver"].post(f"/api/v1/approvals/{world.approval_of(rejected).pk}/decide/", {"version": version_of(world.approval_of(rejected).pk), "decision": "reject"}, format="json")
         gone = world.clients["operator"].post(f"/api/v1/runs/{cancelled.pk}/cancel/", {"reason": "stop"}, format="json")
     assert (ok.status_code, no.status_code, gone.status_code) == (200, 200, 200)
 

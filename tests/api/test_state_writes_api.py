@@ -14,6 +14,7 @@ from runs.models import Run, Step
 from runs.nodes.base import NodeResult
 from runs.services import RunInputInvalid, run_start
 from tests.api.conftest import World
+from tests.support.approvals import version_of
 from tests.support.specs import chain, graph, node, publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -105,7 +106,7 @@ def test_a_skip_output_is_checked_against_the_state_keys_values_and_size(world: 
 
     def skip(output):
         with engine.local_mode():
-            return client.post(f"/api/v1/approvals/{request.pk}/decide/", {"decision": "skip", "output": output}, format="json")
+            return client.post(f"/api/v1/approvals/{request.pk}/decide/", {"version": version_of(request.pk), "decision": "skip", "output": output}, format="json")
 
     unknown = skip({"paid": True, "nope": 1})
     assert unknown.status_code == 400 and unknown.json()["error"]["code"] == "unknown_state_key", unknown.content
@@ -135,7 +136,7 @@ def test_a_decision_comment_with_a_nul_character_is_refused(world: World) -> Non
     request.refresh_from_db()
     assert request.status == "pending"
     # Through the API too (DRF refuses NUL in a CharField itself).
-    response = world.clients["approver"].post(f"/api/v1/approvals/{request.pk}/decide/", {"decision": "approve", "comment": NUL}, format="json")
+    response = world.clients["approver"].post(f"/api/v1/approvals/{request.pk}/decide/", {"version": version_of(request.pk), "decision": "approve", "comment": NUL}, format="json")
     assert response.status_code == 400 and "comment" in response.json()["error"]["fields"]
 
 

@@ -28,7 +28,7 @@ def test_a_decision_writes_output_key_and_routes_by_its_handle(approved):
     config = KIND.config_model.model_validate({"output_key": "verdict"})
     result = KIND.decision_result(config, approved=approved, comment="ok", by="ada", wired_handles=[APPROVED, REJECTED])
     verdict = APPROVED if approved else REJECTED
-    record = {"decision": verdict, "comment": "ok", "by": "ada"}
+    record = {"decision": verdict, "comment": "ok", "by": "ada", "reason": "", "approvers": ["ada"]}
     assert result is not None
     assert (result.updates, result.output, result.route) == ({"verdict": record}, record, [verdict])
 
@@ -55,3 +55,26 @@ def test_prompt_errors_use_the_template_codes_of_every_kind():
     with pytest.raises(NodeError) as info:
         KIND.execute(KIND.config_model.model_validate({"prompt": "{{ nope }}"}), ctx({}, {}))
     assert (info.value.code, info.value.retryable) == ("template", False)
+
+
+def test_edited_values_are_checked_against_the_schema_and_written_to_state():
+    from approvals.nodes import edit_errors
+
+    schema = {"type": "object", "properties": {"amount": {"type": "number", "maximum": 100}}}
+    config = KIND.config_model.model_validate({"edit_schema": schema})
+    assert KIND.writes(config) == {"approval", "amount"}
+    assert edit_errors(config, {"amount": 50}) == {}
+    assert edit_errors(config, {"amount": 500}) == {"values.amount": ["500 is greater than the maximum of 100"]}
+    assert "not editable here: other" in edit_errors(config, {"other": 1})["values"][0]
+    assert edit_errors(KIND.config_model.model_validate({}), {"amount": 1}) == {"values": ["this approval does not allow edited values"]}
+    result = KIND.decision_result(config, approved=True, comment="", by="ada", wired_handles=[APPROVED], values={"amount": 50})
+    assert result is not None and result.updates["amount"] == 50 and result.updates["approval"]["values"] == {"amount": 50}
+
+
+def test_bad_reasons_and_edit_schemas_are_issues():
+    config = KIND.config_model.model_validate({"reject_reasons": ["too high", "too high", " "], "edit_schema": {"type": "string"}})
+    codes = [(i.field, i.code) for i in KIND.check("gate", config, set())]
+    assert ("config.reject_reasons[2]", "invalid_reason") in codes and ("config.reject_reasons", "invalid_reason") in codes
+    assert ("config.edit_schema", "invalid_schema") in codes
+    bad_key = KIND.config_model.model_validate({"edit_schema": {"type": "object", "properties": {"not a key": {}}}})
+    assert [i.code for i in KIND.check("gate", bad_key, set())] == ["invalid_schema"]

@@ -20,6 +20,7 @@ from runs.models import AuditChain, AuditEntry, Run, Step
 from runs.nodes.base import NodeResult
 from runs.services import run_start
 from tests.api.conftest import World, client_with_token, linear_spec
+from tests.support.approvals import version_of
 from tests.support.specs import chain, effect, graph, node, publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -61,7 +62,7 @@ def some_history(world: World) -> Run:
     waiting = world.waiting_run()
     failed = world.failed_run()
     with engine.local_mode():
-        world.clients["approver"].post(f"/api/v1/approvals/{world.approval_of(waiting).pk}/decide/", {"decision": "approve"}, format="json")
+        world.clients["approver"].post(f"/api/v1/approvals/{world.approval_of(waiting).pk}/decide/", {"version": version_of(world.approval_of(waiting).pk), "decision": "approve"}, format="json")
         assert world.clients["operator"].post(f"/api/v1/runs/{failed.pk}/retry/", format="json").status_code == 200
         assert world.clients["operator"].post(f"/api/v1/runs/{failed.pk}/cancel/", {}, format="json").status_code == 200
     assert AuditEntry.objects.filter(scope=f"run:{failed.pk}").count() == 3

@@ -1,6 +1,31 @@
-// The top bar on every page of a signed-in user: logo -> home, Graphs, Runs, Costs, Audit (staff), Workers (staff, operators), Admin (staff), user menu.
+// The top bar on every page of a signed-in user: logo -> home, Graphs, Runs, Approvals (with the count waiting), Costs, Audit (staff), Workers (staff, operators), Admin (staff), user menu.
 import { useEffect, useRef, useState } from "react";
+import { api } from "../lib/api";
 import { usePageContext } from "../lib/context";
+import type { InboxCounts } from "./types";
+
+/** A window event a page fires after it decided or claimed something: the top bar counts again at once. */
+export const APPROVALS_CHANGED = "ballast:approvals-changed";
+
+/** How often (ms) the top bar asks how many approvals wait for the user. */
+export const WAITING_POLL_MS = 15000;
+
+/** The number of approvals waiting for the signed-in user (assigned, or unclaimed in their groups); null until known. */
+export function useWaitingCount(enabled: boolean): number | null {
+  const [waiting, setWaiting] = useState<number | null>(null);
+  useEffect(() => {
+    if (!enabled) return;
+    let live = true;
+    const load = () => {
+      api<InboxCounts>("approvals/inbox/counts/").then((c) => { if (live) setWaiting(c.waiting); }).catch(() => undefined);
+    };
+    load();
+    const timer = window.setInterval(load, WAITING_POLL_MS);
+    window.addEventListener(APPROVALS_CHANGED, load);
+    return () => { live = false; window.clearInterval(timer); window.removeEventListener(APPROVALS_CHANGED, load); };
+  }, [enabled]);
+  return waiting;
+}
 
 /** Which nav link is current for ``path``: the longest link prefix, "/" only for itself. */
 export function activeSection(path: string, links: { href: string }[]): string | null {
@@ -15,11 +40,13 @@ export function activeSection(path: string, links: { href: string }[]): string |
 export function TopBar({ path = window.location.pathname }: { path?: string }) {
   const ctx = usePageContext();
   const user = ctx.user;
+  const waiting = useWaitingCount(user !== null);
   if (user === null) return null;
   const urls = ctx.urls;
   const links = [
     { href: urls.graphs ?? "/graphs/", label: "Graphs" },
     { href: urls.runs ?? "/runs/", label: "Runs" },
+    { href: urls.approvals ?? "/approvals/", label: "Approvals" },
     { href: urls.costs ?? "/costs/", label: "Costs" },
     ...(user.can.audit ? [{ href: urls.audit ?? "/audit/", label: "Audit" }] : []),
     ...(user.can.workers ? [{ href: urls.workers ?? "/workers/", label: "Workers" }] : []),
@@ -32,7 +59,10 @@ export function TopBar({ path = window.location.pathname }: { path?: string }) {
       </a>
       <nav aria-label="Main" className="topnav">
         {links.map((l) => (
-          <a key={l.href} href={l.href} className="topnav-link" aria-current={current === l.href ? "page" : undefined}>{l.label}</a>
+          <a key={l.href} href={l.href} className="topnav-link" aria-current={current === l.href ? "page" : undefined}>
+            {l.label}
+            {l.label === "Approvals" && waiting ? <span className="topnav-count" aria-label={`${waiting} waiting for you`}>{waiting}</span> : null}
+          </a>
         ))}
         {user.can.admin ? <a href={urls.admin ?? "/admin/"} className="topnav-link">Admin</a> : null}
       </nav>

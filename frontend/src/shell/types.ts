@@ -63,3 +63,59 @@ export interface RunDetail extends RunSummary {
   /** "command line" for a run `manage.py run_graph` started (no user), else null. */
   started_from?: string | null;
 }
+
+/** One node the run goes on to if an approval is approved, its arguments rendered from the current state. */
+export interface NextAction {
+  node_id: string;
+  kind: string;
+  label: string;
+  arguments: Record<string, unknown>;
+}
+
+/** An approval request as the inbox API returns it (approvals/serializers.py ``ApprovalOutput``). */
+export interface Approval {
+  id: number;
+  run: number;
+  step: number;
+  graph: number;
+  graph_name: string;
+  node_id: string;
+  /** "gate" (an approval node) or "recovery" (a parked step: retry, skip or fail). */
+  purpose: string;
+  status: string;
+  prompt: string;
+  payload: Record<string, unknown>;
+  approvers: string[];
+  approver_groups: string[];
+  decision: string;
+  comment: string;
+  decided_by: string;
+  created_at: string;
+  decided_at: string | null;
+  may_decide: boolean;
+  /** Sent back with a decision; it changes with every claim, vote, reassignment and with the next action. */
+  version: string;
+  last_change: string;
+  claimed_by: string;
+  claimed_at: string | null;
+  quorum: number;
+  votes: { by: string; decision: string; comment: string; at: string }[];
+  reason: string;
+  values: Record<string, unknown> | null;
+  run_status: string;
+  started_by: string;
+  cost_usd: string;
+  budget_usd: string | null;
+  next_actions: NextAction[];
+  state: Record<string, unknown>;
+  reject_reasons: string[];
+  edit_schema: Record<string, unknown> | null;
+  starter_counts: boolean;
+}
+
+export interface InboxCounts {
+  assigned: number;
+  group: number;
+  decided: number;
+  waiting: number;
+}

@@ -23,7 +23,7 @@ def number_events(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("runs", "0010_step_due_at")]
+    dependencies = [("runs", "0011_state_per_key")]
 
     operations = [
         migrations.CreateModel(

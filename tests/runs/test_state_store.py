@@ -1,0 +1,144 @@
+"""Run state kept per key (runs.engine.state): a commit writes only the keys its step
+changed, the state after any step is read back without replay, reducers keep their
+semantics on both commit paths, and fork starts from the versioned state."""
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+
+from runs.engine import api as engine
+from runs.models import RunStateKey, Step
+from runs.nodes.base import StateView
+from tests.support.specs import chain, edge, graph, node, run_local, transform
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BLOB = [{"id": k, "text": "x" * 50} for k in range(200)]
+
+
+def counter_chain(n: int, **state):
+    ids = [f"t{k}" for k in range(1, n + 1)]
+    return graph(
+        [node("start", "start"), *[transform(i, i="i + 1") for i in ids], node("end", "end", config={"output": ["i"]})],
+        chain("start", *ids, "end"),
+        state={"i": {"default": 0}, "blob": {"default": BLOB}, **state},
+    )
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "portable"])
+def test_a_key_no_step_writes_is_stored_once_and_each_step_records_its_version(fast):
+    with override_settings(BALLAST_FAST_COMMIT=fast):
+        run = run_local(counter_chain(5))
+    assert run.status == "succeeded", run.error
+    assert run.state["i"] == 5 and run.state["blob"] == BLOB
+    versions = dict(RunStateKey.objects.filter(run=run, key="blob").values_list("seq", "size"))
+    assert list(versions) == [0]  # written when the run was created, never again
+    assert RunStateKey.objects.filter(run=run, key="i").count() == 6  # the initial 0 and five writes
+    assert "contrib" not in run.scheduler
+    steps = list(Step.objects.filter(run=run).order_by("id"))
+    seqs = [s.state_seq for s in steps]
+    assert all(seq is not None for seq in seqs) and seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    assert run.state_sizes["blob"] == versions[0] and run.state_sizes["i"] == 1
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "portable"])
+def test_state_after_each_step_and_its_difference(fast):
+    with override_settings(BALLAST_FAST_COMMIT=fast):
+        run = run_local(counter_chain(3))
+    steps = {s.node_id: s for s in Step.objects.filter(run=run)}
+    start = engine.step_state(steps["start"].pk)
+    assert start.state["i"] == 0 and start.changed == {}
+    for k in (1, 2, 3):
+        after = engine.step_state(steps[f"t{k}"].pk)
+        assert after.state == {"i": k, "blob": BLOB, "input": {}}
+        assert after.changed == {"i": {"before": k - 1, "after": k, "added": False}}
+    assert engine.step_state(steps["end"].pk).state["i"] == 3
+
+
+def test_state_of_a_step_that_did_not_commit_is_refused():
+    run = run_local(counter_chain(1))
+    with pytest.raises(engine.StepStateError):
+        engine.step_state(10**9)
+    Step.objects.filter(run=run, node_id="t1").update(status="failed")
+    with pytest.raises(engine.StepStateError):
+        engine.step_state(Step.objects.get(run=run, node_id="t1").pk)
+
+
+def append_loop(n: int):
+    ids = [f"a{k}" for k in range(1, n + 1)]
+    return graph(
+        [node("start", "start"), *[transform(i, log=f"'{i}'", seen="len(log) + 1") for i in ids], node("end", "end")],
+        chain("start", *ids, "end"),
+        state={"log": {"reducer": "append"}, "seen": {"reducer": "max"}, "tally": {"reducer": "add", "default": 0}},
+    )
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "portable"])
+def test_append_reducer_keeps_its_order_and_every_version(fast):
+    with override_settings(BALLAST_FAST_COMMIT=fast):
+        run = run_local(append_loop(4))
+    assert run.status == "succeeded", run.error
+    assert run.state["log"] == ["a1", "a2", "a3", "a4"] and run.state["seen"] == 4
+    steps = {s.node_id: s for s in Step.objects.filter(run=run)}
+    a2 = engine.step_state(steps["a2"].pk)
+    assert a2.state["log"] == ["a1", "a2"]
+    assert a2.changed["log"] == {"before": ["a1"], "after": ["a1", "a2"], "added": False}
+    latest = RunStateKey.latest(run.pk).get(key="log")
+    assert [entry[3] for entry in latest.contrib] == ["a1", "a2", "a3", "a4"]  # contributions live with the key
+
+
+def test_fan_out_append_merges_in_the_same_order_on_both_paths():
+    spec = graph(
+        [
+            node("start", "start"),
+            transform("a", results="'a'"),
+            transform("c", results="'c'"),
+            transform("b", results="'b'"),
+            node("join", "join"),
+            transform("after", results="'z'"),
+            node("end", "end"),
+        ],
+        [edge("start", "c"), edge("start", "a"), edge("start", "b"), edge("a", "join"), edge("b", "join"), edge("c", "join")]
+        + chain("join", "after", "end"),
+        state={"results": {"reducer": "append"}},
+    )
+    run = run_local(spec)
+    assert run.status == "succeeded", run.error
+    assert run.state["results"] == ["a", "b", "c", "z"]
+    join = Step.objects.get(run=run, node_id="join")
+    assert engine.step_state(join.pk).state["results"] == ["a", "b", "c"]
+
+
+def test_fork_starts_from_the_versioned_state_with_reducer_contributions():
+    run = run_local(append_loop(3))
+    from runs.services import run_fork
+
+    a2 = Step.objects.get(run=run, node_id="a2")
+    with engine.local_mode() as queue:
+        fork = run_fork(run=run, step_id=a2.pk, state_patch={"seen": 10}, actor="tester")
+        engine.drive_local(fork.pk, queue=queue, timeout=20)
+    fork.refresh_from_db()
+    assert fork.status == "succeeded", fork.error
+    assert fork.state["log"] == ["a1", "a2", "a3"]  # a3's append lands after the forked contributions
+    assert fork.state["seen"] == 10  # max(10, len(log) + 1)
+    assert RunStateKey.latest(fork.pk).get(key="log").contrib is not None
+
+
+def test_replayed_state_for_a_step_committed_before_state_was_kept_per_key():
+    run = run_local(append_loop(3))
+    Step.objects.filter(run=run).update(state_seq=None)  # as the migration leaves older steps
+    a2 = Step.objects.get(run=run, node_id="a2")
+    replayed = engine.step_state(a2.pk)
+    assert replayed.seq is None and replayed.state["log"] == ["a1", "a2"]
+    assert replayed.changed["log"]["after"] == ["a1", "a2"]
+
+
+def test_a_node_reads_private_copies_of_only_the_keys_it_reads():
+    state = {"big": [{"n": 1}], "small": 1}
+    view = StateView(state)
+    got = view["big"]
+    got[0]["n"] = 99
+    assert state["big"] == [{"n": 1}] and view["big"] is got  # one copy per key, the state untouched
+    assert set(view) == {"big", "small"} and len(view) == 2 and "small" in view
+    with pytest.raises(TypeError):
+        view["small"] = 2  # type: ignore[index]
