@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest
 from runs.engine import api as engine
-from runs.models import AuditEntry, Run, Step
+from runs.models import AuditEntry, Run, RunStateKey, Step
 from tests.api.conftest import NAME_INPUT, World, client_with_token
 from tests.support.approvals import version_of
 from tests.support.specs import chain, edge, graph, node, publish, run_local, transform
@@ -150,7 +150,10 @@ def test_a_changed_next_action_is_refused(world: World) -> None:
     ]
     assert detail["state"]["reply"] == "Hello Ada" and detail["started_by"] == "starter" and detail["cost_usd"] is not None
     # What a parallel branch's commit does to a waiting run: the key the next node reads changes.
-    Run.objects.filter(pk=run.pk).update(state={**run.state, "reply": "Hello Mallory"})
+    # (state is per key since deltastate: a new version of the key at the run's next version)
+    run.refresh_from_db()
+    RunStateKey.objects.create(run_id=run.pk, key="reply", seq=run.version + 1, value="Hello Mallory", size=len('"Hello Mallory"'))
+    Run.objects.filter(pk=run.pk).update(version=run.version + 1)
     stale = decide(world.clients["approver"], approval, version=detail["version"])
     assert stale.status_code == 409 and stale.json()["error"]["code"] == "action_changed"
     assert ApprovalRequest.objects.get(pk=approval.pk).status == "pending"
