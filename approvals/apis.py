@@ -21,6 +21,7 @@ from approvals.serializers import (
     InboxQueryInput,
 )
 from ballast.api import PAGE_PARAMETERS, ApiView, paginated
+from runs.models import RunStateKey
 
 TAG = ["approvals"]
 
@@ -49,7 +50,7 @@ class ApprovalInboxApi(ApiView):
     @extend_schema(tags=TAG, operation_id="approvals_inbox", parameters=[InboxQueryInput, *PAGE_PARAMETERS], responses=paginated(ApprovalOutput, "InboxApproval"))
     def get(self, request: Any) -> Response:
         q = self.validated(InboxQueryInput, request.query_params)
-        return self.paginate(selectors.inbox_list(user=request.user, which=q["list"], search=q["q"]), ApprovalOutput)
+        return self.paginate(selectors.inbox_list(user=request.user, which=q["list"], search=q["q"]), ApprovalOutput, prepare=hold_run_states)
 
 
 class ApprovalInboxCountsApi(ApiView):
@@ -114,7 +115,7 @@ class ApprovalMineApi(ApiView):
     @extend_schema(tags=TAG, operation_id="approvals_mine", parameters=[ApprovalListQueryInput, *PAGE_PARAMETERS], responses=paginated(ApprovalOutput, "Approval"))
     def get(self, request: Any) -> Response:
         q = self.validated(ApprovalListQueryInput, request.query_params)
-        return self.paginate(selectors.approval_list_for_user(user=request.user, status=q["status"]), ApprovalOutput)
+        return self.paginate(selectors.approval_list_for_user(user=request.user, status=q["status"]), ApprovalOutput, prepare=hold_run_states)
 
 
 class ApprovalAllApi(ApiView):
@@ -125,7 +126,7 @@ class ApprovalAllApi(ApiView):
     @extend_schema(tags=TAG, operation_id="approvals_all", parameters=[ApprovalListQueryInput, *PAGE_PARAMETERS], responses=paginated(ApprovalOutput, "Approval"))
     def get(self, request: Any) -> Response:
         q = self.validated(ApprovalListQueryInput, request.query_params)
-        return self.paginate(selectors.with_may_decide(selectors.approval_list(status=q["status"]), user=request.user), ApprovalOutput)
+        return self.paginate(selectors.with_may_decide(selectors.approval_list(status=q["status"]), user=request.user), ApprovalOutput, prepare=hold_run_states)
 
 
 class ApprovalDetailApi(ApiView):
@@ -159,3 +160,9 @@ class ApprovalDecideApi(ApiView):
             version=data["version"], reason=data["reason"], values=data["values"],
         )  # fmt: skip
         return Response(ApprovalOutput(selectors.approval_get(approval_id=decided.pk), context={"request": request}).data)
+
+
+def hold_run_states(page: list[Any]) -> None:
+    """Read the state of every run on a page of approval requests in one query (the items
+    render their next action and state from it)."""
+    RunStateKey.hold_states(r.run for r in page)

@@ -278,10 +278,13 @@ class ApiView(APIView):
         if isinstance(request.auth, ApiToken):
             set_principal("token", token=request.auth.prefix)
 
-    def paginate(self, queryset: Any, serializer_class: Any, **context: Any) -> Response:
-        """A numbered page of ``queryset`` serialised with ``serializer_class`` (:class:`Pagination`)."""
+    def paginate(self, queryset: Any, serializer_class: Any, *, prepare: Any = None, **context: Any) -> Response:
+        """A numbered page of ``queryset`` serialised with ``serializer_class`` (:class:`Pagination`);
+        ``prepare(page)``, when given, bulk-loads what the serializer reads for the page's rows."""
         paginator = Pagination()
         page = paginator.paginate_queryset(queryset, self.request, view=self)
+        if prepare is not None and page:
+            prepare(page)
         data = serializer_class(page, many=True, context={"request": self.request, **context}).data
         return paginator.get_paginated_response(data)
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -291,6 +292,20 @@ class RunStateKey(models.Model):
             rows = rows.filter(seq__lte=seq)
         top = newer.order_by("-seq").values("seq")[:1]
         return rows.filter(seq=models.Subquery(top))
+
+    @classmethod
+    def hold_states(cls, runs: Iterable[Run]) -> None:
+        """Read the current state of each of ``runs`` in ONE query and keep it on the
+        instance (what :attr:`Run.state` reads first), so a list does not read run by run."""
+        by_id = {r.pk: r for r in runs if r.pk and "_held_state" not in r.__dict__}
+        if not by_id:
+            return
+        states: dict[int, dict[str, Any]] = {pk: {} for pk in by_id}
+        top = cls.objects.filter(run_id=models.OuterRef("run_id"), key=models.OuterRef("key")).order_by("-seq").values("seq")[:1]
+        for run_id, key, value in cls.objects.filter(run_id__in=list(by_id), seq=models.Subquery(top)).values_list("run_id", "key", "value"):
+            states[run_id][key] = value
+        for pk, run in by_id.items():
+            run.state = states[pk]
 
     @classmethod
     def state_at(cls, run_id: int, seq: int | None = None) -> tuple[dict[str, Any], dict[str, list[Any]]]:
