@@ -21,6 +21,7 @@ urlpatterns = [
     path("graphs/", views.graph_list, name="graphs-page"),
     path("graphs/<int:graph_id>/", views.graph_builder, name="graph-builder"),
     path("runs/", views.run_list, name="runs-page"),
+    path("runs/compare/", views.run_compare, name="runs-compare-page"),
     path("runs/<int:run_id>/", views.run_detail, name="run-page"),
     path("approvals/", views.approval_inbox, name="approvals-page"),
     path("approvals/<int:approval_id>/", views.approval_inbox, name="approval-page"),

@@ -59,6 +59,13 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 @login_required
+def run_compare(request: HttpRequest) -> HttpResponse:
+    """``/runs/compare/?a=<id>&b=<id>``: two runs of one graph side by side (the page reads
+    them through the API, which checks the user may read both)."""
+    return render_page(request, "compare", title="Compare runs")
+
+
+@login_required
 def approval_inbox(request: HttpRequest, approval_id: int | None = None) -> HttpResponse:
     """``/approvals/`` and ``/approvals/<id>/`` (the link in approval emails): the inbox,
     opened on one request. Reading it never decides: GET and HEAD only render the page;

@@ -16,7 +16,9 @@ from runs.nodes.base import NodeConfig
 log = logging.getLogger("ballast.builder")
 
 
-def _node_cost(kind_name: str, raw_config: dict[str, Any], config: NodeConfig | None) -> tuple[Decimal | None, int] | None:
+def _node_cost(
+    kind_name: str, raw_config: dict[str, Any], config: NodeConfig | None, state: dict[str, Any]
+) -> tuple[Decimal | None, int] | None:
     """(USD or None, tokens) of one execution, or None when the node cannot be estimated
     (unknown kind or invalid config)."""
     try:
@@ -29,10 +31,32 @@ def _node_cost(kind_name: str, raw_config: dict[str, Any], config: NodeConfig | 
         except ValueError:  # pydantic's ValidationError is a ValueError
             return None
     try:
-        return kind.estimate_cost(config, {})
+        return kind.estimate_cost(config, state)
     except Exception:  # noqa: BLE001 - an estimate must never break validation of a draft
         log.exception("estimate_cost of a %s node failed", kind_name)
         return None
+
+
+def node_costs(spec: GraphSpec, configs: dict[str, NodeConfig] | None = None, state: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Each node's worst-case cost of one execution with ``state`` (default empty, so
+    prompts count as their template source): ``[{"node_id", "kind", "model", "tokens",
+    "usd" (str, or None when unknown)}]`` in the spec's order (one per node id). A node whose kind or config
+    is invalid counts as unknown (``usd`` None, ``tokens`` 0)."""
+    configs = configs or {}
+    nodes: list[dict[str, Any]] = []
+    for node in Topology(spec).nodes.values():
+        found = _node_cost(node.kind, node.config, configs.get(node.id), state or {})
+        usd, tokens = found if found is not None else (None, 0)
+        nodes.append(
+            {
+                "node_id": node.id,
+                "kind": node.kind,
+                "model": node.config.get("model") if node.kind in ("llm", "agent") else None,
+                "tokens": tokens,
+                "usd": None if usd is None else str(usd),
+            }
+        )
+    return nodes
 
 
 def estimate_spec(spec: GraphSpec, configs: dict[str, NodeConfig] | None = None) -> dict[str, Any]:
@@ -50,26 +74,24 @@ def estimate_spec(spec: GraphSpec, configs: dict[str, NodeConfig] | None = None)
     chosen by USD (ties and unknown prices by tokens); a cycle (a bounded loop) counts
     each of its nodes ``max(max_iterations) + 1`` times, an upper bound.
     """
-    configs = configs or {}
     topology = Topology(spec)
-    nodes: list[dict[str, Any]] = []
-    cost: dict[str, tuple[Decimal | None, int]] = {}
-    for node in topology.nodes.values():
-        found = _node_cost(node.kind, node.config, configs.get(node.id))
-        usd, tokens = found if found is not None else (None, 0)
-        cost[node.id] = (usd, tokens)
-        nodes.append(
-            {
-                "node_id": node.id,
-                "kind": node.kind,
-                "model": node.config.get("model") if node.kind in ("llm", "agent") else None,
-                "tokens": tokens,
-                "usd": None if usd is None else str(usd),
-            }
-        )
+    nodes = node_costs(spec, configs)
     empty = {"nodes": [], "tokens": 0, "usd": "0", "unpriced": [], "loops": []}
     if not topology.start_ids:
         return {"nodes": nodes, "costliest_path": empty}
+    return {"nodes": nodes, "costliest_path": costliest_path(topology, nodes, topology.start_ids[0])}
+
+
+def costliest_path(topology: Topology, nodes: list[dict[str, Any]], start_id: str) -> dict[str, Any]:
+    """The costliest path from node ``start_id`` to an end, from per-node costs ``nodes``
+    (:func:`node_costs`): ``{"nodes", "tokens", "usd" (str), "unpriced", "loops"}``, as
+    :func:`estimate_spec` describes it (also the tail of a run that goes on from a step:
+    a resume, a retry, a fork)."""
+    cost: dict[str, tuple[Decimal | None, int]] = {
+        n["node_id"]: (None if n["usd"] is None else Decimal(n["usd"]), n["tokens"]) for n in nodes
+    }
+    for node_id in topology.nodes:
+        cost.setdefault(node_id, (None, 0))
 
     # Condense cycles (bounded loops) into one vertex each; the rest is a DAG.
     component = {node_id: node_id for node_id in topology.nodes}
@@ -103,7 +125,7 @@ def estimate_spec(spec: GraphSpec, configs: dict[str, NodeConfig] | None = None)
     # stack: a recursion would overflow on a long chain (a 300-node chain is 300 frames).
     best: dict[str, tuple[Decimal, int, tuple[str, ...], tuple[str, ...]] | None] = {}
     ancestors: set[str] = set()
-    start = component[topology.start_ids[0]]
+    start = component[start_id]
     stack: list[tuple[str, bool]] = [(start, False)]
     while stack:
         comp, children_done = stack.pop()
@@ -126,16 +148,9 @@ def estimate_spec(spec: GraphSpec, configs: dict[str, NodeConfig] | None = None)
     found = best.get(start) or (Decimal(0), 0, (start,), ())
     path_nodes = [n for comp in found[2] for n in members[comp]]
     loops = [f"{'+'.join(members[c])} x{repeat[c]}" for c in found[2] if repeat[c] > 1]
-    return {
-        "nodes": nodes,
-        "costliest_path": {
-            "nodes": path_nodes,
-            "tokens": found[1],
-            "usd": str(found[0]),
-            "unpriced": list(found[3]),
-            "loops": loops,
-        },
-    }
+    return {"nodes": path_nodes, "tokens": found[1], "usd": str(found[0]), "unpriced": list(found[3]), "loops": loops}
+
+
 
 
 def estimate_by_node(report: dict[str, Any]) -> dict[str, Any]:

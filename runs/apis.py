@@ -30,6 +30,7 @@ from ballast.api import (
 )
 from builder.models import Graph, GraphVersion
 from runs import selectors, services
+from runs.action_apis import checked_fork_step
 from runs.serializers import (
     AuditEntryOutput,
     AuditQueryInput,
@@ -200,12 +201,15 @@ class RunRetryApi(ApiView):
 class RunForkApi(ApiView):
     """POST: start a new run from a committed step of this run, with ``state_patch``
     applied to the state as it was right after that step (operators of its graph). 201 with the new
-    run; 409 when the step is not a committed top-level step or nothing follows it."""
+    run; 400 with field errors when the step is not a committed top-level step of this run
+    (``step``) or the patch is bad (``state_patch.<key>``); 409 when nothing follows the step.
+    POST .../fork/preview/ shows what it would start."""
 
     @extend_schema(tags=TAG, operation_id="runs_fork", request=RunForkInput, responses={201: RunDetailOutput, 409: CONFLICT})
     def post(self, request: Any, run_id: int) -> Response:
         run = _run_to_act_on(request, run_id, "fork")
         data = self.validated(RunForkInput, request.data)
+        checked_fork_step(run, data["step"])  # 400 with a field error, as the preview answers
         new = services.run_fork(run=run, step_id=data["step"], state_patch=data["state_patch"], user=request.user)
         return Response(RunDetailOutput(selectors.run_get(run_id=new.pk)).data, status=status.HTTP_201_CREATED)
 

@@ -1,11 +1,16 @@
 """Run, step, event, cost, audit and provider API routes (mounted at /api/v1/)."""
 from django.urls import path
 
-from runs import apis, provider_apis, report_apis
+from runs import action_apis, apis, provider_apis, report_apis
 
 urlpatterns = [
     path("runs/", apis.RunCollectionApi.as_view(), name="runs"),
+    path("runs/compare/", action_apis.RunCompareApi.as_view(), name="runs-compare"),
     path("runs/<int:run_id>/", apis.RunDetailApi.as_view(), name="run"),
+    path("runs/<int:run_id>/actions/", action_apis.RunActionsApi.as_view(), name="run-actions"),
+    path("runs/<int:run_id>/resume/preview/", action_apis.RunResumePreviewApi.as_view(), name="run-resume-preview"),
+    path("runs/<int:run_id>/retry/preview/", action_apis.RunRetryPreviewApi.as_view(), name="run-retry-preview"),
+    path("runs/<int:run_id>/fork/preview/", action_apis.RunForkPreviewApi.as_view(), name="run-fork-preview"),
     path("runs/<int:run_id>/cancel/", apis.RunCancelApi.as_view(), name="run-cancel"),
     path("runs/<int:run_id>/resume/", apis.RunResumeApi.as_view(), name="run-resume"),
     path("runs/<int:run_id>/retry/", apis.RunRetryApi.as_view(), name="run-retry"),

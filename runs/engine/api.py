@@ -36,7 +36,8 @@ from runs.engine import (
 )
 from runs.engine import state as state_store
 from runs.engine.audit import acting_as, audit, audit_in, audit_verify, reset_principal, set_principal
-from runs.engine.graphs import compiled_graph
+from runs.engine.graphs import compiled_graph, state_keys
+from runs.engine.operations import ForkPlan, ReopenedStep, ResumePlan
 from runs.engine.scheduler import CompiledGraph
 from runs.engine.state import StepState
 from runs.engine.types import (
@@ -57,6 +58,9 @@ __all__ = [
     "ClaimedStep",
     "CommitOutcome",
     "CompiledGraph",
+    "ForkPlan",
+    "ReopenedStep",
+    "ResumePlan",
     "RunNotFound",
     "StartedRun",
     "StateTooLarge",
@@ -84,9 +88,12 @@ __all__ = [
     "run_cancel",
     "run_cost_adjust",
     "run_fork",
+    "run_fork_preview",
     "run_lock",
     "run_resume",
+    "run_resume_preview",
     "run_retry",
+    "run_retry_preview",
     "run_start",
     "run_start_node_test",
     "set_principal",
@@ -102,6 +109,7 @@ __all__ = [
     "step_skip_parked",
     "step_state",
     "steps_dispatch",
+    "state_keys",
     "steps_worker_alive",
     "workers_alive",
 ]
@@ -290,15 +298,39 @@ def run_resume(
     return _dispatch_on_commit(ids)
 
 
-def run_retry(run_id: int, *, actor: str, actor_type: str = "user") -> list[int]:
-    """Retry a failed run from the step that failed (resume, for failed runs only).
-    Raises RunNotFound, StepStateError (the run is not failed)."""
+def _retry_allowed(run_id: int) -> None:
     status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
     if status is None:
         raise RunNotFound(run_id)
     if status != RunStatus.FAILED:
         raise StepStateError(f"run {run_id} is {status}; only a failed run can be retried")
+
+
+def run_retry(run_id: int, *, actor: str, actor_type: str = "user") -> list[int]:
+    """Retry a failed run from the step that failed (resume, for failed runs only).
+    Raises RunNotFound, StepStateError (the run is not failed)."""
+    _retry_allowed(run_id)
     return run_resume(run_id, actor=actor, actor_type=actor_type)
+
+
+def run_resume_preview(run_id: int) -> ResumePlan:
+    """What :func:`run_resume` would do now (the same plan it applies; nothing changes):
+    the steps it reopens or re-queues and the committed steps it keeps. Raises
+    RunNotFound, StepStateError (as run_resume)."""
+    return operations.run_resume_preview(run_id)
+
+
+def run_retry_preview(run_id: int) -> ResumePlan:
+    """What :func:`run_retry` would do now (nothing changes). Raises RunNotFound,
+    StepStateError (the run is not failed)."""
+    _retry_allowed(run_id)
+    return operations.run_resume_preview(run_id)
+
+
+def run_fork_preview(run_id: int, *, step_id: int, state_patch: dict[str, Any]) -> ForkPlan:
+    """What :func:`run_fork` would start (the same plan it commits; nothing changes): the
+    new run's state and first steps, and the source steps it keeps. Raises as run_fork."""
+    return operations.run_fork_preview(run_id, step_id=step_id, state_patch=state_patch)
 
 
 def run_fork(

@@ -6,7 +6,7 @@ hands to the queue after commit.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -264,6 +264,69 @@ def run_cancel(run_id: int, *, actor: str, actor_type: str = "user", reason: str
     return True
 
 
+@dataclass(frozen=True)
+class ReopenedStep:
+    """A step a resume or retry sends back to work: ``status`` it gets (``pending``, or
+    ``suspended`` for an agent-like parent whose failed children re-run) and its new
+    ``max_attempts``."""
+
+    step_id: int
+    node_id: str
+    iteration: int
+    parent_id: int | None
+    status: str
+    max_attempts: int
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """What :func:`run_resume` does to a run: ``mode`` ``failed`` (reopen the failed step
+    and what its failure cancelled) or ``parked`` (re-queue the parked steps); ``reopen``
+    the steps it sends back, in id order; ``kept`` the ids of the committed steps that
+    stay facts (never run again)."""
+
+    run_id: int
+    mode: str
+    reopen: list[ReopenedStep]
+    kept: list[int]
+
+
+def _resume_plan(run: Run) -> ResumePlan:
+    """The plan of a resume of ``run`` (read, not changed: the caller holds its row lock,
+    or only previews). Raises StepStateError when the run is neither failed nor parked."""
+    kept = list(Step.objects.filter(run=run, status=StepStatus.SUCCEEDED).order_by("id").values_list("id", flat=True))
+    if run.status == RunStatus.WAITING:
+        parked = list(Step.objects.filter(run=run, status=StepStatus.PARKED).order_by("id"))
+        if parked:
+            reopen = [ReopenedStep(s.pk, s.node_id, s.iteration, s.parent_id, StepStatus.PENDING, s.max_attempts) for s in parked]
+            return ResumePlan(run.pk, "parked", reopen, kept)
+    if run.status != RunStatus.FAILED:
+        raise StepStateError(f"run {run.pk} is {run.status}; only a failed or parked run can be resumed")
+    last = RunEvent.objects.filter(run=run, kind=RunEventKind.RUN_FAILED).order_by("-id").first()
+    ids = set(last.data.get("cancelled_steps", [])) if last else set()
+    if last and last.step_id:
+        ids.add(last.step_id)
+    ids |= set(Step.objects.filter(run=run, status=StepStatus.FAILED).values_list("id", flat=True))
+    rows = list(Step.objects.filter(pk__in=ids).order_by("id"))
+    parents_with_reopened_children = {r.parent_id for r in rows if r.parent_id}
+    reopen = []
+    for step in rows:
+        node = step_node(run.graph_version_id, step.node_id)
+        status = StepStatus.SUSPENDED if step.pk in parents_with_reopened_children else StepStatus.PENDING
+        reopen.append(ReopenedStep(step.pk, step.node_id, step.iteration, step.parent_id, status, step.attempt + node.retry.max_attempts))
+    return ResumePlan(run.pk, "failed", reopen, kept)
+
+
+def run_resume_preview(run_id: int) -> ResumePlan:
+    """What :func:`run_resume` would do to run ``run_id`` now, computed by the same plan it
+    applies; changes nothing. Raises RunNotFound, StepStateError (as run_resume)."""
+    try:
+        run = Run.objects.get(pk=run_id)
+    except Run.DoesNotExist:
+        raise RunNotFound(run_id) from None
+    return _resume_plan(run)
+
+
 def run_resume(
     run_id: int, *, actor: str, actor_type: str = "user", budget_usd: Decimal | None = None, budget_tokens: int | None = None
 ) -> list[int]:
@@ -276,42 +339,34 @@ def run_resume(
     be given (a run stopped for its budget). Parked run: each parked step is re-queued
     (a deliberate re-run with the same idempotency key). Audited. Returns step ids to
     dispatch after commit. Raises RunNotFound, StepStateError (any other status).
+    The changes are :func:`_resume_plan`'s, which :func:`run_resume_preview` shows.
     """
     now = timezone.now()
     with transaction.atomic():
         run = _locked(run_id)
-        if run.status == RunStatus.WAITING and Step.objects.filter(run=run, status=StepStatus.PARKED).exists():
-            parked = list(Step.objects.filter(run=run, status=StepStatus.PARKED).values_list("id", flat=True))
+        plan = _resume_plan(run)
+        if plan.mode == "parked":
+            parked = [r.step_id for r in plan.reopen]
             Step.objects.filter(pk__in=parked).update(status=StepStatus.PENDING, dispatched_at=now, due_at=now, available_at=None)
             bump_run(Run.objects.filter(pk=run.pk), status=RunStatus.RUNNING, updated_at=now)
             create_event(run=run, kind=RunEventKind.RUN_RESUMED, data={"by": actor, "requeued": parked})
             steps_requeued.send(sender=Run, run=run, step_ids=parked, actor=actor)
             audit(actor, "run.resume", run, actor_type=actor_type, requeued=parked)
             return parked
-        if run.status != RunStatus.FAILED:
-            raise StepStateError(f"run {run.pk} is {run.status}; only a failed or parked run can be resumed")
-        last = RunEvent.objects.filter(run=run, kind=RunEventKind.RUN_FAILED).order_by("-id").first()
-        reopen = set(last.data.get("cancelled_steps", [])) if last else set()
-        if last and last.step_id:
-            reopen.add(last.step_id)
-        reopen |= set(Step.objects.filter(run=run, status=StepStatus.FAILED).values_list("id", flat=True))
-        rows = list(Step.objects.filter(pk__in=reopen))
-        parents_with_reopened_children = {r.parent_id for r in rows if r.parent_id}
         ids: list[int] = []
-        for step in rows:
-            node = step_node(run.graph_version_id, step.node_id)
-            status = StepStatus.SUSPENDED if step.pk in parents_with_reopened_children else StepStatus.PENDING
-            Step.objects.filter(pk=step.pk).update(
-                status=status,
-                max_attempts=step.attempt + node.retry.max_attempts,
+        for r in plan.reopen:
+            pending = r.status == StepStatus.PENDING
+            Step.objects.filter(pk=r.step_id).update(
+                status=r.status,
+                max_attempts=r.max_attempts,
                 finished_at=None,
                 available_at=None,
-                dispatched_at=now if status == StepStatus.PENDING else None,
-                due_at=now if status == StepStatus.PENDING else None,
+                dispatched_at=now if pending else None,
+                due_at=now if pending else None,
                 lease_owner="",
             )
-            if status == StepStatus.PENDING:
-                ids.append(step.pk)
+            if pending:
+                ids.append(r.step_id)
         fields: dict[str, Any] = {"status": RunStatus.RUNNING, "error": None, "finished_at": None, "updated_at": now}
         if budget_usd is not None:
             fields["budget_usd"] = budget_usd
@@ -323,20 +378,24 @@ def run_resume(
         return ids
 
 
-def run_fork(
-    run_id: int, *, step_id: int, state_patch: dict[str, Any], actor: str, actor_type: str = "user", created_by: Any = None
-) -> StartedRun:
-    """Start a new run from a committed step of another run, with edited state.
+@dataclass(frozen=True)
+class ForkPlan:
+    """What :func:`run_fork` starts: the new run's ``state`` and bookkeeping
+    (``transition``: its activations are the steps it creates, in order), the
+    canonical ``state_patch`` and the state's size map; ``kept`` the source's committed
+    top-level steps up to and including the anchor (their writes make the state)."""
 
-    The new run is pinned to the same graph version. Its state is the source run's
-    state right after ``step_id`` committed (scheduler.fork_transition replays every
-    committed step's writes in commit order), then ``state_patch`` on top; it starts
-    with that step's successors as if the step had just committed (branches of the
-    source that had not finished by then do not exist in the fork). Audited. Raises
-    RunNotFound, StepStateError (step not committed, not top-level, or nothing follows it),
-    StateWriteRefused (the patch writes a key the graph does not know, holds a value JSON
-    cannot carry, or makes the state pass the size limit).
-    """
+    source: Run
+    anchor: Step
+    state_patch: dict[str, Any]
+    transition: scheduler.Transition
+    sizes: dict[str, int]
+    kept: list[int]
+
+
+def _fork_plan(run_id: int, *, step_id: int, state_patch: dict[str, Any]) -> ForkPlan:
+    """The plan of a fork of run ``run_id`` at ``step_id`` with ``state_patch`` (reads
+    only). Raises as :func:`run_fork`."""
     try:
         source = Run.objects.get(pk=run_id)
     except Run.DoesNotExist:
@@ -368,6 +427,34 @@ def run_fork(
     # A new run: its size map is computed once from the whole replayed state.
     sizes = limits.full_sizes(transition.state)
     limits.enforce(sizes, field="state_patch")
+    kept = [s.pk for s in state_store.committed_steps(source, anchor)]
+    return ForkPlan(source, anchor, state_patch, transition, sizes, kept)
+
+
+def run_fork_preview(run_id: int, *, step_id: int, state_patch: dict[str, Any]) -> ForkPlan:
+    """What :func:`run_fork` would start, computed by the same plan it commits; changes
+    nothing. Raises RunNotFound, StepStateError, StateWriteRefused (as run_fork)."""
+    return _fork_plan(run_id, step_id=step_id, state_patch=state_patch)
+
+
+def run_fork(
+    run_id: int, *, step_id: int, state_patch: dict[str, Any], actor: str, actor_type: str = "user", created_by: Any = None
+) -> StartedRun:
+    """Start a new run from a committed step of another run, with edited state.
+
+    The new run is pinned to the same graph version. Its state is the source run's
+    state right after ``step_id`` committed (scheduler.fork_transition replays every
+    committed step's writes in commit order), then ``state_patch`` on top; it starts
+    with that step's successors as if the step had just committed (branches of the
+    source that had not finished by then do not exist in the fork). Audited. Raises
+    RunNotFound, StepStateError (step not committed, not top-level, or nothing follows it),
+    StateWriteRefused (the patch writes a key the graph does not know, holds a value JSON
+    cannot carry, or makes the state pass the size limit). The new run is
+    :func:`_fork_plan`'s, which :func:`run_fork_preview` shows.
+    """
+    plan = _fork_plan(run_id, step_id=step_id, state_patch=state_patch)
+    source, anchor, transition, sizes, state_patch = plan.source, plan.anchor, plan.transition, plan.sizes, plan.state_patch
+    graph = compiled_graph(source.graph_version_id)
     now = timezone.now()
     with transaction.atomic():
         run = Run.objects.create(

@@ -140,17 +140,20 @@ def _change(before: Mapping[str, Any], key: str, after: Any) -> dict[str, Any]:
     return {"before": before.get(key), "after": after, "added": key not in before}
 
 
-def committed_writes(run: Run, anchor: Step) -> list[scheduler.CommittedWrite]:
-    """The recorded writes of ``run``'s committed top-level steps up to and including
-    ``anchor``, in commit order (``state_seq`` where recorded, else finish time)."""
+def committed_steps(run: Run, anchor: Step) -> list[Step]:
+    """``run``'s committed top-level steps up to and including ``anchor``, in commit
+    order (``state_seq`` where recorded, else finish time): the steps a fork at
+    ``anchor`` keeps."""
     committed = Step.objects.filter(run=run, parent__isnull=True, status=StepStatus.SUCCEEDED, finished_at__isnull=False)
     order = sorted(committed, key=lambda s: (s.state_seq is not None, s.state_seq or 0, s.finished_at, s.pk))
     mark = (anchor.state_seq is not None, anchor.state_seq or 0, anchor.finished_at, anchor.pk)
-    return [
-        scheduler.CommittedWrite(s.node_id, s.iteration, s.depth, s.updates or {})
-        for s in order
-        if (s.state_seq is not None, s.state_seq or 0, s.finished_at, s.pk) <= mark
-    ]
+    return [s for s in order if (s.state_seq is not None, s.state_seq or 0, s.finished_at, s.pk) <= mark]
+
+
+def committed_writes(run: Run, anchor: Step) -> list[scheduler.CommittedWrite]:
+    """The recorded writes of :func:`committed_steps` (``run``'s committed top-level
+    steps up to and including ``anchor``, in commit order)."""
+    return [scheduler.CommittedWrite(s.node_id, s.iteration, s.depth, s.updates or {}) for s in committed_steps(run, anchor)]
 
 
 def replayed_state(step: Step) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -1,6 +1,7 @@
 // /runs/: every run, newest first, filtered by status, paged by the API's cursor; statuses change live.
 import { useState } from "react";
 import { useRunsChanged } from "../lib/useLiveEvents";
+import { compareUrl } from "../runs/actions";
 import { RunTable } from "../shell/RunTable";
 import type { RunSummary } from "../shell/types";
 import { EmptyState, ErrorMessage, Loading, PageHeader } from "../shell/ui";
@@ -19,12 +20,21 @@ export default function RunList() {
   const { data, error, loading, reload } = useApi<CursorPage<RunSummary>>(path);
   // A committed event of any run on screen reloads the page (debounced).
   useRunsChanged(data?.results, reload);
+  // Runs ticked in the table (kept across pages): two of them can be compared.
+  const [selected, setSelected] = useState<number[]>([]);
+  const toggle = (id: number) => setSelected((s) => (s.includes(id) ? s.filter((x) => x !== id) : [...s, id]));
   const go = (url: string, step: number) => { setCursorPath(pagePath(url)); setPageNo((n) => n + step); };
   return (
     <main className="page">
-      <PageHeader title="Runs" subtitle="Every run, newest first. Open one to see its steps." actions={
+      <PageHeader title="Runs" subtitle="Every run, newest first. Open one to see its steps." actions={<>
+        {selected.length > 0 ? (
+          <button type="button" className="btn" disabled={selected.length !== 2} title={selected.length === 2 ? undefined : "Select two runs of one graph"}
+            onClick={() => window.location.assign(compareUrl(selected[0]!, selected[1]!))}>
+            Compare {selected.length === 2 ? `#${selected[0]} and #${selected[1]}` : `(${selected.length} selected; choose 2)`}
+          </button>
+        ) : null}
         <button type="button" className="btn" onClick={reload} disabled={loading}>Refresh</button>
-      } />
+      </>} />
       <div className="toolbar">
         <label className="inline-field">
           <span>Status</span>
@@ -42,7 +52,7 @@ export default function RunList() {
           {status ? "Choose another status, or All." : "Start a run from a graph's builder page, the API or `manage.py run_graph`; it is listed here."}
         </EmptyState>
       ) : null}
-      {data && data.results.length > 0 ? <RunTable runs={data.results} /> : null}
+      {data && data.results.length > 0 ? <RunTable runs={data.results} selected={new Set(selected)} onToggle={toggle} /> : null}
       {data && (data.next || data.previous) ? (
         <nav className="pager" aria-label="Pages">
           <button type="button" className="btn btn-small" disabled={!data.previous} onClick={() => data.previous && go(data.previous, -1)}>Newer</button>

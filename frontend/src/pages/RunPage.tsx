@@ -1,6 +1,7 @@
 // /runs/<id>/: one run: status, the version it ran, input, output or error, steps and the event log, live.
 import type { RunEvent } from "../lib/liveEvents";
 import { useConnection, useRunEvents } from "../lib/useLiveEvents";
+import { RunActions } from "../runs/RunActions";
 import { formatDateTime, formatDuration, formatUsd, runDisplayStatus, stepDisplayStatus } from "../shell/format";
 import { graphUrl } from "../shell/graphLinks";
 import type { RunDetail } from "../shell/types";
@@ -85,6 +86,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
         title={<>Run #{run.id} <StatusBadge status={runDisplayStatus(run)} /></>}
         subtitle={<>Graph <a href={graphUrl(run.graph)}>{run.graph_name}</a>, version {run.version}</>}
         actions={<>
+          <RunActions run={run} onChanged={reload} />
           <a className="btn" href={graphUrl(run.graph)}>Open graph</a>
           <button type="button" className="btn" onClick={reload} disabled={loading}>Refresh</button>
         </>}

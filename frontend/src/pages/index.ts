@@ -10,6 +10,7 @@ export const pages: Record<string, PageComponent> = {
   graphs: lazy(() => import("./GraphList")),
   runs: lazy(() => import("./RunList")),
   run: lazy(() => import("./RunPage")),
+  compare: lazy(() => import("./ComparePage")),
   approvals: lazy(() => import("./Approvals")),
   placeholder: lazy(() => import("./Placeholder")),
   costs: lazy(() => import("./Costs")),

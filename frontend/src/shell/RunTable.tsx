@@ -4,12 +4,20 @@ import { graphUrl, runUrl } from "./graphLinks";
 import type { RunSummary } from "./types";
 import { StatusBadge } from "./ui";
 
-export function RunTable({ runs, compact = false }: { runs: RunSummary[]; compact?: boolean }) {
+/** ``selected``/``onToggle``: a checkbox per row (the run list's selection, e.g. to compare two runs). */
+export function RunTable({ runs, compact = false, selected, onToggle }: {
+  runs: RunSummary[];
+  compact?: boolean;
+  selected?: ReadonlySet<number>;
+  onToggle?(id: number): void;
+}) {
+  const selectable = selected !== undefined && onToggle !== undefined;
   return (
     <div className="table-wrap">
       <table className={compact ? "table table-compact" : "table"}>
         <thead>
           <tr>
+            {selectable ? <th scope="col"><span className="visually-hidden">Select</span></th> : null}
             <th scope="col">Run</th>
             <th scope="col">Status</th>
             <th scope="col">Graph</th>
@@ -24,6 +32,7 @@ export function RunTable({ runs, compact = false }: { runs: RunSummary[]; compac
         <tbody>
           {runs.map((r) => (
             <tr key={r.id} data-run={r.id}>
+              {selectable ? <td><input type="checkbox" aria-label={`Select run ${r.id}`} checked={selected.has(r.id)} onChange={() => onToggle(r.id)} /></td> : null}
               <td><a href={runUrl(r.id)}>#{r.id}</a></td>
               <td><StatusBadge status={runDisplayStatus(r)} /></td>
               <td><a href={graphUrl(r.graph)}>{r.graph_name}</a></td>

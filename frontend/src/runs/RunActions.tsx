@@ -1,0 +1,67 @@
+// The run page's header actions: cancel, resume, retry from the failed step, fork from a step with edited
+// state, and compare with another run. A button shows only when GET /runs/<id>/actions/ says the user may
+// take that action now (the same roles and statuses the API enforces; it refuses anyway).
+import { useEffect, useState } from "react";
+import { api } from "../lib/api";
+import type { RunDetail } from "../shell/types";
+import type { RunActionsAllowed } from "./actions";
+import { ForkDialog } from "./ForkDialog";
+import { CancelDialog, CompareDialog, PreviewActionDialog } from "./RunActionDialogs";
+import "./runs.css";
+
+type Open = { kind: "cancel" } | { kind: "resume" } | { kind: "retry" } | { kind: "fork"; step?: number } | { kind: "compare" } | null;
+
+export interface RunActionsProps {
+  run: RunDetail;
+  /** Called after an action changed the run (reload it). */
+  onChanged?(): void;
+  /** Where links go (default: the browser navigates). */
+  navigate?(url: string): void;
+}
+
+/** Which buttons show, in order: the allowed actions (cancel only while the run can still end otherwise). */
+export function visibleActions(allowed: RunActionsAllowed | null): ("cancel" | "resume" | "retry" | "fork")[] {
+  if (!allowed) return [];
+  return (["retry", "resume", "fork", "cancel"] as const).filter((a) => {
+    // A failed run is retried from its failed step: "Resume" would do the same, so only one shows.
+    if (a === "resume" && allowed.status === "failed" && allowed.retry.allowed) return false;
+    return allowed[a].allowed;
+  });
+}
+
+export function RunActions({ run, onChanged, navigate }: RunActionsProps) {
+  const go = navigate ?? ((url: string) => window.location.assign(url));
+  const [allowed, setAllowed] = useState<RunActionsAllowed | null>(null);
+  const [open, setOpen] = useState<Open>(null);
+  const stepsDone = run.steps.filter((s) => s.status === "succeeded").length;
+
+  // Asked again when the run's status changes (or a step commits: fork needs one).
+  useEffect(() => {
+    const controller = new AbortController();
+    api<RunActionsAllowed>(`runs/${run.id}/actions/`, { signal: controller.signal })
+      .then(setAllowed)
+      .catch(() => { if (!controller.signal.aborted) setAllowed(null); });
+    return () => controller.abort();
+  }, [run.id, run.status, stepsDone > 0]);
+
+  const done = () => {
+    setOpen(null);
+    onChanged?.();
+  };
+  const shown = visibleActions(allowed);
+  return (
+    <>
+      {shown.includes("retry") ? <button type="button" className="btn btn-primary" onClick={() => setOpen({ kind: "retry" })}>Retry from failed step</button> : null}
+      {shown.includes("resume") ? <button type="button" className="btn btn-primary" onClick={() => setOpen({ kind: "resume" })}>Resume</button> : null}
+      {shown.includes("fork") ? <button type="button" className="btn" onClick={() => setOpen({ kind: "fork" })}>Fork…</button> : null}
+      <button type="button" className="btn" onClick={() => setOpen({ kind: "compare" })}>Compare…</button>
+      {shown.includes("cancel") ? <button type="button" className="btn btn-danger-ghost" onClick={() => setOpen({ kind: "cancel" })}>Cancel run</button> : null}
+      {open?.kind === "cancel" ? <CancelDialog run={run} onClose={() => setOpen(null)} onDone={done} /> : null}
+      {open?.kind === "resume" || open?.kind === "retry" ? <PreviewActionDialog run={run} action={open.kind} onClose={() => setOpen(null)} onDone={done} /> : null}
+      {open?.kind === "fork" ? <ForkDialog run={run} stepId={open.step} onClose={() => setOpen(null)} navigate={go} /> : null}
+      {open?.kind === "compare" ? <CompareDialog run={run} onClose={() => setOpen(null)} navigate={go} /> : null}
+    </>
+  );
+}
+
+export default RunActions;
