@@ -176,3 +176,17 @@ def test_compare_two_runs_of_a_graph(world: World) -> None:
     assert bad.status_code == 400 and {"a", "b"} <= set(bad.json()["error"]["fields"])
     hidden = world.clients["viewer"].get(f"/api/v1/runs/compare/?a={a.pk}&b={b.pk}")
     assert hidden.status_code == 400 and "a" in hidden.json()["error"]["fields"]
+
+
+def test_resume_preview_of_a_parked_run_is_what_the_resume_requeues(world: World, effects_file) -> None:
+    from tests.api.test_races import parked_run
+
+    run, _request = parked_run()
+    client = world.clients["operator"]
+    body = client.post(f"/api/v1/runs/{run.pk}/resume/preview/", format="json").json()
+    assert body["mode"] == "parked" and [r["node_id"] for r in body["run_again"]] == ["pay"]
+    assert [k["node_id"] for k in body["kept"]] == ["start"] and [t["node_id"] for t in body["then"]] == ["end"]
+    with engine.local_mode():
+        assert client.post(f"/api/v1/runs/{run.pk}/resume/", {}, format="json").status_code == 200
+    requeued = set(Step.objects.filter(run=run, status="pending").values_list("id", flat=True))
+    assert requeued == {r["step"] for r in body["run_again"]}

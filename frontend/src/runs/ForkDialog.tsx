@@ -20,9 +20,9 @@ export interface ForkDialogProps {
   navigate(url: string): void;
 }
 
-/** The steps a fork may start from: committed top-level steps, in creation order. */
+/** The steps a fork may start from: committed top-level steps, in creation order (not an end node: nothing follows it). */
 export function forkableSteps(run: Pick<RunDetail, "steps">) {
-  return run.steps.filter((s) => s.parent === null && s.status === "succeeded");
+  return run.steps.filter((s) => s.parent === null && s.status === "succeeded" && s.kind !== "end");
 }
 
 export function ForkDialog({ run, stepId, onClose, navigate }: ForkDialogProps) {

@@ -38,7 +38,7 @@ export function PreviewView({ preview }: { preview: ActionPreview }) {
             {preview.run_again.map((r) => (
               <li key={`${r.node_id}:${r.iteration}:${r.step ?? ""}`} className="ra-again">
                 <span className="ra-mark" aria-hidden="true">↻</span><code>{r.node_id}</code>{iter(r.iteration)}
-                <span className="ra-badge">{r.status === "suspended" ? "re-runs its failed children" : r.step === null ? "starts" : `${r.max_attempts} attempts`}</span>
+                <span className="ra-badge">{r.status === "suspended" ? "re-runs its failed children" : r.step === null ? "starts" : preview.mode === "parked" ? "re-queued" : `${r.max_attempts} attempts`}</span>
                 <span className="muted small">{stepEstimateText(r.estimate)}</span>
               </li>
             ))}
