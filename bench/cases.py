@@ -487,7 +487,7 @@ def _clone_waiting_runs(template_id: int, count: int, batch: int = 1000) -> None
     steps = list(Step.objects.filter(run_id=template_id).order_by("id"))
     attempts = list(StepAttempt.objects.filter(step__run_id=template_id).order_by("id"))
     events = list(RunEvent.objects.filter(run_id=template_id).order_by("id"))
-    template_seq = run.event_seq
+    template_seq = run.read_event_seq()
     state_keys = list(RunStateKey.objects.filter(run_id=template_id).order_by("id"))
     approval = ApprovalRequest.objects.get(run_id=template_id)
     done = 0

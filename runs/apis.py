@@ -9,8 +9,10 @@ run needs to be an operator of its graph; the audit log is for admins.
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import permissions, status
 from rest_framework.response import Response
@@ -31,14 +33,17 @@ from ballast.api import (
 from builder.models import Graph, GraphVersion
 from runs import selectors, services
 from runs.action_apis import checked_fork_step
+from runs.models import Run, RunStatus
 from runs.serializers import (
     AuditEntryOutput,
     AuditQueryInput,
+    BulkCancelOutput,
     CostQueryInput,
     CostRowOutput,
     EventOutput,
     EventPageOutput,
     EventsQueryInput,
+    RunBulkCancelInput,
     RunCancelInput,
     RunDetailOutput,
     RunForkInput,
@@ -46,8 +51,12 @@ from runs.serializers import (
     RunOutput,
     RunResumeInput,
     RunStartInput,
+    RunSummaryInput,
+    RunSummaryOutput,
     StepDetailOutput,
     StepOutput,
+    cost_filters,
+    run_filter,
 )
 
 TAG = ["runs"]
@@ -102,17 +111,7 @@ class RunCollectionApi(ApiView):
 
     @extend_schema(tags=TAG, operation_id="runs_list", parameters=[RunListFilterInput, *CURSOR_PARAMETERS], responses=cursor_paginated(RunOutput, "Run"))
     def get(self, request: Any) -> Response:
-        filters = self.validated(RunListFilterInput, request.query_params)
-        qs = selectors.run_list(
-            viewer=request.user,
-            status=filters.get("status"),
-            waiting_for=filters.get("waiting_for"),
-            graph_id=filters.get("graph"),
-            user=filters.get("user"),
-            created_after=filters.get("created_after"),
-            created_before=filters.get("created_before"),
-            include_tests=filters["include_tests"],
-        )
+        qs = selectors.run_list(viewer=request.user, filters=run_filter(self.validated(RunListFilterInput, request.query_params)))
         return self.paginate_cursor(qs, RunOutput, ordering="-id")
 
     @extend_schema(
@@ -156,6 +155,19 @@ class RunCollectionApi(ApiView):
         return Response(RunDetailOutput(selectors.run_get(run_id=started.run.pk)).data, status=code)
 
 
+class RunSummaryApi(ApiView):
+    """GET: how many runs the caller may read were created in the last ``hours`` (default
+    24), per status (the home dashboard). One GROUP BY query on the created_at index."""
+
+    @extend_schema(tags=TAG, operation_id="runs_summary", parameters=[RunSummaryInput], responses=RunSummaryOutput)
+    def get(self, request: Any) -> Response:
+        q = self.validated(RunSummaryInput, request.query_params)
+        since = timezone.now() - timedelta(hours=q["hours"])
+        counts = selectors.run_status_counts(viewer=request.user, filters=selectors.RunFilter(start=since, include_tests=q["include_tests"]))
+        by_status = {s: counts.get(s, 0) for s in RunStatus.values}
+        return Response(RunSummaryOutput({"since": since, "total": sum(by_status.values()), "by_status": by_status}).data)
+
+
 class RunDetailApi(ApiView):
     """GET: one run with its input, state, output and steps."""
 
@@ -175,6 +187,39 @@ class RunCancelApi(ApiView):
             run.refresh_from_db()
             raise ApiError(status.HTTP_409_CONFLICT, "invalid_state", f"Run {run.pk} already ended ({run.status}).")
         return Response(RunDetailOutput(selectors.run_get(run_id=run.pk)).data)
+
+
+class RunBulkCancelApi(ApiView):
+    """POST ``{"runs": [ids], "reason"}``: cancel each run the caller may cancel, exactly
+    as the single cancel does (same policy, same audit entries: ``run.cancel`` for a
+    cancelled run, ``access.denied`` for a refused one), and say per run what happened.
+    A refusal of one run never stops the others; the answer is 200 with per-run results
+    (400 only for a malformed body)."""
+
+    @extend_schema(tags=TAG, operation_id="runs_cancel_bulk", request=RunBulkCancelInput, responses={200: BulkCancelOutput})
+    def post(self, request: Any) -> Response:
+        data = self.validated(RunBulkCancelInput, request.data)
+        results = [self._cancel_one(request, run_id, data["reason"]) for run_id in data["runs"]]
+        cancelled = sum(1 for r in results if r["ok"])
+        return Response(BulkCancelOutput({"results": results, "cancelled": cancelled, "refused": len(results) - cancelled}).data)
+
+    @staticmethod
+    def _cancel_one(request: Any, run_id: int, reason: str) -> dict[str, Any]:
+        def refused(code: str, message: str, run_status: str | None) -> dict[str, Any]:
+            return {"run": run_id, "ok": False, "status": run_status, "error": {"code": code, "message": message}}
+
+        try:
+            run = _run_to_act_on(request, run_id, "cancel")
+        except (Run.DoesNotExist, policy.RunHidden):
+            return refused("not_found", f"No run {run_id} you may read.", None)
+        except policy.ActionNotAllowed:
+            run = Run.objects.only("status").get(pk=run_id)
+            return refused("not_allowed", f"Only operators of its graph may cancel run {run_id}.", run.status)
+        if not services.run_cancel(run=run, user=request.user, reason=reason):
+            run.refresh_from_db(fields=["status"])
+            return refused("invalid_state", f"Run {run_id} already ended ({run.status}).", run.status)
+        run.refresh_from_db(fields=["status"])
+        return {"run": run_id, "ok": True, "status": run.status, "error": None}
 
 
 class RunResumeApi(ApiView):
@@ -271,17 +316,7 @@ class CostListApi(ApiView):
     @extend_schema(tags=["costs"], operation_id="costs_aggregate", parameters=[CostQueryInput, *PAGE_PARAMETERS], responses=paginated(CostRowOutput, "CostRow"))
     def get(self, request: Any) -> Response:
         q = self.validated(CostQueryInput, request.query_params)
-        rows = selectors.cost_aggregate(
-            viewer=request.user,
-            group_by=q["group_by"],
-            run_id=q.get("run"),
-            graph_id=q.get("graph"),
-            model=q.get("model"),
-            since=q.get("since"),
-            until=q.get("until"),
-            include_tests=q["include_tests"],
-            order=q["order"],
-        )
+        rows = selectors.cost_aggregate(viewer=request.user, group_by=q["group_by"], order=q["order"], **cost_filters(q))
         return self.paginate(rows, CostRowOutput)
 
 

@@ -156,6 +156,15 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-id"]
+        indexes = [
+            # The run list (runs.selectors.run_list) pages newest first by id (keyset):
+            # filtered by a status, a graph version or a starter, the page is a range of
+            # one of these indexes, however rare the value, not a backward scan of every
+            # run discarding the others.
+            models.Index(fields=["status", "-id"], name="run_status_id"),
+            models.Index(fields=["graph_version", "-id"], name="run_version_id"),
+            models.Index(fields=["created_by", "-id"], name="run_starter_id"),
+        ]
 
     def __str__(self) -> str:
         return f"run {self.pk} ({self.status})"
@@ -164,13 +173,10 @@ class Run(models.Model):
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_RUN_STATUSES
 
-    @property
-    def event_seq(self) -> int:
-        """The seq of the run's last committed event (0 before the first): its
-        :class:`RunEventCounter` row, read now; a queryset annotation ``event_seq_last``
-        (runs.selectors) saves the query per run in lists."""
-        if "event_seq_last" in self.__dict__:
-            return int(self.__dict__["event_seq_last"] or 0)
+    def read_event_seq(self) -> int:
+        """The seq of the run's last committed event (0 before the first), READ NOW from
+        its :class:`RunEventCounter` row: one query. Lists and API reads get it as the
+        ``event_seq`` annotation instead (runs.selectors.with_event_seq)."""
         last = RunEventCounter.objects.filter(run_id=self.pk).values_list("last", flat=True).first()
         return int(last or 0)
 

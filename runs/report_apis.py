@@ -42,22 +42,11 @@ from runs.report_serializers import (
     RunAlertOutput,
     WorkersOutput,
 )
-from runs.serializers import AuditEntryOutput, CostQueryInput, CostRowOutput, CostTotalsQueryInput
+from runs.serializers import AuditEntryOutput, CostQueryInput, CostRowOutput, CostTotalsQueryInput, cost_filters
 
 COSTS = ["costs"]
 AUDIT = ["audit"]
 MICRO = Decimal("0.000001")
-
-
-def _cost_filters(q: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "run_id": q.get("run"),
-        "graph_id": q.get("graph"),
-        "model": q.get("model"),
-        "since": q.get("since"),
-        "until": q.get("until"),
-        "include_tests": q["include_tests"],
-    }
 
 
 class CostTotalsApi(ApiView):
@@ -68,7 +57,7 @@ class CostTotalsApi(ApiView):
     @extend_schema(tags=COSTS, operation_id="costs_totals", parameters=[CostTotalsQueryInput], responses=CostTotalsOutput)
     def get(self, request: Any) -> Response:
         q = self.validated(CostTotalsQueryInput, request.query_params)
-        return Response(CostTotalsOutput(selectors.cost_totals(viewer=request.user, **_cost_filters(q))).data)
+        return Response(CostTotalsOutput(selectors.cost_totals(viewer=request.user, **cost_filters(q))).data)
 
 
 class CostBudgetsApi(ApiView):
@@ -78,9 +67,7 @@ class CostBudgetsApi(ApiView):
     @extend_schema(tags=COSTS, operation_id="costs_budgets", parameters=[CostTotalsQueryInput], responses=CostBudgetOutput(many=True))
     def get(self, request: Any) -> Response:
         q = self.validated(CostTotalsQueryInput, request.query_params)
-        rows = selectors.cost_budgets(
-            viewer=request.user, graph_id=q.get("graph"), since=q.get("since"), until=q.get("until"), include_tests=q["include_tests"]
-        )
+        rows = selectors.cost_budgets(viewer=request.user, filters=cost_filters(q)["filters"])
         return Response(CostBudgetOutput(rows, many=True).data)
 
 
@@ -105,7 +92,7 @@ class CostExportApi(ApiView):
     def get(self, request: Any) -> HttpResponse:
         q = self.validated(CostQueryInput, request.query_params)
         self.validated(CostExportInput, request.query_params)
-        rows = selectors.cost_aggregate(viewer=request.user, group_by=q["group_by"], order=q["order"], **_cost_filters(q))
+        rows = selectors.cost_aggregate(viewer=request.user, group_by=q["group_by"], order=q["order"], **cost_filters(q))
         out = io.StringIO()
         writer = csv.writer(out)
         columns = ["key", "label"] + (["run"] if q["group_by"] == "step" else []) + (["graph"] if q["group_by"] == "node" else [])

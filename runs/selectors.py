@@ -10,7 +10,8 @@ failed or were retried, which is what the provider billed.
 """
 from __future__ import annotations
 
-from datetime import date, datetime
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -29,6 +30,7 @@ from django.db.models import (
     QuerySet,
     Subquery,
     Sum,
+    TextField,
     Value,
     When,
 )
@@ -62,18 +64,36 @@ WAITING_FOR = ("approval", "decision")
 
 def with_waiting_for(queryset: QuerySet[Run]) -> QuerySet[Run]:
     """``queryset`` annotated with ``waiting_for`` (``"decision"``, ``"approval"`` or None;
-    None for a finished run). Two EXISTS probes per run on the (run, status) step index,
-    so a page of runs stays one query."""
-    steps = Step.objects.filter(run=OuterRef("pk"))
+    None for a finished run): the status of the run's first parked-or-waiting step,
+    "parked" sorting before "waiting". A correlated subquery with LIMIT 1 on the (run,
+    status) step index: the database probes it for the rows it returns (a page), never
+    hashes every waiting step in the table as it may for an EXISTS, so a page stays one
+    query whose cost does not grow with the number of live runs."""
+    first_held = (
+        Step.objects.filter(run=OuterRef("pk"), status__in=(StepStatus.PARKED, StepStatus.WAITING))
+        .order_by("status")
+        .annotate(held=Case(When(status=StepStatus.PARKED, then=Value("decision")), default=Value("approval"), output_field=CharField()))
+        .values("held")[:1]
+    )
     return queryset.annotate(
         waiting_for=Case(
             When(status__in=TERMINAL_RUN_STATUSES, then=Value(None)),
-            When(Exists(steps.filter(status=StepStatus.PARKED)), then=Value("decision")),
-            When(Exists(steps.filter(status=StepStatus.WAITING)), then=Value("approval")),
-            default=Value(None),
+            default=Subquery(first_held, output_field=CharField(null=True)),
             output_field=CharField(null=True),
         )
     )
+
+
+def waiting_for_q(what: str) -> Q:
+    """A filter on Run: live runs waiting for ``what`` (one of WAITING_FOR), as
+    :func:`with_waiting_for` works it out, written as semi-joins the database can plan
+    from the step side (few steps are parked or waiting)."""
+    steps = Step.objects.filter(run=OuterRef("pk"))
+    parked = Exists(steps.filter(status=StepStatus.PARKED))
+    live = ~Q(status__in=TERMINAL_RUN_STATUSES)
+    if what == "decision":
+        return live & Q(parked)
+    return live & ~Q(parked) & Q(Exists(steps.filter(status=StepStatus.WAITING)))
 
 
 def run_waiting_for(*, run: Run) -> str | None:
@@ -94,43 +114,117 @@ def _filter_given(queryset: Any, **lookups: Any) -> Any:
     given = {key: value for key, value in lookups.items() if value is not None}
     return queryset.filter(**given) if given else queryset
 
-def run_list(
-    *,
-    viewer: Any,
-    status: str | None = None,
-    graph_id: int | None = None,
-    user: str | None = None,
-    created_after: datetime | None = None,
-    created_before: datetime | None = None,
-    include_tests: bool = False,
-    waiting_for: str | None = None,
-) -> QuerySet[Run]:
-    """Runs, newest first, annotated with ``waiting_for``, filtered by status, what they
-    wait for (``"approval"`` or ``"decision"``), graph, the starting user's username and a
-    creation time range (``created_after`` inclusive, ``created_before`` exclusive).
-    One-node test runs from the builder are left out unless ``include_tests``. Only the
-    runs ``viewer`` may read (None: every run)."""
-    qs = with_waiting_for(Run.objects.select_related("graph_version__graph", "created_by").order_by("-id"))
-    # Each run's last event seq (Run.event_seq) in the same query, not one per run.
-    qs = qs.annotate(event_seq_last=Subquery(RunEventCounter.objects.filter(run_id=OuterRef("pk")).values("last")[:1]))
+
+def day_bounds(since: date | None, until: date | None) -> tuple[datetime | None, datetime | None]:
+    """A UTC day range (both inclusive; None: open) as the time range [start, end) it
+    covers: what :class:`RunFilter` takes. A range on the timestamp itself (not on its
+    ``__date``) lets the database use the column's index."""
+    start = datetime.combine(since, time.min, tzinfo=UTC) if since else None
+    end = datetime.combine(until + timedelta(days=1), time.min, tzinfo=UTC) if until else None
+    return start, end
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs a run list, a dashboard count or a cost report covers: one set of
+    criteria, so the list and the reports cannot drift apart. None (False) is "any".
+
+    - ``graph_id``; ``version``: a version number of that graph (needs ``graph_id``);
+    - ``status`` (a RunStatus), ``waiting_for`` (``"approval"`` / ``"decision"``, see
+      :func:`with_waiting_for`; run lists only), ``user`` (username of who started it),
+      ``run_id``;
+    - ``search``: a run id (``"123"`` or ``"#123"``), or text the run's input JSON
+      contains (case-insensitive; the JSON as the database writes it out);
+    - ``start`` (inclusive) / ``end`` (exclusive): a time range. WHICH timestamp it bounds
+      belongs to the reader: a run's ``created_at`` for run lists and budgets, an
+      attempt's ``started_at`` for spend (what a day's bill holds). See :func:`day_bounds`;
+    - ``include_tests``: one-node test runs from the builder count too (they also count
+      when ``run_id`` names one).
+    """
+
+    graph_id: int | None = None
+    version: int | None = None
+    status: str | None = None
+    waiting_for: str | None = None
+    user: str | None = None
+    run_id: int | None = None
+    search: str | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    include_tests: bool = False
+
+    def runs_q(self, path: str = "") -> Q:
+        """The run criteria (all but the time range and ``waiting_for``) as a Q on Run, or
+        on a model that reaches Run through ``path`` (e.g. ``"step__run__"``)."""
+        q = Q()
+        if not self.include_tests and self.run_id is None:
+            q &= Q(**{f"{path}is_test": False})
+        given = {
+            "graph_version__graph_id": self.graph_id,
+            "graph_version__number": self.version,
+            "status": self.status or None,
+            "created_by__username": self.user or None,
+            "id": self.run_id,
+        }
+        q &= Q(**{f"{path}{k}": v for k, v in given.items() if v is not None})
+        return q
+
+    def period_q(self, field: str) -> Q:
+        """The time range on ``field`` (a datetime column path)."""
+        return Q(**{k: v for k, v in ((f"{field}__gte", self.start), (f"{field}__lt", self.end)) if v is not None})
+
+    def search_q(self) -> Q | None:
+        """``search`` as a Q on Run (None: no search). A number matches that run id OR
+        input text containing it; the input match reads each run's input (no index can
+        serve a substring of JSON): pair it with other filters on big lists."""
+        text = (self.search or "").strip()
+        if not text:
+            return None
+        q = Q(input_text__icontains=text)
+        digits = text.removeprefix("#")
+        if digits.isdigit() and len(digits) <= 18:
+            q |= Q(pk=int(digits))
+        return q
+
+
+def run_list(*, viewer: Any, filters: RunFilter | None = None) -> QuerySet[Run]:
+    """Runs, newest first, annotated with ``waiting_for`` and ``event_seq``, narrowed by
+    ``filters`` (its time range bounds ``created_at``). Only the runs ``viewer`` may read
+    (None: every run)."""
+    f = filters or RunFilter()
+    qs = with_event_seq(with_waiting_for(Run.objects.select_related("graph_version__graph", "created_by").order_by("-id")))
     if viewer is not None:
         qs = qs.filter(readable_runs_q(viewer))
-    if not include_tests:
-        qs = qs.filter(is_test=False)
-    return _filter_given(
-        qs,
-        status=status or None,
-        waiting_for=waiting_for or None,
-        graph_version__graph_id=graph_id,
-        created_by__username=user or None,
-        created_at__gte=created_after,
-        created_at__lt=created_before,
-    )
+    qs = qs.filter(f.runs_q(), f.period_q("created_at"))
+    if f.waiting_for:
+        qs = qs.filter(waiting_for_q(f.waiting_for))
+    search = f.search_q()
+    if search is not None:
+        qs = qs.annotate(input_text=Cast("input", TextField())).filter(search)
+    return qs
+
+
+def run_status_counts(*, viewer: Any, filters: RunFilter) -> dict[str, int]:
+    """How many runs ``filters`` covers (time range on ``created_at``), per status, of the
+    runs ``viewer`` may read: one GROUP BY query (the dashboard's "last 24 hours")."""
+    qs = Run.objects.order_by()
+    if viewer is not None:
+        qs = qs.filter(readable_runs_q(viewer))
+    qs = qs.filter(filters.runs_q(), filters.period_q("created_at"))
+    return dict(qs.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
+
+
+def with_event_seq(queryset: QuerySet[Run]) -> QuerySet[Run]:
+    """``queryset`` annotated with ``event_seq``: the seq of each run's last committed
+    event (its RunEventCounter row; 0 before the first), in the same query."""
+    last = Subquery(RunEventCounter.objects.filter(run_id=OuterRef("pk")).values("last")[:1])
+    return queryset.annotate(event_seq=Coalesce(last, Value(0), output_field=BigIntegerField()))
 
 
 def run_get(*, run_id: int) -> Run:
-    """One run with its graph version, annotated with ``waiting_for``. Raises Run.DoesNotExist."""
-    return with_waiting_for(Run.objects.select_related("graph_version__graph", "created_by")).get(pk=run_id)
+    """One run with its graph version, annotated with ``waiting_for`` and ``event_seq``.
+    Raises Run.DoesNotExist."""
+    return with_event_seq(with_waiting_for(Run.objects.select_related("graph_version__graph", "created_by"))).get(pk=run_id)
 
 
 # The actor name the CLI commands audit their run starts under (run_graph).
@@ -229,32 +323,18 @@ def _cost_columns() -> dict[str, Any]:
 COST_ORDERS = ("key", "-cost_usd")
 
 
-def cost_attempts(
-    *,
-    viewer: Any,
-    run_id: int | None = None,
-    graph_id: int | None = None,
-    model: str | None = None,
-    since: date | None = None,
-    until: date | None = None,
-    include_tests: bool = False,
-) -> QuerySet[StepAttempt]:
-    """The step attempts that carry spend (a cost, or usage with no known price), filtered
-    as :func:`cost_aggregate` describes, annotated with ``cause``: what every cost report
-    aggregates."""
+def cost_attempts(*, viewer: Any, filters: RunFilter | None = None, model: str | None = None) -> QuerySet[StepAttempt]:
+    """The step attempts that carry spend (a cost, or usage with no known price) of the
+    runs ``filters`` covers, whose ``started_at`` falls in its time range, of ``model``
+    when given, annotated with ``cause``: what every cost report aggregates (see
+    :func:`cost_aggregate`)."""
+    f = filters or RunFilter()
     qs = StepAttempt.objects.filter(Q(cost_usd__isnull=False) | Q(usage__isnull=False))
     if viewer is not None:
         qs = qs.filter(step__run__in=Run.objects.filter(readable_runs_q(viewer)).values("pk"))
-    if not include_tests and run_id is None:
-        qs = qs.filter(step__run__is_test=False)
-    qs = _filter_given(
-        qs,
-        step__run_id=run_id,
-        step__run__graph_version__graph_id=graph_id,
-        usage__model=model or None,
-        started_at__date__gte=since,
-        started_at__date__lte=until,
-    )
+    qs = qs.filter(f.runs_q("step__run__"), f.period_q("started_at"))
+    if model:
+        qs = qs.filter(usage__model=model)
     return with_attempt_cause(qs)
 
 
@@ -262,18 +342,15 @@ def cost_aggregate(
     *,
     viewer: Any,
     group_by: str,
-    run_id: int | None = None,
-    graph_id: int | None = None,
+    filters: RunFilter | None = None,
     model: str | None = None,
-    since: date | None = None,
-    until: date | None = None,
-    include_tests: bool = False,
     order: str = "key",
 ) -> QuerySet[Any]:
     """Spend grouped by ``group_by`` (one of COST_GROUPS), one database query.
 
-    The spend of one-node test runs is left out unless ``include_tests`` or ``run_id``
-    names a run (then that run's spend is shown whatever it is).
+    The spend of the runs ``filters`` covers (:class:`RunFilter`: graph, run, ...; one-node
+    test runs left out unless ``include_tests`` or ``run_id`` names one); its time range
+    bounds each attempt's ``started_at`` (:func:`day_bounds` for UTC days).
 
     Rows are dicts: the group's ``key`` (and ``label``; ``run`` for a step, ``graph`` for
     a node) plus ``cost_usd`` (Decimal, priced attempts only), ``unpriced_attempts``
@@ -281,13 +358,13 @@ def cost_aggregate(
     ``input_tokens``, ``output_tokens``, ``cached_input_tokens``, ``attempts``, and for
     each cause other than "first" (ATTEMPT_CAUSES) ``<cause>_cost_usd``,
     ``<cause>_attempts`` and ``<cause>_unpriced_attempts``. The day is the UTC day an
-    attempt started; ``since``/``until`` are inclusive days. Only the spend of runs
+    attempt started. Only the spend of runs
     ``viewer`` may read counts (None: every run). ``order`` is "key" or "-cost_usd"
     (costliest first, ties by key). Raises ValueError for an unknown group or order.
     """
     if order not in COST_ORDERS:
         raise ValueError(f"order must be one of {COST_ORDERS}")
-    qs = cost_attempts(viewer=viewer, run_id=run_id, graph_id=graph_id, model=model, since=since, until=until, include_tests=include_tests)
+    qs = cost_attempts(viewer=viewer, filters=filters, model=model)
     if group_by == "step":
         qs = qs.values(key=F("step_id"), label=F("step__node_id"), run=F("step__run_id"))
     elif group_by == "run":
@@ -308,34 +385,26 @@ def cost_aggregate(
     return qs.order_by("key")
 
 
-def cost_totals(**filters: Any) -> dict[str, Any]:
-    """The totals of :func:`cost_aggregate` over every group (same keyword filters, no
+def cost_totals(*, viewer: Any, filters: RunFilter | None = None, model: str | None = None) -> dict[str, Any]:
+    """The totals of :func:`cost_aggregate` over every group (same filters, no
     ``group_by``): one aggregate query, so the totals and the grouped rows always agree."""
-    return cost_attempts(**filters).aggregate(**_cost_columns())
+    return cost_attempts(viewer=viewer, filters=filters, model=model).aggregate(**_cost_columns())
 
 
-def cost_budgets(
-    *,
-    viewer: Any,
-    graph_id: int | None = None,
-    since: date | None = None,
-    until: date | None = None,
-    include_tests: bool = False,
-) -> QuerySet[Any]:
-    """Spend against budgets, per graph, over the runs created in the day range (UTC,
-    inclusive) that ``viewer`` may read and that carried a USD budget (the graph's run
+def cost_budgets(*, viewer: Any, filters: RunFilter | None = None) -> QuerySet[Any]:
+    """Spend against budgets, per graph, over the runs ``filters`` covers (its time range
+    bounds their ``created_at``) that ``viewer`` may read and that carried a USD budget (the graph's run
     settings, or one given at start). Rows: ``graph``, ``label`` (its name), ``runs``,
     ``budget_usd`` (the largest per-run budget among them), ``cost_usd`` (their spend),
     ``max_run_cost_usd``, ``near_budget`` (runs that spent 80% of their budget or more)
     and ``stopped_by_budget`` (runs the runtime stopped before a step would exceed it).
     One query. A run's spend is its committed total (``Run.cost_usd``), what its budget
     is checked against."""
+    f = filters or RunFilter()
     qs = Run.objects.filter(budget_usd__isnull=False)
     if viewer is not None:
         qs = qs.filter(readable_runs_q(viewer))
-    if not include_tests:
-        qs = qs.filter(is_test=False)
-    qs = _filter_given(qs, graph_version__graph_id=graph_id, created_at__date__gte=since, created_at__date__lte=until)
+    qs = qs.filter(f.runs_q(), f.period_q("created_at"))
     return (
         qs.values(graph=F("graph_version__graph_id"), label=F("graph_version__graph__name"))
         .annotate(

@@ -9,7 +9,15 @@ from rest_framework import serializers
 from builder.serializers import JSONObjectField
 from runs.engine.api import steps_worker_alive
 from runs.models import Run, RunStatus, Step, StepStatus
-from runs.selectors import COST_GROUPS, COST_ORDERS, WAITING_FOR, run_started_from, run_waiting_for
+from runs.selectors import (
+    COST_GROUPS,
+    COST_ORDERS,
+    WAITING_FOR,
+    RunFilter,
+    day_bounds,
+    run_started_from,
+    run_waiting_for,
+)
 
 MAX_INT = 2**63 - 1
 DATE_INPUT_FORMATS = ["iso-8601", "%Y-%m-%d"]
@@ -31,9 +39,47 @@ class RunListFilterInput(serializers.Serializer):
     )
     graph = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False)
     user = serializers.CharField(max_length=150, required=False, help_text="Username of who started the run.")
+    version = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False, help_text="A version number of `graph` (needs graph).")
     created_after = serializers.DateTimeField(required=False, input_formats=DATE_INPUT_FORMATS, help_text="Inclusive.")
     created_before = serializers.DateTimeField(required=False, input_formats=DATE_INPUT_FORMATS, help_text="Exclusive.")
+    search = serializers.CharField(
+        max_length=200, required=False, allow_blank=True, trim_whitespace=True,
+        help_text="A run id (123 or #123), or text the run's input JSON contains (case-insensitive).",
+    )
     include_tests = serializers.BooleanField(required=False, default=False, help_text="Also list one-node test runs from the builder.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("version") is not None and attrs.get("graph") is None:
+            raise serializers.ValidationError({"version": ["A version number needs a graph: give graph too."]})
+        after, before = attrs.get("created_after"), attrs.get("created_before")
+        if after and before and after >= before:
+            raise serializers.ValidationError({"created_before": ["Must come after created_after."]})
+        if "\x00" in attrs.get("search", ""):
+            raise serializers.ValidationError({"search": ["No NUL characters."]})
+        return attrs
+
+
+def run_filter(q: dict[str, Any]) -> RunFilter:
+    """The :class:`RunFilter` of a validated run list query (RunListFilterInput)."""
+    return RunFilter(
+        status=q.get("status"),
+        waiting_for=q.get("waiting_for"),
+        graph_id=q.get("graph"),
+        version=q.get("version"),
+        user=q.get("user"),
+        search=q.get("search") or None,
+        start=q.get("created_after"),
+        end=q.get("created_before"),
+        include_tests=q["include_tests"],
+    )
+
+
+def cost_filters(q: dict[str, Any]) -> dict[str, Any]:
+    """The selector arguments of a validated cost query (CostQueryInput): the runs it
+    covers as one :class:`RunFilter` (its UTC day range as a time range) and the model."""
+    start, end = day_bounds(q.get("since"), q.get("until"))
+    runs = RunFilter(run_id=q.get("run"), graph_id=q.get("graph"), start=start, end=end, include_tests=q["include_tests"])
+    return {"filters": runs, "model": q.get("model")}
 
 
 class RunStartInput(serializers.Serializer):
@@ -48,6 +94,53 @@ class RunStartInput(serializers.Serializer):
 
 class RunCancelInput(serializers.Serializer):
     reason = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="")
+
+
+class RunSummaryInput(serializers.Serializer):
+    hours = serializers.IntegerField(min_value=1, max_value=24 * 90, required=False, default=24, help_text="The window: runs created in the last N hours.")
+    include_tests = serializers.BooleanField(required=False, default=False)
+
+
+class RunSummaryOutput(serializers.Serializer):
+    since = serializers.DateTimeField(help_text="Start of the window (now - hours).")
+    total = serializers.IntegerField()
+    by_status = serializers.DictField(child=serializers.IntegerField(), help_text="Every run status, with 0 for none.")
+
+
+MAX_BULK = 500
+
+
+class RunBulkCancelInput(serializers.Serializer):
+    """POST /runs/cancel/: the runs to cancel (ids, 1 to MAX_BULK, each once) and a reason."""
+
+    runs = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_INT), min_length=1, max_length=MAX_BULK,
+        help_text=f"Run ids, 1 to {MAX_BULK}, each once.",
+    )
+    reason = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="")
+
+    def validate_runs(self, value: list[int]) -> list[int]:
+        if len(set(value)) != len(value):
+            raise serializers.ValidationError("Each run at most once.")
+        return value
+
+
+class BulkCancelResultOutput(serializers.Serializer):
+    """What became of one run of a bulk cancel: ``ok``, and else why not (``error``:
+    ``not_found`` (no such run, or one you may not read), ``not_allowed`` (you may read it
+    but not cancel it), ``invalid_state`` (it had already ended)); ``status`` is the
+    run's status after the request (null when not found)."""
+
+    run = serializers.IntegerField()
+    ok = serializers.BooleanField()
+    status = serializers.CharField(allow_null=True)
+    error = serializers.DictField(allow_null=True, help_text="{code, message} when ok is false.")
+
+
+class BulkCancelOutput(serializers.Serializer):
+    results = BulkCancelResultOutput(many=True, help_text="One per requested run, in the order asked.")
+    cancelled = serializers.IntegerField()
+    refused = serializers.IntegerField()
 
 
 class RunResumeInput(serializers.Serializer):

@@ -6,6 +6,8 @@ from runs import action_apis, apis, provider_apis, report_apis
 urlpatterns = [
     path("runs/", apis.RunCollectionApi.as_view(), name="runs"),
     path("runs/compare/", action_apis.RunCompareApi.as_view(), name="runs-compare"),
+    path("runs/cancel/", apis.RunBulkCancelApi.as_view(), name="runs-cancel"),
+    path("runs/summary/", apis.RunSummaryApi.as_view(), name="runs-summary"),
     path("runs/<int:run_id>/", apis.RunDetailApi.as_view(), name="run"),
     path("runs/<int:run_id>/actions/", action_apis.RunActionsApi.as_view(), name="run-actions"),
     path("runs/<int:run_id>/resume/preview/", action_apis.RunResumePreviewApi.as_view(), name="run-resume-preview"),

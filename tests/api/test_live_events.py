@@ -105,7 +105,7 @@ def test_every_writer_numbers_a_runs_events_one_by_one_without_gaps(world: World
         seqs = seqs_of(run)
         assert run.status in ("succeeded", "failed"), run.error
         assert seqs == list(range(1, len(seqs) + 1)), (run.pk, seqs)  # id order is seq order: commit order
-        assert run.event_seq == len(seqs)
+        assert run.read_event_seq() == len(seqs)
     assert runs[0].status == "succeeded" and runs[2].status == "failed"
 
 
@@ -165,7 +165,7 @@ def test_reconnect_after_a_drop_gets_the_missed_events_none_twice(world: World, 
         await database_sync_to_async(add_event)(run.pk, 4)
         # The decision drives the run to its end through the real commit paths.
         await database_sync_to_async(world.decided)(run)
-        total = await database_sync_to_async(lambda: Run.objects.get(pk=run.pk).event_seq)()
+        total = await database_sync_to_async(lambda: Run.objects.get(pk=run.pk).read_event_seq())()
         ws = await connect(f"/ws/runs/{run.pk}/?after={seen[-1]}&token={key}")
         seen += [e["seq"] for e in await receive_events(ws, total - seen[-1])]
         assert await ws.receive_nothing(0.3)
@@ -185,7 +185,7 @@ def test_an_uncommitted_or_rolled_back_event_is_never_sent(world: World, layer: 
     the run by Redis or reads it), then rolls back; the next committed event takes its seq."""
     run = world.succeeded_run()
     key = token_create(user=world.users["starter"], name="ws")[1]
-    last = run.event_seq
+    last = run.read_event_seq()
     written, release = threading.Event(), threading.Event()
 
     def hold_then_roll_back() -> None:
@@ -234,7 +234,7 @@ def test_a_full_channel_layer_buffer_loses_nothing(world: World, settings: Any) 
     settings.BALLAST_LIVE_SAFETY_SECONDS = 30.0  # only a gap wakes the reader in this test
     run = world.succeeded_run()
     key = token_create(user=world.users["starter"], name="ws")[1]
-    last = run.event_seq
+    last = run.read_event_seq()
 
     async def body() -> tuple[list[int], dict[str, int]]:
         ws = await connect(f"/ws/runs/{run.pk}/?after={last}&token={key}")
@@ -267,7 +267,7 @@ def test_a_socket_follows_several_runs_and_only_readable_ones(world: World, laye
     mine, other = world.succeeded_run(), world.succeeded_run()
     key = token_create(user=world.users["viewer"], name="ws")[1]  # the outsider may read none
     starter = token_create(user=world.users["starter"], name="ws")[1]
-    mine_seq, other_seq = mine.event_seq, other.event_seq  # read now (a query), before the events below
+    mine_seq, other_seq = mine.read_event_seq(), other.read_event_seq()  # read now (a query), before the events below
 
     async def body() -> tuple[dict[str, Any], list[tuple[int, int]], dict[str, Any]]:
         viewer = await connect(f"/ws/runs/?token={key}")
@@ -321,7 +321,7 @@ def selects(sql: list[str]) -> int:
 def _measure(runs: list[Run], sockets_per_run: int, key: str, seconds: float) -> dict[str, Any]:
     """Open the sockets, let them read their backlogs, then count the database queries of
     the web side (the shared poller) for ``seconds`` while nothing commits."""
-    after = {r.pk: r.event_seq for r in runs}  # Run.event_seq reads the counter: not in the event loop
+    after = {r.pk: r.read_event_seq() for r in runs}  # read_event_seq() queries: not in the event loop
 
     async def body() -> dict[str, Any]:
         clients = []
@@ -363,7 +363,7 @@ def test_200_sockets_on_200_runs_read_o1_queries_per_poll_while_events_commit(wo
     settings.BALLAST_LIVE_POLL_SECONDS = 0.1
     key = token_create(user=world.users["admin"], name="ws")[1]
     runs = [world.queued_run() for _ in range(200)]
-    assert all(r.event_seq == 1 for r in runs)  # run_created
+    assert all(r.read_event_seq() == 1 for r in runs)  # run_created
 
     async def body() -> dict[str, Any]:
         clients = [(r, await connect(f"/ws/runs/{r.pk}/?after=1&token={key}")) for r in runs]

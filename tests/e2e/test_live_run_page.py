@@ -104,7 +104,7 @@ def test_run_page_shows_nodes_change_status_live_without_reload(daphne: Daphne, 
     heading = page.get_by_role("heading", name=f"Run #{run.pk}")
     expect(heading).to_contain_text("waiting at approval")
     expect(page.get_by_role("status").filter(has_text="Live")).to_be_visible()
-    expect(page.locator("table[aria-label='Run events'] tbody tr")).to_have_count(run.event_seq)
+    expect(page.locator("table[aria-label='Run events'] tbody tr")).to_have_count(run.read_event_seq())
     page.evaluate("window.__notReloaded = true")
     screenshot(page, "run-live-waiting")
 
@@ -114,8 +114,8 @@ def test_run_page_shows_nodes_change_status_live_without_reload(daphne: Daphne, 
     expect(heading).to_contain_text("succeeded")
     expect(page.locator("td[data-node='send']")).to_contain_text("succeeded")
     expect(page.locator("td[data-node='end']")).to_contain_text("succeeded")
-    expect(page.locator("table[aria-label='Run events'] tbody tr")).to_have_count(run.event_seq)
-    assert shown_seqs(page) == list(range(1, run.event_seq + 1))
+    expect(page.locator("table[aria-label='Run events'] tbody tr")).to_have_count(run.read_event_seq())
+    assert shown_seqs(page) == list(range(1, run.read_event_seq() + 1))
     assert page.evaluate("window.__notReloaded") is True  # the same page, never reloaded
     screenshot(page, "run-live-succeeded")
 
@@ -124,7 +124,7 @@ def test_server_drops_the_socket_and_the_page_shows_missed_events_none_twice(dap
     run = waiting_run()
     admin_page(page, daphne)
     page.goto(f"{daphne.url}/runs/{run.pk}/")
-    expect(page.locator("table[aria-label='Run events'] tbody tr")).to_have_count(run.event_seq)
+    expect(page.locator("table[aria-label='Run events'] tbody tr")).to_have_count(run.read_event_seq())
     page.evaluate("window.__notReloaded = true")
 
     daphne.kill()  # the server drops the socket: the web process is gone
@@ -136,10 +136,10 @@ def test_server_drops_the_socket_and_the_page_shows_missed_events_none_twice(dap
     daphne.start()  # a new web process, on the same port
 
     expect(page.get_by_role("status").filter(has_text="Live")).to_be_visible(timeout=30_000)
-    expect(page.locator("table[aria-label='Run events'] tbody tr")).to_have_count(run.event_seq, timeout=20_000)
+    expect(page.locator("table[aria-label='Run events'] tbody tr")).to_have_count(run.read_event_seq(), timeout=20_000)
     expect(page.get_by_role("heading", name=f"Run #{run.pk}")).to_contain_text("succeeded")
     time.sleep(1.0)  # a late duplicate would show by now
-    assert shown_seqs(page) == list(range(1, run.event_seq + 1))
+    assert shown_seqs(page) == list(range(1, run.read_event_seq() + 1))
     assert page.get_by_text("by while down 1").count() == 1
     assert page.evaluate("window.__notReloaded") is True
     screenshot(page, "run-live-after-reconnect")
