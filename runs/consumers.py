@@ -5,7 +5,11 @@ Two routes:
 - ``ws/runs/<run_id>/?after=<seq>``: one run's events with seq > ``after`` (default 0:
   all of them), then new ones as they commit;
 - ``ws/runs/``: several runs on one socket (the run list): the client sends
-  ``{"type": "follow", "run": <id>, "after": <seq>}`` and ``{"type": "unfollow", "run": <id>}``.
+  ``{"type": "follow", "run": <id>, "after": <seq>}`` and ``{"type": "unfollow", "run": <id>}``;
+  and ``{"type": "watch_new"}`` / ``{"type": "unwatch_new"}`` to be told
+  ``{"type": "runs.created"}`` when runs were created (the list's first page reloads
+  through the API, which applies the reader's filters and permissions; the message names
+  no run). One query per poll interval per web process serves every watching socket.
 
 Events are sent as ``{"type": "event", "event": {id, seq, run, step, kind, data,
 created_at}}``, per run in seq order with no gaps and no repeats: the backlog is read from
@@ -19,6 +23,7 @@ the handshake is refused. On ``ws/runs/`` a refused follow answers ``{"type": "e
 """
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -26,7 +31,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from accounts import policy
-from runs.live import Follower
+from runs.live import Follower, hub
 from runs.models import Run
 
 # Runs one socket may follow at once (a page of the run list is 50).
@@ -68,6 +73,7 @@ class RunEventsConsumer(AsyncJsonWebsocketConsumer):
     """Streams the events of one run (``run_id`` in the route) or of the runs the client follows."""
 
     follower: Follower | None = None
+    watching_new = False
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -91,8 +97,14 @@ class RunEventsConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "event", "event": event})
 
     async def disconnect(self, code: int) -> None:
+        if self.watching_new:
+            hub().unwatch_new_runs(self._runs_created)
         if self.follower is not None:
             await self.follower.close()
+
+    def _runs_created(self) -> None:
+        # Called by the hub's poller: never block it (one message per poll at most).
+        asyncio.ensure_future(self.send_json({"type": "runs.created"}))
 
     async def _error(self, code: str, message: str, where: str, run: Any = None) -> None:
         await self.send_json({"type": "error", "run": run, "error": {"code": code, "message": message, "where": where}})
@@ -102,6 +114,14 @@ class RunEventsConsumer(AsyncJsonWebsocketConsumer):
             return
         if self.scope["url_route"]["kwargs"].get("run_id") is not None:
             await self._error("bad_request", "this socket streams one run; open ws/runs/ to follow several", "type")
+            return
+        if isinstance(content, dict) and content.get("type") in ("watch_new", "unwatch_new"):
+            if content["type"] == "watch_new" and not self.watching_new:
+                self.watching_new = True
+                await hub().watch_new_runs(self._runs_created)
+            elif content["type"] == "unwatch_new" and self.watching_new:
+                self.watching_new = False
+                hub().unwatch_new_runs(self._runs_created)
             return
         if not isinstance(content, dict) or content.get("type") not in ("follow", "unfollow"):
             await self._error("bad_request", 'send {"type": "follow", "run": <id>, "after": <seq>} or {"type": "unfollow", "run": <id>}', "type")

@@ -59,7 +59,12 @@ class Hub:
         self.receiver: asyncio.Task[None] | None = None
         self.channel: str | None = None
         self.layer: Any = None
-        self.stats = {"polls": 0, "reads": 0, "pushes": 0, "gaps": 0}
+        self.stats = {"polls": 0, "reads": 0, "pushes": 0, "gaps": 0, "new_run_reads": 0}
+        # Sockets that want to hear of new runs (the run list's first page): told, at most
+        # once per poll, that a run newer than the newest one seen was created. One query
+        # per poll for all of them (the newest run id), whatever their number.
+        self.new_run_watchers: set[Callable[[], None]] = set()
+        self.newest_run: int | None = None
 
     @staticmethod
     def push() -> bool:
@@ -102,6 +107,38 @@ class Hub:
                     await self.layer.group_discard(run_events.group_name(run_id), self.channel)
                 except Exception:
                     log.warning("live events: leaving the group of run %s failed", run_id, exc_info=True)
+
+    async def watch_new_runs(self, notify: Callable[[], None]) -> None:
+        """Call ``notify()`` (must not block) after each poll that found runs created
+        since the last one; :meth:`unwatch_new_runs` stops it."""
+        if not self.new_run_watchers:
+            self.newest_run = await self._newest_run()
+        self.new_run_watchers.add(notify)
+        self._start()
+
+    def unwatch_new_runs(self, notify: Callable[[], None]) -> None:
+        self.new_run_watchers.discard(notify)
+
+    @sync_to_async(thread_sensitive=True)
+    def _newest_run(self) -> int:
+        try:
+            self.stats["new_run_reads"] += 1
+            return run_events.newest_run_id()
+        except DatabaseError:
+            connection.close()
+            raise
+
+    async def _poll_new_runs(self) -> None:
+        if not self.new_run_watchers:
+            return
+        newest = await self._newest_run()
+        if self.newest_run is not None and newest > self.newest_run:
+            for notify in list(self.new_run_watchers):
+                try:
+                    notify()
+                except Exception:
+                    log.warning("live events: a new-run watcher failed", exc_info=True)
+        self.newest_run = newest
 
     def _start(self) -> None:
         # The tasks run in a context of their own, not the first socket's: Channels gives
@@ -162,6 +199,10 @@ class Hub:
 
     async def poll_once(self) -> bool:
         """Read and hand out what committed since the cursors; True when a page was full (more to read)."""
+        await self._poll_new_runs()
+        return await self._poll_events()
+
+    async def _poll_events(self) -> bool:
         cursors = {r: c for r, c in self.cursor.items() if c is not None}
         if not cursors:
             return False
@@ -175,15 +216,16 @@ class Hub:
         return len(rows) >= run_events.BATCH
 
     async def _poll_loop(self) -> None:
-        while self.subscribers:
+        while self.subscribers or self.new_run_watchers:
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=self.interval())
             except TimeoutError:
                 pass
             self.wake.clear()
             try:
-                while await self.poll_once():
-                    pass
+                if await self.poll_once():
+                    while await self._poll_events():
+                        pass
             except asyncio.CancelledError:
                 raise
             except Exception:  # a database hiccup must not end every socket's stream

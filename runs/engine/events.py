@@ -47,7 +47,7 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.db.models import Q
 
-from runs.models import RunEvent, RunEventCounter, RunEventKind
+from runs.models import Run, RunEvent, RunEventCounter, RunEventKind
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +170,13 @@ def last_seqs(run_ids: Iterable[int]) -> dict[int, int]:
     """The committed last seq of each run (its RunEventCounter) in one query; runs without
     events and unknown runs are absent."""
     return dict(RunEventCounter.objects.filter(run_id__in=list(run_ids)).values_list("run_id", "last"))
+
+
+def newest_run_id() -> int:
+    """The id of the newest committed run (0 when there is none): one index lookup. The
+    live run list hears "new runs" when it grows (runs.live.Hub.watch_new_runs). A run
+    whose transaction commits after a newer run's is announced with the next new run."""
+    return Run.objects.order_by("-id").values_list("id", flat=True).first() or 0
 
 
 def group_name(run_id: int) -> str:
