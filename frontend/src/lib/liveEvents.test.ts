@@ -123,4 +123,22 @@ describe("RunEventStream", () => {
     expect(timers).toHaveLength(0);
     expect(got).toEqual([]);
   });
+  it("watches for new runs: asks once, is told on runs.created, asks again and catches up after a reconnect", () => {
+    const { stream, last, timer } = harness();
+    let told = 0;
+    const stop = stream.watchNewRuns(() => { told += 1; });
+    last().open();
+    expect(last().sent).toEqual([{ type: "watch_new" }]);
+    last().onmessage?.({ data: JSON.stringify({ type: "runs.created" }) });
+    expect(told).toBe(1);
+    last().drop();
+    timer(-1).fn();
+    last().open();
+    expect(last().sent).toEqual([{ type: "watch_new" }]);
+    expect(told).toBe(2); // runs may have been created while the socket was down
+    stop();
+    expect(last().sent).toEqual([{ type: "watch_new" }, { type: "unwatch_new" }]);
+    last().onmessage?.({ data: JSON.stringify({ type: "runs.created" }) });
+    expect(told).toBe(2);
+  });
 });

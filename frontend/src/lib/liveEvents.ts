@@ -68,6 +68,7 @@ function isEvent(value: unknown): value is RunEvent {
 export class RunEventStream {
   private readonly runs = new Map<number, Followed>();
   private readonly connectionListeners = new Set<(state: Connection) => void>();
+  private readonly newRunListeners = new Set<() => void>();
   private socket: SocketLike | null = null;
   private timer: unknown = null;
   private delay: number;
@@ -99,6 +100,23 @@ export class RunEventStream {
     entry.listeners.add(listener);
     this.ensureSocket();
     return () => this.unfollow(run, listener);
+  }
+
+  /**
+   * Be told when runs were created (the server's ``runs.created``: it names no run; reload
+   * the list through the API, which applies filters and permissions). Also told after a
+   * reconnect, since runs may have been created while the socket was down. Returns the
+   * function that stops it.
+   */
+  watchNewRuns(listener: () => void): () => void {
+    const first = this.newRunListeners.size === 0;
+    this.newRunListeners.add(listener);
+    if (first) this.sendRaw({ type: "watch_new" });
+    this.ensureSocket();
+    return () => {
+      this.newRunListeners.delete(listener);
+      if (this.newRunListeners.size === 0) this.sendRaw({ type: "unwatch_new" });
+    };
   }
 
   /** The connection state now. */
@@ -146,6 +164,7 @@ export class RunEventStream {
   }
 
   private open = false;
+  private reopened = false;
 
   private sendRaw(message: object): void {
     if (this.socket && this.open) this.socket.send(JSON.stringify(message));
@@ -166,6 +185,11 @@ export class RunEventStream {
       this.delay = this.opts.backoffMs;
       this.setState("open");
       for (const [run, entry] of this.runs) this.sendFollow(run, entry.after);
+      if (this.newRunListeners.size > 0) {
+        this.sendRaw({ type: "watch_new" });
+        if (this.reopened) for (const fn of [...this.newRunListeners]) fn(); // runs may have been created meanwhile
+      }
+      this.reopened = true;
     };
     socket.onmessage = (ev) => {
       if (this.socket === socket) this.receive(ev.data);
@@ -181,7 +205,7 @@ export class RunEventStream {
       this.delay = Math.min(this.delay * 2, this.opts.maxBackoffMs);
       this.timer = this.opts.setTimer(() => {
         this.timer = null;
-        if (this.runs.size > 0) this.ensureSocket();
+        if (this.runs.size > 0 || this.newRunListeners.size > 0) this.ensureSocket();
       }, wait);
     };
   }
@@ -195,6 +219,10 @@ export class RunEventStream {
     }
     if (!message || typeof message !== "object") return;
     const m = message as { type?: string; event?: unknown };
+    if (m.type === "runs.created") {
+      for (const fn of [...this.newRunListeners]) fn();
+      return;
+    }
     if (m.type !== "event" || !isEvent(m.event)) return;
     const event = m.event;
     const entry = this.runs.get(event.run);

@@ -49,3 +49,9 @@ export function useRunsChanged(runs: { id: number; event_seq?: number }[] | unde
     // eslint-disable-next-line react-hooks/exhaustive-deps -- key stands for runs
   }, [key, stream, changed]);
 }
+
+/** Calls ``onNew`` (debounced) when runs were created, while ``enabled`` (e.g. on a list's first page). */
+export function useNewRuns(enabled: boolean, onNew: () => void, debounceMs = 300, stream: RunEventStream = sharedStream()): void {
+  const changed = useDebounced(onNew, debounceMs);
+  useEffect(() => (enabled ? stream.watchNewRuns(changed) : undefined), [enabled, stream, changed]);
+}

@@ -29,6 +29,7 @@ describe("Home", () => {
     });
     renderWith(<Home />, makeContext({}));
     expect((await screen.findAllByRole("link", { name: "triage" }))[0]!.getAttribute("href")).toBe("/graphs/3/");
-    expect((await screen.findByRole("link", { name: "#8" })).getAttribute("href")).toBe("/runs/8/");
+    const latest = screen.getByRole("region", { name: "Latest runs" });
+    expect((await within(latest).findByRole("link", { name: "#8" })).getAttribute("href")).toBe("/runs/8/");
   });
 });

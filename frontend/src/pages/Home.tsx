@@ -1,25 +1,71 @@
-// /: the signed-in user's start page: their graphs and the latest runs, with a way in for a new user.
-import { useState } from "react";
+// /: the signed-in user's dashboard: runs of the last 24 hours by status, approvals waiting for them, spend today and this
+// week, the latest failures with their error, their graphs and the latest runs; a new user sees how to begin.
+import { useMemo, useState } from "react";
 import { usePageContext } from "../lib/context";
-import { formatDateTime } from "../shell/format";
+import { useNewRuns, useRunsChanged } from "../lib/useLiveEvents";
+import { formatDateTime, formatSpend, statusLabel } from "../shell/format";
 import { ImportButton, ImportFeedback, NewGraphDialog, type ImportFailure } from "../shell/GraphDialogs";
 import type { ImportResult } from "../shell/graphActions";
-import { graphUrl } from "../shell/graphLinks";
+import { graphUrl, runUrl } from "../shell/graphLinks";
 import { RunTable } from "../shell/RunTable";
-import type { GraphSummary, RunSummary } from "../shell/types";
-import { EmptyState, ErrorMessage, Loading, PageHeader } from "../shell/ui";
+import type { GraphSummary, InboxCounts, RunSummary } from "../shell/types";
+import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
 import { useApi, type CursorPage, type Page } from "../shell/useApi";
+import type { CostTotals } from "./costs/model";
+import { costsLink, errorLine, runsLink, spendRanges } from "./dashboard";
 import "./home.css";
+
+const STATUS_ORDER = ["running", "waiting", "queued", "failed", "succeeded", "cancelled"];
+
+interface RunsSummary { since: string; total: number; by_status: Record<string, number> }
+
+function Stat({ title, children, id }: { title: string; children: React.ReactNode; id: string }) {
+  return (
+    <section className="card stat-card" aria-labelledby={id}>
+      <h2 id={id} className="stat-title">{title}</h2>
+      {children}
+    </section>
+  );
+}
+
+function Spend({ label, range }: { label: string; range: { since: string; until: string } }) {
+  const totals = useApi<CostTotals>(`costs/totals/?since=${range.since}&until=${range.until}`);
+  const id = `spend-${label.replace(/\W+/g, "-").toLowerCase()}`;
+  return (
+    <Stat title={label} id={id}>
+      {totals.error ? <ErrorMessage error={totals.error} title="Spend could not be loaded." onRetry={totals.reload} /> : null}
+      {!totals.data && totals.loading ? <Loading label="Loading…" /> : null}
+      {totals.data ? (
+        <>
+          <a className="stat-figure" href={costsLink(range)}>{formatSpend(totals.data.cost_usd, totals.data.unpriced_attempts, totals.data.attempts)}</a>
+          <p className="muted small">
+            {totals.data.attempts === 0 ? "No model or tool spend." : `${totals.data.attempts} priced step attempt${totals.data.attempts === 1 ? "" : "s"}`}
+            {totals.data.unpriced_attempts > 0 ? ` · ${totals.data.unpriced_attempts} with no known price` : ""}
+            {range.since !== range.until ? ` · since ${range.since} (UTC)` : " · UTC day"}
+          </p>
+        </>
+      ) : null}
+    </Stat>
+  );
+}
 
 export default function Home() {
   const ctx = usePageContext();
   const user = ctx.user!;
   const canBuild = user.can.build;
+  const ranges = useMemo(() => spendRanges(), []);
   const graphs = useApi<Page<GraphSummary>>("graphs/?page_size=8");
   const runs = useApi<CursorPage<RunSummary>>("runs/?page_size=8");
+  const failures = useApi<CursorPage<RunSummary>>("runs/?page_size=5&status=failed");
+  const summary = useApi<RunsSummary>("runs/summary/?hours=24");
+  const inbox = useApi<InboxCounts>("approvals/inbox/counts/");
   const [creating, setCreating] = useState(false);
   const [failure, setFailure] = useState<ImportFailure | null>(null);
   const onImported = (r: ImportResult) => window.location.assign(graphUrl(r.graph));
+  // Live: a run on screen committing an event, or a new run, refreshes the runs and their counts.
+  const refreshRuns = () => { runs.reload(); failures.reload(); summary.reload(); };
+  useRunsChanged(runs.data?.results, refreshRuns, 500);
+  useNewRuns(true, refreshRuns, 500);
 
   const buildActions = canBuild ? (
     <>
@@ -30,9 +76,69 @@ export default function Home() {
 
   return (
     <main className="page">
-      <PageHeader title={`Welcome, ${user.display_name}`} subtitle="Your graphs and the latest runs." actions={buildActions} />
+      <PageHeader title={`Welcome, ${user.display_name}`} subtitle="What ran, what waits for you, and what it cost." actions={buildActions} />
       <ImportFeedback failure={failure} onDismiss={() => setFailure(null)} />
-      <div className="grid-2 home-grid">
+      <div className="stat-grid">
+        <Stat title="Runs, last 24 hours" id="home-24h">
+          {summary.error ? <ErrorMessage error={summary.error} title="The counts could not be loaded." onRetry={summary.reload} /> : null}
+          {!summary.data && summary.loading ? <Loading label="Loading…" /> : null}
+          {summary.data ? (
+            <>
+              <a className="stat-figure" href={`/runs/?from=${summary.data.since.slice(0, 10)}`}>{summary.data.total}</a>
+              {summary.data.total === 0 ? <p className="muted small">No runs started in the last 24 hours.</p> : (
+                <ul className="status-counts" aria-label="Runs of the last 24 hours by status">
+                  {STATUS_ORDER.filter((s) => (summary.data!.by_status[s] ?? 0) > 0).map((s) => (
+                    <li key={s}>
+                      <a href={runsLink(s, summary.data!.since)} aria-label={`${summary.data!.by_status[s]} ${statusLabel(s)}`}>
+                        <StatusBadge status={s} /> <span className="status-count">{summary.data!.by_status[s]}</span>
+                      </a>
+                    </li>
+                  ))}
+                </ul>
+              )}
+            </>
+          ) : null}
+        </Stat>
+        <Stat title="Approvals waiting for you" id="home-approvals">
+          {inbox.error ? <ErrorMessage error={inbox.error} title="The inbox could not be counted." onRetry={inbox.reload} /> : null}
+          {!inbox.data && inbox.loading ? <Loading label="Loading…" /> : null}
+          {inbox.data ? (
+            <>
+              <a className="stat-figure" href="/approvals/">{inbox.data.waiting}</a>
+              <p className="muted small">
+                {inbox.data.waiting === 0 ? "Nothing to decide." : `${inbox.data.assigned} assigned to you · ${inbox.data.group} in your groups`}
+              </p>
+            </>
+          ) : null}
+        </Stat>
+        <Spend label="Spend today" range={ranges.today} />
+        <Spend label="Spend this week" range={ranges.week} />
+      </div>
+
+      <section className="card home-failures" aria-labelledby="home-failures">
+        <div className="card-head">
+          <h2 id="home-failures">Latest failures</h2>
+          {failures.data && failures.data.results.length > 0 ? <a href="/runs/?status=failed">All failed runs →</a> : null}
+        </div>
+        {failures.error ? <ErrorMessage error={failures.error} title="The failed runs could not be loaded." onRetry={failures.reload} /> : null}
+        {!failures.data && failures.loading ? <Loading label="Loading…" /> : null}
+        {failures.data && failures.data.results.length === 0 ? <p className="muted">No failed runs. Runs that fail are listed here with their error.</p> : null}
+        {failures.data && failures.data.results.length > 0 ? (
+          <ul className="list">
+            {failures.data.results.map((r) => (
+              <li key={r.id} className="list-item failure-item">
+                <div className="failure-main">
+                  <a href={runUrl(r.id)} className="strong">#{r.id}</a> <a href={graphUrl(r.graph)}>{r.graph_name}</a> <span className="muted small">v{r.version}</span>
+                  <div className="failure-error" title={errorLine(r.error, 2000)}>{errorLine(r.error)}</div>
+                </div>
+                <span className="muted small nowrap">{formatDateTime(r.finished_at ?? r.created_at)}</span>
+              </li>
+            ))}
+          </ul>
+        ) : null}
+      </section>
+
+      <div className="home-grid">
         <section className="card" aria-labelledby="home-graphs">
           <div className="card-head">
             <h2 id="home-graphs">Graphs</h2>
@@ -71,7 +177,7 @@ export default function Home() {
               {user.can.operate ? "Open a graph and start a run from the builder; it will be listed here." : "Runs that operators start are listed here."}
             </EmptyState>
           ) : null}
-          {runs.data && runs.data.results.length > 0 ? <RunTable runs={runs.data.results} compact /> : null}
+          {runs.data && runs.data.results.length > 0 ? <RunTable runs={runs.data.results} compact label="Latest runs" /> : null}
         </section>
       </div>
       {creating ? <NewGraphDialog onClose={() => setCreating(false)} /> : null}

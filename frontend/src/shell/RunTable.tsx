@@ -1,23 +1,45 @@
-// A table of runs (the run list and the home page's latest runs): status, graph, version, who, when, cost.
+// A table of runs (the run list and the home page's latest runs): status, graph, version, who, when, cost; optionally rows to tick.
 import { formatDateTime, formatDuration, formatUsd, runDisplayStatus } from "./format";
 import { graphUrl, runUrl } from "./graphLinks";
 import type { RunSummary } from "./types";
 import { StatusBadge } from "./ui";
 
-/** ``selected``/``onToggle``: a checkbox per row (the run list's selection, e.g. to compare two runs). */
-export function RunTable({ runs, compact = false, selected, onToggle }: {
-  runs: RunSummary[];
-  compact?: boolean;
-  selected?: ReadonlySet<number>;
-  onToggle?(id: number): void;
-}) {
-  const selectable = selected !== undefined && onToggle !== undefined;
+/** Ticking rows (the run list's bulk cancel and compare): which are ticked, and which may be. */
+export interface RunSelection {
+  selected: ReadonlySet<number>;
+  /** Whether this run can be ticked; ``disabledTitle`` says why not. */
+  allowed: (run: RunSummary) => boolean;
+  onChange: (next: Set<number>) => void;
+  disabledTitle?: string;
+}
+
+export function RunTable({ runs, compact = false, selection, label = "Runs" }: { runs: RunSummary[]; compact?: boolean; selection?: RunSelection; label?: string }) {
+  const tickable = selection ? runs.filter(selection.allowed).map((r) => r.id) : [];
+  const allTicked = selection !== undefined && tickable.length > 0 && tickable.every((id) => selection.selected.has(id));
+  const toggle = (id: number) => {
+    if (!selection) return;
+    const next = new Set(selection.selected);
+    if (next.has(id)) next.delete(id);
+    else next.add(id);
+    selection.onChange(next);
+  };
+  const toggleAll = () => {
+    if (!selection) return;
+    const next = new Set(selection.selected);
+    for (const id of tickable) if (allTicked) next.delete(id); else next.add(id);
+    selection.onChange(next);
+  };
   return (
     <div className="table-wrap">
-      <table className={compact ? "table table-compact" : "table"}>
+      <table className={compact ? "table table-compact" : "table"} aria-label={label}>
         <thead>
           <tr>
-            {selectable ? <th scope="col"><span className="visually-hidden">Select</span></th> : null}
+            {selection ? (
+              <th scope="col" className="tick">
+                <input type="checkbox" aria-label="Select every run on this page" checked={allTicked}
+                  disabled={tickable.length === 0} onChange={toggleAll} />
+              </th>
+            ) : null}
             <th scope="col">Run</th>
             <th scope="col">Status</th>
             <th scope="col">Graph</th>
@@ -31,8 +53,14 @@ export function RunTable({ runs, compact = false, selected, onToggle }: {
         </thead>
         <tbody>
           {runs.map((r) => (
-            <tr key={r.id} data-run={r.id}>
-              {selectable ? <td><input type="checkbox" aria-label={`Select run ${r.id}`} checked={selected.has(r.id)} onChange={() => onToggle(r.id)} /></td> : null}
+            <tr key={r.id} data-run={r.id} data-status={r.status} className={selection?.selected.has(r.id) ? "row-selected" : undefined}>
+              {selection ? (
+                <td className="tick">
+                  <input type="checkbox" aria-label={`Select run ${r.id}`} checked={selection.selected.has(r.id)}
+                    disabled={!selection.allowed(r)} title={selection.allowed(r) ? undefined : selection.disabledTitle}
+                    onChange={() => toggle(r.id)} />
+                </td>
+              ) : null}
               <td><a href={runUrl(r.id)}>#{r.id}</a></td>
               <td><StatusBadge status={runDisplayStatus(r)} /></td>
               <td><a href={graphUrl(r.graph)}>{r.graph_name}</a></td>
