@@ -39,9 +39,9 @@ function Spend({ label, range }: { label: string; range: { since: string; until:
         <>
           <a className="stat-figure" href={costsLink(range)}>{formatSpend(totals.data.cost_usd, totals.data.unpriced_attempts, totals.data.attempts)}</a>
           <p className="muted small">
-            {totals.data.attempts === 0 ? "No model or tool spend." : `${totals.data.attempts} priced step attempt${totals.data.attempts === 1 ? "" : "s"}`}
+            {totals.data.attempts === 0 ? "Nothing spent" : `${totals.data.attempts} step attempt${totals.data.attempts === 1 ? "" : "s"} with spend`}
             {totals.data.unpriced_attempts > 0 ? ` · ${totals.data.unpriced_attempts} with no known price` : ""}
-            {range.since !== range.until ? ` · since ${range.since} (UTC)` : " · UTC day"}
+            {range.since !== range.until ? ` since Monday ${range.since} (UTC)` : " today (UTC day)"}
           </p>
         </>
       ) : null}
@@ -122,7 +122,9 @@ export default function Home() {
         </div>
         {failures.error ? <ErrorMessage error={failures.error} title="The failed runs could not be loaded." onRetry={failures.reload} /> : null}
         {!failures.data && failures.loading ? <Loading label="Loading…" /> : null}
-        {failures.data && failures.data.results.length === 0 ? <p className="muted">No failed runs. Runs that fail are listed here with their error.</p> : null}
+        {failures.data && failures.data.results.length === 0 ? (
+          <EmptyState title="No failed runs">Runs that fail are listed here with their error, newest first, each linking to its run page.</EmptyState>
+        ) : null}
         {failures.data && failures.data.results.length > 0 ? (
           <ul className="list">
             {failures.data.results.map((r) => (

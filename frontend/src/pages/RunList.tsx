@@ -92,9 +92,14 @@ export default function RunList() {
         </label>
         <label className="inline-field">
           <span>Status</span>
-          <select value={filters.status} onChange={(e) => apply({ status: e.target.value })}>
+          <select value={filters.waiting_for ? `waiting_for:${filters.waiting_for}` : filters.status} onChange={(e) => {
+            const v = e.target.value;
+            apply(v.startsWith("waiting_for:") ? { status: "", waiting_for: v.slice("waiting_for:".length) } : { status: v, waiting_for: "" });
+          }}>
             <option value="">All</option>
-            {RUN_STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
+            {RUN_STATUSES.map((s) => <option key={s} value={s}>{s[0]!.toUpperCase() + s.slice(1)}</option>)}
+            <option value="waiting_for:approval">Waiting at approval</option>
+            <option value="waiting_for:decision">Waiting for decision (parked)</option>
           </select>
         </label>
         <label className="inline-field">

@@ -3,13 +3,21 @@ import { apiPath, cursorOf, filtersFromQuery, hasFilters, NO_FILTERS, queryFromF
 describe("run list filters", () => {
   it("round-trips through the page URL, dropping what is malformed", () => {
     const { filters, cursor } = filtersFromQuery("?status=failed&graph=3&version=2&user=olu&from=2026-12-01&to=2026-12-02&search=A-1&cursor=cD0xMA%3D%3D");
-    expect(filters).toEqual({ status: "failed", graph: "3", version: "2", user: "olu", from: "2026-12-01", to: "2026-12-02", search: "A-1" });
+    expect(filters).toEqual({ status: "failed", waiting_for: "", graph: "3", version: "2", user: "olu", from: "2026-12-01", to: "2026-12-02", search: "A-1" });
     expect(cursor).toBe("cD0xMA==");
     expect(queryFromFilters(filters, cursor)).toBe("?status=failed&graph=3&version=2&user=olu&from=2026-12-01&to=2026-12-02&search=A-1&cursor=cD0xMA%3D%3D");
     const bad = filtersFromQuery("?status=exploded&graph=x&version=2&from=yesterday");
     expect(bad.filters).toEqual(NO_FILTERS); // a version without its graph means nothing
     expect(queryFromFilters(NO_FILTERS)).toBe("");
     expect(hasFilters(NO_FILTERS)).toBe(false);
+  });
+
+  it("reads what a run waits for in place of a status", () => {
+    const { filters } = filtersFromQuery("?status=running&waiting_for=decision");
+    expect(filters).toEqual({ ...NO_FILTERS, waiting_for: "decision" });
+    expect(queryFromFilters(filters)).toBe("?waiting_for=decision");
+    expect(apiPath(filters, 50)).toBe("runs/?page_size=50&waiting_for=decision");
+    expect(filtersFromQuery("?waiting_for=lunch").filters).toEqual(NO_FILTERS);
   });
 
   it("asks the API for the day range with the last day inclusive", () => {

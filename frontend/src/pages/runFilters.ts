@@ -1,10 +1,16 @@
 // The run list's filters: read from and written to the page URL, turned into the API query, and what a bulk cancel reports.
 
 export const RUN_STATUSES = ["queued", "running", "waiting", "succeeded", "failed", "cancelled"] as const;
+/** What a live run waits for (the API's ``waiting_for``): a person at an approval gate, or a decision on a step parked after a crash. */
+export const WAITING_FOR = ["approval", "decision"] as const;
 
-/** The filters on screen; "" means no filter. Dates are UTC days (YYYY-MM-DD), both inclusive. */
+/**
+ * The filters on screen; "" means no filter. Dates are UTC days (YYYY-MM-DD), both inclusive.
+ * ``waiting_for`` (one of WAITING_FOR) stands in place of a status: a parked run may still be "running".
+ */
 export interface RunFilters {
   status: string;
+  waiting_for: string;
   graph: string;
   version: string;
   user: string;
@@ -13,7 +19,7 @@ export interface RunFilters {
   search: string;
 }
 
-export const NO_FILTERS: RunFilters = { status: "", graph: "", version: "", user: "", from: "", to: "", search: "" };
+export const NO_FILTERS: RunFilters = { status: "", waiting_for: "", graph: "", version: "", user: "", from: "", to: "", search: "" };
 const KEYS = Object.keys(NO_FILTERS) as (keyof RunFilters)[];
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 
@@ -23,6 +29,8 @@ export function filtersFromQuery(query: string): { filters: RunFilters; cursor: 
   const filters = { ...NO_FILTERS };
   for (const key of KEYS) filters[key] = (params.get(key) ?? "").trim();
   if (filters.status && !(RUN_STATUSES as readonly string[]).includes(filters.status)) filters.status = "";
+  if (filters.waiting_for && !(WAITING_FOR as readonly string[]).includes(filters.waiting_for)) filters.waiting_for = "";
+  if (filters.waiting_for) filters.status = "";
   for (const key of ["graph", "version"] as const) if (filters[key] && !/^\d+$/.test(filters[key])) filters[key] = "";
   if (!filters.graph) filters.version = "";
   for (const key of ["from", "to"] as const) if (filters[key] && !DAY.test(filters[key])) filters[key] = "";
@@ -53,6 +61,7 @@ export function nextDay(day: string): string {
 export function apiPath(filters: RunFilters, pageSize: number): string {
   const params = new URLSearchParams({ page_size: String(pageSize) });
   if (filters.status) params.set("status", filters.status);
+  if (filters.waiting_for) params.set("waiting_for", filters.waiting_for);
   if (filters.graph) params.set("graph", filters.graph);
   if (filters.graph && filters.version) params.set("version", filters.version);
   if (filters.user.trim()) params.set("user", filters.user.trim());
