@@ -138,7 +138,7 @@ class RunCompareApi(ApiView):
             raise bad_request("invalid", "Choose two different runs.", {"b": ["The same run as a; choose another run."]})
         runs: dict[str, Run] = {}
         for side in ("a", "b"):
-            run = selectors.run_list(viewer=request.user, include_tests=True).filter(pk=q[side]).first()
+            run = selectors.run_list(viewer=request.user, filters=selectors.RunFilter(include_tests=True)).filter(pk=q[side]).first()
             if run is None:  # unknown or not the caller's to read: the same answer either way
                 raise bad_request("invalid", f"No run {q[side]}.", {side: [f"No run {q[side]} that you may read."]})
             runs[side] = selectors.run_get(run_id=run.pk)

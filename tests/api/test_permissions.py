@@ -140,6 +140,9 @@ ENDPOINTS = [
     Endpoint("runs_start", "post", lambda w: ("/api/v1/runs/", {"graph": _g(w), "input": {"name": "Ada"}}), allowed(201, "operator", "admin")),
     Endpoint("runs_read", "get", lambda w: (f"/api/v1/runs/{w.waiting_run().pk}/", None), reads()),
     Endpoint("runs_cancel", "post", lambda w: (f"/api/v1/runs/{w.queued_run().pk}/cancel/", {"reason": "test"}), acts(200)),
+    # 200 for every user: refusals are per run in the body (tests/api/test_run_list.py checks them).
+    Endpoint("runs_cancel_bulk", "post", lambda w: ("/api/v1/runs/cancel/", {"runs": [w.queued_run().pk], "reason": "test"}), allowed(200)),
+    Endpoint("runs_summary", "get", lambda w: ("/api/v1/runs/summary/?hours=24", None), allowed(200)),
     Endpoint("runs_resume", "post", lambda w: (f"/api/v1/runs/{w.failed_run().pk}/resume/", {}), acts(200)),
     Endpoint("runs_retry", "post", lambda w: (f"/api/v1/runs/{w.failed_run().pk}/retry/", None), acts(200)),
     Endpoint(
@@ -237,7 +240,7 @@ def test_the_matrix_covers_every_api_operation() -> None:
         "graphs_list", "graphs_create", "graphs_read", "graphs_update", "graphs_delete", "graphs_validate", "graphs_import",
         "graphs_export", "graph_versions_list", "graph_versions_publish", "graph_versions_read", "graph_versions_diff",
         "runs_list", "runs_start", "runs_read", "runs_cancel", "runs_resume", "runs_retry", "runs_fork", "runs_steps",
-        "runs_actions", "runs_resume_preview", "runs_retry_preview", "runs_fork_preview", "runs_compare",
+        "runs_actions", "runs_resume_preview", "runs_retry_preview", "runs_fork_preview", "runs_compare", "runs_cancel_bulk", "runs_summary",
         "steps_read", "runs_events", "costs_aggregate", "audit_list", "approvals_mine", "approvals_all", "approvals_read",
         "approvals_decide", "providers_list", "providers_create", "providers_update", "providers_delete", "providers_test",
         "graphs_duplicate", "graph_versions_restore", "graph_nodes_test", "node_kinds_list", "tools_list",
