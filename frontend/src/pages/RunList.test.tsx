@@ -32,4 +32,26 @@ describe("RunList", () => {
     await user.click(screen.getByRole("button", { name: "Newer" }));
     expect(runCalls()[2]!.path).toBe("/api/v1/runs/?page_size=50&cursor=newer");
   });
+
+  it("ticks any run: compare wants exactly two, bulk cancel sends only the ones that can still be cancelled", { timeout: 30_000 }, async () => {
+    const user = userEvent.setup();
+    const live = { ...run(5), status: "waiting" } as RunSummary;
+    const calls = stubFetch({
+      "GET /api/v1/runs/": () => ({ body: cursorPage([live, run(4)], null) }),
+      "POST /api/v1/runs/cancel/": () => ({ body: { results: [{ run: 5, ok: true, status: "cancelled", error: null }], cancelled: 1, refused: 0 } }),
+    });
+    renderWith(<RunList />, makeContext({ operate: true }, "runs"));
+    await screen.findByText("graph-5");
+    const compare = () => screen.getByRole("button", { name: /^Compare/ }) as HTMLButtonElement;
+    expect(compare().disabled).toBe(true);
+    await user.click(screen.getByLabelText("Select run 5"));
+    await user.click(screen.getByLabelText("Select run 4"));
+    expect(compare().textContent).toBe("Compare #5 and #4");
+    expect(compare().disabled).toBe(false);
+    // Run 4 has succeeded: only run 5 is cancelled.
+    await user.click(screen.getByRole("button", { name: "Cancel selected (1)" }));
+    await user.click(await screen.findByRole("button", { name: "Cancel 1 run" }));
+    await screen.findByText("1 cancelled.");
+    expect(calls.find((c) => c.method === "POST")!.body).toEqual({ runs: [5], reason: "" });
+  });
 });
