@@ -19,6 +19,7 @@ gap or a reconnect). Selectors live in run_page.py.
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -32,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from playwright.sync_api import Page, expect
@@ -255,7 +258,23 @@ def test_server_drops_the_socket_and_the_page_shows_missed_events_none_twice(dap
 
 
 def test_the_live_pass_uses_the_channel_layer_it_was_given() -> None:
-    """The PostgreSQL + Redis pass really pushes through Redis (and the SQLite pass does not)."""
+    """The PostgreSQL + Redis pass really pushes through Redis (and the SQLite pass does not):
+    with a Redis URL set, a message sent to a run's group comes back through the layer, so
+    a Redis that is down or unreachable fails this pass instead of leaving it to the poller."""
     assert settings.BALLAST_LIVE_PUSH is bool(os.environ.get("BALLAST_CHANNELS_REDIS_URL") or os.environ.get("BALLAST_REDIS_URL"))
-    if settings.BALLAST_LIVE_PUSH:
-        assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    if not settings.BALLAST_LIVE_PUSH:
+        return
+    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+
+    async def round_trip() -> dict[str, Any]:
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        group = run_events.group_name(0)
+        await layer.group_add(group, channel)
+        try:
+            await layer.group_send(group, {"type": "run.events", "run": 0, "events": []})
+            return await asyncio.wait_for(layer.receive(channel), timeout=30)
+        finally:
+            await layer.group_discard(group, channel)
+
+    assert async_to_sync(round_trip)()["type"] == "run.events"
