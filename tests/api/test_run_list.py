@@ -3,6 +3,7 @@ bulk cancel with per-run refusals (policy, audit, field errors), the dashboard's
 summary, one RunFilter serving run lists and cost reports, and "new runs" on ws/runs/."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -172,4 +173,7 @@ def test_a_socket_watching_new_runs_hears_of_each_new_run(world: World) -> None:
         await ws.disconnect()
         return got
 
-    assert async_to_sync(body)() == [{"type": "runs.created"}]
+    # In a thread of its own: after the browser tests in one pytest process, Playwright's
+    # sync API keeps an event loop in this thread and async_to_sync refuses to run there.
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(async_to_sync(body)).result(timeout=60) == [{"type": "runs.created"}]
