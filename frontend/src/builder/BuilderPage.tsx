@@ -9,8 +9,6 @@ import { comparisonView } from "./compare";
 import { diffDrafts } from "./conflict";
 import { Dialog } from "./Dialog";
 import { ErrorsPanel } from "./ErrorsPanel";
-import { afterQuiet } from "./idle";
-import { preloadNodePanel } from "./panel/NodePanelLazy";
 import { Palette } from "./Palette";
 import { takeBuilderLoad, versionParam } from "./load";
 import type { GraphSpec } from "./spec";
@@ -104,18 +102,15 @@ function Builder({ loaded }: { loaded: Loaded }) {
   if (!pointerDown) panelState.current = deferred;
   useEffect(() => {
     if (!pointerDown) return;
-    // The first pointer release also asks for the side panel (it shows what was just selected).
-    const up = () => { setPointerDown(false); setPanelWanted(true); };
+    const up = () => setPointerDown(false);
     window.addEventListener("pointerup", up);
     window.addEventListener("pointercancel", up);
     return () => { window.removeEventListener("pointerup", up); window.removeEventListener("pointercancel", up); };
   }, [pointerDown]);
   // The side panel's chunk (graph settings, code editor) is fetched once the canvas has drawn
-  // every node, the page has then been quiet for a moment (or the first pointer press was
-  // released) and no pointer is down, so neither its download and evaluation nor its first
-  // render competes with the canvas's first render or a first drag begun right after it.
+  // every node and no pointer is down, so neither its download and evaluation nor its first
+  // render competes with the canvas's first render or a drag begun right after it.
   const [canvasDrawn, setCanvasDrawn] = useState(false);
-  const [panelWanted, setPanelWanted] = useState(false);
   const [panelMounted, setPanelMounted] = useState(false);
   const onDrawn = useCallback(() => {
     // A User Timing mark (DevTools' timings track; the builder benchmark splits scripts at it).
@@ -127,14 +122,7 @@ function Builder({ loaded }: { loaded: Loaded }) {
     const t = window.setTimeout(() => setCanvasDrawn(true), 2000);
     return () => window.clearTimeout(t);
   }, []);
-  useEffect(() => {
-    if (!canvasDrawn || panelWanted) return;
-    return afterQuiet(() => setPanelWanted(true));
-  }, [canvasDrawn, panelWanted]);
-  if (canvasDrawn && panelWanted && !pointerDown && !panelMounted) setPanelMounted(true);
-  // With the panel in, the node form's chunk (JSON-Schema forms, ajv) at the next quiet moment,
-  // so selecting a node shows its form at once (hovering a node also fetches it).
-  useEffect(() => (panelMounted ? afterQuiet(() => void preloadNodePanel()) : undefined), [panelMounted]);
+  if (canvasDrawn && !pointerDown && !panelMounted) setPanelMounted(true);
   const save = useAutosave(graph.id, builder.spec, graph, !readOnly);
   const [dialog, setDialog] = useState<"help" | "publish" | "run" | null>(null);
   const [toast, setToast] = useState<string | null>(null);

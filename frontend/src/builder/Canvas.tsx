@@ -50,24 +50,9 @@ function FitViewIcon() {
   );
 }
 
-/** How long the pointer must rest on a node before its form's chunk is fetched, ms. */
-const HOVER_PRELOAD_MS = 200;
-let hoverPreload: number | null = null;
-
-/**
- * The pointer resting on a node (no button held): fetch the node panel's chunk before the
- * click. Only after it rests there a moment: a pointer that lands on a node and presses at
- * once is starting a drag, which the chunk's download and evaluation would slow down.
- */
+/** The pointer resting on a node (no button held): fetch the node panel's chunk before the click. */
 function preloadPanelOnHover(event: MouseEvent): void {
-  cancelHoverPreload();
-  if (event.buttons !== 0) return;
-  hoverPreload = window.setTimeout(() => { hoverPreload = null; void preloadNodePanel(); }, HOVER_PRELOAD_MS);
-}
-
-function cancelHoverPreload(): void {
-  if (hoverPreload !== null) window.clearTimeout(hoverPreload);
-  hoverPreload = null;
+  if (event.buttons === 0) void preloadNodePanel();
 }
 
 /** Keyboard shortcuts, shown by the help overlay (``?``). */
@@ -426,8 +411,6 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
         onDelete={readOnly ? undefined : onDelete}
         onNodeDragStop={onNodeDragStop}
         onNodeMouseEnter={preloadPanelOnHover}
-        onNodeMouseLeave={cancelHoverPreload}
-        onNodeDragStart={cancelHoverPreload}
         isValidConnection={isValidConnection}
         nodesDraggable={!readOnly}
         nodesConnectable={!readOnly}
