@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import timedelta
 from typing import Any, ClassVar, Literal
 
 from jsonschema.exceptions import SchemaError

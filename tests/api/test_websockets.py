@@ -224,7 +224,7 @@ def test_approvals_inbox_sends_a_snapshot_then_arrivals_and_departures(world: Wo
 
 
 def test_approvals_inbox_follows_a_change_of_who_may_decide(world: World) -> None:
-    # The inbox socket lists what the inbox selector lists at every poll: naming the
+    # The inbox socket lists what the inbox selector lists when the marker moves: naming the
     # operator as the approver moves the request from the approvers' inbox to theirs.
     from approvals.models import ApprovalRequest
 
@@ -235,6 +235,9 @@ def test_approvals_inbox_follows_a_change_of_who_may_decide(world: World) -> Non
     def name_operator() -> None:
         request = ApprovalRequest.objects.get(run=run)
         request.approvers = ["operator"]
+        # Every real change of who may decide (approval_reassign, a deadline's reassign)
+        # bumps the version, which the shared marker poller (approvals.consumers) reads.
+        request.version += 1
         request.save()  # save() recomputes the principals the inbox query matches
 
     async def body() -> dict[str, Any]:
