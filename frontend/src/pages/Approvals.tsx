@@ -12,7 +12,7 @@ import { formatDateTime, formatUsd } from "../shell/format";
 import type { Approval, InboxCounts } from "../shell/types";
 import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
 import { type Page } from "../shell/useApi";
-import { changeNote, conflictMessage, costLine, deadlineState, isStale, LISTS, LIVE_DEBOUNCE_MS, listPath, type InboxList } from "./inbox";
+import { changeNote, conflictMessage, costLine, deadlineState, isStale, LISTS, FALLBACK_POLL_MS, LIVE_DEBOUNCE_MS, listPath, type InboxList } from "./inbox";
 import "./approvals.css";
 
 interface Props {
@@ -93,6 +93,13 @@ export default function Approvals({ approvalId }: Props) {
     window.dispatchEvent(new Event(APPROVALS_CHANGED));
   });
   useRunsChanged(items?.map((i) => ({ id: i.run, event_seq: i.run_event_seq })), reload);
+  // No live socket (a server without WebSockets, or while reconnecting): fetch every
+  // FALLBACK_POLL_MS instead, so new requests still show without a reload.
+  useEffect(() => {
+    if (connection === "open") return;
+    const timer = window.setInterval(() => { if (document.visibilityState !== "hidden") loadList(); }, FALLBACK_POLL_MS);
+    return () => window.clearInterval(timer);
+  }, [connection, loadList]);
   const now = useNow((items ?? []).some((i) => i.due_at && i.status === "pending" && !i.escalated_at));
 
   // Opened from an email link: show the list the item is in.

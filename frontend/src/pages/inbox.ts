@@ -13,6 +13,9 @@ export const LISTS: { key: InboxList; label: string; empty: string; help: string
 /** How long (ms) a burst of live changes is gathered before the list is fetched again. */
 export const LIVE_DEBOUNCE_MS = 150;
 
+/** How often (ms) the list is fetched while no live socket is open (a server without WebSockets). */
+export const FALLBACK_POLL_MS = 3000;
+
 /** "1d 4h", "3h 05m", "4m 09s", "12s": a duration in seconds, two units at most. */
 export function formatCountdown(seconds: number): string {
   const s = Math.max(0, Math.floor(seconds));
