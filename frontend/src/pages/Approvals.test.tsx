@@ -90,6 +90,7 @@ describe("inbox helpers", () => {
     expect(changeNote(shown, approval(1, { version: "2:abc", last_change: "claimed by bea" }))).toBe("claimed by bea.");
     expect(changeNote(shown, approval(1, { version: "1:def" }))).toContain("what approving would do has changed");
     expect(changeNote(shown, approval(1, { status: "rejected", decided_by: "bea", version: "2:abc" }))).toBe("bea rejected it.");
+    expect(changeNote(shown, approval(1, { status: "expired", decided_by: "deadline", deadline: "4h", version: "2:abc" }))).toBe("nobody decided within 4h: it timed out and the run took its timeout path.");
   });
 });
 

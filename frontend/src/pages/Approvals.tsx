@@ -6,7 +6,7 @@ import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { api, ApiError } from "../lib/api";
 import { usePageContext } from "../lib/context";
 import { useInboxLive } from "../lib/inboxLive";
-import { useRunsChanged } from "../lib/useLiveEvents";
+import { useConnection, useRunsChanged } from "../lib/useLiveEvents";
 import { APPROVALS_CHANGED } from "../shell/TopBar";
 import { formatDateTime, formatUsd } from "../shell/format";
 import type { Approval, InboxCounts } from "../shell/types";
@@ -252,20 +252,40 @@ export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; 
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState<string | null>(null);
+  // Someone else (or its deadline) closed the request while it was on screen.
+  const [closedLive, setClosedLive] = useState(false);
 
   const fetchItem = useCallback(() => {
     api<Approval>(`approvals/${approvalId}/`)
       .then((a) => {
         setLatest(a);
-        setShown((s) => s ?? a);
+        // A request that closed meanwhile has no decision left to bind to the version on
+        // screen: show it as it is now (who decided, or that it timed out) at once.
+        setShown((s) => {
+          if (s === null) return a;
+          if (s.status === "pending" && a.status !== "pending") {
+            if (a.decided_by !== me) setClosedLive(true);
+            return a;
+          }
+          return s;
+        });
         setLoadError(null);
       })
       .catch((err: unknown) => setLoadError(err));
-  }, [approvalId]);
+  }, [approvalId, me]);
   useEffect(fetchItem, [fetchItem]);
   // Live: any event of the item's run (a claim, a vote, someone's decision, its deadline,
   // the run resuming) fetches it again, so the page shows who did what without a reload.
   useRunsChanged(latest ? [{ id: latest.run, event_seq: latest.run_event_seq }] : undefined, fetchItem, LIVE_DEBOUNCE_MS);
+  // No live run stream (a server without WebSockets, or reconnecting): fetch the item
+  // every FALLBACK_POLL_MS while it is still open, as the list does.
+  const runStream = useConnection();
+  const stillOpen = latest === null || latest.status === "pending";
+  useEffect(() => {
+    if (runStream === "open" || !stillOpen) return;
+    const timer = window.setInterval(() => { if (document.visibilityState !== "hidden") fetchItem(); }, FALLBACK_POLL_MS);
+    return () => window.clearInterval(timer);
+  }, [runStream, stillOpen, fetchItem]);
   const now = useNow(Boolean(latest?.due_at && latest.status === "pending" && !latest.escalated_at));
 
   const showLatest = () => {
@@ -356,7 +376,8 @@ export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; 
         {shown.claimed_by ? <div><span className="muted">Claimed by</span> {shown.claimed_by}</div> : null}
         {deadline ? (
           <div className={`inbox-deadline-line inbox-deadline-line-${deadline.tone}`}>
-            <span className="muted">Deadline</span> <DeadlineBadge item={latest ?? shown} now={now} /> <span>{deadline.detail}</span>
+            <span className="muted">Deadline</span> {shown.deadline ? <span>{shown.deadline}</span> : null} <DeadlineBadge item={latest ?? shown} now={now} />
+            {pending || deadline.tone === "escalated" ? <span>{deadline.detail}</span> : null}
           </div>
         ) : null}
         {shown.quorum > 1 ? (
@@ -365,7 +386,7 @@ export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; 
         ) : null}
       </div>
 
-      <h3>{shown.purpose === "recovery" ? "If retried, the run runs again" : "If approved, the run does next"}</h3>
+      <h3>{nextHeading(shown)}</h3>
       {shown.next_actions.length === 0 ? <p className="muted">Nothing more: the run ends after this gate.</p> : null}
       {shown.next_actions.map((a) => (
         <div key={a.node_id} className="inbox-action">
@@ -379,14 +400,15 @@ export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; 
       ))}
 
       <details className="inbox-state" open={Object.keys(shown.state).length <= 6}>
-        <summary>Run state{Object.keys(shown.state).length ? ` (${Object.keys(shown.state).length} keys)` : ""}</summary>
+        <summary>Run state{Object.keys(shown.state).length ? ` (${Object.keys(shown.state).length} ${Object.keys(shown.state).length === 1 ? "key" : "keys"})` : ""}</summary>
         <pre>{JSON.stringify(shown.state, null, 2)}</pre>
       </details>
 
       {!pending ? (
-        <div className="alert" role="status">
-          {shown.status === "cancelled" ? "Closed: the run ended before a decision." : shown.status === "expired" ? (
-            <span>Timed out on {formatDateTime(shown.decided_at)}: nobody decided within {shown.deadline ?? "its deadline"}, so the run took its timeout path.</span>
+        <div className={`alert${closedLive ? " alert-warning" : ""}`} role="status">
+          {closedLive ? "While you had it open, " : ""}
+          {shown.status === "cancelled" ? `${closedLive ? "it was closed" : "Closed"}: the run ended before a decision.` : shown.status === "expired" ? (
+            <span>{closedLive ? "it timed out" : "Timed out"} on {formatDateTime(shown.decided_at)}: nobody decided within {shown.deadline ?? "its deadline"}, so the run took its timeout path.</span>
           ) : (
             <span><strong>{shown.decided_by}</strong> {DONE_WORDS[shown.decision] ?? shown.status} this on {formatDateTime(shown.decided_at)}
               {shown.reason ? ` (reason: ${shown.reason})` : ""}{shown.comment ? `: “${shown.comment}”` : ""}.</span>
@@ -476,6 +498,14 @@ export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; 
       {pending && !shown.may_decide ? <p className="muted">You may read this request but not decide it.</p> : null}
     </article>
   );
+}
+
+/** The heading over the next actions: what approving does, did, or would have done. */
+function nextHeading(a: Approval): string {
+  if (a.purpose === "recovery") return a.status === "pending" ? "If retried, the run runs again" : "The step that was parked";
+  if (a.status === "pending") return "If approved, the run does next";
+  if (a.status === "approved") return "Approved: the run went on to";
+  return "Had it been approved, the run would have done";
 }
 
 const DONE_WORDS: Record<string, string> = { approve: "approved", reject: "rejected", retry: "retried the step of", skip: "skipped the step of", fail: "failed the run of" };

@@ -90,6 +90,7 @@ export function isStale(error: unknown): boolean {
  */
 export function changeNote(shown: Approval, latest: Approval): string | null {
   if (shown.version === latest.version && shown.status === latest.status) return null;
+  if (latest.status === "expired") return `nobody decided within ${latest.deadline ?? "its deadline"}: it timed out and the run took its timeout path.`;
   if (latest.status !== "pending") return `${latest.decided_by || "someone"} ${latest.status === "cancelled" ? "closed" : latest.status} it.`;
   return latest.last_change && latest.last_change !== shown.last_change ? `${latest.last_change}.` : "what approving would do has changed (the run's state moved on).";
 }
