@@ -1,13 +1,16 @@
 """The approvals inbox over a WebSocket: ``ws/approvals/``, woken by ONE shared reader per web process.
 
-On connect the caller gets ``{"type": "snapshot", "approvals": [...]}``: every pending
-request they may decide (the inbox selector, ``approval_list_for_user``, as the inbox API
-lists them). Then ``{"type": "approval.pending", "approval": {...}}`` for each new one,
+On connect the caller gets ``{"type": "snapshot", "count": N, "approvals": [...]}``: how
+many pending requests they may decide (the inbox selector, ``approval_list_for_user``), and
+the newest ``MAX_ITEMS`` of them as the inbox API lists them (the inbox's first page: a
+person with 10,000 waiting is not sent 10,000 items, bench/inbox.py). Then ``{"type": "approval.pending", "approval": {...}}`` for each new one,
 ``{"type": "approval.changed", "approval": {...}}`` for one that moved to a new version
 (claimed, handed back, reassigned, voted on, escalated by its deadline) and
 ``{"type": "approval.closed", "approval": {...}}`` for each one that left the inbox
 (decided, timed out, its run ended, or no longer the caller's to decide: the closed item
-says who decided). A reconnect gets a fresh snapshot, so nothing is lost.
+says who decided), the newest ``MAX_ITEMS`` of each kind per wake-up, then
+``{"type": "approval.more", "count": k}`` for the k more left out (fetch the list again).
+A reconnect gets a fresh snapshot, so nothing is lost.
 Close code 4401: not authenticated.
 
 Rows first, so it works whichever process created or decided a request. The database is
@@ -35,10 +38,13 @@ from django.db.models import Count, Max, Sum
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import approval_list, approval_list_for_user
 from approvals.serializers import ApprovalOutput
+from runs.models import RunStateKey
 
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.2
+# Items serialised per message kind and wake-up (and in a snapshot): an inbox page's worth.
+MAX_ITEMS = 50
 RESYNC_SECONDS = 30.0
 
 
@@ -132,41 +138,51 @@ class ApprovalInboxConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         pass
 
-    def _serialise(self, requests: Any) -> list[dict[str, Any]]:
-        return list(ApprovalOutput(requests, many=True, context={"request": SimpleNamespace(user=self.user)}).data)
+    def _serialise(self, requests: Any, ids: set[int]) -> tuple[list[dict[str, Any]], int]:
+        """(the newest MAX_ITEMS of ``ids`` in ``requests``, serialised, how many were left
+        out). The runs' states are read in one query (RunStateKey.hold_states), as the
+        inbox API's pages do."""
+        if not ids:
+            return [], 0
+        newest = sorted(ids, reverse=True)[:MAX_ITEMS]
+        page = list(requests.filter(pk__in=newest))
+        RunStateKey.hold_states(r.run for r in page)
+        return list(ApprovalOutput(page, many=True, context={"request": SimpleNamespace(user=self.user)}).data), len(ids) - len(newest)
 
     @database_sync_to_async
-    def _poll(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-        """(arrived, changed, left) since the last poll; two queries (the user's groups,
-        the inbox ids and versions) when nothing changed."""
+    def _poll(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], int]:
+        """(arrived, changed, left, how many were left out) since the last poll, each the
+        newest MAX_ITEMS; two queries (the user's groups, the inbox ids and versions) when
+        nothing changed, three more per kind that did."""
         inbox = approval_list_for_user(user=self.user)
         mine = dict(inbox.values_list("id", "version"))
         arrived = set(mine) - set(self.inbox)
         changed = {pk for pk, v in mine.items() if pk in self.inbox and self.inbox[pk] != v}
         left = set(self.inbox) - set(mine)
         self.inbox = mine
-        return (
-            self._serialise(inbox.filter(pk__in=arrived)) if arrived else [],
-            self._serialise(inbox.filter(pk__in=changed)) if changed else [],
-            # Departed requests are pending no more (or no longer this user's): any status.
-            self._serialise(approval_list(status=None).filter(pk__in=left)) if left else [],
-        )
+        new, more_new = self._serialise(inbox, arrived)
+        moved, more_moved = self._serialise(inbox, changed)
+        # Departed requests are pending no more (or no longer this user's): any status.
+        gone, more_gone = self._serialise(approval_list(status=None), left)
+        return new, moved, gone, more_new + more_moved + more_gone
 
     async def _pump(self) -> None:
         hub = inbox_hub()
         hub.join(self.wake)
-        arrived, _, _ = await self._poll()
-        await self.send_json({"type": "snapshot", "approvals": arrived})
+        arrived, _, _, _ = await self._poll()
+        await self.send_json({"type": "snapshot", "count": len(self.inbox), "approvals": arrived})
         while True:
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=RESYNC_SECONDS)
             except TimeoutError:
                 pass
             self.wake.clear()
-            arrived, changed, left = await self._poll()
+            arrived, changed, left, more = await self._poll()
             for approval in reversed(arrived):
                 await self.send_json({"type": "approval.pending", "approval": approval})
             for approval in changed:
                 await self.send_json({"type": "approval.changed", "approval": approval})
             for approval in left:
                 await self.send_json({"type": "approval.closed", "approval": approval})
+            if more:
+                await self.send_json({"type": "approval.more", "count": more})

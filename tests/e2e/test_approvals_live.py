@@ -27,7 +27,7 @@ from runs.services import run_start
 from tests.api.conftest import approval_spec
 from tests.approvals.test_deadlines import deadline_spec
 from tests.e2e.conftest import screenshot, sign_in
-from tests.e2e.test_approvals_inbox import approver
+from tests.e2e.test_approvals_inbox import PATIENT_MS, _patient_expect, approver  # noqa: F401  (fixture)
 from tests.e2e.test_live_run_page import Daphne, daphne  # noqa: F401  (fixture)
 from tests.support.cluster import Cluster, cluster_factory, wait_for_status  # noqa: F401  (fixture)
 from tests.support.specs import publish, run_local
@@ -35,16 +35,8 @@ from tests.support.specs import publish, run_local
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 # Ceilings on a loaded machine: every wait below ends as soon as its condition holds.
-LIVE_MS = 20_000
+LIVE_MS = PATIENT_MS
 RUN_S = 90.0
-
-
-@pytest.fixture(autouse=True)
-def _patient_expect() -> Iterator[None]:
-    """Live updates cross processes on a shared machine: give each expectation LIVE_MS."""
-    expect.set_options(timeout=LIVE_MS)
-    yield
-    expect.set_options(timeout=5_000)  # Playwright's default, for the other modules
 
 
 @pytest.fixture

@@ -14,6 +14,9 @@ class FakeSocket implements SocketLike {
 describe("inbox live socket", () => {
   it("parses only the inbox's own messages", () => {
     expect(parseInboxMessage('{"type":"snapshot","approvals":[]}')).toEqual({ type: "snapshot", approvals: [] });
+    expect(parseInboxMessage('{"type":"snapshot","count":12,"approvals":[]}')).toEqual({ type: "snapshot", count: 12, approvals: [] });
+    expect(parseInboxMessage('{"type":"approval.more","count":3}')).toEqual({ type: "approval.more", count: 3 });
+    expect(parseInboxMessage('{"type":"approval.more"}')).toBeNull();
     expect(parseInboxMessage({ type: "approval.closed", approval: { id: 3 } })?.type).toBe("approval.closed");
     expect(parseInboxMessage("not json")).toBeNull();
     expect(parseInboxMessage({ type: "approval.closed", approval: { id: "3" } })).toBeNull();

@@ -3,10 +3,11 @@ import { useEffect, useRef, useState } from "react";
 import type { Approval } from "../shell/types";
 import type { Connection, SocketLike } from "./liveEvents";
 
-/** One message of ws/approvals/; ``snapshot`` comes first after each (re)connect. */
+/** One message of ws/approvals/; ``snapshot`` (the count and the newest page) comes first after each (re)connect; ``approval.more`` says how many a burst left out. */
 export type InboxMessage =
-  | { type: "snapshot"; approvals: Approval[] }
-  | { type: "approval.pending" | "approval.changed" | "approval.closed"; approval: Approval };
+  | { type: "snapshot"; approvals: Approval[]; count?: number }
+  | { type: "approval.pending" | "approval.changed" | "approval.closed"; approval: Approval }
+  | { type: "approval.more"; count: number };
 
 export interface InboxSocketOptions {
   onMessage: (message: InboxMessage) => void;
@@ -32,7 +33,11 @@ export function parseInboxMessage(raw: unknown): InboxMessage | null {
   }
   if (!m || typeof m !== "object") return null;
   const msg = m as { type?: unknown; approvals?: unknown; approval?: unknown };
-  if (msg.type === "snapshot" && Array.isArray(msg.approvals)) return { type: "snapshot", approvals: msg.approvals as Approval[] };
+  if (msg.type === "snapshot" && Array.isArray(msg.approvals)) {
+    const count = (m as { count?: unknown }).count;
+    return { type: "snapshot", approvals: msg.approvals as Approval[], ...(typeof count === "number" ? { count } : {}) };
+  }
+  if (msg.type === "approval.more" && typeof (m as { count?: unknown }).count === "number") return { type: "approval.more", count: (m as { count: number }).count };
   if (typeof msg.type === "string" && KINDS.has(msg.type) && msg.approval && typeof msg.approval === "object" && typeof (msg.approval as Approval).id === "number") {
     return { type: msg.type as "approval.pending", approval: msg.approval as Approval };
   }
