@@ -25,7 +25,7 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 _local = threading.local()
 
@@ -109,6 +109,20 @@ class QueueCluster:
         """Whether the sentinel process still runs."""
         sentinel = self._cluster.sentinel
         return sentinel is not None and sentinel.is_alive()
+
+
+def on_worker_start(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` in every django-q2 worker process as it starts, before it reads
+    its first task (django-q2's ``post_spawn`` signal, sent by each worker, the first
+    ones and every one the sentinel starts later, and by no other process). Connect it
+    in the cluster's main process before the cluster starts: the forks inherit it."""
+    from django_q.signals import post_spawn
+
+    def receiver(sender: object, **kwargs: object) -> None:
+        callback()
+
+    # Held strongly (weak=False): the closure has no other reference.
+    post_spawn.connect(receiver, weak=False, dispatch_uid="ballast_worker_start")
 
 
 def worker_recycle() -> bool:
