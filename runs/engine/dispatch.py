@@ -125,6 +125,19 @@ def on_worker_start(callback: Callable[[], None]) -> None:
     post_spawn.connect(receiver, weak=False, dispatch_uid="ballast_worker_start")
 
 
+def task_budget_seconds() -> float | None:
+    """How long one doorbell task may go on starting steps: half of django-q2's task
+    ``timeout`` (Q_CLUSTER), so the step it starts last has the other half before
+    django-q2 interrupts the task (see the module docstring). None in in-process mode and
+    without a timeout."""
+    if in_local_mode():
+        return None
+    from django.conf import settings
+
+    timeout = float(str(settings.Q_CLUSTER.get("timeout") or 0))
+    return None if timeout <= 0 else timeout / 2
+
+
 def worker_recycle() -> bool:
     """Ask django-q2 to end this worker process cleanly after its current task; its
     sentinel then starts a fresh one ("recycled worker" in the log).
