@@ -265,7 +265,11 @@ def execute_due(hint: int, *, worker: str | None = None) -> None:
         claimed = claims.step_claim_due(worker)
         if claimed is None or not _run_chain(claimed, worker, task_end=task_end):
             return
-        if stop_requested() or time.monotonic() >= deadline:
+        now = time.monotonic()
+        # Past the drain window, or past the task's budget (a claim started now would
+        # run in the half of django-q2's timeout kept for the step in hand): the next
+        # doorbell, in a new task, takes the next due step.
+        if stop_requested() or now >= deadline or (task_end is not None and now >= task_end):
             return
 
 
