@@ -60,6 +60,10 @@ from runs.engine import dispatch, loop, recovery, recovery_queries, workers
 
 log = logging.getLogger("ballast.worker")
 
+# The log line each worker process writes once its claim at start is over
+# (_claim_at_start).
+WORKER_READY = "worker ready"
+
 # Of the grace period, the part kept for killing the workers, the hand-back pass and the
 # exit (about 1-2 s on a loaded 2-core machine); in-flight steps get the rest, and at
 # least half of it.
@@ -175,6 +179,10 @@ def _claim_at_start() -> None:
     except Exception:
         log.exception("claim at worker start failed; the queue's doorbells will retry")
         connections.close_all()
+    else:
+        # One line per worker process start (tests wait for it: from here on the worker
+        # takes work only from its queue's doorbells).
+        log.info("%s: worker %s took the due steps at its start", WORKER_READY, workers.current_worker())
 
 
 def hand_back(me: psutil.Process | None = None) -> list[int]:
