@@ -5,14 +5,16 @@ import re
 from collections.abc import Iterable
 from typing import Any, ClassVar, Literal
 
-from jsonschema.exceptions import SchemaError
-from jsonschema.validators import Draft202012Validator
 from pydantic import Field
 
 from runs.expressions import ExpressionError
 from runs.nodes.base import DueOutcome, Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult, Wait
 from runs.nodes.shared import STATE_KEY_PATTERN, check_template, expression_names
-from runs.templating import render_template
+
+# _lazy_imports_note: jsonschema (about 0.2 s of CPU) and Jinja2 (0.1 s) are imported
+# where they are used, not here: every worker imports this module at start (the approvals
+# app connects its receivers), and a restarted worker's start is what recovery waits for
+# (tests/engine/test_worker_imports.py keeps them out of its start).
 
 # The handles of an approval node: a decision takes exactly one.
 APPROVED = "approved"
@@ -129,6 +131,8 @@ class ApprovalNode(NodeKind[ApprovalConfig]):
 
     def execute(self, config: ApprovalConfig, ctx: NodeContext) -> NodeResult:
         """Render the prompt and wait. Raises NodeError(code="template", not retryable)."""
+        from runs.templating import render_template  # not at import: see _lazy_imports_note
+
         try:
             prompt = render_template(config.prompt, expression_names(ctx))
         except ExpressionError as exc:
@@ -249,6 +253,8 @@ def edit_errors(config: ApprovalConfig, values: Any) -> dict[str, list[str]]:
     extra = sorted(set(values) - allowed)
     if extra:
         return {"values": [f"not editable here: {', '.join(extra)} (editable: {', '.join(sorted(allowed)) or 'none'})"]}
+    from jsonschema.validators import Draft202012Validator  # not at import: see _lazy_imports_note
+
     errors: dict[str, list[str]] = {}
     for err in Draft202012Validator(config.edit_schema).iter_errors(values):
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
@@ -257,6 +263,9 @@ def edit_errors(config: ApprovalConfig, values: Any) -> dict[str, list[str]]:
 
 
 def _check_edit_schema(node_id: str, schema: dict[str, Any]) -> list[Issue]:
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import Draft202012Validator
+
     field = "config.edit_schema"
     try:
         Draft202012Validator.check_schema(schema)

@@ -32,6 +32,7 @@ CASES = {
     "dbos": "the linear and fan-out graphs as DBOS steps in a workflow",
     "statesize": "a chain with a 1 KB and a 1 MB state (a node updating one small key): ms and WAL bytes per node",
     "builder": "the builder in headless Chromium: 300-node graph open to interactive, drag frame times, script sizes",
+    "startup": "a restarted qcluster's start, phase by phase (interpreter, Django, django-q2's processes, recovery, first claim), 30 runs in flight",
     "fixed": "per-run fixed cost (start -> end) in-process and through a qcluster, worker connections kept vs per task",
 }
 
@@ -124,7 +125,7 @@ def run_case(args: argparse.Namespace) -> int:
 
     core.use_settings(args.settings)
     core.setup(db)
-    from bench import anatomy, browser, cases, compare, fixed, headline, inbox, live_events, scaling
+    from bench import anatomy, browser, cases, compare, fixed, headline, inbox, live_events, scaling, startup
 
     rep = core.Reporter(db)
     paths = ("inprocess", "qcluster") if args.path == "both" else (args.path,)
@@ -148,6 +149,7 @@ def run_case(args: argparse.Namespace) -> int:
         "builder": browser.case_builder,
         "statesize": cases.case_state_size,
         "fixed": fixed.case_fixed,
+        "startup": startup.case_startup,
     }
     started = time.monotonic()
     if args.case not in ("floor", "builder", "headline"):  # the headline samples the floor in every round

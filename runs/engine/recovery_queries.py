@@ -58,6 +58,21 @@ def workers_alive(within_seconds: float) -> bool:
     return Worker.objects.filter(heartbeat_at__gte=timezone.now() - timedelta(seconds=within_seconds)).exists()
 
 
+def pids_to_watch(host: str) -> set[int]:
+    """Pids on ``host`` whose exit should start a recovery pass at once: the lease owners
+    of running steps there (worker ids ``host:pid:start``) and the main processes of the
+    clusters registered there (Worker rows). Two indexed reads."""
+    pids: set[int] = set()
+    owners = Step.objects.filter(status=StepStatus.RUNNING, lease_owner__startswith=f"{host}:").values_list("lease_owner", flat=True).distinct()
+    for owner in owners:
+        try:
+            pids.add(int(owner.rsplit(":", 2)[1]))
+        except (IndexError, ValueError):
+            continue
+    pids.update(Worker.objects.filter(host=host).values_list("pid", flat=True))
+    return pids
+
+
 def steps_leased_to(owners: list[str]) -> list[int]:
     """Ids of running steps whose lease belongs to one of ``owners`` (worker ids)."""
     return list(Step.objects.filter(status=StepStatus.RUNNING, lease_owner__in=owners).order_by("id").values_list("id", flat=True))
