@@ -25,7 +25,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ("builder", "0003_graph_operators"),
-        ("runs", "0012_run_event_seq"),
+        ("runs", "0013_deadlines"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
