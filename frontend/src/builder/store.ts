@@ -35,6 +35,8 @@ export interface ValidationResult {
   errors: ValidationIssue[];
   handles: Record<string, { inputs: string[]; outputs: string[] }>;
   estimate?: { nodes: Record<string, CostFigure>; costliest_path: CostFigure & { nodes: string[] } };
+  /** What publishing this spec would store (null when invalid): equal to a version's, the draft is that version. */
+  content_hash?: string | null;
 }
 
 export interface Selection {

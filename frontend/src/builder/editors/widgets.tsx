@@ -115,7 +115,7 @@ export function JsonValueEditor({ id, value, onChange, readOnly, label }: JsonVa
 
 /** ``ui:field: "json"``: a free-form object (``options``, ``output_schema``) as a JSON editor. */
 export function JsonField(props: FieldProps) {
-  const { fieldPathId, formData, onChange, readonly, disabled, schema, name, rawErrors, required } = props;
+  const { fieldPathId, formData, onChange, readonly, disabled, schema, name, required } = props;
   const id = fieldPathId.$id;
   const title = schema.title ?? name;
   return (
@@ -132,13 +132,7 @@ export function JsonField(props: FieldProps) {
         readOnly={Boolean(readonly || disabled)}
         label={title}
       />
-      {rawErrors && rawErrors.length > 0 && (
-        <ul className="field-errors" id={`${id}__error`}>
-          {rawErrors.map((e, i) => (
-            <li key={i}>{e}</li>
-          ))}
-        </ul>
-      )}
+      {/* Its errors (rawErrors) are listed once, by rjsf's field template around this field. */}
     </div>
   );
 }
