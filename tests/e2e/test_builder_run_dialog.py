@@ -82,3 +82,41 @@ def test_run_is_disabled_with_its_reason_when_nothing_is_published(live_server, 
     expect(page.get_by_role("button", name="Run", exact=True)).to_be_disabled()
     expect(page.get_by_role("note").filter(has_text="Run is disabled")).to_contain_text("Publish the draft first")
     screenshot(page, "builder-run-disabled-never-published")
+
+
+def test_reading_an_undeclared_input_key_is_warned_in_the_problems_bar(live_server, page: Page) -> None:
+    user = make_user("pat", "builders", "operators")
+    spec = {
+        "name": "Hello",
+        "nodes": [
+            {"id": "start", "kind": "start", "config": {}, "position": {"x": 0, "y": 0}},
+            {"id": "greet", "kind": "transform", "config": {"set": {"greeting": "'Hello, ' + input.name"}}, "position": {"x": 260, "y": 0}},
+            {"id": "end", "kind": "end", "config": {}, "position": {"x": 520, "y": 0}},
+        ],
+        "edges": [{"source": "start", "target": "greet"}, {"source": "greet", "target": "end"}],
+    }
+    graph_id = make_graph("Hello", spec, user=user)
+    sign_in(page, live_server.url, "pat", "pw-pat-1")
+    open_builder(page, live_server.url, graph_id)
+    bar = page.get_by_role("region", name="Problems").last
+    expect(bar.locator(".errors-panel__toggle")).to_have_text(re.compile(r"No problems · 1 warning"))
+    expect(bar).to_contain_text("reads input.name, but the input schema does not declare 'name'")
+    expect(page.get_by_role("button", name="Publish")).to_be_enabled()  # a warning blocks nothing
+    screenshot(page, "builder-undeclared-input-warning")
+
+
+def test_a_loop_back_edge_is_drawn_as_a_detour_below_the_nodes(live_server, page: Page) -> None:
+    user = make_user("pat", "builders", "operators")
+    graph_id = make_graph("Refund agent", example("refund_agent"), user=user)
+    sign_in(page, live_server.url, "pat", "pw-pat-1")
+    open_builder(page, live_server.url, graph_id)
+    page.get_by_role("button", name="Auto-layout").click()
+    page.wait_for_timeout(800)
+    loop = page.locator("path.bedge-loop")
+    expect(loop.first).to_be_attached()
+    # The refund example retries the lookup: found --false--> lookup goes back left.
+    box = loop.first.bounding_box()
+    lookup = page.locator('.react-flow__node[data-id="lookup"]').bounding_box()
+    assert box and lookup
+    assert box["y"] + box["height"] > lookup["y"] + lookup["height"] + 5, (box, lookup)
+    screenshot(page, "builder-loop-back-edge")

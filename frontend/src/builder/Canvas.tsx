@@ -12,6 +12,7 @@ import {
 } from "./flow";
 import { layoutPositions } from "./layout";
 import { NodeCard } from "./NodeCard";
+import { FlowEdge } from "./FlowEdge";
 import { NoteNode } from "./NoteNode";
 import { preloadNodePanel } from "./panel/NodePanelLazy";
 import { DRAG_MIME } from "./Palette";
@@ -20,6 +21,8 @@ import { edgeKey, useBuilder } from "./store";
 import { fitViewport } from "./viewport";
 
 const nodeTypes = { ballast: NodeCard, note: NoteNode };
+// One edge type: a smooth step, or a detour below the nodes for a loop back (FlowEdge.tsx).
+const edgeTypes = { ballast: FlowEdge };
 
 
 /** The minimap shows what the canvas marks: a compared version's change, else an error, else grey. */
@@ -36,7 +39,7 @@ function minimapNodeColour(n: Node): string {
 // their identity changes, and every store update re-runs every node's, edge's and minimap
 // node's selector. A fresh object or function per render (the canvas renders on every drag
 // frame) meant two extra store updates per frame and all 300 minimap nodes re-rendering.
-const DEFAULT_EDGE_OPTIONS = { type: "smoothstep" } as const;
+const DEFAULT_EDGE_OPTIONS = { type: "ballast" } as const;
 const PRO_OPTIONS = { hideAttribution: true } as const;
 const DELETE_KEYS = ["Delete", "Backspace"];
 const MULTI_SELECT_KEYS = ["Shift", "Meta", "Control"];
@@ -405,6 +408,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
         nodes={nodes}
         edges={edges}
         nodeTypes={nodeTypes}
+        edgeTypes={edgeTypes}
         onNodesChange={onNodesChange}
         onEdgesChange={onEdgesChange}
         onConnect={readOnly ? undefined : onConnect}

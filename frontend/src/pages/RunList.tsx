@@ -1,5 +1,6 @@
 // /runs/: every run, newest first, filtered by status, paged by the API's cursor; statuses change live.
 import { useState } from "react";
+import { usePageContext } from "../lib/context";
 import { useRunsChanged } from "../lib/useLiveEvents";
 import { compareUrl } from "../runs/actions";
 import { RunTable } from "../shell/RunTable";
@@ -18,6 +19,9 @@ export default function RunList() {
   const first = `runs/?page_size=${PAGE_SIZE}${status ? `&status=${status}` : ""}`;
   const path = cursorPath ?? first;
   const { data, error, loading, reload } = useApi<CursorPage<RunSummary>>(path);
+  // Builders, operators and staff read every run; others (approvers) only the runs they may read.
+  const can = usePageContext().user?.can;
+  const seesAll = Boolean(can && (can.build || can.operate || can.admin));
   // A committed event of any run on screen reloads the page (debounced).
   useRunsChanged(data?.results, reload);
   // Runs ticked in the table (kept across pages): two of them can be compared.
@@ -26,7 +30,7 @@ export default function RunList() {
   const go = (url: string, step: number) => { setCursorPath(pagePath(url)); setPageNo((n) => n + step); };
   return (
     <main className="page">
-      <PageHeader title="Runs" subtitle="Every run, newest first. Open one to see its steps." actions={<>
+      <PageHeader title="Runs" subtitle={seesAll ? "Every run, newest first. Open one to see its steps." : "The runs you may see, newest first. Open one to see its steps."} actions={<>
         {selected.length > 0 ? (
           <button type="button" className="btn" disabled={selected.length !== 2} title={selected.length === 2 ? undefined : "Select two runs of one graph"}
             onClick={() => window.location.assign(compareUrl(selected[0]!, selected[1]!))}>

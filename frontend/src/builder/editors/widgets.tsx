@@ -24,7 +24,8 @@ function namesOf(props: { registry: { formContext?: unknown } }): readonly strin
 export function examplePlaceholder(language: CodeLanguage, names: readonly string[]): string {
   const key = names.find((n) => n !== "input");
   if (language === "expression") return key ? `e.g. ${key} > 0.5` : "e.g. input.score > 0.5";
-  return key ? `e.g. Hello {{ ${key} }}` : "e.g. Hello {{ input.name }}";
+  // The same kind of example as the prompt's help ("Summarise {{ text }}").
+  return key ? `e.g. Summarise {{ ${key} }}` : "e.g. Summarise {{ input.text }}";
 }
 
 /** JSON text of a value for editing (two-space indent; empty for undefined). */
