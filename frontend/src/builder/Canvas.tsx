@@ -18,7 +18,7 @@ import { preloadNodePanel } from "./panel/NodePanelLazy";
 import { DRAG_MIME } from "./Palette";
 import { freshId, type EdgeSpec, type NodeSpec, type Position } from "./spec";
 import { edgeKey, useBuilder } from "./store";
-import { fitViewport } from "./viewport";
+import { CANVAS_INSETS, FIT_VIEW, fitViewport } from "./viewport";
 
 const nodeTypes = { ballast: NodeCard, note: NoteNode };
 // One edge type: a smooth step, or a detour below the nodes for a loop back (FlowEdge.tsx).
@@ -173,7 +173,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
     if (all.length === 0) return;
     const { width, height } = flowStore.getState();
     const start = all.find((n) => n.type === "ballast" && n.data.node.kind === "start");
-    const view = fitViewport(rf.getNodesBounds(all), start ? rf.getNodesBounds([start]) : null, width, height);
+    const view = fitViewport(rf.getNodesBounds(all), start ? rf.getNodesBounds([start]) : null, width, height, FIT_VIEW, CANVAS_INSETS);
     if (view) void rf.setViewport(view, { duration });
   }, [rf, flowStore]);
   const fitted = useRef(!fitOnOpen);
