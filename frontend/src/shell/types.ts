@@ -48,6 +48,8 @@ export interface StepSummary {
   max_attempts: number;
   /** Whether the running step's worker is alive; null when not running. */
   worker_alive?: boolean | null;
+  /** When the running step's lease runs out unless its worker heartbeats (ISO 8601); null when not running. */
+  lease_expires_at?: string | null;
   output: unknown;
   error: unknown;
   cost_usd: string | null;
@@ -111,6 +113,14 @@ export interface Approval {
   reject_reasons: string[];
   edit_schema: Record<string, unknown> | null;
   starter_counts: boolean;
+  /** The node's deadline as written ("4h"), when it has one; ``due_at`` is when it falls due. */
+  deadline: string | null;
+  due_at: string | null;
+  /** What happens at the deadline: "notify", "reassign" or "timeout" ("" without one). */
+  escalation: string;
+  escalated_at: string | null;
+  /** The run's last event seq: follow the run's live events from it. */
+  run_event_seq: number;
 }
 
 export interface InboxCounts {
