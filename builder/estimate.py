@@ -82,6 +82,26 @@ def estimate_spec(spec: GraphSpec, configs: dict[str, NodeConfig] | None = None)
     return {"nodes": nodes, "costliest_path": costliest_path(topology, nodes, topology.start_ids[0])}
 
 
+def _walk_order(topology: Topology, cycle: list[str]) -> list[str]:
+    """The members of one loop (``Topology.cycles`` gives them sorted by id) in the order a
+    run walks them: from the member entered from outside the loop, then along its edges
+    (depth first, spec order), so the costliest path reads start, lookup, count, found."""
+    inside = set(cycle)
+    entered = {t for n in topology.nodes if n not in inside for t in topology.successors(n) if t in inside}
+    entry = next((n for n in cycle if n in entered), cycle[0])
+    order: list[str] = []
+    seen: set[str] = set()
+    stack = [entry]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        order.append(n)
+        stack.extend(reversed([t for t in topology.successors(n) if t in inside and t not in seen]))
+    return order + [n for n in cycle if n not in seen]
+
+
 def costliest_path(topology: Topology, nodes: list[dict[str, Any]], start_id: str) -> dict[str, Any]:
     """The costliest path from node ``start_id`` to an end, from per-node costs ``nodes``
     (:func:`node_costs`): ``{"nodes", "tokens", "usd" (str), "unpriced", "loops"}``, as
@@ -103,7 +123,7 @@ def costliest_path(topology: Topology, nodes: list[dict[str, Any]], start_id: st
         for n in cycle:
             component[n] = head
             members.pop(n, None)
-        members[head], repeat[head] = list(cycle), bound
+        members[head], repeat[head] = _walk_order(topology, cycle), bound
 
     def weight(comp: str) -> tuple[Decimal, int, list[str]]:
         usd, tokens, unpriced = Decimal(0), 0, []

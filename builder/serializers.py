@@ -142,6 +142,9 @@ class ValidationOutput(serializers.Serializer):
     warnings = IssueOutput(many=True)
     handles = serializers.DictField(child=NodeHandlesOutput())
     estimate = EstimateOutput(allow_null=True)
+    content_hash = serializers.CharField(
+        allow_null=True, help_text="The hash a publish of this spec would store (null when invalid): equal to a version's, the draft is that version."
+    )
 
 
 # --------------------------------------------------------------------------- graphs

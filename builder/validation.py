@@ -55,10 +55,12 @@ Where an issue points (:class:`LocatedIssue`, every issue this module returns):
 
 Sticky notes (``GraphSpec.notes``) are layout: no check looks at them.
 
-Warnings (``ValidationResult.warnings``) never block a run. There is one:
+Warnings (``ValidationResult.warnings``) never block a run. There are two:
 ``unused_reducer``: a non-replace reducer declared on a state key that no node writes. It
 changes nothing at run time, so it is not an error; it is usually a typo of a key name,
-which the builder should point out.
+which the builder should point out. ``undeclared_input_key``: an expression reads
+``input.x`` (or ``input["x"]``) but the input schema does not declare ``x``; a run whose
+input has no ``x`` fails at that node, but a caller may still pass it.
 
 Concurrency model (for parallel_merge and parallel_writes): a fan-out is a node with two or
 more distinct targets fired together (every edge of a plain node, or several edges on one
@@ -86,7 +88,7 @@ from builder.topology import Topology
 from runs.expressions import FUNCTION_NAMES
 from runs.nodes import UnknownNodeKind, all_kinds, get_kind
 from runs.nodes.base import Issue, NodeConfig, NodeKind, field_path
-from runs.nodes.shared import unknown_variable_message
+from runs.nodes.shared import INPUT_KEY_PREFIX, INPUT_KEYS_MARK, unknown_variable_message
 
 # Names an expression always sees besides state keys: the run input and the functions.
 # A node or state key with one of these names would shadow it.
@@ -94,6 +96,8 @@ INPUT_NAME = "input"
 # Codes the kinds use for "this name is not a known variable" (the llm and tool kinds say
 # unknown_name for template names).
 UNKNOWN_NAME_CODES = frozenset({"unknown_variable", "unknown_name"})
+# Codes a kind's check returns that are warnings (never block a run), not errors.
+WARNING_CODES = frozenset({"undeclared_input_key"})
 
 
 @dataclass(frozen=True)
@@ -346,6 +350,16 @@ def _message(err: dict[str, Any]) -> str:
         return "unknown field"
     if kind == "missing":
         return "required field is missing"
+    if kind == "too_short":
+        # pydantic says "Dictionary should have at least 1 item after validation, not 0".
+        n = (err.get("ctx") or {}).get("min_length", 1)
+        msg = str(err.get("msg", ""))
+        if msg.startswith("Dictionary"):
+            return "add at least one key" if n == 1 else f"add at least {n} keys"
+        if msg.startswith(("List", "Tuple", "Set")):
+            return "add at least one item" if n == 1 else f"add at least {n} items"
+        if msg.startswith("String"):
+            return "must not be empty" if n == 1 else f"must be at least {n} characters long"
     msg = str(err.get("msg", "invalid value"))
     # Our own validators raise ValueError; pydantic prefixes it.
     return msg.removeprefix("Value error, ")
@@ -689,9 +703,13 @@ class _GraphCheck:
         # would be reported as unknown elsewhere, pointing away from the real error. Hold
         # unknown_variable back until those nodes are fixed.
         writes_known = len(self.writes) == len(self.topo.nodes)
+        # The input schema's declared keys, for the undeclared_input_key warning (see shared.py).
+        known |= {INPUT_KEYS_MARK, *(INPUT_KEY_PREFIX + key for key in self.spec.input_names())}
         for node_id, config in self.configs.items():
             for issue in self.kinds[node_id].check(node_id, config, set(known)):
-                if writes_known or issue.code not in UNKNOWN_NAME_CODES:
+                if issue.code in WARNING_CODES:
+                    self.warnings.append(issue)
+                elif writes_known or issue.code not in UNKNOWN_NAME_CODES:
                     self.issues.append(issue)
 
     # -- concurrency -----------------------------------------------------------------------
@@ -902,12 +920,19 @@ def check_source(kind: str, source: str, state_keys: Iterable[str] | None = None
 def validation_report(data: Any) -> dict[str, Any]:
     """What the builder shows for a spec (the API's validation response): ``{"valid",
     "errors", "warnings"}`` as :meth:`ValidationResult.as_dict`, plus ``handles`` (node
-    id -> :func:`node_handles`) and ``estimate`` (``builder.estimate.estimate_by_node``;
-    None when the document did not parse). Never raises for a bad spec."""
+    id -> :func:`node_handles`), ``estimate`` (``builder.estimate.estimate_by_node``;
+    None when the document did not parse) and ``content_hash`` (what a publish of this
+    spec would store, so the builder can tell whether its draft is the published version;
+    None when the spec is invalid). Never raises for a bad spec."""
     from builder.estimate import estimate_by_node, estimate_spec
+    from builder.spec import content_hash
 
     result = validate_spec(data)
     report = result.as_dict()
     report["handles"] = result.handles
     report["estimate"] = estimate_by_node(estimate_spec(result.spec, result.configs)) if result.spec is not None else None
+    # The same normalisation graph_publish applies before hashing.
+    report["content_hash"] = (
+        content_hash(result.spec.model_dump(mode="json", exclude_none=False)) if result.ok and result.spec is not None else None
+    )
     return report

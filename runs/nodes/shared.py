@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -65,7 +66,49 @@ def check_expression(node_id: str, field: str, source: str, known_names: set[str
         check_constant_parts(source)
     except ExpressionError as exc:
         return [Issue(node_id, field, exc.message, "expression_limit")]
-    return unknown_variables(node_id, field, parsed.names, known_names)
+    issues = unknown_variables(node_id, field, parsed.names, known_names)
+    if INPUT_KEYS_MARK in known_names and "input" in parsed.names:
+        declared = {name[len(INPUT_KEY_PREFIX):] for name in known_names if name.startswith(INPUT_KEY_PREFIX)}
+        issues.extend(
+            Issue(node_id, field, undeclared_input_key_message(key), "undeclared_input_key")
+            for key in sorted(input_keys_read(parsed.tree) - declared)
+        )
+    return issues
+
+
+# Graph validation passes the input schema's declared keys to the kinds' checks inside
+# ``known_names`` (which holds only identifiers otherwise) as "input.<key>", plus this mark
+# saying it did, so a check called without them (a unit test, a kind's own check) stays quiet.
+INPUT_KEY_PREFIX = "input."
+INPUT_KEYS_MARK = "input.*"
+
+
+def input_keys_read(tree: ast.AST) -> set[str]:
+    """The run-input keys an expression reads by a constant name: ``input.x`` and
+    ``input["x"]`` give ``{"x"}``. A comprehension variable named ``input`` is not told
+    apart (expressions that shadow it are rare, and this only feeds a warning)."""
+    keys: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "input":
+            keys.add(node.attr)
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "input"
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str)
+        ):
+            keys.add(node.slice.value)
+    return keys
+
+
+def undeclared_input_key_message(key: str) -> str:
+    """The warning for ``input.<key>`` when the input schema does not declare ``key``: a run
+    started with an input that lacks it (the run form's default ``{}``) fails at that node."""
+    return (
+        f"reads input.{key}, but the input schema does not declare '{key}': a run whose input lacks it fails here. "
+        f"Add '{key}' to the input schema (Graph settings → Input schema), as required if every run needs it"
+    )
 
 
 def check_template(node_id: str, field: str, source: str, known_names: set[str]) -> list[Issue]:

@@ -68,6 +68,20 @@ def test_estimate_tolerates_a_draft_and_counts_loops() -> None:
     assert no_start["costliest_path"]["nodes"] == []
 
 
+def test_costliest_path_lists_a_loop_in_the_order_a_run_walks_it() -> None:
+    # Loop members come sorted from Topology.cycles; the path must read as the run goes.
+    spec = GraphSpec.model_validate(
+        graph(
+            [node("start", "start"), {**transform("lookup", n="1"), "max_iterations": 3}, transform("count", m="1"),
+             node("found", "condition", config={"expression": "m > 1"}), node("end", "end")],
+            [*chain("start", "lookup", "count", "found"), edge("found", "lookup", "false"), edge("found", "end", "true")],
+        )
+    )
+    path = estimate_spec(spec)["costliest_path"]
+    assert path["nodes"] == ["start", "lookup", "count", "found", "end"]
+    assert path["loops"] == ["lookup+count+found x4"]
+
+
 def test_estimate_of_a_long_chain_does_not_overflow_the_stack() -> None:
     # 400 nodes: a recursive walk (4 frames a node) passes Python's 1,000-frame limit.
     ids = ["start", *[f"s{i}" for i in range(398)], "end"]

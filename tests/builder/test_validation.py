@@ -777,6 +777,35 @@ def test_unused_reducer_is_a_warning_not_an_error():
     assert result.as_dict()["warnings"][0]["code"] == "unused_reducer"
 
 
+def test_reading_an_undeclared_input_key_is_a_warning_naming_it():
+    # The user followed "use input.name": validation passed, the run with input {} failed.
+    g = baseline()
+    g["nodes"][1]["config"]["set"]["total"] = "'Hello, ' + input.name + input['x'] + input['nick']"
+    result = validate_spec(g)
+    assert result.ok  # a caller may still pass the key: a warning, not an error
+    found = [(w.node_id, w.field, w.code) for w in result.warnings]
+    assert found == [("calc", "config.set.total", "undeclared_input_key")] * 2
+    messages = [w.message for w in result.warnings]
+    assert "input.name" in messages[0] and "Add 'name' to the input schema" in messages[0]
+    assert "'nick'" in messages[1]
+
+
+def test_pydantic_length_messages_are_phrased_for_people():
+    g = baseline()
+    g["nodes"][1]["config"]["set"] = {}
+    result = validate_spec(g)
+    assert [(i.node_id, i.field, i.message) for i in result.issues if i.node_id == "calc"] == [
+        ("calc", "config.set", "add at least one key")
+    ]
+
+
+def test_declared_input_keys_raise_no_warning():
+    g = baseline()
+    g["input_schema"]["properties"]["name"] = {"type": "string"}
+    g["nodes"][1]["config"]["set"]["total"] = "input.name + input['x']"
+    assert validate_spec(g).warnings == []
+
+
 def test_as_dict_shape():
     data = baseline()
     _unwired(data)

@@ -10,6 +10,7 @@ import { diffDrafts } from "./conflict";
 import { Dialog } from "./Dialog";
 import { ErrorsPanel } from "./ErrorsPanel";
 import { Palette } from "./Palette";
+import { runBlocked, runVersionNote, type DraftState } from "./run/runNote";
 import { takeBuilderLoad, versionParam } from "./load";
 import type { GraphSpec } from "./spec";
 import { BuilderContext, useBuilderState, type NodeKindInfo } from "./store";
@@ -179,6 +180,9 @@ function Builder({ loaded }: { loaded: Loaded }) {
   }, [flush]);
 
   const errors = builder.validation?.errors ?? [];
+  // A valid draft whose would-be published hash differs from nothing we know is checked in the
+  // run dialog (against the version's own hash); here only an invalid draft is known to differ.
+  const draftDiffers = errors.length > 0;
   const publishBlocked = builder.validation === null ? "Checking the graph…"
     : errors.length > 0 ? `Fix ${errors.length} problem${errors.length > 1 ? "s" : ""} before publishing` : null;
 
@@ -213,12 +217,15 @@ function Builder({ loaded }: { loaded: Loaded }) {
             {(ctx.user?.can.operate ?? false) && (
               // On a published version's page, Run starts that version; on the draft, the latest one.
               <button type="button" className="button" disabled={!runVersion}
-                title={runVersion ? `Start a run of version ${runVersion}` : "Publish a version first"}
+                title={runBlocked(runVersion) ?? (version === null && draftDiffers ? `Runs version ${runVersion}, not your draft (unpublished changes)` : `Start a run of version ${runVersion}`)}
                 onClick={() => setDialog("run")}>{version !== null ? `Run version ${version}` : "Run"}</button>
             )}
           </header>
           {!readOnly && publishBlocked && builder.validation !== null && (
             <div className="builder__why" role="note">Publishing is disabled: {publishBlocked.toLowerCase()} (listed under Problems).</div>
+          )}
+          {(ctx.user?.can.operate ?? false) && version === null && runBlocked(runVersion) && (
+            <div className="builder__why" role="note">Run is disabled: {runBlocked(runVersion)}</div>
           )}
           <div className={`builder__body${readOnly || comparison ? " builder__body--readonly" : ""}`}>
             {!readOnly && !comparison && <Palette catalogue={catalogue} onAdd={(kind) => addAtCentre(builder, kind)} />}
@@ -280,7 +287,9 @@ function Builder({ loaded }: { loaded: Loaded }) {
               }} />
           )}
           {dialog === "run" && runVersion && (
-            <RunStarter graphId={graph.id} version={runVersion} onClose={() => setDialog(null)} />
+            <RunStarter graphId={graph.id} version={runVersion} onClose={() => setDialog(null)}
+              draft={version !== null || builder.validation === null ? null
+                : { problems: errors.length, contentHash: builder.validation.content_hash ?? null }} />
           )}
           {save.status === "conflict" && save.conflict && (
             <ConflictDialog mine={builder.spec} theirs={save.conflict} graphName={graph.name}
@@ -391,13 +400,18 @@ function PublishDialog({ graphId, flush, onClose, onPublished }: {
  * already differ), then the panel's StartRunDialog shows the input form, POSTs the run and
  * opens its page.
  */
-function RunStarter({ graphId, version, onClose }: { graphId: number; version: number; onClose: () => void }) {
+function RunStarter({ graphId, version, onClose, draft }: {
+  graphId: number; version: number; onClose: () => void;
+  /** The draft's state when Run was pressed on the draft (null on a version's page). */
+  draft: DraftState | null;
+}) {
   const [spec, setSpec] = useState<GraphSpec | null>(null);
+  const [versionHash, setVersionHash] = useState<string | undefined>(undefined);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
     let live = true;
-    api<{ spec: GraphSpec }>(`graphs/${graphId}/versions/${version}/`)
-      .then((v) => { if (live) setSpec(v.spec); })
+    api<{ spec: GraphSpec; content_hash?: string }>(`graphs/${graphId}/versions/${version}/`)
+      .then((v) => { if (live) { setVersionHash(v.content_hash); setSpec(v.spec); } })
       .catch((err: unknown) => { if (live) setError(err instanceof Error ? err.message : String(err)); });
     return () => { live = false; };
   }, [graphId, version]);
@@ -412,7 +426,8 @@ function RunStarter({ graphId, version, onClose }: { graphId: number; version: n
   if (!spec) return loading;
   return (
     <Suspense fallback={loading}>
-      <StartRunDialog graphId={graphId} spec={spec} version={version} onClose={onClose} />
+      <StartRunDialog graphId={graphId} spec={spec} version={version} onClose={onClose}
+        note={runVersionNote(version, versionHash, draft)} />
     </Suspense>
   );
 }

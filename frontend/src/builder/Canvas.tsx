@@ -12,14 +12,17 @@ import {
 } from "./flow";
 import { layoutPositions } from "./layout";
 import { NodeCard } from "./NodeCard";
+import { FlowEdge } from "./FlowEdge";
 import { NoteNode } from "./NoteNode";
 import { preloadNodePanel } from "./panel/NodePanelLazy";
 import { DRAG_MIME } from "./Palette";
 import { freshId, type EdgeSpec, type NodeSpec, type Position } from "./spec";
 import { edgeKey, useBuilder } from "./store";
-import { fitViewport } from "./viewport";
+import { CANVAS_INSETS, FIT_VIEW, fitViewport } from "./viewport";
 
 const nodeTypes = { ballast: NodeCard, note: NoteNode };
+// One edge type: a smooth step, or a detour below the nodes for a loop back (FlowEdge.tsx).
+const edgeTypes = { ballast: FlowEdge };
 
 
 /** The minimap shows what the canvas marks: a compared version's change, else an error, else grey. */
@@ -36,7 +39,7 @@ function minimapNodeColour(n: Node): string {
 // their identity changes, and every store update re-runs every node's, edge's and minimap
 // node's selector. A fresh object or function per render (the canvas renders on every drag
 // frame) meant two extra store updates per frame and all 300 minimap nodes re-rendering.
-const DEFAULT_EDGE_OPTIONS = { type: "smoothstep" } as const;
+const DEFAULT_EDGE_OPTIONS = { type: "ballast" } as const;
 const PRO_OPTIONS = { hideAttribution: true } as const;
 const DELETE_KEYS = ["Delete", "Backspace"];
 const MULTI_SELECT_KEYS = ["Shift", "Meta", "Control"];
@@ -170,7 +173,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
     if (all.length === 0) return;
     const { width, height } = flowStore.getState();
     const start = all.find((n) => n.type === "ballast" && n.data.node.kind === "start");
-    const view = fitViewport(rf.getNodesBounds(all), start ? rf.getNodesBounds([start]) : null, width, height);
+    const view = fitViewport(rf.getNodesBounds(all), start ? rf.getNodesBounds([start]) : null, width, height, FIT_VIEW, CANVAS_INSETS);
     if (view) void rf.setViewport(view, { duration });
   }, [rf, flowStore]);
   const fitted = useRef(!fitOnOpen);
@@ -405,6 +408,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
         nodes={nodes}
         edges={edges}
         nodeTypes={nodeTypes}
+        edgeTypes={edgeTypes}
         onNodesChange={onNodesChange}
         onEdgesChange={onEdgesChange}
         onConnect={readOnly ? undefined : onConnect}

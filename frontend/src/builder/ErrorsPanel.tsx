@@ -19,6 +19,7 @@ export function ErrorsPanel({ pending, failed }: { pending: boolean; failed: str
     if (e.node) void rf.fitView({ nodes: [{ id: e.node }], maxZoom: 1, duration: 250, padding: 0.5 });
   };
   const errors = validation?.errors ?? [];
+  const warnings = validation?.warnings ?? [];
   // "Label (id)": two nodes may share a label, never an id.
   const label = (id: string | null) => {
     if (!id) return "Graph";
@@ -27,18 +28,20 @@ export function ErrorsPanel({ pending, failed }: { pending: boolean; failed: str
   };
   const headline = failed ? `Validation unavailable: ${failed}` : validation === null ? "Checking…"
     : errors.length === 0 ? "No problems" : `${errors.length} problem${errors.length > 1 ? "s" : ""}`;
+  const warned = warnings.length > 0 && validation !== null && !failed ? ` · ${warnings.length} warning${warnings.length > 1 ? "s" : ""}` : "";
   return (
     <section className={`errors-panel${errors.length ? " errors-panel--bad" : ""}`} aria-label="Problems">
       <button type="button" className="errors-panel__toggle" onClick={() => setOpen(!open)} aria-expanded={open}>
-        <span className={`dot ${errors.length ? "dot--bad" : validation ? "dot--ok" : ""}`} /> {headline}
+        <span className={`dot ${errors.length ? "dot--bad" : validation ? "dot--ok" : ""}`} /> {headline}{warned}
         {pending && validation !== null && <span className="muted"> · checking…</span>}
       </button>
-      {open && errors.length > 0 && (
+      {open && errors.length + warnings.length > 0 && (
         <ul className="errors-panel__list">
-          {errors.map((e, i) => (
+          {[...errors, ...warnings].map((e, i) => (
             <li key={`${e.code}-${e.node}-${e.path}-${i}`}>
-              <button type="button" className="errors-panel__item" data-node={e.node ?? ""}
+              <button type="button" className={`errors-panel__item${i >= errors.length ? " errors-panel__item--warning" : ""}`} data-node={e.node ?? ""}
                 onClick={() => pick(e)}>
+                {i >= errors.length && <span className="errors-panel__tag">Warning</span>}
                 <strong>{label(e.node)}</strong>
                 {issueField(e) && <code>{issueField(e)}</code>}
                 <span>{e.message}</span>

@@ -37,7 +37,7 @@ describe("pending field edits", () => {
   });
 
   it("the example placeholder uses a name the graph defines", () => {
-    expect(examplePlaceholder("template", ["input", "topic"])).toBe("e.g. Hello {{ topic }}");
-    expect(examplePlaceholder("template", ["input"])).toBe("e.g. Hello {{ input.name }}");
+    expect(examplePlaceholder("template", ["input", "topic"])).toBe("e.g. Summarise {{ topic }}");
+    expect(examplePlaceholder("template", ["input"])).toBe("e.g. Summarise {{ input.text }}");
   });
 });

@@ -33,8 +33,12 @@ export interface CostFigure { usd: string | number | null; tokens: number | null
 export interface ValidationResult {
   valid: boolean;
   errors: ValidationIssue[];
+  /** Problems that do not block a run (an undeclared input key, an unused reducer). */
+  warnings?: ValidationIssue[];
   handles: Record<string, { inputs: string[]; outputs: string[] }>;
   estimate?: { nodes: Record<string, CostFigure>; costliest_path: CostFigure & { nodes: string[] } };
+  /** What publishing this spec would store (null when invalid): equal to a version's, the draft is that version. */
+  content_hash?: string | null;
 }
 
 export interface Selection {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { FIT_VIEW, fitViewport } from "./viewport";
+import { CANVAS_INSETS, FIT_VIEW, fitViewport } from "./viewport";
 
 // A 1000 x 600 px canvas; nodes 200 x 80 flow px.
 const W = 1000;
@@ -51,5 +51,15 @@ describe("fit view", () => {
   it("leaves the view alone with nothing to fit or no canvas size yet", () => {
     expect(fitViewport(null, null, W, H)).toBeNull();
     expect(fitViewport({ x: 0, y: 0, width: 10, height: 10 }, null, 0, 0)).toBeNull();
+  });
+
+  it("keeps the fitted graph between the toolbar and the minimap", () => {
+    const bounds = { x: 0, y: 0, width: 600, height: 500 }; // tall: the height decides the zoom
+    const v = fitViewport(bounds, null, W, H, FIT_VIEW, CANVAS_INSETS)!;
+    expect(v.y).toBeGreaterThanOrEqual(CANVAS_INSETS.top); // top edge below the toolbar
+    expect(v.y + bounds.height * v.zoom).toBeLessThanOrEqual(H - CANVAS_INSETS.bottom); // bottom above the minimap
+    // Without the insets the same graph would run under the minimap.
+    const plain = fitViewport(bounds, null, W, H)!;
+    expect(plain.y + bounds.height * plain.zoom).toBeGreaterThan(H - CANVAS_INSETS.bottom);
   });
 });

@@ -14,6 +14,16 @@ export interface FitOptions {
   maxZoom: number;
 }
 
+/** Screen px at the canvas's edges that overlays cover (toolbar on top, minimap at the bottom). */
+export interface Insets { top: number; bottom: number }
+
+/**
+ * What the canvas's overlays cover: the toolbar's strip at the top and the minimap's at the
+ * bottom (React Flow's MiniMap is 150 px tall plus its 15 px margin). A fitted graph stays
+ * between them, so no node opens under either.
+ */
+export const CANVAS_INSETS: Insets = { top: 56, bottom: 170 };
+
 /**
  * The viewport (React Flow's x, y in screen px and zoom) that fits ``bounds`` (every node's
  * box, flow coordinates) in a ``width`` x ``height`` px canvas, as React Flow's fitView does,
@@ -23,19 +33,22 @@ export interface FitOptions {
  * read a graph from its start, and a centred view of a long chain lands mid-chain with both
  * ends cut off. Null when there is nothing to fit or the canvas has no size yet.
  */
-export function fitViewport(bounds: Rect | null, start: Rect | null, width: number, height: number,
-  options: FitOptions = FIT_VIEW): Viewport | null {
+export function fitViewport(bounds: Rect | null, start: Rect | null, width: number, fullHeight: number,
+  options: FitOptions = FIT_VIEW, insets: Insets = { top: 0, bottom: 0 }): Viewport | null {
+  // Fit into the band the overlays leave free (unless the canvas is too short to spare it).
+  const free = fullHeight - insets.top - insets.bottom;
+  const [height, top] = free >= fullHeight / 2 ? [free, insets.top] : [fullHeight, 0];
   if (!bounds || width <= 0 || height <= 0) return null;
   // A single point (one unmeasured node) still gets a box React Flow can divide by.
   const box = { ...bounds, width: Math.max(bounds.width, 1), height: Math.max(bounds.height, 1) };
   const whole = getViewportForBounds(box, width, height, 0, options.maxZoom, options.padding);
-  if (whole.zoom >= options.minZoom) return whole;
+  if (whole.zoom >= options.minZoom) return { ...whole, y: whole.y + top };
   const zoom = options.minZoom;
   const anchor = start ?? { x: box.x, y: box.y, width: 0, height: box.height };
   const margin = (width - width / (1 + options.padding)) / 2;
   return {
     x: margin - anchor.x * zoom,
-    y: height / 2 - (anchor.y + anchor.height / 2) * zoom,
+    y: top + height / 2 - (anchor.y + anchor.height / 2) * zoom,
     zoom,
   };
 }

@@ -10,7 +10,7 @@ import { Annotation, Compartment, EditorState, type Extension } from "@codemirro
 import { EditorView, keymap, placeholder as placeholderExt } from "@codemirror/view";
 import { useEffect, useRef, useState } from "react";
 import { ApiError } from "../../lib/api";
-import { checkSource, offsetOf, type SourceProblem } from "./check";
+import { checkSource, offsetOf, problemText, unshownProblems, type SourceProblem } from "./check";
 import { editorTheme } from "./theme";
 import type { EditorLanguage } from "./fields";
 
@@ -72,9 +72,6 @@ function languageExtension(language: CodeLanguage): Extension {
   return json();
 }
 
-function problemText(p: SourceProblem): string {
-  return p.line !== null ? `line ${p.line}${p.column !== null ? `, column ${p.column}` : ""}: ${p.message}` : p.message;
-}
 
 /**
  * A controlled code editor. Expressions and templates are checked by the server
@@ -204,7 +201,7 @@ export function CodeEditor(props: CodeEditorProps) {
   }, [readOnly]);
 
   const known = props.knownErrors ?? [];
-  const shown = problems.filter((p) => !known.some((k) => p.endsWith(`: ${k}`) || p === k));
+  const shown = unshownProblems(problems, known);
   return (
     <div className="code-editor" data-language={language}>
       {/* Keys typed here are the editor's: the canvas must not delete nodes on Backspace. */}

@@ -117,7 +117,7 @@ function ErrorList({ id, errors }: { id?: string; errors: readonly string[] }) {
  * so the error list can focus it.
  */
 export function ExpressionMapField(props: FieldProps) {
-  const { fieldPathId, formData, onChange, schema, name, rawErrors, errorSchema, readonly, disabled, required, registry } = props;
+  const { fieldPathId, formData, onChange, schema, name, errorSchema, readonly, disabled, required, registry } = props;
   const id = fieldPathId.$id;
   const names = (registry.formContext as EditorFormContext | undefined)?.names ?? [];
   const write = (v: unknown) => onChange(v as never, fieldPathId.path, undefined, id);
@@ -194,7 +194,7 @@ export function ExpressionMapField(props: FieldProps) {
           Add
         </button>
       )}
-      <ErrorList id={`${id}__error`} errors={rawErrors ?? []} />
+      {/* The field's own errors (rawErrors) are listed by rjsf's field template under this one. */}
     </div>
   );
 }
@@ -206,7 +206,7 @@ export function ExpressionMapField(props: FieldProps) {
  * The input of item ``i`` of the saved list has the id ``<field id>.i``.
  */
 export function StateKeyListField(props: FieldProps) {
-  const { fieldPathId, formData, onChange, schema, name, rawErrors, errorSchema, readonly, disabled, required, registry } = props;
+  const { fieldPathId, formData, onChange, schema, name, errorSchema, readonly, disabled, required, registry } = props;
   const id = fieldPathId.$id;
   const names = (registry.formContext as EditorFormContext | undefined)?.names ?? [];
   const write = (v: unknown) => onChange(v as never, fieldPathId.path, undefined, id);
@@ -262,7 +262,7 @@ export function StateKeyListField(props: FieldProps) {
           Add
         </button>
       )}
-      <ErrorList id={`${id}__error`} errors={rawErrors ?? []} />
+      {/* The field's own errors (rawErrors) are listed by rjsf's field template under this one. */}
     </div>
   );
 }

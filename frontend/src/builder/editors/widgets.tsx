@@ -24,7 +24,8 @@ function namesOf(props: { registry: { formContext?: unknown } }): readonly strin
 export function examplePlaceholder(language: CodeLanguage, names: readonly string[]): string {
   const key = names.find((n) => n !== "input");
   if (language === "expression") return key ? `e.g. ${key} > 0.5` : "e.g. input.score > 0.5";
-  return key ? `e.g. Hello {{ ${key} }}` : "e.g. Hello {{ input.name }}";
+  // The same kind of example as the prompt's help ("Summarise {{ text }}").
+  return key ? `e.g. Summarise {{ ${key} }}` : "e.g. Summarise {{ input.text }}";
 }
 
 /** JSON text of a value for editing (two-space indent; empty for undefined). */
@@ -115,7 +116,7 @@ export function JsonValueEditor({ id, value, onChange, readOnly, label }: JsonVa
 
 /** ``ui:field: "json"``: a free-form object (``options``, ``output_schema``) as a JSON editor. */
 export function JsonField(props: FieldProps) {
-  const { fieldPathId, formData, onChange, readonly, disabled, schema, name, rawErrors, required } = props;
+  const { fieldPathId, formData, onChange, readonly, disabled, schema, name, required } = props;
   const id = fieldPathId.$id;
   const title = schema.title ?? name;
   return (
@@ -132,13 +133,7 @@ export function JsonField(props: FieldProps) {
         readOnly={Boolean(readonly || disabled)}
         label={title}
       />
-      {rawErrors && rawErrors.length > 0 && (
-        <ul className="field-errors" id={`${id}__error`}>
-          {rawErrors.map((e, i) => (
-            <li key={i}>{e}</li>
-          ))}
-        </ul>
-      )}
+      {/* Its errors (rawErrors) are listed once, by rjsf's field template around this field. */}
     </div>
   );
 }

@@ -220,6 +220,23 @@ describe("a transform's set: State key | Expression rows", () => {
   });
 });
 
+describe("a field's errors", () => {
+  it("are listed once under a row field (rjsf's field template already shows them)", () => {
+    okCheck();
+    renderInBuilder(<SidePanel />, {
+      spec: sampleSpec(),
+      selection: { nodes: ["calc"] },
+      validation: {
+        valid: false,
+        errors: [{ code: "invalid_spec", node: "calc", field: "config.set", message: "add at least one key" }],
+        handles: {},
+      },
+    });
+    const config = screen.getByRole("region", { name: "Configuration" });
+    expect(within(config).getAllByText("add at least one key")).toHaveLength(1);
+  });
+});
+
 describe("an end node's output", () => {
   it("adds an empty row without an error and says what empty means in words", async () => {
     okCheck();

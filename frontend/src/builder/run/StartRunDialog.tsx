@@ -18,6 +18,8 @@ export interface StartRunDialogProps {
   version?: number;
   /** Where to go once the run exists (default: the browser navigates there). */
   navigate?(url: string): void;
+  /** Which version runs, in words; ``warn`` marks it as a warning (the draft differs). */
+  note?: { text: string; warn: boolean };
 }
 
 interface RunCreated {
@@ -44,7 +46,7 @@ function isFreeForm(schema: Record<string, unknown>): boolean {
  * to ``/runs/<id>/``. Validates against the schema on submit; server field errors (``input.x``)
  * are shown on their fields. Escape or Cancel closes it.
  */
-export function StartRunDialog({ graphId, spec, onClose, version, navigate }: StartRunDialogProps) {
+export function StartRunDialog({ graphId, spec, onClose, version, navigate, note }: StartRunDialogProps) {
   const schema = useMemo(() => inputFormSchema(spec), [spec]);
   const freeForm = isFreeForm(schema);
   const [input, setInput] = useState<Record<string, unknown>>({});
@@ -106,10 +108,14 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate }: St
         }}
       >
         <h2 id="start-run-title">Start a run of “{spec.name}”</h2>
-        <p className="field-help">
-          {version !== undefined ? `Runs version ${version}.` : "Runs the latest published version."}{" "}
-          {typeof schema.description === "string" ? schema.description : ""}
-        </p>
+        {note?.warn ? (
+          <p className="run-dialog__warning" role="note">{note.text}</p>
+        ) : (
+          <p className="field-help run-dialog__version">
+            {note?.text ?? (version !== undefined ? `Runs version ${version}.` : "Runs the latest published version.")}
+          </p>
+        )}
+        {typeof schema.description === "string" && schema.description && <p className="field-help">{schema.description}</p>}
         {error && (
           <p className="panel-error" role="alert">
             {error}
@@ -126,7 +132,9 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate }: St
           idSeparator="."
           noHtml5Validate
           showErrorList={false}
-          liveValidate="onBlur"
+          // Validated on submit only: live validation on blur showed a stale error while the last
+          // field was typed in, then removed it on blur, so the dialog shrank and the button moved
+          // out from under the pointer and the first click on Start run was lost.
           onChange={(e) => setInput((e.formData ?? {}) as Record<string, unknown>)}
           onSubmit={(e) => {
             if (freeForm && jsonProblem) {

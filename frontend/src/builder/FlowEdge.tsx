@@ -1,0 +1,51 @@
+// The canvas's edge: a smooth step forward, a visible detour below the nodes for a loop back.
+import { BaseEdge, getSmoothStepPath, type EdgeProps } from "@xyflow/react";
+import { memo } from "react";
+
+/** How far below the lower of its two handles a back-edge runs (px, flow coordinates): clear of the node cards. */
+export const LOOP_DROP = 72;
+/** How far a back-edge leaves its source and enters its target horizontally (px). */
+const LOOP_REACH = 24;
+const CORNER = 8;
+
+/**
+ * True when an edge from a handle at x ``sourceX`` goes back to one at ``targetX`` (left of
+ * or level with it): a smooth step would run straight back along the forward edges, hidden
+ * under them, so the loop could not be seen.
+ */
+export function isBackEdge(sourceX: number, targetX: number): boolean {
+  return targetX <= sourceX;
+}
+
+/**
+ * The SVG path of a back-edge: out of the source to the right, down to ``LOOP_DROP`` below the
+ * lower handle, left under the nodes, up and into the target from its left, with rounded
+ * corners. Returns ``[path, labelX, labelY]`` (the label point is the middle of the bottom run).
+ */
+export function loopPath(sourceX: number, sourceY: number, targetX: number, targetY: number): [string, number, number] {
+  const right = sourceX + LOOP_REACH;
+  const left = targetX - LOOP_REACH;
+  const bottom = Math.max(sourceY, targetY) + LOOP_DROP;
+  const c = CORNER;
+  const path = [
+    `M ${sourceX} ${sourceY}`,
+    `L ${right - c} ${sourceY} Q ${right} ${sourceY} ${right} ${sourceY + c}`,
+    `L ${right} ${bottom - c} Q ${right} ${bottom} ${right - c} ${bottom}`,
+    `L ${left + c} ${bottom} Q ${left} ${bottom} ${left} ${bottom - c}`,
+    `L ${left} ${targetY + c} Q ${left} ${targetY} ${left + c} ${targetY}`,
+    `L ${targetX} ${targetY}`,
+  ].join(" ");
+  return [path, (left + right) / 2, bottom];
+}
+
+function FlowEdgeImpl(props: EdgeProps) {
+  const { sourceX, sourceY, targetX, targetY, sourcePosition, targetPosition, markerEnd, style, interactionWidth } = props;
+  if (isBackEdge(sourceX, targetX)) {
+    const [path] = loopPath(sourceX, sourceY, targetX, targetY);
+    return <BaseEdge path={path} markerEnd={markerEnd} style={style} interactionWidth={interactionWidth} className="bedge-loop" />;
+  }
+  const [path] = getSmoothStepPath({ sourceX, sourceY, targetX, targetY, sourcePosition, targetPosition });
+  return <BaseEdge path={path} markerEnd={markerEnd} style={style} interactionWidth={interactionWidth} />;
+}
+
+export const FlowEdge = memo(FlowEdgeImpl);

@@ -1,0 +1,27 @@
+// runVersionNote / runBlocked: the run dialog says which version runs when the draft differs.
+import { describe, expect, it } from "vitest";
+import { runBlocked, runVersionNote } from "./runNote";
+
+describe("runVersionNote", () => {
+  it("warns that an invalid draft is not what runs, with its problem count", () => {
+    const note = runVersionNote(1, "abc", { problems: 2, contentHash: null });
+    expect(note.warn).toBe(true);
+    expect(note.text).toContain("Runs version 1, not your draft");
+    expect(note.text).toContain("2 problems");
+  });
+  it("warns about unpublished changes in a valid draft", () => {
+    const note = runVersionNote(3, "abc", { problems: 0, contentHash: "def" });
+    expect(note).toEqual({ text: "Runs version 3, not your draft: the draft has unpublished changes. Publish to run them.", warn: true });
+  });
+  it("is calm when the draft is the version, or on a version's own page", () => {
+    expect(runVersionNote(3, "abc", { problems: 0, contentHash: "abc" }).warn).toBe(false);
+    expect(runVersionNote(3, "abc", null)).toEqual({ text: "Runs version 3.", warn: false });
+  });
+});
+
+describe("runBlocked", () => {
+  it("gives the reason when no version exists", () => {
+    expect(runBlocked(null)).toMatch(/publish the draft first/i);
+    expect(runBlocked(1)).toBeNull();
+  });
+});

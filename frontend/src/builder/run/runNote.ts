@@ -1,0 +1,32 @@
+// What a Run of the builder's draft actually runs: the published version, said plainly when the draft differs.
+
+/** The draft as the builder last validated it (null: not checked yet). */
+export interface DraftState {
+  /** Validation errors in the draft. */
+  problems: number;
+  /** The hash a publish of the draft would store (null when invalid or unknown). */
+  contentHash: string | null;
+}
+
+/**
+ * The sentence the run dialog shows about which version runs, and whether it is a warning.
+ * ``versionHash`` is the version's stored content hash (undefined when unknown); ``draft``
+ * is null on a read-only version's page (there the version is what the user looks at).
+ */
+export function runVersionNote(version: number, versionHash: string | undefined, draft: DraftState | null): { text: string; warn: boolean } {
+  if (draft === null) return { text: `Runs version ${version}.`, warn: false };
+  if (draft.problems > 0) {
+    const n = `${draft.problems} problem${draft.problems > 1 ? "s" : ""}`;
+    return { text: `Runs version ${version}, not your draft: the draft has ${n} and unpublished changes. Fix them and publish to run them.`, warn: true };
+  }
+  if (draft.contentHash && versionHash && draft.contentHash !== versionHash) {
+    return { text: `Runs version ${version}, not your draft: the draft has unpublished changes. Publish to run them.`, warn: true };
+  }
+  if (draft.contentHash && versionHash) return { text: `Runs version ${version} (the same as your draft).`, warn: false };
+  return { text: `Runs version ${version}.`, warn: false };
+}
+
+/** Why Run is disabled (null: it is not): no version exists yet. */
+export function runBlocked(version: number | null | undefined): string | null {
+  return version ? null : "Nothing to run yet: runs use a published version, and this graph has none. Publish the draft first.";
+}
