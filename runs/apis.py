@@ -31,6 +31,7 @@ from ballast.api import (
 from builder.models import Graph, GraphVersion
 from runs import selectors, services
 from runs.action_apis import checked_fork_step
+from runs.engine import api as engine
 from runs.serializers import (
     AuditEntryOutput,
     AuditQueryInput,
@@ -48,6 +49,7 @@ from runs.serializers import (
     RunStartInput,
     StepDetailOutput,
     StepOutput,
+    StepStateOutput,
 )
 
 TAG = ["runs"]
@@ -230,6 +232,27 @@ class StepDetailApi(ApiView):
         step = selectors.step_get(step_id=step_id)
         policy.require_read(request.user, step.run, action="step.read", obj=step)
         return Response(StepDetailOutput(step).data)
+
+
+class StepStateApi(ApiView):
+    """GET: the run state right after the committed top-level step and its difference
+    from the state just before it (what the step changed), read from the versioned state
+    keys with no replay: a fixed number of queries however long the run. 404 when the
+    caller may not read the run (or there is no such step); 409 ``invalid_state`` for a
+    step that committed no state (a child step, or one that has not succeeded)."""
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="steps_state",
+        responses={200: StepStateOutput, 409: OpenApiResponse(ERROR_BODY, description="The step committed no state.")},
+    )
+    def get(self, request: Any, step_id: int) -> Response:
+        step = selectors.step_get_bare(step_id=step_id)
+        policy.require_read(request.user, step.run, action="step.state", obj=step)
+        after = engine.step_state(step.pk)
+        body = {"step_id": after.step_id, "seq": after.seq, "previous_step": selectors.step_previous_commit(step=step),
+                "state": after.state, "changed": after.changed}
+        return Response(StepStateOutput(body).data)
 
 
 class RunEventListApi(ApiView):

@@ -25,6 +25,7 @@ from django.db.models import (
     F,
     Max,
     OuterRef,
+    Prefetch,
     Q,
     QuerySet,
     Subquery,
@@ -154,8 +155,26 @@ def step_list(*, run: Run) -> QuerySet[Step]:
 
 
 def step_get(*, step_id: int) -> Step:
-    """One step with its attempts and its run. Raises Step.DoesNotExist."""
-    return Step.objects.select_related("run__graph_version__graph").prefetch_related("attempts").get(pk=step_id)
+    """One step with its attempts, its child steps (an agent's turns and calls, oldest
+    first) and its run: three queries. Raises Step.DoesNotExist."""
+    children = Prefetch("children", queryset=Step.objects.order_by("id"))
+    return Step.objects.select_related("run__graph_version__graph").prefetch_related("attempts", children).get(pk=step_id)
+
+
+def step_get_bare(*, step_id: int) -> Step:
+    """One step with its run and graph (one query, no attempts). Raises Step.DoesNotExist."""
+    return Step.objects.select_related("run__graph_version__graph").get(pk=step_id)
+
+
+def step_previous_commit(*, step: Step) -> int | None:
+    """The id of the top-level step of ``step``'s run that committed just before it (the
+    greatest ``state_seq`` below its own), or None: one indexed query."""
+    if step.state_seq is None:
+        return None
+    return (
+        Step.objects.filter(run_id=step.run_id, parent__isnull=True, state_seq__lt=step.state_seq)
+        .order_by("-state_seq").values_list("id", flat=True).first()
+    )
 
 
 def run_events_after(*, run: Run, after: int = 0, limit: int = 100) -> tuple[list[RunEvent], bool]:

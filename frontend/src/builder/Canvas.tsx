@@ -7,7 +7,7 @@ import {
 import { memo, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type DragEvent, type MouseEvent } from "react";
 import { CLIPBOARD_STORAGE_KEY, copyFragment, parseFragment, pasteFragment, pasteOffset, type Fragment } from "./clipboard";
 import {
-  NOTE_PREFIX, applyPositions, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes, withSelection,
+  NOTE_PREFIX, applyPositions, type NodeRunMark, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes, withSelection,
   type BallastFlowNode, type FlowNode,
 } from "./flow";
 import { layoutPositions } from "./layout";
@@ -18,6 +18,7 @@ import { DRAG_MIME } from "./Palette";
 import { freshId, type EdgeSpec, type NodeSpec, type Position } from "./spec";
 import { edgeKey, useBuilder } from "./store";
 import { fitViewport } from "./viewport";
+import { RUN_STATE_COLOURS } from "./runStateColours";
 
 const nodeTypes = { ballast: NodeCard, note: NoteNode };
 
@@ -25,6 +26,7 @@ const nodeTypes = { ballast: NodeCard, note: NoteNode };
 /** The minimap shows what the canvas marks: a compared version's change, else an error, else grey. */
 const DIFF_COLOURS = { added: "#16a34a", removed: "#dc2626", changed: "#d97706" } as const;
 function minimapColour(n: BallastFlowNode): string {
+  if (n.data.run) return RUN_STATE_COLOURS[n.data.run.state];
   if (n.data.diff) return DIFF_COLOURS[n.data.diff];
   return n.data.errors.length ? "#dc2626" : "#94a3b8";
 }
@@ -128,10 +130,14 @@ export interface CanvasDiff {
  * Memoised: the page re-renders for things the canvas does not draw (a pointer going down,
  * the save status, a toast); the canvas follows only the builder state and its own props.
  */
-export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }: {
+export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, runMarks, onNodeOpen }: {
   onHelp: () => void; onMessage: (text: string) => void; diff?: CanvasDiff;
   /** Called once, when every node has been drawn and measured (at once for an empty graph). */
   onDrawn?: () => void;
+  /** A run's page: each node's state in the run, drawn on its card (read-only builders only). */
+  runMarks?: Readonly<Record<string, NodeRunMark>>;
+  /** Called with a graph node's id when it is clicked (a run's page opens its step inspector). */
+  onNodeOpen?: (nodeId: string) => void;
 }) {
   const b = useBuilder();
   const rf = useReactFlow<FlowNode, Edge>();
@@ -150,8 +156,8 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
   // data and compare it: the document's nodes change with the spec, validation or comparison;
   // the selection only flips ``selected`` on the nodes it touches.
   const drawn = useMemo(
-    () => specToFlowNodes(spec, { catalogue, validation, readOnly, diffStatus: diff?.nodes }),
-    [spec, catalogue, validation, readOnly, diff],
+    () => specToFlowNodes(spec, { catalogue, validation, readOnly, diffStatus: diff?.nodes, runMarks }),
+    [spec, catalogue, validation, readOnly, diff, runMarks],
   );
   const derived = useMemo(() => withSelection(drawn, selectedNodes, selectedNotes), [drawn, selectedNodes, selectedNotes]);
   const [nodes, setNodes] = useState<FlowNode[]>(derived);
@@ -251,6 +257,12 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
   const onConnect = useCallback((c: Connection) => {
     const edge = connectionToEdge(c);
     bRef.current.change((s) => (hasEdge(s, edge) ? s : { ...s, edges: [...s.edges, edge] }));
+  }, []);
+
+  const onNodeOpenRef = useRef(onNodeOpen);
+  onNodeOpenRef.current = onNodeOpen;
+  const onNodeClick = useCallback((_: MouseEvent, n: FlowNode) => {
+    if (n.type === "ballast") onNodeOpenRef.current?.(n.id);
   }, []);
 
   const isValidConnection: IsValidConnection = useCallback((c) => c.source !== c.target, []);
@@ -410,7 +422,8 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
         onConnect={readOnly ? undefined : onConnect}
         onDelete={readOnly ? undefined : onDelete}
         onNodeDragStop={onNodeDragStop}
-        onNodeMouseEnter={preloadPanelOnHover}
+        onNodeMouseEnter={onNodeOpen ? undefined : preloadPanelOnHover}
+        onNodeClick={onNodeOpen ? onNodeClick : undefined}
         isValidConnection={isValidConnection}
         nodesDraggable={!readOnly}
         nodesConnectable={!readOnly}

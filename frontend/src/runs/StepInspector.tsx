@@ -1,0 +1,193 @@
+// The run page's step inspector: one step's input, output, error, attempts (usage, cost, worker), lease, key, timings,
+// an agent's transcript (its child steps) and the run state after the step with what it changed.
+import { JsonBlock, errorText } from "../pages/RunPage";
+import { formatDateTime, formatDuration, formatUsd, stepDisplayStatus } from "../shell/format";
+import { ErrorMessage, Loading, StatusBadge } from "../shell/ui";
+import { useApi } from "../shell/useApi";
+import { stateChangeRows, stateKeysOrdered, stepState } from "./runView";
+
+interface Usage { input_tokens?: number; output_tokens?: number; cached_tokens?: number; model?: string; provider?: string }
+
+interface Attempt {
+  number: number; worker: string; status: string; error: unknown; usage: Usage | null;
+  cost_usd: string | null; started_at: string; finished_at: string | null;
+}
+
+interface ChildStep {
+  id: number; node_id: string; child_key: string; kind: string; status: string; attempt: number; max_attempts: number;
+  input: Record<string, unknown> | null; message_count: number | null; output: Record<string, unknown> | null;
+  error: unknown; usage: Usage | null; cost_usd: string | null; started_at: string | null; finished_at: string | null;
+}
+
+/** GET /api/v1/steps/<id>/ (runs/serializers.py StepDetailOutput). */
+export interface StepDetail {
+  id: number; run: number; parent: number | null; node_id: string; kind: string; iteration: number; status: string;
+  attempt: number; max_attempts: number; lease_owner: string; lease_expires_at: string | null; worker_alive: boolean | null;
+  input: unknown; output: unknown; updates: unknown; error: unknown; usage: Usage | null; cost_usd: string | null;
+  created_at: string; started_at: string | null; finished_at: string | null; idempotency_key: string; child_key: string;
+  available_at: string | null; due_at: string | null; state_seq: number | null; attempts: Attempt[]; children: ChildStep[];
+}
+
+/** GET /api/v1/steps/<id>/state/ (StepStateOutput). */
+export interface StepStateAnswer {
+  step: number; seq: number | null; previous_step: number | null;
+  state: Record<string, unknown>; changed: Record<string, { before: unknown; after: unknown; added: boolean }>;
+}
+
+function tokens(u: Usage | null | undefined): string {
+  if (!u) return "—";
+  const n = (u.input_tokens ?? 0) + (u.output_tokens ?? 0);
+  return `${n.toLocaleString("en-US")} (${(u.input_tokens ?? 0).toLocaleString("en-US")} in / ${(u.output_tokens ?? 0).toLocaleString("en-US")} out)`;
+}
+
+function short(value: unknown, max = 160): string {
+  const text = typeof value === "string" ? value : JSON.stringify(value);
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
+
+/** The attempts table: each attempt's own worker, usage, cost and time. */
+function Attempts({ attempts }: { attempts: Attempt[] }) {
+  if (attempts.length === 0) return <p className="muted">No attempt yet: the step has not been claimed by a worker.</p>;
+  return (
+    <div className="table-wrap">
+      <table className="table table-compact" aria-label="Attempts">
+        <thead><tr><th scope="col" className="num">#</th><th scope="col">Status</th><th scope="col">Worker</th><th scope="col">Started</th><th scope="col">Duration</th><th scope="col">Tokens</th><th scope="col" className="num">Cost</th></tr></thead>
+        <tbody>
+          {attempts.map((a) => (
+            <tr key={a.number}>
+              <td className="num">{a.number}</td>
+              <td><StatusBadge status={a.status} />{a.error ? <div className="error-cell small">{errorText(a.error)}</div> : null}</td>
+              <td><code className="small">{a.worker || "—"}</code></td>
+              <td>{formatDateTime(a.started_at)}</td>
+              <td>{formatDuration(a.started_at, a.finished_at)}</td>
+              <td>{tokens(a.usage)}</td>
+              <td className="num">{a.usage && a.cost_usd === null ? "unknown" : formatUsd(a.cost_usd)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+/** An agent's transcript: its model turns and tool calls, each the child step that committed it. */
+function Transcript({ children }: { children: ChildStep[] }) {
+  return (
+    <ol className="transcript" aria-label="Agent transcript">
+      {children.map((c) => {
+        const turn = c.kind === "model_turn" || c.child_key.startsWith("turn-");
+        const calls = (c.output?.tool_calls as { id: string; name: string; arguments: unknown }[] | undefined) ?? [];
+        return (
+          <li key={c.id} className={`transcript__item transcript__item--${turn ? "turn" : "tool"}`} data-child={c.child_key}>
+            <div className="transcript__head">
+              <strong>{turn ? `Model turn ${Number(c.child_key.split("-")[1] ?? 0) + 1}` : `Tool call ${String(c.input?.tool ?? "")}`}</strong>
+              <StatusBadge status={c.status} />
+              <span className="muted small">
+                {[turn ? String(c.output?.model ?? c.usage?.model ?? "") : "", c.usage ? tokens(c.usage) : "", c.cost_usd !== null ? formatUsd(c.cost_usd) : c.usage ? "cost unknown" : "",
+                  formatDuration(c.started_at, c.finished_at), c.attempt > 1 ? `${c.attempt} attempts` : "", `step #${c.id}`].filter(Boolean).join(" · ")}
+              </span>
+            </div>
+            {turn ? (
+              <>
+                {c.output?.text ? <p className="transcript__text">{String(c.output.text)}</p> : null}
+                {calls.length > 0 ? <ul className="transcript__calls">{calls.map((call) => <li key={call.id}><code>{call.name}({short(call.arguments, 120)})</code></li>)}</ul> : null}
+              </>
+            ) : (
+              <>
+                <div className="small"><span className="muted">arguments</span> <code>{short(c.input?.arguments ?? {}, 200)}</code></div>
+                {c.output ? <div className="small"><span className="muted">result</span> <code>{short(c.output, 300)}</code></div> : null}
+              </>
+            )}
+            {c.error ? <div className="error-cell small">{errorText(c.error)}</div> : null}
+          </li>
+        );
+      })}
+    </ol>
+  );
+}
+
+/** The run state after the step: the keys it changed (before → after) first, then the rest. */
+function StateAfter({ stepId }: { stepId: number }) {
+  const { data, error, reload } = useApi<StepStateAnswer>(`steps/${stepId}/state/`);
+  if (error) return <ErrorMessage error={error} title="The state after this step could not be loaded." onRetry={reload} />;
+  if (!data) return <Loading label="Reading the state…" />;
+  const rows = stateChangeRows(data.changed);
+  return (
+    <>
+      <h4 className="inspector__sub">Changed by this step{data.previous_step ? <span className="muted small"> (against the state after step #{data.previous_step})</span> : null}</h4>
+      {rows.length === 0 ? <p className="muted">This step changed no state key.</p> : (
+        <div className="table-wrap">
+          <table className="table table-compact state-diff" aria-label="State difference">
+            <thead><tr><th scope="col">Key</th><th scope="col">Before</th><th scope="col">After</th></tr></thead>
+            <tbody>
+              {rows.map((r) => (
+                <tr key={r.key} data-key={r.key} data-change={r.change}>
+                  <td><code>{r.key}</code> {r.change === "added" ? <span className="diff-tag diff-tag--added">new</span> : null}</td>
+                  <td className="diff-before"><code>{r.change === "added" ? "—" : short(r.before, 400)}</code></td>
+                  <td className="diff-after"><code>{short(r.after, 400)}</code></td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      <h4 className="inspector__sub">State after this step</h4>
+      <dl className="state-keys" aria-label="State after this step">
+        {stateKeysOrdered(data.state, data.changed).map(({ key, changed }) => (
+          <div key={key} className={changed ? "state-keys__changed" : undefined}><dt><code>{key}</code></dt><dd><code>{short(data.state[key], 300)}</code></dd></div>
+        ))}
+      </dl>
+    </>
+  );
+}
+
+/**
+ * The inspector of step ``stepId``, reloaded when ``revision`` changes (the step's status or
+ * attempt moved on, seen through the run's live events). ``onClose`` closes it.
+ */
+export function StepInspector({ stepId, revision, onClose }: { stepId: number; revision: string; onClose: () => void }) {
+  const { data: step, error, reload } = useApi<StepDetail>(`steps/${stepId}/?r=${encodeURIComponent(revision)}`);
+  if (error && !step) return <aside className="inspector card" aria-label="Step inspector"><ErrorMessage error={error} title={`Step ${stepId} could not be loaded.`} onRetry={reload} /></aside>;
+  if (!step || step.id !== stepId) return <aside className="inspector card" aria-label="Step inspector"><Loading label="Loading the step…" /></aside>;
+  const state = stepState(step);
+  const committed = step.parent === null && step.status === "succeeded";
+  return (
+    <aside className="inspector card" aria-label="Step inspector" data-step={step.id}>
+      <header className="inspector__head">
+        <h3 id="inspector-title"><code>{step.node_id}</code>{step.iteration > 0 ? <span className="muted"> #{step.iteration + 1}</span> : null}</h3>
+        <StatusBadge status={state === "retrying" ? "retrying" : stepDisplayStatus(step)} />
+        <button type="button" className="btn btn-small inspector__close" onClick={onClose} aria-label="Close the step inspector">×</button>
+      </header>
+      <dl className="facts facts--inspector">
+        <div><dt>Kind</dt><dd>{step.kind}</dd></div>
+        <div><dt>Attempt</dt><dd>{step.attempt} of {step.max_attempts}</dd></div>
+        <div><dt>Created</dt><dd>{formatDateTime(step.created_at)}</dd></div>
+        <div><dt>Started</dt><dd>{formatDateTime(step.started_at)}</dd></div>
+        <div><dt>Finished</dt><dd>{formatDateTime(step.finished_at)}</dd></div>
+        <div><dt>Duration</dt><dd>{formatDuration(step.started_at, step.finished_at)}</dd></div>
+        <div><dt>Tokens</dt><dd>{tokens(step.usage)}</dd></div>
+        <div><dt>Cost</dt><dd>{step.usage && step.cost_usd === null ? "unknown" : formatUsd(step.cost_usd)}</dd></div>
+        <div><dt>Lease owner</dt><dd>{step.lease_owner ? <code className="small">{step.lease_owner}</code> : "—"}{step.worker_alive === false ? <span className="badge-inline bad"> not heartbeating</span> : null}</dd></div>
+        <div><dt>Lease expires</dt><dd>{step.lease_expires_at ? new Date(step.lease_expires_at).toLocaleTimeString() : "—"}</dd></div>
+        {step.available_at && step.status === "pending" ? <div><dt>Retry due</dt><dd>{new Date(step.available_at).toLocaleTimeString()}</dd></div> : null}
+        <div className="facts__wide"><dt>Idempotency key</dt><dd><code className="small" aria-label="Idempotency key">{step.idempotency_key}</code></dd></div>
+      </dl>
+      {step.error ? <div className="alert alert-error" role="alert"><strong>Error.</strong> {errorText(step.error)}</div> : null}
+      <section aria-labelledby="insp-attempts"><h4 id="insp-attempts" className="inspector__sub">Attempts</h4><Attempts attempts={step.attempts} /></section>
+      {step.children.length > 0 ? (
+        <section aria-labelledby="insp-transcript"><h4 id="insp-transcript" className="inspector__sub">Transcript ({step.children.length} child steps)</h4><Transcript children={step.children} /></section>
+      ) : null}
+      <section aria-labelledby="insp-input"><h4 id="insp-input" className="inspector__sub">Input state</h4><JsonBlock value={step.input} label="Step input" /></section>
+      <section aria-labelledby="insp-output"><h4 id="insp-output" className="inspector__sub">Output</h4>
+        {step.output === null || step.output === undefined ? <p className="muted">{step.status === "succeeded" ? "No output." : "No output yet."}</p> : <JsonBlock value={step.output} label="Step output" />}
+      </section>
+      {step.error ? <section aria-labelledby="insp-error"><h4 id="insp-error" className="inspector__sub">Error detail</h4><JsonBlock value={step.error} label="Step error" /></section> : null}
+      <section aria-labelledby="insp-state" className="inspector__state">
+        <h4 id="insp-state" className="inspector__sub">Run state</h4>
+        {committed ? <StateAfter stepId={step.id} /> : (
+          <p className="muted">{step.parent !== null ? "A child step writes no run state; its parent step does when it commits." : "The state after a step is kept when it succeeds; this step has not (its input above is the state it was given)."}</p>
+        )}
+      </section>
+    </aside>
+  );
+}
