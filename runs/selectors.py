@@ -46,6 +46,7 @@ from runs.models import (
     Run,
     RunEvent,
     RunEventCounter,
+    RunStateKey,
     Step,
     StepAttempt,
     StepStatus,
@@ -164,6 +165,22 @@ def step_get(*, step_id: int) -> Step:
 def step_get_bare(*, step_id: int) -> Step:
     """One step with its run and graph (one query, no attempts). Raises Step.DoesNotExist."""
     return Step.objects.select_related("run__graph_version__graph").get(pk=step_id)
+
+
+def step_input_state(*, step: Step) -> dict[str, Any] | None:
+    """The run state as committed when ``step``'s latest attempt started (what the engine
+    handed its node): the state after the last top-level commit that finished at or before
+    ``started_at`` (seq 0, the initial state, when none had). Two queries, no replay; None
+    for a step that never started. Writes made outside a step at that time (a fork's
+    patch, an approval's edited values) are the state of the step they committed with."""
+    if step.started_at is None:
+        return None
+    seq = (
+        Step.objects.filter(run_id=step.run_id, parent__isnull=True, state_seq__isnull=False, finished_at__lte=step.started_at)
+        .exclude(pk=step.pk).aggregate(seq=Max("state_seq"))["seq"]
+    )
+    state, _ = RunStateKey.state_at(step.run_id, seq or 0)
+    return state
 
 
 def step_previous_commit(*, step: Step) -> int | None:

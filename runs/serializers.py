@@ -247,9 +247,11 @@ class StateChangeOutput(serializers.Serializer):
 
 
 class StepStateOutput(serializers.Serializer):
-    """The run state right after a committed top-level step and what that step changed.
+    """A top-level step's view of the run state: what it was given and, once it
+    succeeded, the state right after it and what it changed.
 
-    ``state``: every key after the step. ``changed``: key -> ``{before, after, added}`` for
+    ``input_state``: the state as committed when its latest attempt started. ``state``:
+    every key after the step (null until it succeeded). ``changed``: key -> ``{before, after, added}`` for
     the keys the step wrote whose value changed (its difference from the state just
     before it committed). ``previous_step``: the step whose commit came just before
     (null for the first); ``seq``: the run version the commit produced (null for a step
@@ -258,7 +260,8 @@ class StepStateOutput(serializers.Serializer):
     step = serializers.IntegerField(source="step_id")
     seq = serializers.IntegerField(allow_null=True)
     previous_step = serializers.IntegerField(allow_null=True)
-    state = serializers.JSONField()
+    input_state = serializers.JSONField(allow_null=True, help_text="The state when the step's latest attempt started; null if it never started.")
+    state = serializers.JSONField(allow_null=True, help_text="The state right after the step; null until it succeeded.")
     changed = serializers.DictField(child=StateChangeOutput())
 
 

@@ -30,8 +30,8 @@ export interface StepDetail {
 
 /** GET /api/v1/steps/<id>/state/ (StepStateOutput). */
 export interface StepStateAnswer {
-  step: number; seq: number | null; previous_step: number | null;
-  state: Record<string, unknown>; changed: Record<string, { before: unknown; after: unknown; added: boolean }>;
+  step: number; seq: number | null; previous_step: number | null; input_state: Record<string, unknown> | null;
+  state: Record<string, unknown> | null; changed: Record<string, { before: unknown; after: unknown; added: boolean }>;
 }
 
 function tokens(u: Usage | null | undefined): string {
@@ -106,15 +106,12 @@ function Transcript({ children }: { children: ChildStep[] }) {
   );
 }
 
-/** The run state after the step: the keys it changed (before → after) first, then the rest. */
-function StateAfter({ stepId }: { stepId: number }) {
-  const { data, error, reload } = useApi<StepStateAnswer>(`steps/${stepId}/state/`);
-  if (error) return <ErrorMessage error={error} title="The state after this step could not be loaded." onRetry={reload} />;
-  if (!data) return <Loading label="Reading the state…" />;
-  const rows = stateChangeRows(data.changed);
+/** The state after a committed step: the keys it changed (before → after) first, then all of it. */
+function StateAfter({ answer }: { answer: StepStateAnswer & { state: Record<string, unknown> } }) {
+  const rows = stateChangeRows(answer.changed);
   return (
     <>
-      <h4 className="inspector__sub">Changed by this step{data.previous_step ? <span className="muted small"> (against the state after step #{data.previous_step})</span> : null}</h4>
+      <h4 className="inspector__sub">Changed by this step{answer.previous_step ? <span className="muted small"> (against the state after step #{answer.previous_step})</span> : null}</h4>
       {rows.length === 0 ? <p className="muted">This step changed no state key.</p> : (
         <div className="table-wrap">
           <table className="table table-compact state-diff" aria-label="State difference">
@@ -133,10 +130,30 @@ function StateAfter({ stepId }: { stepId: number }) {
       )}
       <h4 className="inspector__sub">State after this step</h4>
       <dl className="state-keys" aria-label="State after this step">
-        {stateKeysOrdered(data.state, data.changed).map(({ key, changed }) => (
-          <div key={key} className={changed ? "state-keys__changed" : undefined}><dt><code>{key}</code></dt><dd><code>{short(data.state[key], 300)}</code></dd></div>
+        {stateKeysOrdered(answer.state, answer.changed).map(({ key, changed }) => (
+          <div key={key} className={changed ? "state-keys__changed" : undefined}><dt><code>{key}</code></dt><dd><code>{short(answer.state[key], 300)}</code></dd></div>
         ))}
       </dl>
+    </>
+  );
+}
+
+/** A top-level step's view of the run state (GET steps/<id>/state/): what it was given, and what it left. */
+function StepStateSections({ stepId, revision, status }: { stepId: number; revision: string; status: string }) {
+  const { data, error, reload } = useApi<StepStateAnswer>(`steps/${stepId}/state/?r=${encodeURIComponent(revision)}`);
+  if (error) return <ErrorMessage error={error} title="The run state at this step could not be loaded." onRetry={reload} />;
+  if (!data || data.step !== stepId) return <Loading label="Reading the state…" />;
+  return (
+    <>
+      <section aria-labelledby="insp-input"><h4 id="insp-input" className="inspector__sub">Input state <span className="muted small">(as committed when its latest attempt started)</span></h4>
+        {data.input_state === null ? <p className="muted">The step has not started.</p> : <JsonBlock value={data.input_state} label="Step input" />}
+      </section>
+      <section aria-labelledby="insp-state" className="inspector__state">
+        <h4 id="insp-state" className="inspector__sub">Run state after this step</h4>
+        {data.state !== null ? <StateAfter answer={data as StepStateAnswer & { state: Record<string, unknown> }} /> : (
+          <p className="muted">{status === "failed" ? "The step failed: it changed no state." : "The state after a step is kept when it succeeds."}</p>
+        )}
+      </section>
     </>
   );
 }
@@ -150,7 +167,6 @@ export function StepInspector({ stepId, revision, onClose }: { stepId: number; r
   if (error && !step) return <aside className="inspector card" aria-label="Step inspector"><ErrorMessage error={error} title={`Step ${stepId} could not be loaded.`} onRetry={reload} /></aside>;
   if (!step || step.id !== stepId) return <aside className="inspector card" aria-label="Step inspector"><Loading label="Loading the step…" /></aside>;
   const state = stepState(step);
-  const committed = step.parent === null && step.status === "succeeded";
   return (
     <aside className="inspector card" aria-label="Step inspector" data-step={step.id}>
       <header className="inspector__head">
@@ -177,17 +193,14 @@ export function StepInspector({ stepId, revision, onClose }: { stepId: number; r
       {step.children.length > 0 ? (
         <section aria-labelledby="insp-transcript"><h4 id="insp-transcript" className="inspector__sub">Transcript ({step.children.length} child steps)</h4><Transcript children={step.children} /></section>
       ) : null}
-      <section aria-labelledby="insp-input"><h4 id="insp-input" className="inspector__sub">Input state</h4><JsonBlock value={step.input} label="Step input" /></section>
+      {step.parent === null ? null : <section aria-labelledby="insp-input"><h4 id="insp-input" className="inspector__sub">Input</h4><JsonBlock value={step.input} label="Step input" /></section>}
       <section aria-labelledby="insp-output"><h4 id="insp-output" className="inspector__sub">Output</h4>
         {step.output === null || step.output === undefined ? <p className="muted">{step.status === "succeeded" ? "No output." : "No output yet."}</p> : <JsonBlock value={step.output} label="Step output" />}
       </section>
       {step.error ? <section aria-labelledby="insp-error"><h4 id="insp-error" className="inspector__sub">Error detail</h4><JsonBlock value={step.error} label="Step error" /></section> : null}
-      <section aria-labelledby="insp-state" className="inspector__state">
-        <h4 id="insp-state" className="inspector__sub">Run state</h4>
-        {committed ? <StateAfter stepId={step.id} /> : (
-          <p className="muted">{step.parent !== null ? "A child step writes no run state; its parent step does when it commits." : "The state after a step is kept when it succeeds; this step has not (its input above is the state it was given)."}</p>
-        )}
-      </section>
+      {step.parent === null
+        ? <StepStateSections stepId={step.id} revision={revision} status={step.status} />
+        : <p className="muted">A child step writes no run state; its parent step does when it commits.</p>}
     </aside>
   );
 }
