@@ -44,13 +44,12 @@ function NodeCardImpl({ id, data, selected, isConnectable }: NodeProps<BallastFl
       data-kind={node.kind}
       data-diff={diff}
       data-state={run?.state}
-      data-interrupted={run?.interrupted ? "true" : undefined}
       title={tip || undefined}
     >
       <div className="bnode__head">
         <span className="bnode__kind">{title}</span>
         {diff && <span className={`bnode__diff bnode__diff--${diff}`}>{diff}</span>}
-        {run && <span className={`bnode__state bnode__state--${run.state}`} aria-hidden="true">{run.interrupted ? "interrupted" : run.state}</span>}
+        {run && <span className={`bnode__state bnode__state--${run.state}`} aria-hidden="true">{run.state}</span>}
         {errors.length > 0 && (
           <span className="bnode__errors" aria-label={`${errors.length} error${errors.length > 1 ? "s" : ""}: ${tip}`} title={tip}>
             {errors.length}

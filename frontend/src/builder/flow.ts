@@ -37,11 +37,10 @@ export interface BallastNodeData extends Record<string, unknown> {
 
 /** A node's state in a run, drawn on its card (runs/nodeStates.ts works it out from the run's steps). */
 export interface NodeRunMark {
-  state: "pending" | "running" | "succeeded" | "failed" | "waiting" | "skipped" | "parked" | "retrying" | "cancelled";
+  /** ``interrupted``: a running step whose worker stopped heartbeating (until recovery takes it back). */
+  state: "pending" | "running" | "succeeded" | "failed" | "waiting" | "skipped" | "parked" | "retrying" | "interrupted" | "cancelled";
   /** A short line under the label: "attempt 2 of 3", "1.2 s", "3 iterations"; absent for none. */
   detail?: string;
-  /** A running step whose worker stopped heartbeating. */
-  interrupted?: boolean;
 }
 
 export interface NoteNodeData extends Record<string, unknown> {
@@ -131,9 +130,9 @@ export function costsSomething(figure: CostFigure | undefined): figure is CostFi
   return !!figure && ((figure.tokens ?? 0) > 0 || Number(figure.usd ?? 0) > 0);
 }
 
-/** The accessible name of a node on a run's canvas: "node review: waiting" ("node fetch: running (interrupted)"). */
+/** The accessible name of a node on a run's canvas: "node review: waiting", "node fetch: interrupted". */
 export function runAriaLabel(nodeId: string, mark: NodeRunMark): string {
-  return `node ${nodeId}: ${mark.state}${mark.interrupted ? " (interrupted)" : ""}`;
+  return `node ${nodeId}: ${mark.state}`;
 }
 
 /** React Flow nodes (graph nodes, then notes) for ``spec``. */

@@ -11,5 +11,6 @@ export const RUN_STATE_COLOURS: Readonly<Record<NodeRunMark["state"], string>> =
   skipped: "#cbd5e1",
   parked: "#c2410c",
   retrying: "#9333ea",
+  interrupted: "#be185d",
   cancelled: "#6b7280",
 };

@@ -75,8 +75,11 @@ describe("RunPage", () => {
     expect(bars.map((b) => b.getAttribute("data-state"))).toEqual(["succeeded", "failed"]);
   });
 
-  it("opens the inspector from a timeline bar: attempts with their worker and cost, the idempotency key, the error", async () => {
-    stubFetch({ "GET /api/v1/runs/5/": () => ({ body: run }), ...graphRoutes, "GET /api/v1/steps/2/": () => ({ body: boomDetail }) });
+  it("opens the inspector from a timeline bar: attempts with their worker and cost, the idempotency key, the input state, the error", async () => {
+    const calls = stubFetch({
+      "GET /api/v1/runs/5/": () => ({ body: run }), ...graphRoutes, "GET /api/v1/steps/2/": () => ({ body: boomDetail }),
+      "GET /api/v1/steps/2/state/": () => ({ body: { step: 2, seq: null, previous_step: null, input_state: { x: 1, zero: 0 }, state: null, changed: {} } }),
+    });
     renderWith(<RunPage runId={5} />, makeContext({}, "run"));
     fireEvent.click(await screen.findByRole("button", { name: /^Inspect boom: failed/ }));
     const inspector = await screen.findByRole("complementary", { name: "Step inspector" });
@@ -86,19 +89,51 @@ describe("RunPage", () => {
     expect(attempts[2]!.textContent).toContain("host:2:b");
     expect(attempts[2]!.textContent).toContain("$0.0012");
     expect(within(inspector).getByLabelText("Idempotency key").textContent).toBe("run-5-boom-0");
-    expect(within(inspector).getByText(/has not \(its input above/)).toBeTruthy();
+    expect(within(inspector).getByLabelText("Worker").textContent).toBe("host:2:b");
+    expect((await within(inspector).findByLabelText("Step input")).textContent).toContain('"zero": 0');
+    expect(within(inspector).getByText("The step failed: it changed no state.")).toBeTruthy();
+    // The page knows the step is a top-level one: its detail and its state are asked for together.
+    expect(calls.filter((c) => c.path.startsWith("/api/v1/steps/2/")).map((c) => c.path.split("?")[0])).toEqual(["/api/v1/steps/2/", "/api/v1/steps/2/state/"]);
+    // Not allowed to fork (GET actions/ answered nothing): no fork button.
+    expect(within(inspector).queryByRole("button", { name: /Fork from this step/ })).toBeNull();
   });
 
   it("shows the state after a committed step and what it changed", async () => {
     stubFetch({
       "GET /api/v1/runs/5/": () => ({ body: run }), ...graphRoutes, "GET /api/v1/steps/1/": () => ({ body: startDetail }),
-      "GET /api/v1/steps/1/state/": () => ({ body: { step: 1, seq: 2, previous_step: null, state: { x: 1, zero: 0 }, changed: { x: { before: null, after: 1, added: true } } } }),
+      "GET /api/v1/steps/1/state/": () => ({ body: { step: 1, seq: 2, previous_step: null, input_state: { zero: 0 }, state: { x: 1, zero: 0 }, changed: { x: { before: null, after: 1, added: true } } } }),
     });
     renderWith(<RunPage runId={5} />, makeContext({}, "run"));
     fireEvent.click(await screen.findByRole("button", { name: "Inspect step start" }));
     const diff = await screen.findByRole("table", { name: "State difference" }, slow);
     expect(within(diff).getAllByRole("row")[1]!.getAttribute("data-change")).toBe("added");
+    expect(within(diff).getAllByRole("row")[1]!.textContent).toContain("x");
     expect(screen.getByLabelText("State after this step").textContent).toContain("zero");
+    expect(screen.getByLabelText("Step input").textContent).not.toContain('"x"');
+  });
+
+  it("opens the fork dialog on the inspected step from its Fork from this step button", async () => {
+    const done = { ...run, status: "succeeded", error: null, steps: [run.steps[0]!, { ...run.steps[1]!, status: "succeeded", error: null, attempt: 1 }] };
+    const allowed = { may_act: true, status: "succeeded", cancel: { allowed: false, reason: "" }, resume: { allowed: false, reason: "" }, retry: { allowed: false, reason: "" }, fork: { allowed: true, reason: "" } };
+    const calls = stubFetch({
+      "GET /api/v1/runs/5/": () => ({ body: done }), ...graphRoutes, "GET /api/v1/runs/5/actions/": () => ({ body: allowed }),
+      "GET /api/v1/steps/1/": () => ({ body: startDetail }),
+      "GET /api/v1/steps/1/state/": () => ({ body: { step: 1, seq: 2, previous_step: null, input_state: { x: 1 }, state: { x: 1 }, changed: {} } }),
+      "POST /api/v1/runs/5/fork/preview/": () => ({ status: 400, body: { error: { code: "invalid", message: "stop here", fields: {} } } }),
+    });
+    renderWith(<RunPage runId={5} />, makeContext({ operate: true }, "run"));
+    fireEvent.click(await screen.findByRole("button", { name: "Inspect step start" }));
+    const inspector = await screen.findByRole("complementary", { name: "Step inspector" });
+    fireEvent.click(await within(inspector).findByRole("button", { name: "Fork from this step…" }, slow));
+    const dialog = await screen.findByRole("dialog", { name: /Fork run #5/ });
+    expect((within(dialog).getByLabelText("Fork after step") as HTMLSelectElement).value).toBe("1");  // not the default (the last committed step, 2)
+    await waitFor(() => expect(calls.some((c) => c.path === "/api/v1/runs/5/fork/preview/" && (c.body as { step: number }).step === 1)).toBe(true));
+    fireEvent.click(within(dialog).getByRole("button", { name: /Close|Cancel/ }));
+    await waitFor(() => expect(screen.queryByRole("dialog", { name: /Fork run #5/ })).toBeNull());
+    // Closed, the header's own Fork… opens on the default step again (the inspector's request is spent).
+    fireEvent.click(screen.getByRole("button", { name: "Fork…" }));
+    const again = await screen.findByRole("dialog", { name: /Fork run #5/ });
+    expect((within(again).getByLabelText("Fork after step") as HTMLSelectElement).value).toBe("2");
   });
 
   it("says a run the CLI started was started from the command line", async () => {

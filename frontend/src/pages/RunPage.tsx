@@ -80,7 +80,7 @@ export function EventLog({ events, connection }: { events: RunEvent[]; connectio
 
 const LEGEND: [string, string][] = [
   ["pending", "not started"], ["running", "running"], ["retrying", "waiting to retry"], ["waiting", "at an approval gate"],
-  ["parked", "parked for a decision"], ["succeeded", "succeeded"], ["failed", "failed"], ["skipped", "not taken"],
+  ["parked", "parked for a decision"], ["interrupted", "worker stopped"], ["succeeded", "succeeded"], ["failed", "failed"], ["skipped", "not taken"],
 ];
 
 /** The step a node click opens: the node's latest top-level step (the last loop iteration). */
@@ -115,6 +115,10 @@ export default function RunPage({ runId }: { runId?: unknown }) {
   const steps = (run?.steps ?? []) as RunStep[];
   const nodeIds = useMemo(() => [...new Set(steps.filter((s) => s.parent === null).map((s) => s.node_id))], [steps]);
   const [graphNodes, setGraphNodes] = useState<string[] | null>(null);
+  // The inspector's "Fork from this step" opens the header's fork dialog on that step.
+  const [forkStep, setForkStep] = useState<number | null>(null);
+  const [canFork, setCanFork] = useState(false);
+  const closeFork = useCallback(() => setForkStep(null), []);
   const marks = useMemo(() => nodeMarks(graphNodes ?? nodeIds, steps, run?.status ?? "queued"), [graphNodes, nodeIds, steps, run?.status]);
   const inspect = useCallback((step: number | null, node: string | null) => {
     setInspected({ step, node });
@@ -142,7 +146,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
         title={<>Run #{run.id} <StatusBadge status={runDisplayStatus(run)} /></>}
         subtitle={<>Graph <a href={graphUrl(run.graph)}>{run.graph_name}</a>, version {run.version}</>}
         actions={<>
-          <RunActions run={run} onChanged={reload} />
+          <RunActions run={run} onChanged={reload} forkStep={forkStep} onForkClosed={closeFork} onAllowed={(a) => setCanFork(!!a?.fork.allowed)} />
           <a className="btn" href={graphUrl(run.graph)}>Open graph</a>
           <button type="button" className="btn" onClick={reload} disabled={loading}>Refresh</button>
         </>}
@@ -182,7 +186,8 @@ export default function RunPage({ runId }: { runId?: unknown }) {
           </div>
         </section>
         {inspected.step !== null ? (
-          <StepInspector key={inspected.step} stepId={inspected.step} revision={stepRevision(steps, inspected.step)} onClose={() => inspect(null, null)} />
+          <StepInspector key={inspected.step} stepId={inspected.step} revision={stepRevision(steps, inspected.step)}
+            topLevel={inspectedStep ? inspectedStep.parent === null : undefined} onClose={() => inspect(null, null)} onFork={canFork ? setForkStep : undefined} />
         ) : inspected.node !== null ? (
           <aside className="inspector card" aria-label="Step inspector">
             <header className="inspector__head"><h3><code>{inspected.node}</code></h3><StatusBadge status={marks[inspected.node]?.state ?? "pending"} />

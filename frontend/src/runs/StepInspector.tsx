@@ -138,35 +138,51 @@ function StateAfter({ answer }: { answer: StepStateAnswer & { state: Record<stri
   );
 }
 
-/** A top-level step's view of the run state (GET steps/<id>/state/): what it was given, and what it left. */
-function StepStateSections({ stepId, revision, status }: { stepId: number; revision: string; status: string }) {
-  const { data, error, reload } = useApi<StepStateAnswer>(`steps/${stepId}/state/?r=${encodeURIComponent(revision)}`);
-  if (error) return <ErrorMessage error={error} title="The run state at this step could not be loaded." onRetry={reload} />;
-  if (!data || data.step !== stepId) return <Loading label="Reading the state…" />;
+/** The state after a step, or why there is none (a top-level step's view from GET steps/<id>/state/). */
+function StateSection({ answer, status }: { answer: StepStateAnswer; status: string }) {
   return (
-    <>
-      <section aria-labelledby="insp-input"><h4 id="insp-input" className="inspector__sub">Input state <span className="muted small">(as committed when its latest attempt started)</span></h4>
-        {data.input_state === null ? <p className="muted">The step has not started.</p> : <JsonBlock value={data.input_state} label="Step input" />}
-      </section>
-      <section aria-labelledby="insp-state" className="inspector__state">
-        <h4 id="insp-state" className="inspector__sub">Run state after this step</h4>
-        {data.state !== null ? <StateAfter answer={data as StepStateAnswer & { state: Record<string, unknown> }} /> : (
-          <p className="muted">{status === "failed" ? "The step failed: it changed no state." : "The state after a step is kept when it succeeds."}</p>
-        )}
-      </section>
-    </>
+    <section aria-labelledby="insp-state" className="inspector__state">
+      <h4 id="insp-state" className="inspector__sub">Run state after this step</h4>
+      {answer.state !== null ? <StateAfter answer={answer as StepStateAnswer & { state: Record<string, unknown> }} /> : (
+        <p className="muted">{status === "failed" ? "The step failed: it changed no state." : "The state after a step is kept when it succeeds."}</p>
+      )}
+    </section>
   );
 }
 
+/** Whether a step may be forked from: a committed top-level step that something follows (not an end node). */
+export function forkable(step: Pick<StepDetail, "parent" | "status" | "kind">): boolean {
+  return step.parent === null && step.status === "succeeded" && step.kind !== "end";
+}
+
+export interface StepInspectorProps {
+  stepId: number;
+  /** Changes when the step moves on (status, attempt, children), seen through the run's live events: read again. */
+  revision: string;
+  /** Whether the step is a top-level one (known from the run's steps): its run state is read beside its detail. */
+  topLevel?: boolean;
+  onClose(): void;
+  /** Given when the user may fork the run: "Fork from this step" calls it with the step's id. */
+  onFork?(stepId: number): void;
+}
+
 /**
- * The inspector of step ``stepId``, reloaded when ``revision`` changes (the step's status or
- * attempt moved on, seen through the run's live events). ``onClose`` closes it.
+ * The inspector of step ``stepId``: its facts (attempt, lease owner and expiry, idempotency
+ * key, timings, usage and cost), every attempt, an agent's transcript, the state it was
+ * given, its output and error, and the run state after it with what it changed.
  */
-export function StepInspector({ stepId, revision, onClose }: { stepId: number; revision: string; onClose: () => void }) {
+export function StepInspector({ stepId, revision, topLevel, onClose, onFork }: StepInspectorProps) {
   const { data: step, error, reload } = useApi<StepDetail>(`steps/${stepId}/?r=${encodeURIComponent(revision)}`);
+  // A top-level step's state is asked for at once when the page knows it is one (else once its detail says so).
+  const top = topLevel ?? (step && step.id === stepId ? step.parent === null : undefined);
+  const stateAnswer = useApi<StepStateAnswer>(top ? `steps/${stepId}/state/?r=${encodeURIComponent(revision)}` : null);
   if (error && !step) return <aside className="inspector card" aria-label="Step inspector"><ErrorMessage error={error} title={`Step ${stepId} could not be loaded.`} onRetry={reload} /></aside>;
   if (!step || step.id !== stepId) return <aside className="inspector card" aria-label="Step inspector"><Loading label="Loading the step…" /></aside>;
   const state = stepState(step);
+  const answer = stateAnswer.data && stateAnswer.data.step === stepId ? stateAnswer.data : undefined;
+  const stateView = step.parent !== null ? null
+    : stateAnswer.error ? <ErrorMessage error={stateAnswer.error} title="The run state at this step could not be loaded." onRetry={stateAnswer.reload} />
+    : !answer ? <Loading label="Reading the state…" /> : null;
   return (
     <aside className="inspector card" aria-label="Step inspector" data-step={step.id}>
       <header className="inspector__head">
@@ -174,6 +190,12 @@ export function StepInspector({ stepId, revision, onClose }: { stepId: number; r
         <StatusBadge status={state === "retrying" ? "retrying" : stepDisplayStatus(step)} />
         <button type="button" className="btn btn-small inspector__close" onClick={onClose} aria-label="Close the step inspector">×</button>
       </header>
+      {onFork && forkable(step) ? (
+        <div className="inspector__actions">
+          <button type="button" className="btn btn-small" onClick={() => onFork(step.id)}>Fork from this step…</button>
+          <span className="muted small">a new run from the state after it, edited</span>
+        </div>
+      ) : null}
       <dl className="facts facts--inspector">
         <div><dt>Kind</dt><dd>{step.kind}</dd></div>
         <div><dt>Attempt</dt><dd>{step.attempt} of {step.max_attempts}</dd></div>
@@ -183,9 +205,10 @@ export function StepInspector({ stepId, revision, onClose }: { stepId: number; r
         <div><dt>Duration</dt><dd>{formatDuration(step.started_at, step.finished_at)}</dd></div>
         <div><dt>Tokens</dt><dd>{tokens(step.usage)}</dd></div>
         <div><dt>Cost</dt><dd>{step.usage && step.cost_usd === null ? "unknown" : formatUsd(step.cost_usd)}</dd></div>
+        <div><dt>Worker</dt><dd>{lastWorker(step) ? <code className="small" aria-label="Worker">{lastWorker(step)}</code> : "—"}</dd></div>
         <div><dt>Lease owner</dt><dd>{step.lease_owner ? <code className="small">{step.lease_owner}</code> : "—"}{step.worker_alive === false ? <span className="badge-inline bad"> not heartbeating</span> : null}</dd></div>
-        <div><dt>Lease expires</dt><dd>{step.lease_expires_at ? new Date(step.lease_expires_at).toLocaleTimeString() : "—"}</dd></div>
-        {step.available_at && step.status === "pending" ? <div><dt>Retry due</dt><dd>{new Date(step.available_at).toLocaleTimeString()}</dd></div> : null}
+        <div><dt>Lease expires</dt><dd>{step.lease_expires_at ? formatDateTime(step.lease_expires_at) : "—"}</dd></div>
+        {step.available_at && step.status === "pending" ? <div><dt>Retry due</dt><dd>{formatDateTime(step.available_at)}</dd></div> : null}
         <div className="facts__wide"><dt>Idempotency key</dt><dd><code className="small" aria-label="Idempotency key">{step.idempotency_key}</code></dd></div>
       </dl>
       {step.error ? <div className="alert alert-error" role="alert"><strong>Error.</strong> {errorText(step.error)}</div> : null}
@@ -193,14 +216,25 @@ export function StepInspector({ stepId, revision, onClose }: { stepId: number; r
       {step.children.length > 0 ? (
         <section aria-labelledby="insp-transcript"><h4 id="insp-transcript" className="inspector__sub">Transcript ({step.children.length} child steps)</h4><Transcript children={step.children} /></section>
       ) : null}
-      {step.parent === null ? null : <section aria-labelledby="insp-input"><h4 id="insp-input" className="inspector__sub">Input</h4><JsonBlock value={step.input} label="Step input" /></section>}
+      {step.parent !== null ? (
+        <section aria-labelledby="insp-input"><h4 id="insp-input" className="inspector__sub">Input</h4><JsonBlock value={step.input} label="Step input" /></section>
+      ) : answer ? (
+        <section aria-labelledby="insp-input"><h4 id="insp-input" className="inspector__sub">Input state <span className="muted small">(as committed when its latest attempt started)</span></h4>
+          {answer.input_state === null ? <p className="muted">The step has not started.</p> : <JsonBlock value={answer.input_state} label="Step input" />}
+        </section>
+      ) : stateView}
       <section aria-labelledby="insp-output"><h4 id="insp-output" className="inspector__sub">Output</h4>
         {step.output === null || step.output === undefined ? <p className="muted">{step.status === "succeeded" ? "No output." : "No output yet."}</p> : <JsonBlock value={step.output} label="Step output" />}
       </section>
       {step.error ? <section aria-labelledby="insp-error"><h4 id="insp-error" className="inspector__sub">Error detail</h4><JsonBlock value={step.error} label="Step error" /></section> : null}
-      {step.parent === null
-        ? <StepStateSections stepId={step.id} revision={revision} status={step.status} />
-        : <p className="muted">A child step writes no run state; its parent step does when it commits.</p>}
+      {step.parent !== null
+        ? <p className="muted">A child step writes no run state; its parent step does when it commits.</p>
+        : answer ? <StateSection answer={answer} status={step.status} /> : null}
     </aside>
   );
+}
+
+/** The worker of the step's latest attempt (who ran it last), or "". */
+function lastWorker(step: Pick<StepDetail, "attempts">): string {
+  return step.attempts.length ? step.attempts[step.attempts.length - 1]!.worker : "";
 }

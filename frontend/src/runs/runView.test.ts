@@ -14,13 +14,16 @@ describe("stepState", () => {
     expect(stepState({ status: "pending", attempt: 0, error: null })).toBe("pending");
     expect(stepState({ status: "pending", attempt: 1, error: { message: "503" } })).toBe("retrying");
     expect(stepState({ status: "running", attempt: 1, error: null })).toBe("running");
+    expect(stepState({ status: "running", attempt: 1, error: null, worker_alive: true })).toBe("running");
+    // The server worked out that the step's worker stopped heartbeating.
+    expect(stepState({ status: "running", attempt: 1, error: null, worker_alive: false })).toBe("interrupted");
     expect(stepState({ status: "suspended", attempt: 1, error: null })).toBe("running");
     for (const s of ["waiting", "parked", "succeeded", "failed", "cancelled"]) expect(stepState({ status: s, attempt: 1, error: null })).toBe(s);
     expect(stepState({ status: "something new", attempt: 0, error: null })).toBe("pending");
   });
 
   it("gives each state its own colour", () => {
-    const states = ["pending", "running", "succeeded", "failed", "waiting", "skipped", "parked", "retrying"] as const;
+    const states = ["pending", "running", "succeeded", "failed", "waiting", "skipped", "parked", "retrying", "interrupted"] as const;
     const colours = states.map((s) => stateColour(s));
     expect(new Set(colours).size).toBe(states.length);
     expect(stateColour("failed")).toBe(RUN_STATE_COLOURS.failed);
@@ -43,7 +46,7 @@ describe("nodeMarks", () => {
     expect(marks.fetch).toEqual({ state: "retrying", detail: "attempt 1 of 3 · 10 ms" });
     expect(marks.review?.state).toBe("waiting");
     expect(marks.agent?.state).toBe("running");
-    expect(marks.loop).toEqual({ state: "running", detail: "2 iterations · attempt 2 of 3", interrupted: true });
+    expect(marks.loop).toEqual({ state: "interrupted", detail: "2 iterations · attempt 2 of 3" });
     expect(marks.end).toEqual({ state: "pending" });
     expect(Object.keys(marks)).not.toContain("agent#0/turn-0");
   });
@@ -91,6 +94,11 @@ describe("timelineLayout", () => {
     expect(l.bars[0]!.to).toBe(120);
     expect(l.bars[1]!.lane).toBe(1);
     expect(l.bars[1]!.segments).toEqual([{ number: 1, status: "failed", from: 10, to: 20 }, { number: 2, status: "succeeded", from: 60, to: 90 }]);
+  });
+
+  it("shows a step whose worker stopped heartbeating as interrupted, still holding its lane up to now", () => {
+    const l = timelineLayout([step(1, "a", "running", 0, null, { worker_alive: false }), step(2, "b", "running", 5, null, { worker_alive: true })], T0 + 50);
+    expect(l.bars.map((b) => [b.step.node_id, b.state, b.lane, b.to])).toEqual([["a", "interrupted", 0, 50], ["b", "running", 1, 50]]);
   });
 
   it("is empty before any step started", () => {

@@ -29,14 +29,18 @@ const FINAL_RUN = new Set(["succeeded", "failed", "cancelled"]);
 
 /**
  * A step's state as the canvas and the timeline show it: a pending step that already
- * failed an attempt is ``retrying`` (waiting for its backoff), a step waiting for its
- * children (an agent between turns) is ``running``; the rest map one to one.
+ * failed an attempt is ``retrying`` (waiting for its backoff), a running step whose worker
+ * stopped heartbeating is ``interrupted``, a step waiting for its children (an agent
+ * between turns) is ``running``; the rest map one to one.
  */
-export function stepState(step: Pick<RunStep, "status" | "attempt" | "error">): NodeState {
+export function stepState(step: Pick<RunStep, "status" | "attempt" | "error"> & { worker_alive?: boolean | null }): NodeState {
   switch (step.status) {
     case "pending":
       return step.attempt > 0 && step.error ? "retrying" : "pending";
     case "running":
+      // Worked out by the server from the lease and the worker's heartbeat (useLeaseWatch
+      // reads the run again when a lease runs out, so this shows without an event).
+      return step.worker_alive === false ? "interrupted" : "running";
     case "suspended":
       return "running";
     case "waiting":
@@ -85,7 +89,6 @@ export function nodeMarks(nodeIds: readonly string[], steps: readonly RunStep[],
     if (s.started_at && s.finished_at) parts.push(formatDuration(s.started_at, s.finished_at));
     const mark: NodeRunMark = { state };
     if (parts.length) mark.detail = parts.join(" · ");
-    if (s.status === "running" && s.worker_alive === false) mark.interrupted = true;
     out[id] = mark;
   }
   return out;
