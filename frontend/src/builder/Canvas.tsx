@@ -139,6 +139,8 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
   /** Called with a graph node's id when it is clicked (a run's page opens its step inspector). */
   onNodeOpen?: (nodeId: string) => void;
 }) {
+  // A run's page resizes the canvas as its inspector opens and closes: the graph is fitted again then.
+  const refitOnResize = !!runMarks;
   const b = useBuilder();
   const rf = useReactFlow<FlowNode, Edge>();
   const flowStore = useStoreApi<FlowNode, Edge>();
@@ -179,6 +181,15 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
     const view = fitViewport(rf.getNodesBounds(all), start ? rf.getNodesBounds([start]) : null, width, height);
     if (view) void rf.setViewport(view, { duration });
   }, [rf, flowStore]);
+  useEffect(() => {
+    if (!refitOnResize) return;
+    let { width, height } = flowStore.getState();
+    return flowStore.subscribe((s) => {
+      if (s.width === width && s.height === height) return;
+      ({ width, height } = s);
+      if (width > 0 && height > 0) fit(0);
+    });
+  }, [refitOnResize, flowStore, fit]);
   const fitted = useRef(!fitOnOpen);
   // Before the measured nodes are painted, so the graph does not first show at zoom 1.
   useLayoutEffect(() => {

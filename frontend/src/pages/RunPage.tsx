@@ -233,7 +233,8 @@ export default function RunPage({ runId }: { runId?: unknown }) {
                     <td>{formatDateTime(s.started_at)}</td>
                     <td>{formatDuration(s.started_at, s.finished_at)}</td>
                     <td className="num">{formatUsd(s.cost_usd)}</td>
-                    <td className="error-cell">{errorText(s.error)}</td>
+                    <td className="error-cell">{s.error && s.status === "succeeded"
+                      ? <span className="muted" title={errorText(s.error)}>earlier attempt failed</span> : errorText(s.error)}</td>
                   </tr>
                 ))}
               </tbody>

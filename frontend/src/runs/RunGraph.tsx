@@ -9,6 +9,7 @@ import type { GraphSpec } from "../builder/spec";
 import { BuilderContext, useBuilderState, type NodeKindInfo } from "../builder/store";
 import { ErrorMessage, Loading } from "../shell/ui";
 import { useApi } from "../shell/useApi";
+import { placedSpec } from "./placement";
 
 const noop = () => undefined;
 
@@ -18,7 +19,8 @@ function ReadOnlyCanvas({ spec, catalogue, marks, selected, onOpen }: {
   selected: string | null; onOpen: (nodeId: string) => void;
 }) {
   const options = useMemo(() => ({ readOnly: true, catalogue, validation: null }), [catalogue]);
-  const builder = useBuilderState(spec, options);
+  const placed = useMemo(() => placedSpec(spec), [spec]);
+  const builder = useBuilderState(placed, options);
   const { select } = builder;
   // The inspected node is the canvas's selection (opened from the timeline too).
   useEffect(() => select({ nodes: selected ? [selected] : [], edges: [], notes: [], field: null }), [selected, select]);

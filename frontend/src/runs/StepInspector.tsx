@@ -40,6 +40,11 @@ function tokens(u: Usage | null | undefined): string {
   return `${n.toLocaleString("en-US")} (${(u.input_tokens ?? 0).toLocaleString("en-US")} in / ${(u.output_tokens ?? 0).toLocaleString("en-US")} out)`;
 }
 
+/** "11:56:03": the wall-clock time of an attempt (the date is the step's, above). */
+function timeOfDay(iso: string | null): string {
+  return iso ? new Date(iso).toLocaleTimeString("en-GB", { hour12: false }) : "—";
+}
+
 function short(value: unknown, max = 160): string {
   const text = typeof value === "string" ? value : JSON.stringify(value);
   return text.length > max ? `${text.slice(0, max)}…` : text;
@@ -50,18 +55,19 @@ function Attempts({ attempts }: { attempts: Attempt[] }) {
   if (attempts.length === 0) return <p className="muted">No attempt yet: the step has not been claimed by a worker.</p>;
   return (
     <div className="table-wrap">
-      <table className="table table-compact" aria-label="Attempts">
-        <thead><tr><th scope="col" className="num">#</th><th scope="col">Status</th><th scope="col">Worker</th><th scope="col">Started</th><th scope="col">Duration</th><th scope="col">Tokens</th><th scope="col" className="num">Cost</th></tr></thead>
+      <table className="table table-compact attempts" aria-label="Attempts">
+        <thead><tr><th scope="col" className="num">#</th><th scope="col">Status</th><th scope="col">Worker</th><th scope="col">Started · took</th><th scope="col" className="num">Cost · tokens</th></tr></thead>
         <tbody>
           {attempts.map((a) => (
             <tr key={a.number}>
               <td className="num">{a.number}</td>
               <td><StatusBadge status={a.status} />{a.error ? <div className="error-cell small">{errorText(a.error)}</div> : null}</td>
               <td><code className="small">{a.worker || "—"}</code></td>
-              <td>{formatDateTime(a.started_at)}</td>
-              <td>{formatDuration(a.started_at, a.finished_at)}</td>
-              <td>{tokens(a.usage)}</td>
-              <td className="num">{a.usage && a.cost_usd === null ? "unknown" : formatUsd(a.cost_usd)}</td>
+              <td className="small" title={formatDateTime(a.started_at)}>{timeOfDay(a.started_at)} · {formatDuration(a.started_at, a.finished_at)}</td>
+              <td className="num">
+                {a.usage && a.cost_usd === null ? "unknown" : formatUsd(a.cost_usd)}
+                {a.usage ? <div className="muted small" title={tokens(a.usage)}>{((a.usage.input_tokens ?? 0) + (a.usage.output_tokens ?? 0)).toLocaleString("en-US")} tok</div> : null}
+              </td>
             </tr>
           ))}
         </tbody>
@@ -211,7 +217,8 @@ export function StepInspector({ stepId, revision, topLevel, onClose, onFork }: S
         {step.available_at && step.status === "pending" ? <div><dt>Retry due</dt><dd>{formatDateTime(step.available_at)}</dd></div> : null}
         <div className="facts__wide"><dt>Idempotency key</dt><dd><code className="small" aria-label="Idempotency key">{step.idempotency_key}</code></dd></div>
       </dl>
-      {step.error ? <div className="alert alert-error" role="alert"><strong>Error.</strong> {errorText(step.error)}</div> : null}
+      {/* A step that succeeded after a failed attempt keeps that attempt's error: it shows in Attempts. */}
+      {step.error && step.status !== "succeeded" ? <div className="alert alert-error" role="alert"><strong>Error.</strong> {errorText(step.error)}</div> : null}
       <section aria-labelledby="insp-attempts"><h4 id="insp-attempts" className="inspector__sub">Attempts</h4><Attempts attempts={step.attempts} /></section>
       {step.children.length > 0 ? (
         <section aria-labelledby="insp-transcript"><h4 id="insp-transcript" className="inspector__sub">Transcript ({step.children.length} child steps)</h4><Transcript children={step.children} /></section>
@@ -226,7 +233,7 @@ export function StepInspector({ stepId, revision, topLevel, onClose, onFork }: S
       <section aria-labelledby="insp-output"><h4 id="insp-output" className="inspector__sub">Output</h4>
         {step.output === null || step.output === undefined ? <p className="muted">{step.status === "succeeded" ? "No output." : "No output yet."}</p> : <JsonBlock value={step.output} label="Step output" />}
       </section>
-      {step.error ? <section aria-labelledby="insp-error"><h4 id="insp-error" className="inspector__sub">Error detail</h4><JsonBlock value={step.error} label="Step error" /></section> : null}
+      {step.error && step.status !== "succeeded" ? <section aria-labelledby="insp-error"><h4 id="insp-error" className="inspector__sub">Error detail</h4><JsonBlock value={step.error} label="Step error" /></section> : null}
       {step.parent !== null
         ? <p className="muted">A child step writes no run state; its parent step does when it commits.</p>
         : answer ? <StateSection answer={answer} status={step.status} /> : null}
