@@ -29,10 +29,10 @@ from ballast.api import (
     paginated,
 )
 from builder.models import Graph, GraphVersion
-from runs.models import StepStatus
 from runs import selectors, services
 from runs.action_apis import checked_fork_step
 from runs.engine import api as engine
+from runs.models import StepStatus
 from runs.serializers import (
     AuditEntryOutput,
     AuditQueryInput,

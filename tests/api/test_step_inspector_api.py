@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 

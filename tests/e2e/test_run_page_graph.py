@@ -78,13 +78,13 @@ def canvas_node(page: Page, node_id: str, state: str):
     return page.get_by_role("group", name=f"node {node_id}: {state}", exact=True)
 
 
-def open_run(page: Page, daphne: Daphne, run: Run) -> None:
+def open_run(page: Page, daphne: Daphne, run: Run) -> None:  # noqa: F811 (the daphne fixture)
     page.goto(f"{daphne.url}/runs/{run.pk}/")
     expect(page.get_by_role("heading", name=f"Run #{run.pk}")).to_be_visible()
     expect(page.locator(".react-flow__node").first).to_be_visible(timeout=20_000)
 
 
-def test_nodes_change_state_on_the_canvas_live_and_the_inspector_shows_state_and_diff(daphne: Daphne, page: Page) -> None:
+def test_nodes_change_state_on_the_canvas_live_and_the_inspector_shows_state_and_diff(daphne: Daphne, page: Page) -> None:  # noqa: F811 (the daphne fixture)
     spec = graph(
         [node("start", "start"), transform("draft", reply="'Hello ' + name"), effect("pay"), node("end", "end")],
         chain("start", "draft", "pay", "end"),
@@ -151,7 +151,7 @@ def fan_out_spec() -> dict:
     )
 
 
-def test_a_finished_fan_out_shows_branches_side_by_side_colours_attempts_and_the_state_diff(daphne: Daphne, page: Page) -> None:
+def test_a_finished_fan_out_shows_branches_side_by_side_colours_attempts_and_the_state_diff(daphne: Daphne, page: Page) -> None:  # noqa: F811 (the daphne fixture)
     with engine.local_mode():
         run = run_start(version=publish(fan_out_spec()), run_input={})
     advance(run, "start")
@@ -214,7 +214,7 @@ def test_a_finished_fan_out_shows_branches_side_by_side_colours_attempts_and_the
     screenshots(page, "fan-out")
 
 
-def test_a_waiting_run_shows_its_gate_waiting(daphne: Daphne, page: Page) -> None:
+def test_a_waiting_run_shows_its_gate_waiting(daphne: Daphne, page: Page) -> None:  # noqa: F811 (the daphne fixture)
     run = run_local(publish(approval_spec()), {"name": "Ada"})
     assert run.status == "waiting"
     admin_page(page, daphne)
@@ -229,7 +229,7 @@ def test_a_waiting_run_shows_its_gate_waiting(daphne: Daphne, page: Page) -> Non
     screenshots(page, "waiting")
 
 
-def test_a_failed_run_and_an_agents_transcript(daphne: Daphne, page: Page) -> None:
+def test_a_failed_run_and_an_agents_transcript(daphne: Daphne, page: Page) -> None:  # noqa: F811 (the daphne fixture)
     failed = run_local(failing_spec() | {"name": "divide-e2e"}, {"x": 1, "zero": 0})
     agent = run_local(EXAMPLE, {"question": "Can I get a refund?", "order_id": "A-1001"})
     assert failed.status == "failed" and agent.status == "succeeded", agent.error

@@ -101,6 +101,11 @@ describe("timelineLayout", () => {
     expect(l.bars.map((b) => [b.step.node_id, b.state, b.lane, b.to])).toEqual([["a", "interrupted", 0, 50], ["b", "running", 1, 50]]);
   });
 
+  it("stretches a step waiting at a gate or parked for a decision to now", () => {
+    const l = timelineLayout([step(1, "start", "succeeded", 0, 10), step(2, "review", "waiting", 10, null), step(3, "pay", "parked", 12, null)], T0 + 500);
+    expect(l.bars.map((b) => [b.step.node_id, b.to])).toEqual([["start", 10], ["review", 500], ["pay", 500]]);
+  });
+
   it("is empty before any step started", () => {
     expect(timelineLayout([step(1, "start", "pending", null, null)], T0)).toMatchObject({ bars: [], lanes: 0 });
   });

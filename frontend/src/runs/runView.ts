@@ -26,6 +26,8 @@ export interface RunStep {
 }
 
 const FINAL_RUN = new Set(["succeeded", "failed", "cancelled"]);
+/** Step statuses whose bar reaches now: the step holds the run there (running, at a gate, parked for a decision). */
+const OPEN_UNTIL_NOW = new Set(["running", "suspended", "waiting", "parked"]);
 
 /**
  * A step's state as the canvas and the timeline show it: a pending step that already
@@ -121,7 +123,7 @@ export interface TimelineLayout {
  * Lay the run's started steps out on a time axis: steps that overlap in time (parallel
  * branches, an agent's parallel tool calls) go in separate lanes, side by side in time;
  * a step goes in the first lane free at its start (greedy interval partitioning, in start
- * order), so a sequential run is one lane. A running step reaches ``now``. Steps that
+ * order), so a sequential run is one lane. A running, waiting or parked step reaches ``now``. Steps that
  * never started have no bar.
  */
 export function timelineLayout(steps: readonly RunStep[], now: number): TimelineLayout {
@@ -130,7 +132,7 @@ export function timelineLayout(steps: readonly RunStep[], now: number): Timeline
     .filter((s) => s.started_at)
     .map((s) => {
       const from = t(s.started_at, now);
-      const to = Math.max(from, s.finished_at ? t(s.finished_at, now) : ["running", "suspended"].includes(s.status) ? now : lastAttemptEnd(s, from));
+      const to = Math.max(from, s.finished_at ? t(s.finished_at, now) : OPEN_UNTIL_NOW.has(s.status) ? now : lastAttemptEnd(s, from));
       return { s, from, to };
     })
     .sort((a, b) => a.from - b.from || a.s.id - b.s.id);
