@@ -56,7 +56,7 @@ function Attempts({ attempts }: { attempts: Attempt[] }) {
   return (
     <div className="table-wrap">
       <table className="table table-compact attempts" aria-label="Attempts">
-        <thead><tr><th scope="col" className="num">#</th><th scope="col">Status</th><th scope="col">Worker</th><th scope="col">Started · took</th><th scope="col" className="num">Cost · tokens</th></tr></thead>
+        <thead><tr><th scope="col" className="num">#</th><th scope="col">Status</th><th scope="col">Worker</th><th scope="col">Started · took</th><th scope="col" className="num">Cost</th></tr></thead>
         <tbody>
           {attempts.map((a) => (
             <tr key={a.number}>
