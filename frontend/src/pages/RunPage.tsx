@@ -1,6 +1,7 @@
 // /runs/<id>/: one run live: its graph coloured by node state, a timeline, a step inspector, input and output, steps and the event log.
 import { Suspense, lazy, useCallback, useMemo, useRef, useState } from "react";
 import type { RunEvent } from "../lib/liveEvents";
+import { useLeaseWatch } from "../lib/useLeaseWatch";
 import { useConnection, useRunEvents } from "../lib/useLiveEvents";
 import { RunActions } from "../runs/RunActions";
 import { StepInspector } from "../runs/StepInspector";
@@ -111,6 +112,8 @@ export default function RunPage({ runId }: { runId?: unknown }) {
   // statuses change without a reload of the page.
   const events = useRunEvents(Number.isInteger(id) ? id : null, reload);
   const connection = useConnection();
+  // A dead worker commits no event: read the run again when a running step's lease runs out.
+  useLeaseWatch(run?.steps, reload);
   const [inspected, setInspected] = useState<{ step: number | null; node: string | null }>(() => ({ step: stepParam(), node: null }));
   const steps = (run?.steps ?? []) as RunStep[];
   const nodeIds = useMemo(() => [...new Set(steps.filter((s) => s.parent === null).map((s) => s.node_id))], [steps]);
