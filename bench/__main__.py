@@ -24,6 +24,7 @@ CASES = {
     "recovery_busy": "recovery with 30 other runs in flight (--n): restart to re-run, and takeover by a busy same-host stand-by",
     "throughput": "nodes/s with 1 and 2 qcluster worker processes over 200 concurrent runs",
     "approvals": "10,000 runs waiting at approval gates: leases, workers, memory; inbox page latency",
+    "inbox": "the approvals inbox with 10,000 waiting requests: server time per page of each list, counts, search, one item, the live socket's reads",
     "live": "step commit to WebSocket client latency (daphne + qcluster subprocesses), p50 and p95",
     "live_events": "live run events: commit-to-client p50/p95 with Redis push and the embedded poller; queries/s with 1 and 200 sockets",
     "profile": "pyinstrument profile of the in-process linear case, grouped by library",
@@ -51,6 +52,7 @@ PLAN: list[tuple[str, tuple[str, ...], list[str]]] = [
     ("recovery_busy", ("postgres", "sqlite"), []),
     ("throughput", ("postgres", "sqlite"), []),
     ("approvals", ("postgres", "sqlite"), []),
+    ("inbox", ("postgres", "sqlite"), []),
     ("live", ("postgres", "sqlite"), []),
     ("live_events", ("postgres", "sqlite"), []),
 ]
@@ -122,7 +124,7 @@ def run_case(args: argparse.Namespace) -> int:
 
     core.use_settings(args.settings)
     core.setup(db)
-    from bench import anatomy, browser, cases, compare, fixed, headline, live_events, scaling
+    from bench import anatomy, browser, cases, compare, fixed, headline, inbox, live_events, scaling
 
     rep = core.Reporter(db)
     paths = ("inprocess", "qcluster") if args.path == "both" else (args.path,)
@@ -137,6 +139,7 @@ def run_case(args: argparse.Namespace) -> int:
         "recovery_busy": cases.case_recovery_busy,
         "throughput": cases.case_throughput,
         "approvals": cases.case_approvals,
+        "inbox": inbox.case_inbox,
         "live": cases.case_live,
         "live_events": live_events.case_live_events,
         "profile": anatomy.case_profile,
