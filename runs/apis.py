@@ -33,7 +33,8 @@ from ballast.api import (
 from builder.models import Graph, GraphVersion
 from runs import selectors, services
 from runs.action_apis import checked_fork_step
-from runs.models import Run, RunStatus
+from runs.engine import api as engine
+from runs.models import Run, RunStatus, StepStatus
 from runs.serializers import (
     AuditEntryOutput,
     AuditQueryInput,
@@ -55,6 +56,7 @@ from runs.serializers import (
     RunSummaryOutput,
     StepDetailOutput,
     StepOutput,
+    StepStateOutput,
     cost_filters,
     run_filter,
 )
@@ -275,6 +277,32 @@ class StepDetailApi(ApiView):
         step = selectors.step_get(step_id=step_id)
         policy.require_read(request.user, step.run, action="step.read", obj=step)
         return Response(StepDetailOutput(step).data)
+
+
+class StepStateApi(ApiView):
+    """GET: a top-level step's view of the run state: ``input_state`` (the state when its
+    latest attempt started), and once it succeeded the state right after it and its
+    difference from the state just before it (what the step changed); read from the
+    versioned state keys with no replay: a fixed number of queries however long the run.
+    404 when the caller may not read the run (or there is no such step); 409
+    ``invalid_state`` for a child step (its parent writes the state)."""
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="steps_state",
+        responses={200: StepStateOutput, 409: OpenApiResponse(ERROR_BODY, description="The step committed no state.")},
+    )
+    def get(self, request: Any, step_id: int) -> Response:
+        step = selectors.step_get_bare(step_id=step_id)
+        policy.require_read(request.user, step.run, action="step.state", obj=step)
+        if step.parent_id is not None:
+            raise ApiError(status.HTTP_409_CONFLICT, "invalid_state", f"Step {step.pk} is a child step: its parent step writes the run state.")
+        body: dict[str, Any] = {"step_id": step.pk, "seq": None, "previous_step": None, "state": None, "changed": {},
+                                "input_state": selectors.step_input_state(step=step)}
+        if step.status == StepStatus.SUCCEEDED:
+            after = engine.step_state(step.pk)
+            body |= {"seq": after.seq, "previous_step": selectors.step_previous_commit(step=step), "state": after.state, "changed": after.changed}
+        return Response(StepStateOutput(body).data)
 
 
 class RunEventListApi(ApiView):

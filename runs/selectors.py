@@ -26,6 +26,7 @@ from django.db.models import (
     F,
     Max,
     OuterRef,
+    Prefetch,
     Q,
     QuerySet,
     Subquery,
@@ -47,6 +48,7 @@ from runs.models import (
     Run,
     RunEvent,
     RunEventCounter,
+    RunStateKey,
     Step,
     StepAttempt,
     StepStatus,
@@ -248,8 +250,42 @@ def step_list(*, run: Run) -> QuerySet[Step]:
 
 
 def step_get(*, step_id: int) -> Step:
-    """One step with its attempts and its run. Raises Step.DoesNotExist."""
-    return Step.objects.select_related("run__graph_version__graph").prefetch_related("attempts").get(pk=step_id)
+    """One step with its attempts, its child steps (an agent's turns and calls, oldest
+    first) and its run: three queries. Raises Step.DoesNotExist."""
+    children = Prefetch("children", queryset=Step.objects.order_by("id"))
+    return Step.objects.select_related("run__graph_version__graph").prefetch_related("attempts", children).get(pk=step_id)
+
+
+def step_get_bare(*, step_id: int) -> Step:
+    """One step with its run and graph (one query, no attempts). Raises Step.DoesNotExist."""
+    return Step.objects.select_related("run__graph_version__graph").get(pk=step_id)
+
+
+def step_input_state(*, step: Step) -> dict[str, Any] | None:
+    """The run state as committed when ``step``'s latest attempt started (what the engine
+    handed its node): the state after the last top-level commit that finished at or before
+    ``started_at`` (seq 0, the initial state, when none had). Two queries, no replay; None
+    for a step that never started. Writes made outside a step at that time (a fork's
+    patch, an approval's edited values) are the state of the step they committed with."""
+    if step.started_at is None:
+        return None
+    seq = (
+        Step.objects.filter(run_id=step.run_id, parent__isnull=True, state_seq__isnull=False, finished_at__lte=step.started_at)
+        .exclude(pk=step.pk).aggregate(seq=Max("state_seq"))["seq"]
+    )
+    state, _ = RunStateKey.state_at(step.run_id, seq or 0)
+    return state
+
+
+def step_previous_commit(*, step: Step) -> int | None:
+    """The id of the top-level step of ``step``'s run that committed just before it (the
+    greatest ``state_seq`` below its own), or None: one indexed query."""
+    if step.state_seq is None:
+        return None
+    return (
+        Step.objects.filter(run_id=step.run_id, parent__isnull=True, state_seq__lt=step.state_seq)
+        .order_by("-state_seq").values_list("id", flat=True).first()
+    )
 
 
 def run_events_after(*, run: Run, after: int = 0, limit: int = 100) -> tuple[list[RunEvent], bool]:

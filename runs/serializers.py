@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from builder.serializers import JSONObjectField
 from runs.engine.api import steps_worker_alive
-from runs.models import Run, RunStatus, Step, StepStatus
+from runs.models import Run, RunStatus, Step, StepAttempt, StepStatus
 from runs.selectors import (
     COST_GROUPS,
     COST_ORDERS,
@@ -279,11 +280,98 @@ class AttemptOutput(serializers.Serializer):
     finished_at = serializers.DateTimeField(allow_null=True)
 
 
+class ChildStepOutput(serializers.Serializer):
+    """One child step of an agent step (a model turn or a tool call), in creation order:
+    the transcript is these children, each the committed fact of one turn or call.
+    ``input`` leaves out a model turn's ``messages`` (the conversation so far, which the
+    earlier children already show); ``message_count`` says how many it carried."""
+
+    id = serializers.IntegerField()
+    node_id = serializers.CharField()
+    child_key = serializers.CharField()
+    kind = serializers.CharField()
+    status = serializers.CharField()
+    attempt = serializers.IntegerField()
+    max_attempts = serializers.IntegerField()
+    input = serializers.SerializerMethodField()
+    message_count = serializers.SerializerMethodField()
+    output = serializers.JSONField(allow_null=True)
+    error = serializers.JSONField(allow_null=True)
+    usage = serializers.JSONField(allow_null=True)
+    cost_usd = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema_field(serializers.JSONField(allow_null=True))
+    def get_input(self, obj: Step) -> Any:
+        if isinstance(obj.input, dict) and "messages" in obj.input:
+            return {k: v for k, v in obj.input.items() if k != "messages"}
+        return obj.input
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_message_count(self, obj: Step) -> int | None:
+        messages = obj.input.get("messages") if isinstance(obj.input, dict) else None
+        return len(messages) if isinstance(messages, list) else None
+
+
 class StepDetailOutput(StepOutput):
-    """A step with its input and every attempt (failed and lost ones too)."""
+    """A step with its input (the state it was given), every attempt (failed and lost ones
+    too, each with its own worker, usage and cost), its idempotency key (the same on every
+    attempt), its scheduling times and, for an agent step, its child steps (``children``:
+    the model turns and tool calls that committed, in order; [] for other kinds)."""
 
     input = serializers.JSONField(allow_null=True)
     attempts = AttemptOutput(many=True)
+    idempotency_key = serializers.CharField()
+    child_key = serializers.CharField()
+    depth = serializers.IntegerField()
+    available_at = serializers.DateTimeField(allow_null=True, help_text="A retry is not claimed before this time (backoff).")
+    due_at = serializers.DateTimeField(allow_null=True)
+    dispatched_at = serializers.DateTimeField(allow_null=True)
+    state_seq = serializers.IntegerField(allow_null=True, help_text="The run version this step's commit produced (GET state/).")
+    price_version = serializers.CharField()
+    children = ChildStepOutput(many=True)
+
+
+class StateChangeOutput(serializers.Serializer):
+    before = serializers.JSONField(allow_null=True)
+    after = serializers.JSONField(allow_null=True)
+    added = serializers.BooleanField(help_text="The key did not exist before this step.")
+
+
+class StepStateOutput(serializers.Serializer):
+    """A top-level step's view of the run state: what it was given and, once it
+    succeeded, the state right after it and what it changed.
+
+    ``input_state``: the state as committed when its latest attempt started. ``state``:
+    every key after the step (null until it succeeded). ``changed``: key -> ``{before, after, added}`` for
+    the keys the step wrote whose value changed (its difference from the state just
+    before it committed). ``previous_step``: the step whose commit came just before
+    (null for the first); ``seq``: the run version the commit produced (null for a step
+    committed before state was kept per key, replayed instead)."""
+
+    step = serializers.IntegerField(source="step_id")
+    seq = serializers.IntegerField(allow_null=True)
+    previous_step = serializers.IntegerField(allow_null=True)
+    input_state = serializers.JSONField(allow_null=True, help_text="The state when the step's latest attempt started; null if it never started.")
+    state = serializers.JSONField(allow_null=True, help_text="The state right after the step; null until it succeeded.")
+    changed = serializers.DictField(child=StateChangeOutput())
+
+
+class AttemptSpanOutput(serializers.Serializer):
+    """When one attempt ran (the run page's timeline draws each attempt)."""
+
+    number = serializers.IntegerField()
+    status = serializers.CharField()
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class RunStepOutput(StepOutput):
+    """A step in a run's detail: with the span of each attempt (one query for the run's
+    attempts, prefetched), so the timeline shows retries and their backoff."""
+
+    attempts = AttemptSpanOutput(many=True)
 
 
 def runs_interrupted(runs: list[Run]) -> set[int]:
@@ -376,18 +464,24 @@ class RunDetailOutput(RunOutput):
 
     def to_representation(self, instance: Run) -> dict[str, Any]:
         # The steps are read once: ``interrupted`` follows from their workers' liveness.
-        steps = StepOutput(Step.objects.filter(run=instance).order_by("id"), many=True).data
+        steps = RunStepOutput(_run_steps(instance), many=True).data
         self.context["steps_of"] = {instance.pk: steps}
         stale = any(s["status"] == StepStatus.RUNNING and s["worker_alive"] is False for s in steps)
         self.context["interrupted"] = {instance.pk} if stale else set()
         return super().to_representation(instance)
 
-    @extend_schema_field(StepOutput(many=True))
+    @extend_schema_field(RunStepOutput(many=True))
     def get_steps(self, obj: Run) -> list[dict[str, Any]]:
         known = self.context.get("steps_of", {})
         if obj.pk in known:
             return known[obj.pk]
-        return StepOutput(Step.objects.filter(run=obj).order_by("id"), many=True).data
+        return RunStepOutput(_run_steps(obj), many=True).data
+
+
+def _run_steps(run: Run) -> Any:
+    """The run's steps in creation order with their attempts' spans (two queries)."""
+    spans = Prefetch("attempts", queryset=StepAttempt.objects.order_by("number").only("id", "step_id", "number", "status", "started_at", "finished_at"))
+    return Step.objects.filter(run=run).order_by("id").prefetch_related(spans)
 
 
 class EventOutput(serializers.Serializer):

@@ -20,6 +20,7 @@ urlpatterns = [
     path("runs/<int:run_id>/steps/", apis.RunStepListApi.as_view(), name="run-steps"),
     path("runs/<int:run_id>/events/", apis.RunEventListApi.as_view(), name="run-events"),
     path("steps/<int:step_id>/", apis.StepDetailApi.as_view(), name="step"),
+    path("steps/<int:step_id>/state/", apis.StepStateApi.as_view(), name="step-state"),
     path("costs/", apis.CostListApi.as_view(), name="costs"),
     path("costs/totals/", report_apis.CostTotalsApi.as_view(), name="costs-totals"),
     path("costs/budgets/", report_apis.CostBudgetsApi.as_view(), name="costs-budgets"),

@@ -1,11 +1,12 @@
 """Every selector the live run-page tests use, in one place, so they follow the page when it changes.
 
-The run page on main shows a step table (one row per step; the status cell carries
-``data-node``), a heading with the run's status badge, a "Live" / "Reconnecting…" status
-line and the event log (``table[aria-label='Run events']``, one row per event with
-``data-seq``). When the page becomes a read-only canvas with node states and a timeline,
-retarget the methods here (node state by node id, attempts, event rows) and the tests in
-test_live_run_page.py keep working unchanged.
+The run page shows the run's graph (a read-only canvas, each node's card named "node <id>:
+<state>"), a timeline and a step inspector, and below them a step table (one row per step;
+the status cell carries ``data-node``), a heading with the run's status badge, a "Live" /
+"Reconnecting…" status line and the event log (``table[aria-label='Run events']``, one row
+per event with ``data-seq``). The tests read a step's state from the step table (every step,
+child steps too, is a row there, while the canvas marks only graph nodes);
+:meth:`RunPageView.canvas_node` reads a node's card on the canvas.
 """
 from __future__ import annotations
 
@@ -51,6 +52,10 @@ class RunPageView:
     def node_state(self, node_id: str) -> Locator:
         """Where the state of ``node_id``'s step is shown (its status badge)."""
         return self.page.locator(f"td[data-node='{node_id}']")
+
+    def canvas_node(self, node_id: str, state: str) -> Locator:
+        """``node_id``'s card on the canvas while it shows ``state`` (pending, running, interrupted, ...)."""
+        return self.page.get_by_role("group", name=f"node {node_id}: {state}", exact=True)
 
     def node_row(self, node_id: str) -> Locator:
         """Everything the page shows about ``node_id``'s step."""

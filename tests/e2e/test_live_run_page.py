@@ -197,6 +197,7 @@ def test_a_killed_worker_shows_the_run_interrupted_then_finished_after_a_restart
     # No event commits now (no worker is left): the page learns it from the lease and the heartbeat.
     expect(view.heading()).to_contain_text("interrupted", timeout=LIVE_TIMEOUT_MS)
     expect(view.node_state("x")).to_have_text("interrupted")
+    expect(view.canvas_node("x", "interrupted")).to_be_visible()  # the graph marks the node too
     expect(view.interrupted_notice()).to_be_visible()
     assert Step.objects.get(run=run, node_id="x").status == "running", describe_db(run.pk)  # nothing recovered it yet
     screenshot(page, "run-live-interrupted")

@@ -7,7 +7,7 @@ import {
 import { memo, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type DragEvent, type MouseEvent } from "react";
 import { CLIPBOARD_STORAGE_KEY, copyFragment, parseFragment, pasteFragment, pasteOffset, type Fragment } from "./clipboard";
 import {
-  NOTE_PREFIX, applyPositions, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes, withSelection,
+  NOTE_PREFIX, applyPositions, type NodeRunMark, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes, withSelection,
   type BallastFlowNode, type FlowNode,
 } from "./flow";
 import { layoutPositions } from "./layout";
@@ -19,6 +19,7 @@ import { DRAG_MIME } from "./Palette";
 import { freshId, type EdgeSpec, type NodeSpec, type Position } from "./spec";
 import { edgeKey, useBuilder } from "./store";
 import { CANVAS_INSETS, FIT_VIEW, fitViewport } from "./viewport";
+import { RUN_STATE_COLOURS } from "./runStateColours";
 
 const nodeTypes = { ballast: NodeCard, note: NoteNode };
 // One edge type: a smooth step, or a detour below the nodes for a loop back (FlowEdge.tsx).
@@ -28,6 +29,7 @@ const edgeTypes = { ballast: FlowEdge };
 /** The minimap shows what the canvas marks: a compared version's change, else an error, else grey. */
 const DIFF_COLOURS = { added: "#16a34a", removed: "#dc2626", changed: "#d97706" } as const;
 function minimapColour(n: BallastFlowNode): string {
+  if (n.data.run) return RUN_STATE_COLOURS[n.data.run.state];
   if (n.data.diff) return DIFF_COLOURS[n.data.diff];
   return n.data.errors.length ? "#dc2626" : "#94a3b8";
 }
@@ -131,11 +133,17 @@ export interface CanvasDiff {
  * Memoised: the page re-renders for things the canvas does not draw (a pointer going down,
  * the save status, a toast); the canvas follows only the builder state and its own props.
  */
-export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }: {
+export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, runMarks, onNodeOpen }: {
   onHelp: () => void; onMessage: (text: string) => void; diff?: CanvasDiff;
   /** Called once, when every node has been drawn and measured (at once for an empty graph). */
   onDrawn?: () => void;
+  /** A run's page: each node's state in the run, drawn on its card (read-only builders only). */
+  runMarks?: Readonly<Record<string, NodeRunMark>>;
+  /** Called with a graph node's id when it is clicked (a run's page opens its step inspector). */
+  onNodeOpen?: (nodeId: string) => void;
 }) {
+  // A run's page resizes the canvas as its inspector opens and closes: the graph is fitted again then.
+  const refitOnResize = !!runMarks;
   const b = useBuilder();
   const rf = useReactFlow<FlowNode, Edge>();
   const flowStore = useStoreApi<FlowNode, Edge>();
@@ -153,8 +161,8 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
   // data and compare it: the document's nodes change with the spec, validation or comparison;
   // the selection only flips ``selected`` on the nodes it touches.
   const drawn = useMemo(
-    () => specToFlowNodes(spec, { catalogue, validation, readOnly, diffStatus: diff?.nodes }),
-    [spec, catalogue, validation, readOnly, diff],
+    () => specToFlowNodes(spec, { catalogue, validation, readOnly, diffStatus: diff?.nodes, runMarks }),
+    [spec, catalogue, validation, readOnly, diff, runMarks],
   );
   const derived = useMemo(() => withSelection(drawn, selectedNodes, selectedNotes), [drawn, selectedNodes, selectedNotes]);
   const [nodes, setNodes] = useState<FlowNode[]>(derived);
@@ -176,6 +184,15 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
     const view = fitViewport(rf.getNodesBounds(all), start ? rf.getNodesBounds([start]) : null, width, height, FIT_VIEW, CANVAS_INSETS);
     if (view) void rf.setViewport(view, { duration });
   }, [rf, flowStore]);
+  useEffect(() => {
+    if (!refitOnResize) return;
+    let { width, height } = flowStore.getState();
+    return flowStore.subscribe((s) => {
+      if (s.width === width && s.height === height) return;
+      ({ width, height } = s);
+      if (width > 0 && height > 0) fit(0);
+    });
+  }, [refitOnResize, flowStore, fit]);
   const fitted = useRef(!fitOnOpen);
   // Before the measured nodes are painted, so the graph does not first show at zoom 1.
   useLayoutEffect(() => {
@@ -254,6 +271,12 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
   const onConnect = useCallback((c: Connection) => {
     const edge = connectionToEdge(c);
     bRef.current.change((s) => (hasEdge(s, edge) ? s : { ...s, edges: [...s.edges, edge] }));
+  }, []);
+
+  const onNodeOpenRef = useRef(onNodeOpen);
+  onNodeOpenRef.current = onNodeOpen;
+  const onNodeClick = useCallback((_: MouseEvent, n: FlowNode) => {
+    if (n.type === "ballast") onNodeOpenRef.current?.(n.id);
   }, []);
 
   const isValidConnection: IsValidConnection = useCallback((c) => c.source !== c.target, []);
@@ -414,7 +437,8 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn }:
         onConnect={readOnly ? undefined : onConnect}
         onDelete={readOnly ? undefined : onDelete}
         onNodeDragStop={onNodeDragStop}
-        onNodeMouseEnter={preloadPanelOnHover}
+        onNodeMouseEnter={onNodeOpen ? undefined : preloadPanelOnHover}
+        onNodeClick={onNodeOpen ? onNodeClick : undefined}
         isValidConnection={isValidConnection}
         nodesDraggable={!readOnly}
         nodesConnectable={!readOnly}

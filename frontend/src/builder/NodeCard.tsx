@@ -20,7 +20,7 @@ export function categoryColour(category: string | undefined): string {
 }
 
 function NodeCardImpl({ id, data, selected, isConnectable }: NodeProps<BallastFlowNode>) {
-  const { node, info, handles, errors, diff, estimate } = data;
+  const { node, info, handles, errors, diff, estimate, run } = data;
   // Handles that follow the config (a condition's cases) change after mount: React Flow
   // must measure them again, or edges to a new handle cannot be drawn or shown.
   const updateInternals = useUpdateNodeInternals();
@@ -38,16 +38,18 @@ function NodeCardImpl({ id, data, selected, isConnectable }: NodeProps<BallastFl
   const rows = Math.max(outputs.length, handles.inputs.length, 1);
   return (
     <div
-      className={`bnode${errors.length ? " bnode--error" : ""}${selected ? " bnode--selected" : ""}${info ? "" : " bnode--unknown"}${diff ? ` bnode--diff bnode--diff-${diff}` : ""}`}
+      className={`bnode${errors.length ? " bnode--error" : ""}${selected ? " bnode--selected" : ""}${info ? "" : " bnode--unknown"}${diff ? ` bnode--diff bnode--diff-${diff}` : ""}${run ? ` bnode--run bnode--run-${run.state}` : ""}`}
       style={{ ["--kind" as string]: categoryColour(info?.category), minHeight: 44 + rows * 20 }}
       data-testid={`node-${node.id}`}
       data-kind={node.kind}
       data-diff={diff}
+      data-state={run?.state}
       title={tip || undefined}
     >
       <div className="bnode__head">
         <span className="bnode__kind">{title}</span>
         {diff && <span className={`bnode__diff bnode__diff--${diff}`}>{diff}</span>}
+        {run && <span className={`bnode__state bnode__state--${run.state}`} aria-hidden="true">{run.state}</span>}
         {errors.length > 0 && (
           <span className="bnode__errors" aria-label={`${errors.length} error${errors.length > 1 ? "s" : ""}: ${tip}`} title={tip}>
             {errors.length}
@@ -56,7 +58,8 @@ function NodeCardImpl({ id, data, selected, isConnectable }: NodeProps<BallastFl
       </div>
       <div className="bnode__label">{node.label || node.id}</div>
       {node.label && <div className="bnode__id">{node.id}</div>}
-      {estimate && <div className="bnode__cost" title="Estimated cost of one run of this node (worst case)">{formatCost(estimate)}</div>}
+      {run?.detail && <div className="bnode__run-detail">{run.detail}</div>}
+      {estimate && !run && <div className="bnode__cost" title="Estimated cost of one run of this node (worst case)">{formatCost(estimate)}</div>}
       {errors.length > 0 && <div className="bnode__message">{errors[0]?.message}</div>}
       {handles.hasInput && handles.inputs.length === 0 && (
         <Handle type="target" position={Position.Left} className="bhandle" isConnectable={isConnectable} />

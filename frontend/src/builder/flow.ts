@@ -31,6 +31,16 @@ export interface BallastNodeData extends Record<string, unknown> {
   diff?: "added" | "removed" | "changed";
   /** The pre-run estimate of one execution, when it costs anything (absent for free nodes). */
   estimate?: CostFigure;
+  /** On a run's page: the node's state in that run (absent in the builder). */
+  run?: NodeRunMark;
+}
+
+/** A node's state in a run, drawn on its card (runs/nodeStates.ts works it out from the run's steps). */
+export interface NodeRunMark {
+  /** ``interrupted``: a running step whose worker stopped heartbeating (until recovery takes it back). */
+  state: "pending" | "running" | "succeeded" | "failed" | "waiting" | "skipped" | "parked" | "retrying" | "interrupted" | "cancelled";
+  /** A short line under the label: "attempt 2 of 3", "1.2 s", "3 iterations"; absent for none. */
+  detail?: string;
 }
 
 export interface NoteNodeData extends Record<string, unknown> {
@@ -88,6 +98,8 @@ export interface FlowOptions {
   selectedEdges?: ReadonlySet<string>;
   /** A version comparison drawn on the canvas: node id -> how it changed (versions/diff.ts diffNodeStatus). */
   diffStatus?: Readonly<Record<string, "added" | "removed" | "changed">>;
+  /** A run drawn on the canvas: node id -> its state in that run. */
+  runMarks?: Readonly<Record<string, NodeRunMark>>;
 }
 
 /** The React Flow id of the ``index``-th spec edge (edgeKey, suffixed for exact duplicates). */
@@ -118,6 +130,11 @@ export function costsSomething(figure: CostFigure | undefined): figure is CostFi
   return !!figure && ((figure.tokens ?? 0) > 0 || Number(figure.usd ?? 0) > 0);
 }
 
+/** The accessible name of a node on a run's canvas: "node review: waiting", "node fetch: interrupted". */
+export function runAriaLabel(nodeId: string, mark: NodeRunMark): string {
+  return `node ${nodeId}: ${mark.state}`;
+}
+
 /** React Flow nodes (graph nodes, then notes) for ``spec``. */
 export function specToFlowNodes(spec: GraphSpec, opts: FlowOptions): FlowNode[] {
   const kinds = new Map(opts.catalogue.map((k) => [k.kind, k]));
@@ -130,6 +147,8 @@ export function specToFlowNodes(spec: GraphSpec, opts: FlowOptions): FlowNode[] 
     deletable: !opts.readOnly,
     draggable: !opts.readOnly,
     connectable: !opts.readOnly,
+    // A run's page names each node's state on React Flow's focusable node wrapper ("node review: waiting").
+    ...(opts.runMarks?.[node.id] ? { ariaLabel: runAriaLabel(node.id, opts.runMarks[node.id] as NodeRunMark) } : {}),
     data: {
       node,
       info: kinds.get(node.kind),
@@ -138,6 +157,7 @@ export function specToFlowNodes(spec: GraphSpec, opts: FlowOptions): FlowNode[] 
       readOnly: opts.readOnly,
       ...(opts.diffStatus?.[node.id] ? { diff: opts.diffStatus[node.id] } : {}),
       ...(costsSomething(opts.validation?.estimate?.nodes[node.id]) ? { estimate: opts.validation?.estimate?.nodes[node.id] } : {}),
+      ...(opts.runMarks?.[node.id] ? { run: opts.runMarks[node.id] } : {}),
     },
   }));
   for (const note of spec.notes ?? []) {

@@ -1,9 +1,12 @@
-import { screen, within } from "@testing-library/react";
+import { fireEvent, screen, waitFor, within } from "@testing-library/react";
 import { makeContext, renderWith, stubFetch } from "../shell/testing";
 import type { RunDetail } from "../shell/types";
 import RunPage, { errorText } from "./RunPage";
 
 afterEach(() => vi.unstubAllGlobals());
+// The canvas is a lazy chunk with React Flow: on a loaded machine it takes seconds to mount in jsdom.
+vi.setConfig({ testTimeout: 30_000 });
+const slow = { timeout: 15_000 };
 
 const run: RunDetail = {
   id: 5, graph: 2, graph_name: "divide", version: 3, status: "failed",
@@ -19,9 +22,29 @@ const run: RunDetail = {
   ],
 };
 
+const spec = {
+  name: "divide", nodes: [
+    { id: "start", kind: "start", position: { x: 0, y: 0 } }, { id: "boom", kind: "transform", config: {}, position: { x: 260, y: 0 } },
+    { id: "end", kind: "end", position: { x: 520, y: 0 } },
+  ], edges: [{ source: "start", target: "boom" }, { source: "boom", target: "end" }],
+};
+const kinds = { kinds: ["start", "transform", "end"].map((kind) => ({ kind, title: kind, description: "", category: "flow", config_schema: {}, inputs: kind === "start" ? [] : ["in"], outputs: [], dynamic_outputs: false, repeat_safe: true })) };
+const graphRoutes = { "GET /api/v1/graphs/2/versions/3/": () => ({ body: { number: 3, spec } }), "GET /api/v1/node-kinds/": () => ({ body: kinds }) };
+
+const boomDetail = {
+  ...run.steps[1], run: 5, lease_owner: "", lease_expires_at: null, worker_alive: null, input: { x: 1, zero: 0 }, updates: null, usage: null,
+  created_at: "2026-12-01T10:00:00.600Z", idempotency_key: "run-5-boom-0", child_key: "", depth: 1, available_at: null, due_at: null,
+  dispatched_at: null, state_seq: null, price_version: "", children: [],
+  attempts: [
+    { number: 1, worker: "host:1:a", status: "failed", error: { message: "division by zero" }, usage: null, cost_usd: null, started_at: "2026-12-01T10:00:01Z", finished_at: "2026-12-01T10:00:01.200Z" },
+    { number: 2, worker: "host:2:b", status: "failed", error: { message: "division by zero" }, usage: { input_tokens: 10, output_tokens: 5 }, cost_usd: "0.001200", started_at: "2026-12-01T10:00:01.500Z", finished_at: "2026-12-01T10:00:02Z" },
+  ],
+};
+const startDetail = { ...boomDetail, ...run.steps[0], attempts: [], idempotency_key: "run-5-start-0", state_seq: 2, error: null };
+
 describe("RunPage", () => {
   it("shows status, version, input, error and each step with attempts, duration and cost", async () => {
-    stubFetch({ "GET /api/v1/runs/5/": () => ({ body: run }) });
+    stubFetch({ "GET /api/v1/runs/5/": () => ({ body: run }), ...graphRoutes });
     renderWith(<RunPage runId={5} />, makeContext({}, "run"));
     const heading = await screen.findByRole("heading", { name: /Run #5/ });
     expect(heading.textContent).toContain("failed");
@@ -36,6 +59,81 @@ describe("RunPage", () => {
     expect(rows[2]!.textContent).toContain("1.0 s");
     expect(rows[2]!.textContent).toContain("$0.0012");
     expect(rows[1]!.textContent).toContain("500 ms");
+  });
+
+  it("draws the graph with each node's state, and a node never reached in a finished run as skipped", async () => {
+    stubFetch({ "GET /api/v1/runs/5/": () => ({ body: run }), ...graphRoutes });
+    renderWith(<RunPage runId={5} />, makeContext({}, "run"));
+    // React Flow keeps nodes hidden until measured, which jsdom never does (the browser test checks them visible).
+    // (and role queries over hidden elements are slow in jsdom: read the attributes).
+    const node = (name: string) => document.querySelector(`.react-flow__node[role="group"][aria-label="${name}"]`);
+    await waitFor(() => expect(node("node boom: failed")).toBeTruthy(), slow);
+    expect(node("node boom: failed")!.querySelector(".bnode")?.getAttribute("data-state")).toBe("failed");
+    expect(node("node start: succeeded")).toBeTruthy();
+    expect(node("node end: skipped")).toBeTruthy();
+    const bars = within(screen.getByRole("list", { name: "Timeline of steps" })).getAllByRole("listitem");
+    expect(bars.map((b) => b.getAttribute("data-state"))).toEqual(["succeeded", "failed"]);
+  });
+
+  it("opens the inspector from a timeline bar: attempts with their worker and cost, the idempotency key, the input state, the error", async () => {
+    const calls = stubFetch({
+      "GET /api/v1/runs/5/": () => ({ body: run }), ...graphRoutes, "GET /api/v1/steps/2/": () => ({ body: boomDetail }),
+      "GET /api/v1/steps/2/state/": () => ({ body: { step: 2, seq: null, previous_step: null, input_state: { x: 1, zero: 0 }, state: null, changed: {} } }),
+    });
+    renderWith(<RunPage runId={5} />, makeContext({}, "run"));
+    fireEvent.click(await screen.findByRole("button", { name: /^Inspect boom: failed/ }));
+    const inspector = await screen.findByRole("complementary", { name: "Step inspector" });
+    await within(inspector).findByRole("table", { name: "Attempts" }, slow);
+    const attempts = within(within(inspector).getByRole("table", { name: "Attempts" })).getAllByRole("row");
+    expect(attempts).toHaveLength(3);
+    expect(attempts[2]!.textContent).toContain("host:2:b");
+    expect(attempts[2]!.textContent).toContain("$0.0012");
+    expect(within(inspector).getByLabelText("Idempotency key").textContent).toBe("run-5-boom-0");
+    expect(within(inspector).getByLabelText("Worker").textContent).toBe("host:2:b");
+    expect((await within(inspector).findByLabelText("Step input")).textContent).toContain('"zero": 0');
+    expect(within(inspector).getByText("The step failed: it changed no state.")).toBeTruthy();
+    // The page knows the step is a top-level one: its detail and its state are asked for together.
+    expect(calls.filter((c) => c.path.startsWith("/api/v1/steps/2/")).map((c) => c.path.split("?")[0])).toEqual(["/api/v1/steps/2/", "/api/v1/steps/2/state/"]);
+    // Not allowed to fork (GET actions/ answered nothing): no fork button.
+    expect(within(inspector).queryByRole("button", { name: /Fork from this step/ })).toBeNull();
+  });
+
+  it("shows the state after a committed step and what it changed", async () => {
+    stubFetch({
+      "GET /api/v1/runs/5/": () => ({ body: run }), ...graphRoutes, "GET /api/v1/steps/1/": () => ({ body: startDetail }),
+      "GET /api/v1/steps/1/state/": () => ({ body: { step: 1, seq: 2, previous_step: null, input_state: { zero: 0 }, state: { x: 1, zero: 0 }, changed: { x: { before: null, after: 1, added: true } } } }),
+    });
+    renderWith(<RunPage runId={5} />, makeContext({}, "run"));
+    fireEvent.click(await screen.findByRole("button", { name: "Inspect step start" }));
+    const diff = await screen.findByRole("table", { name: "State difference" }, slow);
+    expect(within(diff).getAllByRole("row")[1]!.getAttribute("data-change")).toBe("added");
+    expect(within(diff).getAllByRole("row")[1]!.textContent).toContain("x");
+    expect(screen.getByLabelText("State after this step").textContent).toContain("zero");
+    expect(screen.getByLabelText("Step input").textContent).not.toContain('"x"');
+  });
+
+  it("opens the fork dialog on the inspected step from its Fork from this step button", async () => {
+    const done = { ...run, status: "succeeded", error: null, steps: [run.steps[0]!, { ...run.steps[1]!, status: "succeeded", error: null, attempt: 1 }] };
+    const allowed = { may_act: true, status: "succeeded", cancel: { allowed: false, reason: "" }, resume: { allowed: false, reason: "" }, retry: { allowed: false, reason: "" }, fork: { allowed: true, reason: "" } };
+    const calls = stubFetch({
+      "GET /api/v1/runs/5/": () => ({ body: done }), ...graphRoutes, "GET /api/v1/runs/5/actions/": () => ({ body: allowed }),
+      "GET /api/v1/steps/1/": () => ({ body: startDetail }),
+      "GET /api/v1/steps/1/state/": () => ({ body: { step: 1, seq: 2, previous_step: null, input_state: { x: 1 }, state: { x: 1 }, changed: {} } }),
+      "POST /api/v1/runs/5/fork/preview/": () => ({ status: 400, body: { error: { code: "invalid", message: "stop here", fields: {} } } }),
+    });
+    renderWith(<RunPage runId={5} />, makeContext({ operate: true }, "run"));
+    fireEvent.click(await screen.findByRole("button", { name: "Inspect step start" }));
+    const inspector = await screen.findByRole("complementary", { name: "Step inspector" });
+    fireEvent.click(await within(inspector).findByRole("button", { name: "Fork from this step…" }, slow));
+    const dialog = await screen.findByRole("dialog", { name: /Fork run #5/ });
+    expect((within(dialog).getByLabelText("Fork after step") as HTMLSelectElement).value).toBe("1");  // not the default (the last committed step, 2)
+    await waitFor(() => expect(calls.some((c) => c.path === "/api/v1/runs/5/fork/preview/" && (c.body as { step: number }).step === 1)).toBe(true));
+    fireEvent.click(within(dialog).getByRole("button", { name: /Close|Cancel/ }));
+    await waitFor(() => expect(screen.queryByRole("dialog", { name: /Fork run #5/ })).toBeNull());
+    // Closed, the header's own Fork… opens on the default step again (the inspector's request is spent).
+    fireEvent.click(screen.getByRole("button", { name: "Fork…" }));
+    const again = await screen.findByRole("dialog", { name: /Fork run #5/ });
+    expect((within(again).getByLabelText("Fork after step") as HTMLSelectElement).value).toBe("2");
   });
 
   it("says a run the CLI started was started from the command line", async () => {

@@ -1,13 +1,22 @@
-// /runs/<id>/: one run: status, the version it ran, input, output or error, steps and the event log, live.
+// /runs/<id>/: one run live: its graph coloured by node state, a timeline, a step inspector, input and output, steps and the event log.
+import { Suspense, lazy, useCallback, useMemo, useRef, useState } from "react";
 import type { RunEvent } from "../lib/liveEvents";
 import { useLeaseWatch } from "../lib/useLeaseWatch";
 import { useConnection, useRunEvents } from "../lib/useLiveEvents";
 import { RunActions } from "../runs/RunActions";
+import { StepInspector } from "../runs/StepInspector";
+import { Timeline } from "../runs/Timeline";
+import { nodeMarks, type RunStep } from "../runs/runView";
 import { formatDateTime, formatDuration, formatUsd, runDisplayStatus, stepDisplayStatus } from "../shell/format";
 import { graphUrl } from "../shell/graphLinks";
 import type { RunDetail } from "../shell/types";
 import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
 import { useApi } from "../shell/useApi";
+import "../runs/runPage.css";
+
+// The canvas (React Flow and the builder's node cards) is its own chunk: the run's facts and
+// events show before it has downloaded.
+const RunGraph = lazy(() => import("../runs/RunGraph"));
 
 /** Pretty JSON in a scrollable block; "—" for null/undefined. */
 export function JsonBlock({ value, label }: { value: unknown; label: string }) {
@@ -70,26 +79,77 @@ export function EventLog({ events, connection }: { events: RunEvent[]; connectio
   );
 }
 
+const LEGEND: [string, string][] = [
+  ["pending", "not started"], ["running", "running"], ["retrying", "waiting to retry"], ["waiting", "at an approval gate"],
+  ["parked", "parked for a decision"], ["interrupted", "worker stopped"], ["succeeded", "succeeded"], ["failed", "failed"], ["skipped", "not taken"],
+];
+
+/** The step a node click opens: the node's latest top-level step (the last loop iteration). */
+function latestStepOf(steps: readonly RunStep[], nodeId: string): RunStep | undefined {
+  let best: RunStep | undefined;
+  for (const s of steps) if (s.parent === null && s.node_id === nodeId && (!best || s.iteration > best.iteration || s.id > best.id)) best = s;
+  return best;
+}
+
+/** What changes when a step moves on (its status, attempt, or its children's), so the inspector reloads then. */
+function stepRevision(steps: readonly RunStep[], id: number): string {
+  const s = steps.find((x) => x.id === id);
+  if (!s) return "";
+  const kids = steps.filter((x) => x.parent === id);
+  return `${s.status}:${s.attempt}:${kids.length}:${kids.filter((k) => k.finished_at).length}`;
+}
+
+/** ``?step=<id>`` in the address: a link opens the run with that step inspected. */
+function stepParam(): number | null {
+  const v = new URLSearchParams(window.location.search).get("step");
+  return v && /^\d+$/.test(v) ? Number(v) : null;
+}
+
 export default function RunPage({ runId }: { runId?: unknown }) {
   const id = Number(runId);
   const { data: run, error, loading, reload } = useApi<RunDetail>(Number.isInteger(id) ? `runs/${id}/` : null);
-  // Every committed event reloads the run (debounced): statuses change without a reload of the page.
+  // Every committed event reloads the run (debounced): node states, the timeline and the
+  // statuses change without a reload of the page.
   const events = useRunEvents(Number.isInteger(id) ? id : null, reload);
   const connection = useConnection();
   // A dead worker commits no event: read the run again when a running step's lease runs out.
   useLeaseWatch(run?.steps, reload);
+  const [inspected, setInspected] = useState<{ step: number | null; node: string | null }>(() => ({ step: stepParam(), node: null }));
+  const steps = (run?.steps ?? []) as RunStep[];
+  const nodeIds = useMemo(() => [...new Set(steps.filter((s) => s.parent === null).map((s) => s.node_id))], [steps]);
+  const [graphNodes, setGraphNodes] = useState<string[] | null>(null);
+  // The inspector's "Fork from this step" opens the header's fork dialog on that step.
+  const [forkStep, setForkStep] = useState<number | null>(null);
+  const [canFork, setCanFork] = useState(false);
+  const closeFork = useCallback(() => setForkStep(null), []);
+  const marks = useMemo(() => nodeMarks(graphNodes ?? nodeIds, steps, run?.status ?? "queued"), [graphNodes, nodeIds, steps, run?.status]);
+  const inspect = useCallback((step: number | null, node: string | null) => {
+    setInspected({ step, node });
+    const url = new URL(window.location.href);
+    if (step === null) url.searchParams.delete("step"); else url.searchParams.set("step", String(step));
+    window.history.replaceState(window.history.state, "", url);
+  }, []);
+  const stepsRef = useRef(steps);
+  stepsRef.current = steps;
+  const openNode = useCallback((nodeId: string) => {
+    const s = latestStepOf(stepsRef.current, nodeId);
+    inspect(s ? s.id : null, nodeId);
+  }, [stepsRef, inspect]);
   // A failed live reload keeps the run on screen (the next event or Refresh tries again).
   if (error && !run) return <main className="page"><ErrorMessage error={error} title={`Run ${id} could not be loaded.`} onRetry={reload} /></main>;
   if (!run || (loading && !run)) return <main className="page"><Loading label="Loading the run…" /></main>;
   const tokens = run.input_tokens + run.output_tokens;
+  const live = ["queued", "running", "waiting"].includes(run.status);
+  const inspectedStep = inspected.step !== null ? steps.find((s) => s.id === inspected.step) : undefined;
+  const selectedNode = inspectedStep ? (inspectedStep.parent === null ? inspectedStep.node_id : steps.find((s) => s.id === inspectedStep.parent)?.node_id ?? null) : inspected.node;
   return (
-    <main className="page">
+    <main className="page page--run">
       <nav className="breadcrumbs" aria-label="Breadcrumbs"><a href="/runs/">Runs</a> <span aria-hidden="true">/</span> Run #{run.id}</nav>
       <PageHeader
         title={<>Run #{run.id} <StatusBadge status={runDisplayStatus(run)} /></>}
         subtitle={<>Graph <a href={graphUrl(run.graph)}>{run.graph_name}</a>, version {run.version}</>}
         actions={<>
-          <RunActions run={run} onChanged={reload} />
+          <RunActions run={run} onChanged={reload} forkStep={forkStep} onForkClosed={closeFork} onAllowed={(a) => setCanFork(!!a?.fork.allowed)} />
           <a className="btn" href={graphUrl(run.graph)}>Open graph</a>
           <button type="button" className="btn" onClick={reload} disabled={loading}>Refresh</button>
         </>}
@@ -114,6 +174,35 @@ export default function RunPage({ runId }: { runId?: unknown }) {
       {run.error ? (
         <div className="alert alert-error" role="alert"><strong>The run failed{failedAt(run.error) ? ` at ${failedAt(run.error)}` : ""}.</strong> {errorText(run.error)}</div>
       ) : null}
+      <div className={`run-main${inspected.step !== null || inspected.node !== null ? " run-main--inspecting" : ""}`}>
+        <section className="card run-graph" aria-labelledby="run-graph">
+          <div className="run-graph__head">
+            <h2 id="run-graph">Graph <span className="muted small">v{run.version}, read-only: click a node to inspect its step</span></h2>
+            <ul className="state-legend" aria-label="Node states">
+              {LEGEND.map(([state, words]) => <li key={state} className={`state-legend__item state-legend__item--${state}`}>{words}</li>)}
+            </ul>
+          </div>
+          <div className="run-graph__canvas">
+            <Suspense fallback={<Loading label="Loading the canvas…" />}>
+              <RunGraphWithNodes graphId={run.graph} version={run.version} marks={marks} selected={selectedNode} onOpen={openNode} onNodes={setGraphNodes} />
+            </Suspense>
+          </div>
+        </section>
+        {inspected.step !== null ? (
+          <StepInspector key={inspected.step} stepId={inspected.step} revision={stepRevision(steps, inspected.step)}
+            topLevel={inspectedStep ? inspectedStep.parent === null : undefined} onClose={() => inspect(null, null)} onFork={canFork ? setForkStep : undefined} />
+        ) : inspected.node !== null ? (
+          <aside className="inspector card" aria-label="Step inspector">
+            <header className="inspector__head"><h3><code>{inspected.node}</code></h3><StatusBadge status={marks[inspected.node]?.state ?? "pending"} />
+              <button type="button" className="btn btn-small inspector__close" onClick={() => inspect(null, null)} aria-label="Close the step inspector">×</button></header>
+            <p className="muted">{marks[inspected.node]?.state === "skipped" ? "The run ended without reaching this node (a branch it did not take)." : "This node has not run yet in this run."}</p>
+          </aside>
+        ) : null}
+      </div>
+      <section className="card" aria-labelledby="run-timeline">
+        <h2 id="run-timeline">Timeline <span className="muted small">steps that overlap in time run in parallel lanes; click a bar to inspect it</span></h2>
+        <Timeline steps={steps} live={live} selected={inspected.step} onOpen={(s) => inspect(s.id, s.node_id)} />
+      </section>
       <div className="grid-2">
         <section className="card" aria-labelledby="run-input"><h2 id="run-input">Input</h2><JsonBlock value={run.input} label="Run input" /></section>
         <section className="card" aria-labelledby="run-output">
@@ -136,15 +225,19 @@ export default function RunPage({ runId }: { runId?: unknown }) {
               </thead>
               <tbody>
                 {run.steps.map((s) => (
-                  <tr key={s.id}>
-                    <td className={s.parent ? "indent" : undefined}><code>{s.node_id}</code>{s.iteration > 0 ? <span className="muted small"> #{s.iteration + 1}</span> : null}</td>
+                  <tr key={s.id} className={inspected.step === s.id ? "row-selected" : undefined}>
+                    <td className={s.parent ? "indent" : undefined}>
+                      <button type="button" className="linkish" onClick={() => inspect(s.id, s.node_id)} aria-label={`Inspect step ${s.node_id}`}><code>{s.node_id}</code></button>
+                      {s.iteration > 0 ? <span className="muted small"> #{s.iteration + 1}</span> : null}
+                    </td>
                     <td>{s.kind}</td>
                     <td data-node={s.node_id}><StatusBadge status={stepDisplayStatus(s)} /></td>
                     <td>{s.attempt} / {s.max_attempts}</td>
                     <td>{formatDateTime(s.started_at)}</td>
                     <td>{formatDuration(s.started_at, s.finished_at)}</td>
                     <td className="num">{formatUsd(s.cost_usd)}</td>
-                    <td className="error-cell">{errorText(s.error)}</td>
+                    <td className="error-cell">{s.error && s.status === "succeeded"
+                      ? <span className="muted" title={errorText(s.error)}>earlier attempt failed</span> : errorText(s.error)}</td>
                   </tr>
                 ))}
               </tbody>
@@ -155,4 +248,13 @@ export default function RunPage({ runId }: { runId?: unknown }) {
       <EventLog events={events} connection={connection} />
     </main>
   );
+}
+
+/** RunGraph, also reporting the graph's node ids (so nodes without a step get a state too). */
+function RunGraphWithNodes(props: {
+  graphId: number; version: number; marks: ReturnType<typeof nodeMarks>; selected: string | null;
+  onOpen: (nodeId: string) => void; onNodes: (ids: string[]) => void;
+}) {
+  const { onNodes, ...rest } = props;
+  return <RunGraph {...rest} onSpec={(spec) => onNodes(spec.nodes.map((n) => n.id))} />;
 }

@@ -1,7 +1,7 @@
 // The run page's header actions: cancel, resume, retry from the failed step, fork from a step with edited
 // state, and compare with another run. A button shows only when GET /runs/<id>/actions/ says the user may
 // take that action now (the same roles and statuses the API enforces; it refuses anyway).
-import { useEffect, useState } from "react";
+import { useCallback, useEffect, useRef, useState } from "react";
 import { api } from "../lib/api";
 import type { RunDetail } from "../shell/types";
 import type { RunActionsAllowed } from "./actions";
@@ -17,6 +17,14 @@ export interface RunActionsProps {
   onChanged?(): void;
   /** Where links go (default: the browser navigates). */
   navigate?(url: string): void;
+  /**
+   * A step to fork from, asked for outside the header (the step inspector's "Fork from this
+   * step"): while set, the fork dialog is open on it; ``onForkClosed`` is called when it closes.
+   */
+  forkStep?: number | null;
+  onForkClosed?(): void;
+  /** Told what the user may do now (each time GET runs/<id>/actions/ answers; null when it failed). */
+  onAllowed?(allowed: RunActionsAllowed | null): void;
 }
 
 /** Which buttons show, in order: the allowed actions (cancel only while the run can still end otherwise). */
@@ -29,10 +37,18 @@ export function visibleActions(allowed: RunActionsAllowed | null): ("cancel" | "
   });
 }
 
-export function RunActions({ run, onChanged, navigate }: RunActionsProps) {
+export function RunActions({ run, onChanged, navigate, forkStep, onForkClosed, onAllowed }: RunActionsProps) {
   const go = navigate ?? ((url: string) => window.location.assign(url));
-  const [allowed, setAllowed] = useState<RunActionsAllowed | null>(null);
-  const [open, setOpen] = useState<Open>(null);
+  const [allowed, setAllowedState] = useState<RunActionsAllowed | null>(null);
+  const [chosen, setOpen] = useState<Open>(null);
+  // A fork asked for from outside wins over the header's own dialogs while it is open.
+  const open: Open = forkStep !== null && forkStep !== undefined ? { kind: "fork", step: forkStep } : chosen;
+  const onAllowedRef = useRef(onAllowed);
+  onAllowedRef.current = onAllowed;
+  const setAllowed = useCallback((a: RunActionsAllowed | null) => {
+    setAllowedState(a);
+    onAllowedRef.current?.(a);
+  }, []);
   const stepsDone = run.steps.filter((s) => s.status === "succeeded").length;
 
   // Asked again when the run's status changes (or a step commits: fork needs one).
@@ -42,11 +58,15 @@ export function RunActions({ run, onChanged, navigate }: RunActionsProps) {
       .then(setAllowed)
       .catch(() => { if (!controller.signal.aborted) setAllowed(null); });
     return () => controller.abort();
-  }, [run.id, run.status, stepsDone > 0]);
+  }, [run.id, run.status, stepsDone > 0, setAllowed]);
 
   const done = () => {
     setOpen(null);
     onChanged?.();
+  };
+  const closeFork = () => {
+    setOpen(null);
+    if (forkStep !== null && forkStep !== undefined) onForkClosed?.();
   };
   const shown = visibleActions(allowed);
   return (
@@ -58,7 +78,7 @@ export function RunActions({ run, onChanged, navigate }: RunActionsProps) {
       {shown.includes("cancel") ? <button type="button" className="btn btn-danger-ghost" onClick={() => setOpen({ kind: "cancel" })}>Cancel run</button> : null}
       {open?.kind === "cancel" ? <CancelDialog run={run} onClose={() => setOpen(null)} onDone={done} /> : null}
       {open?.kind === "resume" || open?.kind === "retry" ? <PreviewActionDialog run={run} action={open.kind} onClose={() => setOpen(null)} onDone={done} /> : null}
-      {open?.kind === "fork" ? <ForkDialog run={run} stepId={open.step} onClose={() => setOpen(null)} navigate={go} /> : null}
+      {open?.kind === "fork" ? <ForkDialog key={open.step ?? "last"} run={run} stepId={open.step} onClose={closeFork} navigate={go} /> : null}
       {open?.kind === "compare" ? <CompareDialog run={run} onClose={() => setOpen(null)} navigate={go} /> : null}
     </>
   );

@@ -1,0 +1,130 @@
+import { RUN_STATE_COLOURS } from "../builder/runStateColours";
+import { nodeMarks, stateChangeRows, stateColour, stateKeysOrdered, stepState, timelineLayout, type RunStep } from "./runView";
+
+const T0 = Date.parse("2026-12-02T10:00:00Z");
+const at = (ms: number) => new Date(T0 + ms).toISOString();
+
+function step(id: number, node_id: string, status: string, from: number | null, to: number | null, extra: Partial<RunStep> = {}): RunStep {
+  return { id, parent: null, node_id, kind: "transform", iteration: 0, status, attempt: from === null ? 0 : 1, max_attempts: 1,
+    error: null, cost_usd: null, started_at: from === null ? null : at(from), finished_at: to === null ? null : at(to), ...extra };
+}
+
+describe("stepState", () => {
+  it("maps every step status to one of the node states", () => {
+    expect(stepState({ status: "pending", attempt: 0, error: null })).toBe("pending");
+    expect(stepState({ status: "pending", attempt: 1, error: { message: "503" } })).toBe("retrying");
+    expect(stepState({ status: "running", attempt: 1, error: null })).toBe("running");
+    expect(stepState({ status: "running", attempt: 1, error: null, worker_alive: true })).toBe("running");
+    // The server worked out that the step's worker stopped heartbeating.
+    expect(stepState({ status: "running", attempt: 1, error: null, worker_alive: false })).toBe("interrupted");
+    expect(stepState({ status: "suspended", attempt: 1, error: null })).toBe("running");
+    for (const s of ["waiting", "parked", "succeeded", "failed", "cancelled"]) expect(stepState({ status: s, attempt: 1, error: null })).toBe(s);
+    expect(stepState({ status: "something new", attempt: 0, error: null })).toBe("pending");
+  });
+
+  it("gives each state its own colour", () => {
+    const states = ["pending", "running", "succeeded", "failed", "waiting", "skipped", "parked", "retrying", "interrupted"] as const;
+    const colours = states.map((s) => stateColour(s));
+    expect(new Set(colours).size).toBe(states.length);
+    expect(stateColour("failed")).toBe(RUN_STATE_COLOURS.failed);
+  });
+});
+
+describe("nodeMarks", () => {
+  const steps = [
+    step(1, "start", "succeeded", 0, 5),
+    step(2, "fetch", "pending", 10, 20, { attempt: 1, max_attempts: 3, error: { message: "timeout" } }),
+    step(3, "review", "waiting", 10, null),
+    step(4, "agent", "suspended", 10, null),
+    step(5, "agent#0/turn-0", "running", 11, null, { parent: 4 }),
+    step(6, "loop", "succeeded", 0, 1), step(7, "loop", "running", 2, null, { iteration: 1, attempt: 2, max_attempts: 3, worker_alive: false }),
+  ];
+
+  it("marks each node by its latest step, and nodes without a step pending while the run is live", () => {
+    const marks = nodeMarks(["start", "fetch", "review", "agent", "loop", "end"], steps, "running");
+    expect(marks.start).toEqual({ state: "succeeded", detail: "5 ms" });
+    expect(marks.fetch).toEqual({ state: "retrying", detail: "attempt 1 of 3 · 10 ms" });
+    expect(marks.review?.state).toBe("waiting");
+    expect(marks.agent?.state).toBe("running");
+    expect(marks.loop).toEqual({ state: "interrupted", detail: "2 iterations · attempt 2 of 3" });
+    expect(marks.end).toEqual({ state: "pending" });
+    expect(Object.keys(marks)).not.toContain("agent#0/turn-0");
+  });
+
+  it("marks nodes the run never reached as skipped once it has ended", () => {
+    expect(nodeMarks(["end", "discard"], [step(1, "end", "succeeded", 0, 1)], "succeeded").discard).toEqual({ state: "skipped" });
+    expect(nodeMarks(["discard"], [], "failed").discard?.state).toBe("skipped");
+    expect(nodeMarks(["discard"], [], "cancelled").discard?.state).toBe("skipped");
+  });
+});
+
+describe("timelineLayout", () => {
+  it("puts a sequential run in one lane", () => {
+    const l = timelineLayout([step(1, "a", "succeeded", 0, 10), step(2, "b", "succeeded", 10, 30), step(3, "c", "succeeded", 31, 40)], T0 + 100);
+    expect(l.lanes).toBe(1);
+    expect(l.bars.map((b) => [b.step.node_id, b.lane, b.from, b.to])).toEqual([["a", 0, 0, 10], ["b", 0, 10, 30], ["c", 0, 31, 40]]);
+    expect(l.span).toBe(40);
+    expect(l.bars[0]!.room).toBe(10); // up to b's start
+    expect(l.bars[2]!.room).toBe(9); // up to the chart's end
+  });
+
+  it("puts parallel branches side by side in lanes and reuses a lane once it is free", () => {
+    const fanOut = [
+      step(1, "start", "succeeded", 0, 5),
+      step(2, "a", "succeeded", 6, 50), step(3, "b", "succeeded", 6, 20), step(4, "c", "failed", 7, 30),
+      step(5, "b2", "succeeded", 21, 40),
+      step(6, "join", "succeeded", 50, 55),
+    ];
+    const l = timelineLayout(fanOut, T0 + 100);
+    const lane = Object.fromEntries(l.bars.map((b) => [b.step.node_id, b.lane]));
+    expect(l.lanes).toBe(3);
+    expect(new Set([lane.a, lane.b, lane.c]).size).toBe(3);
+    expect(lane.b2).toBe(lane.b); // b's lane is free again at 21
+    expect(lane.join).toBe(0);
+    expect(l.bars.find((b) => b.step.node_id === "c")!.state).toBe("failed");
+  });
+
+  it("stretches a running step to now, leaves out steps that never started, and draws attempts as segments", () => {
+    const retried = step(2, "fetch", "succeeded", 10, 90, {
+      attempt: 2, max_attempts: 3,
+      attempts: [{ number: 1, status: "failed", started_at: at(10), finished_at: at(20) }, { number: 2, status: "succeeded", started_at: at(60), finished_at: at(90) }],
+    });
+    const l = timelineLayout([step(1, "a", "running", 0, null), retried, step(3, "later", "pending", null, null)], T0 + 120);
+    expect(l.bars.map((b) => b.step.node_id)).toEqual(["a", "fetch"]);
+    expect(l.bars[0]!.to).toBe(120);
+    expect(l.bars[1]!.lane).toBe(1);
+    expect(l.bars[1]!.segments).toEqual([{ number: 1, status: "failed", from: 10, to: 20 }, { number: 2, status: "succeeded", from: 60, to: 90 }]);
+  });
+
+  it("shows a step whose worker stopped heartbeating as interrupted, still holding its lane up to now", () => {
+    const l = timelineLayout([step(1, "a", "running", 0, null, { worker_alive: false }), step(2, "b", "running", 5, null, { worker_alive: true })], T0 + 50);
+    expect(l.bars.map((b) => [b.step.node_id, b.state, b.lane, b.to])).toEqual([["a", "interrupted", 0, 50], ["b", "running", 1, 50]]);
+  });
+
+  it("stretches a step waiting at a gate or parked for a decision to now", () => {
+    const l = timelineLayout([step(1, "start", "succeeded", 0, 10), step(2, "review", "waiting", 10, null), step(3, "pay", "parked", 12, null)], T0 + 500);
+    expect(l.bars.map((b) => [b.step.node_id, b.to])).toEqual([["start", 10], ["review", 500], ["pay", 500]]);
+  });
+
+  it("is empty before any step started", () => {
+    expect(timelineLayout([step(1, "start", "pending", null, null)], T0)).toMatchObject({ bars: [], lanes: 0 });
+  });
+});
+
+describe("state difference", () => {
+  const changed = { reply: { before: null, after: "Hello Ada", added: true }, count: { before: 1, after: 2, added: false } };
+
+  it("lists what a step changed by key, telling new keys from changed ones", () => {
+    expect(stateChangeRows(changed)).toEqual([
+      { key: "count", change: "changed", before: 1, after: 2 },
+      { key: "reply", change: "added", before: null, after: "Hello Ada" },
+    ]);
+    expect(stateChangeRows({})).toEqual([]);
+  });
+
+  it("orders the state's keys with the changed ones first", () => {
+    expect(stateKeysOrdered({ name: "Ada", reply: "Hello Ada", count: 2, a: 0 }, changed)).toEqual([
+      { key: "count", changed: true }, { key: "reply", changed: true }, { key: "a", changed: false }, { key: "name", changed: false },
+    ]);
+  });
+});

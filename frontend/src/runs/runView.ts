@@ -1,0 +1,192 @@
+// The run page's pure logic: each node's state from the run's steps, the timeline's lanes, a step's state difference.
+import type { NodeRunMark } from "../builder/flow";
+import { RUN_STATE_COLOURS } from "../builder/runStateColours";
+import { formatDuration } from "../shell/format";
+
+export type NodeState = NodeRunMark["state"];
+
+/** The run-page fields of a step (runs/serializers.py RunStepOutput). */
+export interface RunStep {
+  id: number;
+  parent: number | null;
+  node_id: string;
+  kind: string;
+  iteration: number;
+  status: string;
+  attempt: number;
+  max_attempts: number;
+  worker_alive?: boolean | null;
+  error: unknown;
+  cost_usd: string | null;
+  created_at?: string;
+  started_at: string | null;
+  finished_at: string | null;
+  /** Each attempt's own span (absent from older answers). */
+  attempts?: { number: number; status: string; started_at: string; finished_at: string | null }[];
+}
+
+const FINAL_RUN = new Set(["succeeded", "failed", "cancelled"]);
+/** Step statuses whose bar reaches now: the step holds the run there (running, at a gate, parked for a decision). */
+const OPEN_UNTIL_NOW = new Set(["running", "suspended", "waiting", "parked"]);
+
+/**
+ * A step's state as the canvas and the timeline show it: a pending step that already
+ * failed an attempt is ``retrying`` (waiting for its backoff), a running step whose worker
+ * stopped heartbeating is ``interrupted``, a step waiting for its children (an agent
+ * between turns) is ``running``; the rest map one to one.
+ */
+export function stepState(step: Pick<RunStep, "status" | "attempt" | "error"> & { worker_alive?: boolean | null }): NodeState {
+  switch (step.status) {
+    case "pending":
+      return step.attempt > 0 && step.error ? "retrying" : "pending";
+    case "running":
+      // Worked out by the server from the lease and the worker's heartbeat (useLeaseWatch
+      // reads the run again when a lease runs out, so this shows without an event).
+      return step.worker_alive === false ? "interrupted" : "running";
+    case "suspended":
+      return "running";
+    case "waiting":
+    case "parked":
+    case "succeeded":
+    case "failed":
+    case "cancelled":
+      return step.status;
+    default:
+      return "pending";
+  }
+}
+
+/** The colour of a state (one table for cards, minimap and timeline). */
+export function stateColour(state: NodeState): string {
+  return RUN_STATE_COLOURS[state];
+}
+
+/**
+ * Each graph node's mark in a run: the state of its latest top-level step (the last loop
+ * iteration), with a detail line (attempt n of m, iterations, duration). A node with no
+ * step is ``pending`` while the run is live and ``skipped`` once it has ended (a branch
+ * the run never took). Child steps (an agent's turns and calls) mark no node.
+ */
+export function nodeMarks(nodeIds: readonly string[], steps: readonly RunStep[], runStatus: string): Record<string, NodeRunMark> {
+  const latest = new Map<string, RunStep>();
+  const count = new Map<string, number>();
+  for (const s of steps) {
+    if (s.parent !== null) continue;
+    count.set(s.node_id, (count.get(s.node_id) ?? 0) + 1);
+    const prev = latest.get(s.node_id);
+    if (!prev || s.iteration > prev.iteration || (s.iteration === prev.iteration && s.id > prev.id)) latest.set(s.node_id, s);
+  }
+  const out: Record<string, NodeRunMark> = {};
+  for (const id of nodeIds) {
+    const s = latest.get(id);
+    if (!s) {
+      out[id] = { state: FINAL_RUN.has(runStatus) ? "skipped" : "pending" };
+      continue;
+    }
+    const state = stepState(s);
+    const parts: string[] = [];
+    const n = count.get(id) ?? 1;
+    if (n > 1) parts.push(`${n} iterations`);
+    if (s.attempt > 1 || state === "retrying") parts.push(`attempt ${s.attempt} of ${s.max_attempts}`);
+    if (s.started_at && s.finished_at) parts.push(formatDuration(s.started_at, s.finished_at));
+    const mark: NodeRunMark = { state };
+    if (parts.length) mark.detail = parts.join(" · ");
+    out[id] = mark;
+  }
+  return out;
+}
+
+/** One bar of the timeline: a step, its attempts as segments, in a lane. Times are ms since ``start`` of the chart. */
+export interface TimelineBar {
+  step: RunStep;
+  state: NodeState;
+  lane: number;
+  /** Child steps (an agent's turns and calls) sit in their own lanes below, indented. */
+  child: boolean;
+  from: number;
+  to: number;
+  /** Each attempt's span; a retry's backoff shows as the gap between two. */
+  segments: { number: number; status: string; from: number; to: number }[];
+  /** Room for the bar's label (ms from ``from``): up to the next bar in its lane, or the chart's end. */
+  room: number;
+}
+
+export interface TimelineLayout {
+  bars: TimelineBar[];
+  lanes: number;
+  /** Epoch ms of the chart's left edge and its width in ms (at least 1). */
+  start: number;
+  span: number;
+}
+
+/**
+ * Lay the run's started steps out on a time axis: steps that overlap in time (parallel
+ * branches, an agent's parallel tool calls) go in separate lanes, side by side in time;
+ * a step goes in the first lane free at its start (greedy interval partitioning, in start
+ * order), so a sequential run is one lane. A running, waiting or parked step reaches ``now``. Steps that
+ * never started have no bar.
+ */
+export function timelineLayout(steps: readonly RunStep[], now: number): TimelineLayout {
+  const t = (iso: string | null | undefined, fallback: number) => (iso ? new Date(iso).getTime() : fallback);
+  const started = steps
+    .filter((s) => s.started_at)
+    .map((s) => {
+      const from = t(s.started_at, now);
+      const to = Math.max(from, s.finished_at ? t(s.finished_at, now) : OPEN_UNTIL_NOW.has(s.status) ? now : lastAttemptEnd(s, from));
+      return { s, from, to };
+    })
+    .sort((a, b) => a.from - b.from || a.s.id - b.s.id);
+  if (started.length === 0) return { bars: [], lanes: 0, start: now, span: 1 };
+  const start = started[0]!.from;
+  const end = Math.max(...started.map((x) => x.to));
+  const laneEnds: number[] = [];
+  const bars: TimelineBar[] = [];
+  for (const { s, from, to } of started) {
+    // Touching is not overlapping: the next step of a chain starts when the last ended.
+    let lane = laneEnds.findIndex((e) => e <= from);
+    if (lane === -1) { lane = laneEnds.length; laneEnds.push(to); } else laneEnds[lane] = to;
+    const segments = (s.attempts ?? []).map((a) => {
+      const af = t(a.started_at, from) - start;
+      return { number: a.number, status: a.status, from: af, to: Math.max(af, (a.finished_at ? t(a.finished_at, now) : now) - start) };
+    });
+    bars.push({ step: s, state: stepState(s), lane, child: s.parent !== null, from: from - start, to: to - start, segments, room: 0 });
+  }
+  const span = Math.max(1, end - start);
+  const nextInLane = new Map<number, number>();
+  for (let i = bars.length - 1; i >= 0; i--) {
+    const b = bars[i]!;
+    b.room = (nextInLane.get(b.lane) ?? span) - b.from;
+    nextInLane.set(b.lane, b.from);
+  }
+  return { bars, lanes: laneEnds.length, start, span };
+}
+
+function lastAttemptEnd(s: RunStep, from: number): number {
+  const ends = (s.attempts ?? []).map((a) => (a.finished_at ? new Date(a.finished_at).getTime() : from));
+  return ends.length ? Math.max(...ends) : from;
+}
+
+/** One key of a step's state difference: what it was before the step and after it. */
+export interface StateChangeRow {
+  key: string;
+  change: "added" | "changed";
+  before: unknown;
+  after: unknown;
+}
+
+/** The state API's ``changed`` as rows sorted by key (``added``: the key did not exist before the step). */
+export function stateChangeRows(changed: Readonly<Record<string, { before: unknown; after: unknown; added: boolean }>>): StateChangeRow[] {
+  return Object.keys(changed).sort().map((key) => {
+    const c = changed[key]!;
+    return { key, change: c.added ? "added" : "changed", before: c.before, after: c.after };
+  });
+}
+
+/**
+ * The keys of ``after`` (a state) grouped for display: those the step changed first, then
+ * the rest (unchanged), each sorted.
+ */
+export function stateKeysOrdered(state: Readonly<Record<string, unknown>>, changed: Readonly<Record<string, unknown>>): { key: string; changed: boolean }[] {
+  const keys = Object.keys(state).sort();
+  return [...keys.filter((k) => k in changed).map((key) => ({ key, changed: true })), ...keys.filter((k) => !(k in changed)).map((key) => ({ key, changed: false }))];
+}
