@@ -61,8 +61,12 @@ def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = T
     except InvalidValue as exc:
         log.warning("step %s (%s): result is not JSON: %s", claimed.step_id, claimed.node_id, exc)
         return step_fail(claimed, limits.invalid_output_error(exc))
-    if claimed.snapshot is not None and keep_next and result.wait is None and not result.spawn:
-        fast = fastpath.fast_commit(claimed, result, written_sizes)
+    if keep_next and result.wait is None and not result.spawn:
+        # The sequential path from the worker's snapshot; else (a fan-out, a branch, a
+        # stale snapshot) the parallel fast path from rows read under the run lock.
+        fast = fastpath.fast_commit(claimed, result, written_sizes) if claimed.snapshot is not None else None
+        if fast is None:
+            fast = fastpath.parallel_commit(claimed, result, written_sizes)
         if fast is not None:
             return fast
     try:
