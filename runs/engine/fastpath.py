@@ -269,9 +269,11 @@ def parallel_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dic
     if kept_step is not None:
         # The state the next step starts from: as committed now (one read, after the commit).
         if fresh_snapshot:
+            # The whole row for the snapshot the sequential path trusts (and run_finished
+            # receivers see), with the state this commit left.
+            state = run.state
             run = Run.objects.get(pk=run.pk)
-        else:
-            run.__dict__.pop("_held_state", None)  # only the written keys were read: read it whole
+            run.state = state
         kept_step.run = run
         next_claim = claim_details(kept_step, run, claimed.worker)
         if fresh_snapshot and run.version == committed.version_after and run.status == RunStatus.RUNNING:
@@ -311,8 +313,8 @@ def _parallel(
         step_count=step_count, max_steps=max_steps, max_parallelism=max_parallelism, state_sizes=sizes,
         input_tokens=in_tok, output_tokens=out_tok, cost_usd=Decimal(str(cost)), input=claimed.run_input,
     )
-    # Only the written keys' latest values: the transition merges just those, the size map
-    # covers the rest (limits.sizes_after), and the state is not read whole here.
+    # The state as committed (the successor this commit leases starts from it, as its
+    # claim would read it), the contributions of the keys the step writes.
     contrib = {k: v[1] for k, v in latest.items() if v[1] is not None}
     run.scheduler = {**book, state_store.CONTRIB: contrib} if contrib else book
     run.__dict__["_contrib_checked"] = set(keys)
@@ -398,6 +400,8 @@ def _parallel(
     if done is None:
         raise _Fallback
     last_seq, event_list, new_ids, picked = done
+    run.state = transition.state
+    run.scheduler = transition.bookkeeping
     if kept_step is not None:
         kept_step.pk = new_ids[kept_step.idempotency_key]
     elif picked is not None:

@@ -118,16 +118,17 @@ FROM runs_run WHERE id = %(run)s AND budget_usd IS NULL AND budget_tokens IS NUL
 """
 # Statement 2: the step, only under our lease (locked: the fence); the run's other active
 # steps (what the join rule, the parallelism bound and the run status read); the latest
-# version of each key the step writes (its value and reducer contributions).
+# version of each state key (the state the successor this commit leases starts from,
+# what its claim would read), with the reducer contributions of the keys the step writes.
 READ_SQL = """
 SELECT
     (SELECT id FROM runs_step WHERE id = %(step)s AND status = %(st_running)s AND attempt = %(attempt)s
         AND lease_owner = %(owner)s FOR NO KEY UPDATE),
     (SELECT json_agg(json_build_array(id, node_id, status, dispatched_at, available_at, parent_id) ORDER BY id)
         FROM runs_step WHERE run_id = %(run)s AND status = ANY(%(active_statuses)s) AND id <> %(step)s),
-    (SELECT json_object_agg(k.key, json_build_array(k.value, k.contrib))
+    (SELECT json_object_agg(k.key, json_build_array(k.value, CASE WHEN k.key = ANY(%(keys)s) THEN k.contrib END))
         FROM (SELECT DISTINCT ON (key) key, value, contrib FROM runs_runstatekey
-              WHERE run_id = %(run)s AND key = ANY(%(keys)s) ORDER BY key, seq DESC) AS k)
+              WHERE run_id = %(run)s ORDER BY key, seq DESC) AS k)
 """
 # Statement 3: the fence again (a no-op re-lock: this transaction holds both rows), the
 # new steps (one JSON array; the kept one leased to us, the others released as due or
@@ -172,13 +173,17 @@ PARALLEL_SQL = fenced_sql(
     WHERE id = ANY(%(dispatch_old)s) AND run_id = %(run)s AND EXISTS (SELECT 1 FROM step_upd)
 ), events AS (
     INSERT INTO runs_runevent (run_id, seq, step_id, kind, data, created_at)
-    SELECT %(run)s, (SELECT last FROM seq_upd) - (SELECT count(*) FROM picked) - %(n_events)s + e.ord,
-        COALESCE(ns.id, %(step)s), e.kind, e.data, %(now)s
-    FROM jsonb_to_recordset(%(events)s::jsonb) AS e(ord integer, ref text, kind text, data jsonb)
-    LEFT JOIN new_steps AS ns ON ns.idempotency_key = e.ref
-    WHERE EXISTS (SELECT 1 FROM step_upd)
-    UNION ALL SELECT %(run)s, (SELECT last FROM seq_upd), id, %(ev_started)s,
-        json_build_object('node_id', node_id, 'iteration', iteration, 'attempt', 1)::jsonb, %(now)s FROM picked
+    -- ids in seq order, as every other writer numbers them (runs.engine.events).
+    SELECT * FROM (
+        (SELECT %(run)s, (SELECT last FROM seq_upd) - (SELECT count(*) FROM picked) - %(n_events)s + e.ord,
+            COALESCE(ns.id, %(step)s), e.kind, e.data, %(now)s
+        FROM jsonb_to_recordset(%(events)s::jsonb) AS e(ord integer, ref text, kind text, data jsonb)
+        LEFT JOIN new_steps AS ns ON ns.idempotency_key = e.ref
+        WHERE EXISTS (SELECT 1 FROM step_upd))
+        UNION ALL SELECT %(run)s, (SELECT last FROM seq_upd), id, %(ev_started)s,
+            json_build_object('node_id', node_id, 'iteration', iteration, 'attempt', 1)::jsonb, %(now)s FROM picked
+    ) AS numbered (run_id, seq, step_id, kind, data, created_at)
+    ORDER BY seq
     RETURNING id, seq, step_id
 )
 SELECT (SELECT id FROM step_upd), (SELECT last FROM seq_upd),
@@ -241,8 +246,8 @@ def lock(params: dict[str, Any]) -> tuple[Any, ...] | None:
 def read(params: dict[str, Any]) -> tuple[int | None, list[list[Any]], dict[str, list[Any]]]:
     """parallel_commit's second statement (READ_SQL), with the run row locked: (the step's
     id, or None when the lease is no longer ours; the other active steps as [id, node_id,
-    status, dispatched_at, available_at, parent_id]; {key: [value, contributions]} of the
-    written keys' latest versions)."""
+    status, dispatched_at, available_at, parent_id]; {key: [value, contributions or None]}:
+    the state's latest versions, contributions only for the written keys)."""
     row = _execute(READ_SQL, params, allow_null=True)
     assert row is not None
     return row[0], row[1] or [], row[2] or {}

@@ -91,9 +91,8 @@ SELECT id, node_id, status, dispatched_at, available_at, parent_id FROM runs_ste
 WHERE run_id = %(run)s AND status IN (%(a0)s, %(a1)s, %(a2)s, %(a3)s, %(a4)s) AND id <> %(step)s ORDER BY id
 """
 KEYS_SQL = """
-SELECT k.key, k.value, k.contrib FROM runs_runstatekey AS k
-WHERE k.run_id = %(run)s AND k.key IN (SELECT value FROM json_each(%(keys)s))
-  AND k.seq = (SELECT MAX(seq) FROM runs_runstatekey WHERE run_id = k.run_id AND key = k.key)
+SELECT k.key, k.value, CASE WHEN k.key IN (SELECT value FROM json_each(%(keys)s)) THEN k.contrib END FROM runs_runstatekey AS k
+WHERE k.run_id = %(run)s AND k.seq = (SELECT MAX(seq) FROM runs_runstatekey WHERE run_id = k.run_id AND key = k.key)
 """
 PARALLEL_RUN_SQL = _RUN_FENCE.format(run_set="step_count = step_count + %(n_new)s, status = %(run_status)s")
 NEW_STEPS_SQL = """
@@ -212,10 +211,8 @@ def read(params: dict[str, Any]) -> tuple[int | None, list[list[Any]], dict[str,
             return None, [], {}
         cursor.execute(ACTIVE_SQL, args)
         active = [list(r) for r in cursor.fetchall()]
-        keys: dict[str, list[Any]] = {}
-        if params["keys"]:
-            cursor.execute(KEYS_SQL, args)
-            keys = {k: [json.loads(v) if v is not None else None, json.loads(c) if c is not None else None] for k, v, c in cursor.fetchall()}
+        cursor.execute(KEYS_SQL, args)
+        keys = {k: [json.loads(v) if v is not None else None, json.loads(c) if c is not None else None] for k, v, c in cursor.fetchall()}
     return int(fence[0]), active, keys
 
 
@@ -224,7 +221,9 @@ def parallel(params: dict[str, Any]) -> tuple[int, list[list[Any]], dict[str, in
     fastpath_postgresql.parallel for the shapes), or None when the fence failed (this
     part rolled back)."""
     try:
-        with transaction.atomic(), connection.cursor() as cursor:
+        # No savepoint of its own: a failed fence raises out of the caller's transaction,
+        # which rolls back (fastpath.parallel_commit).
+        with connection.cursor() as cursor:
             picked = None
             if params["claim_next"]:
                 cursor.execute(PICK_SQL, params)
