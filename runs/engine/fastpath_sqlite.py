@@ -191,11 +191,17 @@ def _fenced_writes(cursor: Any, run_sql: str, params: dict[str, Any]) -> None:
     cursor.execute(ATTEMPT_SQL, params)
 
 
+def _scalars(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` without list values (the shared parameters hold some for PostgreSQL's
+    arrays): Django's SQLite cursor quotes every parameter it is given for its query log."""
+    return {k: v for k, v in params.items() if not isinstance(v, list)}
+
+
 def lock(params: dict[str, Any]) -> tuple[Any, ...] | None:
     """parallel_commit's read of the run row (LOCK_SQL; the IMMEDIATE transaction holds
     the writer lock), or None (no such run, or a budget: the portable path decides)."""
     with connection.cursor() as cursor:
-        cursor.execute(LOCK_SQL, params)
+        cursor.execute(LOCK_SQL, _scalars(params))
         row = cursor.fetchone()
     return None if row is None else tuple(row)
 
@@ -203,7 +209,7 @@ def lock(params: dict[str, Any]) -> tuple[Any, ...] | None:
 def read(params: dict[str, Any]) -> tuple[int | None, list[list[Any]], dict[str, list[Any]]]:
     """parallel_commit's reads (see fastpath_postgresql.read for the shapes)."""
     statuses = params["active_statuses"]
-    args = {**params, **{f"a{i}": s for i, s in enumerate(statuses)}, "keys": json.dumps(params["keys"])}
+    args = {**_scalars(params), **{f"a{i}": s for i, s in enumerate(statuses)}, "keys": json.dumps(params["keys"])}
     with connection.cursor() as cursor:
         cursor.execute(FENCE_SQL, args)
         fence = cursor.fetchone()
@@ -220,6 +226,8 @@ def parallel(params: dict[str, Any]) -> tuple[int, list[list[Any]], dict[str, in
     """parallel_commit's writes, in the caller's transaction (see
     fastpath_postgresql.parallel for the shapes), or None when the fence failed (this
     part rolled back)."""
+    dispatch_old = params["dispatch_old"]
+    params = _scalars(params)
     try:
         # No savepoint of its own: a failed fence raises out of the caller's transaction,
         # which rolls back (fastpath.parallel_commit).
@@ -237,8 +245,8 @@ def parallel(params: dict[str, Any]) -> tuple[int, list[list[Any]], dict[str, in
                 new_ids = {k: int(i) for i, k in cursor.fetchall()}
                 if params["kept_key"]:
                     cursor.execute(PICK_ATTEMPT_SQL, {**params, "picked": new_ids[params["kept_key"]]})
-            if params["dispatch_old"]:
-                cursor.execute(RELEASE_SQL, {**params, "dispatch_old_json": json.dumps(params["dispatch_old"])})
+            if dispatch_old:
+                cursor.execute(RELEASE_SQL, {**params, "dispatch_old_json": json.dumps(dispatch_old)})
             rows = json.loads(params["events"])
             for row in rows:
                 row["step_id"] = new_ids[row["ref"]] if row["ref"] else params["step"]
