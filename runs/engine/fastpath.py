@@ -12,8 +12,7 @@ runs the portable path that way).
 from __future__ import annotations
 
 import json
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -27,7 +26,17 @@ from runs.engine.claims import claim_details
 from runs.engine.graphs import compiled_graph
 from runs.engine.types import ActiveStep, ClaimedStep, CommitOutcome, spec_node_id, step_idempotency_key
 from runs.engine.writes import add_usage, lease_delta, price_version
-from runs.models import ACTIVE_STEP_STATUSES, FINISHED_EVENT_KINDS, AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepStatus
+from runs.models import (
+    ACTIVE_STEP_STATUSES,
+    FINISHED_EVENT_KINDS,
+    AttemptStatus,
+    Run,
+    RunEvent,
+    RunEventKind,
+    RunStatus,
+    Step,
+    StepStatus,
+)
 from runs.nodes.base import NodeResult
 from runs.signals import run_finished
 
@@ -217,7 +226,7 @@ def _when(value: Any) -> datetime | None:
     if value is None or isinstance(value, datetime):
         return value
     parsed = datetime.fromisoformat(str(value))
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, dt_timezone.utc)
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
 
 
 def _param_time(value: datetime | None) -> Any:

@@ -8,14 +8,14 @@ successor (``keep_next``, the worker loop's default): that is the path fan-outs 
 from __future__ import annotations
 
 import pytest
-from django.test.utils import CaptureQueriesContext
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from runs.engine import api as engine
 from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.nodes.base import NodeResult
+from tests.engine.conformance.test_store import W2, W, kinds, last_event_id, started, step
 from tests.support.specs import edge, graph, node, transform
-from tests.engine.conformance.test_store import W, W2, kinds, last_event_id, started, step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
