@@ -131,3 +131,36 @@ def test_a_step_whose_run_has_a_budget_takes_the_portable_path(store_path):
         outcome = engine.step_commit(claimed, NodeResult())
     assert outcome.committed and Step.objects.filter(run=run).count() == 3
     assert not any("AND budget_usd IS NULL AND budget_tokens IS NULL" in q["sql"] for q in queries.captured_queries)
+
+
+def test_an_in_process_fan_out_claims_each_branch_once(store_path):
+    """A sibling the committing worker took in its commit is not claimed again in-process:
+    its local doorbell is dropped (dispatch.taken), not spent on a transaction that finds
+    it running. The start is the only step a claim takes; every branch is started once."""
+    run, _ = started(fanout(3))
+    with engine.local_mode() as queue, CaptureQueriesContext(connection) as queries:
+        queue.append(step(run, "start").pk)
+        assert engine.drive_local(run.pk, queue=queue, timeout=30) == RunStatus.SUCCEEDED
+    claims = [q for q in queries.captured_queries if '"attempt" = ("runs_step"."attempt" + 1)' in q["sql"]]
+    assert len(claims) == 1, [q["sql"][:120] for q in claims]
+    assert sorted(StepAttempt.objects.filter(step__run=run).values_list("step__node_id", flat=True)) == [
+        "b1", "b2", "b3", "end", "join", "start"
+    ]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row xmin: PostgreSQL")
+def test_a_fan_outs_doorbells_are_enqueued_in_one_transaction():
+    """The ORM broker's doorbells of one hand-off commit together (one WAL flush): their
+    queue rows carry the same inserting transaction id."""
+    from django_q.brokers import get_broker
+
+    from runs.engine import dispatch
+
+    get_broker().purge_queue()
+    dispatch.enqueue([101, 102, 103])
+    dispatch.enqueue([104])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT xmin::text FROM django_q_ormq ORDER BY id")
+        xmins = [row[0] for row in cursor.fetchall()]
+    assert len(xmins) == 4 and len(set(xmins[:3])) == 1 and xmins[3] != xmins[0]
+    get_broker().purge_queue()
