@@ -7,14 +7,10 @@ import { forceLinting, linter, type Diagnostic } from "@codemirror/lint";
 import { EditorState } from "@codemirror/state";
 import { EditorView, keymap } from "@codemirror/view";
 import { useEffect, useRef } from "react";
+import { editorTheme } from "../builder/editors/theme";
 import type { StateProblem } from "./actions";
 
-const theme = EditorView.theme({
-  "&": { fontSize: "13px", border: "1px solid var(--border, #dfe3e8)", borderRadius: "var(--radius, 6px)", background: "#fff" },
-  "&.cm-focused": { outline: "2px solid var(--accent, #2f6fed)", outlineOffset: "-1px" },
-  ".cm-content": { fontFamily: "var(--mono, monospace)", minHeight: "8em", padding: "4px 0" },
-  ".cm-scroller": { maxHeight: "22em", overflow: "auto" },
-});
+const theme = editorTheme("8em", "22em");
 
 export interface StateEditorProps {
   id: string;

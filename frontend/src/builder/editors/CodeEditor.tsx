@@ -11,6 +11,7 @@ import { EditorView, keymap, placeholder as placeholderExt } from "@codemirror/v
 import { useEffect, useRef, useState } from "react";
 import { ApiError } from "../../lib/api";
 import { checkSource, offsetOf, type SourceProblem } from "./check";
+import { editorTheme } from "./theme";
 import type { EditorLanguage } from "./fields";
 
 export type CodeLanguage = EditorLanguage | "json";
@@ -44,12 +45,7 @@ export function templateCompletions(names: readonly string[]) {
 
 const External = Annotation.define<boolean>();
 
-const theme = EditorView.theme({
-  "&": { fontSize: "13px", border: "1px solid var(--border, #dfe3e8)", borderRadius: "var(--radius, 6px)", background: "#fff" },
-  "&.cm-focused": { outline: "2px solid var(--accent, #2f6fed)", outlineOffset: "-1px" },
-  ".cm-content": { fontFamily: "var(--mono, monospace)", minHeight: "1.6em", padding: "4px 0" },
-  ".cm-scroller": { maxHeight: "16em", overflow: "auto" },
-});
+const theme = editorTheme("1.6em", "16em");
 
 export interface CodeEditorProps {
   /** id of the focusable editor content (labels point at it with htmlFor). */
