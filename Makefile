@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PG_URL ?= postgres://root@127.0.0.1:5432/postgres
 SQLITE_URL ?= sqlite:///var/ballast.sqlite3
+# The channel layer of the live-update browser tests' PostgreSQL pass (test-postgres).
+LIVE_REDIS_URL ?= redis://127.0.0.1:6379/0
 PYTEST_ARGS ?=
 # What mypy checks (as [tool.mypy] files); runs/nodes joins as it is typed.
 MYPY_PATHS ?= runs/engine runs/sandbox runs/expressions.py runs/templating.py runs/values.py runs/nodes approvals/nodes.py runs/tools/outbound.py
@@ -58,12 +60,15 @@ up: migrate frontend static
 
 test: lint test-frontend test-sqlite test-postgres
 
-# The browser tests run here only (once per make test), not again on PostgreSQL.
+# The whole browser suite runs here (on SQLite, the embedded poller as the live path).
 test-sqlite: install frontend browser
 	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(BIN)/pytest $(PYTEST_ARGS)
 
-test-postgres: install
+# Everything but the browser suite on PostgreSQL, then only the live-update browser tests
+# (marker live) again with Redis as the channel layer (the push path production uses).
+test-postgres: install frontend browser
 	DATABASE_URL=$(PG_URL) $(BIN)/pytest -m "not browser" $(PYTEST_ARGS)
+	DATABASE_URL=$(PG_URL) BALLAST_CHANNELS_REDIS_URL=$(LIVE_REDIS_URL) $(BIN)/pytest -m live $(PYTEST_ARGS)
 
 crash: install
 	DATABASE_URL=$(PG_URL) $(BIN)/pytest -m crash $(PYTEST_ARGS)

@@ -14,6 +14,7 @@ with 1 and with 200 open sockets on 200 runs.
 from __future__ import annotations
 
 import json
+import os
 import time
 from datetime import datetime
 from typing import Any
@@ -23,7 +24,8 @@ from bench.cases import check_linear, create_held
 from bench.cluster import Cluster, WebServer, free_port
 from bench.core import Reporter, check, reset_tables, summary
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
+# BENCH_REDIS_URL: another database index of a shared Redis (the channel layer's keys).
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 LOAD_WINDOW_S = 10.0
 
 

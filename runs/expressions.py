@@ -314,7 +314,7 @@ def evaluate(source: str, names: Mapping[str, Any]) -> Any:
     has no mutating method at all. ``order.total`` reads the dict key ``order["total"]``.
     Functions: ``FUNCTION_NAMES``; methods: ``METHOD_NAMES`` (str, dict, list/tuple).
     Operations that could build a large value are refused before they run (see
-    :class:`Limits`); the wall time is bounded by ``BALLAST_EXPRESSION_TIMEOUT``
+    :class:`Limits`); the CPU time is bounded by ``BALLAST_EXPRESSION_TIMEOUT``
     (default 0.5 s). With ``BALLAST_EXPRESSION_ISOLATION = "process"`` (the default) any
     expression that is not ``parsed.linear`` (reads, comparisons, boolean logic, plain
     arithmetic: cost linear in its size and input, evaluated here) runs in a long-lived

@@ -56,7 +56,7 @@ import psutil
 from django.conf import settings
 from django.db import connections
 
-from runs.engine import dispatch, recovery, recovery_queries, workers
+from runs.engine import dispatch, events, recovery, recovery_queries, workers
 
 log = logging.getLogger("ballast.worker")
 
@@ -115,6 +115,7 @@ def _after_fork_in_child(main_pid: int) -> None:
     if grandparent == main_pid:  # a worker, the monitor or the pusher
         signal.signal(signal.SIGTERM, _note_stop)
         _keep_connections()
+        events.warm_push()  # the push path is ready before this process's first commit
     else:  # anything a worker forks is not ours to shield
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})

@@ -192,7 +192,8 @@ class _Publisher:
         self.thread: threading.Thread | None = None
         self.pid = 0
 
-    def put(self, events: list[dict[str, Any]]) -> None:
+    def start(self) -> None:
+        """Start this process's thread if it does not run yet (idempotent)."""
         with self.lock:
             # A forked worker process inherits the object but not the thread.
             if self.thread is None or self.pid != os.getpid() or not self.thread.is_alive():
@@ -200,11 +201,21 @@ class _Publisher:
                 self.pid = os.getpid()
                 self.thread = threading.Thread(target=self._main, name="ballast-event-publisher", daemon=True)
                 self.thread.start()
+
+    def put(self, events: list[dict[str, Any]]) -> None:
+        self.start()
         self.queue.put(events)
 
     def _main(self) -> None:
+        # Import the layer (channels, its Redis client) and build it before the first
+        # batch: done at the first publish, that held the first events of a fresh worker
+        # back by up to a second under load (see warm_push).
         from channels.layers import get_channel_layer
 
+        try:
+            get_channel_layer()
+        except Exception:
+            log.warning("live events: the channel layer could not be built", exc_info=True)
         loop = asyncio.new_event_loop()
         while True:
             batch = self.queue.get()
@@ -229,6 +240,18 @@ class _Publisher:
 
 
 _publisher = _Publisher()
+
+
+def warm_push() -> None:
+    """Start this process's publisher now, when a push layer is configured, so it has
+    imported and built the channel layer before the process's first commit. A qcluster
+    worker calls it right after it is forked (runs.engine.cluster): a publisher started at
+    the first publish imports channels and its Redis client in its thread while the worker
+    runs the run's steps, and under load (the GIL shared with those steps) that held a
+    fresh worker's first events back for up to a second: its commits queued behind the
+    first send, and readers got them only from the safety poll. Nothing connects here."""
+    if push_enabled():
+        _publisher.start()
 
 
 def publish(events: list[dict[str, Any]]) -> None:

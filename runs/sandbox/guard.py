@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from runs.sandbox.errors import Fault, type_name
-from runs.sandbox.limits import HUGE, LIMITS, MIB, Limits
+from runs.sandbox.limits import HUGE, LIMITS, MIB, STARVED_WALL_FACTOR, Limits
 
 __all__ = ["COMPARISONS", "MERGEABLE", "REPEATABLE", "SEQUENCES", "Guard", "current_guard", "guarded", "hash_bytes",
            "int_bytes", "range_item_bytes", "seq_bytes", "str_bytes", "str_width"]
@@ -75,13 +75,25 @@ class Guard:
     the result from the sizes of its operands first and raises :class:`Fault` ("limit",
     "forbidden", "type" or "timeout") instead of computing it: a big-integer multiply
     or a padding call cannot be interrupted once it has started.
+
+    The time limit is CPU time of the evaluating thread (``time.thread_time``), so waiting
+    for a core on a loaded machine does not count. ``deadline`` is the next moment
+    (``time.monotonic()`` seconds) at which the CPU time is looked at: the hot path
+    compares only the cheap monotonic clock, and a passed deadline that finds CPU time
+    left moves on by what is left, up to ``STARVED_WALL_FACTOR`` times the limit in wall time.
+    A ``deadline`` given by the caller is a hard end in wall time instead.
     """
 
-    __slots__ = ("limits", "deadline", "iterations", "spent", "allocated", "_memo", "_memo_cells")
+    __slots__ = ("limits", "deadline", "cpu_deadline", "wall_deadline", "iterations", "spent", "allocated",
+                 "_memo", "_memo_cells")
 
     def __init__(self, limits: Limits, deadline: float | None = None) -> None:
         self.limits = limits
-        self.deadline = deadline if deadline is not None else time.monotonic() + limits.timeout
+        now = time.monotonic()
+        self.deadline = deadline if deadline is not None else now + limits.timeout
+        self.cpu_deadline = time.thread_time() + limits.timeout
+        # A caller's own deadline is a hard end in wall time; else the starvation backstop is.
+        self.wall_deadline = deadline if deadline is not None else now + limits.timeout * STARVED_WALL_FACTOR
         self.iterations = 0
         self.spent = 0
         self.allocated = 0  # bytes all operations of this evaluation allocated (estimated before each)
@@ -90,10 +102,17 @@ class Guard:
 
     # -- time and steps --------------------------------------------------------------
     def check_time(self) -> None:
-        """Raise Fault("timeout") once the deadline (time.monotonic() seconds) has passed."""
-        if time.monotonic() > self.deadline:
-            raise Fault("timeout", f"took longer than the time limit of {self.limits.timeout:g} s and was stopped",
-                        whole=True)
+        """Raise Fault("timeout") once the evaluation has used its CPU time (or, starved of
+        CPU, ``STARVED_WALL_FACTOR`` times it in wall time); else move ``deadline`` on."""
+        now = time.monotonic()
+        if now <= self.deadline:
+            return
+        cpu_left = self.cpu_deadline - time.thread_time()
+        if cpu_left > 0 and now < self.wall_deadline:
+            self.deadline = min(now + cpu_left, self.wall_deadline)
+            return
+        raise Fault("timeout", f"took longer than the time limit of {self.limits.timeout:g} s and was stopped",
+                    whole=True)
 
     def step(self, limit: int | None = None, what: str = "comprehension steps") -> None:
         """Count one loop step against ``limit`` (default ``limits.iterations``) and check the time."""

@@ -6,7 +6,7 @@ from typing import Any
 
 from runs.sandbox.errors import ExpressionError
 
-__all__ = ["HARD_KILL_GRACE", "HUGE", "LIMITS", "MIB", "Limits", "effective_limits", "isolation", "setting"]
+__all__ = ["HARD_KILL_GRACE", "HUGE", "LIMITS", "MIB", "STARVED_WALL_FACTOR", "Limits", "effective_limits", "isolation", "setting"]
 
 MIB = 1 << 20
 
@@ -40,8 +40,11 @@ class Limits:
       (comparing, searching, sorting, hashing): a character searched, 64 compared, an
       item compared. A step costs about 10 ns here (up to 100 ns on a loaded machine),
       so the default keeps one such call between 0.02 and 0.2 s, inside ``timeout``.
-    - ``timeout``: seconds of wall time for one evaluation (cooperative inline; the
-      isolated process is killed ``HARD_KILL_GRACE`` seconds later).
+    - ``timeout``: seconds of CPU time for one evaluation (cooperative inline; the
+      isolated process is killed once it has used ``HARD_KILL_GRACE`` seconds more).
+      CPU time, not wall time: on a loaded machine a thread waits for a core, and
+      ``i + 1`` that waited 0.6 s for one must not fail its step. A wall-time backstop of
+      ``STARVED_WALL_FACTOR`` times the limit still ends an evaluation that gets no CPU.
     """
 
     int_bits: int = 4096
@@ -56,6 +59,9 @@ class Limits:
 
 LIMITS = Limits()
 HARD_KILL_GRACE = 0.25  # process mode: kill at timeout + this, if the cooperative stop did not come
+# An evaluation ends after this many times its CPU-time limit in wall time, CPU used or not: at
+# the default 0.5 s, 10 s, which a step waiting for a core on a machine at load 30 stays under.
+STARVED_WALL_FACTOR = 20
 HUGE = 1 << 62  # stands for "more than any limit" (a size that cannot even be computed)
 
 

@@ -47,7 +47,7 @@ from tests.support.cluster import describe_db, wait_for_status, wait_until
 from tests.support.specs import chain, edge, effect, graph, node, publish
 from tests.support.tools import read_effects
 
-pytestmark = [pytest.mark.crash, pytest.mark.django_db(transaction=True), pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.crash, pytest.mark.django_db(transaction=True), pytest.mark.timeout(400)]
 
 RUN_TIMEOUT = 30.0
 
@@ -255,7 +255,7 @@ def test_f_unsafe_step_is_parked_not_repeated_until_a_person_retries(cluster_fac
 
     fresh = cluster_factory("fresh").start()
     run = wait_for_status(run, "waiting", timeout=RUN_TIMEOUT, clusters=[crashed, fresh])
-    wait_until(lambda: step(run, "pay").status == "parked", 5, "pay to be parked", clusters=[fresh], run_id=run.pk)
+    wait_until(lambda: step(run, "pay").status == "parked", RUN_TIMEOUT, "pay to be parked", clusters=[fresh], run_id=run.pk)
     request = ApprovalRequest.objects.get(run=run, purpose="recovery", status="pending")
     assert request.node_id == "pay"
     fresh.wait_recovery_passes(3)  # recovery passes leave a parked step alone
@@ -294,7 +294,7 @@ def test_g_live_cluster_takes_over_a_dead_workers_lease_at_once(cluster_factory,
     b.wait_ready()
     # B's recovery passes run all along; a live worker's lease is never stolen, not even
     # after the lease it was first claimed with has run out.
-    wait_until(lambda: dj_timezone.now() > first_expiry + timedelta(seconds=0.5), 2 * lease, "the first lease to run out", clusters=[a, b])
+    wait_until(lambda: dj_timezone.now() > first_expiry + timedelta(seconds=0.5), RUN_TIMEOUT, "the first lease to run out", clusters=[a, b])
     x = step(run, "x")
     assert x.status == "running" and x.attempt == 1, describe_db(run.pk)
     assert _pgid_of_worker(x.lease_owner) == a.pgid
@@ -346,7 +346,7 @@ def test_h_steps_prefetched_by_a_killed_cluster_are_taken_over_promptly(cluster_
     wait_until(
         # the start task (its worker hangs in a, kept in the same task) and b's and c's tasks
         lambda: OrmQ.objects.filter(key="ballast", lock__gt=dj_timezone.now()).count() >= 3,
-        10,
+        RUN_TIMEOUT,
         "A to prefetch b and c",
         clusters=[a, b],
         run_id=run.pk,

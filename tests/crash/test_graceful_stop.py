@@ -9,11 +9,11 @@ import pytest
 
 from runs.models import RunEvent, Step, StepAttempt, Worker
 from runs.services import run_start
-from tests.support.cluster import describe_db, wait_for_status, wait_until
+from tests.support.cluster import WAIT_CEILING, describe_db, wait_for_status, wait_until
 from tests.support.specs import chain, effect, graph, node, publish
 from tests.support.tools import read_effects
 
-pytestmark = [pytest.mark.crash, pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.crash, pytest.mark.django_db(transaction=True), pytest.mark.timeout(400)]
 
 GRACE = 4.0
 # Past the grace period, on a loaded 2-core machine (the reserve inside it is meant to
@@ -38,7 +38,7 @@ def attempts(run, node_id: str) -> list[tuple[int, str]]:
 def test_sigterm_lets_the_in_flight_step_finish(cluster_factory, effects_file, whole_group):
     run = slow_run(1.5)
     cluster = cluster_factory("stopping", extra_env={"BALLAST_STOP_GRACE_SECONDS": str(GRACE + 3)}).start()
-    wait_until(lambda: started(effects_file, "slow"), 30, "the slow step to start", clusters=[cluster], run_id=run.pk)
+    wait_until(lambda: started(effects_file, "slow"), WAIT_CEILING, "the slow step to start", clusters=[cluster], run_id=run.pk)
     pid = cluster.pid
     took = cluster.stop(grace=GRACE + 3 + STOP_SLACK + 5, whole_group=whole_group)
     print(f"\n[stop] SIGTERM ({'group' if whole_group else 'main pid'}) with a step in flight -> gone in {took:.1f} s")
@@ -52,7 +52,7 @@ def test_sigterm_lets_the_in_flight_step_finish(cluster_factory, effects_file, w
     assert not Worker.objects.filter(pid=pid).exists()
     assert "handed back" not in cluster.log_path.read_text()
     fresh = cluster_factory("fresh").start()
-    run = wait_for_status(run, ("succeeded", "failed"), timeout=30, clusters=[cluster, fresh])
+    run = wait_for_status(run, ("succeeded", "failed"), timeout=WAIT_CEILING, clusters=[cluster, fresh])
     assert run.status == "succeeded", describe_db(run.pk)
     assert [e["label"] for e in read_effects(str(effects_file))] == ["slow"]
     assert attempts(run, "end") == [(1, "succeeded")]
@@ -63,7 +63,7 @@ def test_a_step_past_the_grace_period_is_handed_back_at_once(cluster_factory, ef
     run = slow_run(60)
     # A long lease: the hand-back must not wait for it to expire.
     cluster = cluster_factory("stopping", lease_seconds=60, extra_env={"BALLAST_STOP_GRACE_SECONDS": str(GRACE)}).start()
-    wait_until(lambda: started(effects_file, "slow"), 30, "the slow step to start", clusters=[cluster], run_id=run.pk)
+    wait_until(lambda: started(effects_file, "slow"), WAIT_CEILING, "the slow step to start", clusters=[cluster], run_id=run.pk)
     took = cluster.stop(grace=GRACE + STOP_SLACK + 10, whole_group=whole_group)
     print(f"\n[stop] SIGTERM ({'group' if whole_group else 'main pid'}) with a step past the grace -> gone in {took:.1f} s")
     assert took < GRACE, cluster.log_tail()
@@ -75,5 +75,5 @@ def test_a_step_past_the_grace_period_is_handed_back_at_once(cluster_factory, ef
     assert recovered.data["lease_expired"] is False
     assert "handed back" in cluster.log_path.read_text()
     fresh = cluster_factory("fresh").start()
-    wait_until(lambda: StepAttempt.objects.filter(step=slow, number=2).exists(), 30, "the re-run", clusters=[cluster, fresh], run_id=run.pk)
+    wait_until(lambda: StepAttempt.objects.filter(step=slow, number=2).exists(), WAIT_CEILING, "the re-run", clusters=[cluster, fresh], run_id=run.pk)
     assert set(e["key"] for e in read_effects(str(effects_file))) == {slow.idempotency_key}

@@ -16,9 +16,9 @@ import psutil
 import pytest
 
 from runs.models import Worker
-from tests.support.cluster import REPO_ROOT, test_database_url, wait_until
+from tests.support.cluster import REPO_ROOT, WAIT_CEILING, test_database_url, wait_until
 
-pytestmark = [pytest.mark.crash, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.crash, pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 
 
 def free_port() -> int:
@@ -77,7 +77,7 @@ def serve(tmp_path):
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        proc.wait(timeout=10)
+        proc.wait(timeout=30)
 
 
 def log_text(serve) -> str:
@@ -86,7 +86,7 @@ def log_text(serve) -> str:
 
 def test_serve_restarts_a_dead_child_keeps_the_other_up_and_stops_on_sigterm(serve):
     port = serve.port
-    wait_until(lambda: answers(port) and child(serve, "worker") is not None and Worker.objects.exists(), 60, "web and worker to be up")
+    wait_until(lambda: answers(port) and child(serve, "worker") is not None and Worker.objects.exists(), WAIT_CEILING, "web and worker to be up")
     web, worker = child(serve, "web"), child(serve, "worker")
     serve.groups.update({web.pid, worker.pid})
 
@@ -95,24 +95,24 @@ def test_serve_restarts_a_dead_child_keeps_the_other_up_and_stops_on_sigterm(ser
     killed = time.monotonic()
     while (worker2 := child(serve, "worker")) is None or worker2.pid == worker.pid:
         assert answers(port), "the web server stopped while the worker was down"
-        assert time.monotonic() - killed < 20, log_text(serve)
+        assert time.monotonic() - killed < WAIT_CEILING, log_text(serve)
         time.sleep(0.1)
     serve.groups.add(worker2.pid)
     assert child(serve, "web").pid == web.pid
     assert f"worker (pid {worker.pid}) exited with code -9" in log_text(serve)
     assert "restarting it in 1s" in log_text(serve) and "worker restarted" in log_text(serve)
-    wait_until(lambda: Worker.objects.filter(pid=worker2.pid).exists(), 30, "the new worker to register")
+    wait_until(lambda: Worker.objects.filter(pid=worker2.pid).exists(), WAIT_CEILING, "the new worker to register")
 
     # It dies again at once: the backoff doubles.
     os.killpg(worker2.pid, signal.SIGKILL)
-    wait_until(lambda: "restarting it in 2s" in log_text(serve), 10, "the second, longer backoff")
-    wait_until(lambda: getattr(child(serve, "worker"), "pid", worker2.pid) != worker2.pid, 20, "the worker's second restart")
+    wait_until(lambda: "restarting it in 2s" in log_text(serve), WAIT_CEILING, "the second, longer backoff")
+    wait_until(lambda: getattr(child(serve, "worker"), "pid", worker2.pid) != worker2.pid, WAIT_CEILING, "the worker's second restart")
     worker3 = child(serve, "worker")
     serve.groups.add(worker3.pid)
 
     # The web server dies: restarted; the worker stays the same process.
     web.kill()
-    wait_until(lambda: getattr(child(serve, "web"), "pid", web.pid) != web.pid and answers(port), 30, "the web server's restart")
+    wait_until(lambda: getattr(child(serve, "web"), "pid", web.pid) != web.pid and answers(port), WAIT_CEILING, "the web server's restart")
     serve.groups.add(child(serve, "web").pid)
     assert child(serve, "worker").pid == worker3.pid
     assert f"web (pid {web.pid}) exited" in log_text(serve)
@@ -120,9 +120,11 @@ def test_serve_restarts_a_dead_child_keeps_the_other_up_and_stops_on_sigterm(ser
     # SIGTERM to serve stops both, within the worker's grace period (4 s) and a margin.
     began = time.monotonic()
     serve.send_signal(signal.SIGTERM)
-    assert serve.wait(timeout=20) == 0
+    assert serve.wait(timeout=WAIT_CEILING) == 0
     took = time.monotonic() - began
     print(f"\n[serve] SIGTERM -> serve exited in {took:.1f} s")
     assert took < 4 + 2, log_text(serve)
+    # Neither child overran its stop allowance (serve kills what does, and logs it).
+    assert "did not stop within" not in log_text(serve)
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in (child_pid for child_pid in serve.groups))
     assert not Worker.objects.filter(pid=worker3.pid).exists()  # the worker deregistered: a graceful stop

@@ -41,7 +41,9 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def context(browser: Browser) -> Iterator[BrowserContext]:
     ctx = browser.new_context(viewport={"width": 1440, "height": 900})
-    ctx.set_default_timeout(10_000)
+    # A ceiling for every wait (expect() polls and returns as soon as its condition holds),
+    # generous for a loaded 2-core CI machine.
+    ctx.set_default_timeout(30_000)
     yield ctx
     ctx.close()
 

@@ -1,19 +1,41 @@
-"""The run page live in Chromium: statuses change as the engine commits, without a reload,
-and after the server drops the socket (the web process is killed and restarted) the page
-shows the events missed in between, none twice. WebSockets need an ASGI server, so these
-tests run a real daphne (ballast.asgi) on the test database instead of the live server."""
+"""The run page live in Chromium, against a real daphne (ballast.asgi) and real qcluster workers.
+
+- a run started from the builder shows its steps change state as a worker commits them,
+  without a reload;
+- a worker whose whole process group is SIGKILLed mid-step: the page marks the run and
+  the step interrupted (worked out by the server from the lease and the worker's
+  heartbeat; the page reads the run again when the lease runs out, as a dead worker
+  commits no event), and finished once a fresh worker recovers it, the steps that had
+  finished untouched (same ids, attempts and outputs);
+- the web process is killed and restarted (the server drops the socket): the page shows
+  the events committed meanwhile, none twice.
+
+WebSockets need an ASGI server, so these tests run daphne on the test database instead of
+pytest-django's live server. Marker ``live``: ``make test`` runs them on SQLite with the
+embedded poller (the browser pass) and again on PostgreSQL with Redis as the channel layer
+(BALLAST_CHANNELS_REDIS_URL; there daphne's safety poll is 2 minutes, so what reaches the
+page in time came through the push path or the database reads the protocol makes on a
+gap or a reconnect). Selectors live in run_page.py.
+"""
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
+from channels.layers import get_channel_layer
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from playwright.sync_api import Page, expect
 
@@ -21,14 +43,21 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from runs.engine import api as engine
 from runs.engine import events as run_events
-from runs.models import Run, RunEventKind
+from runs.models import Run, RunEventKind, Step, StepAttempt
+from runs.services import run_start
 from tests.api.conftest import approval_spec
 from tests.e2e.conftest import screenshot, sign_in
-from tests.support.cluster import test_database_url
-from tests.support.specs import publish, run_local
+from tests.e2e.run_page import LIVE_TIMEOUT_MS, RunPageView
+from tests.support.cluster import cluster_factory, describe_db, test_database_url, wait_for_status  # noqa: F401  (fixture)
+from tests.support.specs import chain, effect, graph, node, publish, run_local
+from tests.support.tools import read_effects
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live, pytest.mark.timeout(240)]
 ROOT = Path(__file__).resolve().parents[2]
+# Ceilings for processes on a loaded machine (condition-based waits: they end as soon as
+# the condition holds).
+START_TIMEOUT_S = 90.0
+RUN_TIMEOUT_S = 90.0
 
 
 def free_port() -> int:
@@ -49,26 +78,35 @@ class Daphne:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Daphne:
-        env = {**os.environ, "DATABASE_URL": test_database_url(), "BALLAST_DEBUG": "1", "BALLAST_LOG_LEVEL": "WARNING",
-               "BALLAST_LIVE_POLL_SECONDS": "0.2"}
+        env = {
+            **os.environ,
+            "DATABASE_URL": test_database_url(),
+            "BALLAST_DEBUG": "1",
+            "BALLAST_LOG_LEVEL": "WARNING",
+            "BALLAST_LIVE_POLL_SECONDS": "0.2",
+            # With Redis the page must be served by the push path, not the safety poll.
+            "BALLAST_LIVE_SAFETY_SECONDS": "120",
+            # Runs started from the page are validated here: the test tools must exist.
+            "BALLAST_EXTRA_TOOL_MODULES": "tests.support.tools",
+        }
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "ballast.asgi:application"],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             with socket.socket() as sock:
                 sock.settimeout(0.2)
                 if sock.connect_ex(("127.0.0.1", self.port)) == 0:
                     return self
             assert self.proc.poll() is None, "daphne exited"
-            time.sleep(0.1)
-        raise AssertionError("daphne did not start")
+            time.sleep(0.05)
+        raise AssertionError(f"daphne did not accept connections within {START_TIMEOUT_S} s")
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
+            self.proc.wait(30)
 
 
 @pytest.fixture
@@ -78,8 +116,107 @@ def daphne(transactional_db: None) -> Iterator[Daphne]:
     server.kill()
 
 
-def waiting_run() -> Run:
-    return run_local(publish(approval_spec()), {"name": "Ada"})
+def admin_page(page: Page, daphne: Daphne) -> None:
+    get_user_model().objects.create_superuser("ada", "ada@localhost", "pw-ada-live-1")
+    sign_in(page, daphne.url, "ada", "pw-ada-live-1")
+
+
+def expect_every_event_once(view: RunPageView, run: Run) -> None:
+    """The event log shows seq 1..n of the run's committed events, each once, in order."""
+    run.refresh_from_db()
+    expect(view.event_rows()).to_have_count(run.event_seq, timeout=LIVE_TIMEOUT_MS)
+    assert view.shown_seqs() == list(range(1, run.event_seq + 1))
+
+
+def held(node_id: str, release: Path) -> dict[str, Any]:
+    """A tool step that runs until the test creates ``release``."""
+    return node(node_id, "tool", config={"tool": "held_effect", "args": {"label": node_id, "release": str(release)}})
+
+
+def test_a_run_started_in_the_browser_shows_its_steps_change_state_live(daphne: Daphne, page: Page, cluster_factory, effects_file, tmp_path) -> None:  # noqa: F811
+    release = tmp_path / "release-hold"
+    version = publish(graph([node("start", "start"), effect("first"), held("hold", release), node("end", "end")], chain("start", "first", "hold", "end")))
+    admin_page(page, daphne)
+    page.goto(f"{daphne.url}/graphs/{version.graph_id}/")
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.get_by_role("dialog").get_by_role("button", name="Start run").click()
+    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    run = Run.objects.get(pk=int(re.search(r"/runs/(\d+)/$", page.url).group(1)))
+    view = RunPageView(page, daphne.url, run.pk)
+    # No worker yet: the run waits in the queue.
+    expect(view.heading()).to_contain_text("queued")
+    expect(view.connection("Live")).to_be_visible()
+    view.mark_loaded()
+    screenshot(page, "run-live-queued")
+
+    cluster = cluster_factory("live").start()
+    expect(view.node_state("first")).to_have_text("succeeded", timeout=LIVE_TIMEOUT_MS)
+    expect(view.node_state("hold")).to_have_text("running", timeout=LIVE_TIMEOUT_MS)
+    expect(view.heading()).to_contain_text("running")
+    screenshot(page, "run-live-running")
+
+    release.touch()
+    expect(view.node_state("hold")).to_have_text("succeeded", timeout=LIVE_TIMEOUT_MS)
+    expect(view.node_state("end")).to_have_text("succeeded", timeout=LIVE_TIMEOUT_MS)
+    expect(view.heading()).to_contain_text("succeeded")
+    run = wait_for_status(run, "succeeded", timeout=RUN_TIMEOUT_S, clusters=[cluster])
+    expect_every_event_once(view, run)
+    assert view.not_reloaded()  # the same document throughout
+    assert Counter(e["label"] for e in read_effects(str(effects_file))) == {"first": 1, "hold": 1}
+    screenshot(page, "run-live-succeeded")
+
+
+def finished_steps(run: Run) -> dict[str, Any]:
+    """What must not change about a run's finished steps: id, attempt, output, finish time, every attempt row."""
+    return {
+        s.node_id: (s.pk, s.attempt, s.output, s.finished_at,
+                    list(StepAttempt.objects.filter(step=s).order_by("number").values_list("id", "number", "status", "worker", "finished_at")))
+        for s in Step.objects.filter(run=run, status="succeeded").order_by("id")
+    }
+
+
+def test_a_killed_worker_shows_the_run_interrupted_then_finished_after_a_restart(daphne: Daphne, page: Page, cluster_factory, effects_file) -> None:  # noqa: F811
+    version = publish(graph([node("start", "start"), effect("e1"), effect("x"), effect("e2"), node("end", "end")], chain("start", "e1", "x", "e2", "end")))
+    run = run_start(version=version, run_input={})
+    admin_page(page, daphne)
+    view = RunPageView(page, daphne.url, run.pk).open()
+    expect(view.heading()).to_contain_text("queued")
+    view.mark_loaded()
+
+    # A worker hangs inside x (lease held, heartbeats going), then its whole group is SIGKILLed.
+    crashed = cluster_factory("crashed", lease_seconds=5).start(fault="during_execute:x")
+    report = crashed.wait_for_fault(timeout=START_TIMEOUT_S)
+    assert report["node_id"] == "x"
+    expect(view.node_state("x")).to_have_text("running", timeout=LIVE_TIMEOUT_MS)
+    expect(view.node_state("e1")).to_have_text("succeeded")
+    before = finished_steps(run)
+    assert set(before) == {"start", "e1"}
+    e1_attempts = view.node_attempts("e1").inner_text()
+    crashed.kill()
+
+    # No event commits now (no worker is left): the page learns it from the lease and the heartbeat.
+    expect(view.heading()).to_contain_text("interrupted", timeout=LIVE_TIMEOUT_MS)
+    expect(view.node_state("x")).to_have_text("interrupted")
+    expect(view.interrupted_notice()).to_be_visible()
+    assert Step.objects.get(run=run, node_id="x").status == "running", describe_db(run.pk)  # nothing recovered it yet
+    screenshot(page, "run-live-interrupted")
+
+    fresh = cluster_factory("fresh", lease_seconds=5).start()
+    expect(view.heading()).to_contain_text("succeeded", timeout=LIVE_TIMEOUT_MS)
+    run = wait_for_status(run, "succeeded", timeout=RUN_TIMEOUT_S, clusters=[crashed, fresh])
+    for node_id in ("x", "e2", "end"):
+        expect(view.node_state(node_id)).to_have_text("succeeded")
+    expect(view.interrupted_notice()).to_have_count(0)
+    # The steps that had finished are untouched: same ids, attempts, outputs and times.
+    after = finished_steps(run)
+    assert {k: after[k] for k in before} == before, describe_db(run.pk)
+    expect(view.node_attempts("e1")).to_have_text(e1_attempts)
+    # x ran again (the fault point is before its effect, so the effect ran once), on a new attempt.
+    assert [a[1:3] for a in after["x"][4]] == [(1, "lost"), (2, "succeeded")], describe_db(run.pk)
+    assert Counter(e["label"] for e in read_effects(str(effects_file))) == {"e1": 1, "x": 1, "e2": 1}
+    expect_every_event_once(view, run)
+    assert view.not_reloaded()
+    screenshot(page, "run-live-recovered")
 
 
 def approve_and_drive(run: Run) -> None:
@@ -88,58 +225,58 @@ def approve_and_drive(run: Run) -> None:
         engine.drive_local(run.pk, queue=queue, timeout=30)
 
 
-def shown_seqs(page: Page) -> list[int]:
-    return [int(v) for v in page.locator("table[aria-label='Run events'] tbody tr").evaluate_all("rows => rows.map(r => r.dataset.seq)")]
-
-
-def admin_page(page: Page, daphne: Daphne) -> None:
-    get_user_model().objects.create_superuser("ada", "ada@localhost", "pw-ada-live-1")
-    sign_in(page, daphne.url, "ada", "pw-ada-live-1")
-
-
-def test_run_page_shows_nodes_change_status_live_without_reload(daphne: Daphne, page: Page) -> None:
-    run = waiting_run()
-    admin_page(page, daphne)
-    page.goto(f"{daphne.url}/runs/{run.pk}/")
-    heading = page.get_by_role("heading", name=f"Run #{run.pk}")
-    expect(heading).to_contain_text("waiting at approval")
-    expect(page.get_by_role("status").filter(has_text="Live")).to_be_visible()
-    expect(page.locator("table[aria-label='Run events'] tbody tr")).to_have_count(run.event_seq)
-    page.evaluate("window.__notReloaded = true")
-    screenshot(page, "run-live-waiting")
-
-    approve_and_drive(run)
-    run.refresh_from_db()
-    assert run.status == "succeeded"
-    expect(heading).to_contain_text("succeeded")
-    expect(page.locator("td[data-node='send']")).to_contain_text("succeeded")
-    expect(page.locator("td[data-node='end']")).to_contain_text("succeeded")
-    expect(page.locator("table[aria-label='Run events'] tbody tr")).to_have_count(run.event_seq)
-    assert shown_seqs(page) == list(range(1, run.event_seq + 1))
-    assert page.evaluate("window.__notReloaded") is True  # the same page, never reloaded
-    screenshot(page, "run-live-succeeded")
-
-
 def test_server_drops_the_socket_and_the_page_shows_missed_events_none_twice(daphne: Daphne, page: Page) -> None:
-    run = waiting_run()
+    run = run_local(publish(approval_spec()), {"name": "Ada"})
     admin_page(page, daphne)
-    page.goto(f"{daphne.url}/runs/{run.pk}/")
-    expect(page.locator("table[aria-label='Run events'] tbody tr")).to_have_count(run.event_seq)
-    page.evaluate("window.__notReloaded = true")
+    view = RunPageView(page, daphne.url, run.pk).open()
+    expect(view.heading()).to_contain_text("waiting at approval")
+    expect(view.event_rows()).to_have_count(run.event_seq)
+    view.mark_loaded()
 
     daphne.kill()  # the server drops the socket: the web process is gone
-    expect(page.get_by_role("status").filter(has_text="Reconnecting")).to_be_visible()
+    expect(view.connection("Reconnecting")).to_be_visible(timeout=LIVE_TIMEOUT_MS)
     for i in range(3):  # events commit while no web process serves the page
         run_events.create(run_id=run.pk, kind=RunEventKind.STEP_REQUEUED, data={"by": f"while down {i}"})
     approve_and_drive(run)
     run.refresh_from_db()
+    assert run.status == "succeeded"
     daphne.start()  # a new web process, on the same port
 
-    expect(page.get_by_role("status").filter(has_text="Live")).to_be_visible(timeout=30_000)
-    expect(page.locator("table[aria-label='Run events'] tbody tr")).to_have_count(run.event_seq, timeout=20_000)
-    expect(page.get_by_role("heading", name=f"Run #{run.pk}")).to_contain_text("succeeded")
-    time.sleep(1.0)  # a late duplicate would show by now
-    assert shown_seqs(page) == list(range(1, run.event_seq + 1))
-    assert page.get_by_text("by while down 1").count() == 1
-    assert page.evaluate("window.__notReloaded") is True
+    expect(view.connection("Live")).to_be_visible(timeout=LIVE_TIMEOUT_MS)
+    expect_every_event_once(view, run)
+    expect(view.heading()).to_contain_text("succeeded", timeout=LIVE_TIMEOUT_MS)
+    expect(view.node_state("send")).to_have_text("succeeded")
+    # Commit one more event now: a duplicate of an earlier one or a late replay would show
+    # before it (events are shown in seq order), so once it is on the page the log is final.
+    run_events.create(run_id=run.pk, kind=RunEventKind.STEP_REQUEUED, data={"by": "after the reconnect"})
+    expect(view.event_text("by after the reconnect")).to_have_count(1, timeout=LIVE_TIMEOUT_MS)
+    expect_every_event_once(view, run)
+    for i in range(3):
+        expect(view.event_text(f"by while down {i}")).to_have_count(1)
+    assert view.not_reloaded()
     screenshot(page, "run-live-after-reconnect")
+
+
+def test_the_live_pass_uses_the_channel_layer_it_was_given() -> None:
+    """The PostgreSQL + Redis pass really pushes through Redis (and the SQLite pass does not):
+    with a Redis URL set, a message sent to a run's group comes back through the layer, so
+    a Redis that is down or unreachable fails this pass instead of leaving it to the poller."""
+    assert settings.BALLAST_LIVE_PUSH is bool(os.environ.get("BALLAST_CHANNELS_REDIS_URL") or os.environ.get("BALLAST_REDIS_URL"))
+    if not settings.BALLAST_LIVE_PUSH:
+        return
+    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+
+    async def round_trip() -> dict[str, Any]:
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        group = run_events.group_name(0)
+        await layer.group_add(group, channel)
+        try:
+            await layer.group_send(group, {"type": "run.events", "run": 0, "events": []})
+            return await asyncio.wait_for(layer.receive(channel), timeout=30)
+        finally:
+            await layer.group_discard(group, channel)
+
+    # In a thread of its own: Playwright's sync API keeps an event loop in this one.
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(asyncio.run, round_trip()).result(timeout=60)["type"] == "run.events"

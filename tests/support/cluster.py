@@ -32,6 +32,11 @@ from runs.engine.api import process_group_members
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
+# How long a wait for a cluster (to start, to reach a fault point, to run recovery passes)
+# may take before it fails: a ceiling for a loaded 2-core CI machine, not an expected time.
+# Every wait polls its condition and returns as soon as it holds.
+WAIT_CEILING = 90.0
+
 # Every group started by this process, so even an interpreter exit kills them.
 _LIVE_GROUPS: set[int] = set()
 
@@ -39,7 +44,7 @@ _LIVE_GROUPS: set[int] = set()
 _group_members = process_group_members
 
 
-def _kill_group(pgid: int, *, timeout: float = 10.0) -> None:
+def _kill_group(pgid: int, *, timeout: float = 30.0) -> None:
     """SIGKILL every process of the group and wait until none is left alive."""
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -191,7 +196,7 @@ class Cluster:
         self.killed_at = time.time()
         _kill_group(self.pgid)
         if self.proc is not None:
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=30)
         self.pgid = None
 
     def stop(self, grace: float = 10.0, *, whole_group: bool = False) -> float:
@@ -217,13 +222,13 @@ class Cluster:
             time.sleep(0.05)
         _kill_group(self.pgid)
         if self.proc is not None:
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=30)
         self.pgid = None
         return time.monotonic() - began
 
     # ------------------------------------------------------------------ waiting
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
+    def wait_ready(self, timeout: float = WAIT_CEILING) -> None:
         """Wait until this cluster's supervisor registered its Worker row (it is up and
         has run its start-up recovery pass)."""
         from runs.models import Worker
@@ -233,7 +238,7 @@ class Cluster:
 
         wait_until(ready, timeout, f"cluster {self.name} to register its worker row", clusters=[self])
 
-    def wait_recovery_passes(self, passes: int = 3, timeout: float = 30.0) -> None:
+    def wait_recovery_passes(self, passes: int = 3, timeout: float = WAIT_CEILING) -> None:
         """Wait until this cluster's supervisor completed ``passes`` more recovery passes.
 
         Each pass refreshes the Worker row's heartbeat and then recovers, so a heartbeat
@@ -255,7 +260,7 @@ class Cluster:
 
         wait_until(moved_enough, timeout, f"cluster {self.name} to run {passes} recovery passes", clusters=[self], poll=0.02)
 
-    def wait_for_fault(self, timeout: float = 30.0) -> dict[str, Any]:
+    def wait_for_fault(self, timeout: float = WAIT_CEILING) -> dict[str, Any]:
         """Wait until a worker of this cluster reported hitting the armed fault point."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

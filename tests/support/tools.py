@@ -60,6 +60,26 @@ def _record(args: EffectArgs, ctx: ToolContext) -> dict:
     return {"label": args.label}
 
 
+class HeldEffectArgs(BaseModel):
+    label: str
+    release: str  # a file path: the step finishes once it exists
+    max_seconds: float = 120.0
+
+
+@tool("held_effect", description="Record an effect, then wait until a release file exists (tests).", repeat_safe=True)
+def held_effect(args: HeldEffectArgs, ctx: ToolContext) -> dict:
+    """Record that this step executed, then hold the step running until the test creates
+    ``release`` (polled every 20 ms; raises after ``max_seconds``), so a browser test sees
+    the running state for as long as it needs, with no sleep that guesses how long that is."""
+    _record(EffectArgs(label=args.label), ctx)
+    deadline = time.monotonic() + args.max_seconds
+    while not os.path.exists(args.release):
+        if time.monotonic() > deadline:
+            raise NodeError(f"{args.release} was not created within {args.max_seconds} s", code="held_too_long", retryable=False)
+        time.sleep(0.02)
+    return {"label": args.label}
+
+
 class FlakyArgs(BaseModel):
     fail_times: int = 1
     code: str = "flaky"

@@ -1,5 +1,6 @@
 // /runs/<id>/: one run: status, the version it ran, input, output or error, steps and the event log, live.
 import type { RunEvent } from "../lib/liveEvents";
+import { useLeaseWatch } from "../lib/useLeaseWatch";
 import { useConnection, useRunEvents } from "../lib/useLiveEvents";
 import { RunActions } from "../runs/RunActions";
 import { formatDateTime, formatDuration, formatUsd, runDisplayStatus, stepDisplayStatus } from "../shell/format";
@@ -75,6 +76,8 @@ export default function RunPage({ runId }: { runId?: unknown }) {
   // Every committed event reloads the run (debounced): statuses change without a reload of the page.
   const events = useRunEvents(Number.isInteger(id) ? id : null, reload);
   const connection = useConnection();
+  // A dead worker commits no event: read the run again when a running step's lease runs out.
+  useLeaseWatch(run?.steps, reload);
   // A failed live reload keeps the run on screen (the next event or Refresh tries again).
   if (error && !run) return <main className="page"><ErrorMessage error={error} title={`Run ${id} could not be loaded.`} onRetry={reload} /></main>;
   if (!run || (loading && !run)) return <main className="page"><Loading label="Loading the run…" /></main>;

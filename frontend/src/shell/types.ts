@@ -48,6 +48,8 @@ export interface StepSummary {
   max_attempts: number;
   /** Whether the running step's worker is alive; null when not running. */
   worker_alive?: boolean | null;
+  /** When the running step's lease runs out unless its worker heartbeats (ISO 8601); null when not running. */
+  lease_expires_at?: string | null;
   output: unknown;
   error: unknown;
   cost_usd: string | null;

@@ -29,6 +29,9 @@ log = logging.getLogger("ballast.serve")
 BACKOFF_FIRST = 1.0  # seconds before the first restart of a child that died
 BACKOFF_MAX = 30.0
 STABLE_AFTER = 30.0  # a child that ran this long counts as healthy again: the backoff starts over
+# daphne closes its sockets and cancels open requests within milliseconds of SIGTERM; the
+# rest of this allowance is the interpreter's exit, kept short by manage.py (gc.freeze at
+# exit), so it holds on a loaded machine without being longer.
 WEB_STOP_SECONDS = 5.0
 
 
