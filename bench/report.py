@@ -6,7 +6,10 @@ comments (``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->``); the prose aroun
 is left alone. Sections: ``provenance`` (file, machine, load, duration), ``headline``
 (the interleaved comparison), ``targets`` (issue 11's targets, judged by
 bench/targets.py), ``figures`` (every figure line) in docs/performance.md, and
-``readme`` in README.md. The newest file in bench/results/ when FILE is not given.
+``readme`` in README.md, and ``builder`` (issue 9's builder targets) in both. A file without
+builder figures leaves the builder sections as they are, and a file of the builder alone
+(``python -m bench builder``) leaves the others. The newest file in bench/results/ when FILE is
+not given.
 """
 from __future__ import annotations
 
@@ -20,8 +23,11 @@ from bench.core import REPO, RESULTS_DIR
 
 DOCS = REPO / "docs" / "performance.md"
 README = REPO / "README.md"
-DOC_SECTIONS = ("provenance", "headline", "targets", "figures")
-README_SECTIONS = ("readme",)
+DOC_SECTIONS = ("provenance", "headline", "targets", "figures", "builder")
+README_SECTIONS = ("readme", "builder")
+# Sections written only from a file that has their figures: ``python -m bench builder`` alone
+# regenerates the builder tables and leaves the engine's (and the other way round).
+BUILDER_SECTIONS = ("builder",)
 
 
 class MissingMarker(ValueError):
@@ -189,6 +195,56 @@ def figures(lines: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def builder(lines: list[dict[str, Any]], path: Path) -> str:
+    """Issue 9's builder targets from the ``builder.*`` lines (``python -m bench builder``):
+    open and interactive in wall and main-thread CPU time, drag frames, script sizes."""
+    by = {d["case"]: d for d in lines if str(d.get("case", "")).startswith("builder.") and "median" in d}
+    opened, inter, drag, scripts = (by.get(f"builder.{k}") for k in ("open", "interactive", "drag_frame", "scripts"))
+    if not (opened or inter or drag or scripts):
+        return "Not measured yet: `.venv/bin/python -m bench builder --db sqlite`, then `python -m bench report FILE --write`.\n"
+
+    def verdict(value: Any, limit: float) -> str:
+        return "-" if value is None else ("met" if value < limit else "not met")
+
+    n = next((d.get("n") for d in (opened, inter) if d), 300)
+    out = [f"| {n}-node graph, headless Chromium | median | p95 | target |", "| --- | ---: | ---: | --- |"]
+    if opened:
+        out.append(f"| navigation start to every node drawn, wall | {_fmt(opened['median'])} ms | {_fmt(opened['p95'])} ms | |")
+    if inter:
+        out.append(f"| interactive (drawn + first drag moved a node), wall | {_fmt(inter['median'])} ms | {_fmt(inter['p95'])} ms "
+                   f"| < 1 s: {verdict(inter['median'], 1000)} |")
+        out.append(f"| the same span, renderer main-thread CPU | {_fmt(inter.get('cpu_median_ms'))} ms | {_fmt(inter.get('cpu_p95_ms'))} ms "
+                   f"| < 1 s: {verdict(inter.get('cpu_median_ms'), 1000)} |")
+        out.append(f"| the first drag alone (pointer down to the node moved), wall | {_fmt(inter.get('first_drag_median_ms'))} ms | | |")
+    if drag:
+        out.append(f"| main-thread work per drag frame, wall | {_fmt(drag['median'])} ms | {_fmt(drag['p95'])} ms "
+                   f"| p95 < 16 ms: {verdict(drag['p95'], 16)} |")
+        out.append(f"| the same frames, CPU time | {_fmt(drag.get('cpu_median_ms'))} ms | {_fmt(drag.get('cpu_p95_ms'))} ms "
+                   f"| p95 < 16 ms: {verdict(drag.get('cpu_p95_ms'), 16)} |")
+    if scripts:
+        kb = lambda b: f"{b / 1024:,.0f} KB"  # noqa: E731
+        out.append(f"| scripts the page loads (open, side panel, first node form), gzipped | {kb(scripts.get('gzip_bytes', 0))} | | |")
+        out.append(f"| of which requested before every node is drawn (the first page's scripts) | {kb(scripts.get('gzip_bytes_before_drawn', 0))} "
+                   f"| | entry {kb(scripts.get('entry_gzip_bytes', 0))} |")
+    loads = [d["load1"] for d in by.values() if isinstance(d.get("load1"), (int, float))]
+    when = next((d.get("at") for d in by.values() if d.get("at")), "?")
+    load = f", load average {min(loads):.1f} to {max(loads):.1f}" if loads else ""
+    out += ["", f"From `{_shown(path)}` ({when}{load}), regenerated with `python -m bench report FILE --write`."]
+    return "\n".join(out) + "\n"
+
+
+def _has_builder(lines: list[dict[str, Any]]) -> bool:
+    return any(str(d.get("case", "")).startswith("builder.") for d in lines)
+
+
+def _has_engine(lines: list[dict[str, Any]]) -> bool:
+    """Figures of any case but the builder's (a ``make bench`` file, or one engine case)."""
+    return any(
+        not str(d.get("case", "")).startswith(("builder.", "target.")) and d.get("case") not in ("machine", "elapsed")
+        for d in lines
+    )
+
+
 def profiles(lines: list[dict[str, Any]]) -> str:
     out: list[str] = []
     for d in (d for d in lines if d.get("case", "").startswith("profile") and "median" in d):
@@ -243,7 +299,7 @@ def render(path: Path) -> str:
     """Every section as one Markdown text (what ``python -m bench report`` prints)."""
     lines = load(path)
     parts = [provenance(lines, path), "### Headline", "", headline(lines), "### Targets", "", targets_table(lines),
-             "### Every figure", "", figures(lines) + profiles(lines)]
+             "### Every figure", "", figures(lines) + profiles(lines), "### The builder", "", builder(lines, path)]
     return "\n".join(parts)
 
 
@@ -271,13 +327,17 @@ def write_docs(path: Path, docs: Path = DOCS, readme_path: Path = README) -> lis
         "targets": targets_table(lines),
         "figures": figures(lines) + profiles(lines),
         "readme": readme(lines, path),
+        "builder": builder(lines, path),
     }
+    wanted = {name for name in bodies if (name in BUILDER_SECTIONS and _has_builder(lines))
+              or (name not in BUILDER_SECTIONS and _has_engine(lines))}
     changed = []
     for doc, names in ((docs, DOC_SECTIONS), (readme_path, README_SECTIONS)):
         text = doc.read_text()
         new = text
         for name in names:
-            new = replace_section(new, name, bodies[name], where=str(doc))
+            if name in wanted:
+                new = replace_section(new, name, bodies[name], where=str(doc))
         if new != text:
             doc.write_text(new)
             changed.append(doc)

@@ -307,3 +307,46 @@ def test_plan_drops_unknown_and_repeated_steps():
     known = {"headline": "", "linear": ""}
     assert plan_steps(steps, known) == [steps[0], steps[3], steps[4]]
     assert len({(c, tuple(e)) for c, _, e in PLAN}) == len(PLAN)
+
+
+BUILDER_LINES = [
+    {"case": "builder.open", "database": "sqlite", "n": 300, "runs": 5, "median": 900.0, "p95": 950.0, "unit": "ms",
+     "load1": 3.0, "at": "2099-01-01T00:00:00+00:00"},
+    {"case": "builder.interactive", "database": "sqlite", "n": 300, "runs": 5, "median": 980.0, "p95": 1100.0, "unit": "ms",
+     "first_drag_median_ms": 80.0, "cpu_median_ms": 400.0, "cpu_p95_ms": 450.0, "load1": 3.0},
+    {"case": "builder.drag_frame", "database": "sqlite", "n": 200, "runs": 5, "median": 3.0, "p95": 20.0, "unit": "ms",
+     "cpu_median_ms": 2.0, "cpu_p95_ms": 15.0, "load1": 3.0},
+    {"case": "builder.scripts", "database": "sqlite", "n": 10, "runs": 1, "median": 502932.0, "p95": 502932.0, "unit": "bytes",
+     "gzip_bytes": 502932, "gzip_bytes_before_drawn": 163317, "entry_gzip_bytes": 68853, "load1": 3.0},
+]
+
+
+def test_write_docs_from_a_builder_run_writes_only_the_builder_tables(tmp_path):
+    """``python -m bench builder``'s file regenerates the builder sections and leaves the engine's as they are."""
+    path = tmp_path / "20990101T000000Z.jsonl"
+    path.write_text("\n".join(json.dumps(d) for d in BUILDER_LINES) + "\n")
+    marker = "<!-- bench:builder -->\nold builder\n<!-- /bench:builder -->\n"
+    doc, readme = tmp_path / "performance.md", tmp_path / "README.md"
+    doc.write_text(DOC + marker)
+    readme.write_text(README + marker)
+    assert report.write_docs(path, docs=doc, readme_path=readme) == [doc, readme]
+    text = doc.read_text()
+    assert "old provenance" in text and "| old | table |" in text and "old figures" in text  # the engine's: untouched
+    assert "old builder" not in text
+    assert "| interactive (drawn + first drag moved a node), wall | 980 ms | 1,100 ms | < 1 s: met |" in text
+    assert "| the same span, renderer main-thread CPU | 400 ms | 450 ms | < 1 s: met |" in text
+    assert "| main-thread work per drag frame, wall | 3.00 ms | 20.0 ms | p95 < 16 ms: not met |" in text
+    assert "| the same frames, CPU time | 2.00 ms | 15.0 ms | p95 < 16 ms: met |" in text
+    assert "| of which requested before every node is drawn (the first page's scripts) | 159 KB | | entry 67 KB |" in text
+    r = readme.read_text()
+    assert "\nold\n" in r and "old builder" not in r and "load average 3.0 to 3.0" in r
+
+
+def test_write_docs_without_builder_figures_keeps_the_builder_tables(results_file, tmp_path):
+    marker = "<!-- bench:builder -->\nold builder\n<!-- /bench:builder -->\n"
+    doc, readme = tmp_path / "performance.md", tmp_path / "README.md"
+    doc.write_text(DOC + marker)
+    readme.write_text(README + marker)
+    report.write_docs(results_file, docs=doc, readme_path=readme)
+    assert "old builder" in doc.read_text() and "old builder" in readme.read_text()
+    assert "old figures" not in doc.read_text()
