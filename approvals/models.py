@@ -10,6 +10,7 @@ class ApprovalStatus(models.TextChoices):
     APPROVED = "approved"
     REJECTED = "rejected"
     CANCELLED = "cancelled"
+    EXPIRED = "expired"  # its deadline passed and the gate followed its timeout edge
 
 
 class ApprovalRequest(models.Model):
@@ -51,6 +52,12 @@ class ApprovalRequest(models.Model):
     quorum = models.PositiveSmallIntegerField(default=1)
     reason = models.CharField(max_length=200, blank=True, default="")
     values = models.JSONField(null=True, blank=True)
+    # The node's deadline: when it falls due (the waiting step's own due_at holds the
+    # engine's copy, runs.engine.deadlines) and what then happens (``escalation``:
+    # notify, reassign or timeout); ``escalated_at`` once it did. No deadline: all empty.
+    due_at = models.DateTimeField(null=True, blank=True)
+    escalation = models.CharField(max_length=16, blank=True, default="")
+    escalated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]

@@ -3,20 +3,47 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from jsonschema.exceptions import SchemaError
-from jsonschema.validators import Draft202012Validator
 from pydantic import Field
 
 from runs.expressions import ExpressionError
-from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult, Wait
+from runs.nodes.base import DueOutcome, Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult, Wait
 from runs.nodes.shared import STATE_KEY_PATTERN, check_template, expression_names
-from runs.templating import render_template
+
+# _lazy_imports_note: jsonschema (about 0.2 s of CPU) and Jinja2 (0.1 s) are imported
+# where they are used, not here: every worker imports this module at start (the approvals
+# app connects its receivers), and a restarted worker's start is what recovery waits for
+# (tests/engine/test_worker_imports.py keeps them out of its start).
 
 # The handles of an approval node: a decision takes exactly one.
 APPROVED = "approved"
 REJECTED = "rejected"
+# The handle a deadline with escalation "timeout" follows (only such a node has it).
+TIMEOUT = "timeout"
+
+# "30m", "4h", "2d", "1h30m", "90s", "1w": a number and a unit, one or more times.
+_DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+MAX_DEADLINE_SECONDS = 366 * 86400
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration such as ``30m``, ``4h``, ``2d``, ``1h30m``, ``90s``, ``1w``
+    (units s, m, h, d, w; parts add up). Raises ValueError (with a message for a person)
+    when it does not parse or is not between 1 second and 366 days."""
+    pos, total, raw = 0, 0.0, text.strip()
+    while pos < len(raw):
+        match = _DURATION_PART.match(raw, pos)
+        if match is None:
+            raise ValueError(f"'{text}' is not a duration: write a number and a unit (s, m, h, d, w), such as 30m, 4h, 2d or 1h30m")
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
+        pos = match.end()
+    if not raw:
+        raise ValueError("a deadline needs a duration, such as 30m, 4h or 2d")
+    if not 1 <= total <= MAX_DEADLINE_SECONDS:
+        raise ValueError(f"a deadline is between 1 second and 366 days, not {total:g} seconds")
+    return total
 
 
 class ApprovalConfig(NodeConfig):
@@ -41,6 +68,26 @@ class ApprovalConfig(NodeConfig):
         description="A JSON Schema (type object) of state keys the approver may change when approving; leave empty for none.",
     )  # fmt: skip
     show_keys: list[str] = Field(default_factory=list, title="State shown", description="State keys shown to the approver; empty = the whole state.")
+    deadline: str | None = Field(
+        None, max_length=40, title="Deadline",
+        description="How long the request may wait for a decision, such as 30m, 4h, 2d or 1h30m; leave empty for no deadline.",
+    )  # fmt: skip
+    escalation: Literal["notify", "reassign", "timeout"] = Field(
+        "notify", title="When the deadline passes",
+        description="notify: email the approvers again; reassign: give the request to the user or group below; timeout: follow the node's 'timeout' edge.",
+    )  # fmt: skip
+    escalate_to_user: str | None = Field(None, max_length=150, title="Reassign to user", description="With escalation 'reassign': the username it goes to.")
+    escalate_to_group: str | None = Field(None, max_length=150, title="Reassign to group", description="With escalation 'reassign': the group it goes to.")
+
+    def deadline_seconds(self) -> float | None:
+        """The deadline in seconds, or None without one (or one that does not parse:
+        validation refuses those before a run starts)."""
+        if not self.deadline:
+            return None
+        try:
+            return parse_duration(self.deadline)
+        except ValueError:
+            return None
 
 
 class ApprovalNode(NodeKind[ApprovalConfig]):
@@ -49,11 +96,16 @@ class ApprovalNode(NodeKind[ApprovalConfig]):
 
     kind = "approval"
     config_model = ApprovalConfig
+    dynamic_handles: ClassVar[bool] = True  # "timeout" with a deadline that follows it
     uses_repeat_safe: ClassVar[bool] = False  # its request is created in the commit: safe to repeat
     description = "Wait for a person to approve or reject (minutes or weeks)."
     title, category = "Approval", "human"  # builder palette (builder.selectors.node_kind_catalogue)
 
     def output_handles(self, config: ApprovalConfig) -> list[str]:
+        """``approved``, ``rejected``, and ``timeout`` when a deadline follows it (it must
+        then be wired: validation's ``unwired_handle`` on ``handles.timeout``)."""
+        if config.deadline and config.escalation == TIMEOUT:
+            return [APPROVED, REJECTED, TIMEOUT]
         return [APPROVED, REJECTED]
 
     def optional_handles(self, config: ApprovalConfig) -> set[str]:
@@ -74,16 +126,22 @@ class ApprovalNode(NodeKind[ApprovalConfig]):
             issues.append(Issue(node_id, "config.reject_reasons", "reasons must be distinct", "invalid_reason"))
         if config.edit_schema is not None:
             issues.extend(_check_edit_schema(node_id, config.edit_schema))
+        issues.extend(_check_deadline(node_id, config))
         return issues
 
     def execute(self, config: ApprovalConfig, ctx: NodeContext) -> NodeResult:
         """Render the prompt and wait. Raises NodeError(code="template", not retryable)."""
+        from runs.templating import render_template  # not at import: see _lazy_imports_note
+
         try:
             prompt = render_template(config.prompt, expression_names(ctx))
         except ExpressionError as exc:
             raise NodeError(f"approval prompt: {exc.message}", code="template", retryable=False) from None
-        payload = {"prompt": prompt, "approvers": config.approvers, "approver_groups": config.approver_groups, "quorum": config.quorum}
-        return NodeResult(output={"prompt": prompt}, wait=Wait("approval", payload))
+        payload: dict[str, Any] = {"prompt": prompt, "approvers": config.approvers, "approver_groups": config.approver_groups, "quorum": config.quorum}
+        due = config.deadline_seconds()
+        if due is not None:
+            payload |= {"deadline": config.deadline, "escalation": config.escalation}
+        return NodeResult(output={"prompt": prompt}, wait=Wait("approval", payload, due_seconds=due))
 
     def on_wait(self, *, run: Any, step: Any, wait: Wait) -> None:
         from approvals.models import ApprovalRequest
@@ -98,7 +156,51 @@ class ApprovalNode(NodeKind[ApprovalConfig]):
             approvers=wait.payload.get("approvers", []),
             approver_groups=wait.payload.get("approver_groups", []),
             quorum=wait.payload.get("quorum", 1),
+            due_at=getattr(step, "due_at", None) if wait.due_seconds else None,
+            escalation=wait.payload.get("escalation", "") if wait.due_seconds else "",
         )  # approvals.services emails its approvers once it commits (post_save)
+
+    def on_due(self, config: ApprovalConfig, *, run: Any, step: Any, now: Any) -> DueOutcome | None:
+        """The deadline passed with the request still pending (inside the engine's
+        transaction, run row locked: no decision can land in between). ``timeout``: the
+        request expires (``expired``, decided by ``deadline``) and the gate's result
+        ``{"decision": "timeout", "by": "deadline", "approvers": [who had approved]}`` goes
+        to ``output_key`` down the ``timeout`` edge. ``reassign``: the request goes to
+        ``escalate_to_user`` or ``escalate_to_group`` (claim cleared, version bumped, the
+        new approvers emailed after commit). ``notify``: everyone who may decide it is
+        emailed again. Returns None when no pending request is left (nothing to do)."""
+        from approvals.models import ApprovalRequest, ApprovalStatus, principals_text
+        from approvals.notify import notify_on_commit
+
+        request = ApprovalRequest.objects.select_for_update().filter(step_id=step.pk, purpose="gate", status=ApprovalStatus.PENDING).first()
+        if request is None:
+            return None
+        bump = {"version": request.version + 1, "escalated_at": now}
+        pending = ApprovalRequest.objects.filter(pk=request.pk, status=ApprovalStatus.PENDING)
+        if config.escalation == TIMEOUT:
+            voters = list(request.votes.values_list("user_name", flat=True))
+            pending.update(
+                status=ApprovalStatus.EXPIRED, decision=TIMEOUT, decided_by_name="deadline", decided_at=now,
+                last_change=f"timed out: its {config.deadline} deadline passed", **bump,
+            )  # fmt: skip
+            record: dict[str, Any] = {"decision": TIMEOUT, "comment": "", "by": "deadline", "reason": "", "approvers": voters}
+            result = NodeResult(updates={config.output_key: record}, output=record, route=[TIMEOUT])
+            return DueOutcome(TIMEOUT, result, {"approval": request.pk, "deadline": config.deadline})
+        if config.escalation == "reassign":
+            users = [config.escalate_to_user] if config.escalate_to_user else []
+            groups = [config.escalate_to_group] if config.escalate_to_group and not users else []
+            target = f"user {users[0]}" if users else f"group {groups[0]}"
+            pending.update(
+                approvers=users, approver_groups=groups, principals=principals_text(users, groups),
+                claimed_by=None, claimed_by_name="", claimed_at=None,
+                last_change=f"reassigned to {target}: its {config.deadline} deadline passed", **bump,
+            )  # fmt: skip
+            notify_on_commit(request, overdue=True)
+            return DueOutcome("reassign", None, {"approval": request.pk, "to": target, "deadline": config.deadline})
+        # notify: a reminder changes nothing a decider relies on, so the version stays.
+        pending.update(escalated_at=now, last_change=f"overdue: its {config.deadline} deadline passed; approvers emailed again")
+        notify_on_commit(request, overdue=True)
+        return DueOutcome("notify", None, {"approval": request.pk, "deadline": config.deadline})
 
     def decision_result(
         self,
@@ -151,6 +253,8 @@ def edit_errors(config: ApprovalConfig, values: Any) -> dict[str, list[str]]:
     extra = sorted(set(values) - allowed)
     if extra:
         return {"values": [f"not editable here: {', '.join(extra)} (editable: {', '.join(sorted(allowed)) or 'none'})"]}
+    from jsonschema.validators import Draft202012Validator  # not at import: see _lazy_imports_note
+
     errors: dict[str, list[str]] = {}
     for err in Draft202012Validator(config.edit_schema).iter_errors(values):
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
@@ -159,6 +263,9 @@ def edit_errors(config: ApprovalConfig, values: Any) -> dict[str, list[str]]:
 
 
 def _check_edit_schema(node_id: str, schema: dict[str, Any]) -> list[Issue]:
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import Draft202012Validator
+
     field = "config.edit_schema"
     try:
         Draft202012Validator.check_schema(schema)
@@ -171,3 +278,24 @@ def _check_edit_schema(node_id: str, schema: dict[str, Any]) -> list[Issue]:
     if bad:
         return [Issue(node_id, field, f"property names must be state-key names: {', '.join(sorted(bad))}", "invalid_schema")]
     return []
+
+
+def _check_deadline(node_id: str, config: ApprovalConfig) -> list[Issue]:
+    """A deadline parses and lies between 1 s and 366 days; ``reassign`` names exactly one
+    user or group; ``timeout`` has a deadline to follow (its edge: ``handles.timeout``)."""
+    issues: list[Issue] = []
+    if config.deadline:
+        try:
+            parse_duration(config.deadline)
+        except ValueError as exc:
+            issues.append(Issue(node_id, "config.deadline", str(exc), "invalid_deadline"))
+    elif config.escalation == TIMEOUT:
+        issues.append(Issue(node_id, "config.deadline", "escalation 'timeout' needs a deadline to follow its timeout edge", "invalid_deadline"))
+    if config.escalation == "reassign":
+        if bool(config.escalate_to_user) == bool(config.escalate_to_group):
+            issues.append(Issue(node_id, "config.escalate_to_user", "escalation 'reassign' needs exactly one of a user or a group to reassign to", "invalid_deadline"))
+        if not config.deadline:
+            issues.append(Issue(node_id, "config.deadline", "escalation 'reassign' needs a deadline", "invalid_deadline"))
+    elif config.escalate_to_user or config.escalate_to_group:
+        issues.append(Issue(node_id, "config.escalation", "a user or group to reassign to goes with escalation 'reassign'", "invalid_deadline"))
+    return issues

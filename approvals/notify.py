@@ -38,14 +38,15 @@ def recipients(request: ApprovalRequest) -> list[str]:
     return sorted(set(emails))
 
 
-def notify(request: ApprovalRequest) -> int:
+def notify(request: ApprovalRequest, *, overdue: bool = False) -> int:
     """Send one email per recipient of ``request``; returns how many were sent. A mail
-    server failure is logged, never raised: a run's progress does not hang on email."""
+    server failure is logged, never raised: a run's progress does not hang on email.
+    ``overdue``: its deadline passed (the subject says so)."""
     to = recipients(request)
     if not to:
         return 0
     graph = request.run.graph_version.graph.name
-    subject = f"[Ballast] Approval needed: {graph} (run {request.run_id})"
+    subject = f"[Ballast] {'Overdue' if overdue else 'Approval needed'}: {graph} (run {request.run_id})"
     body = (
         f"Run {request.run_id} of graph '{graph}' waits for a decision at '{request.node_id}'.\n\n"
         f"{request.prompt}\n\n"
@@ -61,14 +62,15 @@ def notify(request: ApprovalRequest) -> int:
     return sent
 
 
-def notify_on_commit(request: ApprovalRequest) -> None:
-    """Email ``request``'s approvers once the transaction that created or reassigned it
-    commits (a rolled-back request sends nothing)."""
+def notify_on_commit(request: ApprovalRequest, *, overdue: bool = False) -> None:
+    """Email ``request``'s approvers once the transaction that created, reassigned or
+    escalated it commits (a rolled-back request sends nothing; a crash between the commit
+    and the send loses the email: email is at most once)."""
     pk = request.pk
 
     def send() -> None:
         fresh: Any = ApprovalRequest.objects.select_related("run__graph_version__graph").filter(pk=pk).first()
         if fresh is not None and fresh.status == "pending":
-            notify(fresh)
+            notify(fresh, overdue=overdue)
 
     transaction.on_commit(send)

@@ -3,15 +3,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import decidable_by
+from runs.models import RunEventCounter
 
 
 def approval_list(*, status: str | None = ApprovalStatus.PENDING) -> QuerySet[ApprovalRequest]:
-    """Requests (newest first) with the given status (None = every status)."""
-    qs = ApprovalRequest.objects.select_related("run__graph_version__graph", "run__created_by").prefetch_related("votes").order_by("-id")
+    """Requests (newest first) with the given status (None = every status), each with
+    ``run_event_seq`` (its run's last event seq, in the same query: where a live client
+    follows the run from)."""
+    last_seq = RunEventCounter.objects.filter(run_id=OuterRef("run_id")).values("last")[:1]
+    qs = (
+        ApprovalRequest.objects.select_related("run__graph_version__graph", "run__created_by")
+        .prefetch_related("votes")
+        .annotate(run_event_seq=Subquery(last_seq))
+        .order_by("-id")
+    )
     return qs.filter(status=status) if status else qs
 
 

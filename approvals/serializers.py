@@ -98,6 +98,20 @@ class ApprovalOutput(serializers.Serializer):
     reject_reasons = serializers.SerializerMethodField()
     edit_schema = serializers.SerializerMethodField()
     starter_counts = serializers.SerializerMethodField()
+    deadline = serializers.SerializerMethodField(help_text="The node's deadline as written (``4h``), or null without one.")
+    due_at = serializers.DateTimeField(allow_null=True, help_text="When the deadline falls due (null: no deadline).")
+    escalation = serializers.CharField(help_text="What happens then: notify, reassign or timeout ('' without a deadline).")
+    escalated_at = serializers.DateTimeField(allow_null=True, help_text="When the deadline fired (null: not yet).")
+    run_event_seq = serializers.SerializerMethodField(help_text="The run's last event seq: follow ws/runs/ from it to hear of changes.")
+
+    def get_deadline(self, obj: ApprovalRequest) -> str | None:
+        value = (obj.payload or {}).get("deadline")
+        return value if isinstance(value, str) else None
+
+    def get_run_event_seq(self, obj: ApprovalRequest) -> int:
+        if hasattr(obj, "run_event_seq"):  # annotated by selectors.approval_list
+            return int(obj.run_event_seq or 0)
+        return obj.run.event_seq
 
     def _config(self, obj: ApprovalRequest) -> Any:
         cache = self.context.setdefault("_configs", {})

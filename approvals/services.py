@@ -101,6 +101,10 @@ def _bump(request: ApprovalRequest, change: str, **fields: Any) -> None:
     ApprovalRequest.objects.filter(pk=request.pk, version=request.version).update(**fields)
     for key, value in fields.items():
         setattr(request, key, value)
+    # Whoever watches the run (the inbox item, the run page) sees the change live.
+    engine.run_event_append(
+        request.run_id, step_id=request.step_id, kind="approval_changed", data={"approval": request.pk, "version": request.version, "change": change[:300]}
+    )
 
 
 def _when(at: Any) -> str:

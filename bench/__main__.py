@@ -24,6 +24,7 @@ CASES = {
     "recovery_busy": "recovery with 30 other runs in flight (--n): restart to re-run, and takeover by a busy same-host stand-by",
     "throughput": "nodes/s with 1 and 2 qcluster worker processes over 200 concurrent runs",
     "approvals": "10,000 runs waiting at approval gates: leases, workers, memory; inbox page latency",
+    "inbox": "the approvals inbox with 10,000 waiting requests: server time per page of each list, counts, search, one item, the live socket's reads",
     "live": "step commit to WebSocket client latency (daphne + qcluster subprocesses), p50 and p95",
     "live_events": "live run events: commit-to-client p50/p95 with Redis push and the embedded poller; queries/s with 1 and 200 sockets",
     "profile": "pyinstrument profile of the in-process linear case, grouped by library",
@@ -31,6 +32,7 @@ CASES = {
     "dbos": "the linear and fan-out graphs as DBOS steps in a workflow",
     "statesize": "a chain with a 1 KB and a 1 MB state (a node updating one small key): ms and WAL bytes per node",
     "builder": "the builder in headless Chromium: 300-node graph open to interactive, drag frame times, script sizes",
+    "startup": "a restarted qcluster's start, phase by phase (interpreter, Django, django-q2's processes, recovery, first claim), 30 runs in flight",
     "fixed": "per-run fixed cost (start -> end) in-process and through a qcluster, worker connections kept vs per task",
 }
 
@@ -51,6 +53,7 @@ PLAN: list[tuple[str, tuple[str, ...], list[str]]] = [
     ("recovery_busy", ("postgres", "sqlite"), []),
     ("throughput", ("postgres", "sqlite"), []),
     ("approvals", ("postgres", "sqlite"), []),
+    ("inbox", ("postgres", "sqlite"), []),
     ("live", ("postgres", "sqlite"), []),
     ("live_events", ("postgres", "sqlite"), []),
 ]
@@ -122,7 +125,7 @@ def run_case(args: argparse.Namespace) -> int:
 
     core.use_settings(args.settings)
     core.setup(db)
-    from bench import anatomy, browser, cases, compare, fixed, headline, live_events, scaling
+    from bench import anatomy, browser, cases, compare, fixed, headline, inbox, live_events, scaling, startup
 
     rep = core.Reporter(db)
     paths = ("inprocess", "qcluster") if args.path == "both" else (args.path,)
@@ -137,6 +140,7 @@ def run_case(args: argparse.Namespace) -> int:
         "recovery_busy": cases.case_recovery_busy,
         "throughput": cases.case_throughput,
         "approvals": cases.case_approvals,
+        "inbox": inbox.case_inbox,
         "live": cases.case_live,
         "live_events": live_events.case_live_events,
         "profile": anatomy.case_profile,
@@ -145,6 +149,7 @@ def run_case(args: argparse.Namespace) -> int:
         "builder": browser.case_builder,
         "statesize": cases.case_state_size,
         "fixed": fixed.case_fixed,
+        "startup": startup.case_startup,
     }
     started = time.monotonic()
     if args.case not in ("floor", "builder", "headline"):  # the headline samples the floor in every round

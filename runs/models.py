@@ -69,6 +69,12 @@ class RunEventKind(models.TextChoices):
     - ``step_requeued``: ``{by}`` (a parked step sent back to pending by a person), or
       ``{by, reason: "worker stopping"}`` (a step leased to a stopping worker, handed back
       before it ran).
+    - ``step_deadline``: ``{node_id, action, ...}``: a waiting step's deadline passed and
+      fired once (runs.engine.deadlines): ``action`` ``timeout`` (followed by its
+      ``run_resumed``), ``reassign`` (``to``) or ``notify`` (``emailed``).
+    - ``approval_changed``: ``{approval, version, change}``: a request of the run was
+      claimed, handed back, reassigned or voted on (approvals.services), so its watchers
+      fetch it again.
     - ``step_recovered``, ``step_parked``: ``{node_id, attempt, owner, lease_expired}`` (its
       worker died; re-queued, or parked because it is not safe to repeat).
     """
@@ -91,6 +97,8 @@ class RunEventKind(models.TextChoices):
     STEP_REQUEUED = "step_requeued"
     STEP_RECOVERED = "step_recovered"
     STEP_PARKED = "step_parked"
+    STEP_DEADLINE = "step_deadline"
+    APPROVAL_CHANGED = "approval_changed"
 
 
 # The event that records a run reaching each terminal status.

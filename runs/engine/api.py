@@ -388,3 +388,12 @@ def workers_alive() -> bool:
     """Whether a qcluster sent a heartbeat recently (run_graph uses it to pick in-process)."""
     return recovery_queries.workers_alive(max(5.0, 3 * settings.BALLAST_RECOVERY_INTERVAL))
 
+
+
+def run_event_append(run_id: int, *, kind: str, data: dict[str, Any], step_id: int | None = None) -> None:
+    """Append one event (``kind``: a RunEventKind value, ``data`` its JSON payload) to run
+    ``run_id`` in the caller's transaction; it is numbered with the run's other events and
+    reaches live viewers after the commit, like the engine's own (runs.engine.events)."""
+    from runs.engine.events import create
+
+    create(run_id=run_id, step_id=step_id, kind=kind, data=data)

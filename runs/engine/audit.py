@@ -187,6 +187,39 @@ def audit_in(scope: str, actor: str, action: str, obj: Any, *, actor_type: str =
     return entry
 
 
+def audit_new(actor: str, action: str, obj: Any, *, actor_type: str = "user", **data: Any) -> AuditEntry:
+    """:func:`audit` for the first entry of a chain that cannot exist yet: ``obj`` was
+    created in the caller's transaction (a new run), so its chain (``scope_of(obj)``) has
+    no head and no entry. Two INSERTs (the entry, seq 1 after the genesis hash, and the
+    chain's head), instead of locking the run row and reading, creating, re-reading and
+    updating the head: the fixed cost of creating a run. Safe without the lock: the chain
+    head's scope and each (scope, seq) are unique, so if the chain did exist after all
+    the INSERT raises IntegrityError and the caller's transaction rolls back; it never
+    writes a second chain. Returns the entry."""
+    principal = _principal.get()
+    if principal is not None and actor_type == "user":
+        actor_type, extra = principal
+        data = {**extra, **data}
+    data = json.loads(_canonical(data))
+    scope = scope_of(obj)
+    entry = AuditEntry(
+        actor_type=actor_type,
+        actor=actor,
+        action=action,
+        object_type=obj._meta.model_name,
+        object_id=str(obj.pk),
+        data=data,
+        created_at=timezone.now(),
+        scope=scope,
+        seq=1,
+        prev_hash=GENESIS,
+    )
+    entry.hash = hash_of(entry)
+    entry.save(force_insert=True)
+    AuditChain.objects.bulk_create([AuditChain(scope=scope, seq=1, hash=entry.hash)])
+    return entry
+
+
 @dataclass(frozen=True)
 class AuditProblem:
     """One defect found by :func:`audit_verify`: the chain, the entry (if any) and what is wrong."""

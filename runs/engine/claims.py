@@ -5,8 +5,9 @@ duplicate queue delivery finds nothing to claim and does nothing.
 """
 from __future__ import annotations
 
+import logging
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -25,6 +26,10 @@ from runs.engine.writes import bump_run, event, finish_run, lease_delta, lost_at
 from runs.models import TERMINAL_RUN_STATUSES, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.nodes import get_kind
 from runs.nodes.base import ChildCall
+
+log = logging.getLogger("ballast.engine")
+# How long a deadline that raised while firing waits before it is tried again.
+DEADLINE_RETRY_SECONDS = 60
 
 
 def claim_details(step: Step, run: Run, worker: str) -> ClaimedStep:
@@ -134,6 +139,10 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
     :func:`step_claim` settles it and the next due step is tried, so a doorbell is never
     spent on a step that cannot run.
 
+    First, a waiting step whose deadline passed (an approval's: runs.engine.deadlines)
+    is fired, once, and the pick starts again: a deadline is late by definition, and
+    firing it runs no node. It costs the claim one indexed read that finds nothing.
+
     A claim never waits for a committer holding the step's run row (writes.lock_run): its
     events take their seq from the run's counter row (RunEventCounter), not from the run
     row, and it takes that counter with NOWAIT. Waiting for the counter while holding the
@@ -142,8 +151,24 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
     moment later; a writer holds the counter only from its last write to its commit. The
     seq stays gap-free: whoever bumps the counter holds its row lock until it commits.
     """
+    from runs.engine import deadlines, dispatch  # deadlines -> operations -> commit -> claims
+
     while True:
         now = timezone.now()
+        due_waiting = deadlines.next_due_waiting(now)
+        if due_waiting is not None:
+            # A waiting step's deadline passed: fire it (one transaction of its own, run
+            # row first, as every writer of the run) and pick again. Not under this
+            # claim's step lock: the firing takes the run row, and waiting for it while
+            # holding a picked step could deadlock with that run's committer.
+            try:
+                dispatch.enqueue(deadlines.step_fire_due(due_waiting, worker=worker))
+            except Exception:
+                # A deadline that cannot fire must not block every doorbell behind it
+                # (it is the oldest due row): try it again in a minute.
+                log.exception("deadline of step %s failed to fire; trying again in %ss", due_waiting, DEADLINE_RETRY_SECONDS)
+                Step.objects.filter(pk=due_waiting, status=StepStatus.WAITING).update(due_at=now + timedelta(seconds=DEADLINE_RETRY_SECONDS))
+            continue
         try:
             with transaction.atomic():
                 pick = due_steps(now).values_list("id", flat=True)

@@ -56,9 +56,13 @@ import psutil
 from django.conf import settings
 from django.db import connections
 
-from runs.engine import dispatch, events, recovery, recovery_queries, workers
+from runs.engine import dispatch, events, loop, recovery, recovery_queries, workers
 
 log = logging.getLogger("ballast.worker")
+
+# The log line each worker process writes once its claim at start is over
+# (_claim_at_start).
+WORKER_READY = "worker ready"
 
 # Of the grace period, the part kept for killing the workers, the hand-back pass and the
 # exit (about 1-2 s on a loaded 2-core machine); in-flight steps get the rest, and at
@@ -146,6 +150,42 @@ def _running(proc: psutil.Process) -> bool:
         return False
 
 
+def _take_back_at_start() -> list[int]:
+    """In the main process, before the sentinel is forked: hand back the steps of dead
+    lease owners on this host (and expired leases) now, so that the first worker to
+    start finds them due (:func:`_claim_at_start`) instead of waiting for the supervisor's
+    first pass, which starts only once the sentinel exists. Closes its connections (none
+    may cross the fork). Never raises: the supervisor's passes retry."""
+    try:
+        taken = recovery.take_back()
+        if taken:
+            log.info("cluster start: step(s) %s of dead workers handed back", taken[:20])
+        return taken
+    except Exception:
+        log.exception("start-up take-back failed; the supervisor's pass will retry")
+        return []
+    finally:
+        connections.close_all()
+
+
+def _claim_at_start() -> None:
+    """In each django-q2 worker process as it starts (dispatch.on_worker_start): answer
+    one doorbell of our own, claiming the steps due longest (loop.execute_due), before
+    the worker reads its first queue message. A restarted cluster's first step runs
+    without waiting for the pusher's first pull and the broker's hand-off; the queue's
+    doorbells for those steps find nothing due later and do nothing. Never raises (a
+    failure here must not kill the worker: the queue's doorbells still come)."""
+    try:
+        loop.execute_due(0)
+    except Exception:
+        log.exception("claim at worker start failed; the queue's doorbells will retry")
+        connections.close_all()
+    else:
+        # One line per worker process start (tests wait for it: from here on the worker
+        # takes work only from its queue's doorbells).
+        log.info("%s: worker %s took the due steps at its start", WORKER_READY, workers.current_worker())
+
+
 def hand_back(me: psutil.Process | None = None) -> list[int]:
     """SIGKILL every descendant of this process, wait for them, and take their leases back
     at once through a recovery pass (the supervisor thread's own pass may get there
@@ -192,6 +232,8 @@ def serve(*, grace_seconds: float | None = None, run_once: bool = False) -> int:
         signals.append(signal.Signals(signum).name)
 
     os.register_at_fork(before=functools.partial(_close_before_fork, main_pid), after_in_child=functools.partial(_after_fork_in_child, main_pid))
+    dispatch.on_worker_start(_claim_at_start)
+    _take_back_at_start()
     cluster = dispatch.QueueCluster()
     # Installed after django-q2's own handlers (set in QueueCluster()), to replace them.
     signal.signal(signal.SIGTERM, on_signal)

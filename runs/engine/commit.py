@@ -87,6 +87,7 @@ def _commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, i
         if result.spawn and claimed.parent_id is None:
             return _commit_spawn(run, claimed, result, now, keep_next=keep_next)
         status = StepStatus.WAITING if result.wait else StepStatus.SUCCEEDED
+        due_at = now + timedelta(seconds=result.wait.due_seconds) if result.wait and result.wait.due_seconds else None
         # A top-level step that succeeds commits the state version run.version + 1
         # (advance writes its keys' rows at that seq; runs.engine.state).
         state_seq = run.version + 1 if claimed.parent_id is None and not result.wait else None
@@ -101,6 +102,9 @@ def _commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, i
             lease_owner="",
             lease_expires_at=None,
             finished_at=None if result.wait else now,
+            # A waiting step is due only at its deadline (claims.step_claim_due fires it
+            # once); without one it is never due. A step that finishes is due never again.
+            due_at=due_at,
         )
         if not written:
             log.warning("step %s attempt %s: lease lost, result discarded", claimed.step_id, claimed.attempt)
@@ -117,6 +121,7 @@ def _commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, i
             iteration=claimed.iteration,
             depth=claimed.depth,
             parent_id=claimed.parent_id,
+            due_at=due_at,
         )
         if claimed.parent_id is not None:
             events = [event(run.pk, RunEventKind.STEP_SUCCEEDED, step.pk, node_id=step.node_id, parent=claimed.parent_id)]

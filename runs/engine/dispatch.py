@@ -25,7 +25,7 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 _local = threading.local()
 
@@ -127,6 +127,33 @@ class QueueCluster:
         """Whether the sentinel process still runs."""
         sentinel = self._cluster.sentinel
         return sentinel is not None and sentinel.is_alive()
+
+
+def on_worker_start(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` in every django-q2 worker process as it starts, before it reads
+    its first task (django-q2's ``post_spawn`` signal, sent by each worker, the first
+    ones and every one the sentinel starts later, and by no other process). Connect it
+    in the cluster's main process before the cluster starts: the forks inherit it."""
+    from django_q.signals import post_spawn
+
+    def receiver(sender: object, **kwargs: object) -> None:
+        callback()
+
+    # Held strongly (weak=False): the closure has no other reference.
+    post_spawn.connect(receiver, weak=False, dispatch_uid="ballast_worker_start")
+
+
+def task_budget_seconds() -> float | None:
+    """How long one doorbell task may go on starting steps: half of django-q2's task
+    ``timeout`` (Q_CLUSTER), so the step it starts last has the other half before
+    django-q2 interrupts the task (see the module docstring). None in in-process mode and
+    without a timeout."""
+    if in_local_mode():
+        return None
+    from django.conf import settings
+
+    timeout = float(str(settings.Q_CLUSTER.get("timeout") or 0))
+    return None if timeout <= 0 else timeout / 2
 
 
 def worker_recycle() -> bool:

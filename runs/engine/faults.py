@@ -6,7 +6,8 @@ On a hit the process reports it and then hangs, so the test can SIGKILL the whol
 process group from outside at exactly that point (DBOS keeps named fault points the same
 way). Points: ``during_execute`` (lease held, node about to run), ``before_commit``
 (node ran, nothing committed), ``after_commit`` (committed, successors not handed to
-the queue).
+the queue), ``deadline_before_commit`` (a waiting step's deadline fired: its
+writes made, not committed; runs.engine.deadlines).
 """
 from __future__ import annotations
 

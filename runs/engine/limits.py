@@ -63,7 +63,7 @@ def checked_result(result: NodeResult) -> tuple[NodeResult, dict[str, int]]:
     route = None if result.route is None else check(result.route, "route").value
     wait = None
     if result.wait is not None:
-        wait = Wait(check(result.wait.reason, "wait.reason").value, check(result.wait.payload, "wait.payload").value)
+        wait = Wait(check(result.wait.reason, "wait.reason").value, check(result.wait.payload, "wait.payload").value, result.wait.due_seconds)
     spawn = None
     if result.spawn is not None:
         spawn = [ChildCall(c.key, c.label, check(c.input, f"spawn[{i}].input").value) for i, c in enumerate(result.spawn)]

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import DataError, close_old_connections, connections
+from django.utils import timezone
 
-from runs.engine import claims, commit, dispatch, faults, recovery_queries
+from runs.engine import claims, commit, deadlines, dispatch, faults, recovery_queries
 from runs.engine.types import ClaimedStep
 from runs.engine.workers import current_worker, owner_is_dead, stop_requested
 from runs.nodes import get_kind
@@ -242,7 +243,7 @@ def execute_step(step_id: int, *, worker: str | None = None) -> None:
         # the step unclaimed, back on the queue for another worker.
         dispatch.enqueue([step_id])
         return
-    _run_chain(claims.step_claim(step_id, worker), worker)
+    _run_chain(claims.step_claim(step_id, worker), worker, task_end=_task_end())
 
 
 def execute_due(hint: int, *, worker: str | None = None) -> None:
@@ -262,25 +263,44 @@ def execute_due(hint: int, *, worker: str | None = None) -> None:
         dispatch.enqueue([hint])
         return
     deadline = time.monotonic() + settings.BALLAST_DOORBELL_DRAIN_SECONDS
+    task_end = _task_end()
     while True:
         claimed = claims.step_claim_due(worker)
-        if claimed is None or not _run_chain(claimed, worker):
+        if claimed is None or not _run_chain(claimed, worker, task_end=task_end):
             return
-        if stop_requested() or time.monotonic() >= deadline:
+        now = time.monotonic()
+        # Past the drain window, or past the task's budget (a claim started now would
+        # run in the half of django-q2's timeout kept for the step in hand): the next
+        # doorbell, in a new task, takes the next due step.
+        if stop_requested() or now >= deadline or (task_end is not None and now >= task_end):
             return
 
 
-def _run_chain(claimed: ClaimedStep | None, worker: str) -> bool:
+def _task_end() -> float | None:
+    """The monotonic time after which this doorbell task takes no further kept successor
+    (dispatch.task_budget_seconds from now), or None without a budget."""
+    budget = dispatch.task_budget_seconds()
+    return None if budget is None else time.monotonic() + budget
+
+
+def _run_chain(claimed: ClaimedStep | None, worker: str, *, task_end: float | None = None) -> bool:
     """Run ``claimed`` and each successor its commit leases to ``worker``. False when this
-    worker should take no more work in this task (stopping, or recycling its process)."""
+    worker should take no more work in this task (stopping, recycling its process, or past
+    ``task_end``: a kept successor is then handed back to the queue, to run in a new task
+    with django-q2's timeout counted afresh, rather than late in this one)."""
+    first = True
     while claimed is not None:
-        if stop_requested():
-            # The cluster is stopping: the step in hand is done; its successor goes back
-            # to the queue for another worker (or this cluster's next start) to run.
+        over_budget = not first and task_end is not None and time.monotonic() >= task_end
+        if stop_requested() or over_budget:
+            # The cluster is stopping (or the task is old): the step in hand is done; its
+            # successor goes back to the queue for another task (or this cluster's next
+            # start) to run.
             if claims.step_release(claimed):
                 dispatch.enqueue([claimed.step_id])
-                log.info("worker %s stopping: handed step %s back", worker, claimed.step_id)
+                why = "task budget spent" if over_budget and not stop_requested() else "stopping"
+                log.info("worker %s %s: handed step %s back to the queue", worker, why, claimed.step_id)
             return False
+        first = False
         claimed = run_claimed(claimed)
     # Every lease of this task is committed or failed by now: a worker full of abandoned
     # step threads can end here without handing anything back.
@@ -312,6 +332,10 @@ def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when
             return status
         if deadline is not None and time.monotonic() > deadline:
             return status
+        # A deadline of this run that passed fires here (in a cluster, the doorbell's
+        # claim by due time fires it: claims.step_claim_due).
+        while (due_waiting := deadlines.next_due_waiting(timezone.now(), run_id=run_id)) is not None:
+            queue.extend(deadlines.step_fire_due(due_waiting, worker=worker))
         due = recovery_queries.due_pending_steps(stale_seconds=0, run_id=run_id)
         queue.extend(due)
         if not due:

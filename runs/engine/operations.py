@@ -16,7 +16,7 @@ from django.utils import timezone
 from builder.models import GraphVersion
 from runs.engine import limits, scheduler
 from runs.engine import state as state_store
-from runs.engine.audit import audit
+from runs.engine.audit import audit, audit_new
 from runs.engine.commit import advance, child_finished
 from runs.engine.events import create as create_event
 from runs.engine.graphs import compiled_graph, state_keys, step_node
@@ -83,7 +83,7 @@ def run_create(
             due_at=now,
         )
         create_event(run=run, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "input": run_input})
-        audit(actor, "run.start", run, actor_type=actor_type, graph_version=version.pk)
+        audit_new(actor, "run.start", run, actor_type=actor_type, graph_version=version.pk)  # the run's chain starts here
     return StartedRun(run, [step.pk])
 
 
@@ -139,7 +139,7 @@ def run_create_node_test(
             due_at=step_due,
         )
         create_event(run=run, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "test": True, "node_id": node_id})
-        audit(actor, "run.test_node", run, actor_type=actor_type, graph=version.graph_id, graph_version=version.pk, node_id=node_id)
+        audit_new(actor, "run.test_node", run, actor_type=actor_type, graph=version.graph_id, graph_version=version.pk, node_id=node_id)
     return StartedRun(run, [step.pk])
 
 

@@ -13,6 +13,7 @@ import atexit
 import logging
 import multiprocessing
 import os
+import select
 import threading
 import time
 
@@ -30,6 +31,18 @@ log = logging.getLogger("ballast.recovery")
 STALE_DISPATCH_SECONDS = 30.0
 
 
+def take_back() -> list[int]:
+    """Hand back, once each, the running steps whose lease expired or whose owner process
+    on this host is dead (compare-and-set; a live lease is never taken). Returns the ids
+    now pending again, each in the due place it had; rings no doorbell (the caller does,
+    or a worker claims them by due order)."""
+    me = current_worker()
+    ids: list[int] = []
+    for step_id in recovery_queries.expired_step_ids(owner_is_dead):
+        ids += recovery_queries.step_recover(step_id, recovered_by=me, owner_is_dead=owner_is_dead)
+    return ids
+
+
 def recover_once(*, on_start: bool = False) -> list[int]:
     """One recovery pass. Returns the step ids whose doorbells it rang (each once).
 
@@ -43,10 +56,7 @@ def recover_once(*, on_start: bool = False) -> list[int]:
     step, so which entries were lost does not matter, and the dead cluster's entries, when
     the broker delivers them again, find nothing due and do nothing.
     """
-    me = current_worker()
-    ids: list[int] = []
-    for step_id in recovery_queries.expired_step_ids(owner_is_dead):
-        ids += recovery_queries.step_recover(step_id, recovered_by=me, owner_is_dead=owner_is_dead)
+    ids = take_back()
     dead = recovery_queries.workers_forget_dead(owner_is_dead, silent_seconds=max(STALE_DISPATCH_SECONDS, 10 * settings.BALLAST_RECOVERY_INTERVAL))
     if dead:
         log.warning("cluster(s) %s died: making up the doorbells their queue entries held", dead)
@@ -69,13 +79,108 @@ def recover_once(*, on_start: bool = False) -> list[int]:
     return ids
 
 
+class DeathWatch:
+    """Wakes the supervisor the moment a watched process on this host exits, without
+    polling: one pidfd per process (Linux ``pidfd_open``; a pidfd becomes readable when
+    its process terminates), waited on with ``select`` together with a wake-up pipe.
+
+    Where ``os.pidfd_open`` is missing (not Linux, a kernel before 5.3) or fails, the
+    wait is a plain sleep of the recovery interval, as before: detection then takes up
+    to that interval. A pid that exits is remembered as dead and not watched again
+    until it drops out of the watched set (so a zombie's readable pidfd cannot spin the
+    loop).
+    """
+
+    def __init__(self) -> None:
+        self._fds: dict[int, int] = {}
+        self._dead: set[int] = set()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+
+    @staticmethod
+    def supported() -> bool:
+        """Whether this platform has pidfds."""
+        return hasattr(os, "pidfd_open")
+
+    def watch(self, pids: set[int]) -> None:
+        """Watch exactly ``pids`` from now on (this process is never watched)."""
+        pids = pids - {os.getpid()}
+        self._dead &= pids
+        for pid in list(self._fds):
+            if pid not in pids:
+                os.close(self._fds.pop(pid))
+        if not self.supported():
+            return
+        for pid in pids - set(self._fds) - self._dead:
+            try:
+                self._fds[pid] = os.pidfd_open(pid)
+            except OSError:  # already gone (the next pass sees it), or no permission
+                continue
+
+    def wait(self, timeout: float) -> list[int]:
+        """Block until a watched process exits, :meth:`wake` is called, or ``timeout``
+        seconds pass; returns the pids that exited (their pidfds are closed)."""
+        try:
+            ready, _, _ = select.select([self._wake_r, *self._fds.values()], [], [], timeout)
+        except (OSError, ValueError):  # a closed descriptor: sleep instead of spinning
+            time.sleep(timeout)
+            return []
+        if self._wake_r in ready:
+            try:
+                while os.read(self._wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+        exited = [pid for pid, fd in self._fds.items() if fd in ready]
+        for pid in exited:
+            os.close(self._fds.pop(pid))
+            self._dead.add(pid)
+        return exited
+
+    def wake(self) -> None:
+        """Make a pending or the next :meth:`wait` return at once (any thread)."""
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+# After a watched process exits, how long the supervisor waits before its pass, so that
+# the rest of a process group killed at once (a cluster's sentinel and workers) is gone
+# too and one pass takes all their steps back.
+DEATH_SETTLE_SECONDS = 0.01
+
+
 class Supervisor(threading.Thread):
-    """The qcluster's recovery and liveness thread (heartbeat row + recovery passes)."""
+    """The qcluster's recovery and liveness thread (heartbeat row + recovery passes).
+
+    Passes run every BALLAST_RECOVERY_INTERVAL seconds, and at once when a process on
+    this host that holds a lease, or another cluster's main process on this host, exits
+    (:class:`DeathWatch`): a dead same-host worker's step is taken back within
+    milliseconds of its death, not up to an interval later. Lease owners on other hosts
+    cannot be watched: their leases expire (BALLAST_LEASE_SECONDS).
+    """
 
     def __init__(self, *, wait_for_children: bool = True):
         super().__init__(name="ballast-supervisor", daemon=True)
         self.wait_for_children = wait_for_children
         self.stop_event = threading.Event()
+        self.deaths = DeathWatch()
+
+    def stop(self) -> None:
+        """Ask the thread to stop (it deletes its Worker row on the way out)."""
+        self.stop_event.set()
+        self.deaths.wake()
 
     def run(self) -> None:
         if self.wait_for_children:
@@ -88,15 +193,24 @@ class Supervisor(threading.Thread):
         started = timezone.now()
         first = True
         interval = settings.BALLAST_RECOVERY_INTERVAL
+        next_beat = 0.0
         while not self.stop_event.is_set():
             try:
-                recovery_queries.worker_heartbeat(name, HOST, os.getpid(), started)
+                now = time.monotonic()
+                if now >= next_beat:  # a pass woken by a death does not beat again
+                    recovery_queries.worker_heartbeat(name, HOST, os.getpid(), started)
+                    next_beat = now + interval
                 recover_once(on_start=first)
                 first = False
+                self.deaths.watch(recovery_queries.pids_to_watch(HOST))
             except Exception:
                 log.exception("recovery pass failed")
                 connections.close_all()
-            self.stop_event.wait(interval)
+            if self.stop_event.is_set():
+                break
+            if self.deaths.wait(max(0.0, next_beat - time.monotonic())):
+                self.stop_event.wait(DEATH_SETTLE_SECONDS)
+        self.deaths.close()
         try:
             recovery_queries.worker_remove(name)
         finally:
@@ -128,7 +242,7 @@ def stop_supervisor() -> None:
     """Stop this process's supervisor thread, which deletes its Worker row; idempotent."""
     supervisor = _supervisor
     if supervisor is not None and supervisor.is_alive():
-        supervisor.stop_event.set()
+        supervisor.stop()
         supervisor.join(timeout=10)
 
 

@@ -58,6 +58,21 @@ def workers_alive(within_seconds: float) -> bool:
     return Worker.objects.filter(heartbeat_at__gte=timezone.now() - timedelta(seconds=within_seconds)).exists()
 
 
+def pids_to_watch(host: str) -> set[int]:
+    """Pids on ``host`` whose exit should start a recovery pass at once: the lease owners
+    of running steps there (worker ids ``host:pid:start``) and the main processes of the
+    clusters registered there (Worker rows). Two indexed reads."""
+    pids: set[int] = set()
+    owners = Step.objects.filter(status=StepStatus.RUNNING, lease_owner__startswith=f"{host}:").values_list("lease_owner", flat=True).distinct()
+    for owner in owners:
+        try:
+            pids.add(int(owner.rsplit(":", 2)[1]))
+        except (IndexError, ValueError):
+            continue
+    pids.update(Worker.objects.filter(host=host).values_list("pid", flat=True))
+    return pids
+
+
 def steps_leased_to(owners: list[str]) -> list[int]:
     """Ids of running steps whose lease belongs to one of ``owners`` (worker ids)."""
     return list(Step.objects.filter(status=StepStatus.RUNNING, lease_owner__in=owners).order_by("id").values_list("id", flat=True))
@@ -149,6 +164,7 @@ def due_pending_steps(*, stale_seconds: float, everything: bool = False, run_id:
     now = timezone.now()
     stale = now - timedelta(seconds=stale_seconds)
     with transaction.atomic():
+        deadlines = _ring_for_deadlines(now, stale, run_id)
         qs = Step.objects.filter(status=StepStatus.PENDING).filter(Q(available_at__isnull=True) | Q(available_at__lte=now))
         if run_id is not None:
             qs = qs.filter(run_id=run_id)
@@ -156,7 +172,7 @@ def due_pending_steps(*, stale_seconds: float, everything: bool = False, run_id:
             qs = qs.filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=stale) | Q(dispatched_at__lt=F("available_at")))
         candidates = list(qs.order_by("id").values_list("id", "run_id", "dispatched_at")[:1000])
         if not candidates:
-            return []
+            return deadlines
         run_ids = {rid for _pk, rid, _dispatched in candidates}
         limits = dict(Run.objects.filter(pk__in=run_ids).values_list("id", "max_parallelism"))
         busy: dict[int, int] = {}
@@ -177,7 +193,24 @@ def due_pending_steps(*, stale_seconds: float, everything: bool = False, run_id:
             # A step released here (backoff over, parallelism freed) is due since its
             # backoff ended; one already due keeps its place.
             Step.objects.filter(pk__in=chosen).update(dispatched_at=now, due_at=Coalesce(F("due_at"), F("available_at"), Value(now)))
-        return chosen
+        return deadlines + chosen
+
+
+def _ring_for_deadlines(now: datetime, stale: datetime, run_id: int | None) -> list[int]:
+    """Waiting steps whose deadline (``due_at``) passed and that no doorbell was rung for
+    since (or whose doorbell went stale): marked dispatched now; their ids are returned
+    so the caller rings for them. The doorbell's claim fires the deadline
+    (claims.step_claim_due -> runs.engine.deadlines); this pass only rings, as it does
+    for a retry whose backoff ended, so no scanner of deadlines exists apart from it."""
+    qs = Step.objects.filter(status=StepStatus.WAITING, due_at__lte=now).filter(
+        Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=F("due_at")) | Q(dispatched_at__lt=stale)
+    )
+    if run_id is not None:
+        qs = qs.filter(run_id=run_id)
+    ids = list(qs.order_by("due_at", "id").values_list("id", flat=True)[:1000])
+    if ids:
+        Step.objects.filter(pk__in=ids).update(dispatched_at=now)
+    return ids
 
 
 def due_count(now: datetime | None = None) -> int:

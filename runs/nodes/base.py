@@ -115,10 +115,27 @@ class Wait:
     """A step that must wait for a person: the engine commits it as ``waiting``.
 
     ``payload`` is JSON stored with the request (prompt, who may decide, the data shown).
+    ``due_seconds``: when set, the waiting step is due that many seconds after its commit
+    (its ``Step.due_at``); the engine's claim-by-due-time then calls
+    :meth:`NodeKind.on_due` once (an approval's deadline). None: it waits for ever.
     """
 
     reason: str
     payload: dict[str, Any] = field(default_factory=dict)
+    due_seconds: float | None = None
+
+
+@dataclass
+class DueOutcome:
+    """What a waiting step's deadline did (:meth:`NodeKind.on_due`). ``action`` names it
+    (``timeout``, ``reassign``, ``notify``: the event and audit entry say so, with
+    ``details``); ``result``, when set, finishes the waiting step as if it had been
+    decided (its ``route`` picks the edges that follow, e.g. ``["timeout"]``); None keeps
+    it waiting, with no deadline left."""
+
+    action: str
+    result: NodeResult | None = None
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -372,6 +389,13 @@ class NodeKind(Generic[ConfigT]):
     def estimate_child_cost(self, config: ConfigT, call: ChildCall, state: Mapping[str, Any]) -> tuple[Decimal | None, int]:
         """Worst-case (USD, tokens) of one child step, for budgets."""
         return Decimal(0), 0
+
+    def on_due(self, config: ConfigT, *, run: Any, step: Any, now: Any) -> DueOutcome | None:
+        """Called once, inside the engine's transaction (run row locked), when a step that
+        waits with ``Wait.due_seconds`` is due and still waiting: escalate (write your own
+        rows: the approval kind reassigns its request or emails it again) and say what
+        happened, or return a result that finishes the step. None: nothing to do."""
+        return None
 
     def on_wait(self, *, run: Any, step: Any, wait: Wait) -> None:
         """Called inside the commit transaction when ``execute`` returned a Wait.

@@ -7,7 +7,6 @@ from typing import Any
 
 from runs.expressions import ExpressionError, check_constant_parts, parse_expression
 from runs.nodes.base import Issue, NodeContext
-from runs.templating import template_names
 
 # A key written by a node must be usable as a name in later expressions.
 STATE_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -72,6 +71,10 @@ def check_expression(node_id: str, field: str, source: str, known_names: set[str
 def check_template(node_id: str, field: str, source: str, known_names: set[str]) -> list[Issue]:
     """Issues of one template: ``invalid_template`` when it does not parse, else one
     ``unknown_variable`` per name outside ``known_names`` (sorted)."""
+    # Imported here, not at module level: Jinja2 costs a restarted worker about 0.1 s of
+    # CPU at start (every node kind imports this module), and a worker checks no template.
+    from runs.templating import template_names
+
     try:
         names = template_names(source)
     except ExpressionError as exc:

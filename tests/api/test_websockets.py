@@ -217,14 +217,41 @@ def test_approvals_inbox_sends_a_snapshot_then_arrivals_and_departures(world: Wo
 
     got = run_async(body)
     assert got["snapshot"]["type"] == "snapshot" and [a["run"] for a in got["snapshot"]["approvals"]] == [first.pk]
-    assert got["other"] == {"type": "snapshot", "approvals": []}
+    assert got["other"] == {"type": "snapshot", "count": 0, "approvals": []}
     assert got["arrived"]["type"] == "approval.pending" and got["arrived"]["approval"]["run"] == got["second"]
     assert got["closed"]["type"] == "approval.closed" and got["closed"]["approval"]["run"] == first.pk
     assert got["closed"]["approval"]["status"] == "approved"
 
 
+def test_approvals_inbox_sends_a_page_not_the_whole_inbox(world: World, monkeypatch) -> None:
+    """A snapshot carries the count and the newest MAX_ITEMS; a burst beyond it ends with
+    approval.more (10,000 waiting requests are not sent item by item: bench/inbox.py)."""
+    from approvals import consumers
+
+    monkeypatch.setattr(consumers, "MAX_ITEMS", 2)
+    runs = [world.waiting_run() for _ in range(3)]
+    key = token_of(world.users["approver"])
+
+    async def body() -> dict[str, Any]:
+        _, ws = await try_connect(f"/ws/approvals/?token={key}")
+        snapshot = await ws.receive_json_from(TIMEOUT)
+        await ws.disconnect()
+        return snapshot
+
+    snapshot = run_async(body)
+    assert snapshot["count"] == 3 and [a["run"] for a in snapshot["approvals"]] == [runs[2].pk, runs[1].pk]
+    # A burst that one wake-up sees whole (the socket's read, called as its thread does).
+    consumer = consumers.ApprovalInboxConsumer()
+    consumer.user, consumer.inbox = world.users["approver"], {}
+    poll = consumers.ApprovalInboxConsumer.__dict__["_poll"].func
+    poll(consumer)
+    burst = [world.waiting_run() for _ in range(3)]
+    arrived, changed, left, more = poll(consumer)
+    assert [a["run"] for a in arrived] == [burst[2].pk, burst[1].pk] and (changed, left, more) == ([], [], 1)
+
+
 def test_approvals_inbox_follows_a_change_of_who_may_decide(world: World) -> None:
-    # The inbox socket lists what the inbox selector lists at every poll: naming the
+    # The inbox socket lists what the inbox selector lists when the marker moves: naming the
     # operator as the approver moves the request from the approvers' inbox to theirs.
     from approvals.models import ApprovalRequest
 
@@ -235,6 +262,9 @@ def test_approvals_inbox_follows_a_change_of_who_may_decide(world: World) -> Non
     def name_operator() -> None:
         request = ApprovalRequest.objects.get(run=run)
         request.approvers = ["operator"]
+        # Every real change of who may decide (approval_reassign, a deadline's reassign)
+        # bumps the version, which the shared marker poller (approvals.consumers) reads.
+        request.version += 1
         request.save()  # save() recomputes the principals the inbox query matches
 
     async def body() -> dict[str, Any]:

@@ -127,7 +127,8 @@ def test_approve_timeout_waits_for_the_run_to_reach_its_gate(tmp_path, effects_f
     # With --timeout it waits; no cluster runs, so it drives the run here up to the gate.
     waited = manage(effects_file, "approve", str(run.pk), "--timeout", "60", "--comment", "ok")
     assert waited.returncode == 0, waited.stderr + waited.stdout
-    assert summary(waited.stdout)["status"] == "succeeded"
+    assert json.loads(waited.stdout)["status"] == "succeeded"  # stdout is the JSON summary alone
+    assert f"on run {run.pk}: approve by cli:" in waited.stderr
     assert [e["label"] for e in read_effects(str(effects_file))] == ["pay"]
     bad = manage(effects_file, "approve", str(run.pk), "--timeout", "-1")
     assert bad.returncode == 1 and "--timeout must be 0 or more seconds" in bad.stderr

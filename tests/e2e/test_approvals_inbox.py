@@ -6,6 +6,7 @@ Screenshots go to artifacts/ (inbox-*.png)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,17 @@ from tests.support.specs import chain, edge, graph, node, run_local, transform
 pytestmark = pytest.mark.django_db(transaction=True)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# How long an expectation waits: the machine running these is shared and often loaded
+# (Playwright's 5 s default failed here on PostgreSQL with nothing wrong). Each wait ends
+# as soon as its condition holds.
+PATIENT_MS = 20_000
+
+
+@pytest.fixture(autouse=True)
+def _patient_expect() -> Iterator[None]:
+    expect.set_options(timeout=PATIENT_MS)
+    yield
+    expect.set_options(timeout=5_000)  # Playwright's default, for the other modules
 
 
 def approver(username: str) -> User:

@@ -39,3 +39,33 @@ def test_a_worker_process_imports_no_web_stack():
     loaded = sorted(m for m in modules if any(m == w or m.startswith(w + ".") for w in WEB))
     assert loaded == []
     assert "runs.engine.loop" in modules and "approvals.nodes" in modules
+
+
+# What a worker cluster has imported when it starts running steps: setup, the command,
+# the cluster and the task module (node kinds load on first use; the approval kind is
+# loaded at setup, its app connects receivers).
+START_PROBE = """
+import json, sys
+sys.argv = ["manage.py", "qcluster"]
+import django
+django.setup()
+import runs.tasks, runs.engine.cluster, django_q.cluster
+from django.core.management import load_command_class
+load_command_class("runs", "qcluster")
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_a_worker_starts_without_jinja2_jsonschema_or_an_unused_driver():
+    # About 0.2 s (jsonschema), 0.1 s (Jinja2) and, on SQLite, 0.25 s (psycopg) of CPU at
+    # every worker start, which is what a restarted worker's first step waits for; they
+    # load when a template, an output schema or a PostgreSQL commit first needs them.
+    from django.db import connection
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ballast.settings"}
+    env.pop("BALLAST_WORKER_FULL_APPS", None)
+    out = subprocess.run([sys.executable, "-c", START_PROBE], cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=True)
+    modules = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert "approvals.nodes" in modules and "runs.engine.loop" in modules
+    unwanted = {"jinja2", "jsonschema"} | ({"psycopg"} if connection.vendor == "sqlite" else set())
+    assert sorted(unwanted & modules) == []

@@ -112,3 +112,48 @@ def test_fast_path_falls_back_when_the_run_changed_underneath():
     assert outcome.committed and outcome.next_step is not None  # committed through the slow path
     run.refresh_from_db()
     assert run.state["x"] == 1
+
+
+def test_run_creation_is_a_fixed_handful_of_statements():
+    # The fixed per-run cost (issue 11 item 5): the run, its initial state keys, its start
+    # step, its first event (with the event counter) and the first entry of its audit
+    # chain, written without reading anything back. The chain used to cost a savepoint,
+    # the run's lock, two reads and an update of its head (15 statements on SQLite, 11
+    # on PostgreSQL, before audit.audit_new).
+    from runs.engine.audit import audit_verify
+    from runs.models import AuditChain, AuditEntry
+
+    version = publish(linear(1))
+    with engine.local_mode():
+        run_start(version=version, run_input={})  # warm: the compiled graph, the cache table
+        with CaptureQueriesContext(connection) as captured:
+            run = run_start(version=version, run_input={})
+    sql = [q["sql"] for q in captured.captured_queries]
+    writes = [s for s in sql if s.upper().startswith(("INSERT", "UPDATE", "DELETE"))]
+    reads = [s for s in sql if s.upper().startswith("SELECT")]
+    assert reads == [], reads
+    assert len(writes) == 7, [s[:70] for s in writes]  # run, state keys, step, counter, event, audit entry, chain head
+    assert not any("SAVEPOINT" in s.upper() for s in sql), sql
+    assert len(sql) <= 9, [s[:70] for s in sql]  # and BEGIN / COMMIT where the backend logs them
+    entry = AuditEntry.objects.get(scope=f"run:{run.pk}")
+    assert (entry.seq, entry.action, entry.prev_hash) == (1, "run.start", "0" * 64)
+    assert AuditChain.objects.get(scope=f"run:{run.pk}").hash == entry.hash
+    assert audit_verify(scope=f"run:{run.pk}").ok
+
+
+def test_a_run_chain_that_exists_already_is_never_forked_by_creation():
+    # audit_new writes the chain's first entry without a lock or a read: a head that
+    # somehow exists (it cannot for a new run) must fail the transaction, not start a
+    # second chain.
+    from django.db import IntegrityError, transaction
+
+    from runs.engine.audit import audit_new
+    from runs.models import AuditChain, Run
+
+    version = publish(linear(1))
+    with engine.local_mode():
+        run = run_start(version=version, run_input={})
+    before = AuditChain.objects.get(scope=f"run:{run.pk}")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        audit_new("system", "run.start", Run.objects.get(pk=run.pk), actor_type="system")
+    assert AuditChain.objects.get(scope=f"run:{run.pk}").hash == before.hash

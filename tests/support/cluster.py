@@ -237,6 +237,18 @@ class Cluster:
             return Worker.objects.filter(pid=self.pid).exists()
 
         wait_until(ready, timeout, f"cluster {self.name} to register its worker row", clusters=[self])
+        # Its workers claim the due steps as they start (runs.engine.cluster._claim_at_start),
+        # which under load can be after the row exists: wait for each one's line, so that
+        # from here on the cluster runs only what its queue's doorbells bring.
+        from runs.engine.cluster import WORKER_READY
+
+        def workers_started() -> bool:
+            if self.fault_file.exists() and self.fault_file.read_text().strip():
+                return True  # a worker hangs at the armed fault, maybe in its claim at start
+            text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+            return text.rsplit("===== start #", 1)[-1].count(WORKER_READY) >= self.workers
+
+        wait_until(workers_started, timeout, f"cluster {self.name}'s {self.workers} worker(s) to start", clusters=[self])
 
     def wait_recovery_passes(self, passes: int = 3, timeout: float = WAIT_CEILING) -> None:
         """Wait until this cluster's supervisor completed ``passes`` more recovery passes.

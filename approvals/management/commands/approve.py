@@ -84,8 +84,10 @@ class Command(BaseCommand):
                 approval_decide(approval_id=request.pk, decision=decision, actor=actor, comment=opts["comment"], output=output)
             except (ApprovalError, StateWriteRefused) as exc:
                 raise CommandError(f"approval {describe(request)}: {exc}") from None
-            self.stdout.write(f"approval {request.pk} on run {run.pk}: {decision} by {actor}")
+            # As run_graph --wait: stdout is one JSON document, what happened meanwhile goes to stderr.
+            self.stderr.write(f"approval {request.pk} on run {run.pk}: {decision} by {actor}")
             if opts["no_wait"]:
+                self.stdout.write(json.dumps({"approval": request.pk, "run": run.pk, "decision": decision, "actor": actor}))
                 return
             run = wait_or_drive(run, queue, local=local, wait=True, timeout=_remaining(deadline))
         summary = run_summary(run)

@@ -4,7 +4,7 @@ import { ApiError } from "../lib/api";
 import { makeContext, page, renderWith, stubFetch } from "../shell/testing";
 import type { Approval } from "../shell/types";
 import Approvals from "./Approvals";
-import { changeNote, conflictMessage, listPath } from "./inbox";
+import { changeNote, conflictMessage, deadlineState, formatCountdown, listPath } from "./inbox";
 
 afterEach(() => vi.unstubAllGlobals());
 
@@ -14,7 +14,8 @@ const approval = (id: number, extra: Partial<Approval> = {}): Approval => ({
   created_at: "2026-12-01T10:00:00Z", decided_at: null, may_decide: true, version: "1:abc", last_change: "", claimed_by: "",
   claimed_at: null, quorum: 1, votes: [], reason: "", values: null, run_status: "waiting", started_by: "olu", cost_usd: "0.0012",
   budget_usd: "0.25", next_actions: [{ node_id: "issue", kind: "tool", label: "Issue refund", arguments: { tool: "issue_refund", args: { order_id: "A-1" } } }],
-  state: { order_id: "A-1" }, reject_reasons: [], edit_schema: null, starter_counts: false, ...extra,
+  state: { order_id: "A-1" }, reject_reasons: [], edit_schema: null, starter_counts: false,
+  deadline: null, due_at: null, escalation: "", escalated_at: null, run_event_seq: 3, ...extra,
 });
 
 const counts = { assigned: 0, group: 2, decided: 0, waiting: 2 };
@@ -53,7 +54,7 @@ describe("Approvals inbox", () => {
       }),
     });
     renderWith(<Approvals />, makeContext({ approve: true }, "approvals"));
-    const reject = await screen.findByRole("button", { name: "Reject" });
+    const reject = await screen.findByRole("button", { name: "Reject" }, { timeout: 15_000 });
     expect((reject as HTMLButtonElement).disabled).toBe(true);
     await user.selectOptions(screen.getByLabelText("Reason, if you reject"), "tone");
     expect((reject as HTMLButtonElement).disabled).toBe(false);
@@ -89,5 +90,42 @@ describe("inbox helpers", () => {
     expect(changeNote(shown, approval(1, { version: "2:abc", last_change: "claimed by bea" }))).toBe("claimed by bea.");
     expect(changeNote(shown, approval(1, { version: "1:def" }))).toContain("what approving would do has changed");
     expect(changeNote(shown, approval(1, { status: "rejected", decided_by: "bea", version: "2:abc" }))).toBe("bea rejected it.");
+    expect(changeNote(shown, approval(1, { status: "expired", decided_by: "deadline", deadline: "4h", version: "2:abc" }))).toBe("nobody decided within 4h: it timed out and the run took its timeout path.");
+  });
+});
+
+describe("deadlines in the inbox", () => {
+  const base = approval(9, { deadline: "1h", escalation: "timeout", created_at: "2026-12-01T10:00:00Z", due_at: "2026-12-01T11:00:00Z" });
+  const at = (iso: string) => Date.parse(iso);
+
+  it("counts down, turns amber near the end, says overdue until the engine fires it", () => {
+    expect(formatCountdown(3 * 86400 + 5 * 3600)).toBe("3d 5h");
+    expect(formatCountdown(3 * 3600 + 65)).toBe("3h 01m");
+    expect(formatCountdown(249)).toBe("4m 09s");
+    expect(formatCountdown(-3)).toBe("0s");
+    expect(deadlineState(base, at("2026-12-01T10:10:00Z"))).toMatchObject({ tone: "due", label: "due in 50m 00s" });
+    expect(deadlineState(base, at("2026-12-01T10:10:00Z"))!.detail).toContain("times out and the run takes its timeout path");
+    expect(deadlineState(base, at("2026-12-01T10:57:00Z"))).toMatchObject({ tone: "soon", label: "due in 3m 00s" });
+    expect(deadlineState(base, at("2026-12-01T11:00:01Z"))).toMatchObject({ tone: "overdue", label: "overdue" });
+  });
+
+  it("shows an escalation once it fired, a time-out as such, and nothing without a deadline", () => {
+    expect(deadlineState({ ...base, escalation: "reassign", escalated_at: "2026-12-01T11:00:02Z" }, 0)).toMatchObject({ tone: "escalated", label: "escalated · reassigned" });
+    expect(deadlineState({ ...base, escalation: "notify", escalated_at: "2026-12-01T11:00:02Z" }, 0)!.label).toBe("escalated · approvers reminded");
+    expect(deadlineState({ ...base, status: "expired" }, 0)).toMatchObject({ tone: "expired", label: "timed out" });
+    expect(deadlineState(approval(1), 0)).toBeNull();
+  });
+
+  it("shows the countdown on the row and the open item", async () => {
+    const due = new Date(Date.now() + 90_000).toISOString();
+    const item = approval(2, { deadline: "2m", escalation: "reassign", due_at: due, created_at: new Date(Date.now() - 30_000).toISOString() });
+    stubFetch({
+      "GET /api/v1/approvals/inbox/": () => ({ body: page([item]) }),
+      "GET /api/v1/approvals/inbox/counts/": () => ({ body: { ...counts, group: 1 } }),
+      "GET /api/v1/approvals/2/": () => ({ body: item }),
+    });
+    renderWith(<Approvals />, makeContext({ approve: true }, "approvals"));
+    await waitFor(() => expect(screen.getAllByText(/^due in 1m \d\ds$/).length).toBe(2));
+    expect(screen.getByText(/then it is reassigned/)).toBeTruthy();
   });
 });

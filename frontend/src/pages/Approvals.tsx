@@ -5,28 +5,47 @@ import validator from "@rjsf/validator-ajv8";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { api, ApiError } from "../lib/api";
 import { usePageContext } from "../lib/context";
+import { useInboxLive } from "../lib/inboxLive";
+import { useConnection, useRunsChanged } from "../lib/useLiveEvents";
 import { APPROVALS_CHANGED } from "../shell/TopBar";
 import { formatDateTime, formatUsd } from "../shell/format";
 import type { Approval, InboxCounts } from "../shell/types";
 import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
 import { type Page } from "../shell/useApi";
-import { changeNote, conflictMessage, costLine, isStale, LISTS, listPath, POLL_MS, type InboxList } from "./inbox";
+import { changeNote, conflictMessage, costLine, deadlineState, isStale, LISTS, FALLBACK_POLL_MS, LIVE_DEBOUNCE_MS, listPath, type InboxList } from "./inbox";
 import "./approvals.css";
 
 interface Props {
   approvalId?: number;
 }
 
-/** Poll ``load`` now and every POLL_MS while the tab is visible; stale answers are dropped by the caller. */
-function usePoll(load: () => void, deps: unknown[]) {
+/** Calls ``fn`` at most once per ``ms`` (trailing), so a burst of live changes costs one fetch. */
+function useDebounced(fn: () => void, ms: number): () => void {
+  const fnRef = useRef(fn);
+  fnRef.current = fn;
+  const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
+  useEffect(() => () => { if (timer.current) clearTimeout(timer.current); }, []);
+  return useRef(() => {
+    if (timer.current) return;
+    timer.current = setTimeout(() => { timer.current = null; fnRef.current(); }, ms);
+  }).current;
+}
+
+/** The time now (ms), ticking every second while some item on screen counts down to a deadline. */
+function useNow(active: boolean): number {
+  const [now, setNow] = useState(() => Date.now());
   useEffect(() => {
-    load();
-    const timer = window.setInterval(() => {
-      if (document.visibilityState !== "hidden") load();
-    }, POLL_MS);
+    if (!active) return;
+    const timer = window.setInterval(() => setNow(Date.now()), 1000);
     return () => window.clearInterval(timer);
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, deps);
+  }, [active]);
+  return now;
+}
+
+function DeadlineBadge({ item, now }: { item: Approval; now: number }) {
+  const d = deadlineState(item, now);
+  if (!d) return null;
+  return <span className={`badge inbox-deadline inbox-deadline-${d.tone}`} title={d.detail}>{d.label}</span>;
 }
 
 export default function Approvals({ approvalId }: Props) {
@@ -65,7 +84,23 @@ export default function Approvals({ approvalId }: Props) {
         if (id === seq.current) setListError(err);
       });
   }, [which, q]);
-  usePoll(loadList, [loadList]);
+  useEffect(loadList, [loadList]);
+  // Live: the inbox socket says when a request arrives, changes or leaves (and sends a
+  // snapshot on every reconnect); the runs of the rows on screen say when one of them moved.
+  const reload = useDebounced(loadList, LIVE_DEBOUNCE_MS);
+  const connection = useInboxLive(() => {
+    reload();
+    window.dispatchEvent(new Event(APPROVALS_CHANGED));
+  });
+  useRunsChanged(items?.map((i) => ({ id: i.run, event_seq: i.run_event_seq })), reload);
+  // No live socket (a server without WebSockets, or while reconnecting): fetch every
+  // FALLBACK_POLL_MS instead, so new requests still show without a reload.
+  useEffect(() => {
+    if (connection === "open") return;
+    const timer = window.setInterval(() => { if (document.visibilityState !== "hidden") loadList(); }, FALLBACK_POLL_MS);
+    return () => window.clearInterval(timer);
+  }, [connection, loadList]);
+  const now = useNow((items ?? []).some((i) => i.due_at && i.status === "pending" && !i.escalated_at));
 
   // Opened from an email link: show the list the item is in.
   useEffect(() => {
@@ -129,6 +164,7 @@ export default function Approvals({ approvalId }: Props) {
       <PageHeader
         title="Approvals"
         subtitle="Requests waiting for a decision, across every run you may decide. Press / to search, ↑ ↓ to move through the list."
+        actions={<span role="status" className={`live-dot live-${connection}`}>{connection === "open" ? "Live" : connection === "reconnecting" ? "Reconnecting…" : "Connecting…"}</span>}
       />
       <div className="inbox">
         <section className="inbox-lists card" aria-label="Inbox">
@@ -173,7 +209,10 @@ export default function Approvals({ approvalId }: Props) {
                     onClick={() => choose(item.id)}>
                     <span className="inbox-item-top">
                       <span className="inbox-item-graph">{item.graph_name}</span>
-                      {item.purpose === "recovery" ? <span className="badge badge-bad">parked</span> : <StatusBadge status={item.status} />}
+                      <span className="inbox-item-badges">
+                        <DeadlineBadge item={item} now={now} />
+                        {item.purpose === "recovery" ? <span className="badge badge-bad">parked</span> : <StatusBadge status={item.status} />}
+                      </span>
                     </span>
                     <span className="inbox-item-prompt">{item.prompt}</span>
                     <span className="inbox-item-meta muted">
@@ -213,17 +252,41 @@ export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; 
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState<string | null>(null);
+  // Someone else (or its deadline) closed the request while it was on screen.
+  const [closedLive, setClosedLive] = useState(false);
 
   const fetchItem = useCallback(() => {
     api<Approval>(`approvals/${approvalId}/`)
       .then((a) => {
         setLatest(a);
-        setShown((s) => s ?? a);
+        // A request that closed meanwhile has no decision left to bind to the version on
+        // screen: show it as it is now (who decided, or that it timed out) at once.
+        setShown((s) => {
+          if (s === null) return a;
+          if (s.status === "pending" && a.status !== "pending") {
+            if (a.decided_by !== me) setClosedLive(true);
+            return a;
+          }
+          return s;
+        });
         setLoadError(null);
       })
       .catch((err: unknown) => setLoadError(err));
-  }, [approvalId]);
-  usePoll(fetchItem, [fetchItem]);
+  }, [approvalId, me]);
+  useEffect(fetchItem, [fetchItem]);
+  // Live: any event of the item's run (a claim, a vote, someone's decision, its deadline,
+  // the run resuming) fetches it again, so the page shows who did what without a reload.
+  useRunsChanged(latest ? [{ id: latest.run, event_seq: latest.run_event_seq }] : undefined, fetchItem, LIVE_DEBOUNCE_MS);
+  // No live run stream (a server without WebSockets, or reconnecting): fetch the item
+  // every FALLBACK_POLL_MS while it is still open, as the list does.
+  const runStream = useConnection();
+  const stillOpen = latest === null || latest.status === "pending";
+  useEffect(() => {
+    if (runStream === "open" || !stillOpen) return;
+    const timer = window.setInterval(() => { if (document.visibilityState !== "hidden") fetchItem(); }, FALLBACK_POLL_MS);
+    return () => window.clearInterval(timer);
+  }, [runStream, stillOpen, fetchItem]);
+  const now = useNow(Boolean(latest?.due_at && latest.status === "pending" && !latest.escalated_at));
 
   const showLatest = () => {
     if (latest) setShown(latest);
@@ -284,6 +347,7 @@ export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; 
   };
 
   const votesLeft = shown.quorum - shown.votes.length;
+  const deadline = deadlineState(latest ?? shown, now);
   return (
     <article className="card inbox-card" aria-labelledby="inbox-detail-title">
       <div className="inbox-detail-head">
@@ -310,13 +374,19 @@ export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; 
         <div><span className="muted">Cost</span> {costLine(shown.cost_usd, shown.budget_usd, formatUsd)}</div>
         <div><span className="muted">Who decides</span> {describeDeciders(shown)}</div>
         {shown.claimed_by ? <div><span className="muted">Claimed by</span> {shown.claimed_by}</div> : null}
+        {deadline ? (
+          <div className={`inbox-deadline-line inbox-deadline-line-${deadline.tone}`}>
+            <span className="muted">Deadline</span> {shown.deadline ? <span>{shown.deadline}</span> : null} <DeadlineBadge item={latest ?? shown} now={now} />
+            {pending || deadline.tone === "escalated" ? <span>{deadline.detail}</span> : null}
+          </div>
+        ) : null}
         {shown.quorum > 1 ? (
           <div><span className="muted">Approvals</span> {shown.votes.length} of {shown.quorum}{shown.votes.length ? ` (${shown.votes.map((v) => v.by).join(", ")})` : ""}
             {!shown.starter_counts ? <span className="inbox-aside"> · the run's starter does not count</span> : null}</div>
         ) : null}
       </div>
 
-      <h3>{shown.purpose === "recovery" ? "If retried, the run runs again" : "If approved, the run does next"}</h3>
+      <h3>{nextHeading(shown)}</h3>
       {shown.next_actions.length === 0 ? <p className="muted">Nothing more: the run ends after this gate.</p> : null}
       {shown.next_actions.map((a) => (
         <div key={a.node_id} className="inbox-action">
@@ -330,13 +400,16 @@ export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; 
       ))}
 
       <details className="inbox-state" open={Object.keys(shown.state).length <= 6}>
-        <summary>Run state{Object.keys(shown.state).length ? ` (${Object.keys(shown.state).length} keys)` : ""}</summary>
+        <summary>Run state{Object.keys(shown.state).length ? ` (${Object.keys(shown.state).length} ${Object.keys(shown.state).length === 1 ? "key" : "keys"})` : ""}</summary>
         <pre>{JSON.stringify(shown.state, null, 2)}</pre>
       </details>
 
       {!pending ? (
-        <div className="alert" role="status">
-          {shown.status === "cancelled" ? "Closed: the run ended before a decision." : (
+        <div className={`alert${closedLive ? " alert-warning" : ""}`} role="status">
+          {closedLive ? "While you had it open, " : ""}
+          {shown.status === "cancelled" ? `${closedLive ? "it was closed" : "Closed"}: the run ended before a decision.` : shown.status === "expired" ? (
+            <span>{closedLive ? "it timed out" : "Timed out"} on {formatDateTime(shown.decided_at)}: nobody decided within {shown.deadline ?? "its deadline"}, so the run took its timeout path.</span>
+          ) : (
             <span><strong>{shown.decided_by}</strong> {DONE_WORDS[shown.decision] ?? shown.status} this on {formatDateTime(shown.decided_at)}
               {shown.reason ? ` (reason: ${shown.reason})` : ""}{shown.comment ? `: “${shown.comment}”` : ""}.</span>
           )}
@@ -425,6 +498,14 @@ export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; 
       {pending && !shown.may_decide ? <p className="muted">You may read this request but not decide it.</p> : null}
     </article>
   );
+}
+
+/** The heading over the next actions: what approving does, did, or would have done. */
+function nextHeading(a: Approval): string {
+  if (a.purpose === "recovery") return a.status === "pending" ? "If retried, the run runs again" : "The step that was parked";
+  if (a.status === "pending") return "If approved, the run does next";
+  if (a.status === "approved") return "Approved: the run went on to";
+  return "Had it been approved, the run would have done";
 }
 
 const DONE_WORDS: Record<string, string> = { approve: "approved", reject: "rejected", retry: "retried the step of", skip: "skipped the step of", fail: "failed the run of" };

@@ -10,8 +10,50 @@ export const LISTS: { key: InboxList; label: string; empty: string; help: string
   { key: "decided", label: "Decided by me", empty: "You have decided nothing yet", help: "Requests you approved, rejected or voted on are kept here." },
 ];
 
-/** How often (ms) the lists and the open item are fetched again, so new requests and others' decisions show without a reload. */
-export const POLL_MS = 3000;
+/** How long (ms) a burst of live changes is gathered before the list is fetched again. */
+export const LIVE_DEBOUNCE_MS = 150;
+
+/** How often (ms) the list is fetched while no live socket is open (a server without WebSockets). */
+export const FALLBACK_POLL_MS = 3000;
+
+/** "1d 4h", "3h 05m", "4m 09s", "12s": a duration in seconds, two units at most. */
+export function formatCountdown(seconds: number): string {
+  const s = Math.max(0, Math.floor(seconds));
+  const d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+  if (d > 0) return `${d}d ${h}h`;
+  if (h > 0) return `${h}h ${String(m).padStart(2, "0")}m`;
+  if (m > 0) return `${m}m ${String(r).padStart(2, "0")}s`;
+  return `${r}s`;
+}
+
+const ESCALATION_WORDS: Record<string, string> = {
+  timeout: "then it times out and the run takes its timeout path",
+  reassign: "then it is reassigned",
+  notify: "then the approvers are reminded by email",
+};
+
+/**
+ * How an item's deadline stands at ``now`` (ms since the epoch), or null without one:
+ * ``tone`` "due" (counting down), "soon" (under 10 % of it or 5 min left), "overdue"
+ * (passed, not yet fired: the engine fires it within a moment), "escalated" (fired) or
+ * "expired" (timed out); ``label`` is the short text of a list row, ``detail`` the sentence
+ * of the open item.
+ */
+export function deadlineState(a: Pick<Approval, "due_at" | "escalation" | "escalated_at" | "status" | "deadline" | "created_at">, now: number): { tone: "due" | "soon" | "overdue" | "escalated" | "expired"; label: string; detail: string } | null {
+  if (!a.due_at) return null;
+  const due = Date.parse(a.due_at);
+  const then = ESCALATION_WORDS[a.escalation] ?? "";
+  if (a.status === "expired") return { tone: "expired", label: "timed out", detail: `Timed out: nobody decided within ${a.deadline ?? "its deadline"}, so the run took its timeout path.` };
+  if (a.escalated_at) {
+    const what = a.escalation === "reassign" ? "reassigned" : "approvers reminded";
+    return { tone: "escalated", label: `escalated · ${what}`, detail: `Overdue since ${new Date(due).toLocaleString()}: ${what} when its ${a.deadline ?? ""} deadline passed.` };
+  }
+  const left = (due - now) / 1000;
+  if (left <= 0) return { tone: "overdue", label: "overdue", detail: `The ${a.deadline ?? ""} deadline has passed; ${then.replace("then ", "")} in a moment.` };
+  const whole = (due - Date.parse(a.created_at)) / 1000;
+  const soon = left < Math.min(300, Math.max(whole * 0.1, 0)) || left < 60;
+  return { tone: soon ? "soon" : "due", label: `due in ${formatCountdown(left)}`, detail: `Decide within ${formatCountdown(left)} (deadline ${a.deadline ?? ""}); ${then}.` };
+}
 
 /**
  * The sentence a refused decision or claim shows: who decided or holds it, or what changed.
@@ -48,6 +90,7 @@ export function isStale(error: unknown): boolean {
  */
 export function changeNote(shown: Approval, latest: Approval): string | null {
   if (shown.version === latest.version && shown.status === latest.status) return null;
+  if (latest.status === "expired") return `nobody decided within ${latest.deadline ?? "its deadline"}: it timed out and the run took its timeout path.`;
   if (latest.status !== "pending") return `${latest.decided_by || "someone"} ${latest.status === "cancelled" ? "closed" : latest.status} it.`;
   return latest.last_change && latest.last_change !== shown.last_change ? `${latest.last_change}.` : "what approving would do has changed (the run's state moved on).";
 }

@@ -92,7 +92,7 @@ export function stepDisplayStatus(step: { status: string; worker_alive?: boolean
 export function statusTone(status: string): "ok" | "bad" | "busy" | "wait" | "alert" | "plain" {
   if (["interrupted", "waiting_for_decision"].includes(status)) return "alert";
   if (["succeeded", "completed", "done"].includes(status)) return "ok";
-  if (["failed", "cancelled", "canceled", "dead", "lost", "error"].includes(status)) return "bad";
+  if (["failed", "cancelled", "canceled", "dead", "lost", "error", "expired"].includes(status)) return "bad";
   if (["running", "leased", "queued", "pending", "ready"].includes(status)) return "busy";
   if (["waiting", "waiting_at_approval", "parked", "suspended"].includes(status)) return "wait";
   return "plain";

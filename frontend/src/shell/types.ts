@@ -113,6 +113,14 @@ export interface Approval {
   reject_reasons: string[];
   edit_schema: Record<string, unknown> | null;
   starter_counts: boolean;
+  /** The node's deadline as written ("4h"), when it has one; ``due_at`` is when it falls due. */
+  deadline: string | null;
+  due_at: string | null;
+  /** What happens at the deadline: "notify", "reassign" or "timeout" ("" without one). */
+  escalation: string;
+  escalated_at: string | null;
+  /** The run's last event seq: follow the run's live events from it. */
+  run_event_seq: number;
 }
 
 export interface InboxCounts {

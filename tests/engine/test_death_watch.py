@@ -1,0 +1,86 @@
+"""A dead same-host worker's step is taken back as soon as the process exits, not at the next recovery interval."""
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import pytest
+
+from runs.engine import recovery
+from runs.engine.workers import worker_id
+
+pytestmark = pytest.mark.skipif(not recovery.DeathWatch.supported(), reason="pidfds are Linux's")
+
+
+def test_wait_returns_when_a_watched_process_exits():
+    proc = subprocess.Popen(["sleep", "60"])
+    watch = recovery.DeathWatch()
+    try:
+        watch.watch({proc.pid})
+        threading.Timer(0.2, proc.kill).start()
+        began = time.monotonic()
+        exited = watch.wait(30)
+        assert exited == [proc.pid]
+        assert time.monotonic() - began < 5  # not the 30 s timeout
+        # Exited pids are not watched again (a zombie's pidfd stays readable: no spin).
+        watch.watch({proc.pid})
+        began = time.monotonic()
+        assert watch.wait(0.2) == []
+        assert time.monotonic() - began >= 0.15
+    finally:
+        proc.kill()
+        proc.wait()
+        watch.close()
+
+
+def test_wake_interrupts_a_wait():
+    watch = recovery.DeathWatch()
+    try:
+        threading.Timer(0.1, watch.wake).start()
+        began = time.monotonic()
+        assert watch.wait(30) == []
+        assert time.monotonic() - began < 5
+    finally:
+        watch.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_supervisor_takes_a_dead_owners_step_back_within_a_fraction_of_its_interval(settings):
+    from runs.engine import api as engine
+    from runs.models import Step, Worker
+    from runs.services import run_start
+    from tests.support.specs import chain, graph, node, publish, transform
+
+    # An interval far longer than the test may take: only the death can wake the pass.
+    settings.BALLAST_RECOVERY_INTERVAL = 60.0
+    version = publish(graph([node("start", "start"), transform("t0", x="x + 1"), node("end", "end")], chain("start", "t0", "end"),
+                            state={"x": {"default": 0}}))
+    owner_proc = subprocess.Popen(["sleep", "60"])
+    supervisor = recovery.Supervisor(wait_for_children=False)
+    try:
+        with engine.local_mode() as queue:
+            run = run_start(version=version, run_input={})
+            claimed = engine.step_claim(queue.popleft(), worker_id(owner_proc.pid))
+        assert claimed is not None
+        supervisor.start()
+        deadline = time.monotonic() + 30
+        while not Worker.objects.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.5)  # its first pass is over: the owner is alive, its lease stays
+        assert Step.objects.get(pk=claimed.step_id).status == "running"
+        owner_proc.kill()
+        killed = time.monotonic()
+        while Step.objects.get(pk=claimed.step_id).status == "running" and time.monotonic() - killed < 10:
+            time.sleep(0.01)
+        took = time.monotonic() - killed
+        step = Step.objects.get(pk=claimed.step_id)
+        assert step.status == "pending", step.status
+        assert took < 3, took  # the pass ran on the death, not 60 s later
+    finally:
+        owner_proc.kill()
+        owner_proc.wait()
+        supervisor.stop()
+        supervisor.join(timeout=10)
+    assert not supervisor.is_alive()
+    assert run.pk
