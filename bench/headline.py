@@ -188,12 +188,24 @@ def _r(value: Any, digits: int = 4) -> Any:
     return round(value, digits) if isinstance(value, float) else value
 
 
+def graphs_only() -> set[str]:
+    """The graphs a restricted headline times (``BENCH_HEADLINE_GRAPHS``, comma-separated:
+    ``linear``, ``fanout``; empty: all), the floor always: a subset for A/B work on one
+    case (``BENCH_HEADLINE_GRAPHS=fanout python -m bench headline``)."""
+    import os
+
+    return {g.strip() for g in os.environ.get("BENCH_HEADLINE_GRAPHS", "").split(",") if g.strip()}
+
+
 def run_group(rep: Reporter, db: str, group: str, rounds: int, opened: dict[str, Any], cluster: Cluster | None = None) -> list[dict[str, Any]]:
     """Build the group's contestants, warm each up once, run ``rounds`` rotated rounds and
     write the lines; returns them."""
     probe = FloorProbe()
     try:
         contestants = [_floor(probe), *_ballast(group, cluster), *_comparators(rep, db, group, opened)]
+        only = graphs_only()
+        if only:
+            contestants = [c for c in contestants if c.system == "floor" or c.graph in only]
         log(f"headline {group} on {db}: {len(contestants)} contestants x {rounds} rounds: " + ", ".join(c.key for c in contestants))
         for c in contestants:  # warm-up: imports, compiled graphs, connections, forked workers
             for _ in range(2 if cluster is not None and c.system == "ballast" and c.graph == "linear" else 1):  # both forked workers

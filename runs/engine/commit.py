@@ -12,7 +12,8 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from runs.engine import fastpath, graphs, limits, scheduler
@@ -61,8 +62,12 @@ def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = T
     except InvalidValue as exc:
         log.warning("step %s (%s): result is not JSON: %s", claimed.step_id, claimed.node_id, exc)
         return step_fail(claimed, limits.invalid_output_error(exc))
-    if claimed.snapshot is not None and keep_next and result.wait is None and not result.spawn:
-        fast = fastpath.fast_commit(claimed, result, written_sizes)
+    if keep_next and result.wait is None and not result.spawn:
+        # The sequential path from the worker's snapshot; else (a fan-out, a branch, a
+        # stale snapshot) the parallel fast path from rows read under the run lock.
+        fast = fastpath.fast_commit(claimed, result, written_sizes) if claimed.snapshot is not None else None
+        if fast is None:
+            fast = fastpath.parallel_commit(claimed, result, written_sizes)
         if fast is not None:
             return fast
     try:
@@ -226,13 +231,16 @@ def advance(
             )
         )
     kept, dispatch_old = _plan(run, active, new_steps, now, worker=worker, state=transition.state)
+    # Keeping nothing (a branch that reaches a join that is not ready): take the run's
+    # oldest due sibling instead, in this commit, as the fast path does.
+    sibling = take_due_sibling(run, now, worker) if kept is None and worker is not None and active else None
     _save_planned(run, new_steps, dispatch_old, now)
     for new in new_steps:
         events.append(event(run.pk, RunEventKind.STEP_CREATED, new.pk, node_id=new.node_id, iteration=new.iteration))
     run.state = transition.state
     run.scheduler = transition.bookkeeping
     run.step_count += len(new_steps)
-    next_claim = start_kept(run, kept, worker, now, events)
+    next_claim = start_kept(run, kept or sibling, worker, now, events)
 
     if not active and not new_steps:
         append_events(events)
@@ -255,6 +263,30 @@ def advance(
         next_claim.snapshot = run
     dispatch = [s.pk for s in new_steps if s.dispatched_at is not None] + dispatch_old
     return CommitOutcome(committed=True, dispatch=dispatch, next_step=next_claim, run_status=new_status)
+
+
+def take_due_sibling(run: Run, now: datetime, worker: str) -> Step | None:
+    """Lease to ``worker`` the run's oldest due top-level step that was never attempted
+    (a branch released to the queue), inside the caller's commit, or None. Its doorbell,
+    delivered later, finds it running and does nothing. SKIP LOCKED on PostgreSQL: a
+    sibling another worker is claiming stays its. Only first attempts: a retried or
+    recovered step goes through the claim, which counts lost attempts."""
+    picks = (
+        Step.objects.filter(run_id=run.pk, status=StepStatus.PENDING, parent__isnull=True, attempt=0, due_at__lte=now)
+        .filter(Q(available_at__isnull=True) | Q(available_at__lte=now))
+        .order_by("due_at", "id")
+    )
+    if connection.features.has_select_for_update_skip_locked:
+        picks = picks.select_for_update(skip_locked=True, no_key=True)
+    sibling = picks.first()
+    if sibling is None:
+        return None
+    sibling.attempt = 1
+    lease_to(sibling, worker, now)
+    Step.objects.filter(pk=sibling.pk, status=StepStatus.PENDING).update(
+        status=StepStatus.RUNNING, attempt=1, lease_owner=worker, lease_expires_at=sibling.lease_expires_at, started_at=now
+    )
+    return sibling
 
 
 def _commit_spawn(run: Run, claimed: ClaimedStep, result: NodeResult, now: datetime, *, keep_next: bool) -> CommitOutcome:

@@ -39,10 +39,28 @@ def enqueue(step_ids: Iterable[int]) -> None:
     if queue is not None:
         queue.extend(ids)
         return
+    from django.db import transaction
+    from django_q.conf import Conf
     from django_q.tasks import async_task
 
-    for step_id in ids:
-        async_task("runs.tasks.step_execute", step_id, q_options={"task_name": f"step {step_id}"})
+    # The ORM broker's doorbells of one hand-off (a fan-out's branches) in one transaction:
+    # one commit (one WAL flush) for all of them instead of one each, and PostgreSQL
+    # delivers the batch's identical wake-ups (NotifyingOrmBroker) once. Losing the batch
+    # with the transaction is losing doorbells, which recovery rings again.
+    batch = transaction.atomic(using=Conf.ORM) if Conf.ORM and len(ids) > 1 else contextlib.nullcontext()
+    with batch:
+        for step_id in ids:
+            async_task("runs.tasks.step_execute", step_id, q_options={"task_name": f"step {step_id}"})
+
+
+def taken(step_id: int) -> None:
+    """A step this thread has just leased inside a commit (a released sibling the commit
+    took, fastpath.parallel_commit): in in-process mode, drop its doorbells from the local
+    deque, whose entries claim the step they name and would each spend a transaction
+    finding it running. Nothing for the broker, whose doorbells claim whatever is due."""
+    queue = getattr(_local, "queue", None)
+    while queue is not None and step_id in queue:
+        queue.remove(step_id)
 
 
 def queued() -> int:

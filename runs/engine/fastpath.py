@@ -12,6 +12,7 @@ runs the portable path that way).
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from decimal import Decimal
 from types import ModuleType
 from typing import Any
@@ -20,13 +21,23 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from runs.engine import events, fastpath_sqlite, graphs, limits
+from runs.engine import events, fastpath_sqlite, graphs, limits, scheduler
 from runs.engine import state as state_store
 from runs.engine.claims import claim_details
 from runs.engine.graphs import compiled_graph
-from runs.engine.types import ClaimedStep, CommitOutcome, step_idempotency_key
+from runs.engine.types import ActiveStep, ClaimedStep, CommitOutcome, spec_node_id, step_idempotency_key
 from runs.engine.writes import add_usage, lease_delta, price_version
-from runs.models import FINISHED_EVENT_KINDS, AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepStatus
+from runs.models import (
+    ACTIVE_STEP_STATUSES,
+    FINISHED_EVENT_KINDS,
+    AttemptStatus,
+    Run,
+    RunEvent,
+    RunEventKind,
+    RunStatus,
+    Step,
+    StepStatus,
+)
 from runs.nodes.base import NodeResult
 from runs.signals import run_finished
 
@@ -209,3 +220,220 @@ def _finish(
         add_usage(run, result)
         run_finished.send(sender=Run, run=run, status=RunStatus.SUCCEEDED)
     return CommitOutcome(committed=True, run_status=RunStatus.SUCCEEDED)
+
+
+class _Fallback(Exception):
+    """Raised inside parallel_commit's transaction: the portable path decides this commit."""
+
+
+def _when(value: Any) -> datetime | None:
+    """A timestamp read back through JSON (PostgreSQL's json_build_array) or a row."""
+    if value is None or isinstance(value, datetime):
+        return value
+    parsed = datetime.fromisoformat(str(value))
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+
+
+def _param_time(value: datetime | None) -> Any:
+    """A timestamp as the fixed statements take it inside a JSON parameter."""
+    if value is None:
+        return None
+    adapted = connection.ops.adapt_datetimefield_value(value)
+    return adapted.isoformat() if isinstance(adapted, datetime) else adapted
+
+
+def parallel_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, int] | None = None) -> CommitOutcome | None:
+    """Commit a top-level step whose run has other active steps (a branch of a fan-out, or
+    a step that fans out), or whose snapshot is stale: the portable commit's decisions
+    (runs.engine.commit.advance: the join rule, the parallelism bound, the run status) from
+    rows read in the commit's own transaction, written in fixed statements.
+
+    One transaction, fenced by lease owner and attempt like every commit: the run row is
+    locked and read (LOCK_SQL), then, with a fresh snapshot, the step under our lease, the
+    run's other active steps and the latest versions of the keys the step writes
+    (READ_SQL), then everything is written in one statement on PostgreSQL (PARALLEL_SQL)
+    or fixed statements on SQLite. The successors are created in that statement: the one
+    the parallelism bound lets this worker keep is leased to it; when it keeps none, the
+    run's oldest due sibling is claimed for it in the same statement (no claim
+    transaction, no queue hop per branch); the rest are released to the queue
+    (``CommitOutcome.dispatch``). The last branch to reach a join creates the join step
+    and leases it here, with a fresh snapshot when it is then the run's only active step
+    (so the join and what follows take the sequential path).
+
+    Returns None (nothing written) for what only the portable path decides: a budget, a
+    run that ends, fails, is not running or would start waiting, a write past the state
+    size limit, a lost lease (the portable path then writes nothing either)."""
+    if not enabled() or claimed.parent_id is not None or claimed.budget_remaining_usd is not None or claimed.budget_remaining_tokens is not None:
+        return None
+    if transaction.get_connection().in_atomic_block:
+        return None
+    backend: ModuleType = fastpath_sqlite
+    if connection.vendor == "postgresql":
+        from runs.engine import fastpath_postgresql as backend  # on first use, as fast_commit
+    now = timezone.now()
+    base: dict[str, Any] = {**ENUM_PARAMS, "run": claimed.run_id, "step": claimed.step_id, "attempt": claimed.attempt, "owner": claimed.worker}
+    try:
+        with transaction.atomic():
+            outcome = _parallel(backend, claimed, result, written_sizes, base, now)
+    except _Fallback:
+        return None
+    if outcome is None:
+        return None
+    committed, wires, run, kept_step, fresh_snapshot = outcome
+    if wires and events.push_enabled():
+        events.publish(wires)
+    if kept_step is not None:
+        # The state the next step starts from: as committed now (one read, after the commit).
+        if fresh_snapshot:
+            # The whole row for the snapshot the sequential path trusts (and run_finished
+            # receivers see), with the state this commit left.
+            state = run.state
+            run = Run.objects.get(pk=run.pk)
+            run.state = state
+        kept_step.run = run
+        next_claim = claim_details(kept_step, run, claimed.worker)
+        if fresh_snapshot and run.version == committed.version_after and run.status == RunStatus.RUNNING:
+            next_claim.snapshot = run
+        committed.outcome.next_step = next_claim
+    return committed.outcome
+
+
+class _Committed:
+    """What parallel_commit's transaction committed: the outcome and the run version it left."""
+
+    def __init__(self, outcome: CommitOutcome, version_after: int):
+        self.outcome = outcome
+        self.version_after = version_after
+
+
+def _parallel(
+    backend: Any, claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, int] | None, base: dict[str, Any], now: datetime
+) -> tuple[_Committed, list[dict[str, Any]], Run, Step | None, bool] | None:
+    """parallel_commit's transaction (see there). Raises _Fallback to roll it back."""
+    row = backend.lock(base)
+    if row is None:
+        raise _Fallback
+    run_id, version, status, book, sizes, step_count, max_steps, max_parallelism, in_tok, out_tok, cost = row
+    if status != RunStatus.RUNNING:
+        raise _Fallback  # queued, waiting or ended: the portable path knows what follows
+    book = json.loads(book) if isinstance(book, str) else (book or {})
+    sizes = json.loads(sizes) if isinstance(sizes, str) else sizes
+    if sizes is None:
+        raise _Fallback
+    keys = sorted(result.updates)
+    fence, active_rows, latest = backend.read({**base, "active_statuses": [s.value for s in ACTIVE_STEP_STATUSES], "keys": keys})
+    if fence is None:
+        raise _Fallback  # the lease is gone: the portable path writes nothing and says so
+    run = Run(
+        pk=run_id, uuid=claimed.run_uuid, graph_version_id=claimed.version_id, version=version, status=status,
+        step_count=step_count, max_steps=max_steps, max_parallelism=max_parallelism, state_sizes=sizes,
+        input_tokens=in_tok, output_tokens=out_tok, cost_usd=Decimal(str(cost)), input=claimed.run_input,
+    )
+    # The state as committed (the successor this commit leases starts from it, as its
+    # claim would read it), the contributions of the keys the step writes.
+    contrib = {k: v[1] for k, v in latest.items() if v[1] is not None}
+    run.scheduler = {**book, state_store.CONTRIB: contrib} if contrib else book
+    run.__dict__["_contrib_checked"] = set(keys)
+    run.state = {k: v[0] for k, v in latest.items()}
+    active = [
+        ActiveStep(int(a[0]), a[1], a[2], _when(a[3]), _when(a[4]), None if a[5] is None else int(a[5])) for a in active_rows
+    ]
+    graph = compiled_graph(claimed.version_id)
+    transition = graphs.transition(
+        run, node_id=claimed.node_id, iteration=claimed.iteration, depth=claimed.depth, result=result,
+        other_active=[spec_node_id(a.node_id) for a in active],
+    )
+    if transition.failure or transition.ended or (not active and not transition.activations):
+        raise _Fallback  # the run fails or ends: finish_run's writes
+    new_sizes = sizes
+    if result.updates:
+        new_sizes = limits.sizes_after(graph, old_state=run.state, old_sizes=sizes, new_state=transition.state, updates=result.updates, written=written_sizes)
+        limit = limits.max_state_bytes()
+        if limit and sum(new_sizes.values()) > limit:
+            raise _Fallback
+    plan = scheduler.plan_dispatch(max_parallelism=max_parallelism, active=active, new_count=len(transition.activations), now=now, may_keep=lambda i: True)
+    lease_until = now + lease_delta()
+    new_steps: list[dict[str, Any]] = []
+    statuses = [a.status for a in active]
+    kept_step: Step | None = None
+    event_rows: list[dict[str, Any]] = [
+        {"ref": "", "kind": ENUM_PARAMS["ev_succeeded"], "data": {"node_id": claimed.node_id, "iteration": claimed.iteration, "route": result.route}}
+    ]
+    for index, act in enumerate(transition.activations):
+        node = graph.topology.nodes[act.node_id]
+        key = step_idempotency_key(run.uuid, act.node_id, act.iteration)
+        kept = index == plan.kept
+        dispatched = index in plan.dispatch_new
+        new_steps.append({
+            "ord": index, "node_id": act.node_id, "kind": node.kind, "iteration": act.iteration, "depth": act.depth,
+            "status": StepStatus.RUNNING.value if kept else StepStatus.PENDING.value, "attempt": 1 if kept else 0,
+            "max_attempts": node.retry.max_attempts, "key": key, "owner": claimed.worker if kept else "",
+            "lease_until": _param_time(lease_until) if kept else None, "started_at": _param_time(now) if kept else None,
+            "dispatched_at": _param_time(now) if dispatched else None,
+        })
+        statuses.append(StepStatus.RUNNING if kept else StepStatus.PENDING)
+        event_rows.append({"ref": key, "kind": ENUM_PARAMS["ev_created"], "data": {"node_id": act.node_id, "iteration": act.iteration}})
+        if kept:
+            kept_step = Step(
+                node_id=act.node_id, kind=node.kind, iteration=act.iteration, depth=act.depth, attempt=1,
+                max_attempts=node.retry.max_attempts, idempotency_key=key, run_id=run.pk,
+            )
+    if kept_step is not None:
+        event_rows.append({"ref": kept_step.idempotency_key, "kind": ENUM_PARAMS["ev_started"],
+                           "data": {"node_id": kept_step.node_id, "iteration": kept_step.iteration, "attempt": 1}})
+    if scheduler.run_status_after(statuses) != RunStatus.RUNNING:
+        raise _Fallback  # the run starts waiting: RUN_WAITING and the gate's bookkeeping
+    for ordinal, ev in enumerate(event_rows, start=1):
+        ev["ord"] = ordinal
+    usage = result.usage
+    params: dict[str, Any] = {
+        **base,
+        "version": version,
+        "writes": state_store.written_rows(result.updates, transition.state, new_sizes, transition.bookkeeping),
+        "state_sizes": _dumps(new_sizes),
+        "scheduler": _dumps(state_store.persisted_bookkeeping(transition.bookkeeping)),
+        "in_tokens": usage.input_tokens if usage else 0,
+        "out_tokens": usage.output_tokens if usage else 0,
+        "cost": connection.ops.adapt_decimalfield_value(result.cost_usd or Decimal(0), 24, 12),
+        "now": connection.ops.adapt_datetimefield_value(now),
+        "output": _dumps(result.recorded_output()),
+        "updates": _dumps(result.updates) if result.updates else None,
+        "usage": _dumps(usage.as_dict()) if usage else None,
+        "step_cost": connection.ops.adapt_decimalfield_value(result.cost_usd, 24, 12),
+        "price_version": price_version(usage),
+        "n_new": len(new_steps),
+        "run_status": RunStatus.RUNNING.value,
+        "st_pending": StepStatus.PENDING.value,
+        "claim_next": kept_step is None,
+        "lease_until": connection.ops.adapt_datetimefield_value(lease_until),
+        "new_steps": json.dumps(new_steps),
+        "kept_key": kept_step.idempotency_key if kept_step is not None else "",
+        "dispatch_old": list(plan.dispatch_old),
+        "n_events": len(event_rows),
+        "events": json.dumps(event_rows, allow_nan=False),
+    }
+    done = backend.parallel(params)
+    if done is None:
+        raise _Fallback
+    last_seq, event_list, new_ids, picked = done
+    run.state = transition.state
+    run.scheduler = transition.bookkeeping
+    if kept_step is not None:
+        kept_step.pk = new_ids[kept_step.idempotency_key]
+    elif picked is not None:
+        pid, node_id, kind, iteration, depth, max_attempts, key = picked
+        kept_step = Step(pk=int(pid), run_id=run.pk, node_id=node_id, kind=kind, iteration=int(iteration), depth=int(depth),
+                         attempt=1, max_attempts=int(max_attempts), idempotency_key=key)
+    wires: list[dict[str, Any]] = []
+    if events.push_enabled():
+        kinds = [(ev["kind"], ev["data"]) for ev in event_rows]
+        if picked is not None:
+            kinds.append((ENUM_PARAMS["ev_started"], {"node_id": picked[1], "iteration": int(picked[3]), "attempt": 1}))
+        wires = [
+            events.wire(RunEvent(pk=int(eid), run_id=run.pk, seq=int(seq), step_id=int(sid), kind=kind, data=data, created_at=now))
+            for (eid, seq, sid), (kind, data) in zip(event_list, kinds, strict=True)
+        ]
+    dispatch = [new_ids[s["key"]] for s in new_steps if s["dispatched_at"] is not None] + list(plan.dispatch_old)
+    fresh = kept_step is not None and not active and len(new_steps) == 1
+    outcome = CommitOutcome(committed=True, dispatch=dispatch, run_status=RunStatus.RUNNING)
+    return _Committed(outcome, version + 1), wires, run, kept_step, fresh

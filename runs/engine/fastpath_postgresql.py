@@ -16,14 +16,19 @@ from typing import Any
 import psycopg
 from django.db import connection
 
-# The run row is locked first (the order recovery and the slow path use; NO KEY UPDATE as
+# The fence every fast-path commit opens with (D1: one prefix, three statements). The run
+# row is locked first (the order recovery and the slow path use; NO KEY UPDATE as
 # writes.lock_run, so claims' foreign-key checks never wait on it) and only if its
-# version is the one this worker's last commit left; the step row only if its lease is
-# still ours. If either check fails the statement writes nothing and returns NULL: the
-# caller takes the slow path, which re-reads everything. The three events take their seq
-# from the run's counter row, bumped by the same statement, after the run and step rows
-# are locked (runs.engine.events: no gaps).
-COMMIT_SQL = """
+# version is the one the committing worker read (its snapshot, or the row it locked a
+# moment before in the same transaction: parallel_commit); the step row only if its
+# lease is still ours. If either check fails the statement writes nothing and returns
+# NULL: the caller takes the slow path, which re-reads everything. The events take
+# their seq from the run's counter row, bumped by the same statement, after the run and
+# step rows are locked (runs.engine.events: no gaps). ``{run_set}``: what the run row
+# takes besides the usage totals, size map, bookkeeping and version; ``{n_events}``: how
+# many events the statement numbers; ``{pre}``: CTEs that run between the fence and the
+# run update (parallel_commit's claim of a sibling, counted into ``{n_events}``).
+_FENCE = """
 WITH locked_run AS (
     SELECT id FROM runs_run WHERE id = %(run)s AND version = %(version)s FOR NO KEY UPDATE
 ), locked_step AS (
@@ -31,14 +36,14 @@ WITH locked_run AS (
     WHERE id = %(step)s AND status = %(st_running)s AND attempt = %(attempt)s AND lease_owner = %(owner)s
       AND EXISTS (SELECT 1 FROM locked_run)
     FOR NO KEY UPDATE
-), run_upd AS (
-    UPDATE runs_run SET state_sizes = %(state_sizes)s::jsonb, scheduler = %(scheduler)s::jsonb, step_count = step_count + 1,
+){pre}, run_upd AS (
+    UPDATE runs_run SET state_sizes = %(state_sizes)s::jsonb, scheduler = %(scheduler)s::jsonb,
         input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
-        cost_usd = cost_usd + %(cost)s, status = %(run_running)s, version = version + 1, updated_at = %(now)s
+        cost_usd = cost_usd + %(cost)s, {run_set}, version = version + 1, updated_at = %(now)s
     WHERE id IN (SELECT id FROM locked_run) AND EXISTS (SELECT 1 FROM locked_step)
     RETURNING id
 ), seq_upd AS (
-    INSERT INTO runs_runeventcounter (run_id, last) SELECT id, 3 FROM run_upd
+    INSERT INTO runs_runeventcounter (run_id, last) SELECT id, {n_events} FROM run_upd
     ON CONFLICT (run_id) DO UPDATE SET last = runs_runeventcounter.last + excluded.last
     RETURNING last
 ), step_upd AS (
@@ -56,7 +61,18 @@ WITH locked_run AS (
     UPDATE runs_stepattempt SET status = %(att_succeeded)s, usage = %(usage)s::jsonb, cost_usd = %(step_cost)s,
         price_version = %(price_version)s, finished_at = %(now)s
     WHERE step_id IN (SELECT id FROM step_upd) AND number = %(attempt)s
-), new_step AS (
+)"""
+
+
+def fenced_sql(*, run_set: str, n_events: str, pre: str = "") -> str:
+    """The fence prefix (``_FENCE``) with its holes filled: a WITH list that ends after
+    ``att_upd``, for a statement to append its own CTEs and final SELECT to."""
+    return _FENCE.format(run_set=run_set, n_events=n_events, pre=pre)
+
+
+# The sequential commit: the fence, then the single successor leased to the same worker,
+# its attempt and the three events.
+COMMIT_SQL = fenced_sql(run_set="step_count = step_count + 1, status = %(run_running)s", n_events="3") + """, new_step AS (
     INSERT INTO runs_step (run_id, parent_id, child_key, node_id, kind, iteration, depth, status, attempt, max_attempts,
         idempotency_key, lease_owner, lease_expires_at, started_at, created_at, price_version)
     SELECT %(run)s, NULL, '', %(next_node)s, %(next_kind)s, %(next_iteration)s, %(next_depth)s, %(st_running)s, 1,
@@ -76,50 +92,104 @@ WITH locked_run AS (
 SELECT (SELECT id FROM new_step), (SELECT last FROM seq_upd), (SELECT array_agg(id ORDER BY seq) FROM events)
 """
 
-# The end step's commit: the same fences, the run finished (succeeded, its output) instead
+# The end step's commit: the same fence, the run finished (succeeded, its output) instead
 # of a successor; its two events numbered from the run's counter like COMMIT_SQL's. Run
 # inside a transaction with the run_finished signal (fastpath.finish).
-FINISH_SQL = """
-WITH locked_run AS (
-    SELECT id FROM runs_run WHERE id = %(run)s AND version = %(version)s FOR NO KEY UPDATE
-), locked_step AS (
-    SELECT id FROM runs_step
-    WHERE id = %(step)s AND status = %(st_running)s AND attempt = %(attempt)s AND lease_owner = %(owner)s
-      AND EXISTS (SELECT 1 FROM locked_run)
-    FOR NO KEY UPDATE
-), run_upd AS (
-    UPDATE runs_run SET state_sizes = %(state_sizes)s::jsonb, scheduler = %(scheduler)s::jsonb,
-        input_tokens = input_tokens + %(in_tokens)s, output_tokens = output_tokens + %(out_tokens)s,
-        cost_usd = cost_usd + %(cost)s, status = %(run_finished)s, output = %(run_output)s::jsonb, error = NULL,
-        finished_at = %(now)s, version = version + 1, updated_at = %(now)s
-    WHERE id IN (SELECT id FROM locked_run) AND EXISTS (SELECT 1 FROM locked_step)
-    RETURNING id
-), seq_upd AS (
-    INSERT INTO runs_runeventcounter (run_id, last) SELECT id, 2 FROM run_upd
-    ON CONFLICT (run_id) DO UPDATE SET last = runs_runeventcounter.last + excluded.last
-    RETURNING last
-), step_upd AS (
-    UPDATE runs_step SET status = %(st_succeeded)s, output = %(output)s::jsonb, updates = %(updates)s::jsonb,
-        usage = %(usage)s::jsonb, cost_usd = %(step_cost)s, price_version = %(price_version)s, lease_owner = '',
-        lease_expires_at = NULL, finished_at = %(now)s, state_seq = %(version)s + 1
-    WHERE id IN (SELECT id FROM locked_step) AND EXISTS (SELECT 1 FROM run_upd)
-    RETURNING id
-), state_rows AS (
-    INSERT INTO runs_runstatekey (run_id, key, seq, value, size, contrib)
-    SELECT %(run)s, w.key, %(version)s + 1, w.value -> 'v', (w.value ->> 's')::integer, NULLIF(w.value -> 'c', 'null'::jsonb)
-    FROM jsonb_each(%(writes)s::jsonb) AS w
-    WHERE EXISTS (SELECT 1 FROM step_upd)
-), att_upd AS (
-    UPDATE runs_stepattempt SET status = %(att_succeeded)s, usage = %(usage)s::jsonb, cost_usd = %(step_cost)s,
-        price_version = %(price_version)s, finished_at = %(now)s
-    WHERE step_id IN (SELECT id FROM step_upd) AND number = %(attempt)s
-), events AS (
+FINISH_SQL = fenced_sql(
+    run_set="status = %(run_finished)s, output = %(run_output)s::jsonb, error = NULL, finished_at = %(now)s", n_events="2"
+) + """, events AS (
     INSERT INTO runs_runevent (run_id, seq, step_id, kind, data, created_at)
     SELECT %(run)s, (SELECT last - 1 FROM seq_upd), id, %(ev_succeeded)s, %(done_event)s::jsonb, %(now)s FROM step_upd
     UNION ALL SELECT %(run)s, (SELECT last FROM seq_upd), id, %(ev_finished)s, %(finished_event)s::jsonb, %(now)s FROM step_upd
     RETURNING id, seq
 )
 SELECT (SELECT id FROM step_upd), (SELECT last FROM seq_upd), (SELECT array_agg(id ORDER BY seq) FROM events)
+"""
+
+# parallel_commit, statement 1: lock the run row and read what the decision needs from it.
+# A locked row is returned as its latest committed version (PostgreSQL re-reads it after
+# waiting), but other tables read in the same statement would come from the snapshot
+# taken before the wait: the steps and state keys are read by the next statement, which
+# takes a fresh snapshot (READ COMMITTED) while this transaction holds the lock.
+LOCK_SQL = """
+SELECT id, version, status, scheduler, state_sizes, step_count, max_steps, max_parallelism,
+    input_tokens, output_tokens, cost_usd
+FROM runs_run WHERE id = %(run)s AND budget_usd IS NULL AND budget_tokens IS NULL FOR NO KEY UPDATE
+"""
+# Statement 2: the step, only under our lease (locked: the fence); the run's other active
+# steps (what the join rule, the parallelism bound and the run status read); the latest
+# version of each state key (the state the successor this commit leases starts from,
+# what its claim would read), with the reducer contributions of the keys the step writes.
+READ_SQL = """
+SELECT
+    (SELECT id FROM runs_step WHERE id = %(step)s AND status = %(st_running)s AND attempt = %(attempt)s
+        AND lease_owner = %(owner)s FOR NO KEY UPDATE),
+    (SELECT json_agg(json_build_array(id, node_id, status, dispatched_at, available_at, parent_id) ORDER BY id)
+        FROM runs_step WHERE run_id = %(run)s AND status = ANY(%(active_statuses)s) AND id <> %(step)s),
+    (SELECT json_object_agg(k.key, json_build_array(k.value, CASE WHEN k.key = ANY(%(keys)s) THEN k.contrib END))
+        FROM (SELECT DISTINCT ON (key) key, value, contrib FROM runs_runstatekey
+              WHERE run_id = %(run)s ORDER BY key, seq DESC) AS k)
+"""
+# Statement 3: the fence again (a no-op re-lock: this transaction holds both rows), the
+# new steps (one JSON array; the kept one leased to us, the others released as due or
+# held by the parallelism bound), older held steps released, and, when the commit keeps
+# nothing, the run's oldest due sibling claimed for us in the same statement (``pick``,
+# SKIP LOCKED: a sibling another worker is claiming is left to it), with its attempt and
+# started event. Events: one JSON array numbered from the counter, the pick's last.
+PARALLEL_SQL = fenced_sql(
+    run_set="step_count = step_count + %(n_new)s, status = %(run_status)s",
+    n_events="%(n_events)s + (SELECT count(*) FROM picked)",
+    pre=""", pick AS (
+    SELECT id FROM runs_step
+    WHERE run_id = %(run)s AND status = %(st_pending)s AND parent_id IS NULL AND attempt = 0 AND due_at <= %(now)s
+      AND (available_at IS NULL OR available_at <= %(now)s) AND %(claim_next)s AND EXISTS (SELECT 1 FROM locked_step)
+    ORDER BY due_at, id LIMIT 1
+    FOR NO KEY UPDATE SKIP LOCKED
+), picked AS (
+    UPDATE runs_step SET status = %(st_running)s, attempt = 1, lease_owner = %(owner)s, lease_expires_at = %(lease_until)s,
+        started_at = %(now)s
+    WHERE id IN (SELECT id FROM pick)
+    RETURNING id, node_id, kind, iteration, depth, max_attempts, idempotency_key
+), picked_att AS (
+    INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version)
+    SELECT id, 1, %(owner)s, %(att_running)s, %(now)s, '' FROM picked
+)""",
+) + """, new_steps AS (
+    INSERT INTO runs_step (run_id, parent_id, child_key, node_id, kind, iteration, depth, status, attempt, max_attempts,
+        idempotency_key, lease_owner, lease_expires_at, started_at, dispatched_at, due_at, created_at, price_version)
+    SELECT %(run)s, NULL, '', s.node_id, s.kind, s.iteration, s.depth, s.status, s.attempt, s.max_attempts,
+        s.key, s.owner, s.lease_until, s.started_at, s.dispatched_at, s.dispatched_at, %(now)s, ''
+    FROM jsonb_to_recordset(%(new_steps)s::jsonb) AS s(ord integer, node_id text, kind text, iteration integer, depth integer,
+        status text, attempt integer, max_attempts integer, key text, owner text, lease_until timestamptz,
+        started_at timestamptz, dispatched_at timestamptz)
+    WHERE EXISTS (SELECT 1 FROM step_upd)
+    ORDER BY s.ord
+    RETURNING id, idempotency_key
+), new_att AS (
+    INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version)
+    SELECT id, 1, %(owner)s, %(att_running)s, %(now)s, '' FROM new_steps WHERE idempotency_key = %(kept_key)s
+), released AS (
+    UPDATE runs_step SET dispatched_at = %(now)s, due_at = %(now)s
+    WHERE id = ANY(%(dispatch_old)s) AND run_id = %(run)s AND EXISTS (SELECT 1 FROM step_upd)
+), events AS (
+    INSERT INTO runs_runevent (run_id, seq, step_id, kind, data, created_at)
+    -- ids in seq order, as every other writer numbers them (runs.engine.events).
+    SELECT * FROM (
+        (SELECT %(run)s, (SELECT last FROM seq_upd) - (SELECT count(*) FROM picked) - %(n_events)s + e.ord,
+            COALESCE(ns.id, %(step)s), e.kind, e.data, %(now)s
+        FROM jsonb_to_recordset(%(events)s::jsonb) AS e(ord integer, ref text, kind text, data jsonb)
+        LEFT JOIN new_steps AS ns ON ns.idempotency_key = e.ref
+        WHERE EXISTS (SELECT 1 FROM step_upd))
+        UNION ALL SELECT %(run)s, (SELECT last FROM seq_upd), id, %(ev_started)s,
+            json_build_object('node_id', node_id, 'iteration', iteration, 'attempt', 1)::jsonb, %(now)s FROM picked
+    ) AS numbered (run_id, seq, step_id, kind, data, created_at)
+    ORDER BY seq
+    RETURNING id, seq, step_id
+)
+SELECT (SELECT id FROM step_upd), (SELECT last FROM seq_upd),
+    (SELECT json_agg(json_build_array(id, seq, step_id) ORDER BY seq) FROM events),
+    (SELECT json_agg(json_build_array(id, idempotency_key)) FROM new_steps),
+    (SELECT json_build_array(id, node_id, kind, iteration, depth, max_attempts, idempotency_key) FROM picked)
 """
 
 
@@ -167,9 +237,37 @@ def commit(params: dict[str, Any]) -> tuple[int, int, list[int]] | None:
     return int(row[0]), int(row[1]), [int(i) for i in row[2]]
 
 
-def _execute(sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+def lock(params: dict[str, Any]) -> tuple[Any, ...] | None:
+    """parallel_commit's first statement (LOCK_SQL), inside the caller's transaction: the
+    run row locked, or None (no such run, or a budget: the portable path decides those)."""
+    return _execute(LOCK_SQL, params)
+
+
+def read(params: dict[str, Any]) -> tuple[int | None, list[list[Any]], dict[str, list[Any]]]:
+    """parallel_commit's second statement (READ_SQL), with the run row locked: (the step's
+    id, or None when the lease is no longer ours; the other active steps as [id, node_id,
+    status, dispatched_at, available_at, parent_id]; {key: [value, contributions or None]}:
+    the state's latest versions, contributions only for the written keys)."""
+    row = _execute(READ_SQL, params, allow_null=True)
+    assert row is not None
+    return row[0], row[1] or [], row[2] or {}
+
+
+def parallel(params: dict[str, Any]) -> tuple[int, list[list[Any]], dict[str, int], list[Any] | None] | None:
+    """parallel_commit's write (PARALLEL_SQL), in the caller's transaction: (the last event
+    seq; the events as [id, seq, step id] in seq order; new step ids by idempotency key;
+    the claimed sibling as [id, node_id, kind, iteration, depth, max_attempts, key], or
+    None), or None when the fence failed (nothing written)."""
+    row = _execute(PARALLEL_SQL, params)
+    if row is None:
+        return None
+    return int(row[1]), row[2] or [], {k: int(i) for i, k in (row[3] or [])}, row[4]
+
+
+def _execute(sql: str, params: dict[str, Any], *, allow_null: bool = False) -> tuple[Any, ...] | None:
     """Execute one of this module's statements, prepared (see :func:`commit`); its one row,
-    or None when the row is missing or its first value is NULL (a fence failed)."""
+    or None when the row is missing or (unless ``allow_null``) its first value is NULL (a
+    fence failed)."""
     connection.ensure_connection()
     connection.validate_thread_sharing()  # what connection.cursor() checks too
     started = time.perf_counter()
@@ -181,4 +279,6 @@ def _execute(sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         # Logged here, not by Django's debug cursor: that one asks the cursor for the
         # query it sent, which psycopg does not keep for a prepared execution.
         connection.queries_log.append({"sql": sql, "time": f"{time.perf_counter() - started:.3f}"})
-    return None if not row or row[0] is None else tuple(row)
+    if not row or (row[0] is None and not allow_null):
+        return None
+    return tuple(row)

@@ -225,6 +225,8 @@ def run_claimed(claimed: ClaimedStep) -> ClaimedStep | None:
             outcome = commit.step_fail(claimed, error)
     faults.point("after_commit", node_id=claimed.node_id, step_id=claimed.step_id)
     dispatch.enqueue(outcome.dispatch)
+    if outcome.next_step is not None:
+        dispatch.taken(outcome.next_step.step_id)
     return outcome.next_step
 
 
