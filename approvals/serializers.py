@@ -111,7 +111,7 @@ class ApprovalOutput(serializers.Serializer):
     def get_run_event_seq(self, obj: ApprovalRequest) -> int:
         if hasattr(obj, "run_event_seq"):  # annotated by selectors.approval_list
             return int(obj.run_event_seq or 0)
-        return obj.run.event_seq
+        return obj.run.read_event_seq()
 
     def _config(self, obj: ApprovalRequest) -> Any:
         cache = self.context.setdefault("_configs", {})
