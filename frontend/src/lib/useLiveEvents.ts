@@ -3,7 +3,7 @@ import { useEffect, useRef, useState } from "react";
 import { sharedStream, type Connection, type RunEvent, type RunEventStream } from "./liveEvents";
 
 /** Calls ``fn`` at most once per ``ms`` (trailing), so a burst of events costs one reload. */
-function useDebounced(fn: () => void, ms: number): () => void {
+export function useDebounced(fn: () => void, ms: number): () => void {
   const fnRef = useRef(fn);
   fnRef.current = fn;
   const timer = useRef<ReturnType<typeof setTimeout> | null>(null);

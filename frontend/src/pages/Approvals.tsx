@@ -6,7 +6,7 @@ import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { api, ApiError } from "../lib/api";
 import { usePageContext } from "../lib/context";
 import { useInboxLive } from "../lib/inboxLive";
-import { useConnection, useRunsChanged } from "../lib/useLiveEvents";
+import { useConnection, useDebounced, useRunsChanged } from "../lib/useLiveEvents";
 import { APPROVALS_CHANGED } from "../shell/TopBar";
 import { formatDateTime, formatUsd } from "../shell/format";
 import type { Approval, InboxCounts } from "../shell/types";
@@ -17,18 +17,6 @@ import "./approvals.css";
 
 interface Props {
   approvalId?: number;
-}
-
-/** Calls ``fn`` at most once per ``ms`` (trailing), so a burst of live changes costs one fetch. */
-function useDebounced(fn: () => void, ms: number): () => void {
-  const fnRef = useRef(fn);
-  fnRef.current = fn;
-  const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
-  useEffect(() => () => { if (timer.current) clearTimeout(timer.current); }, []);
-  return useRef(() => {
-    if (timer.current) return;
-    timer.current = setTimeout(() => { timer.current = null; fnRef.current(); }, ms);
-  }).current;
 }
 
 /** The time now (ms), ticking every second while some item on screen counts down to a deadline. */

@@ -2,25 +2,14 @@
 import type { NodeRunMark } from "../builder/flow";
 import { RUN_STATE_COLOURS } from "../builder/runStateColours";
 import { formatDuration } from "../shell/format";
+import type { StepSummary } from "../shell/types";
 
 export type NodeState = NodeRunMark["state"];
 
-/** The run-page fields of a step (runs/serializers.py RunStepOutput). */
-export interface RunStep {
-  id: number;
-  parent: number | null;
-  node_id: string;
-  kind: string;
-  iteration: number;
-  status: string;
-  attempt: number;
-  max_attempts: number;
-  worker_alive?: boolean | null;
-  error: unknown;
-  cost_usd: string | null;
+/** The run-page fields of a step (runs/serializers.py RunStepOutput): a step summary's, less its
+ * output and lease, plus when it was created and each attempt's own span. */
+export interface RunStep extends Omit<StepSummary, "output" | "lease_expires_at"> {
   created_at?: string;
-  started_at: string | null;
-  finished_at: string | null;
   /** Each attempt's own span (absent from older answers). */
   attempts?: { number: number; status: string; started_at: string; finished_at: string | null }[];
 }
