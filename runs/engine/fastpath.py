@@ -104,7 +104,6 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
         if limit and sum(sizes.values()) > limit:
             return None  # the portable commit fails the step with state_too_large
     now = timezone.now()
-    usage = result.usage
     common: dict[str, Any] = {
         **ENUM_PARAMS,
         "run": run.pk,
@@ -114,18 +113,7 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
         "owner": claimed.worker,
         # Only the keys the step wrote are encoded and stored (runs.engine.state); the
         # bookkeeping without the reducer contributions, which go with those keys.
-        "writes": state_store.written_rows(result.updates, transition.state, sizes, transition.bookkeeping),
-        "state_sizes": _dumps(sizes),
-        "scheduler": _dumps(state_store.persisted_bookkeeping(transition.bookkeeping)),
-        "in_tokens": usage.input_tokens if usage else 0,
-        "out_tokens": usage.output_tokens if usage else 0,
-        "cost": connection.ops.adapt_decimalfield_value(result.cost_usd or Decimal(0), 24, 12),
-        "now": connection.ops.adapt_datetimefield_value(now),
-        "output": _dumps(result.recorded_output()),
-        "updates": _dumps(result.updates) if result.updates else None,
-        "usage": _dumps(usage.as_dict()) if usage else None,
-        "step_cost": connection.ops.adapt_decimalfield_value(result.cost_usd, 24, 12),
-        "price_version": price_version(usage),
+        **_result_params(result, transition, sizes, now),
         "done_event": _dumps({"node_id": claimed.node_id, "iteration": claimed.iteration, "route": result.route}),
     }
     backend: ModuleType = fastpath_sqlite
@@ -385,22 +373,10 @@ def _parallel(
         raise _Fallback  # the run starts waiting: RUN_WAITING and the gate's bookkeeping
     for ordinal, ev in enumerate(event_rows, start=1):
         ev["ord"] = ordinal
-    usage = result.usage
     params: dict[str, Any] = {
         **base,
         "version": version,
-        "writes": state_store.written_rows(result.updates, transition.state, new_sizes, transition.bookkeeping),
-        "state_sizes": _dumps(new_sizes),
-        "scheduler": _dumps(state_store.persisted_bookkeeping(transition.bookkeeping)),
-        "in_tokens": usage.input_tokens if usage else 0,
-        "out_tokens": usage.output_tokens if usage else 0,
-        "cost": connection.ops.adapt_decimalfield_value(result.cost_usd or Decimal(0), 24, 12),
-        "now": connection.ops.adapt_datetimefield_value(now),
-        "output": _dumps(result.recorded_output()),
-        "updates": _dumps(result.updates) if result.updates else None,
-        "usage": _dumps(usage.as_dict()) if usage else None,
-        "step_cost": connection.ops.adapt_decimalfield_value(result.cost_usd, 24, 12),
-        "price_version": price_version(usage),
+        **_result_params(result, transition, new_sizes, now),
         "n_new": len(new_steps),
         "run_status": RunStatus.RUNNING.value,
         "st_pending": StepStatus.PENDING.value,
@@ -437,3 +413,24 @@ def _parallel(
     fresh = kept_step is not None and not active and len(new_steps) == 1
     outcome = CommitOutcome(committed=True, dispatch=dispatch, run_status=RunStatus.RUNNING)
     return _Committed(outcome, version + 1), wires, run, kept_step, fresh
+
+
+def _result_params(result: NodeResult, transition: Any, sizes: dict[str, int], now: datetime) -> dict[str, Any]:
+    """The parameters both fast commits (sequential and parallel) write for a step's result:
+    the written state keys and their sizes, the bookkeeping, usage, cost, output and updates.
+    ``result``: the NodeResult; ``transition``: graphs.transition's; ``sizes``: bytes per key after it."""
+    usage = result.usage
+    return {
+        "writes": state_store.written_rows(result.updates, transition.state, sizes, transition.bookkeeping),
+        "state_sizes": _dumps(sizes),
+        "scheduler": _dumps(state_store.persisted_bookkeeping(transition.bookkeeping)),
+        "in_tokens": usage.input_tokens if usage else 0,
+        "out_tokens": usage.output_tokens if usage else 0,
+        "cost": connection.ops.adapt_decimalfield_value(result.cost_usd or Decimal(0), 24, 12),
+        "now": connection.ops.adapt_datetimefield_value(now),
+        "output": _dumps(result.recorded_output()),
+        "updates": _dumps(result.updates) if result.updates else None,
+        "usage": _dumps(usage.as_dict()) if usage else None,
+        "step_cost": connection.ops.adapt_decimalfield_value(result.cost_usd, 24, 12),
+        "price_version": price_version(usage),
+    }
