@@ -237,7 +237,7 @@ def test_screenshots_of_home_graphs_runs_and_run_page(live_server, page):
     page.get_by_role("link", name=f"#{ok.pk}").click()
     page.wait_for_url(f"**/runs/{ok.pk}/")
     expect(page.get_by_role("heading", name=f"Run #{ok.pk}")).to_contain_text("succeeded")
-    expect(page.get_by_role("region", name="Steps")).to_contain_text("double")
+    expect(page.get_by_role("region", name="Steps", exact=True)).to_contain_text("double")
     expect(page.get_by_label("Run output")).to_contain_text("42")
     expect(page.get_by_role("link", name="Open graph")).to_have_attribute("href", f"/graphs/{ok.graph_version.graph_id}/")
     screenshot(page, "run")
