@@ -11,14 +11,20 @@ from typing import Any
 
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404
+from django.http import HttpRequest, HttpResponse
 
 from accounts import policy
 from accounts.authentication import is_admin
 from ballast.pages import page_context, render_page
 from builder.models import Graph
 from runs.models import Run
+
+
+def _not_found(request: HttpRequest, what: str, back: str, back_label: str) -> HttpResponse:
+    """The app's own 404 page for ``what`` (e.g. "run #12"), with a link to ``back``: the same
+    answer for an object that does not exist and one the user may not read, and never
+    Django's technical 404 page (which lists the URL patterns while DEBUG is on)."""
+    return render_page(request, "notfound", title="Not found", props={"what": what, "back": back, "backLabel": back_label}, status=404)
 
 
 @login_required
@@ -36,7 +42,9 @@ def graph_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def graph_builder(request: HttpRequest, graph_id: int) -> HttpResponse:
     """``/graphs/<id>/``: the canvas for one graph (read-only for users who may not build)."""
-    graph = get_object_or_404(Graph, pk=graph_id)
+    graph = Graph.objects.filter(pk=graph_id).first()
+    if graph is None:
+        return _not_found(request, f"graph #{graph_id}", "/graphs/", "All graphs")
     return render_page(request, "builder", title=graph.name, props={"graphId": graph.pk})
 
 
@@ -50,11 +58,13 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     """``/runs/<id>/``: one run's status, version, input, output or error, and steps (404
     if unknown or not the user's to read: ``accounts.policy``, audited)."""
-    run = get_object_or_404(Run.objects.select_related("graph_version__graph"), pk=run_id)
+    run = Run.objects.select_related("graph_version__graph").filter(pk=run_id).first()
+    if run is None:
+        return _not_found(request, f"run #{run_id}", "/runs/", "All runs")
     try:
         policy.require_read(request.user, run, action="run.page")
     except policy.RunHidden:
-        raise Http404("No such run.") from None
+        return _not_found(request, f"run #{run_id}", "/runs/", "All runs")
     return render_page(request, "run", title=f"Run {run.pk}", props={"runId": run.pk})
 
 
@@ -75,11 +85,13 @@ def approval_inbox(request: HttpRequest, approval_id: int | None = None) -> Http
     if approval_id is not None:
         from approvals.models import ApprovalRequest
 
-        approval = get_object_or_404(ApprovalRequest.objects.select_related("run"), pk=approval_id)
+        approval = ApprovalRequest.objects.select_related("run").filter(pk=approval_id).first()
+        if approval is None:
+            return _not_found(request, f"approval #{approval_id}", "/approvals/", "The inbox")
         try:
             policy.require_read(request.user, approval.run, action="approval.page", obj=approval)
         except policy.RunHidden:
-            raise Http404("No such approval.") from None
+            return _not_found(request, f"approval #{approval_id}", "/approvals/", "The inbox")
         props["approvalId"] = approval.pk
     return render_page(request, "approvals", title="Approvals", props=props)
 

@@ -246,6 +246,13 @@ def test_screenshots_of_home_graphs_runs_and_run_page(live_server, page):
     expect(page.get_by_role("alert")).to_contain_text("The run failed")
     screenshot(page, "run-failed")
 
+    # A run that does not exist is the app's own page with a way on, not Django's 404.
+    page.goto(f"{live_server.url}/runs/999999/")
+    expect(page.get_by_role("heading", name="Not found")).to_be_visible()
+    expect(page.get_by_text("There is no run #999999 you may see")).to_be_visible()
+    expect(page.get_by_role("link", name="All runs")).to_have_attribute("href", "/runs/")
+    screenshot(page, "not-found")
+
     # An API error shows its message, not a blank page.
     page.route("**/api/v1/runs/?*", lambda route: route.fulfill(
         status=503, content_type="application/json",

@@ -90,6 +90,21 @@ def test_run_page_names_the_run_and_unknown_runs_are_404(finished_run):
     assert client.get("/graphs/999999/").status_code == 404
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_run_the_user_may_not_read_is_the_apps_own_404_page_even_with_debug_on(finished_run, settings):
+    # With DEBUG on (make up's default), Http404 would show Django's technical page listing
+    # every URL pattern; an approval email's link opened by the wrong user must not.
+    settings.DEBUG = True
+    client = signed_in(make_user("outsider"))
+    for path, what in [(f"/runs/{finished_run.pk}/", f"run #{finished_run.pk}"), ("/runs/999999/", "run #999999"),
+                       ("/graphs/999999/", "graph #999999"), ("/approvals/999999/", "approval #999999")]:
+        response = client.get(path)
+        assert response.status_code == 404, path
+        assert "URLconf" not in response.content.decode()
+        ctx = context_of(response)
+        assert ctx["page"] == "notfound" and ctx["props"]["what"] == what
+
+
 def test_login_page_is_the_apps_and_signs_in_a_user_who_is_not_staff():
     make_user("amal", "approvers")
     client = Client()

@@ -17,6 +17,7 @@ export const pages: Record<string, PageComponent> = {
   audit: lazy(() => import("./Audit")),
   workers: lazy(() => import("./Workers")),
   forbidden: lazy(() => import("./Forbidden")),
+  notfound: lazy(() => import("./NotFound")),
   builder: lazy(() => import("../builder/BuilderPage")),
 };
 
