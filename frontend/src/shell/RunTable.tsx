@@ -63,7 +63,7 @@ export function RunTable({ runs, compact = false, selection, label = "Runs" }: {
               ) : null}
               <td><a href={runUrl(r.id)}>#{r.id}</a></td>
               <td><StatusBadge status={runDisplayStatus(r)} /></td>
-              <td><a href={graphUrl(r.graph)}>{r.graph_name}</a></td>
+              <td><a className="cell-graph" href={graphUrl(r.graph)} title={r.graph_name}>{r.graph_name}</a></td>
               <td>v{r.version}</td>
               {compact ? null : <td>{r.created_by ?? "—"}</td>}
               <td>{formatDateTime(r.started_at ?? r.created_at)}</td>
