@@ -350,6 +350,32 @@ def case_recovery(rep: Reporter, db: str, n: int | None, runs: int, lease_second
                  note="SIGKILL of the lease holder to the stand-by qcluster's re-run StepAttempt.started_at")
 
 
+def restart_busy_once(db: str, version, busy_version, count: int, chain: int, fresh: Cluster) -> tuple[float, float]:
+    """One restart under load, as recovery_busy and startup time it: a qcluster SIGKILLed
+    while it holds t2's lease, ``count`` runs of the ``chain``-node ``busy_version`` started
+    meanwhile, then ``fresh`` (not yet started) spawned; waits until every run finished and
+    checks them. Returns (the spawn's epoch seconds, t2's second attempt's started_at).
+
+    Raises CheckFailed when a run did not finish as its graph says.
+    """
+    rid, crashed = _crash_at_fault(db, version)
+    try:
+        busy = [start_queued(busy_version) for _ in range(count)]
+    finally:
+        crashed.kill()
+    try:
+        t0 = fresh.start().started_at
+        wait_until(lambda: _attempt(rid, RECOVERY_NODE, 2) is not None, 120, "t2 re-run", cluster=fresh, poll=0.01)
+        started = _attempt(rid, RECOVERY_NODE, 2).started_at.timestamp()
+        wait_terminal([rid, *busy], cluster=fresh)
+    finally:
+        fresh.kill()
+    _check_recovered(rid)
+    for other in busy:
+        check_linear(other, chain)
+    return t0, started
+
+
 def case_recovery_busy(rep: Reporter, db: str, n: int | None, runs: int, others: int | None = None, chain: int = 10) -> None:
     """Recovery with other runs in flight (``others``, default 30, each a ``chain``-node
     chain started after the crash, so their steps are due after the interrupted one):
@@ -377,21 +403,7 @@ def case_recovery_busy(rep: Reporter, db: str, n: int | None, runs: int, others:
     reset_tables()
     rerun = []
     for i in range(runs + 1):  # the first is a warm-up
-        rid, crashed = _crash_at_fault(db, version)
-        try:
-            busy = [start_queued(busy_version) for _ in range(count)]
-        finally:
-            crashed.kill()
-        fresh = Cluster("restarted-busy", db, workers=2)
-        try:
-            t0 = fresh.start().started_at
-            wait_until(lambda rid=rid: _attempt(rid, RECOVERY_NODE, 2) is not None, 120, "t2 re-run", cluster=fresh, poll=0.01)
-            started = _attempt(rid, RECOVERY_NODE, 2).started_at.timestamp()
-            wait_terminal([rid, *busy], cluster=fresh)
-        finally:
-            fresh.kill()
-        _check_recovered(rid)
-        check_others(busy)
+        t0, started = restart_busy_once(db, version, busy_version, count, chain, Cluster("restarted-busy", db, workers=2))
         if i:
             rerun.append(started - t0)
     rep.emit("recovery.restart_busy", n=count, runs=runs, samples=rerun, unit="s", target_s=1.0, others=count, other_chain=chain,

@@ -15,16 +15,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench import graphs
-from bench.cases import (
-    RECOVERY_NODE,
-    _attempt,
-    _check_recovered,
-    _crash_at_fault,
-    check_linear,
-    start_queued,
-    wait_terminal,
-)
-from bench.cluster import Cluster, wait_until
+from bench.cases import RECOVERY_NODE, restart_busy_once
+from bench.cluster import Cluster
 from bench.core import REPO, WORK_DIR, Reporter, reset_tables, summary
 
 # The phases in the order a start goes through them (bench/startup_trace.py); the first
@@ -73,24 +65,9 @@ def case_startup(rep: Reporter, db: str, n: int | None, runs: int, chain: int = 
     samples: dict[str, list[float]] = defaultdict(list)
     cpu_samples: dict[str, list[float]] = defaultdict(list)
     for i in range(runs + 1):  # the first is a warm-up
-        rid, crashed = _crash_at_fault(db, version)
-        try:
-            busy = [start_queued(busy_version) for _ in range(count)]
-        finally:
-            crashed.kill()
         trace = WORK_DIR / f"startup-{db}.jsonl"
         trace.unlink(missing_ok=True)
-        fresh = TracedCluster("startup", db, workers=2, trace=trace)
-        try:
-            t0 = fresh.start().started_at
-            wait_until(lambda rid=rid: _attempt(rid, RECOVERY_NODE, 2) is not None, 120, "t2 re-run", cluster=fresh, poll=0.01)
-            started = _attempt(rid, RECOVERY_NODE, 2).started_at.timestamp()
-            wait_terminal([rid, *busy], cluster=fresh)
-        finally:
-            fresh.kill()
-        _check_recovered(rid)
-        for other in busy:
-            check_linear(other, chain)
+        t0, started = restart_busy_once(db, version, busy_version, count, chain, TracedCluster("startup", db, workers=2, trace=trace))
         if i:
             at, cpu = phases(trace, t0)
             for name, t in at.items():

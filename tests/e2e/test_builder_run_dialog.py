@@ -23,12 +23,17 @@ def refund_graph(publish: bool = True) -> int:
     return graph_id
 
 
+def open_run_dialog(page: Page, base_url: str, graph_id: int):
+    """Pat signs in, opens the graph's builder and clicks Run; the dialog's locator."""
+    sign_in(page, base_url, "pat", "pw-pat-1")
+    open_builder(page, base_url, graph_id)
+    page.get_by_role("button", name="Run", exact=True).click()
+    return page.get_by_role("dialog")
+
+
 def test_first_click_on_start_run_starts_the_refund_run(live_server, page: Page) -> None:
     graph_id = refund_graph()
-    sign_in(page, live_server.url, "pat", "pw-pat-1")
-    open_builder(page, live_server.url, graph_id)
-    page.get_by_role("button", name="Run", exact=True).click()
-    dialog = page.get_by_role("dialog")
+    dialog = open_run_dialog(page, live_server.url, graph_id)
     # As the new user did: type the order id, move to the reason, type it, click Start run
     # while the reason still has focus (its blur used to re-validate and move the button).
     dialog.locator('[id="input.order_id"]').click()
@@ -46,10 +51,7 @@ def test_first_click_on_start_run_starts_the_refund_run(live_server, page: Page)
 
 def test_run_dialog_says_the_draft_is_not_what_runs(live_server, page: Page) -> None:
     graph_id = refund_graph()
-    sign_in(page, live_server.url, "pat", "pw-pat-1")
-    open_builder(page, live_server.url, graph_id)
-    page.get_by_role("button", name="Run", exact=True).click()
-    dialog = page.get_by_role("dialog")
+    dialog = open_run_dialog(page, live_server.url, graph_id)
     expect(dialog.get_by_text("Runs version 1 (the same as your draft).")).to_be_visible()
     dialog.get_by_role("button", name="Cancel").click()
 

@@ -63,10 +63,10 @@ export function RunTable({ runs, compact = false, selection, label = "Runs" }: {
               ) : null}
               <td><a href={runUrl(r.id)}>#{r.id}</a></td>
               <td><StatusBadge status={runDisplayStatus(r)} /></td>
-              <td><a className="cell-graph" href={graphUrl(r.graph)} title={r.graph_name}>{r.graph_name}</a></td>
+              <td className="col-graph"><a className="cell-graph" href={graphUrl(r.graph)} title={r.graph_name}>{r.graph_name}</a></td>
               <td>v{r.version}</td>
               {compact ? null : <td>{r.created_by ?? "—"}</td>}
-              <td>{formatDateTime(r.started_at ?? r.created_at)}</td>
+              <td className="col-started">{formatDateTime(r.started_at ?? r.created_at)}</td>
               {compact ? null : <td>{formatDateTime(r.finished_at)}</td>}
               {compact ? null : <td>{formatDuration(r.started_at, r.finished_at)}</td>}
               <td className="num">{formatUsd(r.cost_usd)}</td>
