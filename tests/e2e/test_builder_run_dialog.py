@@ -122,3 +122,22 @@ def test_a_loop_back_edge_is_drawn_as_a_detour_below_the_nodes(live_server, page
     assert box and lookup
     assert box["y"] + box["height"] > lookup["y"] + lookup["height"] + 5, (box, lookup)
     screenshot(page, "builder-loop-back-edge")
+
+
+def test_publish_is_disabled_while_the_draft_equals_the_latest_version(live_server, page: Page) -> None:
+    graph_id = refund_graph()
+    sign_in(page, live_server.url, "pat", "pw-pat-1")
+    open_builder(page, live_server.url, graph_id)
+    publish = page.get_by_role("button", name="Publish", exact=True)
+    expect(publish).to_be_disabled()
+    expect(publish).to_have_attribute("title", "No changes since version 1")
+    # No banner for the usual state: only problems get a note.
+    expect(page.get_by_role("note").filter(has_text="Publishing is disabled")).to_have_count(0)
+    screenshot(page, "builder-publish-unchanged")
+
+    graph = Graph.objects.get(pk=graph_id)
+    draft = graph.draft
+    draft["description"] = "changed after publishing"
+    Graph.objects.filter(pk=graph_id).update(draft=draft)
+    open_builder(page, live_server.url, graph_id)
+    expect(page.get_by_role("button", name="Publish", exact=True)).to_be_enabled()

@@ -10,7 +10,7 @@ import { diffDrafts } from "./conflict";
 import { Dialog } from "./Dialog";
 import { ErrorsPanel } from "./ErrorsPanel";
 import { Palette } from "./Palette";
-import { runBlocked, runVersionNote, type DraftState } from "./run/runNote";
+import { publishBlocked as publishBlockedReason, runBlocked, runVersionNote, type DraftState } from "./run/runNote";
 import { takeBuilderLoad, versionParam } from "./load";
 import type { GraphSpec } from "./spec";
 import { BuilderContext, useBuilderState, type NodeKindInfo } from "./store";
@@ -129,6 +129,17 @@ function Builder({ loaded }: { loaded: Loaded }) {
   const [toast, setToast] = useState<string | null>(null);
   const [latestVersion, setLatestVersion] = useState(graph.latest_version);
   const runVersion = version ?? latestVersion;
+  // The latest version's content hash: Publish is disabled while the draft equals it.
+  const [latestHash, setLatestHash] = useState<string | undefined>(undefined);
+  useEffect(() => {
+    setLatestHash(undefined);
+    if (!latestVersion || readOnly) return;
+    let live = true;
+    api<{ content_hash?: string }>(`graphs/${graph.id}/versions/${latestVersion}/`)
+      .then((v) => { if (live) setLatestHash(v.content_hash); })
+      .catch(() => { /* unknown: Publish stays enabled, the server answers with the same version */ });
+    return () => { live = false; };
+  }, [graph.id, latestVersion, readOnly]);
   const [historyOpen, setHistoryOpen] = useState(historyParam);
   // Bumped to remount the history list: after a publish (new row) and when a comparison is
   // cleared from the canvas's legend (the list's own picks and diff clear with it).
@@ -183,8 +194,10 @@ function Builder({ loaded }: { loaded: Loaded }) {
   // A valid draft whose would-be published hash differs from nothing we know is checked in the
   // run dialog (against the version's own hash); here only an invalid draft is known to differ.
   const draftDiffers = errors.length > 0;
-  const publishBlocked = builder.validation === null ? "Checking the graph…"
-    : errors.length > 0 ? `Fix ${errors.length} problem${errors.length > 1 ? "s" : ""} before publishing` : null;
+  const publishBlocked = publishBlockedReason(
+    builder.validation === null ? null : { problems: errors.length, contentHash: builder.validation.content_hash ?? null },
+    latestVersion ? { number: latestVersion, hash: latestHash } : null,
+  );
 
   return (
     <BuilderContext.Provider value={builder}>
@@ -221,7 +234,8 @@ function Builder({ loaded }: { loaded: Loaded }) {
                 onClick={() => setDialog("run")}>{version !== null ? `Run version ${version}` : "Run"}</button>
             )}
           </header>
-          {!readOnly && publishBlocked && builder.validation !== null && (
+          {/* Only problems get a note: an unchanged draft is the usual state, its reason is the button's title. */}
+          {!readOnly && publishBlocked && errors.length > 0 && (
             <div className="builder__why" role="note">Publishing is disabled: {publishBlocked.toLowerCase()} (listed under Problems).</div>
           )}
           {(ctx.user?.can.operate ?? false) && version === null && runBlocked(runVersion) && (

@@ -1,6 +1,6 @@
 // runVersionNote / runBlocked: the run dialog says which version runs when the draft differs.
 import { describe, expect, it } from "vitest";
-import { runBlocked, runVersionNote } from "./runNote";
+import { publishBlocked, runBlocked, runVersionNote } from "./runNote";
 
 describe("runVersionNote", () => {
   it("warns that an invalid draft is not what runs, with its problem count", () => {
@@ -23,5 +23,19 @@ describe("runBlocked", () => {
   it("gives the reason when no version exists", () => {
     expect(runBlocked(null)).toMatch(/publish the draft first/i);
     expect(runBlocked(1)).toBeNull();
+  });
+});
+
+describe("publishBlocked", () => {
+  it("waits for validation, then blocks on problems", () => {
+    expect(publishBlocked(null, null)).toBe("Checking the graph…");
+    expect(publishBlocked({ problems: 2, contentHash: null }, { number: 1, hash: "h1" })).toBe("Fix 2 problems before publishing");
+  });
+  it("blocks a draft equal to the latest version, and allows a changed or never-published one", () => {
+    expect(publishBlocked({ problems: 0, contentHash: "h1" }, { number: 3, hash: "h1" })).toBe("No changes since version 3");
+    expect(publishBlocked({ problems: 0, contentHash: "h2" }, { number: 3, hash: "h1" })).toBeNull();
+    expect(publishBlocked({ problems: 0, contentHash: "h1" }, null)).toBeNull();
+    // The latest version's hash not known yet: the server answers a repeat with that version.
+    expect(publishBlocked({ problems: 0, contentHash: "h1" }, { number: 3, hash: undefined })).toBeNull();
   });
 });

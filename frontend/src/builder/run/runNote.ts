@@ -30,3 +30,17 @@ export function runVersionNote(version: number, versionHash: string | undefined,
 export function runBlocked(version: number | null | undefined): string | null {
   return version ? null : "Nothing to run yet: runs use a published version, and this graph has none. Publish the draft first.";
 }
+
+/**
+ * Why Publish is disabled (null: it is not). ``draft`` is null until the draft is validated;
+ * ``latest`` is the newest published version's number and stored content hash (undefined
+ * while unknown). A draft equal to the latest version would publish nothing new: the server
+ * answers such a publish with that same version (builder.services.graph_publish), so the
+ * button says so instead of pretending to make version N+1.
+ */
+export function publishBlocked(draft: DraftState | null, latest: { number: number; hash: string | undefined } | null): string | null {
+  if (draft === null) return "Checking the graph…";
+  if (draft.problems > 0) return `Fix ${draft.problems} problem${draft.problems > 1 ? "s" : ""} before publishing`;
+  if (latest && latest.hash && draft.contentHash === latest.hash) return `No changes since version ${latest.number}`;
+  return null;
+}
