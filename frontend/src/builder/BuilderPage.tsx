@@ -191,13 +191,13 @@ function Builder({ loaded }: { loaded: Loaded }) {
   }, [flush]);
 
   const errors = builder.validation?.errors ?? [];
-  // A valid draft whose would-be published hash differs from nothing we know is checked in the
-  // run dialog (against the version's own hash); here only an invalid draft is known to differ.
+  // The draft as validated: Publish compares its hash with the latest version's (latestHash);
+  // the run dialog with the hash of the version it runs. The Run button's title counts only an
+  // invalid draft as differing.
+  const draftState: DraftState | null = builder.validation === null ? null
+    : { problems: errors.length, contentHash: builder.validation.content_hash ?? null };
   const draftDiffers = errors.length > 0;
-  const publishBlocked = publishBlockedReason(
-    builder.validation === null ? null : { problems: errors.length, contentHash: builder.validation.content_hash ?? null },
-    latestVersion ? { number: latestVersion, hash: latestHash } : null,
-  );
+  const publishBlocked = publishBlockedReason(draftState, latestVersion ? { number: latestVersion, hash: latestHash } : null);
 
   return (
     <BuilderContext.Provider value={builder}>
@@ -302,8 +302,7 @@ function Builder({ loaded }: { loaded: Loaded }) {
           )}
           {dialog === "run" && runVersion && (
             <RunStarter graphId={graph.id} version={runVersion} onClose={() => setDialog(null)}
-              draft={version !== null || builder.validation === null ? null
-                : { problems: errors.length, contentHash: builder.validation.content_hash ?? null }} />
+              draft={version !== null ? null : draftState} />
           )}
           {save.status === "conflict" && save.conflict && (
             <ConflictDialog mine={builder.spec} theirs={save.conflict} graphName={graph.name}
