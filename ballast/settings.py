@@ -15,6 +15,8 @@ Environment:
 - BALLAST_LOGIN_FAILURE_LIMIT, BALLAST_LOGIN_LOCKOUT_MINUTES: failed sign-ins (django-axes).
 - BALLAST_LEASE_SECONDS (default 30): how long a worker's claim on a step lasts without
   a heartbeat.
+- BALLAST_LIVE_OWNER_GRACE_SECONDS (default 60): how long past its expiry recovery leaves
+  a lease whose owner certainly still runs on this host (a late heartbeat, not a lost worker).
 """
 from __future__ import annotations
 
@@ -356,6 +358,7 @@ else:
 
 # Engine settings (runs.engine.*).
 BALLAST_LEASE_SECONDS = float(os.environ.get("BALLAST_LEASE_SECONDS", "30"))
+BALLAST_LIVE_OWNER_GRACE_SECONDS = float(os.environ.get("BALLAST_LIVE_OWNER_GRACE_SECONDS", "60"))
 BALLAST_RECOVERY_INTERVAL = float(os.environ.get("BALLAST_RECOVERY_INTERVAL", "1.0"))
 # Seconds a worker that answered a doorbell goes on claiming the next due step (parallel
 # branches without a broker round trip each; runs.engine.loop.execute_due). 0: one step

@@ -21,6 +21,7 @@ from runs.engine.audit import audit
 from runs.engine.claims import due_steps
 from runs.engine.events import create as create_event
 from runs.engine.graphs import step_node
+from runs.engine.workers import owner_is_alive_here
 from runs.engine.writes import active_steps, bump_run, lock_run
 from runs.models import AttemptStatus, Run, RunEventKind, RunStatus, Step, StepAttempt, StepStatus, Worker
 from runs.nodes import get_kind
@@ -28,6 +29,7 @@ from runs.nodes.base import ChildCall
 from runs.signals import step_parked
 
 OwnerIsDead = Callable[[str], bool]
+OwnerIsAlive = Callable[[str], bool]
 log = logging.getLogger("ballast.recovery")
 
 
@@ -78,14 +80,37 @@ def steps_leased_to(owners: list[str]) -> list[int]:
     return list(Step.objects.filter(status=StepStatus.RUNNING, lease_owner__in=owners).order_by("id").values_list("id", flat=True))
 
 
-def expired_step_ids(owner_is_dead: OwnerIsDead, *, run_id: int | None = None) -> list[int]:
-    """Running steps whose lease expired, or whose owner process on this host is dead."""
+def live_owner_grace() -> timedelta:
+    """How long past its expiry a lease held by a process that certainly runs on this host
+    is left alone (settings.BALLAST_LIVE_OWNER_GRACE_SECONDS, default 60).
+
+    Why: a live worker's lease is never stolen (DESIGN.md, Recovery). Its heartbeat can
+    be late without the worker being lost: on SQLite it waits up to the busy timeout (20 s)
+    for the writer lock, and on a loaded machine a 5 s test lease lapsed that way while
+    the step's own commit was waiting too, so the step ran twice inside one live cluster.
+    The grace still bounds a process that is alive but hung (django-q2's task timeout
+    kills it in the end); owners on other hosts have no grace: nothing here can tell
+    whether they run."""
+    return timedelta(seconds=float(getattr(settings, "BALLAST_LIVE_OWNER_GRACE_SECONDS", 60)))
+
+
+def lease_lapsed(owner: str, expires: datetime | None, now: datetime, *, owner_is_alive: OwnerIsAlive = owner_is_alive_here) -> bool:
+    """Whether a running step's lease (``owner``, ``expires``) has run out for recovery:
+    its expiry passed, plus live_owner_grace() when ``owner_is_alive`` says its owner is a
+    process that certainly runs on this host."""
+    if expires is None or expires >= now:
+        return False
+    return expires < now - live_owner_grace() or not owner_is_alive(owner)
+
+
+def expired_step_ids(owner_is_dead: OwnerIsDead, *, run_id: int | None = None, owner_is_alive: OwnerIsAlive = owner_is_alive_here) -> list[int]:
+    """Running steps whose lease lapsed (lease_lapsed), or whose owner process on this host is dead."""
     now = timezone.now()
     qs = Step.objects.filter(status=StepStatus.RUNNING)
     if run_id is not None:
         qs = qs.filter(run_id=run_id)
     rows = qs.values_list("id", "lease_owner", "lease_expires_at")
-    return [pk for pk, owner, expires in rows if (expires is not None and expires < now) or owner_is_dead(owner)]
+    return [pk for pk, owner, expires in rows if lease_lapsed(owner, expires, now, owner_is_alive=owner_is_alive) or owner_is_dead(owner)]
 
 
 def _repeat_safe(run: Run, step: Step) -> bool:
@@ -97,18 +122,19 @@ def _repeat_safe(run: Run, step: Step) -> bool:
     return kind.is_step_repeat_safe(config, node.repeat_safe)
 
 
-def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead) -> list[int]:
+def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead, owner_is_alive: OwnerIsAlive = owner_is_alive_here) -> list[int]:
     """Take back a step whose worker died: re-queue it (same idempotency key), or park
     the run if the node is not safe to repeat. One transaction, audited as the worker.
 
-    Returns step ids to dispatch. Does nothing if the lease is live (never steals).
+    Returns step ids to dispatch. Does nothing if the lease is live, or lapsed less than
+    live_owner_grace() ago with its owner still running on this host (never steals).
     """
     now = timezone.now()
     with transaction.atomic():
         step = Step.objects.filter(pk=step_id, status=StepStatus.RUNNING).first()
         if step is None:
             return []
-        expired = step.lease_expires_at is not None and step.lease_expires_at < now
+        expired = lease_lapsed(step.lease_owner, step.lease_expires_at, now, owner_is_alive=owner_is_alive)
         if not expired and not owner_is_dead(step.lease_owner):
             return []
         run = lock_run(step.run_id)

@@ -82,6 +82,24 @@ def stop_requested() -> bool:
     return _stopping.is_set()
 
 
+def owner_is_alive_here(owner: str) -> bool:
+    """True only when ``owner`` certainly names a process on this host that runs now (the
+    same pid and start time); False for other hosts, malformed owners, dead processes and
+    processes whose liveness cannot be determined. Recovery gives such an owner's lapsed
+    lease a grace period (runs.engine.recovery_queries.lease_lapsed)."""
+    try:
+        host, pid_text, start = owner.rsplit(":", 2)
+        pid = int(pid_text)
+    except ValueError:
+        return False
+    if host != HOST or start == "0":
+        return False
+    try:
+        return _start_mark(pid) == start
+    except _Unknown:
+        return False
+
+
 def owner_is_dead(owner: str) -> bool:
     """True only when ``owner`` certainly names a process on this host that is gone.
 

@@ -350,6 +350,27 @@ def test_child_steps_suspend_the_parent_and_wake_it_with_their_results(store_pat
 # --------------------------------------------------------------------------- recovery
 
 
+def test_a_live_local_owner_keeps_a_lapsed_lease_for_the_grace_period(store_path, settings):
+    # This test process is the owner: a process that certainly runs on this host. Its
+    # heartbeat being late (waiting on SQLite's writer lock, say) must not make its step
+    # run twice; past the grace a hung owner loses the step like any other.
+    settings.BALLAST_LIVE_OWNER_GRACE_SECONDS = 30
+    me = engine.current_worker()
+    run, start_id = started(linear("a"))
+    a = engine.step_commit(engine.step_claim(start_id, me), NodeResult()).next_step
+    assert a is not None and a.worker == me
+    Step.objects.filter(pk=a.step_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    with engine.local_mode() as queue:
+        assert engine.recover_once() == [] and not queue
+    assert step(run, "a").status == StepStatus.RUNNING
+    Step.objects.filter(pk=a.step_id).update(lease_expires_at=timezone.now() - timedelta(seconds=31))
+    with engine.local_mode() as queue:
+        assert engine.recover_once() == [a.step_id] == list(queue)
+    assert step(run, "a").status == StepStatus.PENDING
+    recovered = RunEvent.objects.get(run=run, kind=RunEventKind.STEP_RECOVERED)
+    assert recovered.data["lease_expired"] is True and recovered.data["owner"] == me
+
+
 def test_recovery_requeues_an_expired_lease_with_the_same_key_and_never_a_live_one(store_path):
     run, start_id = started(linear("a"))
     a = engine.step_commit(engine.step_claim(start_id, "otherhost:9:9"), NodeResult()).next_step
