@@ -10,7 +10,7 @@ import { useConnection, useDebounced, useRunsChanged } from "../lib/useLiveEvent
 import { APPROVALS_CHANGED } from "../shell/TopBar";
 import { formatDateTime, formatUsd } from "../shell/format";
 import type { Approval, InboxCounts } from "../shell/types";
-import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
+import { EmptyState, ErrorMessage, LiveStatus, Loading, PageHeader, StatusBadge } from "../shell/ui";
 import { type Page } from "../shell/useApi";
 import { changeNote, conflictMessage, costLine, deadlineState, isStale, LISTS, FALLBACK_POLL_MS, LIVE_DEBOUNCE_MS, listPath, type InboxList } from "./inbox";
 import "./approvals.css";
@@ -152,7 +152,7 @@ export default function Approvals({ approvalId }: Props) {
       <PageHeader
         title="Approvals"
         subtitle="Requests waiting for a decision, across every run you may decide. Press / to search, ↑ ↓ to move through the list."
-        actions={<span role="status" className={`live-dot live-${connection}`}>{connection === "open" ? "Live" : connection === "reconnecting" ? "Reconnecting…" : "Connecting…"}</span>}
+        actions={<LiveStatus connection={connection} pollSeconds={FALLBACK_POLL_MS / 1000} />}
       />
       <div className="inbox">
         <section className="inbox-lists card" aria-label="Inbox">

@@ -6,7 +6,7 @@ import { useConnection, useNewRuns, useRunsChanged } from "../lib/useLiveEvents"
 import { compareUrl } from "../runs/actions";
 import { RunTable } from "../shell/RunTable";
 import type { GraphSummary, RunSummary } from "../shell/types";
-import { EmptyState, ErrorMessage, Loading, Modal, PageHeader } from "../shell/ui";
+import { EmptyState, ErrorMessage, LiveStatus, Loading, Modal, PageHeader } from "../shell/ui";
 import { useApi, type CursorPage, type Page } from "../shell/useApi";
 import {
   apiPath, cancellable, cursorOf, filtersFromQuery, hasFilters, NO_FILTERS, queryFromFilters, RUN_STATUSES, summarizeBulkCancel,
@@ -80,7 +80,7 @@ export default function RunList() {
     <main className="page">
       <PageHeader title="Runs" subtitle="Every run you may read, newest first. Statuses and new runs appear as they commit." actions={
         <>
-          <span className={`live-dot live-${connection}`} role="status">{connection === "open" ? "Live" : connection === "reconnecting" ? "Reconnecting…" : connection === "closed" ? "Not live" : "Connecting…"}</span>
+          <LiveStatus connection={connection} />
           <button type="button" className="btn" onClick={reload} disabled={loading}>Refresh</button>
         </>
       } />

@@ -10,7 +10,7 @@ import { nodeMarks, type RunStep } from "../runs/runView";
 import { formatDateTime, formatDuration, formatUsd, runDisplayStatus, stepDisplayStatus } from "../shell/format";
 import { graphUrl } from "../shell/graphLinks";
 import type { RunDetail } from "../shell/types";
-import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
+import { EmptyState, ErrorMessage, LiveStatus, Loading, PageHeader, StatusBadge } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import "../runs/runPage.css";
 
@@ -57,7 +57,7 @@ function eventDetail(e: RunEvent): string {
 export function EventLog({ events, connection }: { events: RunEvent[]; connection: string }) {
   return (
     <section className="card" aria-labelledby="run-events">
-      <h2 id="run-events">Events <span className={`live-dot live-${connection}`} role="status">{connection === "open" ? "Live" : connection === "reconnecting" ? "Reconnecting…" : connection === "closed" ? "Not live" : "Connecting…"}</span></h2>
+      <h2 id="run-events">Events <LiveStatus connection={connection} /></h2>
       {events.length === 0 ? <p className="muted">No events yet.</p> : (
         <div className="table-wrap event-log">
           <table className="table table-compact" aria-label="Run events">

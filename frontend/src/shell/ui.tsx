@@ -40,6 +40,31 @@ export function EmptyState({ title, children, actions }: { title: string; childr
   );
 }
 
+/** What the live-connection line says for ``connection`` (a Connection of lib/liveEvents). */
+export function liveLabel(connection: string, pollSeconds?: number): string {
+  if (connection === "open") return "Live";
+  if (connection === "closed") return "Not live";
+  // A page that polls while its socket is down (a server without WebSockets never opens
+  // one) says so, rather than "Reconnecting…" for ever while its data is in fact fresh.
+  if (pollSeconds !== undefined) return `Refreshing every ${pollSeconds} s`;
+  return connection === "reconnecting" ? "Reconnecting…" : "Connecting…";
+}
+
+/**
+ * The "Live" / "Reconnecting…" line of a page fed by a WebSocket (a ``role="status"``
+ * region, so screen readers hear it change). ``pollSeconds``: the page polls at that
+ * interval while the socket is down, and once a connection failed the line says so.
+ */
+export function LiveStatus({ connection, pollSeconds }: { connection: string; pollSeconds?: number }) {
+  // Only once a connection failed: the first "Connecting…" is usually a moment long.
+  const polling = pollSeconds !== undefined && connection === "reconnecting";
+  return (
+    <span className={`live-dot live-${connection}`} role="status" title={polling ? "The live connection is not open: reconnecting in the background" : undefined}>
+      {liveLabel(connection, polling ? pollSeconds : undefined)}
+    </span>
+  );
+}
+
 /** A run or step status as a coloured badge. */
 export function StatusBadge({ status }: { status: string }) {
   return <span className={`badge badge-${statusTone(status)}`}>{statusLabel(status)}</span>;
