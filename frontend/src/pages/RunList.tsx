@@ -9,7 +9,7 @@ import type { GraphSummary, RunSummary } from "../shell/types";
 import { EmptyState, ErrorMessage, LiveStatus, Loading, Modal, PageHeader } from "../shell/ui";
 import { useApi, type CursorPage, type Page } from "../shell/useApi";
 import {
-  apiPath, cancellable, cursorOf, filtersFromQuery, hasFilters, NO_FILTERS, queryFromFilters, RUN_STATUSES, summarizeBulkCancel,
+  apiPath, cancellable, compareRefusal, cursorOf, filtersFromQuery, hasFilters, NO_FILTERS, queryFromFilters, RUN_STATUSES, summarizeBulkCancel,
   type BulkCancelResult, type RunFilters,
 } from "./runFilters";
 import "./runlist.css";
@@ -74,6 +74,7 @@ export default function RunList() {
   // screen that can still be cancelled.
   const selectedHere = onScreen.filter((r) => selected.has(r.id) && cancellable(r.status));
   const ticked = [...selected];
+  const compareWhyNot = compareRefusal(ticked, onScreen);
   const filtered = hasFilters(filters);
 
   return (
@@ -144,7 +145,7 @@ export default function RunList() {
               Cancel selected{selectedHere.length ? ` (${selectedHere.length})` : ""}
             </button>
           ) : null}
-          <button type="button" className="btn btn-small" disabled={ticked.length !== 2} title={ticked.length === 2 ? undefined : "Tick two runs of one graph"}
+          <button type="button" className="btn btn-small" disabled={compareWhyNot !== null} title={compareWhyNot ?? undefined}
             onClick={() => window.location.assign(compareUrl(ticked[0]!, ticked[1]!))}>
             {ticked.length === 2 ? `Compare #${ticked[0]} and #${ticked[1]}` : "Compare two"}
           </button>

@@ -1,4 +1,4 @@
-import { apiPath, cursorOf, filtersFromQuery, hasFilters, NO_FILTERS, queryFromFilters, summarizeBulkCancel } from "./runFilters";
+import { apiPath, compareRefusal, cursorOf, filtersFromQuery, hasFilters, NO_FILTERS, queryFromFilters, summarizeBulkCancel } from "./runFilters";
 
 describe("run list filters", () => {
   it("round-trips through the page URL, dropping what is malformed", () => {
@@ -41,5 +41,22 @@ describe("run list filters", () => {
       { run: 3, ok: false, status: "waiting", error: { code: "not_allowed", message: "no" } },
       { run: 4, ok: false, status: "failed", error: { code: "invalid_state", message: "ended" } },
     ])).toBe("1 cancelled; 3 refused (2 already ended, 1 not allowed).");
+  });
+});
+
+describe("compareRefusal", () => {
+  const rows = [{ id: 1, graph: 7 }, { id: 2, graph: 7 }, { id: 3, graph: 8 }];
+  it("asks for two runs", () => {
+    expect(compareRefusal([1], rows)).toBe("Tick two runs of one graph");
+    expect(compareRefusal([1, 2, 3], rows)).toBe("Tick two runs of one graph");
+  });
+  it("allows two runs of one graph", () => {
+    expect(compareRefusal([1, 2], rows)).toBeNull();
+  });
+  it("refuses two graphs, naming the runs", () => {
+    expect(compareRefusal([1, 3], rows)).toBe("#1 and #3 are runs of different graphs");
+  });
+  it("leaves a run ticked on another page to the server", () => {
+    expect(compareRefusal([1, 99], rows)).toBeNull();
   });
 });

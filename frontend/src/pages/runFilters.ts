@@ -113,3 +113,15 @@ export function summarizeBulkCancel(results: BulkCancelResult[]): string {
   const parts = [...byCode].map(([code, n]) => `${n} ${reasons[code] ?? code}`);
   return `${ok} cancelled; ${refused.length} refused (${parts.join(", ")}).`;
 }
+
+/**
+ * Why the ticked runs cannot be compared, or null when they can: two runs, of one graph
+ * where both are on screen (a run ticked on another page is left to the server, which
+ * refuses two graphs with a 400).
+ */
+export function compareRefusal(ticked: number[], onScreen: { id: number; graph: number }[]): string | null {
+  if (ticked.length !== 2) return "Tick two runs of one graph";
+  const [a, b] = ticked.map((id) => onScreen.find((r) => r.id === id));
+  if (a && b && a.graph !== b.graph) return `#${a.id} and #${b.id} are runs of different graphs`;
+  return null;
+}
