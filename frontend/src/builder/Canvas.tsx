@@ -2,12 +2,13 @@
 import {
   Background, ControlButton, Controls, MiniMap, Panel, ReactFlow, applyNodeChanges, useNodesInitialized, useReactFlow,
   useStoreApi,
-  type Connection, type Edge, type EdgeChange, type IsValidConnection, type Node, type NodeChange,
+  type Connection, type Edge, type EdgeChange, type IsValidConnection, type Node, type NodeChange, type NodePositionChange,
 } from "@xyflow/react";
 import { memo, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type DragEvent, type MouseEvent } from "react";
 import { CLIPBOARD_STORAGE_KEY, copyFragment, parseFragment, pasteFragment, pasteOffset, type Fragment } from "./clipboard";
 import {
-  NOTE_PREFIX, applyPositions, type NodeRunMark, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes, withSelection,
+  NOTE_PREFIX, applyPositions, type NodeRunMark, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes, withLivePositions,
+  withSelection,
   type BallastFlowNode, type FlowNode,
 } from "./flow";
 import { layoutPositions } from "./layout";
@@ -166,6 +167,13 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
   );
   const derived = useMemo(() => withSelection(drawn, selectedNodes, selectedNotes), [drawn, selectedNodes, selectedNotes]);
   const [nodes, setNodes] = useState<FlowNode[]>(derived);
+  // Where React Flow holds the nodes a drag is moving (id -> flow position), while it lasts.
+  // Mid-drag moves go to React Flow's store alone (onNodesChange): a frame then costs React
+  // Flow's update of the moved node and its edges, not this component's render, a new
+  // ``nodes`` prop and React Flow adopting 300 nodes again. This state catches up with the
+  // drag's last change (``dragging: false``); any node array it hands React Flow before then
+  // carries these positions (withLivePositions).
+  const live = useRef(new Map<string, Position>());
   const drawnReported = useRef(false);
   useEffect(() => {
     if (drawnReported.current || !(initialised || spec.nodes.length === 0)) return;
@@ -200,7 +208,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
     fitted.current = true;
     fit(0);
   }, [initialised, fit]);
-  useEffect(() => setNodes((prev) => mergeNodes(prev, derived)), [derived]);
+  useEffect(() => setNodes((prev) => withLivePositions(mergeNodes(prev, derived), live.current)), [derived]);
   const fitAfterLayout = useRef(false);
   useEffect(() => {
     // React Flow adopts ``nodes`` in its own (child) effect, which has run by now.
@@ -227,8 +235,18 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
   }, [spec, selectedEdges, readOnly, diff]);
 
   const onNodesChange = useCallback((changes: NodeChange<FlowNode>[]) => {
-    const local = changes.filter((c) => c.type === "position" || c.type === "dimensions");
-    if (local.length) setNodes((nds) => applyNodeChanges(local, nds));
+    const moving = changes.filter((c): c is NodePositionChange => c.type === "position" && !!c.dragging && !!c.position);
+    if (moving.length) {
+      for (const c of moving) live.current.set(c.id, c.position as Position);
+      const flow = flowStore.getState();
+      flow.setNodes(applyNodeChanges(moving, flow.nodes));
+    }
+    // The drag's last change (``dragging: false``) carries every dragged node's final position.
+    const local = changes.filter((c) => (c.type === "position" && !c.dragging) || c.type === "dimensions");
+    if (local.length) {
+      for (const c of local) if (c.type === "position") live.current.delete(c.id);
+      setNodes((nds) => withLivePositions(applyNodeChanges(local, nds), live.current));
+    }
     const sel = changes.filter((c) => c.type === "select");
     if (sel.length) {
       const nodeSel = new Set(selRef.current.nodes);
@@ -246,7 +264,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
         bRef.current.select({ nodes: next.nodes, notes: next.notes, field: null });
       }
     }
-  }, []);
+  }, [flowStore]);
 
   const onEdgesChange = useCallback((changes: EdgeChange<Edge>[]) => {
     const sel = changes.filter((c) => c.type === "select");

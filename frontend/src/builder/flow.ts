@@ -194,6 +194,25 @@ export function withSelection(nodes: readonly FlowNode[], selectedNodes: Readonl
   return changed ? out : (nodes as FlowNode[]);
 }
 
+/**
+ * ``nodes`` with the nodes a drag is moving put where React Flow holds them (``live``: React
+ * Flow id -> flow position, unrounded) and flagged ``dragging``. Only those objects are
+ * copied; same array when ``live`` is empty or every position already matches. Used when the
+ * canvas hands React Flow a new node array in the middle of a drag (the selection flips as a
+ * drag starts): without it the dragged nodes would jump back to their positions before the drag.
+ */
+export function withLivePositions(nodes: FlowNode[], live: ReadonlyMap<string, Position>): FlowNode[] {
+  if (live.size === 0) return nodes;
+  let changed = false;
+  const out = nodes.map((n) => {
+    const p = live.get(n.id);
+    if (!p || (n.position.x === p.x && n.position.y === p.y && n.dragging)) return n;
+    changed = true;
+    return { ...n, position: { x: p.x, y: p.y }, dragging: true } as FlowNode;
+  });
+  return changed ? out : nodes;
+}
+
 /** React Flow edges for ``spec`` (target handles of single-input nodes stay unnamed). */
 export function specToFlowEdges(spec: GraphSpec, opts: Pick<FlowOptions, "selectedEdges" | "readOnly">): Edge[] {
   const ids = flowEdgeIds(spec.edges);
