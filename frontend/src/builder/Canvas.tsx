@@ -9,7 +9,7 @@ import { CLIPBOARD_STORAGE_KEY, copyFragment, parseFragment, pasteFragment, past
 import {
   NOTE_PREFIX, applyPositions, type NodeRunMark, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes, withLivePositions,
   withSelection,
-  type BallastFlowNode, type FlowNode,
+  type BallastFlowNode, type FlowNode, type NodeHandles,
 } from "./flow";
 import { layoutPositions } from "./layout";
 import { NodeCard } from "./NodeCard";
@@ -18,7 +18,7 @@ import { NoteNode } from "./NoteNode";
 import { preloadNodePanel } from "./panel/NodePanelLazy";
 import { DRAG_MIME } from "./Palette";
 import { freshId, type EdgeSpec, type NodeSpec, type Position } from "./spec";
-import { edgeKey, useBuilder } from "./store";
+import { edgeKey, useBuilder, type ValidationIssue } from "./store";
 import { CANVAS_INSETS, FIT_VIEW, fitViewport } from "./viewport";
 import { RUN_STATE_COLOURS } from "./runStateColours";
 
@@ -116,12 +116,30 @@ function shallowData(a: Record<string, unknown>, b: Record<string, unknown>): bo
   if (Object.keys(a).length !== Object.keys(b).length) return false;
   for (const k of Object.keys(b)) {
     if (a[k] === b[k]) continue;
-    if (k === "errors" || k === "handles") {
-      if (JSON.stringify(a[k]) === JSON.stringify(b[k])) continue;
-    }
+    if (k === "errors" && sameIssues(a[k] as ValidationIssue[], b[k] as ValidationIssue[])) continue;
+    if (k === "handles" && sameHandles(a[k] as NodeHandles, b[k] as NodeHandles)) continue;
     return false;
   }
   return true;
+}
+
+/** Equal lists of strings. */
+function sameStrings(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** The same handles (compared field by field: every validation answer builds new ones for 300 nodes). */
+function sameHandles(a: NodeHandles, b: NodeHandles): boolean {
+  return a.hasInput === b.hasInput && a.defaultOutput === b.defaultOutput && sameStrings(a.inputs, b.inputs)
+    && sameStrings(a.outputs, b.outputs) && sameStrings(a.optional, b.optional);
+}
+
+/** The same validation issues, in the same order. */
+function sameIssues(a: readonly ValidationIssue[], b: readonly ValidationIssue[]): boolean {
+  return a.length === b.length && a.every((x, i) => {
+    const y = b[i] as ValidationIssue;
+    return x.code === y.code && x.node === y.node && x.field === y.field && (x.path ?? null) === (y.path ?? null) && x.message === y.message;
+  });
 }
 
 /** A version comparison drawn on the canvas: how each node and edge (by edgeKey) changed. */
