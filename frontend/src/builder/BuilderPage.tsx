@@ -190,6 +190,16 @@ function Builder({ loaded }: { loaded: Loaded }) {
     return () => window.removeEventListener("keydown", onKey);
   }, [flush]);
 
+  // The same elements on every render: the page renders again for its save status, the
+  // validation's progress or a toast, and these children then skip (they follow their own
+  // props and the builder context). A save or validation landing during a drag used to render
+  // the side panel's form and the palette in the middle of the canvas's frames.
+  const sidePanel = useMemo(() => <SidePanel />, []);
+  const builderRef = useRef(builder);
+  builderRef.current = builder;
+  const addKind = useCallback((kind: string) => addAtCentre(builderRef.current, kind), []);
+  const palette = useMemo(() => <Palette catalogue={catalogue} onAdd={addKind} />, [catalogue, addKind]);
+
   const errors = builder.validation?.errors ?? [];
   // The draft as validated: Publish compares its hash with the latest version's (latestHash);
   // the run dialog with the hash of the version it runs. The Run button's title counts only an
@@ -242,7 +252,7 @@ function Builder({ loaded }: { loaded: Loaded }) {
             <div className="builder__why" role="note">Run is disabled: {runBlocked(runVersion)}</div>
           )}
           <div className={`builder__body${readOnly || comparison ? " builder__body--readonly" : ""}`}>
-            {!readOnly && !comparison && <Palette catalogue={catalogue} onAdd={(kind) => addAtCentre(builder, kind)} />}
+            {!readOnly && !comparison && palette}
             <div className="builder__main" onPointerDownCapture={() => setPointerDown(true)}>
               {compareError && <p role="alert" className="alert diff-legend">Could not draw the comparison: {compareError}</p>}
               {comparison ? (
@@ -286,7 +296,7 @@ function Builder({ loaded }: { loaded: Loaded }) {
             ) : (
               <BuilderContext.Provider value={panelState.current}>
                 <Suspense fallback={PANEL_LOADING}>
-                  {panelMounted ? <SidePanel /> : PANEL_LOADING}
+                  {panelMounted ? sidePanel : PANEL_LOADING}
                 </Suspense>
               </BuilderContext.Provider>
             )}

@@ -2,13 +2,14 @@
 import {
   Background, ControlButton, Controls, MiniMap, Panel, ReactFlow, applyNodeChanges, useNodesInitialized, useReactFlow,
   useStoreApi,
-  type Connection, type Edge, type EdgeChange, type IsValidConnection, type Node, type NodeChange,
+  type Connection, type Edge, type EdgeChange, type IsValidConnection, type Node, type NodeChange, type NodePositionChange,
 } from "@xyflow/react";
 import { memo, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type DragEvent, type MouseEvent } from "react";
 import { CLIPBOARD_STORAGE_KEY, copyFragment, parseFragment, pasteFragment, pasteOffset, type Fragment } from "./clipboard";
 import {
-  NOTE_PREFIX, applyPositions, type NodeRunMark, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes, withSelection,
-  type BallastFlowNode, type FlowNode,
+  NOTE_PREFIX, applyPositions, type NodeRunMark, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes, withLivePositions,
+  withSelection,
+  type BallastFlowNode, type FlowNode, type NodeHandles,
 } from "./flow";
 import { layoutPositions } from "./layout";
 import { NodeCard } from "./NodeCard";
@@ -17,7 +18,7 @@ import { NoteNode } from "./NoteNode";
 import { preloadNodePanel } from "./panel/NodePanelLazy";
 import { DRAG_MIME } from "./Palette";
 import { freshId, type EdgeSpec, type NodeSpec, type Position } from "./spec";
-import { edgeKey, useBuilder } from "./store";
+import { edgeKey, useBuilder, type ValidationIssue } from "./store";
 import { CANVAS_INSETS, FIT_VIEW, fitViewport } from "./viewport";
 import { RUN_STATE_COLOURS } from "./runStateColours";
 
@@ -115,12 +116,30 @@ function shallowData(a: Record<string, unknown>, b: Record<string, unknown>): bo
   if (Object.keys(a).length !== Object.keys(b).length) return false;
   for (const k of Object.keys(b)) {
     if (a[k] === b[k]) continue;
-    if (k === "errors" || k === "handles") {
-      if (JSON.stringify(a[k]) === JSON.stringify(b[k])) continue;
-    }
+    if (k === "errors" && sameIssues(a[k] as ValidationIssue[], b[k] as ValidationIssue[])) continue;
+    if (k === "handles" && sameHandles(a[k] as NodeHandles, b[k] as NodeHandles)) continue;
     return false;
   }
   return true;
+}
+
+/** Equal lists of strings. */
+function sameStrings(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** The same handles (compared field by field: every validation answer builds new ones for 300 nodes). */
+function sameHandles(a: NodeHandles, b: NodeHandles): boolean {
+  return a.hasInput === b.hasInput && a.defaultOutput === b.defaultOutput && sameStrings(a.inputs, b.inputs)
+    && sameStrings(a.outputs, b.outputs) && sameStrings(a.optional, b.optional);
+}
+
+/** The same validation issues, in the same order. */
+function sameIssues(a: readonly ValidationIssue[], b: readonly ValidationIssue[]): boolean {
+  return a.length === b.length && a.every((x, i) => {
+    const y = b[i] as ValidationIssue;
+    return x.code === y.code && x.node === y.node && x.field === y.field && (x.path ?? null) === (y.path ?? null) && x.message === y.message;
+  });
 }
 
 /** A version comparison drawn on the canvas: how each node and edge (by edgeKey) changed. */
@@ -166,6 +185,13 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
   );
   const derived = useMemo(() => withSelection(drawn, selectedNodes, selectedNotes), [drawn, selectedNodes, selectedNotes]);
   const [nodes, setNodes] = useState<FlowNode[]>(derived);
+  // Where React Flow holds the nodes a drag is moving (id -> flow position), while it lasts.
+  // Mid-drag moves go to React Flow's store alone (onNodesChange): a frame then costs React
+  // Flow's update of the moved node and its edges, not this component's render, a new
+  // ``nodes`` prop and React Flow adopting 300 nodes again. This state catches up with the
+  // drag's last change (``dragging: false``); any node array it hands React Flow before then
+  // carries these positions (withLivePositions).
+  const live = useRef(new Map<string, Position>());
   const drawnReported = useRef(false);
   useEffect(() => {
     if (drawnReported.current || !(initialised || spec.nodes.length === 0)) return;
@@ -200,7 +226,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
     fitted.current = true;
     fit(0);
   }, [initialised, fit]);
-  useEffect(() => setNodes((prev) => mergeNodes(prev, derived)), [derived]);
+  useEffect(() => setNodes((prev) => withLivePositions(mergeNodes(prev, derived), live.current)), [derived]);
   const fitAfterLayout = useRef(false);
   useEffect(() => {
     // React Flow adopts ``nodes`` in its own (child) effect, which has run by now.
@@ -227,8 +253,18 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
   }, [spec, selectedEdges, readOnly, diff]);
 
   const onNodesChange = useCallback((changes: NodeChange<FlowNode>[]) => {
-    const local = changes.filter((c) => c.type === "position" || c.type === "dimensions");
-    if (local.length) setNodes((nds) => applyNodeChanges(local, nds));
+    const moving = changes.filter((c): c is NodePositionChange => c.type === "position" && !!c.dragging && !!c.position);
+    if (moving.length) {
+      for (const c of moving) live.current.set(c.id, c.position as Position);
+      const flow = flowStore.getState();
+      flow.setNodes(applyNodeChanges(moving, flow.nodes));
+    }
+    // The drag's last change (``dragging: false``) carries every dragged node's final position.
+    const local = changes.filter((c) => (c.type === "position" && !c.dragging) || c.type === "dimensions");
+    if (local.length) {
+      for (const c of local) if (c.type === "position") live.current.delete(c.id);
+      setNodes((nds) => withLivePositions(applyNodeChanges(local, nds), live.current));
+    }
     const sel = changes.filter((c) => c.type === "select");
     if (sel.length) {
       const nodeSel = new Set(selRef.current.nodes);
@@ -246,7 +282,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
         bRef.current.select({ nodes: next.nodes, notes: next.notes, field: null });
       }
     }
-  }, []);
+  }, [flowStore]);
 
   const onEdgesChange = useCallback((changes: EdgeChange<Edge>[]) => {
     const sel = changes.filter((c) => c.type === "select");

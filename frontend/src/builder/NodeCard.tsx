@@ -81,5 +81,15 @@ function NodeCardImpl({ id, data, selected, isConnectable }: NodeProps<BallastFl
   );
 }
 
-/** Memoised: React Flow re-renders a node only when its node object (data, selection) changes. */
-export const NodeCard = memo(NodeCardImpl);
+/**
+ * The same props but for where the node is: React Flow moves the wrapper around the card
+ * (its transform), so a dragged node's card does not render again on every frame.
+ */
+export function sameCardProps(a: NodeProps<BallastFlowNode>, b: NodeProps<BallastFlowNode>): boolean {
+  const keys = Object.keys(b) as (keyof NodeProps<BallastFlowNode>)[];
+  if (keys.length !== Object.keys(a).length) return false;
+  return keys.every((k) => k === "positionAbsoluteX" || k === "positionAbsoluteY" || Object.is(a[k], b[k]));
+}
+
+/** Memoised: React Flow re-renders a node only when its node object (data, selection) changes, not as it moves. */
+export const NodeCard = memo(NodeCardImpl, sameCardProps);

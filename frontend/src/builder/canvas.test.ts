@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import triage from "../../../examples/support_triage.json";
 import { copyFragment, parseFragment, pasteFragment, pasteOffset } from "./clipboard";
 import { diffDrafts } from "./conflict";
-import { NOTE_PREFIX, applyPositions, connectionToEdge, flowToSpec, nodeHandles, removeElements, specToFlowEdges, specToFlowNodes, withSelection } from "./flow";
+import { NOTE_PREFIX, type BallastFlowNode, applyPositions, connectionToEdge, flowToSpec, nodeHandles, removeElements, specToFlowEdges, specToFlowNodes, withLivePositions, withSelection } from "./flow";
+import { sameCardProps } from "./NodeCard";
 import { layoutPositions } from "./layout";
 import { formatCost } from "../shell/format";
 import { groupKinds } from "./Palette";
@@ -81,6 +82,27 @@ describe("spec <-> React Flow mapping", () => {
     // Moving the selection on flips only the two nodes involved.
     const next = withSelection(picked, new Set(["classify"]), new Set(["n1"]));
     expect(next.filter((n, i) => n !== picked[i]).map((n) => n.id).sort()).toEqual(["classify", "route"]);
+  });
+
+  it("puts the nodes a drag is moving where React Flow holds them, copying only those", () => {
+    const drawn = specToFlowNodes(spec, opts);
+    expect(withLivePositions(drawn, new Map())).toBe(drawn); // no drag: the same array
+    const moved = withLivePositions(drawn, new Map([["route", { x: 512.5, y: 7 }]]));
+    moved.forEach((n, i) => {
+      if (n.id === "route") expect([n.position, n.dragging, n.data]).toEqual([{ x: 512.5, y: 7 }, true, drawn[i]?.data]);
+      else expect(n).toBe(drawn[i]);
+    });
+    expect(withLivePositions(moved, new Map([["route", { x: 512.5, y: 7 }]]))).toBe(moved); // already there
+  });
+
+  it("renders a node card again when what it draws changes, not when it only moves", () => {
+    const node = specToFlowNodes(spec, opts)[0] as BallastFlowNode;
+    const props = { id: node.id, data: node.data, type: "ballast", selected: false, isConnectable: true, zIndex: 0,
+      dragging: false, draggable: true, selectable: true, deletable: true, positionAbsoluteX: 0, positionAbsoluteY: 0 } as Parameters<typeof sameCardProps>[0];
+    expect(sameCardProps(props, { ...props, positionAbsoluteX: 40, positionAbsoluteY: -3 })).toBe(true);
+    expect(sameCardProps(props, { ...props, selected: true })).toBe(false);
+    expect(sameCardProps(props, { ...props, data: { ...props.data } })).toBe(false);
+    expect(sameCardProps(props, { ...props, width: 180 })).toBe(false); // a prop that appears
   });
 
   it("removes nodes with their edges, single edges and notes", () => {

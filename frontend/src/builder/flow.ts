@@ -63,7 +63,7 @@ interface ValidationHandles {
  * The handles of ``node``: validation's per-node ``handles`` when present (they follow the
  * config, e.g. a condition's cases), else the catalogue's fixed ones. Handle names that
  * edges use but the kind does not declare are appended (sorted) so those edges stay
- * visible while validation reports them.
+ * visible while validation reports them. ``edges``: the graph's edges, or only ``node``'s outgoing ones.
  */
 export function nodeHandles(node: NodeSpec, info: NodeKindInfo | undefined, fromValidation: ValidationHandles | undefined,
   edges: readonly EdgeSpec[]): NodeHandles {
@@ -139,6 +139,13 @@ export function runAriaLabel(nodeId: string, mark: NodeRunMark): string {
 export function specToFlowNodes(spec: GraphSpec, opts: FlowOptions): FlowNode[] {
   const kinds = new Map(opts.catalogue.map((k) => [k.kind, k]));
   const errors = errorsByNode(opts.validation);
+  // Each node's outgoing edges, found in one pass (scanning every edge for every node was
+  // quadratic: 90 000 steps for 300 nodes, each time validation answered).
+  const outgoing = new Map<string, EdgeSpec[]>();
+  for (const e of spec.edges) {
+    const list = outgoing.get(e.source);
+    if (list) list.push(e); else outgoing.set(e.source, [e]);
+  }
   const nodes: FlowNode[] = spec.nodes.map((node, i) => ({
     id: node.id,
     type: "ballast",
@@ -152,7 +159,8 @@ export function specToFlowNodes(spec: GraphSpec, opts: FlowOptions): FlowNode[] 
     data: {
       node,
       info: kinds.get(node.kind),
-      handles: nodeHandles(node, kinds.get(node.kind), opts.validation?.handles[node.id] as ValidationHandles | undefined, spec.edges),
+      handles: nodeHandles(node, kinds.get(node.kind), opts.validation?.handles[node.id] as ValidationHandles | undefined,
+        outgoing.get(node.id) ?? []),
       errors: errors.get(node.id) ?? [],
       readOnly: opts.readOnly,
       ...(opts.diffStatus?.[node.id] ? { diff: opts.diffStatus[node.id] } : {}),
@@ -192,6 +200,25 @@ export function withSelection(nodes: readonly FlowNode[], selectedNodes: Readonl
     return { ...n, selected } as FlowNode;
   });
   return changed ? out : (nodes as FlowNode[]);
+}
+
+/**
+ * ``nodes`` with the nodes a drag is moving put where React Flow holds them (``live``: React
+ * Flow id -> flow position, unrounded) and flagged ``dragging``. Only those objects are
+ * copied; same array when ``live`` is empty or every position already matches. Used when the
+ * canvas hands React Flow a new node array in the middle of a drag (the selection flips as a
+ * drag starts): without it the dragged nodes would jump back to their positions before the drag.
+ */
+export function withLivePositions(nodes: FlowNode[], live: ReadonlyMap<string, Position>): FlowNode[] {
+  if (live.size === 0) return nodes;
+  let changed = false;
+  const out = nodes.map((n) => {
+    const p = live.get(n.id);
+    if (!p || (n.position.x === p.x && n.position.y === p.y && n.dragging)) return n;
+    changed = true;
+    return { ...n, position: { x: p.x, y: p.y }, dragging: true } as FlowNode;
+  });
+  return changed ? out : nodes;
 }
 
 /** React Flow edges for ``spec`` (target handles of single-input nodes stay unnamed). */
