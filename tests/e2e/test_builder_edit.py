@@ -134,6 +134,28 @@ def test_drags_land_where_dropped_and_undo_one_step_each(live_server, page, buil
     assert {n["id"]: n["position"] for n in stored_spec(page, live_server.url, graph_id)["nodes"]} == after_two
 
 
+def test_arrow_keys_move_the_selection_and_save_one_undo_step_a_press(live_server, page, builder_user):
+    """React Flow moves selected nodes 5 flow px per arrow press; each press reaches the spec (saved, undoable)."""
+    spec = example()
+    graph_id = make_graph(spec["name"], spec, builder_user)
+    sign_in(page, live_server.url, "bea", "pw-bea-1")
+    open_builder(page, live_server.url, graph_id)
+    before = {n["id"]: n["position"] for n in spec["nodes"]}["classify"]
+    node(page, "classify").click()
+    expect(page.locator(".react-flow__node.selected")).to_have_count(1)
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowDown")
+    wait_saved(page)
+    moved = {n["id"]: n["position"] for n in stored_spec(page, live_server.url, graph_id)["nodes"]}["classify"]
+    assert (moved["x"] - before["x"], moved["y"] - before["y"]) == (10, 5), (before, moved)
+    page.keyboard.press(f"{MOD}+z")  # the last press only
+    expect(page.locator(".save-status")).not_to_have_attribute("data-status", "saved")
+    wait_saved(page)
+    undone = {n["id"]: n["position"] for n in stored_spec(page, live_server.url, graph_id)["nodes"]}["classify"]
+    assert (undone["x"] - before["x"], undone["y"] - before["y"]) == (10, 0), (before, undone)
+
+
 def test_copy_paste_three_nodes_one_undo_step_and_across_tabs(live_server, context, page, builder_user):
     spec = example()
     graph_id = make_graph(spec["name"], spec, builder_user)

@@ -192,6 +192,9 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
   // drag's last change (``dragging: false``); any node array it hands React Flow before then
   // carries these positions (withLivePositions).
   const live = useRef(new Map<string, Position>());
+  // Between React Flow's drag start and stop (its drop arrives as ``dragging: false`` changes
+  // just before onNodeDragStop, which writes the spec).
+  const dragActive = useRef(false);
   const drawnReported = useRef(false);
   useEffect(() => {
     if (drawnReported.current || !(initialised || spec.nodes.length === 0)) return;
@@ -265,6 +268,13 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
       for (const c of local) if (c.type === "position") live.current.delete(c.id);
       setNodes((nds) => withLivePositions(applyNodeChanges(local, nds), live.current));
     }
+    // Outside a drag, a position change is React Flow moving the selection by the arrow
+    // keys: each press is one undo step, saved like a drop (else it snapped back unsaved).
+    const keyed = dragActive.current ? [] : changes.filter((c): c is NodePositionChange => c.type === "position" && !c.dragging && !!c.position);
+    if (keyed.length && !bRef.current.readOnly) {
+      const positions = new Map(keyed.map((c) => [c.id, c.position as Position]));
+      bRef.current.change((s) => applyPositions(s, positions));
+    }
     const sel = changes.filter((c) => c.type === "select");
     if (sel.length) {
       const nodeSel = new Set(selRef.current.nodes);
@@ -317,7 +327,9 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
 
   const isValidConnection: IsValidConnection = useCallback((c) => c.source !== c.target, []);
 
+  const onNodeDragStart = useCallback(() => { dragActive.current = true; }, []);
   const onNodeDragStop = useCallback((_: unknown, __: unknown, dragged: FlowNode[]) => {
+    dragActive.current = false;
     // One undo step for the whole drag, written once at the end (not on every mouse move).
     const positions = new Map(dragged.map((n) => [n.id, n.position]));
     bRef.current.change((s) => applyPositions(s, positions));
@@ -472,6 +484,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
         onEdgesChange={onEdgesChange}
         onConnect={readOnly ? undefined : onConnect}
         onDelete={readOnly ? undefined : onDelete}
+        onNodeDragStart={onNodeDragStart}
         onNodeDragStop={onNodeDragStop}
         onNodeMouseEnter={onNodeOpen ? undefined : preloadPanelOnHover}
         onNodeClick={onNodeOpen ? onNodeClick : undefined}
