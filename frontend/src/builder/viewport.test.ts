@@ -78,13 +78,51 @@ describe("fit view", () => {
     expect(fitViewport({ x: 0, y: 0, width: 10, height: 10 }, null, 0, 0)).toBeNull();
   });
 
-  it("keeps the fitted graph between the toolbar and the minimap", () => {
-    const bounds = { x: 0, y: 0, width: 600, height: 500 }; // tall: the height decides the zoom
+  it("keeps a wide, flat graph between the toolbar and the minimap", () => {
+    const bounds = { x: 0, y: 0, width: 1000, height: 400 };
     const v = fitViewport(bounds, null, W, H, FIT_VIEW, CANVAS_INSETS)!;
-    expect(v.y).toBeGreaterThanOrEqual(CANVAS_INSETS.top); // top edge below the toolbar
-    expect(v.y + bounds.height * v.zoom).toBeLessThanOrEqual(H - CANVAS_INSETS.bottom); // bottom above the minimap
+    const s = onScreen(v, bounds);
+    expect(s.top).toBeGreaterThanOrEqual(CANVAS_INSETS.top); // below the toolbar
+    expect(s.bottom).toBeLessThanOrEqual(H - CANVAS_INSETS.bottom); // above the minimap and controls
+    expect(s.left).toBeGreaterThan(0);
+    expect(s.right).toBeLessThan(W);
     // Without the insets the same graph would run under the minimap.
-    const plain = fitViewport(bounds, null, W, H)!;
-    expect(plain.y + bounds.height * plain.zoom).toBeGreaterThan(H - CANVAS_INSETS.bottom);
+    const plain = onScreen(fitViewport(bounds, null, W, H)!, bounds);
+    expect(plain.bottom).toBeGreaterThan(H - CANVAS_INSETS.bottom);
+  });
+
+  it("puts a tall graph between the controls and the minimap, larger than the band would", () => {
+    const bounds = { x: 0, y: 0, width: 600, height: 500 }; // the height decides the zoom
+    const v = fitViewport(bounds, null, W, H, FIT_VIEW, CANVAS_INSETS)!;
+    const s = onScreen(v, bounds);
+    expect(s.top).toBeGreaterThanOrEqual(CANVAS_INSETS.top);
+    expect(s.bottom).toBeLessThanOrEqual(H);
+    expect(s.left).toBeGreaterThanOrEqual(CANVAS_INSETS.left); // right of the controls
+    expect(s.right).toBeLessThanOrEqual(W - CANVAS_INSETS.right); // left of the minimap
+    const bandHeight = H - CANVAS_INSETS.top - CANVAS_INSETS.bottom;
+    expect(v.zoom).toBeGreaterThan(bandHeight / (500 * 1.15));
+  });
+
+  it("clears the overlays in the run page's short canvas, whichever way the graph runs", () => {
+    // The run page's canvas at 1280 x 720 is 1 188 x 438 px: the band is 212 px tall.
+    const [w, h] = [1188, 438];
+    const clear = (bounds: { x: number; y: number; width: number; height: number }) => {
+      const v = fitViewport(bounds, null, w, h, FIT_VIEW, CANVAS_INSETS)!;
+      const s = onScreen(v, bounds);
+      expect(s.top).toBeGreaterThanOrEqual(CANVAS_INSETS.top);
+      const inBand = s.bottom <= h - CANVAS_INSETS.bottom;
+      const inColumn = s.left >= CANVAS_INSETS.left && s.right <= w - CANVAS_INSETS.right && s.bottom <= h;
+      expect(inBand || inColumn).toBe(true);
+      return v;
+    };
+    // The support-triage example (1 740 x 300): the band, at the zoom the width allows.
+    expect(clear({ x: 0, y: 100, width: 1740, height: 300 }).zoom).toBeCloseTo(w / (1740 * 1.15), 2);
+    // The research fan-out (1 340 x 430): the column beats the band's 0.43.
+    expect(clear({ x: 0, y: 60, width: 1340, height: 430 }).zoom).toBeGreaterThan(0.55);
   });
 });
+
+/** The screen box (px) of flow ``bounds`` under viewport ``v``. */
+function onScreen(v: { x: number; y: number; zoom: number }, b: { x: number; y: number; width: number; height: number }) {
+  return { left: v.x + b.x * v.zoom, right: v.x + (b.x + b.width) * v.zoom, top: v.y + b.y * v.zoom, bottom: v.y + (b.y + b.height) * v.zoom };
+}
