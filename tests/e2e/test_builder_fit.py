@@ -63,8 +63,12 @@ def clear(page: Page, node_id: str) -> bool:
     assert box
     for overlay in OVERLAYS:
         o = page.locator(overlay).bounding_box()
-        if o and not (box["x"] + box["width"] <= o["x"] or o["x"] + o["width"] <= box["x"]
-                      or box["y"] + box["height"] <= o["y"] or o["y"] + o["height"] <= box["y"]):
+        if o and not (
+            box["x"] + box["width"] <= o["x"]
+            or o["x"] + o["width"] <= box["x"]
+            or box["y"] + box["height"] <= o["y"]
+            or o["y"] + o["height"] <= box["y"]
+        ):
             return False
     return inside(page, node_id)
 
@@ -80,10 +84,14 @@ def expect_whole(page: Page, spec: dict, where: str) -> None:
 def sample_input(schema: dict) -> object:
     """A value ``schema`` accepts: its required properties only, strings matching the examples' one pattern."""
     if schema.get("type") == "object":
-        return {k: sample_input(v) for k, v in (schema.get("properties") or {}).items() if k in schema.get("required", [])}
+        return {
+            k: sample_input(v) for k, v in (schema.get("properties") or {}).items() if k in schema.get("required", [])
+        }
     if "pattern" in schema:
         return "A-1001"  # the refund example's order id
-    return {"number": 1, "integer": 1, "boolean": True, "array": []}.get(schema.get("type", "string"), "ada@example.com")
+    return {"number": 1, "integer": 1, "boolean": True, "array": []}.get(
+        schema.get("type", "string"), "ada@example.com"
+    )
 
 
 def test_every_example_opens_whole_in_the_builder(live_server, page):
