@@ -123,6 +123,11 @@ def test_every_example_opens_whole_on_the_run_page(daphne: Daphne, page: Page) -
             page.goto(f"{daphne.url}/runs/{run.pk}/")
             expect(page.get_by_role("heading", name=f"Run #{run.pk}")).to_be_visible()
             expect_whole(page, spec, f"run page {path.stem} {width}x{height}")
+        if path.stem == "support_triage":
+            # The condition's handles are its cases, as in the builder, not its kind's fixed
+            # true/false (whose labels lay over the next column's cards).
+            route = page.locator('.react-flow__handle.source[data-nodeid="route"]')
+            assert sorted(route.evaluate_all("hs => hs.map((h) => h.dataset.handleid)")) == ["default", "urgent"]
     screenshot(page, "run-page-fit-refund-1280")
 
 
