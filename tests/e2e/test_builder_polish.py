@@ -1,4 +1,4 @@
-"""Builder polish checks a screenshot review found: text fields as tall as their rows."""
+"""Builder polish checks a screenshot review found: text fields as tall as their rows, a state-key row on one line."""
 
 from __future__ import annotations
 
@@ -26,3 +26,17 @@ def test_text_areas_show_their_rows(live_server, page):
         line = float(area.evaluate("e => parseFloat(getComputedStyle(e).lineHeight)"))
         box = area.bounding_box()
         assert box and box["height"] >= 3 * line, (box, line)
+
+
+def test_a_state_key_row_lines_up(live_server, page):
+    # The key's box was 36 px beside a 28 px expression editor and remove button.
+    make_user("pia", "builders")
+    graph_id = make_graph("triage", example())
+    sign_in(page, live_server.url, "pia", "pw-pia-1")
+    open_builder(page, live_server.url, graph_id)
+    page.locator('.react-flow__node[data-id="discard"]').click()
+    row = page.locator(".rows-grid .rows-row").first
+    boxes = [row.locator(s).first.bounding_box() for s in ("input", ".cm-editor", ".rows-actions button")]
+    assert all(boxes), boxes
+    assert max(b["y"] for b in boxes) - min(b["y"] for b in boxes) <= 1, boxes
+    assert max(b["height"] for b in boxes) - min(b["height"] for b in boxes) <= 1, boxes
