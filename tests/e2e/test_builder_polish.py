@@ -1,12 +1,17 @@
-"""Builder polish checks a screenshot review found: text fields as tall as their rows, a state-key row on one line."""
+"""Polish checks a screenshot review found: text fields as tall as their rows, a state-key row on one line, the run page's facts in one row."""
 
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Page, expect
 
+from runs.engine import api as engine
+from runs.services import run_start
 from tests.e2e.builder_steps import example, make_graph, make_user, open_builder
 from tests.e2e.conftest import sign_in
+from tests.e2e.test_builder_fit import sample_input
+from tests.e2e.test_live_run_page import Daphne, admin_page, daphne  # noqa: F401 (fixture)
+from tests.support.specs import publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,3 +45,16 @@ def test_a_state_key_row_lines_up(live_server, page):
     assert all(boxes), boxes
     assert max(b["y"] for b in boxes) - min(b["y"] for b in boxes) <= 1, boxes
     assert max(b["height"] for b in boxes) - min(b["height"] for b in boxes) <= 1, boxes
+
+
+def test_the_run_pages_facts_are_one_row_at_1024(daphne: Daphne, page: Page) -> None:  # noqa: F811 (the daphne fixture)
+    # At 110 px columns the eighth fact (cost) wrapped alone onto a second row.
+    with engine.local_mode():
+        run = run_start(version=publish(example()), run_input=sample_input(example()["input_schema"]))
+    admin_page(page, daphne)
+    page.set_viewport_size({"width": 1024, "height": 800})
+    page.goto(f"{daphne.url}/runs/{run.pk}/")
+    facts = page.locator("dl.facts > div")
+    expect(facts).to_have_count(8)
+    tops = {round(b["y"]) for b in (facts.nth(i).bounding_box() for i in range(8)) if b}
+    assert len(tops) == 1, tops
