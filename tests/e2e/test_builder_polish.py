@@ -1,4 +1,8 @@
-"""Polish checks a screenshot review found: text fields as tall as their rows, a state-key row on one line, the run page's facts in one row."""
+"""Polish checks a screenshot review found.
+
+Text fields as tall as their rows, a state-key row on one line, the run page's facts in one
+row, the graph list's buttons on their row's line.
+"""
 
 from __future__ import annotations
 
@@ -58,3 +62,15 @@ def test_the_run_pages_facts_are_one_row_at_1024(daphne: Daphne, page: Page) -> 
     expect(facts).to_have_count(8)
     tops = {round(b["y"]) for b in (facts.nth(i).bounding_box() for i in range(8)) if b}
     assert len(tops) == 1, tops
+
+
+def test_the_graph_lists_buttons_sit_on_the_rows_line(live_server, page):
+    # With the cells' 10 px padding the 28 px buttons' labels sat 3 px below the row's text.
+    make_user("pia", "builders")
+    make_graph("refund", example("refund_agent"))
+    sign_in(page, live_server.url, "pia", "pw-pia-1")
+    page.goto(f"{live_server.url}/graphs/")
+    row = page.locator("tr[data-graph]").first
+    name, button = row.locator("td a").first.bounding_box(), row.locator(".row-actions .btn").first.bounding_box()
+    assert name and button
+    assert abs((name["y"] + name["height"] / 2) - (button["y"] + button["height"] / 2)) <= 1, (name, button)
