@@ -6,12 +6,11 @@ const W = 1000;
 const H = 600;
 
 describe("fit view", () => {
-  it("fits a graph that is readable at 50 % or more, centred as React Flow's fitView does", () => {
+  it("fits a graph that needs 50 % or more, centred as React Flow's fitView does", () => {
     const bounds = { x: 0, y: 0, width: 1200, height: 400 }; // needs zoom 1000 / (1200 * 1.15) = 0.72
     const v = fitViewport(bounds, { x: 0, y: 160, width: 200, height: 80 }, W, H);
     expect(v).not.toBeNull();
-    expect(v!.zoom).toBeGreaterThanOrEqual(FIT_VIEW.minZoom);
-    expect(v!.zoom).toBeLessThan(0.75);
+    expect(v!.zoom).toBeCloseTo(1000 / (1200 * 1.15), 3); // React Flow rounds the padding to whole px
     // Everything on screen, the graph's centre at the canvas's centre.
     expect(v!.x).toBeGreaterThan(0);
     expect(v!.x + bounds.width * v!.zoom).toBeLessThan(W);
@@ -24,9 +23,35 @@ describe("fit view", () => {
     expect(v!.zoom).toBe(FIT_VIEW.maxZoom);
   });
 
-  it("shows a graph too wide for 50 % at 50 %, from its start node at the left edge", () => {
-    // A 10-node chain, 260 px apart, start at x = 0; the start node is drawn lower than the rest.
-    const bounds = { x: 0, y: 0, width: 9 * 260 + 200, height: 300 };
+  it("fits a wide graph whole down to the floor: the refund example in the builder's canvas at 1280 x 720", () => {
+    // examples/refund_agent.json: 15 nodes over 2 200 x 440 flow px; the canvas between the
+    // palette and the side panel is 708 x 588 px. It needs 708 / (2200 * 1.15) = 0.28: the
+    // old 50 % floor opened it at 50 % and cut off its right half.
+    const bounds = { x: 0, y: 60, width: 2200, height: 440 };
+    const [w, h] = [708, 588];
+    const v = fitViewport(bounds, { x: 0, y: 200, width: 200, height: 64 }, w, h, FIT_VIEW, CANVAS_INSETS)!;
+    expect(v.zoom).toBeCloseTo(w / (2200 * 1.15), 3);
+    expect(v.zoom).toBeLessThan(0.3);
+    expect(v.zoom).toBeGreaterThanOrEqual(FIT_VIEW.minZoom);
+    // Whole and centred across; between the toolbar and the minimap down.
+    expect(v.x + bounds.x * v.zoom).toBeGreaterThan(0);
+    expect(v.x + (bounds.x + bounds.width) * v.zoom).toBeLessThan(w);
+    expect(v.y + bounds.y * v.zoom).toBeGreaterThanOrEqual(CANVAS_INSETS.top);
+    expect(v.y + (bounds.y + bounds.height) * v.zoom).toBeLessThanOrEqual(h - CANVAS_INSETS.bottom);
+  });
+
+  it("fits at exactly the floor, and anchors a graph that needs just less", () => {
+    const at = W / (FIT_VIEW.minZoom * 1.15); // the widest graph that fits at the floor
+    const fits = fitViewport({ x: 0, y: 0, width: at, height: 100 }, null, W, H)!;
+    expect(fits.zoom).toBeCloseTo(FIT_VIEW.minZoom, 3);
+    const anchored = fitViewport({ x: 0, y: 0, width: at * 1.02, height: 100 }, null, W, H)!;
+    expect(anchored.zoom).toBe(FIT_VIEW.anchorZoom);
+  });
+
+  it("shows a graph too wide for the floor at 50 %, from its start node at the left edge", () => {
+    // A 20-node chain, 260 px apart, start at x = 0 (needs 1000 / (5140 * 1.15) = 0.17); the
+    // start node is drawn lower than the rest.
+    const bounds = { x: 0, y: 0, width: 19 * 260 + 200, height: 300 };
     const start = { x: 0, y: 220, width: 200, height: 80 };
     const v = fitViewport(bounds, start, W, H)!;
     expect(v.zoom).toBe(0.5);
@@ -53,13 +78,51 @@ describe("fit view", () => {
     expect(fitViewport({ x: 0, y: 0, width: 10, height: 10 }, null, 0, 0)).toBeNull();
   });
 
-  it("keeps the fitted graph between the toolbar and the minimap", () => {
-    const bounds = { x: 0, y: 0, width: 600, height: 500 }; // tall: the height decides the zoom
+  it("keeps a wide, flat graph between the toolbar and the minimap", () => {
+    const bounds = { x: 0, y: 0, width: 1000, height: 400 };
     const v = fitViewport(bounds, null, W, H, FIT_VIEW, CANVAS_INSETS)!;
-    expect(v.y).toBeGreaterThanOrEqual(CANVAS_INSETS.top); // top edge below the toolbar
-    expect(v.y + bounds.height * v.zoom).toBeLessThanOrEqual(H - CANVAS_INSETS.bottom); // bottom above the minimap
+    const s = onScreen(v, bounds);
+    expect(s.top).toBeGreaterThanOrEqual(CANVAS_INSETS.top); // below the toolbar
+    expect(s.bottom).toBeLessThanOrEqual(H - CANVAS_INSETS.bottom); // above the minimap and controls
+    expect(s.left).toBeGreaterThan(0);
+    expect(s.right).toBeLessThan(W);
     // Without the insets the same graph would run under the minimap.
-    const plain = fitViewport(bounds, null, W, H)!;
-    expect(plain.y + bounds.height * plain.zoom).toBeGreaterThan(H - CANVAS_INSETS.bottom);
+    const plain = onScreen(fitViewport(bounds, null, W, H)!, bounds);
+    expect(plain.bottom).toBeGreaterThan(H - CANVAS_INSETS.bottom);
+  });
+
+  it("puts a tall graph between the controls and the minimap, larger than the band would", () => {
+    const bounds = { x: 0, y: 0, width: 600, height: 500 }; // the height decides the zoom
+    const v = fitViewport(bounds, null, W, H, FIT_VIEW, CANVAS_INSETS)!;
+    const s = onScreen(v, bounds);
+    expect(s.top).toBeGreaterThanOrEqual(CANVAS_INSETS.top);
+    expect(s.bottom).toBeLessThanOrEqual(H);
+    expect(s.left).toBeGreaterThanOrEqual(CANVAS_INSETS.left); // right of the controls
+    expect(s.right).toBeLessThanOrEqual(W - CANVAS_INSETS.right); // left of the minimap
+    const bandHeight = H - CANVAS_INSETS.top - CANVAS_INSETS.bottom;
+    expect(v.zoom).toBeGreaterThan(bandHeight / (500 * 1.15));
+  });
+
+  it("clears the overlays in the run page's short canvas, whichever way the graph runs", () => {
+    // The run page's canvas at 1280 x 720 is 1 188 x 438 px: the band is 212 px tall.
+    const [w, h] = [1188, 438];
+    const clear = (bounds: { x: number; y: number; width: number; height: number }) => {
+      const v = fitViewport(bounds, null, w, h, FIT_VIEW, CANVAS_INSETS)!;
+      const s = onScreen(v, bounds);
+      expect(s.top).toBeGreaterThanOrEqual(CANVAS_INSETS.top);
+      const inBand = s.bottom <= h - CANVAS_INSETS.bottom;
+      const inColumn = s.left >= CANVAS_INSETS.left && s.right <= w - CANVAS_INSETS.right && s.bottom <= h;
+      expect(inBand || inColumn).toBe(true);
+      return v;
+    };
+    // The support-triage example (1 740 x 300): the band, at the zoom the width allows.
+    expect(clear({ x: 0, y: 100, width: 1740, height: 300 }).zoom).toBeCloseTo(w / (1740 * 1.15), 2);
+    // The research fan-out (1 340 x 430): the column beats the band's 0.43.
+    expect(clear({ x: 0, y: 60, width: 1340, height: 430 }).zoom).toBeGreaterThan(0.55);
   });
 });
+
+/** The screen box (px) of flow ``bounds`` under viewport ``v``. */
+function onScreen(v: { x: number; y: number; zoom: number }, b: { x: number; y: number; width: number; height: number }) {
+  return { left: v.x + b.x * v.zoom, right: v.x + (b.x + b.width) * v.zoom, top: v.y + b.y * v.zoom, bottom: v.y + (b.y + b.height) * v.zoom };
+}

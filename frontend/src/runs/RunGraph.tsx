@@ -2,23 +2,43 @@
 import "@xyflow/react/dist/style.css";
 import "../builder/builder.css";
 import { ReactFlowProvider } from "@xyflow/react";
-import { useEffect, useMemo, useRef } from "react";
+import { useEffect, useMemo, useRef, useState } from "react";
 import { Canvas } from "../builder/Canvas";
 import type { NodeRunMark } from "../builder/flow";
 import type { GraphSpec } from "../builder/spec";
-import { BuilderContext, useBuilderState, type NodeKindInfo } from "../builder/store";
+import { BuilderContext, useBuilderState, type NodeKindInfo, type ValidationResult } from "../builder/store";
+import { api } from "../lib/api";
 import { ErrorMessage, Loading } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import { placedSpec } from "./placement";
 
 const noop = () => undefined;
 
+/**
+ * Each node's handles in ``spec`` as the server's validation gives them (a condition's
+ * cases, not its kind's fixed true/false), as a validation result carrying nothing else (no
+ * errors, no estimates: the run page marks states, not problems); undefined while the
+ * answer is pending, null when validation could not answer (the kinds' handles are drawn).
+ */
+function useHandles(spec: GraphSpec | undefined): ValidationResult | null | undefined {
+  const [handles, setHandles] = useState<ValidationResult | null | undefined>(undefined);
+  useEffect(() => {
+    if (!spec) return;
+    const ctrl = new AbortController();
+    api<ValidationResult>("graphs/validate/", { method: "POST", body: spec, signal: ctrl.signal })
+      .then((r) => setHandles({ valid: true, errors: [], handles: r.handles }))
+      .catch((err: unknown) => { if (!(err instanceof DOMException && err.name === "AbortError")) setHandles(null); });
+    return () => ctrl.abort();
+  }, [spec]);
+  return handles;
+}
+
 /** The loaded graph in a read-only builder state (the canvas reads it through BuilderContext). */
-function ReadOnlyCanvas({ spec, catalogue, marks, selected, onOpen }: {
-  spec: GraphSpec; catalogue: NodeKindInfo[]; marks: Readonly<Record<string, NodeRunMark>>;
+function ReadOnlyCanvas({ spec, catalogue, handles, marks, selected, onOpen }: {
+  spec: GraphSpec; catalogue: NodeKindInfo[]; handles: ValidationResult | null; marks: Readonly<Record<string, NodeRunMark>>;
   selected: string | null; onOpen: (nodeId: string) => void;
 }) {
-  const options = useMemo(() => ({ readOnly: true, catalogue, validation: null }), [catalogue]);
+  const options = useMemo(() => ({ readOnly: true, catalogue, validation: handles }), [catalogue, handles]);
   const placed = useMemo(() => placedSpec(spec), [spec]);
   const builder = useBuilderState(placed, options);
   const { select } = builder;
@@ -36,7 +56,8 @@ function ReadOnlyCanvas({ spec, catalogue, marks, selected, onOpen }: {
 /**
  * The graph of version ``version`` of graph ``graphId`` drawn with the builder's canvas,
  * read-only, each node coloured by ``marks`` (its state in the run); clicking a node calls
- * ``onOpen`` with its id. Fetches the version's spec and the node kinds once.
+ * ``onOpen`` with its id. Fetches the version's spec and the node kinds once, then the
+ * nodes' handles from validation.
  */
 export default function RunGraph({ graphId, version, marks, selected, onOpen, onSpec }: {
   graphId: number; version: number; marks: Readonly<Record<string, NodeRunMark>>;
@@ -46,11 +67,13 @@ export default function RunGraph({ graphId, version, marks, selected, onOpen, on
 }) {
   const spec = useApi<{ spec: GraphSpec }>(`graphs/${graphId}/versions/${version}/`);
   const kinds = useApi<{ kinds: NodeKindInfo[] }>("node-kinds/");
+  // Drawn once the handles are known: a card that loses handles after the first fit shrinks.
+  const handles = useHandles(spec.data?.spec);
   const onSpecRef = useRef(onSpec);
   onSpecRef.current = onSpec;
   useEffect(() => { if (spec.data) onSpecRef.current?.(spec.data.spec); }, [spec.data]);
   if (spec.error) return <ErrorMessage error={spec.error} title="The graph could not be loaded." onRetry={spec.reload} />;
   if (kinds.error) return <ErrorMessage error={kinds.error} title="The node kinds could not be loaded." onRetry={kinds.reload} />;
-  if (!spec.data || !kinds.data) return <Loading label="Drawing the graph…" />;
-  return <ReadOnlyCanvas spec={spec.data.spec} catalogue={kinds.data.kinds} marks={marks} selected={selected} onOpen={onOpen} />;
+  if (!spec.data || !kinds.data || handles === undefined) return <Loading label="Drawing the graph…" />;
+  return <ReadOnlyCanvas spec={spec.data.spec} catalogue={kinds.data.kinds} handles={handles} marks={marks} selected={selected} onOpen={onOpen} />;
 }
