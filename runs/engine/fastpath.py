@@ -262,13 +262,21 @@ def parallel_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dic
     base: dict[str, Any] = {**ENUM_PARAMS, "run": claimed.run_id, "step": claimed.step_id, "attempt": claimed.attempt, "owner": claimed.worker}
     outcome = None
     snap = claimed.branch_snapshot
-    if snap is not None and backend is not fastpath_sqlite and snap.run.pk == claimed.run_id:
+    if snap is None and claimed.snapshot is not None:
+        # The run's only active step (the sequential snapshot's promise, checked by the
+        # statement like any branch snapshot) fanning out: nothing else is active.
+        snap = BranchSnapshot(run=claimed.snapshot, active=[])
+    # A chain of branches on a run other workers commit to as well would miss every
+    # time: after one miss its later commits go straight to the locked path.
+    contended = snap is not None and snap.contended
+    if snap is not None and not contended and backend is not fastpath_sqlite and snap.run.pk == claimed.run_id:
         # ONE statement in autocommit from what this worker's previous commit left; when
         # the run moved since (or the lease is gone) it wrote nothing: the locked path.
         try:
             outcome = _branch(backend, claimed, result, written_sizes, base, now, snap)
         except _Fallback:
             outcome = None
+        contended = outcome is None
     if outcome is None:
         try:
             with transaction.atomic():
@@ -278,6 +286,8 @@ def parallel_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dic
         if outcome is None:
             return None
     committed, wires, run, kept_step, fresh_snapshot = outcome
+    if committed.branch is not None:
+        committed.branch.contended = contended
     if wires and events.push_enabled():
         events.publish(wires)
     if kept_step is not None:
@@ -344,9 +354,9 @@ def _branch(
     reads it); raises _Fallback when the decisions need the portable path's (the caller
     then tries the locked path, which decides from fresh rows)."""
     active = [a for a in snap.active if a.id != claimed.step_id]
-    if any(a.available_at is not None for a in active):
-        return None
     held = snap.run
+    if any(a.available_at is not None for a in active) or held.status != RunStatus.RUNNING or held.state_sizes is None:
+        return None
     run = Run(
         pk=held.pk, uuid=held.uuid, graph_version_id=held.graph_version_id, version=held.version, status=held.status,
         step_count=held.step_count, max_steps=held.max_steps, max_parallelism=held.max_parallelism, state_sizes=held.state_sizes,
@@ -496,7 +506,7 @@ def _decide(
     fresh = kept_step is not None and not active and len(new_steps) == 1
     outcome = CommitOutcome(committed=True, dispatch=dispatch, run_status=RunStatus.RUNNING)
     branch = None
-    if kept_step is not None and not fresh:
+    if kept_step is not None and not fresh and backend is not fastpath_sqlite:
         branch = _snapshot_after(run, result, new_sizes, len(new_steps), active, new_steps, new_ids, picked, set(plan.dispatch_old), now)
     return _Committed(outcome, version + 1, branch), wires, run, kept_step, fresh
 

@@ -84,10 +84,13 @@ class BranchSnapshot:
 
     Valid while the run's version is ``run.version`` and its active steps still look like
     ``active`` to the commit's decisions (fastpath.active_fingerprint): the branch commit
-    checks both in its statement and takes the locked path when either moved."""
+    checks both in its statement and takes the locked path when either moved.
+    ``contended``: a commit of this chain found the run moved (another worker commits to
+    it too), so the next commits take the locked path without trying."""
 
     run: Run
     active: list[ActiveStep]
+    contended: bool = False
 
 
 @dataclass

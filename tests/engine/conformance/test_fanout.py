@@ -187,11 +187,11 @@ def test_an_in_process_fan_out_commits_each_branch_in_one_statement():
     with engine.local_mode() as queue, CaptureQueriesContext(connection) as queries:
         queue.append(step(run, "start").pk)
         assert engine.drive_local(run.pk, queue=queue, timeout=30) == RunStatus.SUCCEEDED
-    # The start's fan-out takes the locked path (its claim knows no siblings); every
-    # branch commits from the snapshot its predecessor's commit left: one statement
-    # each, no run lock, no read, no BEGIN/COMMIT.
-    assert _count(queries, PARALLEL_MARKER) == 1
-    assert _count(queries, BRANCH_MARKER) == 4
+    # The start fans out from its claim's snapshot (the run's only active step), every
+    # branch from the snapshot its predecessor's commit left: one statement each, no
+    # run lock, no read, no BEGIN/COMMIT.
+    assert _count(queries, PARALLEL_MARKER) == 0
+    assert _count(queries, BRANCH_MARKER) == 5
     assert Run.objects.get(pk=run.pk).state["hits"] == 4
     seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))
@@ -215,7 +215,11 @@ def test_a_branch_whose_run_moved_since_its_snapshot_takes_the_locked_path():
     assert _count(queries, BRANCH_MARKER) == 1 and _count(queries, PARALLEL_MARKER) == 1  # tried, then locked
     b3 = outcome.next_step
     assert b3 is not None and b3.node_id == "b3" and b3.state["hits"] == 2  # both branches merged
-    join = engine.step_commit(b3, engine.execute_node(b3)).next_step
+    # The chain met another worker's commit: its next commit does not try the snapshot.
+    assert b3.branch_snapshot is not None and b3.branch_snapshot.contended
+    with CaptureQueriesContext(connection) as queries:
+        join = engine.step_commit(b3, engine.execute_node(b3)).next_step
+    assert _count(queries, BRANCH_MARKER) == 0 and _count(queries, PARALLEL_MARKER) == 1
     assert join is not None and join.node_id == "join"
     assert Run.objects.get(pk=run.pk).state["hits"] == 3
 
