@@ -25,7 +25,7 @@ from runs.engine import events, fastpath_sqlite, graphs, limits, scheduler
 from runs.engine import state as state_store
 from runs.engine.claims import claim_details
 from runs.engine.graphs import compiled_graph
-from runs.engine.types import ActiveStep, ClaimedStep, CommitOutcome, spec_node_id, step_idempotency_key
+from runs.engine.types import ActiveStep, BranchSnapshot, ClaimedStep, CommitOutcome, spec_node_id, step_idempotency_key
 from runs.engine.writes import add_usage, lease_delta, price_version
 from runs.models import (
     ACTIVE_STEP_STATUSES,
@@ -260,14 +260,34 @@ def parallel_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dic
         from runs.engine import fastpath_postgresql as backend  # on first use, as fast_commit
     now = timezone.now()
     base: dict[str, Any] = {**ENUM_PARAMS, "run": claimed.run_id, "step": claimed.step_id, "attempt": claimed.attempt, "owner": claimed.worker}
-    try:
-        with transaction.atomic():
-            outcome = _parallel(backend, claimed, result, written_sizes, base, now)
-    except _Fallback:
-        return None
+    outcome = None
+    snap = claimed.branch_snapshot
+    if snap is None and claimed.snapshot is not None:
+        # The run's only active step (the sequential snapshot's promise, checked by the
+        # statement like any branch snapshot) fanning out: nothing else is active.
+        snap = BranchSnapshot(run=claimed.snapshot, active=[])
+    # A chain of branches on a run other workers commit to as well would miss every
+    # time: after one miss its later commits go straight to the locked path.
+    contended = snap is not None and snap.contended
+    if snap is not None and not contended and backend is not fastpath_sqlite and snap.run.pk == claimed.run_id:
+        # ONE statement in autocommit from what this worker's previous commit left; when
+        # the run moved since (or the lease is gone) it wrote nothing: the locked path.
+        try:
+            outcome = _branch(backend, claimed, result, written_sizes, base, now, snap)
+        except _Fallback:
+            outcome = None
+        contended = outcome is None
     if outcome is None:
-        return None
+        try:
+            with transaction.atomic():
+                outcome = _parallel(backend, claimed, result, written_sizes, base, now)
+        except _Fallback:
+            return None
+        if outcome is None:
+            return None
     committed, wires, run, kept_step, fresh_snapshot = outcome
+    if committed.branch is not None:
+        committed.branch.contended = contended
     if wires and events.push_enabled():
         events.publish(wires)
     if kept_step is not None:
@@ -282,16 +302,70 @@ def parallel_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dic
         next_claim = claim_details(kept_step, run, claimed.worker)
         if fresh_snapshot and run.version == committed.version_after and run.status == RunStatus.RUNNING:
             next_claim.snapshot = run
+        elif not fresh_snapshot:
+            next_claim.branch_snapshot = committed.branch
         committed.outcome.next_step = next_claim
     return committed.outcome
 
 
 class _Committed:
-    """What parallel_commit's transaction committed: the outcome and the run version it left."""
+    """What parallel_commit's transaction committed: the outcome, the run version it left
+    and, for a branch this worker keeps, the run as it left it (or None when unknown)."""
 
-    def __init__(self, outcome: CommitOutcome, version_after: int):
+    def __init__(self, outcome: CommitOutcome, version_after: int, branch: BranchSnapshot | None = None):
         self.outcome = outcome
         self.version_after = version_after
+        self.branch = branch
+
+
+_BUSY, _HELD = "busy", "held"
+
+
+def active_fingerprint(active: list[ActiveStep]) -> str:
+    """What a commit's decisions read of the run's other active steps, as the JSON array
+    BRANCH_SQL (fastpath_postgresql) computes server-side: per step in id order, [id, node
+    id, class, no backoff, parent id], the class "busy" (running, or pending and handed to
+    the queue: it counts against the parallelism bound), "held" (pending, not handed out)
+    or the status (waiting, parked, suspended). The join rule reads the node ids, the
+    parallelism bound the classes, the held steps' release their backoff, the run status
+    the classes; a claim (pending and dispatched -> running) or a release (running ->
+    pending, dispatched) changes none of them."""
+    rows = []
+    for a in sorted(active, key=lambda a: a.id):
+        if a.status == StepStatus.RUNNING or (a.status == StepStatus.PENDING and a.dispatched_at is not None):
+            cls = _BUSY
+        elif a.status == StepStatus.PENDING:
+            cls = _HELD
+        else:
+            cls = str(a.status)
+        rows.append([a.id, a.node_id, cls, a.available_at is None, a.parent_id])
+    return json.dumps(rows)
+
+
+def _branch(
+    backend: Any, claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, int] | None, base: dict[str, Any], now: datetime,
+    snap: BranchSnapshot,
+) -> tuple[_Committed, list[dict[str, Any]], Run, Step | None, bool] | None:
+    """parallel_commit from ``snap`` (the run as this worker's previous parallel commit
+    left it) in ONE fenced statement in autocommit: the same decisions as the locked
+    path, from the snapshot instead of rows read under the run lock. None when the
+    statement wrote nothing (the run's version or active steps moved, or the lease is
+    gone) or a backoff is pending (its due time is compared with now: the locked path
+    reads it); raises _Fallback when the decisions need the portable path's (the caller
+    then tries the locked path, which decides from fresh rows)."""
+    active = [a for a in snap.active if a.id != claimed.step_id]
+    held = snap.run
+    if any(a.available_at is not None for a in active) or held.status != RunStatus.RUNNING or held.state_sizes is None:
+        return None
+    run = Run(
+        pk=held.pk, uuid=held.uuid, graph_version_id=held.graph_version_id, version=held.version, status=held.status,
+        step_count=held.step_count, max_steps=held.max_steps, max_parallelism=held.max_parallelism, state_sizes=held.state_sizes,
+        input_tokens=held.input_tokens, output_tokens=held.output_tokens, cost_usd=held.cost_usd, input=held.input,
+    )
+    run.state = dict(held.state)
+    run.scheduler = dict(held.scheduler)
+    run.__dict__["_contrib_checked"] = set(held.__dict__.get("_contrib_checked", ()))
+    return _decide(backend, claimed, result, written_sizes, base, now, run, active, expect_active=active_fingerprint(active))
 
 
 def _parallel(
@@ -326,6 +400,22 @@ def _parallel(
     active = [
         ActiveStep(int(a[0]), a[1], a[2], _when(a[3]), _when(a[4]), None if a[5] is None else int(a[5])) for a in active_rows
     ]
+    return _decide(backend, claimed, result, written_sizes, base, now, run, active)
+
+
+def _decide(
+    backend: Any, claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, int] | None, base: dict[str, Any], now: datetime,
+    run: Run, active: list[ActiveStep], *, expect_active: str | None = None,
+) -> tuple[_Committed, list[dict[str, Any]], Run, Step | None, bool] | None:
+    """The decisions and the write of parallel_commit, from ``run`` (version, status,
+    bookkeeping with the contributions of the keys the step writes, size map, counts,
+    totals, state as committed) and ``active`` (the run's other active steps), read under
+    the run lock (_parallel) or taken from a BranchSnapshot (_branch: ``expect_active``
+    is then their fingerprint, checked in the statement, which runs in autocommit).
+    Raises _Fallback for what the portable path decides, or when the locked write's fence
+    failed; returns None when the branch statement's fence failed (nothing written)."""
+    version, sizes, max_parallelism = run.version, run.state_sizes, run.max_parallelism
+    assert sizes is not None
     graph = compiled_graph(claimed.version_id)
     transition = graphs.transition(
         run, node_id=claimed.node_id, iteration=claimed.iteration, depth=claimed.depth, result=result,
@@ -376,6 +466,7 @@ def _parallel(
     params: dict[str, Any] = {
         **base,
         "version": version,
+        **({"expect_active": expect_active, "active_statuses": [s.value for s in ACTIVE_STEP_STATUSES]} if expect_active is not None else {}),
         **_result_params(result, transition, new_sizes, now),
         "n_new": len(new_steps),
         "run_status": RunStatus.RUNNING.value,
@@ -390,6 +481,8 @@ def _parallel(
     }
     done = backend.parallel(params)
     if done is None:
+        if expect_active is not None:
+            return None  # the run moved since the snapshot: nothing written, the locked path
         raise _Fallback
     last_seq, event_list, new_ids, picked = done
     run.state = transition.state
@@ -412,7 +505,44 @@ def _parallel(
     dispatch = [new_ids[s["key"]] for s in new_steps if s["dispatched_at"] is not None] + list(plan.dispatch_old)
     fresh = kept_step is not None and not active and len(new_steps) == 1
     outcome = CommitOutcome(committed=True, dispatch=dispatch, run_status=RunStatus.RUNNING)
-    return _Committed(outcome, version + 1), wires, run, kept_step, fresh
+    branch = None
+    if kept_step is not None and not fresh and backend is not fastpath_sqlite:
+        branch = _snapshot_after(run, result, new_sizes, len(new_steps), active, new_steps, new_ids, picked, set(plan.dispatch_old), now)
+    return _Committed(outcome, version + 1, branch), wires, run, kept_step, fresh
+
+
+def _snapshot_after(
+    run: Run, result: NodeResult, sizes: dict[str, int], n_new: int, active: list[ActiveStep], new_steps: list[dict[str, Any]],
+    new_ids: dict[str, int], picked: list[Any] | None, released: set[int], now: datetime,
+) -> BranchSnapshot | None:
+    """The run as the commit just written left it (``run`` holds its state and
+    bookkeeping already; the rest is what the statement changed): the BranchSnapshot of
+    the step it leased to this worker. None when the picked sibling is not among
+    ``active`` (it cannot be: the pick reads the statement's snapshot, fenced like the
+    rest; then the next commit simply takes the locked path)."""
+    picked_id = int(picked[0]) if picked is not None else None
+    after: list[ActiveStep] = []
+    for a in active:
+        if a.id == picked_id:
+            a = a._replace(status=StepStatus.RUNNING)
+            picked_id = None
+        if a.id in released:
+            a = a._replace(dispatched_at=now)
+        after.append(a)
+    if picked_id is not None:
+        return None
+    for s in new_steps:
+        after.append(ActiveStep(new_ids[s["key"]], s["node_id"], s["status"], now if s["dispatched_at"] is not None else None, None, None))
+    snap = Run(
+        pk=run.pk, uuid=run.uuid, graph_version_id=run.graph_version_id, version=run.version + 1, status=RunStatus.RUNNING,
+        step_count=run.step_count + n_new, max_steps=run.max_steps, max_parallelism=run.max_parallelism, state_sizes=sizes,
+        input_tokens=run.input_tokens, output_tokens=run.output_tokens, cost_usd=run.cost_usd, input=run.input,
+    )
+    add_usage(snap, result)
+    snap.state = run.state
+    snap.scheduler = run.scheduler
+    snap.__dict__["_contrib_checked"] = set(run.__dict__.get("_contrib_checked", ()))
+    return BranchSnapshot(run=snap, active=after)
 
 
 def _result_params(result: NodeResult, transition: Any, sizes: dict[str, int], now: datetime) -> dict[str, Any]:

@@ -27,10 +27,12 @@ from django.db import connection
 # step rows are locked (runs.engine.events: no gaps). ``{run_set}``: what the run row
 # takes besides the usage totals, size map, bookkeeping and version; ``{n_events}``: how
 # many events the statement numbers; ``{pre}``: CTEs that run between the fence and the
-# run update (parallel_commit's claim of a sibling, counted into ``{n_events}``).
+# run update (parallel_commit's claim of a sibling, counted into ``{n_events}``);
+# ``{run_check}``: more conditions on the run row (a branch commit's check of the run's
+# active steps, BRANCH_SQL).
 _FENCE = """
 WITH locked_run AS (
-    SELECT id FROM runs_run WHERE id = %(run)s AND version = %(version)s FOR NO KEY UPDATE
+    SELECT id FROM runs_run WHERE id = %(run)s AND version = %(version)s{run_check} FOR NO KEY UPDATE
 ), locked_step AS (
     SELECT id FROM runs_step
     WHERE id = %(step)s AND status = %(st_running)s AND attempt = %(attempt)s AND lease_owner = %(owner)s
@@ -64,10 +66,10 @@ WITH locked_run AS (
 )"""
 
 
-def fenced_sql(*, run_set: str, n_events: str, pre: str = "") -> str:
+def fenced_sql(*, run_set: str, n_events: str, pre: str = "", run_check: str = "") -> str:
     """The fence prefix (``_FENCE``) with its holes filled: a WITH list that ends after
     ``att_upd``, for a statement to append its own CTEs and final SELECT to."""
-    return _FENCE.format(run_set=run_set, n_events=n_events, pre=pre)
+    return _FENCE.format(run_set=run_set, n_events=n_events, pre=pre, run_check=run_check)
 
 
 # The sequential commit: the fence, then the single successor leased to the same worker,
@@ -136,10 +138,13 @@ SELECT
 # nothing, the run's oldest due sibling claimed for us in the same statement (``pick``,
 # SKIP LOCKED: a sibling another worker is claiming is left to it), with its attempt and
 # started event. Events: one JSON array numbered from the counter, the pick's last.
-PARALLEL_SQL = fenced_sql(
-    run_set="step_count = step_count + %(n_new)s, status = %(run_status)s",
-    n_events="%(n_events)s + (SELECT count(*) FROM picked)",
-    pre=""", pick AS (
+def _parallel_sql(run_check: str = "") -> str:
+    """PARALLEL_SQL, with ``run_check`` added to the run row's fence (BRANCH_SQL)."""
+    return fenced_sql(
+        run_set="step_count = step_count + %(n_new)s, status = %(run_status)s",
+        n_events="%(n_events)s + (SELECT count(*) FROM picked)",
+        run_check=run_check,
+        pre=""", pick AS (
     SELECT id FROM runs_step
     WHERE run_id = %(run)s AND status = %(st_pending)s AND parent_id IS NULL AND attempt = 0 AND due_at <= %(now)s
       AND (available_at IS NULL OR available_at <= %(now)s) AND %(claim_next)s AND EXISTS (SELECT 1 FROM locked_step)
@@ -191,6 +196,26 @@ SELECT (SELECT id FROM step_upd), (SELECT last FROM seq_upd),
     (SELECT json_agg(json_build_array(id, idempotency_key)) FROM new_steps),
     (SELECT json_build_array(id, node_id, kind, iteration, depth, max_attempts, idempotency_key) FROM picked)
 """
+
+
+PARALLEL_SQL = _parallel_sql()
+# A branch commit from the worker's BranchSnapshot (fastpath.parallel_commit), ONE
+# statement in autocommit: PARALLEL_SQL fenced, besides the run version, by the run's
+# other active steps as the decisions read them (fastpath.active_fingerprint: id, node,
+# busy/held or the status, backoff or not, parent): claims do not move the run version,
+# so the version alone would miss a sibling another worker took or handed back. The
+# active steps are read with the statement's snapshot, taken before the run row's lock;
+# a commit that moved the run in between fails the version check on the locked row
+# (PostgreSQL re-checks a row it waited for), and a claim committed in between could
+# equally slip past the locked path's read, and changes none of the fingerprint's
+# classes (a dispatched step pending or running is busy either way).
+BRANCH_SQL = _parallel_sql(run_check="""
+      AND (SELECT COALESCE(jsonb_agg(jsonb_build_array(id, node_id,
+              CASE WHEN status = %(st_running)s OR (status = %(st_pending)s AND dispatched_at IS NOT NULL) THEN 'busy'
+                   WHEN status = %(st_pending)s THEN 'held' ELSE status END,
+              available_at IS NULL, parent_id) ORDER BY id), '[]'::jsonb)
+           FROM runs_step WHERE run_id = %(run)s AND status = ANY(%(active_statuses)s) AND id <> %(step)s)
+          = %(expect_active)s::jsonb""")
 
 
 class _PreparedCursor(psycopg.Cursor):
@@ -254,11 +279,13 @@ def read(params: dict[str, Any]) -> tuple[int | None, list[list[Any]], dict[str,
 
 
 def parallel(params: dict[str, Any]) -> tuple[int, list[list[Any]], dict[str, int], list[Any] | None] | None:
-    """parallel_commit's write (PARALLEL_SQL), in the caller's transaction: (the last event
+    """parallel_commit's write (PARALLEL_SQL), in the caller's transaction, or, with
+    ``params["expect_active"]`` (a branch commit from a BranchSnapshot, in autocommit),
+    BRANCH_SQL, fenced by the run's active steps too: (the last event
     seq; the events as [id, seq, step id] in seq order; new step ids by idempotency key;
     the claimed sibling as [id, node_id, kind, iteration, depth, max_attempts, key], or
     None), or None when the fence failed (nothing written)."""
-    row = _execute(PARALLEL_SQL, params)
+    row = _execute(BRANCH_SQL if "expect_active" in params else PARALLEL_SQL, params)
     if row is None:
         return None
     return int(row[1]), row[2] or [], {k: int(i) for i, k in (row[3] or [])}, row[4]

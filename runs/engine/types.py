@@ -77,6 +77,23 @@ class ActiveStep(NamedTuple):
 
 
 @dataclass
+class BranchSnapshot:
+    """The run as a parallel commit left it: ``run`` (version, status, state, bookkeeping
+    with the contributions it held, size map, step count, totals, as written) and
+    ``active``, the run's active steps after that commit as the commit wrote them.
+
+    Valid while the run's version is ``run.version`` and its active steps still look like
+    ``active`` to the commit's decisions (fastpath.active_fingerprint): the branch commit
+    checks both in its statement and takes the locked path when either moved.
+    ``contended``: a commit of this chain found the run moved (another worker commits to
+    it too), so the next commits take the locked path without trying."""
+
+    run: Run
+    active: list[ActiveStep]
+    contended: bool = False
+
+
+@dataclass
 class ClaimedStep:
     """A step this worker holds a lease on, with what executing it needs.
 
@@ -109,6 +126,10 @@ class ClaimedStep:
     # The run as this worker's last commit left it, when this step is the run's only
     # active step (a sequential stretch); lets the next commit skip reading the run.
     snapshot: Run | None = None
+    # The run as this worker's parallel commit left it, when this step is a branch that
+    # commit leased to it (fastpath.parallel_commit): lets the branch commit in one
+    # statement, fenced by the run version and the run's active steps.
+    branch_snapshot: BranchSnapshot | None = None
 
     @property
     def spec_node_id(self) -> str:

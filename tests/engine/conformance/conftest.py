@@ -23,6 +23,8 @@ from django.test.utils import CaptureQueriesContext
 FAST_MARKERS = {"postgresql": "WITH locked_run AS", "sqlite": "UPDATE runs_run SET state"}
 # Text only the parallel fast path's run lock contains (fastpath.parallel_commit), on both.
 PARALLEL_MARKER = "AND budget_usd IS NULL AND budget_tokens IS NULL"
+# Text only a branch's one-statement commit from its snapshot contains (PostgreSQL).
+BRANCH_MARKER = "%(expect_active)s"
 
 
 @dataclass(frozen=True)
@@ -42,11 +44,12 @@ class StorePath:
 
     def assert_took_parallel(self, queries: CaptureQueriesContext) -> None:
         """A fan-out or branch commit went through this backend's parallel fast path (its
-        run lock and its fixed writes), or, on the portable path, through neither: a
-        parallel commit that silently fell back to the portable one fails here. The ORM
-        commit's run lock is ``SELECT ... FOR NO KEY UPDATE`` on quoted identifiers."""
+        run lock and its fixed writes, or a branch's one statement from its snapshot), or,
+        on the portable path, through neither: a parallel commit that silently fell back to
+        the portable one fails here. The ORM commit's run lock is ``SELECT ... FOR NO KEY
+        UPDATE`` on quoted identifiers."""
         sqls = [q["sql"] for q in queries.captured_queries]
-        locked = any(PARALLEL_MARKER in q for q in sqls)
+        locked = any(PARALLEL_MARKER in q or BRANCH_MARKER in q for q in sqls)
         portable_lock = any('FROM "runs_run"' in q and "FOR NO KEY UPDATE" in q for q in sqls)
         if self.fast:
             assert locked and self.took(queries) == "fast" and not portable_lock, [q[:80] for q in sqls]

@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from runs.engine import api as engine
 from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.nodes.base import NodeResult
-from tests.engine.conformance.test_store import W2, W, kinds, last_event_id, started, step
+from tests.engine.conformance.test_store import W2, W, kinds, last_event_id, started, step, version
 from tests.support.specs import edge, graph, node, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -164,3 +164,104 @@ def test_a_fan_outs_doorbells_are_enqueued_in_one_transaction():
         xmins = [row[0] for row in cursor.fetchall()]
     assert len(xmins) == 4 and len(set(xmins[:3])) == 1 and xmins[3] != xmins[0]
     get_broker().purge_queue()
+
+
+# --------------------------------------------------------------------------- one statement a branch (PostgreSQL)
+# A branch leased by a parallel commit carries the run as that commit left it
+# (ClaimedStep.branch_snapshot); its commit is then ONE fenced statement in autocommit,
+# checked against the run's version and active steps, and takes the locked path when
+# either moved. These tests pin the statement counts and the two fallbacks.
+
+pg_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="the one-statement branch commit is PostgreSQL's")
+
+
+def _count(queries, marker):
+    return sum(marker in q["sql"] for q in queries.captured_queries)
+
+
+@pg_only
+def test_an_in_process_fan_out_commits_each_branch_in_one_statement():
+    from tests.engine.conformance.conftest import BRANCH_MARKER, PARALLEL_MARKER
+
+    run, _ = started(fanout(4))
+    with engine.local_mode() as queue, CaptureQueriesContext(connection) as queries:
+        queue.append(step(run, "start").pk)
+        assert engine.drive_local(run.pk, queue=queue, timeout=30) == RunStatus.SUCCEEDED
+    # The start fans out from its claim's snapshot (the run's only active step), every
+    # branch from the snapshot its predecessor's commit left: one statement each, no
+    # run lock, no read, no BEGIN/COMMIT.
+    assert _count(queries, PARALLEL_MARKER) == 0
+    assert _count(queries, BRANCH_MARKER) == 5
+    assert Run.objects.get(pk=run.pk).state["hits"] == 4
+    seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+@pg_only
+def test_a_branch_whose_run_moved_since_its_snapshot_takes_the_locked_path():
+    from tests.engine.conformance.conftest import BRANCH_MARKER, PARALLEL_MARKER
+
+    run, start_id = started(fanout(3))
+    with engine.local_mode():
+        b1 = engine.step_commit(engine.step_claim(start_id, W), NodeResult()).next_step
+    assert b1 is not None and b1.branch_snapshot is not None
+    # Another worker claims and commits b2 first: the run's version moves.
+    b2 = engine.step_claim(step(run, "b2").pk, W2)
+    with engine.local_mode():
+        assert engine.step_commit(b2, engine.execute_node(b2), keep_next=False).committed
+    with CaptureQueriesContext(connection) as queries, engine.local_mode():
+        outcome = engine.step_commit(b1, engine.execute_node(b1))
+    assert outcome.committed
+    assert _count(queries, BRANCH_MARKER) == 1 and _count(queries, PARALLEL_MARKER) == 1  # tried, then locked
+    b3 = outcome.next_step
+    assert b3 is not None and b3.node_id == "b3" and b3.state["hits"] == 2  # both branches merged
+    # The chain met another worker's commit: its next commit does not try the snapshot.
+    assert b3.branch_snapshot is not None and b3.branch_snapshot.contended
+    with CaptureQueriesContext(connection) as queries:
+        join = engine.step_commit(b3, engine.execute_node(b3)).next_step
+    assert _count(queries, BRANCH_MARKER) == 0 and _count(queries, PARALLEL_MARKER) == 1
+    assert join is not None and join.node_id == "join"
+    assert Run.objects.get(pk=run.pk).state["hits"] == 3
+
+
+@pg_only
+def test_a_branch_snapshot_is_checked_against_the_active_steps_not_only_the_version():
+    """A sibling handed to the queue by a writer that does not move the run version
+    (here by hand) changes what the parallelism bound decides: the branch statement
+    writes nothing and the locked path, reading the rows, does not release it twice."""
+    from django.utils import timezone
+
+    from tests.engine.conformance.conftest import BRANCH_MARKER, PARALLEL_MARKER
+
+    run, start_id = started(fanout(3, settings={"max_parallelism": 2}))
+    with engine.local_mode():
+        b1 = engine.step_commit(engine.step_claim(start_id, W), NodeResult()).next_step
+    b3 = step(run, "b3")
+    assert b3.dispatched_at is None  # held by the bound
+    before = version(run)
+    now = timezone.now()
+    Step.objects.filter(pk=b3.pk).update(dispatched_at=now, due_at=now)
+    assert version(run) == before
+    with CaptureQueriesContext(connection) as queries, engine.local_mode() as queue:
+        outcome = engine.step_commit(b1, engine.execute_node(b1))
+    assert _count(queries, BRANCH_MARKER) == 1 and _count(queries, PARALLEL_MARKER) == 1
+    assert outcome.committed and list(queue) == [] and outcome.dispatch == []
+    assert outcome.next_step is not None and outcome.next_step.node_id == "b2"
+
+
+@pg_only
+def test_a_sibling_claimed_by_another_worker_does_not_spoil_the_snapshot():
+    """A claim moves a dispatched sibling from pending to running without moving the run
+    version: both count against the bound alike, so the branch still commits in one
+    statement, and takes no sibling another worker holds."""
+    from tests.engine.conformance.conftest import BRANCH_MARKER, PARALLEL_MARKER
+
+    run, start_id = started(fanout(3))
+    with engine.local_mode():
+        b1 = engine.step_commit(engine.step_claim(start_id, W), NodeResult()).next_step
+    assert engine.step_claim(step(run, "b2").pk, W2) is not None
+    with CaptureQueriesContext(connection) as queries, engine.local_mode():
+        outcome = engine.step_commit(b1, engine.execute_node(b1))
+    assert _count(queries, BRANCH_MARKER) == 1 and _count(queries, PARALLEL_MARKER) == 0
+    assert outcome.next_step is not None and outcome.next_step.node_id == "b3"
+    assert step(run, "b2").lease_owner == W2
