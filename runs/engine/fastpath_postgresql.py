@@ -28,12 +28,21 @@ from django.db import connection
 # takes besides the usage totals, size map, bookkeeping and version; ``{n_events}``: how
 # many events the statement numbers; ``{pre}``: CTEs that run between the fence and the
 # run update (parallel_commit's claim of a sibling, counted into ``{n_events}``).
+# Rows are found by their keys, never through a join the planner may turn into a scan:
+# the statement is prepared, and after five executions PostgreSQL keeps one generic plan
+# for the connection's lifetime, chosen from the statistics of that moment (a table just
+# emptied, or not yet analysed, looks tiny). ``status || ''`` keeps the step's lock on
+# the primary key: in a generic plan ``status = $n`` costs the same as ``id = $n``, and
+# the planner took the (status, due_at) index, a walk over every running step's entry,
+# live or dead (step updates are not HOT). The attempt is found by (step_id, number),
+# its unique index, not by a semi-join with ``step_upd``, which stale statistics made a
+# sequential scan of runs_stepattempt on every commit.
 _FENCE = """
 WITH locked_run AS (
     SELECT id FROM runs_run WHERE id = %(run)s AND version = %(version)s FOR NO KEY UPDATE
 ), locked_step AS (
     SELECT id FROM runs_step
-    WHERE id = %(step)s AND status = %(st_running)s AND attempt = %(attempt)s AND lease_owner = %(owner)s
+    WHERE id = %(step)s AND status || '' = %(st_running)s AND attempt = %(attempt)s AND lease_owner = %(owner)s
       AND EXISTS (SELECT 1 FROM locked_run)
     FOR NO KEY UPDATE
 ){pre}, run_upd AS (
@@ -60,7 +69,7 @@ WITH locked_run AS (
 ), att_upd AS (
     UPDATE runs_stepattempt SET status = %(att_succeeded)s, usage = %(usage)s::jsonb, cost_usd = %(step_cost)s,
         price_version = %(price_version)s, finished_at = %(now)s
-    WHERE step_id IN (SELECT id FROM step_upd) AND number = %(attempt)s
+    WHERE step_id = %(step)s AND number = %(attempt)s AND EXISTS (SELECT 1 FROM step_upd)
 )"""
 
 

@@ -157,3 +157,55 @@ def test_a_run_chain_that_exists_already_is_never_forked_by_creation():
     with pytest.raises(IntegrityError), transaction.atomic():
         audit_new("system", "run.start", Run.objects.get(pk=run.pk), actor_type="system")
     assert AuditChain.objects.get(scope=f"run:{run.pk}").hash == before.hash
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="generic plans of prepared statements are PostgreSQL's")
+@pytest.mark.parametrize("which", ["COMMIT_SQL", "FINISH_SQL"])
+def test_fast_path_generic_plan_finds_rows_by_their_keys(which, monkeypatch):
+    # After five executions a connection keeps one generic plan of the prepared commit for
+    # its lifetime. Its fence must reach the step and its attempt through their keys: the
+    # planner once locked the step through the (status, due_at) index (every running
+    # step's entry, live or dead) and updated the attempt by a sequential scan.
+    import re
+
+    from psycopg._queries import PostgresQuery  # noqa: PLC2701 (psycopg's own placeholder conversion)
+    from psycopg.adapt import Transformer
+
+    from runs.engine import fastpath_postgresql
+
+    captured: list[dict] = []
+    name = "commit" if which == "COMMIT_SQL" else "finish"
+    real = getattr(fastpath_postgresql, name)
+
+    def spy(params):
+        captured.append(dict(params))
+        return real(params)
+
+    monkeypatch.setattr(fastpath_postgresql, name, spy)
+    version = publish(linear(2))
+    with engine.local_mode() as queue:
+        run = run_start(version=version, run_input={})
+        engine.drive_local(run.pk, queue=queue, timeout=60)
+    assert captured
+    sql = getattr(fastpath_postgresql, which)
+    query = PostgresQuery(Transformer())
+    # Text-format placeholders: the EXECUTE below passes every value as a literal.
+    query.convert(re.sub(r"%\((\w+)\)s", r"%(\1)t", sql), captured[-1])
+
+    def literal(value) -> str:
+        if value is None:
+            return "NULL"
+        return "'" + bytes(value).decode().replace("'", "''") + "'"
+
+    connection.ensure_connection()
+    raw = connection.connection
+    with raw.transaction(), raw.cursor() as cursor:
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(b"PREPARE fence_plan AS " + query.query)
+        cursor.execute("EXPLAIN (COSTS OFF) EXECUTE fence_plan(" + ", ".join(literal(v) for v in query.params) + ")")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("DEALLOCATE fence_plan")
+    assert "Seq Scan" not in plan, plan
+    assert "step_status" not in plan, plan
+    assert "Index Scan using runs_step_pkey on runs_step" in plan, plan
+    assert re.search(r"Index Scan using \w+ on runs_stepattempt\n", plan), plan
