@@ -5,25 +5,36 @@ duplicate queue delivery finds nothing to claim and does nothing.
 """
 from __future__ import annotations
 
+import json
 import logging
 import time
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from builder.spec import NodeSpec
-from runs.engine.events import CounterBusy
+from runs.engine.events import CounterBusy, publish, push_enabled, wire
 from runs.engine.events import append as append_events
 from runs.engine.events import create as create_event
 from runs.engine.graphs import spawns_children, step_node
 from runs.engine.types import ClaimedStep
 from runs.engine.writes import bump_run, event, finish_run, lease_delta, lost_attempts
-from runs.models import TERMINAL_RUN_STATUSES, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
+from runs.models import (
+    TERMINAL_RUN_STATUSES,
+    AttemptStatus,
+    Run,
+    RunEvent,
+    RunEventKind,
+    RunStatus,
+    Step,
+    StepAttempt,
+    StepStatus,
+)
 from runs.nodes import get_kind
 from runs.nodes.base import ChildCall
 
@@ -109,10 +120,87 @@ def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
     while True:
         now = timezone.now()
         try:
+            fast = _fast_claim(step_id, worker, now)
+            if fast is not None:
+                return fast
             with transaction.atomic():
                 return _claim(step_id, worker, now)
         except CounterBusy:
             time.sleep(0.002)  # another writer is numbering this run's events: a moment
+
+
+def _fast_claim(step_id: int, worker: str, now: datetime) -> ClaimedStep | None:
+    """The common first claim as one statement on PostgreSQL (fastpath_postgresql.CLAIM_SQL,
+    in autocommit): what :func:`_claim` writes for a pending top-level step on its first
+    attempt in a queued or running run without a budget, and the snapshot its commit
+    takes the fast path from. None (nothing written) for everything else, on SQLite, with
+    the fast path off (settings.BALLAST_FAST_COMMIT) or inside a transaction: the
+    portable claim decides. Raises CounterBusy (nothing written) as :func:`_claim` does."""
+    if connection.vendor != "postgresql" or not getattr(settings, "BALLAST_FAST_COMMIT", True) or connection.in_atomic_block:
+        return None
+    from runs.engine import fastpath_postgresql  # psycopg on first use (fastpath.fast_commit says why)
+
+    step_cols, run_cols = _columns(Step), _columns(Run)
+    params = {
+        "step": step_id,
+        "owner": worker,
+        "now": now,
+        "lease_until": now + lease_delta(),
+        "st_running": StepStatus.RUNNING.value,
+        "st_pending": StepStatus.PENDING.value,
+        "run_claimable": [RunStatus.QUEUED.value, RunStatus.RUNNING.value],
+        "run_running": RunStatus.RUNNING.value,
+        "run_queued": RunStatus.QUEUED.value,
+        "att_running": AttemptStatus.RUNNING.value,
+        "ev_run_started": RunEventKind.RUN_STARTED.value,
+        "ev_started": RunEventKind.STEP_STARTED.value,
+    }
+    try:
+        row = fastpath_postgresql.claim(params, step_cols, run_cols)
+    except OperationalError as error:
+        if getattr(error.__cause__, "sqlstate", None) == "55P03":  # lock_not_available: the counter's NOWAIT
+            raise CounterBusy(step_id) from error
+        raise
+    if row is None:
+        return None
+    n = len(step_cols)
+    step = _from_row(Step, step_cols, row[:n])
+    started, last_seq, event_ids, state_json = row[n : n + 4]
+    run = _from_row(Run, run_cols, row[n + 4 :])
+    run.state = json.loads(state_json) if state_json else {}
+    step.run = run
+    kinds = [RunEventKind.RUN_STARTED] if started else []
+    rows = [event(run.pk, k) for k in kinds]
+    rows.append(event(run.pk, RunEventKind.STEP_STARTED, step.pk, node_id=step.node_id, iteration=step.iteration, attempt=1))
+    if push_enabled():
+        for i, (e, pk) in enumerate(zip(rows, event_ids, strict=True)):
+            e.pk, e.seq, e.created_at = int(pk), int(last_seq) - len(rows) + 1 + i, now
+        publish([wire(e) for e in rows])
+    details = claim_details(step, run, worker)
+    if started and run.step_count == 1:
+        # As _claim: the run's first claim with one step created, so the step's commit may
+        # take the fast path from this snapshot (the run as this claim left it).
+        run.version += 1
+        run.status = RunStatus.RUNNING
+        run.started_at = now
+        details.snapshot = run
+    return details
+
+
+def _columns(model: type[Step] | type[Run]) -> list[str]:
+    """The model's concrete columns, in field order (what :func:`_from_row` reads back)."""
+    return [str(f.column) for f in model._meta.concrete_fields]
+
+
+def _from_row(model: Any, columns: list[str], values: Any) -> Any:
+    """A model instance from a raw row of ``columns``, converted as the ORM converts
+    (JSON text decoded: Django reads jsonb as text)."""
+    fields = model._meta.concrete_fields
+    converted = [
+        f.from_db_value(v, None, connection) if v is not None and hasattr(f, "from_db_value") else v
+        for f, v in zip(fields, values, strict=True)
+    ]
+    return model.from_db(connection.alias, [f.attname for f in fields], converted)
 
 
 def due_steps(now: datetime) -> QuerySet[Step]:

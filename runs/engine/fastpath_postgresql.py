@@ -10,6 +10,7 @@ and event kinds are parameters taken from the model enums (see fastpath.params).
 """
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -113,6 +114,60 @@ FINISH_SQL = fenced_sql(
     RETURNING id, seq
 )
 SELECT (SELECT id FROM step_upd), (SELECT last FROM seq_upd), (SELECT array_agg(id ORDER BY seq) FROM events)
+"""
+
+# A step's first claim (claims.step_claim), the common case only, in one statement: a
+# pending top-level step of a queued or running run without a budget, on its first
+# attempt, leased to us; the run started if it was queued; the attempt; the events
+# (run_started when the run starts, step_started) numbered from the counter. Anything
+# else matches no row and the portable claim decides (a lost-attempt count, a run that
+# ended, a budget, a child step, a duplicate delivery). The locks are taken in the
+# portable claim's order: the step (compare-and-set), then the run row only when it
+# starts (``run_upd`` references nothing but ``claimed``), then the event counter with
+# NOWAIT (``counter`` references ``run_upd``; waiting for it while holding the step
+# could deadlock with a writer that holds it and then updates the step, so the error
+# 55P03 rolls the statement back and the claim tries again: claims.step_claim). The
+# final SELECT reads the run row as it was before this statement (the caller applies
+# the start) and the latest version of every state key. ``{step_cols}``/``{run_cols}``:
+# the models' columns, filled in by :func:`claim`.
+CLAIM_SQL = """
+WITH claimed AS (
+    UPDATE runs_step SET status = %(st_running)s, attempt = 1, lease_owner = %(owner)s, lease_expires_at = %(lease_until)s,
+        started_at = %(now)s
+    WHERE id = %(step)s AND status || '' = %(st_pending)s AND attempt = 0 AND parent_id IS NULL
+      AND (available_at IS NULL OR available_at <= %(now)s)
+      AND EXISTS (SELECT 1 FROM runs_run AS r WHERE r.id = runs_step.run_id AND r.status = ANY(%(run_claimable)s)
+                  AND r.budget_usd IS NULL AND r.budget_tokens IS NULL)
+    RETURNING {step_cols}
+), run_upd AS (
+    UPDATE runs_run SET status = %(run_running)s, started_at = %(now)s, version = version + 1
+    WHERE id = (SELECT run_id FROM claimed) AND status = %(run_queued)s
+    RETURNING id
+), counter AS (
+    SELECT last FROM runs_runeventcounter
+    WHERE run_id = (SELECT run_id FROM claimed) AND (SELECT count(*) FROM run_upd) >= 0
+    FOR UPDATE NOWAIT
+), seq_upd AS (
+    INSERT INTO runs_runeventcounter (run_id, last)
+    SELECT run_id, 1 + (SELECT count(*) FROM run_upd) FROM claimed WHERE (SELECT count(*) FROM counter) >= 0
+    ON CONFLICT (run_id) DO UPDATE SET last = runs_runeventcounter.last + excluded.last
+    RETURNING last
+), att AS (
+    INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version)
+    SELECT id, 1, %(owner)s, %(att_running)s, %(now)s, '' FROM claimed
+), events AS (
+    INSERT INTO runs_runevent (run_id, seq, step_id, kind, data, created_at)
+    SELECT id, (SELECT last - 1 FROM seq_upd), NULL, %(ev_run_started)s, '{{}}'::jsonb, %(now)s FROM run_upd
+    UNION ALL SELECT run_id, (SELECT last FROM seq_upd), id, %(ev_started)s,
+        jsonb_build_object('node_id', node_id, 'iteration', iteration, 'attempt', 1), %(now)s FROM claimed
+    RETURNING id, seq
+)
+SELECT {claimed_cols}, (SELECT count(*) FROM run_upd), (SELECT last FROM seq_upd),
+    (SELECT array_agg(id ORDER BY seq) FROM events),
+    (SELECT json_object_agg(k.key, k.value) FROM (SELECT DISTINCT ON (key) key, value FROM runs_runstatekey
+        WHERE run_id = c.run_id ORDER BY key, seq DESC) AS k)::text,
+    {run_cols}
+FROM claimed AS c JOIN runs_run AS r ON r.id = c.run_id
 """
 
 # parallel_commit, statement 1: lock the run row and read what the decision needs from it.
@@ -244,6 +299,26 @@ def commit(params: dict[str, Any]) -> tuple[int, int, list[int]] | None:
     if row is None:
         return None
     return int(row[0]), int(row[1]), [int(i) for i in row[2]]
+
+
+def claim(params: dict[str, Any], step_cols: list[str], run_cols: list[str]) -> tuple[Any, ...] | None:
+    """Run CLAIM_SQL (prepared, in autocommit): the claimed step's columns ``step_cols``,
+    then whether the run started (1 or 0), the last event seq, the event ids in seq
+    order, the state as JSON text, then the run's columns ``run_cols`` as they were before
+    the claim; or None when no step was claimed (the portable claim decides). Raises
+    Django's OperationalError (SQLSTATE 55P03) when another transaction holds the run's
+    event counter: nothing was written."""
+    sql = _claim_sql(tuple(step_cols), tuple(run_cols))
+    return _execute(sql, params)
+
+
+@functools.cache
+def _claim_sql(step_cols: tuple[str, ...], run_cols: tuple[str, ...]) -> str:
+    return CLAIM_SQL.format(
+        step_cols=", ".join(step_cols),
+        claimed_cols=", ".join(f"c.{c}" for c in step_cols),
+        run_cols=", ".join(f"r.{c}" for c in run_cols),
+    )
 
 
 def lock(params: dict[str, Any]) -> tuple[Any, ...] | None:
