@@ -209,3 +209,17 @@ def test_fast_path_generic_plan_finds_rows_by_their_keys(which, monkeypatch):
     assert "step_status" not in plan, plan
     assert "Index Scan using runs_step_pkey on runs_step" in plan, plan
     assert re.search(r"Index Scan using \w+ on runs_stepattempt\n", plan), plan
+
+
+@pytest.mark.parametrize("table", ["runs_step", "runs_stepattempt", "runs_runevent", "runs_runstatekey"])
+def test_no_index_of_a_hot_table_repeats_the_leading_columns_of_another(table):
+    # Every node commit inserts into these tables (and updates a step, never HOT): an index
+    # whose columns lead another index is one more entry per row for no read it serves.
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, table)
+    indexes = {name: tuple(c["columns"]) for name, c in constraints.items() if (c["index"] or c["unique"]) and not c["primary_key"]}
+    redundant = [
+        (name, other) for name, cols in indexes.items() for other, longer in indexes.items()
+        if other != name and not constraints[name]["unique"] and len(longer) > len(cols) and longer[: len(cols)] == cols
+    ]
+    assert redundant == [], redundant
