@@ -121,7 +121,7 @@ def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
         now = timezone.now()
         try:
             fast = _fast_claim(step_id, worker, now)
-            if fast is not None:
+            if not isinstance(fast, _Portable):
                 return fast
             with transaction.atomic():
                 return _claim(step_id, worker, now)
@@ -129,15 +129,24 @@ def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
             time.sleep(0.002)  # another writer is numbering this run's events: a moment
 
 
-def _fast_claim(step_id: int, worker: str, now: datetime) -> ClaimedStep | None:
+class _Portable:
+    """:func:`_fast_claim`'s answer when the portable claim must decide."""
+
+
+_PORTABLE = _Portable()
+
+
+def _fast_claim(step_id: int | None, worker: str, now: datetime) -> ClaimedStep | _Portable | None:
     """The common first claim as one statement on PostgreSQL (fastpath_postgresql.CLAIM_SQL,
-    in autocommit): what :func:`_claim` writes for a pending top-level step on its first
-    attempt in a queued or running run without a budget, and the snapshot its commit
-    takes the fast path from. None (nothing written) for everything else, on SQLite, with
-    the fast path off (settings.BALLAST_FAST_COMMIT) or inside a transaction: the
-    portable claim decides. Raises CounterBusy (nothing written) as :func:`_claim` does."""
+    in autocommit) of step ``step_id``, or (None) of the step due the longest: what
+    :func:`_claim` writes for a pending top-level step on its first attempt in a queued
+    or running run without a budget, and the snapshot its commit takes the fast path
+    from. None when no step is due (``step_id`` None). ``_PORTABLE`` (nothing written)
+    for every other step, on SQLite, with the fast path off (settings.BALLAST_FAST_COMMIT)
+    or inside a transaction: the portable claim decides. Raises CounterBusy (nothing
+    written) as :func:`_claim` does."""
     if connection.vendor != "postgresql" or not getattr(settings, "BALLAST_FAST_COMMIT", True) or connection.in_atomic_block:
-        return None
+        return _PORTABLE
     from runs.engine import fastpath_postgresql  # psycopg on first use (fastpath.fast_commit says why)
 
     step_cols, run_cols = _columns(Step), _columns(Run)
@@ -156,17 +165,19 @@ def _fast_claim(step_id: int, worker: str, now: datetime) -> ClaimedStep | None:
         "ev_started": RunEventKind.STEP_STARTED.value,
     }
     try:
-        row = fastpath_postgresql.claim(params, step_cols, run_cols)
+        row = fastpath_postgresql.claim(params, step_cols, run_cols, due=step_id is None)
     except OperationalError as error:
         if getattr(error.__cause__, "sqlstate", None) == "55P03":  # lock_not_available: the counter's NOWAIT
             raise CounterBusy(step_id) from error
         raise
     if row is None:
-        return None
+        return None  # nothing due
     n = len(step_cols)
-    step = _from_row(Step, step_cols, row[:n])
-    started, last_seq, event_ids, state_json = row[n : n + 4]
-    run = _from_row(Run, run_cols, row[n + 4 :])
+    if row[1] is None:
+        return _PORTABLE  # picked, and not a first claim this statement decides
+    step = _from_row(Step, step_cols, row[1 : n + 1])
+    started, last_seq, event_ids, state_json = row[n + 1 : n + 5]
+    run = _from_row(Run, run_cols, row[n + 5 :])
     run.state = json.loads(state_json) if state_json else {}
     step.run = run
     kinds = [RunEventKind.RUN_STARTED] if started else []
@@ -231,6 +242,10 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
     is fired, once, and the pick starts again: a deadline is late by definition, and
     firing it runs no node. It costs the claim one indexed read that finds nothing.
 
+    On PostgreSQL the pick and a first claim are one statement (:func:`_fast_claim`:
+    fastpath_postgresql.CLAIM_SQL with PICK_DUE); a picked step that statement does not
+    claim (a retry, a budget, an ended run) is picked again by the transaction below.
+
     A claim never waits for a committer holding the step's run row (writes.lock_run): its
     events take their seq from the run's counter row (RunEventCounter), not from the run
     row, and it takes that counter with NOWAIT. Waiting for the counter while holding the
@@ -258,6 +273,11 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
                 Step.objects.filter(pk=due_waiting, status=StepStatus.WAITING).update(due_at=now + timedelta(seconds=DEADLINE_RETRY_SECONDS))
             continue
         try:
+            fast = _fast_claim(None, worker, now)
+            if fast is None:
+                return None  # nothing due
+            if isinstance(fast, ClaimedStep):
+                return fast
             with transaction.atomic():
                 pick = due_steps(now).values_list("id", flat=True)
                 if connection.features.has_select_for_update_skip_locked:

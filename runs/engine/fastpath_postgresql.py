@@ -131,10 +131,12 @@ SELECT (SELECT id FROM step_upd), (SELECT last FROM seq_upd), (SELECT array_agg(
 # the start) and the latest version of every state key. ``{step_cols}``/``{run_cols}``:
 # the models' columns, filled in by :func:`claim`.
 CLAIM_SQL = """
-WITH claimed AS (
+WITH pick AS (
+    {pick}
+), claimed AS (
     UPDATE runs_step SET status = %(st_running)s, attempt = 1, lease_owner = %(owner)s, lease_expires_at = %(lease_until)s,
         started_at = %(now)s
-    WHERE id = %(step)s AND status || '' = %(st_pending)s AND attempt = 0 AND parent_id IS NULL
+    WHERE id = (SELECT id FROM pick) AND status || '' = %(st_pending)s AND attempt = 0 AND parent_id IS NULL
       AND (available_at IS NULL OR available_at <= %(now)s)
       AND EXISTS (SELECT 1 FROM runs_run AS r WHERE r.id = runs_step.run_id AND r.status = ANY(%(run_claimable)s)
                   AND r.budget_usd IS NULL AND r.budget_tokens IS NULL)
@@ -162,13 +164,21 @@ WITH claimed AS (
         jsonb_build_object('node_id', node_id, 'iteration', iteration, 'attempt', 1), %(now)s FROM claimed
     RETURNING id, seq
 )
-SELECT {claimed_cols}, (SELECT count(*) FROM run_upd), (SELECT last FROM seq_upd),
+SELECT (SELECT id FROM pick), {claimed_cols}, (SELECT count(*) FROM run_upd), (SELECT last FROM seq_upd),
     (SELECT array_agg(id ORDER BY seq) FROM events),
     (SELECT json_object_agg(k.key, k.value) FROM (SELECT DISTINCT ON (key) key, value FROM runs_runstatekey
         WHERE run_id = c.run_id ORDER BY key, seq DESC) AS k)::text,
     {run_cols}
-FROM claimed AS c JOIN runs_run AS r ON r.id = c.run_id
+FROM (SELECT 1) AS one LEFT JOIN claimed AS c ON true LEFT JOIN runs_run AS r ON r.id = c.run_id
 """
+# ``{pick}`` of CLAIM_SQL: the step named by the queue message (claims.step_claim), or the
+# step due the longest (claims.step_claim_due: the doorbell's pick, SKIP LOCKED so that
+# concurrent claimers take different steps, as claims.due_steps orders them).
+PICK_BY_ID = "SELECT %(step)s::bigint AS id"
+PICK_DUE = """SELECT id FROM runs_step
+    WHERE status = %(st_pending)s AND due_at <= %(now)s AND (available_at IS NULL OR available_at <= %(now)s)
+    ORDER BY due_at, id LIMIT 1
+    FOR NO KEY UPDATE SKIP LOCKED"""
 
 # parallel_commit, statement 1: lock the run row and read what the decision needs from it.
 # A locked row is returned as its latest committed version (PostgreSQL re-reads it after
@@ -301,20 +311,23 @@ def commit(params: dict[str, Any]) -> tuple[int, int, list[int]] | None:
     return int(row[0]), int(row[1]), [int(i) for i in row[2]]
 
 
-def claim(params: dict[str, Any], step_cols: list[str], run_cols: list[str]) -> tuple[Any, ...] | None:
-    """Run CLAIM_SQL (prepared, in autocommit): the claimed step's columns ``step_cols``,
-    then whether the run started (1 or 0), the last event seq, the event ids in seq
-    order, the state as JSON text, then the run's columns ``run_cols`` as they were before
-    the claim; or None when no step was claimed (the portable claim decides). Raises
+def claim(params: dict[str, Any], step_cols: list[str], run_cols: list[str], *, due: bool = False) -> tuple[Any, ...] | None:
+    """Run CLAIM_SQL (prepared, in autocommit) for the step ``params["step"]``, or with
+    ``due`` for the step due the longest: the picked step's id, then the claimed step's
+    columns ``step_cols`` (all NULL when the picked step was not claimed: the portable
+    claim decides), whether the run started (1 or 0), the last event seq, the event ids
+    in seq order, the state as JSON text, then the run's columns ``run_cols`` as they
+    were before the claim; or None when nothing was picked (no step is due). Raises
     Django's OperationalError (SQLSTATE 55P03) when another transaction holds the run's
     event counter: nothing was written."""
-    sql = _claim_sql(tuple(step_cols), tuple(run_cols))
+    sql = _claim_sql(tuple(step_cols), tuple(run_cols), due)
     return _execute(sql, params)
 
 
 @functools.cache
-def _claim_sql(step_cols: tuple[str, ...], run_cols: tuple[str, ...]) -> str:
+def _claim_sql(step_cols: tuple[str, ...], run_cols: tuple[str, ...], due: bool) -> str:
     return CLAIM_SQL.format(
+        pick=PICK_DUE if due else PICK_BY_ID,
         step_cols=", ".join(step_cols),
         claimed_cols=", ".join(f"c.{c}" for c in step_cols),
         run_cols=", ".join(f"r.{c}" for c in run_cols),

@@ -54,7 +54,7 @@ def _rows(run_id: int, step_id: int) -> dict:
 def test_the_first_claim_is_one_statement_and_writes_what_the_portable_claim_writes():
     run_p, start_p, claimed_p, _ = _claim(fast=False)
     run_f, start_f, claimed_f, sql = _claim(fast=True)
-    assert len(sql) == 1 and sql[0].lstrip().startswith("WITH claimed AS"), [s[:60] for s in sql]
+    assert len(sql) == 1 and sql[0].lstrip().startswith("WITH pick AS"), [s[:60] for s in sql]
     assert _rows(run_f.pk, start_f) == _rows(run_p.pk, start_p)
     assert [e for e in RunEvent.objects.filter(run_id=run_f.pk).order_by("id").values_list("seq", flat=True)] == [1, 2, 3]
     a, b = claimed_f, claimed_p
@@ -116,3 +116,32 @@ def test_a_busy_event_counter_writes_nothing_and_the_claim_waits_its_turn():
     thread.join(10)
     assert result and result[0] is not None and result[0].attempt == 1
     assert list(RunEvent.objects.filter(run_id=run.pk).order_by("seq").values_list("seq", flat=True)) == [1, 2, 3]
+
+
+def test_a_doorbell_picks_and_claims_the_oldest_due_step_in_one_statement():
+    from runs.engine import claims
+
+    first, first_start = started(_spec())
+    second, second_start = started(_spec())
+    with CaptureQueriesContext(connection) as queries:
+        claimed = claims.step_claim_due(W)
+    picks = [q["sql"] for q in queries.captured_queries if "WITH pick AS" in q["sql"]]
+    assert claimed is not None and claimed.step_id == first_start and claimed.snapshot is not None
+    assert len(picks) == 1 and "SKIP LOCKED" in picks[0]
+    # Not due any more: the next doorbell takes the second run's start, the one after finds nothing.
+    assert claims.step_claim_due("host:2:2").step_id == second_start
+    with CaptureQueriesContext(connection) as queries:
+        assert claims.step_claim_due(W) is None
+    assert len([q for q in queries.captured_queries if "WITH pick AS" in q["sql"]]) == 1
+    assert not any("FOR NO KEY UPDATE SKIP LOCKED" in q["sql"] and '"runs_step"' in q["sql"] for q in queries.captured_queries)
+
+
+def test_a_due_step_the_one_statement_cannot_claim_is_claimed_by_the_portable_pick():
+    from runs.engine import claims
+
+    run, start_id = started(_spec())
+    Run.objects.filter(pk=run.pk).update(budget_usd=5)
+    claimed = claims.step_claim_due(W)
+    assert claimed is not None and claimed.step_id == start_id and claimed.budget_remaining_usd == 5
+    assert StepAttempt.objects.filter(step_id=start_id).count() == 1
+    assert claims.step_claim_due(W) is None
