@@ -267,6 +267,45 @@ SELECT (SELECT id FROM step_upd), (SELECT last FROM seq_upd),
 """
 
 
+def next_id(model: Any) -> int:
+    """A new primary key from ``model``'s identity sequence (taken, never rolled back: an
+    unused one leaves a gap, as a rolled-back insert does)."""
+    table = model._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, %s))", [connection.ops.quote_name(table), model._meta.pk.column])
+        return int(cursor.fetchone()[0])
+
+
+def insert_rows(inserts: list[tuple[Any, list[Any], bool]]) -> list[int | None]:
+    """Insert ``(model, unsaved objects, return the first object's id)`` groups as ONE
+    statement (a data-modifying CTE per group, each INSERT compiled by Django as
+    ``bulk_create`` would: field defaults, ``pre_save``, adapters): one round trip where
+    the ORM takes one per group, and no transaction block of its own (autocommit: the
+    statement is atomic). Returns per group the first new row's id, or None when not
+    asked. Foreign keys among the groups must be set by the caller (known ids); they are
+    checked at the end of the statement (deferred constraints)."""
+    from django.db.models import AutoField
+    from django.db.models.sql import InsertQuery
+
+    parts: list[str] = []
+    params: list[Any] = []
+    for i, (model, objs, returning) in enumerate(inserts):
+        fields = [f for f in model._meta.concrete_fields if not (isinstance(f, AutoField) and objs[0].pk is None)]
+        query = InsertQuery(model)
+        query.insert_values(fields, objs, raw=False)
+        compiler = query.get_compiler(connection=connection)
+        compiler.returning_fields = [model._meta.pk] if returning else None
+        [(sql, args)] = compiler.as_sql()
+        parts.append(f"i{i} AS ({sql})")
+        params.extend(args)
+    picks = ", ".join(f"(SELECT min({connection.ops.quote_name(m._meta.pk.column)}) FROM i{i})" if r else "NULL"
+                      for i, (m, _, r) in enumerate(inserts))
+    with connection.cursor() as cursor:
+        cursor.execute("WITH " + ", ".join(parts) + " SELECT " + picks, params)
+        row = cursor.fetchone()
+    return [None if v is None else int(v) for v in row]
+
+
 class _PreparedCursor(psycopg.Cursor):
     """A server-side binding cursor whose every execute asks psycopg to prepare.
 
