@@ -116,7 +116,9 @@ def _create_postgresql(
     id makes a second one fail the statement). Only in autocommit (a caller's transaction
     takes the ORM path, whose savepoint keeps that transaction usable after an
     IntegrityError); raises IntegrityError as the ORM path does (a taken
-    ``idempotency_key``), with nothing written."""
+    ``idempotency_key``), with nothing written. Like ``bulk_create`` it sends no
+    pre_save/post_save signals: no receiver listens to these models (approvals listens
+    to ApprovalRequest only)."""
     from runs.engine import fastpath_postgresql  # psycopg on first use (fastpath.fast_commit says why)
 
     run.pk = fastpath_postgresql.next_id(Run)
