@@ -162,7 +162,7 @@ def case_queries(rep: Reporter, db: str, n: int | None, runs: int) -> dict[str, 
                  fast_commits_per_run=len(prepared_runs) / runs,
                  note="fast-path commits executed as a server-side prepared statement (pg_prepared_statements of the "
                       "session after each commit); prepares_per_run: how often it was parsed and planned per run "
-                      "(once per connection; drive_local closes the connection between runs)")
+                      "(once per connection; drive_local keeps the connection across runs since issue 11 item 5, so about 1/runs)")
     if connection.vendor == "postgresql" and len(typical) == 1:
         _planning(rep, n, runs, typical[0], sample_params[typical[0]])
 

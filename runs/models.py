@@ -230,7 +230,10 @@ class Step(models.Model):
     per key; runs.engine.state replays its writes instead).
     """
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    # No index of its own: step_unique_iteration and step_run_status lead with run_id (a
+    # duplicate index is one more entry per step insert and per step update, which are
+    # never HOT: status is indexed).
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps", db_index=False)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
     child_key = models.CharField(max_length=200, blank=True, default="")
     node_id = models.CharField(max_length=300)
@@ -290,7 +293,8 @@ class RunStateKey(models.Model):
     recomputes the value whatever order parallel branches commit in); None otherwise.
     """
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="state_keys")
+    # No index of its own: runstatekey_unique_version and runstatekey_run_seq lead with run_id.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="state_keys", db_index=False)
     key = models.TextField()
     seq = models.PositiveBigIntegerField()
     value = models.JSONField(null=True, blank=True)
@@ -350,7 +354,8 @@ class StepAttempt(models.Model):
     attempt that never reached its commit is closed as ``lost`` by recovery.
     """
 
-    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempts")
+    # No index of its own: stepattempt_unique_number leads with step_id.
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempts", db_index=False)
     number = models.PositiveIntegerField()
     worker = models.CharField(max_length=200, blank=True, default="")
     status = models.CharField(max_length=16, choices=AttemptStatus.choices, default=AttemptStatus.RUNNING)
@@ -374,7 +379,9 @@ class RunEvent(models.Model):
     Write events only through runs.engine.events.
     """
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    # No index of its own: runevent_run_cursor and runevent_run_seq lead with run_id (three
+    # events per node commit: one index entry each saved).
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.PositiveBigIntegerField()
     step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
     kind = models.CharField(max_length=48, choices=RunEventKind.choices)  # payloads: RunEventKind

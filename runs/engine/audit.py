@@ -196,6 +196,15 @@ def audit_new(actor: str, action: str, obj: Any, *, actor_type: str = "user", **
     head's scope and each (scope, seq) are unique, so if the chain did exist after all
     the INSERT raises IntegrityError and the caller's transaction rolls back; it never
     writes a second chain. Returns the entry."""
+    entry, head = audit_new_rows(actor, action, obj, actor_type=actor_type, **data)
+    entry.save(force_insert=True)
+    AuditChain.objects.bulk_create([head])
+    return entry
+
+
+def audit_new_rows(actor: str, action: str, obj: Any, *, actor_type: str = "user", **data: Any) -> tuple[AuditEntry, AuditChain]:
+    """The two unsaved rows :func:`audit_new` inserts (the entry, hashed, and the chain's
+    head), for a caller that writes them in its own statement (``obj.pk`` must be set)."""
     principal = _principal.get()
     if principal is not None and actor_type == "user":
         actor_type, extra = principal
@@ -215,9 +224,7 @@ def audit_new(actor: str, action: str, obj: Any, *, actor_type: str = "user", **
         prev_hash=GENESIS,
     )
     entry.hash = hash_of(entry)
-    entry.save(force_insert=True)
-    AuditChain.objects.bulk_create([AuditChain(scope=scope, seq=1, hash=entry.hash)])
-    return entry
+    return entry, AuditChain(scope=scope, seq=1, hash=entry.hash)
 
 
 @dataclass(frozen=True)

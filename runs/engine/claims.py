@@ -5,25 +5,36 @@ duplicate queue delivery finds nothing to claim and does nothing.
 """
 from __future__ import annotations
 
+import json
 import logging
 import time
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from builder.spec import NodeSpec
-from runs.engine.events import CounterBusy
+from runs.engine.events import CounterBusy, publish, push_enabled, wire
 from runs.engine.events import append as append_events
 from runs.engine.events import create as create_event
 from runs.engine.graphs import spawns_children, step_node
 from runs.engine.types import ClaimedStep
 from runs.engine.writes import bump_run, event, finish_run, lease_delta, lost_attempts
-from runs.models import TERMINAL_RUN_STATUSES, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
+from runs.models import (
+    TERMINAL_RUN_STATUSES,
+    AttemptStatus,
+    Run,
+    RunEvent,
+    RunEventKind,
+    RunStatus,
+    Step,
+    StepAttempt,
+    StepStatus,
+)
 from runs.nodes import get_kind
 from runs.nodes.base import ChildCall
 
@@ -109,10 +120,98 @@ def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
     while True:
         now = timezone.now()
         try:
+            fast = _fast_claim(step_id, worker, now)
+            if not isinstance(fast, _Portable):
+                return fast
             with transaction.atomic():
                 return _claim(step_id, worker, now)
         except CounterBusy:
             time.sleep(0.002)  # another writer is numbering this run's events: a moment
+
+
+class _Portable:
+    """:func:`_fast_claim`'s answer when the portable claim must decide."""
+
+
+_PORTABLE = _Portable()
+
+
+def _fast_claim(step_id: int | None, worker: str, now: datetime) -> ClaimedStep | _Portable | None:
+    """The common first claim as one statement on PostgreSQL (fastpath_postgresql.CLAIM_SQL,
+    in autocommit) of step ``step_id``, or (None) of the step due the longest: what
+    :func:`_claim` writes for a pending top-level step on its first attempt in a queued
+    or running run without a budget, and the snapshot its commit takes the fast path
+    from. None when no step is due (``step_id`` None). ``_PORTABLE`` (nothing written)
+    for every other step, on SQLite, with the fast path off (settings.BALLAST_FAST_COMMIT)
+    or inside a transaction: the portable claim decides. Raises CounterBusy (nothing
+    written) as :func:`_claim` does."""
+    if connection.vendor != "postgresql" or not getattr(settings, "BALLAST_FAST_COMMIT", True) or connection.in_atomic_block:
+        return _PORTABLE
+    from runs.engine import fastpath_postgresql  # psycopg on first use (fastpath.fast_commit says why)
+
+    step_cols, run_cols = _columns(Step), _columns(Run)
+    params = {
+        "step": step_id,
+        "owner": worker,
+        "now": now,
+        "lease_until": now + lease_delta(),
+        "st_running": StepStatus.RUNNING.value,
+        "st_pending": StepStatus.PENDING.value,
+        "run_claimable": [RunStatus.QUEUED.value, RunStatus.RUNNING.value],
+        "run_running": RunStatus.RUNNING.value,
+        "run_queued": RunStatus.QUEUED.value,
+        "att_running": AttemptStatus.RUNNING.value,
+        "ev_run_started": RunEventKind.RUN_STARTED.value,
+        "ev_started": RunEventKind.STEP_STARTED.value,
+    }
+    try:
+        row = fastpath_postgresql.claim(params, step_cols, run_cols, due=step_id is None)
+    except OperationalError as error:
+        if getattr(error.__cause__, "sqlstate", None) == "55P03":  # lock_not_available: the counter's NOWAIT
+            raise CounterBusy(step_id) from error
+        raise
+    if row is None:
+        return None  # nothing due
+    n = len(step_cols)
+    if row[1] is None:
+        return _PORTABLE  # picked, and not a first claim this statement decides
+    step = _from_row(Step, step_cols, row[1 : n + 1])
+    started, last_seq, event_ids, state_json = row[n + 1 : n + 5]
+    run = _from_row(Run, run_cols, row[n + 5 :])
+    run.state = json.loads(state_json) if state_json else {}
+    step.run = run
+    kinds = [RunEventKind.RUN_STARTED] if started else []
+    rows = [event(run.pk, k) for k in kinds]
+    rows.append(event(run.pk, RunEventKind.STEP_STARTED, step.pk, node_id=step.node_id, iteration=step.iteration, attempt=1))
+    if push_enabled():
+        for i, (e, pk) in enumerate(zip(rows, event_ids, strict=True)):
+            e.pk, e.seq, e.created_at = int(pk), int(last_seq) - len(rows) + 1 + i, now
+        publish([wire(e) for e in rows])
+    details = claim_details(step, run, worker)
+    if started and run.step_count == 1:
+        # As _claim: the run's first claim with one step created, so the step's commit may
+        # take the fast path from this snapshot (the run as this claim left it).
+        run.version += 1
+        run.status = RunStatus.RUNNING
+        run.started_at = now
+        details.snapshot = run
+    return details
+
+
+def _columns(model: type[Step] | type[Run]) -> list[str]:
+    """The model's concrete columns, in field order (what :func:`_from_row` reads back)."""
+    return [str(f.column) for f in model._meta.concrete_fields]
+
+
+def _from_row(model: Any, columns: list[str], values: Any) -> Any:
+    """A model instance from a raw row of ``columns``, converted as the ORM converts
+    (JSON text decoded: Django reads jsonb as text)."""
+    fields = model._meta.concrete_fields
+    converted = [
+        f.from_db_value(v, None, connection) if v is not None and hasattr(f, "from_db_value") else v
+        for f, v in zip(fields, values, strict=True)
+    ]
+    return model.from_db(connection.alias, [f.attname for f in fields], converted)
 
 
 def due_steps(now: datetime) -> QuerySet[Step]:
@@ -143,6 +242,10 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
     is fired, once, and the pick starts again: a deadline is late by definition, and
     firing it runs no node. It costs the claim one indexed read that finds nothing.
 
+    On PostgreSQL the pick and a first claim are one statement (:func:`_fast_claim`:
+    fastpath_postgresql.CLAIM_SQL with PICK_DUE); a picked step that statement does not
+    claim (a retry, a budget, an ended run) is picked again by the transaction below.
+
     A claim never waits for a committer holding the step's run row (writes.lock_run): its
     events take their seq from the run's counter row (RunEventCounter), not from the run
     row, and it takes that counter with NOWAIT. Waiting for the counter while holding the
@@ -170,6 +273,11 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
                 Step.objects.filter(pk=due_waiting, status=StepStatus.WAITING).update(due_at=now + timedelta(seconds=DEADLINE_RETRY_SECONDS))
             continue
         try:
+            fast = _fast_claim(None, worker, now)
+            if fast is None:
+                return None  # nothing due
+            if isinstance(fast, ClaimedStep):
+                return fast
             with transaction.atomic():
                 pick = due_steps(now).values_list("id", flat=True)
                 if connection.features.has_select_for_update_skip_locked:

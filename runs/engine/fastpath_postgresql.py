@@ -10,6 +10,7 @@ and event kinds are parameters taken from the model enums (see fastpath.params).
 """
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -30,12 +31,21 @@ from django.db import connection
 # run update (parallel_commit's claim of a sibling, counted into ``{n_events}``);
 # ``{run_check}``: more conditions on the run row (a branch commit's check of the run's
 # active steps, BRANCH_SQL).
+# Rows are found by their keys, never through a join the planner may turn into a scan:
+# the statement is prepared, and after five executions PostgreSQL keeps one generic plan
+# for the connection's lifetime, chosen from the statistics of that moment (a table just
+# emptied, or not yet analysed, looks tiny). ``status || ''`` keeps the step's lock on
+# the primary key: in a generic plan ``status = $n`` costs the same as ``id = $n``, and
+# the planner took the (status, due_at) index, a walk over every running step's entry,
+# live or dead (step updates are not HOT). The attempt is found by (step_id, number),
+# its unique index, not by a semi-join with ``step_upd``, which stale statistics made a
+# sequential scan of runs_stepattempt on every commit.
 _FENCE = """
 WITH locked_run AS (
     SELECT id FROM runs_run WHERE id = %(run)s AND version = %(version)s{run_check} FOR NO KEY UPDATE
 ), locked_step AS (
     SELECT id FROM runs_step
-    WHERE id = %(step)s AND status = %(st_running)s AND attempt = %(attempt)s AND lease_owner = %(owner)s
+    WHERE id = %(step)s AND status || '' = %(st_running)s AND attempt = %(attempt)s AND lease_owner = %(owner)s
       AND EXISTS (SELECT 1 FROM locked_run)
     FOR NO KEY UPDATE
 ){pre}, run_upd AS (
@@ -62,7 +72,7 @@ WITH locked_run AS (
 ), att_upd AS (
     UPDATE runs_stepattempt SET status = %(att_succeeded)s, usage = %(usage)s::jsonb, cost_usd = %(step_cost)s,
         price_version = %(price_version)s, finished_at = %(now)s
-    WHERE step_id IN (SELECT id FROM step_upd) AND number = %(attempt)s
+    WHERE step_id = %(step)s AND number = %(attempt)s AND EXISTS (SELECT 1 FROM step_upd)
 )"""
 
 
@@ -107,6 +117,70 @@ FINISH_SQL = fenced_sql(
 )
 SELECT (SELECT id FROM step_upd), (SELECT last FROM seq_upd), (SELECT array_agg(id ORDER BY seq) FROM events)
 """
+
+# A step's first claim (claims.step_claim), the common case only, in one statement: a
+# pending top-level step of a queued or running run without a budget, on its first
+# attempt, leased to us; the run started if it was queued; the attempt; the events
+# (run_started when the run starts, step_started) numbered from the counter. Anything
+# else matches no row and the portable claim decides (a lost-attempt count, a run that
+# ended, a budget, a child step, a duplicate delivery). The locks are taken in the
+# portable claim's order: the step (compare-and-set), then the run row only when it
+# starts (``run_upd`` references nothing but ``claimed``), then the event counter with
+# NOWAIT (``counter`` references ``run_upd``; waiting for it while holding the step
+# could deadlock with a writer that holds it and then updates the step, so the error
+# 55P03 rolls the statement back and the claim tries again: claims.step_claim). The
+# final SELECT reads the run row as it was before this statement (the caller applies
+# the start) and the latest version of every state key. ``{step_cols}``/``{run_cols}``:
+# the models' columns, filled in by :func:`claim`.
+CLAIM_SQL = """
+WITH pick AS (
+    {pick}
+), claimed AS (
+    UPDATE runs_step SET status = %(st_running)s, attempt = 1, lease_owner = %(owner)s, lease_expires_at = %(lease_until)s,
+        started_at = %(now)s
+    WHERE id = (SELECT id FROM pick) AND status || '' = %(st_pending)s AND attempt = 0 AND parent_id IS NULL
+      AND (available_at IS NULL OR available_at <= %(now)s)
+      AND EXISTS (SELECT 1 FROM runs_run AS r WHERE r.id = runs_step.run_id AND r.status = ANY(%(run_claimable)s)
+                  AND r.budget_usd IS NULL AND r.budget_tokens IS NULL)
+    RETURNING {step_cols}
+), run_upd AS (
+    UPDATE runs_run SET status = %(run_running)s, started_at = %(now)s, version = version + 1
+    WHERE id = (SELECT run_id FROM claimed) AND status = %(run_queued)s
+    RETURNING id
+), counter AS (
+    SELECT last FROM runs_runeventcounter
+    WHERE run_id = (SELECT run_id FROM claimed) AND (SELECT count(*) FROM run_upd) >= 0
+    FOR UPDATE NOWAIT
+), seq_upd AS (
+    INSERT INTO runs_runeventcounter (run_id, last)
+    SELECT run_id, 1 + (SELECT count(*) FROM run_upd) FROM claimed WHERE (SELECT count(*) FROM counter) >= 0
+    ON CONFLICT (run_id) DO UPDATE SET last = runs_runeventcounter.last + excluded.last
+    RETURNING last
+), att AS (
+    INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version)
+    SELECT id, 1, %(owner)s, %(att_running)s, %(now)s, '' FROM claimed
+), events AS (
+    INSERT INTO runs_runevent (run_id, seq, step_id, kind, data, created_at)
+    SELECT id, (SELECT last - 1 FROM seq_upd), NULL, %(ev_run_started)s, '{{}}'::jsonb, %(now)s FROM run_upd
+    UNION ALL SELECT run_id, (SELECT last FROM seq_upd), id, %(ev_started)s,
+        jsonb_build_object('node_id', node_id, 'iteration', iteration, 'attempt', 1), %(now)s FROM claimed
+    RETURNING id, seq
+)
+SELECT (SELECT id FROM pick), {claimed_cols}, (SELECT count(*) FROM run_upd), (SELECT last FROM seq_upd),
+    (SELECT array_agg(id ORDER BY seq) FROM events),
+    (SELECT json_object_agg(k.key, k.value) FROM (SELECT DISTINCT ON (key) key, value FROM runs_runstatekey
+        WHERE run_id = c.run_id ORDER BY key, seq DESC) AS k)::text,
+    {run_cols}
+FROM (SELECT 1) AS one LEFT JOIN claimed AS c ON true LEFT JOIN runs_run AS r ON r.id = c.run_id
+"""
+# ``{pick}`` of CLAIM_SQL: the step named by the queue message (claims.step_claim), or the
+# step due the longest (claims.step_claim_due: the doorbell's pick, SKIP LOCKED so that
+# concurrent claimers take different steps, as claims.due_steps orders them).
+PICK_BY_ID = "SELECT %(step)s::bigint AS id"
+PICK_DUE = """SELECT id FROM runs_step
+    WHERE status = %(st_pending)s AND due_at <= %(now)s AND (available_at IS NULL OR available_at <= %(now)s)
+    ORDER BY due_at, id LIMIT 1
+    FOR NO KEY UPDATE SKIP LOCKED"""
 
 # parallel_commit, statement 1: lock the run row and read what the decision needs from it.
 # A locked row is returned as its latest committed version (PostgreSQL re-reads it after
@@ -218,6 +292,45 @@ BRANCH_SQL = _parallel_sql(run_check="""
           = %(expect_active)s::jsonb""")
 
 
+def next_id(model: Any) -> int:
+    """A new primary key from ``model``'s identity sequence (taken, never rolled back: an
+    unused one leaves a gap, as a rolled-back insert does)."""
+    table = model._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, %s))", [connection.ops.quote_name(table), model._meta.pk.column])
+        return int(cursor.fetchone()[0])
+
+
+def insert_rows(inserts: list[tuple[Any, list[Any], bool]]) -> list[int | None]:
+    """Insert ``(model, unsaved objects, return the first object's id)`` groups as ONE
+    statement (a data-modifying CTE per group, each INSERT compiled by Django as
+    ``bulk_create`` would: field defaults, ``pre_save``, adapters): one round trip where
+    the ORM takes one per group, and no transaction block of its own (autocommit: the
+    statement is atomic). Returns per group the first new row's id, or None when not
+    asked. Foreign keys among the groups must be set by the caller (known ids); they are
+    checked at the end of the statement (deferred constraints)."""
+    from django.db.models import AutoField
+    from django.db.models.sql import InsertQuery
+
+    parts: list[str] = []
+    params: list[Any] = []
+    for i, (model, objs, returning) in enumerate(inserts):
+        fields = [f for f in model._meta.concrete_fields if not (isinstance(f, AutoField) and objs[0].pk is None)]
+        query = InsertQuery(model)
+        query.insert_values(fields, objs, raw=False)
+        compiler = query.get_compiler(connection=connection)
+        compiler.returning_fields = [model._meta.pk] if returning else None
+        [(sql, args)] = compiler.as_sql()
+        parts.append(f"i{i} AS ({sql})")
+        params.extend(args)
+    picks = ", ".join(f"(SELECT min({connection.ops.quote_name(m._meta.pk.column)}) FROM i{i})" if r else "NULL"
+                      for i, (m, _, r) in enumerate(inserts))
+    with connection.cursor() as cursor:
+        cursor.execute("WITH " + ", ".join(parts) + " SELECT " + picks, params)
+        row = cursor.fetchone()
+    return [None if v is None else int(v) for v in row]
+
+
 class _PreparedCursor(psycopg.Cursor):
     """A server-side binding cursor whose every execute asks psycopg to prepare.
 
@@ -260,6 +373,29 @@ def commit(params: dict[str, Any]) -> tuple[int, int, list[int]] | None:
     if row is None:
         return None
     return int(row[0]), int(row[1]), [int(i) for i in row[2]]
+
+
+def claim(params: dict[str, Any], step_cols: list[str], run_cols: list[str], *, due: bool = False) -> tuple[Any, ...] | None:
+    """Run CLAIM_SQL (prepared, in autocommit) for the step ``params["step"]``, or with
+    ``due`` for the step due the longest: the picked step's id, then the claimed step's
+    columns ``step_cols`` (all NULL when the picked step was not claimed: the portable
+    claim decides), whether the run started (1 or 0), the last event seq, the event ids
+    in seq order, the state as JSON text, then the run's columns ``run_cols`` as they
+    were before the claim; or None when nothing was picked (no step is due). Raises
+    Django's OperationalError (SQLSTATE 55P03) when another transaction holds the run's
+    event counter: nothing was written."""
+    sql = _claim_sql(tuple(step_cols), tuple(run_cols), due)
+    return _execute(sql, params)
+
+
+@functools.cache
+def _claim_sql(step_cols: tuple[str, ...], run_cols: tuple[str, ...], due: bool) -> str:
+    return CLAIM_SQL.format(
+        pick=PICK_DUE if due else PICK_BY_ID,
+        step_cols=", ".join(step_cols),
+        claimed_cols=", ".join(f"c.{c}" for c in step_cols),
+        run_cols=", ".join(f"r.{c}" for c in run_cols),
+    )
 
 
 def lock(params: dict[str, Any]) -> tuple[Any, ...] | None:

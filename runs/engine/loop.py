@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import DataError, close_old_connections, connections
+from django.db import DataError, connections
 from django.utils import timezone
 
 from runs.engine import claims, commit, deadlines, dispatch, faults, recovery_queries
@@ -311,11 +311,41 @@ def _run_chain(claimed: ClaimedStep | None, worker: str, *, task_end: float | No
     return not stop_requested()
 
 
+def _drop_broken_connections() -> None:
+    """Close this thread's connections that had a database error and no longer answer
+    (what ``close_old_connections()`` checks, without closing a healthy connection for
+    its age), so a step's broken connection is replaced before the next query."""
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None and conn.errors_occurred and not conn.in_atomic_block:
+            if conn.is_usable():
+                conn.errors_occurred = False
+            else:
+                conn.close()
+
+
 def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when_waiting: bool = True, timeout: float | None = None) -> str:
     """Run one run's steps in this process until it ends (or waits at a gate).
 
     ``queue`` is the deque from ``dispatch.local_mode()``. Steps whose retry backoff is
     running are picked up when due. Returns the run's status.
+
+    The thread's database connection is kept for the whole drive, and left open when it
+    returns, as the status read always left it: the caller's own lifecycle closes it (a
+    request's end, the command's exit). Only a connection that had an error and fails a
+    liveness check is dropped between steps (:func:`_drop_broken_connections`). Django's
+    ``close_old_connections()``, which this loop called after every burst of steps, also
+    closes a healthy connection once ``CONN_MAX_AGE`` (0 here, outside workers) has
+    passed: a new connection (a server backend fork, about 6 ms) per in-process run,
+    and the fast path's statements prepared and planned again on it.
+
+    Kept connections and forks: no process that calls this forks with its connection in
+    use by the child. drive_local never runs inside a qcluster (its workers run
+    :func:`execute_step` and :func:`execute_due`, and keep their connections by
+    ``BALLAST_WORKER_CONN_MAX_AGE``; runs.engine.cluster closes the forking thread's
+    connections before django-q2 forks the sentinel and its children). Clusters,
+    the expression sandbox and the benchmark's helpers are started with
+    ``subprocess`` (fork and exec, descriptors closed), and the heartbeat and timed-step
+    threads use and close connections of their own (Django's are per thread).
     """
     from runs.models import Run, RunStatus
 
@@ -324,7 +354,7 @@ def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when
     while True:
         while queue:
             execute_step(queue.popleft(), worker=worker)
-        close_old_connections()
+        _drop_broken_connections()
         status = Run.objects.values_list("status", flat=True).get(pk=run_id)
         if status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED):
             return status

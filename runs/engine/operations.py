@@ -10,19 +10,32 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
-from django.db import transaction
+from django.conf import settings
+from django.db import connection, transaction
 from django.utils import timezone
 
 from builder.models import GraphVersion
 from runs.engine import limits, scheduler
 from runs.engine import state as state_store
-from runs.engine.audit import audit, audit_new
+from runs.engine.audit import audit, audit_new, audit_new_rows
 from runs.engine.commit import advance, child_finished
 from runs.engine.events import create as create_event
+from runs.engine.events import publish, push_enabled, wire
 from runs.engine.graphs import compiled_graph, state_keys, step_node
 from runs.engine.types import RunNotFound, StartedRun, StateWriteRefused, StepStateError, step_idempotency_key
 from runs.engine.writes import bump_run, event, finish_run, lock_run, save_steps
-from runs.models import Run, RunEvent, RunEventKind, RunStateKey, RunStatus, Step, StepStatus
+from runs.models import (
+    AuditChain,
+    AuditEntry,
+    Run,
+    RunEvent,
+    RunEventCounter,
+    RunEventKind,
+    RunStateKey,
+    RunStatus,
+    Step,
+    StepStatus,
+)
 from runs.nodes.base import NodeResult
 from runs.signals import steps_requeued
 from runs.values import InvalidValue
@@ -54,23 +67,26 @@ def run_create(
     sizes = limits.full_sizes(state)
     limits.enforce(sizes, field="input")
     now = timezone.now()
+    run = Run(
+        graph_version=version,
+        input=run_input,
+        state_sizes=sizes,
+        scheduler={"iterations": {graph.start_id(): 1}},
+        max_parallelism=settings_.max_parallelism,
+        max_steps=settings_.max_steps,
+        budget_usd=budget_usd if budget_usd is not None else settings_.budget_usd,
+        budget_tokens=budget_tokens if budget_tokens is not None else settings_.budget_tokens,
+        step_count=1,
+        created_by=created_by,
+        idempotency_key=idempotency_key,
+    )
+    start = graph.topology.nodes[graph.start_id()]
+    if connection.vendor == "postgresql" and getattr(settings, "BALLAST_FAST_COMMIT", True) and not connection.in_atomic_block:
+        return _create_postgresql(run, state, sizes, start, version, run_input, now, actor=actor, actor_type=actor_type)
     with transaction.atomic():
-        run = Run.objects.create(
-            graph_version=version,
-            input=run_input,
-            state_sizes=sizes,
-            scheduler={"iterations": {graph.start_id(): 1}},
-            max_parallelism=settings_.max_parallelism,
-            max_steps=settings_.max_steps,
-            budget_usd=budget_usd if budget_usd is not None else settings_.budget_usd,
-            budget_tokens=budget_tokens if budget_tokens is not None else settings_.budget_tokens,
-            step_count=1,
-            created_by=created_by,
-            idempotency_key=idempotency_key,
-        )
+        run.save(force_insert=True)
         run.state = state
         state_store.write(run.pk, 0, state, state, sizes, {})
-        start = graph.topology.nodes[graph.start_id()]
         step = Step.objects.create(
             run=run,
             node_id=start.id,
@@ -84,6 +100,58 @@ def run_create(
         )
         create_event(run=run, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "input": run_input})
         audit_new(actor, "run.start", run, actor_type=actor_type, graph_version=version.pk)  # the run's chain starts here
+    return StartedRun(run, [step.pk])
+
+
+def _create_postgresql(
+    run: Run, state: dict[str, Any], sizes: dict[str, int], start: Any, version: GraphVersion, run_input: dict[str, Any], now: Any,
+    *, actor: str, actor_type: str,
+) -> StartedRun:
+    """run_create's rows on PostgreSQL in two round trips instead of nine (BEGIN, seven
+    INSERTs, COMMIT): the run's id from its sequence (the audit entry's hash covers it),
+    then the run, its state keys, its start step, its event counter and first event and
+    the first entry of its audit chain as ONE statement (fastpath_postgresql.insert_rows:
+    each INSERT compiled by Django, so the rows are the ORM's own). The run's first event
+    is seq 1: the counter row is created with it (a new run has none, and the unique run
+    id makes a second one fail the statement). Only in autocommit (a caller's transaction
+    takes the ORM path, whose savepoint keeps that transaction usable after an
+    IntegrityError); raises IntegrityError as the ORM path does (a taken
+    ``idempotency_key``), with nothing written. Like ``bulk_create`` it sends no
+    pre_save/post_save signals: no receiver listens to these models (approvals listens
+    to ApprovalRequest only)."""
+    from runs.engine import fastpath_postgresql  # psycopg on first use (fastpath.fast_commit says why)
+
+    run.pk = fastpath_postgresql.next_id(Run)
+    run.state = state
+    step = Step(
+        run=run,
+        node_id=start.id,
+        kind=start.kind,
+        iteration=0,
+        depth=0,
+        max_attempts=start.retry.max_attempts,
+        idempotency_key=step_idempotency_key(run.uuid, start.id, 0),
+        dispatched_at=now,
+        due_at=now,
+    )
+    first = RunEvent(run=run, seq=1, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "input": run_input})
+    entry, head = audit_new_rows(actor, "run.start", run, actor_type=actor_type, graph_version=version.pk)
+    keys = state_store.rows(run.pk, 0, state, state, sizes, {})
+    groups: list[tuple[Any, list[Any], bool]] = [(Run, [run], False)]
+    if keys:
+        groups.append((RunStateKey, keys, False))
+    groups += [
+        (Step, [step], True),
+        (RunEventCounter, [RunEventCounter(run=run, last=1)], False),
+        (RunEvent, [first], True),
+        (AuditEntry, [entry], False),
+        (AuditChain, [head], False),
+    ]
+    ids = fastpath_postgresql.insert_rows(groups)
+    step.pk, first.pk = ids[-5], ids[-3]
+    run._state.adding = step._state.adding = first._state.adding = False
+    if push_enabled():
+        publish([wire(first)])  # committed: the statement ran in autocommit
     return StartedRun(run, [step.pk])
 
 

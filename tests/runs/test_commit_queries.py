@@ -129,12 +129,18 @@ def test_run_creation_is_a_fixed_handful_of_statements():
         with CaptureQueriesContext(connection) as captured:
             run = run_start(version=version, run_input={})
     sql = [q["sql"] for q in captured.captured_queries]
-    writes = [s for s in sql if s.upper().startswith(("INSERT", "UPDATE", "DELETE"))]
-    reads = [s for s in sql if s.upper().startswith("SELECT")]
-    assert reads == [], reads
-    assert len(writes) == 7, [s[:70] for s in writes]  # run, state keys, step, counter, event, audit entry, chain head
-    assert not any("SAVEPOINT" in s.upper() for s in sql), sql
-    assert len(sql) <= 9, [s[:70] for s in sql]  # and BEGIN / COMMIT where the backend logs them
+    if connection.vendor == "postgresql":
+        # The run's id from its sequence, then the seven INSERTs as one statement in
+        # autocommit (operations._create_postgresql): two round trips, no BEGIN/COMMIT.
+        assert len(sql) == 2 and "nextval" in sql[0], [s[:70] for s in sql]
+        assert sql[1].startswith("WITH i0 AS (INSERT INTO") and sql[1].count("INSERT INTO") == 7, sql[1][:200]
+    else:
+        writes = [s for s in sql if s.upper().startswith(("INSERT", "UPDATE", "DELETE"))]
+        reads = [s for s in sql if s.upper().startswith("SELECT")]
+        assert reads == [], reads
+        assert len(writes) == 7, [s[:70] for s in writes]  # run, state keys, step, counter, event, audit entry, chain head
+        assert not any("SAVEPOINT" in s.upper() for s in sql), sql
+        assert len(sql) <= 9, [s[:70] for s in sql]  # and BEGIN / COMMIT where the backend logs them
     entry = AuditEntry.objects.get(scope=f"run:{run.pk}")
     assert (entry.seq, entry.action, entry.prev_hash) == (1, "run.start", "0" * 64)
     assert AuditChain.objects.get(scope=f"run:{run.pk}").hash == entry.hash
@@ -157,3 +163,110 @@ def test_a_run_chain_that_exists_already_is_never_forked_by_creation():
     with pytest.raises(IntegrityError), transaction.atomic():
         audit_new("system", "run.start", Run.objects.get(pk=run.pk), actor_type="system")
     assert AuditChain.objects.get(scope=f"run:{run.pk}").hash == before.hash
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="generic plans of prepared statements are PostgreSQL's")
+@pytest.mark.parametrize("which", ["COMMIT_SQL", "FINISH_SQL"])
+def test_fast_path_generic_plan_finds_rows_by_their_keys(which, monkeypatch):
+    # After five executions a connection keeps one generic plan of the prepared commit for
+    # its lifetime. Its fence must reach the step and its attempt through their keys: the
+    # planner once locked the step through the (status, due_at) index (every running
+    # step's entry, live or dead) and updated the attempt by a sequential scan.
+    import re
+
+    from psycopg._queries import PostgresQuery  # noqa: PLC2701 (psycopg's own placeholder conversion)
+    from psycopg.adapt import Transformer
+
+    from runs.engine import fastpath_postgresql
+
+    captured: list[dict] = []
+    name = "commit" if which == "COMMIT_SQL" else "finish"
+    real = getattr(fastpath_postgresql, name)
+
+    def spy(params):
+        captured.append(dict(params))
+        return real(params)
+
+    monkeypatch.setattr(fastpath_postgresql, name, spy)
+    version = publish(linear(2))
+    with engine.local_mode() as queue:
+        run = run_start(version=version, run_input={})
+        engine.drive_local(run.pk, queue=queue, timeout=60)
+    assert captured
+    sql = getattr(fastpath_postgresql, which)
+    query = PostgresQuery(Transformer())
+    # Text-format placeholders: the EXECUTE below passes every value as a literal.
+    query.convert(re.sub(r"%\((\w+)\)s", r"%(\1)t", sql), captured[-1])
+
+    def literal(value) -> str:
+        if value is None:
+            return "NULL"
+        return "'" + bytes(value).decode().replace("'", "''") + "'"
+
+    connection.ensure_connection()
+    raw = connection.connection
+    with raw.transaction(), raw.cursor() as cursor:
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(b"PREPARE fence_plan AS " + query.query)
+        cursor.execute("EXPLAIN (COSTS OFF) EXECUTE fence_plan(" + ", ".join(literal(v) for v in query.params) + ")")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("DEALLOCATE fence_plan")
+    assert "Seq Scan" not in plan, plan
+    assert "step_status" not in plan, plan
+    assert "Index Scan using runs_step_pkey on runs_step" in plan, plan
+    assert re.search(r"Index Scan using \w+ on runs_stepattempt\n", plan), plan
+
+
+@pytest.mark.parametrize("table", ["runs_step", "runs_stepattempt", "runs_runevent", "runs_runstatekey"])
+def test_no_index_of_a_hot_table_repeats_the_leading_columns_of_another(table):
+    # Every node commit inserts into these tables (and updates a step, never HOT): an index
+    # whose columns lead another index is one more entry per row for no read it serves.
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, table)
+    indexes = {name: tuple(c["columns"]) for name, c in constraints.items() if (c["index"] or c["unique"]) and not c["primary_key"]}
+    redundant = [
+        (name, other) for name, cols in indexes.items() for other, longer in indexes.items()
+        if other != name and not constraints[name]["unique"] and len(longer) > len(cols) and longer[: len(cols)] == cols
+    ]
+    assert redundant == [], redundant
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the one-statement creation is PostgreSQL's")
+def test_run_creation_in_one_statement_writes_the_orm_paths_rows():
+    from django.test import override_settings
+
+    from runs.engine.audit import audit_verify
+    from runs.models import AuditChain, AuditEntry, Run, RunEvent, RunEventCounter, RunStateKey
+
+    version = publish(linear(2))
+
+    def rows(run_id: int) -> dict:
+        run = Run.objects.get(pk=run_id)
+        step = Step.objects.get(run_id=run_id)
+        entry = AuditEntry.objects.get(scope=f"run:{run_id}")
+        return {
+            "run": (run.status, run.input, run.scheduler, run.state_sizes, run.step_count, run.version, run.max_steps,
+                    run.max_parallelism, run.budget_usd, run.budget_tokens, run.cost_usd, run.created_at is not None),
+            "state": list(RunStateKey.objects.filter(run_id=run_id).order_by("key").values_list("key", "seq", "value", "size", "contrib")),
+            "step": (step.node_id, step.kind, step.status, step.attempt, step.max_attempts, step.iteration,
+                     step.dispatched_at == step.due_at is not None, step.idempotency_key.startswith(str(run.uuid)) or bool(step.idempotency_key)),
+            "events": list(RunEvent.objects.filter(run_id=run_id).values_list("seq", "kind", "step_id")),
+            "counter": RunEventCounter.objects.get(run_id=run_id).last,
+            "audit": (entry.seq, entry.action, entry.object_type, entry.object_id == str(run_id), entry.data, entry.actor, entry.actor_type),
+            "chain": AuditChain.objects.get(scope=f"run:{run_id}").hash == entry.hash,
+            "verified": audit_verify(scope=f"run:{run_id}").ok,
+        }
+
+    with engine.local_mode():
+        with override_settings(BALLAST_FAST_COMMIT=False):
+            orm = run_start(version=version, run_input={"a": [1, "b"]})
+        with CaptureQueriesContext(connection) as captured:
+            fast = run_start(version=version, run_input={"a": [1, "b"]})
+    assert any(q["sql"].startswith("WITH i0 AS (INSERT") for q in captured.captured_queries)
+    assert rows(fast.pk) == rows(orm.pk)
+    # The instance returned is the saved run, as Run.objects.create returns it.
+    assert fast.pk and not fast._state.adding and fast.state == Run.objects.get(pk=fast.pk).state
+    # And it runs to its end.
+    with engine.local_mode() as queue:
+        queue.extend(Step.objects.filter(run_id=fast.pk).values_list("pk", flat=True))
+        assert engine.drive_local(fast.pk, queue=queue, timeout=60) == "succeeded"
