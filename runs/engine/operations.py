@@ -87,20 +87,27 @@ def run_create(
         run.save(force_insert=True)
         run.state = state
         state_store.write(run.pk, 0, state, state, sizes, {})
-        step = Step.objects.create(
-            run=run,
-            node_id=start.id,
-            kind=start.kind,
-            iteration=0,
-            depth=0,
-            max_attempts=start.retry.max_attempts,
-            idempotency_key=step_idempotency_key(run.uuid, start.id, 0),
-            dispatched_at=now,
-            due_at=now,
-        )
+        step = _start_step(run, start, now)
+        step.save(force_insert=True)
         create_event(run=run, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "input": run_input})
         audit_new(actor, "run.start", run, actor_type=actor_type, graph_version=version.pk)  # the run's chain starts here
     return StartedRun(run, [step.pk])
+
+
+def _start_step(run: Run, start: Any, now: Any) -> Step:
+    """The run's start step (unsaved): due and dispatched at ``now``, its idempotency key
+    from the run's uuid; both creation paths insert this same row."""
+    return Step(
+        run=run,
+        node_id=start.id,
+        kind=start.kind,
+        iteration=0,
+        depth=0,
+        max_attempts=start.retry.max_attempts,
+        idempotency_key=step_idempotency_key(run.uuid, start.id, 0),
+        dispatched_at=now,
+        due_at=now,
+    )
 
 
 def _create_postgresql(
@@ -123,17 +130,7 @@ def _create_postgresql(
 
     run.pk = fastpath_postgresql.next_id(Run)
     run.state = state
-    step = Step(
-        run=run,
-        node_id=start.id,
-        kind=start.kind,
-        iteration=0,
-        depth=0,
-        max_attempts=start.retry.max_attempts,
-        idempotency_key=step_idempotency_key(run.uuid, start.id, 0),
-        dispatched_at=now,
-        due_at=now,
-    )
+    step = _start_step(run, start, now)
     first = RunEvent(run=run, seq=1, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "input": run_input})
     entry, head = audit_new_rows(actor, "run.start", run, actor_type=actor_type, graph_version=version.pk)
     keys = state_store.rows(run.pk, 0, state, state, sizes, {})
