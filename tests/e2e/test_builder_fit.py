@@ -183,3 +183,41 @@ def test_triage_example_and_a_short_chain_open_whole(live_server, page):
     assert 0.5 <= zoom(page) <= 1.2
     for node_id in ("start", "t1", "t2", "t3", "end"):
         assert clear(page, node_id), node_id
+
+
+def test_minimap_pans_zooms_and_follows_a_drop(live_server, page):
+    """The minimap draws the nodes as a few paths; dragging on it pans, its wheel zooms; a node drag shows at the drop."""
+    make_user("ivy", "builders")
+    sign_in(page, live_server.url, "ivy", "pw-ivy-1")
+    page.set_viewport_size({"width": 1440, "height": 900})
+    open_builder(page, live_server.url, make_graph("chain-40", chain(40)))
+    minimap = page.get_by_role("img", name="Mini map")
+    expect(minimap).to_be_visible()
+    nodes_path = page.locator(".react-flow__minimap-node")
+    expect(nodes_path).to_have_count(1)  # 40 grey cards, one path
+    box = minimap.bounding_box()
+    assert box
+    viewport = page.locator(".react-flow__viewport")
+    before = viewport.get_attribute("style")
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] / 2 + 40, box["y"] + box["height"] / 2, steps=4)
+    page.mouse.up()
+    expect(viewport).not_to_have_attribute("style", before or "")
+    z = zoom(page)
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, -300)
+    page.wait_for_timeout(300)
+    assert zoom(page) > z
+    # A node drag leaves the minimap alone until the drop, which it then shows.
+    page.keyboard.press("f")
+    page.wait_for_timeout(400)
+    drawn = nodes_path.get_attribute("d")
+    card = node(page, "t1").bounding_box()
+    assert card
+    page.mouse.move(card["x"] + card["width"] / 2, card["y"] + 8)
+    page.mouse.down()
+    page.mouse.move(card["x"] + card["width"] / 2, card["y"] + 200, steps=5)
+    assert nodes_path.get_attribute("d") == drawn
+    page.mouse.up()
+    expect(nodes_path).not_to_have_attribute("d", drawn or "")

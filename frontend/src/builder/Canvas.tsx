@@ -1,6 +1,6 @@
 // The builder canvas: React Flow over the spec (nodes, edges, notes), with drag and drop, shortcuts and layout.
 import {
-  Background, ControlButton, Controls, MiniMap, Panel, ReactFlow, applyNodeChanges, useNodesInitialized, useReactFlow,
+  Background, ControlButton, Controls, Panel, ReactFlow, applyNodeChanges, useNodesInitialized, useReactFlow,
   useStoreApi,
   type Connection, type Edge, type EdgeChange, type IsValidConnection, type Node, type NodeChange, type NodePositionChange,
 } from "@xyflow/react";
@@ -15,6 +15,7 @@ import { layoutPositions } from "./layout";
 import { NodeCard } from "./NodeCard";
 import { FlowEdge } from "./FlowEdge";
 import { NoteNode } from "./NoteNode";
+import { SpecMiniMap } from "./SpecMiniMap";
 import { preloadNodePanel } from "./panel/NodePanelLazy";
 import { DRAG_MIME } from "./Palette";
 import { freshId, type EdgeSpec, type NodeSpec, type Position } from "./spec";
@@ -34,8 +35,8 @@ function minimapColour(n: BallastFlowNode): string {
   if (n.data.diff) return DIFF_COLOURS[n.data.diff];
   return n.data.errors.length ? "#dc2626" : "#94a3b8";
 }
-function minimapNodeColour(n: Node): string {
-  return (n as FlowNode).type === "note" ? "#fde68a" : minimapColour(n as BallastFlowNode);
+function minimapNodeColour(n: FlowNode): string {
+  return n.type === "note" ? "#fde68a" : minimapColour(n);
 }
 
 // Props handed to React Flow are module constants: it copies most props into its store when
@@ -507,7 +508,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
             <FitViewIcon />
           </ControlButton>
         </Controls>
-        <MiniMap pannable zoomable nodeStrokeWidth={2} nodeColor={minimapNodeColour} />
+        <SpecMiniMap nodes={nodes} nodeColour={minimapNodeColour} />
         <Panel position="top-left" className="canvas-toolbar">
           {!readOnly && <button type="button" onClick={() => b.undo()} disabled={!b.canUndo} title="Undo (Ctrl+Z)">Undo</button>}
           {!readOnly && <button type="button" onClick={() => b.redo()} disabled={!b.canRedo} title="Redo (Ctrl+Shift+Z)">Redo</button>}
