@@ -1,6 +1,7 @@
 // rjsf fields edited as rows the user adds: a map of state key -> expression (a transform's ``set``) and a list of state keys (an end node's ``output``).
 import type { ErrorSchema, FieldProps } from "@rjsf/utils";
 import { useEffect, useRef, useState } from "react";
+import { usePendingEdit } from "../pendingEdits";
 import { CodeEditor } from "./CodeEditor";
 import type { EditorFormContext } from "./widgets";
 
@@ -28,10 +29,13 @@ function rowsOfList(list: unknown): Row[] {
   return (Array.isArray(list) ? list : []).map((v) => ({ rid: nextRid++, key: typeof v === "string" ? v : String(v), value: "", touched: true }));
 }
 
-/** Why a row's key is not saved (empty rows are just not saved yet: no message). */
+/**
+ * Why a row's key is not saved. An empty row is just not saved yet (no message); a row with
+ * an expression but no key says so, or the expression would vanish at the next reload.
+ */
 function keyProblem(rows: readonly Row[], row: Row): string | null {
   const key = row.key.trim();
-  if (key === "") return null;
+  if (key === "") return row.value.trim() === "" ? null : "Not saved until it has a state key.";
   if (!STATE_KEY.test(key)) return KEY_HINT;
   if (rows.find((r) => r.key.trim() === key) !== row) return `“${key}” is listed twice; only the first counts.`;
   return null;
@@ -124,6 +128,9 @@ export function ExpressionMapField(props: FieldProps) {
   const { rows, box, update, add } = useRows(formData, rowsOfMap, (saved) =>
     Object.fromEntries(saved.map((r) => [r.key.trim(), r.value])),
   );
+  // Typed but not saved (an expression without a valid key): the save status and the leave
+  // guard count it, as they count a field still being typed in.
+  usePendingEdit(`${id}.unsaved-rows`, rows.some((r) => r.value.trim() !== "" && keyProblem(rows, r) !== null));
   const locked = Boolean(readonly || disabled);
   const set = (rid: number, patch: Partial<Row>) => update(rows.map((r) => (r.rid === rid ? { ...r, ...patch } : r)), write);
   return (

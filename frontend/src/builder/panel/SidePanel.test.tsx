@@ -3,6 +3,7 @@ import { act, fireEvent, screen, waitFor, within } from "@testing-library/react"
 import userEvent from "@testing-library/user-event";
 import { EditorView } from "@codemirror/view";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { hasPendingEdits } from "../pendingEdits";
 import { SidePanel } from "./SidePanel";
 import { renderInBuilder, sampleSpec, scriptFetch } from "./testing";
 
@@ -15,6 +16,13 @@ function editorView(id: string): EditorView {
   if (!content) throw new Error(`no element #${id}`);
   const view = EditorView.findFromDOM(content);
   if (!view) throw new Error(`#${id} is not in a CodeMirror editor`);
+  return view;
+}
+
+function editorViewIn(scope: HTMLElement): EditorView {
+  const content = scope.querySelector(".cm-content");
+  const view = content ? EditorView.findFromDOM(content as HTMLElement) : null;
+  if (!view) throw new Error("no CodeMirror editor in this element");
   return view;
 }
 
@@ -217,6 +225,27 @@ describe("a transform's set: State key | Expression rows", () => {
     expect(setOf()).toEqual({ score: "priority * 2" });
     await user.click(within(setField).getByRole("button", { name: "Remove score" }));
     expect(within(setField).getAllByLabelText("State key")).toHaveLength(1);
+  });
+});
+
+describe("a transform row with an expression but no state key", () => {
+  it("says it is not saved and counts as an unsaved edit until it has a key", async () => {
+    okCheck();
+    const user = userEvent.setup();
+    const { harness } = renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["calc"] } });
+    const setField = document.getElementById("config.set") as HTMLElement;
+    const setOf = () => harness.api().spec.nodes.find((n) => n.id === "calc")?.config.set as Record<string, unknown>;
+    await user.click(within(setField).getByRole("button", { name: "Add" }));
+    expect(hasPendingEdits()).toBe(false); // an empty row is just not saved yet
+    const row = (within(setField).getAllByLabelText("State key")[1] as HTMLInputElement).closest(".rows-row") as HTMLElement;
+    typeInto(editorViewIn(row), "2 + 3");
+    await waitFor(() => expect(within(row).getByText("Not saved until it has a state key.")).toBeTruthy());
+    expect(hasPendingEdits()).toBe(true);
+    expect(setOf()).toEqual({ score: "priority * 2" });
+    await user.type(within(row).getByLabelText("State key"), "total");
+    await waitFor(() => expect(setOf()).toEqual({ score: "priority * 2", total: "2 + 3" }));
+    expect(within(row).queryByText("Not saved until it has a state key.")).toBeNull();
+    expect(hasPendingEdits()).toBe(false);
   });
 });
 
