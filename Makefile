@@ -53,7 +53,8 @@ browser:
 migrate: install
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py migrate --noinput
 
-up: migrate frontend static
+# The front end first: migrate would warn that STATICFILES_DIRS (frontend/dist) is missing.
+up: frontend migrate static
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py load_examples
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py create_login
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py serve

@@ -67,6 +67,7 @@ export const SHORTCUTS: [string, string][] = [
   ["Drag a kind from the palette", "add a node"],
   ["Drag from a handle to a handle", "connect"],
   ["Click / Shift+click / drag on empty space with Shift", "select / add to selection / box-select"],
+  ["Arrow keys / Shift+arrow keys", "move the selection 5 / 20 px (each press one undo step)"],
   ["Delete or Backspace", "delete the selection"],
   ["Ctrl+C / Ctrl+V", "copy / paste (also between tabs)"],
   ["Ctrl+Z", "undo"],
