@@ -3,6 +3,7 @@ import { Handle, Position, useUpdateNodeInternals, type NodeProps } from "@xyflo
 import { memo, useEffect, useRef } from "react";
 import { formatCost } from "../shell/format";
 import type { BallastFlowNode } from "./flow";
+import { RUN_STATE_LABELS } from "./runStateColours";
 
 /** Vertical offset (px from the top) of the i-th of n handles on a side. */
 function handleTop(i: number, n: number): string {
@@ -49,7 +50,7 @@ function NodeCardImpl({ id, data, selected, isConnectable }: NodeProps<BallastFl
       <div className="bnode__head">
         <span className="bnode__kind">{title}</span>
         {diff && <span className={`bnode__diff bnode__diff--${diff}`}>{diff}</span>}
-        {run && <span className={`bnode__state bnode__state--${run.state}`} aria-hidden="true">{run.state}</span>}
+        {run && <span className={`bnode__state bnode__state--${run.state}`} aria-hidden="true">{RUN_STATE_LABELS[run.state]}</span>}
         {errors.length > 0 && (
           <span className="bnode__errors" aria-label={`${errors.length} error${errors.length > 1 ? "s" : ""}: ${tip}`} title={tip}>
             {errors.length}

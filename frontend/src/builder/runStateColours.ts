@@ -1,4 +1,4 @@
-// The colour of each node state in a run: one table for the canvas cards, its minimap and the run page's timeline.
+// The colour and the words of each node state in a run: one table each for the canvas cards, its minimap, the legend and the timeline.
 import type { NodeRunMark } from "./flow";
 
 /** Accent colour per run state (the card's border and pill, the minimap dot, the timeline bar). */
@@ -13,4 +13,22 @@ export const RUN_STATE_COLOURS: Readonly<Record<NodeRunMark["state"], string>> =
   retrying: "#9333ea",
   interrupted: "#be185d",
   cancelled: "#6b7280",
+};
+
+/**
+ * The words a card's state pill shows (the run page's legend uses the same): a node that has
+ * no step yet is "not started", one a condition or an ended run ruled out "not taken"; the
+ * other states are named as they are.
+ */
+export const RUN_STATE_LABELS: Readonly<Record<NodeRunMark["state"], string>> = {
+  pending: "not started",
+  running: "running",
+  succeeded: "succeeded",
+  failed: "failed",
+  waiting: "waiting",
+  skipped: "not taken",
+  parked: "parked",
+  retrying: "retrying",
+  interrupted: "interrupted",
+  cancelled: "cancelled",
 };

@@ -7,6 +7,7 @@ import { RunActions } from "../runs/RunActions";
 import { StepInspector } from "../runs/StepInspector";
 import { Timeline } from "../runs/Timeline";
 import { nodeMarks, type RunStep } from "../runs/runView";
+import { RUN_STATE_LABELS } from "../builder/runStateColours";
 import { formatDateTime, formatDuration, formatUsd, runDisplayStatus, stepDisplayStatus } from "../shell/format";
 import { graphUrl } from "../shell/graphLinks";
 import type { RunDetail } from "../shell/types";
@@ -80,8 +81,8 @@ export function EventLog({ events, connection }: { events: RunEvent[]; connectio
 }
 
 const LEGEND: [string, string][] = [
-  ["pending", "not started"], ["running", "running"], ["retrying", "waiting to retry"], ["waiting", "at an approval gate"],
-  ["parked", "parked for a decision"], ["interrupted", "worker stopped"], ["succeeded", "succeeded"], ["failed", "failed"], ["skipped", "not taken"],
+  ["pending", RUN_STATE_LABELS.pending], ["running", "running"], ["retrying", "waiting to retry"], ["waiting", "at an approval gate"],
+  ["parked", "parked for a decision"], ["interrupted", "worker stopped"], ["succeeded", "succeeded"], ["failed", "failed"], ["skipped", RUN_STATE_LABELS.skipped],
 ];
 
 /** The step a node click opens: the node's latest top-level step (the last loop iteration). */
