@@ -62,8 +62,22 @@ def drag_kind(page: Page, kind: str, x: float, y: float) -> None:
     page.locator(f'.palette__item[data-kind="{kind}"]').drag_to(pane, target_position={"x": x, "y": y})
 
 
+def viewport_settled(page: Page, timeout_ms: int = 3_000) -> None:
+    """Wait until the canvas's pan and zoom stop changing (fit view, auto-layout and a
+    selection's centring animate it; a drag aimed at handles measured mid-animation misses)."""
+    viewport = page.locator(".react-flow__viewport").first
+    before = viewport.get_attribute("style")
+    for _ in range(timeout_ms // 100):
+        page.wait_for_timeout(100)
+        now = viewport.get_attribute("style")
+        if now == before:
+            return
+        before = now
+
+
 def connect(page: Page, source: str, target: str, handle: str | None = None) -> None:
     """Draw an edge from ``source``'s handle (its unnamed output when None) to ``target``'s input."""
+    viewport_settled(page)
     if handle is None:
         src = page.locator(f'.react-flow__handle.source[data-nodeid="{source}"]:not([data-handleid])').first
         if src.count() == 0:
@@ -78,6 +92,22 @@ def connect(page: Page, source: str, target: str, handle: str | None = None) -> 
     page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2, steps=12)
     page.mouse.move(b["x"] + b["width"] / 2 + 1, b["y"] + b["height"] / 2)
     page.mouse.up()
+
+
+def connect_until_drawn(page: Page, source: str, target: str, handle: str | None, edges: int) -> None:
+    """``connect``, made again (at most three times) until the canvas holds ``edges`` edges.
+
+    A handle that appeared a moment ago (a case just typed, once the server's check answered)
+    is measured by React Flow on a later frame; on a loaded machine a drag can come before it
+    and draw nothing, as a user's first try sometimes does."""
+    for attempt in range(3):
+        connect(page, source, target, handle)
+        try:
+            expect(page.locator(".react-flow__edge")).to_have_count(edges, timeout=3_000 * (attempt + 1))
+            return
+        except AssertionError:
+            if attempt == 2:
+                raise
 
 
 def edge_count(page: Page) -> int:

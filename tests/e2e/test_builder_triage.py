@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.e2e.builder_steps import (
-    connect,
+    connect_until_drawn,
     drag_kind,
     example,
     make_graph,
@@ -112,17 +112,7 @@ def test_build_support_triage_by_drag_and_drop(live_server, page):
              ("llm_2", "approval", None), ("approval", "tool_3", "approved"), ("approval", "transform", "rejected"),
              ("tool_3", "end", None)]  # transform -> end is left out on purpose
     for n, (source, target, handle) in enumerate(wires, start=1):
-        # A handle that appeared a moment ago (the case just typed, once the server's check
-        # answered) is measured by React Flow on a later frame; on a loaded machine a drag can
-        # come before it, so a drag that drew nothing is made again (at most three times).
-        for attempt in range(3):
-            connect(page, source, target, handle)
-            try:
-                expect(page.locator(".react-flow__edge")).to_have_count(n, timeout=3_000 * (attempt + 1))
-                break
-            except AssertionError:
-                if attempt == 2:
-                    raise
+        connect_until_drawn(page, source, target, handle, n)
     expect(page.locator(".react-flow__edge")).to_have_count(len(wires))
     page.get_by_role("button", name="Auto-layout").click()
     # Fill in what each node needs, in the side panel.
@@ -156,13 +146,13 @@ def test_build_support_triage_by_drag_and_drop(live_server, page):
     page.locator(".errors-panel__item").click()
     expect(node(page, "transform")).to_have_class(re.compile("selected"))
 
-    # Fit view stops at 50 % zoom and then shows the graph from its start, so the laid-out
-    # graph's far end can be off the canvas: zoom out (the user may go below the fit's floor)
-    # until the end node is in view, as a user would.
+    # The laid-out graph is fitted small (down to 25 %), or shown from its start at 50 % when
+    # that is not enough, so its far end can be off the canvas or under an overlay: zoom out
+    # until both ends are in view, as a user would; the edge is drawn once the view settled
+    # (clicking the problem centres its node with an animation).
     in_view(page, "transform")
     in_view(page, "end")
-    connect(page, "transform", "end")
-    expect(page.locator(".react-flow__edge")).to_have_count(11)
+    connect_until_drawn(page, "transform", "end", None, 11)
     expect(page.locator(".errors-panel__toggle")).to_contain_text("No problems")
     expect(badge).to_have_count(0)
     page.get_by_role("button", name="Auto-layout").click()
