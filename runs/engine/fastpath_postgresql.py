@@ -433,6 +433,7 @@ def _execute(sql: str, params: dict[str, Any], *, allow_null: bool = False) -> t
     fence failed)."""
     connection.ensure_connection()
     connection.validate_thread_sharing()  # what connection.cursor() checks too
+    _prefer_index_plans(connection.connection)
     started = time.perf_counter()
     # django-stubs types the driver cursor as Django's own wrapper.
     with connection.make_cursor(_PreparedCursor(connection.connection)) as cursor:  # type: ignore[arg-type]
@@ -445,3 +446,29 @@ def _execute(sql: str, params: dict[str, Any], *, allow_null: bool = False) -> t
     if not row or (row[0] is None and not allow_null):
         return None
     return tuple(row)
+
+
+def _prefer_index_plans(raw: psycopg.Connection[Any]) -> None:
+    """Set ``enable_seqscan = off`` for the session of a connection that runs the fast path
+    (workers, ``drive_local``), once, outside a transaction (a SET in a transaction that
+    rolls back is undone).
+
+    Why: every statement here finds its rows by their keys, and a prepared statement keeps
+    one generic plan from its sixth execution until an ANALYZE of a table it reads. Planned
+    while the tables were small (a new database, or the benchmark's tables just emptied
+    and analysed), that plan reads runs_run, runs_step and runs_stepattempt by sequential
+    scans, and keeps doing so as a long run grows them: a 1,000-step loop on PostgreSQL cost
+    3.1 ms a step against 1.2 ms at 100 steps (``python -m bench scaling``), with the
+    server's own time per commit flat and the scans in the plan (auto_explain). With the
+    setting, the planner takes an index whenever one serves (a scan with no index still
+    runs: the setting only prices sequential scans out); the queries such a connection
+    also runs (claims, recovery, the queue broker's) read by indexed keys too. Web requests
+    close their connections at the end (``CONN_MAX_AGE`` 0 outside workers), so a request
+    that drove a test run does not keep the setting. PostgreSQL's documentation of
+    ``enable_seqscan``: runtime-config-query.html#GUC-ENABLE-SEQSCAN.
+    """
+    if getattr(raw, "_ballast_index_plans", False) or raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return
+    with raw.cursor() as cursor:
+        cursor.execute("SET enable_seqscan = off")
+    raw._ballast_index_plans = True  # type: ignore[attr-defined]
