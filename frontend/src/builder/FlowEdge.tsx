@@ -23,6 +23,12 @@ const CORNER = 8;
  * cards of slightly different heights side by side put their handles a few px apart).
  */
 export const LEVEL_TOLERANCE = 6;
+/**
+ * A longer edge is straight too while its slope stays under 1 in 50: a 1 500 px edge whose
+ * ends are 8 px apart (a run page's card grows a line for its duration) otherwise kinks in
+ * its middle, and a straight line that falls 8 px over its length looks level.
+ */
+export const LEVEL_SLOPE = 1 / 50;
 
 /**
  * True when an edge from a handle at x ``sourceX`` goes back to one at ``targetX`` (left of
@@ -56,11 +62,13 @@ export function loopPath(sourceX: number, sourceY: number, targetX: number, targ
 
 /**
  * The SVG path of a forward edge: a straight line when the handles are within
- * ``LEVEL_TOLERANCE`` px of level, else React Flow's smooth step (right angles, rounded).
+ * ``LEVEL_TOLERANCE`` px of level (or the line's slope is under ``LEVEL_SLOPE``), else React
+ * Flow's smooth step (right angles, rounded).
  */
 export function forwardPath(sourceX: number, sourceY: number, targetX: number, targetY: number,
   sourcePosition: Position = Position.Right, targetPosition: Position = Position.Left): string {
-  if (Math.abs(targetY - sourceY) <= LEVEL_TOLERANCE) return `M ${sourceX} ${sourceY} L ${targetX} ${targetY}`;
+  const rise = Math.abs(targetY - sourceY);
+  if (rise <= Math.max(LEVEL_TOLERANCE, Math.abs(targetX - sourceX) * LEVEL_SLOPE)) return `M ${sourceX} ${sourceY} L ${targetX} ${targetY}`;
   return getSmoothStepPath({ sourceX, sourceY, targetX, targetY, sourcePosition, targetPosition })[0];
 }
 
