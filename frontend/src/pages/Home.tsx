@@ -4,7 +4,7 @@ import { useMemo, useState } from "react";
 import { usePageContext } from "../lib/context";
 import { useNewRuns, useRunsChanged } from "../lib/useLiveEvents";
 import { formatDateTime, formatSpend, statusLabel } from "../shell/format";
-import { ImportButton, ImportFeedback, NewGraphDialog, type ImportFailure } from "../shell/GraphDialogs";
+import { GraphCreateActions, ImportFeedback, NewGraphDialog, type ImportFailure } from "../shell/GraphDialogs";
 import type { ImportResult } from "../shell/graphActions";
 import { graphUrl, runUrl } from "../shell/graphLinks";
 import { RunTable } from "../shell/RunTable";
@@ -67,12 +67,7 @@ export default function Home() {
   useRunsChanged(runs.data?.results, refreshRuns, 500);
   useNewRuns(true, refreshRuns, 500);
 
-  const buildActions = canBuild ? (
-    <>
-      <button type="button" className="btn btn-primary" onClick={() => setCreating(true)}>New graph</button>
-      <ImportButton onImported={onImported} onFailure={setFailure} />
-    </>
-  ) : null;
+  const buildActions = canBuild ? <GraphCreateActions onNew={() => setCreating(true)} onImported={onImported} onFailure={setFailure} /> : null;
 
   return (
     <main className="page">
