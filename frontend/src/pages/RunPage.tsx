@@ -9,7 +9,7 @@ import { StepInspector } from "../runs/StepInspector";
 import { Timeline } from "../runs/Timeline";
 import { nodeMarks, type RunStep } from "../runs/runView";
 import { RUN_STATE_LABELS } from "../builder/runStateColours";
-import { formatDateTime, formatDuration, formatUsd, runDisplayStatus, stepDisplayStatus } from "../shell/format";
+import { formatDateTime, formatDuration, formatUsd, runDisplayStatus, startedBy, stepDisplayStatus } from "../shell/format";
 import { graphUrl } from "../shell/graphLinks";
 import type { RunDetail } from "../shell/types";
 import { EmptyState, ErrorMessage, LiveStatus, Loading, PageHeader, StatusBadge } from "../shell/ui";
@@ -159,7 +159,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
       />
       <dl className="facts card">
         <div><dt>Version</dt><dd><a href={`${graphUrl(run.graph)}?version=${run.version}`} title="Open this version read-only in the builder">v{run.version}</a></dd></div>
-        <div><dt>Started by</dt><dd>{run.created_by ?? run.started_from ?? "—"}</dd></div>
+        <div><dt>Started by</dt><dd>{startedBy(run)}</dd></div>
         <div><dt>Started</dt><dd>{formatDateTime(run.started_at ?? run.created_at)}</dd></div>
         <div><dt>Finished</dt><dd>{formatDateTime(run.finished_at)}</dd></div>
         <div><dt>Duration</dt><dd>{formatDuration(run.started_at, run.finished_at)}</dd></div>
