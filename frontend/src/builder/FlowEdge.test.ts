@@ -24,8 +24,8 @@ describe("forward edges", () => {
     expect(forwardPath(200, 100, 260, 100)).toBe("M 200 100 L 260 100");
     expect(forwardPath(200, 100, 260, 100 + LEVEL_TOLERANCE)).toBe(`M 200 100 L 260 ${100 + LEVEL_TOLERANCE}`);
     expect(forwardPath(200, 104, 260, 100)).toBe("M 200 104 L 260 100");
-    // A long edge stays straight at a slope under 1 in 50 (8 px over 1 500 px).
-    expect(forwardPath(200, 100, 1700, 108)).toBe("M 200 100 L 1700 108");
+    // A long edge stays straight at a slope under 1 in 50 (12 px over 1 500 px).
+    expect(forwardPath(200, 100, 1700, 112)).toBe("M 200 100 L 1700 112");
   });
   it("step with rounded corners when the handles are further apart vertically", () => {
     expect(forwardPath(200, 100, 300, 100 + LEVEL_TOLERANCE + 1)).not.toContain(" L 300");

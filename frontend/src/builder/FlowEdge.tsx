@@ -20,13 +20,14 @@ const CORNER = 8;
 /**
  * Handles this close vertically (px, flow coordinates) are joined by a straight line: a smooth
  * step between them is an S a few px tall, which reads as a glitch rather than a bend (two
- * cards of slightly different heights side by side put their handles a few px apart).
+ * cards of slightly different heights side by side put their handles a few px apart; on the
+ * run page a card that ran grows a line for its duration, 7.5 px off its neighbour's).
  */
-export const LEVEL_TOLERANCE = 6;
+export const LEVEL_TOLERANCE = 8;
 /**
  * A longer edge is straight too while its slope stays under 1 in 50: a 1 500 px edge whose
- * ends are 8 px apart (a run page's card grows a line for its duration) otherwise kinks in
- * its middle, and a straight line that falls 8 px over its length looks level.
+ * ends are 12 px apart otherwise kinks in its middle, and a straight line that falls 12 px
+ * over its length looks level.
  */
 export const LEVEL_SLOPE = 1 / 50;
 
