@@ -92,7 +92,8 @@ export function Timeline({ steps, live, selected, onOpen }: {
               key={s.id}
               role="listitem"
               className={`timeline__bar timeline__bar--${bar.state}${bar.child ? " timeline__bar--child" : ""}${selected === s.id ? " timeline__bar--selected" : ""}`}
-              style={{ left: pct(left), width: `max(${MIN_BAR_PX}px, ${pct(width)})`, top: bar.lane * LANE_PX, ["--state" as string]: stateColour(bar.state) }}
+              // A bar at the chart's end keeps its minimum width inside the chart, not past its edge.
+              style={{ left: `min(${pct(left)}, calc(100% - ${MIN_BAR_PX}px))`, width: `max(${MIN_BAR_PX}px, ${pct(width)})`, top: bar.lane * LANE_PX, ["--state" as string]: stateColour(bar.state) }}
               data-step={s.id}
               data-node={s.node_id}
               data-lane={bar.lane}
