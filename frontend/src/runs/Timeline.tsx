@@ -57,15 +57,21 @@ export function Timeline({ steps, live, selected, onOpen }: {
   const scale = timelineScale(layout);
   const pct = (fraction: number) => `${fraction * 100}%`;
   const centres = scale.breaks.map((b) => b.x + b.width / 2);
-  const ticks = [0, 0.25, 0.5, 0.75, 1]
-    .map((fx) => ({ fx, ms: scale.time(fx) }))
-    .filter((t): t is { fx: number; ms: number } => t.ms !== null && centres.every((c) => Math.abs(c - t.fx) > TICK_CLEARANCE));
+  const ticks: { fx: number; ms: number; text: string }[] = [];
+  for (const fx of [0, 0.25, 0.5, 0.75, 1]) {
+    const ms = scale.time(fx);
+    if (ms === null || centres.some((c) => Math.abs(c - fx) <= TICK_CLEARANCE)) continue;
+    const tick = { fx, ms, text: offset(ms) };
+    // After a break the rest may last a few ms: ticks that would read alike are one, at the end.
+    if (ticks.length && ticks[ticks.length - 1]!.text === tick.text) ticks[ticks.length - 1] = tick;
+    else ticks.push(tick);
+  }
   return (
     <div className="timeline" role="list" aria-label="Timeline of steps">
       <div className="timeline__axis" aria-hidden="true">
         {ticks.map((t) => (
           // The end ticks align inward so they stay inside the chart.
-          <span key={t.fx} style={{ left: pct(t.fx), transform: t.fx === 0 ? "none" : t.fx === 1 ? "translateX(-100%)" : "translateX(-50%)" }}>{offset(t.ms)}</span>
+          <span key={t.fx} style={{ left: pct(t.fx), transform: t.fx === 0 ? "none" : t.fx === 1 ? "translateX(-100%)" : "translateX(-50%)" }}>{t.text}</span>
         ))}
         {scale.breaks.map((b) => (
           <span key={b.from} className="timeline__break-label" style={{ left: pct(b.x + b.width / 2) }}>{breakText(b)}</span>
