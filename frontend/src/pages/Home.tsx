@@ -156,7 +156,7 @@ export default function Home() {
               {graphs.data.results.map((g) => (
                 <li key={g.id} className="list-item">
                   <a href={graphUrl(g.id)} className="strong">{g.name}</a>
-                  <span className="muted small">{g.latest_version ? `v${g.latest_version}` : "draft only"} · updated {formatDateTime(g.updated_at)}</span>
+                  <span className="muted small">{g.latest_version ? `v${g.latest_version}` : "draft only"} · updated <span className="nowrap">{formatDateTime(g.updated_at)}</span></span>
                 </li>
               ))}
             </ul>
