@@ -40,6 +40,7 @@ from django.db.models.functions import Cast, Coalesce, TruncDate
 from django.utils import timezone
 
 from accounts.policy import readable_runs_q
+from builder.models import GraphVersion
 from runs.engine import api as engine_api
 from runs.models import (
     TERMINAL_RUN_STATUSES,
@@ -236,12 +237,18 @@ CLI_ACTOR = "cli"
 def run_started_from(*, run: Run) -> str | None:
     """Where a run started that no user started: ``"command line"`` when its ``run.start``
     audit entry names the CLI actor, else None (a user's run, or no honest source)."""
-    if run.created_by_id is not None:
-        return None
-    actor = (
-        AuditEntry.objects.filter(scope=f"run:{run.pk}", action="run.start", object_type="run").values_list("actor", flat=True).first()
-    )
-    return "command line" if actor == CLI_ACTOR else None
+    return runs_started_from(runs=[run]).get(run.pk)
+
+
+def runs_started_from(*, runs: list[Run]) -> dict[int, str]:
+    """:func:`run_started_from` for many runs (a page of the run list): ``{run id: "command
+    line"}`` for those the CLI started, no entry for the others. One query, on the runs no
+    user started only (the audit table's (scope, seq) unique index finds their chains)."""
+    userless = {f"run:{r.pk}": r.pk for r in runs if r.created_by_id is None}
+    if not userless:
+        return {}
+    scopes = AuditEntry.objects.filter(scope__in=list(userless), action="run.start", object_type="run", actor=CLI_ACTOR)
+    return {userless[scope]: "command line" for scope in scopes.values_list("scope", flat=True)}
 
 
 def step_list(*, run: Run) -> QuerySet[Step]:
@@ -481,6 +488,30 @@ def audit_list(
         if value:
             qs = qs.filter(**{field: value})
     return _filter_given(qs, created_at__date__gte=since, created_at__date__lte=until)
+
+
+def audit_versions(*, entries: list[AuditEntry]) -> dict[int, dict[str, Any]]:
+    """The graph versions ``entries`` name, by version id: ``{"id", "number", "graph",
+    "graph_name", "is_test"}``. An entry names a version as its object (``graph.publish``)
+    or as ``data["graph_version"]`` (``run.start``, ``run.test_node``); the chained entry
+    keeps the id, this gives the number people know it by. One query for a page of entries;
+    a version deleted since (with its graph) is absent."""
+    ids = {version_id for e in entries if (version_id := audit_version_id(e)) is not None}
+    if not ids:
+        return {}
+    rows = GraphVersion.objects.filter(pk__in=ids).values("pk", "number", "graph_id", "graph__name", "is_test")
+    return {
+        r["pk"]: {"id": r["pk"], "number": r["number"], "graph": r["graph_id"], "graph_name": r["graph__name"], "is_test": r["is_test"]}
+        for r in rows
+    }
+
+
+def audit_version_id(entry: AuditEntry) -> int | None:
+    """The id of the graph version ``entry`` names (its object, else ``data["graph_version"]``), or None."""
+    if entry.object_type == "graphversion" and entry.object_id.isdigit():
+        return int(entry.object_id)
+    value = entry.data.get("graph_version") if isinstance(entry.data, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def audit_facets() -> dict[str, list[str]]:

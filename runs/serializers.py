@@ -9,15 +9,18 @@ from rest_framework import serializers
 
 from builder.serializers import JSONObjectField
 from runs.engine.api import steps_worker_alive
-from runs.models import Run, RunStatus, Step, StepAttempt, StepStatus
+from runs.models import AuditEntry, Run, RunStatus, Step, StepAttempt, StepStatus
 from runs.selectors import (
     COST_GROUPS,
     COST_ORDERS,
     WAITING_FOR,
     RunFilter,
+    audit_version_id,
+    audit_versions,
     day_bounds,
     run_started_from,
     run_waiting_for,
+    runs_started_from,
 )
 
 MAX_INT = 2**63 - 1
@@ -393,6 +396,7 @@ class RunListOutput(serializers.ListSerializer):
     def to_representation(self, data: Any) -> list[Any]:
         runs = list(data.all() if hasattr(data, "all") else data)
         self.context["interrupted"] = runs_interrupted(runs)
+        self.context["started_from"] = runs_started_from(runs=runs)
         return super().to_representation(runs)
 
 
@@ -429,12 +433,20 @@ class RunOutput(serializers.Serializer):
     forked_from = serializers.IntegerField(source="forked_from_id", allow_null=True)
     forked_from_step = serializers.IntegerField(source="forked_from_step_id", allow_null=True)
     created_by = serializers.SerializerMethodField()
+    started_from = serializers.SerializerMethodField(
+        help_text='"command line" for a run `manage.py run_graph` started (no user), else null: who started a run is '
+        "created_by, else this."
+    )
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
 
     def get_created_by(self, obj: Run) -> str | None:
         return _username(obj.created_by)
+
+    def get_started_from(self, obj: Run) -> str | None:
+        known = self.context.get("started_from")
+        return known.get(obj.pk) if known is not None else run_started_from(run=obj)
 
     @extend_schema_field(serializers.ChoiceField(choices=WAITING_FOR, allow_null=True))
     def get_waiting_for(self, obj: Run) -> str | None:
@@ -455,12 +467,6 @@ class RunDetailOutput(RunOutput):
     state = serializers.JSONField()
     output = serializers.JSONField(allow_null=True)
     steps = serializers.SerializerMethodField()
-    started_from = serializers.SerializerMethodField(
-        help_text='"command line" for a run `manage.py run_graph` started (no user), else null.'
-    )
-
-    def get_started_from(self, obj: Run) -> str | None:
-        return run_started_from(run=obj)
 
     def to_representation(self, instance: Run) -> dict[str, Any]:
         # The steps are read once: ``interrupted`` follows from their workers' liveness.
@@ -536,8 +542,30 @@ class CostRowOutput(serializers.Serializer):
         return "" if row.get("label") is None else str(row["label"])
 
 
+class AuditListOutput(serializers.ListSerializer):
+    """Audit entries in a list: the graph versions they name are read once for the whole page."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        entries = list(data.all() if hasattr(data, "all") else data)
+        self.context["versions"] = audit_versions(entries=entries)
+        return super().to_representation(entries)
+
+
+class AuditVersionOutput(serializers.Serializer):
+    """The graph version an audit entry names, as people know it (its graph and number)."""
+
+    id = serializers.IntegerField()
+    number = serializers.IntegerField(help_text="The version's number in its graph (0: a node-test snapshot).")
+    graph = serializers.IntegerField()
+    graph_name = serializers.CharField()
+    is_test = serializers.BooleanField()
+
+
 class AuditEntryOutput(serializers.Serializer):
     """One audit entry with its place in its hash chain."""
+
+    class Meta:
+        list_serializer_class = AuditListOutput
 
     id = serializers.IntegerField()
     created_at = serializers.DateTimeField()
@@ -551,3 +579,17 @@ class AuditEntryOutput(serializers.Serializer):
     seq = serializers.IntegerField()
     prev_hash = serializers.CharField()
     hash = serializers.CharField()
+    version = serializers.SerializerMethodField(
+        help_text="The graph version the entry names (its object, or data.graph_version), with its graph and number; "
+        "null when it names none or the version was deleted. Not part of the chained entry."
+    )
+
+    @extend_schema_field(AuditVersionOutput(allow_null=True))
+    def get_version(self, obj: AuditEntry) -> dict[str, Any] | None:
+        version_id = audit_version_id(obj)
+        if version_id is None:
+            return None
+        known = self.context.get("versions")
+        if known is None:
+            known = audit_versions(entries=[obj])
+        return known.get(version_id)

@@ -42,6 +42,23 @@ def test_every_example_is_valid(path):
     assert result.ok, [str(i) for i in result.issues]
 
 
+# A card is 200 px wide and at most about 110 px tall (three output handles); an output
+# handle's label sits in the gap right of its card. Cards in one band of rows must leave room
+# for the label and the edge's arrow; cards in one column, a visible gap.
+CARD_WIDTH, CARD_HEIGHT = 200, 110
+COLUMN_GAP, ROW_GAP = 60, 20
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.json")), ids=lambda p: p.name)
+def test_example_cards_never_touch(path):
+    nodes = json.loads(path.read_text())["nodes"]
+    for i, a in enumerate(nodes):
+        for b in nodes[i + 1:]:
+            dx = abs(a["position"]["x"] - b["position"]["x"])
+            dy = abs(a["position"]["y"] - b["position"]["y"])
+            assert dx >= CARD_WIDTH + COLUMN_GAP or dy >= CARD_HEIGHT + ROW_GAP, (a["id"], b["id"], dx, dy)
+
+
 def test_research_fan_out_joins_three_findings_in_order():
     run, summary = run_graph("research_fanout.json", {"topic": "AI coding assistants"})
     assert summary["status"] == "succeeded"

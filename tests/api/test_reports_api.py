@@ -179,6 +179,22 @@ def test_audit_filters_verify_and_export():
     assert len(table) == AuditEntry.objects.count() and table[0]["hash"]
 
 
+def test_audit_entries_name_graph_versions_by_graph_and_number():
+    publish(graph([node("start", "start"), node("end", "end")], chain("start", "end"), name="other"))  # ids and numbers differ
+    spec = graph([node("start", "start"), transform("t", y="1"), node("end", "end")], chain("start", "t", "end"), name="versioned")
+    publish(spec)
+    second = publish({**spec, "description": "v2"})
+    run_local(second, {})
+    rows = client_for(admin()).get("/api/v1/audit/?page_size=50").json()["results"]
+    expected = {"id": second.pk, "number": 2, "graph": second.graph_id, "graph_name": "versioned", "is_test": False}
+    assert second.pk != 2
+    published = next(r for r in rows if r["action"] == "graph.publish" and r["object_id"] == str(second.pk))
+    assert published["object_type"] == "graphversion" and published["version"] == expected
+    started = next(r for r in rows if r["action"] == "run.start")
+    assert started["data"]["graph_version"] == second.pk and started["version"] == expected  # the chained entry keeps the id
+    assert all(r["version"] is None for r in rows if r["action"] not in ("graph.publish", "run.start"))
+
+
 def test_audit_verification_reports_an_edited_entry():
 
     run_local(graph([node("start", "start"), node("end", "end")], chain("start", "end"), name="tampered"), {})

@@ -260,3 +260,26 @@ def test_run_detail_says_a_run_started_from_the_command_line(world: World) -> No
     # No honest source, no claim: another system actor and a user's run say nothing.
     assert admin.get(f"/api/v1/runs/{other.pk}/").json()["started_from"] is None
     assert admin.get(f"/api/v1/runs/{user_run.pk}/").json()["started_from"] is None
+
+
+def test_run_list_says_who_started_each_run_as_the_detail_does(world: World, django_assert_max_num_queries) -> None:
+    admin = world.clients["admin"]
+    with engine.local_mode():
+        cli_run = run_start(version=world.approval_version, run_input={"name": "C"}, actor="cli")
+        other = run_start(version=world.approval_version, run_input={"name": "S"}, actor="scheduler")
+    user_run = world.queued_run()
+    listed = {r["id"]: r for r in admin.get("/api/v1/runs/?page_size=50").json()["results"]}
+    for run in (cli_run, other, user_run):
+        detail = admin.get(f"/api/v1/runs/{run.pk}/").json()
+        assert (listed[run.pk]["created_by"], listed[run.pk]["started_from"]) == (detail["created_by"], detail["started_from"])
+    assert listed[cli_run.pk]["started_from"] == "command line" and listed[other.pk]["started_from"] is None
+    assert listed[user_run.pk]["created_by"] == "starter" and listed[user_run.pk]["started_from"] is None
+    # Worked out for the whole page at once: more command-line runs cost no more queries.
+    with django_assert_max_num_queries(40) as few:
+        admin.get("/api/v1/runs/?page_size=50")
+    with engine.local_mode():
+        for i in range(5):
+            run_start(version=world.approval_version, run_input={"name": f"C{i}"}, actor="cli")
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        page = admin.get("/api/v1/runs/?page_size=50").json()["results"]
+    assert sum(r["started_from"] == "command line" for r in page) == 6

@@ -82,7 +82,10 @@ def test_run_is_disabled_with_its_reason_when_nothing_is_published(live_server, 
     sign_in(page, live_server.url, "pat", "pw-pat-1")
     open_builder(page, live_server.url, graph_id)
     expect(page.get_by_role("button", name="Run", exact=True)).to_be_disabled()
-    expect(page.get_by_role("note").filter(has_text="Run is disabled")).to_contain_text("Publish the draft first")
+    # One note, not one per disabled button: the Problems list carries the problems.
+    notes = page.get_by_role("note")
+    expect(notes).to_have_count(1)
+    expect(notes).to_have_text("Never published, so there is nothing to run yet: publish the draft to run it.")
     screenshot(page, "builder-run-disabled-never-published")
 
 

@@ -13,14 +13,17 @@ import json
 import os
 import re
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
 
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
 from runs.engine import api as engine
 from runs.engine import workers
-from runs.models import Run, Step
+from runs.models import Run, Step, StepAttempt
 from runs.nodes.base import NodeError
 from runs.services import run_start
 from tests.api.conftest import approval_spec, failing_spec
@@ -227,6 +230,41 @@ def test_a_waiting_run_shows_its_gate_waiting(daphne: Daphne, page: Page) -> Non
     inspector = page.get_by_role("complementary", name="Step inspector")
     expect(inspector.get_by_label("Step input")).to_contain_text("Hello Ada")  # the state the gate was given
     screenshots(page, "waiting")
+
+
+def test_a_long_approval_wait_is_drawn_short_and_the_steps_around_it_stay_readable(daphne: Daphne, page: Page) -> None:  # noqa: F811 (the daphne fixture)
+    run = run_local(publish(approval_spec()), {"name": "Ada"})
+    assert run.status == "waiting"
+    # The reviewer took 48 s: everything before the decision happened 48 s earlier.
+    earlier = timedelta(seconds=48)
+    for s in Step.objects.filter(run=run):
+        Step.objects.filter(pk=s.pk).update(started_at=s.started_at - earlier, finished_at=s.finished_at and s.finished_at - earlier)
+    for a in StepAttempt.objects.filter(step__run=run):
+        StepAttempt.objects.filter(pk=a.pk).update(started_at=a.started_at - earlier, finished_at=a.finished_at and a.finished_at - earlier)
+    Run.objects.filter(pk=run.pk).update(created_at=run.created_at - earlier, started_at=run.started_at - earlier)
+    with engine.local_mode() as queue:
+        approval_decide(approval_id=ApprovalRequest.objects.get(run=run, status="pending").pk, decision="approve", actor="tester")
+        engine.drive_local(run.pk, queue=queue, timeout=30)
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error
+
+    admin_page(page, daphne)
+    open_run(page, daphne, run)
+    # One break, with the wait's real length on it; the gate's bar says its real duration.
+    expect(page.locator(".timeline__break")).to_have_count(1)
+    expect(page.locator(".timeline__break-label")).to_have_text(re.compile(r"^4[89]\.\d s waiting$"))
+    expect(page.locator(".timeline__bar[data-node='review'] .timeline__dur")).to_have_text(re.compile(r"^4[89]\.\d s$"))
+    lanes = page.locator(".timeline__lanes").bounding_box()
+    review = page.locator(".timeline__bar[data-node='review']").bounding_box()
+    assert lanes and review and review["width"] < 0.25 * lanes["width"], (review, lanes)
+    # The steps of a few ms around it are wide enough to read, not slivers.
+    for node_id in ("draft", "send"):
+        bar = page.locator(f".timeline__bar[data-node='{node_id}']").bounding_box()
+        assert bar and bar["width"] >= 8, (node_id, bar)
+    # Ticks that would read alike after the break are one: each time on the axis is written once.
+    ticks = [t for t in page.locator(".timeline__axis span:not(.timeline__break-label)").all_inner_texts()]
+    assert len(ticks) == len(set(ticks)), ticks
+    screenshot(page, "run-page-long-wait")
 
 
 def test_a_failed_run_and_an_agents_transcript(daphne: Daphne, page: Page) -> None:  # noqa: F811 (the daphne fixture)

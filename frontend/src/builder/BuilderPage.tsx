@@ -10,7 +10,7 @@ import { diffDrafts } from "./conflict";
 import { Dialog } from "./Dialog";
 import { ErrorsPanel } from "./ErrorsPanel";
 import { Palette } from "./Palette";
-import { publishBlocked as publishBlockedReason, runBlocked, runVersionNote, type DraftState } from "./run/runNote";
+import { draftNotice, publishBlocked as publishBlockedReason, runBlocked, runVersionNote, type DraftState } from "./run/runNote";
 import { takeBuilderLoad, versionParam } from "./load";
 import type { GraphSpec } from "./spec";
 import { BuilderContext, useBuilderState, type NodeKindInfo } from "./store";
@@ -208,6 +208,7 @@ function Builder({ loaded }: { loaded: Loaded }) {
     : { problems: errors.length, contentHash: builder.validation.content_hash ?? null };
   const draftDiffers = errors.length > 0;
   const publishBlocked = publishBlockedReason(draftState, latestVersion ? { number: latestVersion, hash: latestHash } : null);
+  const notice = draftNotice({ latestVersion, onDraft: version === null, canBuild: !readOnly, canOperate: ctx.user?.can.operate ?? false, problems: errors.length });
 
   return (
     <BuilderContext.Provider value={builder}>
@@ -244,13 +245,7 @@ function Builder({ loaded }: { loaded: Loaded }) {
                 onClick={() => setDialog("run")}>{version !== null ? `Run version ${version}` : "Run"}</button>
             )}
           </header>
-          {/* Only problems get a note: an unchanged draft is the usual state, its reason is the button's title. */}
-          {!readOnly && publishBlocked && errors.length > 0 && (
-            <div className="builder__why" role="note">Publishing is disabled: {publishBlocked.toLowerCase()} (listed under Problems).</div>
-          )}
-          {(ctx.user?.can.operate ?? false) && version === null && runBlocked(runVersion) && (
-            <div className="builder__why" role="note">Run is disabled: {runBlocked(runVersion)}</div>
-          )}
+          {notice && <div className="builder__why" role="note">{notice}</div>}
           <div className={`builder__body${readOnly || comparison ? " builder__body--readonly" : ""}`}>
             {!readOnly && !comparison && palette}
             <div className="builder__main" onPointerDownCapture={() => setPointerDown(true)}>

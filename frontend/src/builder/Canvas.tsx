@@ -13,7 +13,7 @@ import {
 } from "./flow";
 import { layoutPositions } from "./layout";
 import { NodeCard } from "./NodeCard";
-import { FlowEdge } from "./FlowEdge";
+import { EDGE_ARROW, FlowEdge } from "./FlowEdge";
 import { NoteNode } from "./NoteNode";
 import { SpecMiniMap } from "./SpecMiniMap";
 import { preloadNodePanel } from "./panel/NodePanelLazy";
@@ -43,7 +43,7 @@ function minimapNodeColour(n: FlowNode): string {
 // their identity changes, and every store update re-runs every node's, edge's and minimap
 // node's selector. A fresh object or function per render (the canvas renders on every drag
 // frame) meant two extra store updates per frame and all 300 minimap nodes re-rendering.
-const DEFAULT_EDGE_OPTIONS = { type: "ballast" } as const;
+const DEFAULT_EDGE_OPTIONS = { type: "ballast", markerEnd: EDGE_ARROW } as const;
 const PRO_OPTIONS = { hideAttribution: true } as const;
 const DELETE_KEYS = ["Delete", "Backspace"];
 const MULTI_SELECT_KEYS = ["Shift", "Meta", "Control"];

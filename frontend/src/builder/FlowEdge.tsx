@@ -1,12 +1,35 @@
-// The canvas's edge: a smooth step forward, a visible detour below the nodes for a loop back.
-import { BaseEdge, getSmoothStepPath, type EdgeProps } from "@xyflow/react";
+// The canvas's edge: a straight line or a smooth step forward, a visible detour below the nodes for a loop back.
+import { BaseEdge, MarkerType, Position, getSmoothStepPath, type EdgeMarker, type EdgeProps } from "@xyflow/react";
 import { memo } from "react";
+
+/** The edges' stroke colour: builder.css sets it as React Flow's ``--xy-edge-stroke`` too (keep the two equal). */
+export const EDGE_COLOUR = "#7b8696";
+
+/**
+ * The arrowhead every edge ends with (React Flow draws one marker definition for all of
+ * them). Sized in canvas px rather than React Flow's default stroke-width units: about
+ * 7 x 10 px at 100 %, large enough to tell the direction of a short edge at a glance.
+ */
+export const EDGE_ARROW: EdgeMarker = { type: MarkerType.ArrowClosed, color: EDGE_COLOUR, width: 26, height: 26, markerUnits: "userSpaceOnUse" };
 
 /** How far below the lower of its two handles a back-edge runs (px, flow coordinates): clear of the node cards. */
 export const LOOP_DROP = 72;
 /** How far a back-edge leaves its source and enters its target horizontally (px). */
 const LOOP_REACH = 24;
 const CORNER = 8;
+/**
+ * Handles this close vertically (px, flow coordinates) are joined by a straight line: a smooth
+ * step between them is an S a few px tall, which reads as a glitch rather than a bend (two
+ * cards of slightly different heights side by side put their handles a few px apart; on the
+ * run page a card that ran grows a line for its duration, 7.5 px off its neighbour's).
+ */
+export const LEVEL_TOLERANCE = 8;
+/**
+ * A longer edge is straight too while its slope stays under 1 in 50: a 1 500 px edge whose
+ * ends are 12 px apart otherwise kinks in its middle, and a straight line that falls 12 px
+ * over its length looks level.
+ */
+export const LEVEL_SLOPE = 1 / 50;
 
 /**
  * True when an edge from a handle at x ``sourceX`` goes back to one at ``targetX`` (left of
@@ -38,13 +61,25 @@ export function loopPath(sourceX: number, sourceY: number, targetX: number, targ
   return [path, (left + right) / 2, bottom];
 }
 
+/**
+ * The SVG path of a forward edge: a straight line when the handles are within
+ * ``LEVEL_TOLERANCE`` px of level (or the line's slope is under ``LEVEL_SLOPE``), else React
+ * Flow's smooth step (right angles, rounded).
+ */
+export function forwardPath(sourceX: number, sourceY: number, targetX: number, targetY: number,
+  sourcePosition: Position = Position.Right, targetPosition: Position = Position.Left): string {
+  const rise = Math.abs(targetY - sourceY);
+  if (rise <= Math.max(LEVEL_TOLERANCE, Math.abs(targetX - sourceX) * LEVEL_SLOPE)) return `M ${sourceX} ${sourceY} L ${targetX} ${targetY}`;
+  return getSmoothStepPath({ sourceX, sourceY, targetX, targetY, sourcePosition, targetPosition })[0];
+}
+
 function FlowEdgeImpl(props: EdgeProps) {
   const { sourceX, sourceY, targetX, targetY, sourcePosition, targetPosition, markerEnd, style, interactionWidth } = props;
   if (isBackEdge(sourceX, targetX)) {
     const [path] = loopPath(sourceX, sourceY, targetX, targetY);
     return <BaseEdge path={path} markerEnd={markerEnd} style={style} interactionWidth={interactionWidth} className="bedge-loop" />;
   }
-  const [path] = getSmoothStepPath({ sourceX, sourceY, targetX, targetY, sourcePosition, targetPosition });
+  const path = forwardPath(sourceX, sourceY, targetX, targetY, sourcePosition, targetPosition);
   return <BaseEdge path={path} markerEnd={markerEnd} style={style} interactionWidth={interactionWidth} />;
 }
 

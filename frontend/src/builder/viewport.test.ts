@@ -24,14 +24,14 @@ describe("fit view", () => {
   });
 
   it("fits a wide graph whole down to the floor: the refund example in the builder's canvas at 1280 x 720", () => {
-    // examples/refund_agent.json: 15 nodes over 2 200 x 440 flow px; the canvas between the
-    // palette and the side panel is 708 x 588 px. It needs 708 / (2200 * 1.15) = 0.28: the
-    // old 50 % floor opened it at 50 % and cut off its right half.
-    const bounds = { x: 0, y: 60, width: 2200, height: 440 };
+    // examples/refund_agent.json: 15 nodes over 2 860 x 510 flow px (11 columns 260 px apart,
+    // so its 200 px cards never touch); the canvas between the palette and the side panel is
+    // 708 x 588 px. It needs 708 / (2860 * 1.15) = 0.215: above the floor, so it opens whole.
+    const bounds = { x: 0, y: 43, width: 2860, height: 510 };
     const [w, h] = [708, 588];
-    const v = fitViewport(bounds, { x: 0, y: 200, width: 200, height: 64 }, w, h, FIT_VIEW, CANVAS_INSETS)!;
-    expect(v.zoom).toBeCloseTo(w / (2200 * 1.15), 3);
-    expect(v.zoom).toBeLessThan(0.3);
+    const v = fitViewport(bounds, { x: 0, y: 206, width: 200, height: 64 }, w, h, FIT_VIEW, CANVAS_INSETS)!;
+    expect(v.zoom).toBeCloseTo(w / (2860 * 1.15), 3);
+    expect(v.zoom).toBeLessThan(0.25);
     expect(v.zoom).toBeGreaterThanOrEqual(FIT_VIEW.minZoom);
     // Whole and centred across; between the toolbar and the minimap down.
     expect(v.x + bounds.x * v.zoom).toBeGreaterThan(0);

@@ -6,17 +6,19 @@ import { getViewportForBounds, type Rect, type Viewport } from "@xyflow/react";
  * the free width and height). The whole graph is fitted when that needs ``minZoom`` or more
  * (at most ``maxZoom``); a graph that would need less opens at ``anchorZoom`` from its start.
  *
- * Why ``minZoom`` 0.25: below 0.5 no label is legible anyway, so a fitted view is an overview
- * (the graph's shape, each card's kind stripe and state colour), and that overview holds down
- * to a quarter: a 200 px card is still a 50 x 20 px box. Every shipped example fits there at
- * 1280 x 720 (the widest, the refund agent, 2 200 px, needs 0.28 in the builder's 708 px
- * canvas, where a floor of 0.3 cut it off); Dify's canvas stops zooming out at 0.25 too. A
- * graph that needs less has more than about a dozen nodes in a row (0.25 of a 868 px canvas
- * is 11 cards 260 px apart) and its cards would shrink to dots (the 300-node chain needs
+ * Why ``minZoom`` 0.2: below 0.5 no label is legible anyway, so a fitted view is an overview
+ * (the graph's shape, each card's kind stripe and state colour, the edges, which keep their
+ * screen width), and that overview holds down to a fifth: a 200 px card is still a 40 x 16 px
+ * box with a 12 px gap to the next. Every shipped example fits there at 1280 x 720: the
+ * widest, the refund agent (11 columns 260 px apart, so its cards and their handle labels
+ * never touch: 2 860 px), needs 0.215 in the builder's 708 px canvas. At the 0.25 floor this
+ * replaced (Dify's) the refund agent fitted only with its cards 200 px apart, edge to edge. A
+ * graph that needs less has more than about a dozen nodes in a row (0.2 of a 868 px canvas
+ * is 13 cards 260 px apart) and its cards would shrink to dots (the 300-node chain needs
  * 0.01), so it opens at ``anchorZoom`` (50 %, labels still readable) from the start node
  * and the user pans along it, as in n8n.
  */
-export const FIT_VIEW = { padding: 0.15, minZoom: 0.25, anchorZoom: 0.5, maxZoom: 1.2 } as const;
+export const FIT_VIEW = { padding: 0.15, minZoom: 0.2, anchorZoom: 0.5, maxZoom: 1.2 } as const;
 
 export interface FitOptions {
   padding: number;

@@ -20,6 +20,40 @@ export interface AuditEntry {
   seq: number;
   prev_hash: string;
   hash: string;
+  /** The graph version the entry names (its object, or data.graph_version) by graph and number; null when none. */
+  version?: AuditVersion | null;
+}
+
+/** A graph version as the audit API resolves it (the chained entry holds only its id). */
+export interface AuditVersion {
+  id: number;
+  number: number;
+  graph: number;
+  graph_name: string;
+  is_test: boolean;
+}
+
+/** "triage v3" (a node-test snapshot: "triage test snapshot"), as people know a version. */
+export function versionLabel(v: AuditVersion): string {
+  return v.is_test ? `${v.graph_name} test snapshot` : `${v.graph_name} v${v.number}`;
+}
+
+/**
+ * What an entry's Object and Details cells show: a version by its graph and number (the id in
+ * the link's title; the export keeps the entry as chained), the details without the version
+ * id they name it by.
+ */
+export function auditCells(e: AuditEntry): { version: AuditVersion | null; objectIsVersion: boolean; details: string } {
+  const version = e.version ?? null;
+  const objectIsVersion = version !== null && e.object_type === "graphversion";
+  const data = version && !objectIsVersion && "graph_version" in e.data
+    ? Object.fromEntries(Object.entries(e.data).filter(([k]) => k !== "graph_version")) : e.data;
+  return { version, objectIsVersion, details: Object.keys(data).length ? JSON.stringify(data) : "" };
+}
+
+/** A link to a version, read-only in the builder, its id in the title. */
+function VersionLink({ v }: { v: AuditVersion }) {
+  return <a href={`${graphUrl(v.graph)}?version=${v.number}`} title={`graph version id ${v.id}`}>{versionLabel(v)}</a>;
 }
 
 export interface AuditReport {
@@ -191,14 +225,18 @@ export default function Audit() {
             <tbody>
               {data.results.map((e) => {
                 const href = objectLink(e);
-                const details = Object.keys(e.data).length ? JSON.stringify(e.data) : "";
+                const { version, objectIsVersion, details } = auditCells(e);
                 return (
                   <tr key={e.id}>
                     <td className="nowrap">{formatDateTime(e.created_at)}</td>
                     <td>{e.actor}{e.actor_type !== e.actor ? <> <span className="badge badge-plain">{e.actor_type}</span></> : null}</td>
                     <td><code>{e.action}</code></td>
-                    <td>{href ? <a href={href}>{e.object_type} {e.object_id}</a> : `${e.object_type} ${e.object_id}`}</td>
-                    <td className="audit-data" title={details}>{details.length > 160 ? `${details.slice(0, 160)}…` : details}</td>
+                    <td>{objectIsVersion && version ? <>version <VersionLink v={version} /></>
+                      : href ? <a href={href}>{e.object_type} {e.object_id}</a> : `${e.object_type} ${e.object_id}`}</td>
+                    <td className="audit-data" title={details}>
+                      {version && !objectIsVersion ? <span className="audit-version"><VersionLink v={version} />{details ? " " : ""}</span> : null}
+                      {details.length > 160 ? `${details.slice(0, 160)}…` : details}
+                    </td>
                     <td className="hash" title={`hash ${e.hash}\nprev ${e.prev_hash}`}>{e.scope} #{e.seq}<br />{e.hash.slice(0, 12)}</td>
                   </tr>
                 );

@@ -22,6 +22,16 @@ describe("GraphList", () => {
     }
   });
 
+  it("puts Import JSON before New graph, as the home page does, and keeps a date on one line", async () => {
+    stubFetch({ "GET /api/v1/graphs/": () => ({ body: page([g(1, "triage")]) }) });
+    const { container } = renderWith(<GraphList />, makeContext({ build: true }, "graphs"));
+    await screen.findByRole("link", { name: "triage" });
+    const header = container.querySelector(".page-actions")!;
+    expect([...header.querySelectorAll("button")].map((b) => b.textContent)).toEqual(["Import JSON", "New graph"]);
+    const updated = within(screen.getByRole("table")).getAllByRole("cell")[2]!;
+    expect(updated.className).toContain("nowrap");
+  });
+
   it("shows the server's reason when a delete is refused, and keeps the graph", async () => {
     const user = userEvent.setup();
     stubFetch({

@@ -3,7 +3,7 @@ import { useEffect, useState } from "react";
 import { usePageContext } from "../lib/context";
 import { formatDateTime } from "../shell/format";
 import { AlertsDialog } from "../shell/AlertsDialog";
-import { DeleteDialog, DuplicateDialog, ImportButton, ImportFeedback, NewGraphDialog, type ImportFailure } from "../shell/GraphDialogs";
+import { DeleteDialog, DuplicateDialog, GraphCreateActions, ImportFeedback, NewGraphDialog, type ImportFailure } from "../shell/GraphDialogs";
 import { exportGraph, type ImportResult } from "../shell/graphActions";
 import { graphUrl } from "../shell/graphLinks";
 import type { GraphSummary } from "../shell/types";
@@ -59,10 +59,8 @@ export default function GraphList() {
   };
 
   const actions = canBuild ? (
-    <>
-      <ImportButton onImported={onImported} onFailure={(f) => { setFailure(f); if (f) setNotice(null); }} />
-      <button type="button" className="btn btn-primary" onClick={() => setDialog({ kind: "new" })}>New graph</button>
-    </>
+    <GraphCreateActions onNew={() => setDialog({ kind: "new" })} onImported={onImported}
+      onFailure={(f) => { setFailure(f); if (f) setNotice(null); }} />
   ) : null;
 
   return (
@@ -116,7 +114,7 @@ export default function GraphList() {
                     {g.description ? <div className="muted small">{g.description}</div> : null}
                   </td>
                   <td>{g.latest_version ? `v${g.latest_version}` : <span className="muted">draft only</span>}</td>
-                  <td>{formatDateTime(g.updated_at)}</td>
+                  <td className="nowrap">{formatDateTime(g.updated_at)}</td>
                   <td>{g.created_by ?? "—"}</td>
                   <td className="row-actions">
                     {mayAlert(g) ? (

@@ -12,6 +12,9 @@ describe("Home", () => {
     expect(await within(graphs).findByText("No graphs yet")).toBeTruthy();
     expect(within(graphs).getByRole("button", { name: "Create your first graph" })).toBeTruthy();
     expect(screen.getByRole("button", { name: "Import JSON" })).toBeTruthy();
+    // The graphs page's order: Import JSON, then New graph (the primary action) on the right.
+    const header = document.querySelector(".page-actions")!;
+    expect([...header.querySelectorAll("button")].map((b) => b.textContent)).toEqual(["Import JSON", "New graph"]);
     expect(await screen.findByText("No runs yet")).toBeTruthy();
   });
 

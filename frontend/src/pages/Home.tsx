@@ -4,7 +4,7 @@ import { useMemo, useState } from "react";
 import { usePageContext } from "../lib/context";
 import { useNewRuns, useRunsChanged } from "../lib/useLiveEvents";
 import { formatDateTime, formatSpend, statusLabel } from "../shell/format";
-import { ImportButton, ImportFeedback, NewGraphDialog, type ImportFailure } from "../shell/GraphDialogs";
+import { GraphCreateActions, ImportFeedback, NewGraphDialog, type ImportFailure } from "../shell/GraphDialogs";
 import type { ImportResult } from "../shell/graphActions";
 import { graphUrl, runUrl } from "../shell/graphLinks";
 import { RunTable } from "../shell/RunTable";
@@ -67,12 +67,7 @@ export default function Home() {
   useRunsChanged(runs.data?.results, refreshRuns, 500);
   useNewRuns(true, refreshRuns, 500);
 
-  const buildActions = canBuild ? (
-    <>
-      <button type="button" className="btn btn-primary" onClick={() => setCreating(true)}>New graph</button>
-      <ImportButton onImported={onImported} onFailure={setFailure} />
-    </>
-  ) : null;
+  const buildActions = canBuild ? <GraphCreateActions onNew={() => setCreating(true)} onImported={onImported} onFailure={setFailure} /> : null;
 
   return (
     <main className="page">
@@ -161,7 +156,7 @@ export default function Home() {
               {graphs.data.results.map((g) => (
                 <li key={g.id} className="list-item">
                   <a href={graphUrl(g.id)} className="strong">{g.name}</a>
-                  <span className="muted small">{g.latest_version ? `v${g.latest_version}` : "draft only"} · updated {formatDateTime(g.updated_at)}</span>
+                  <span className="muted small">{g.latest_version ? `v${g.latest_version}` : "draft only"} · updated <span className="nowrap">{formatDateTime(g.updated_at)}</span></span>
                 </li>
               ))}
             </ul>

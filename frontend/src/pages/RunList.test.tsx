@@ -12,6 +12,17 @@ const run = (id: number): RunSummary => ({
 } as RunSummary);
 
 describe("RunList", () => {
+  it("names who started a run as its page does: the user, else the command line", async () => {
+    const cli = { ...run(6), created_by: null, started_from: "command line" } as RunSummary;
+    const nobody = { ...run(7), created_by: null, started_from: null } as RunSummary;
+    stubFetch({ "GET /api/v1/runs/": () => ({ body: cursorPage([nobody, cli, run(5)], null) }) });
+    const { container } = renderWith(<RunList />, makeContext({}, "runs"));
+    await screen.findByText("graph-6");
+    const column = screen.getAllByRole("columnheader").findIndex((th) => th.textContent === "Started by");
+    const startedBy = (id: number) => container.querySelector(`tr[data-run="${id}"]`)!.children[column]!.textContent;
+    expect([startedBy(5), startedBy(6), startedBy(7)]).toEqual(["olu", "command line", "—"]);
+  });
+
   it("pages by the API's cursor links, not by page numbers", { timeout: 30_000 }, async () => {
     const user = userEvent.setup();
     const calls = stubFetch({

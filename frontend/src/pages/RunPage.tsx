@@ -3,12 +3,13 @@ import { Suspense, lazy, useCallback, useMemo, useRef, useState } from "react";
 import type { RunEvent } from "../lib/liveEvents";
 import { useLeaseWatch } from "../lib/useLeaseWatch";
 import { useConnection, useRunEvents } from "../lib/useLiveEvents";
+import { retryAdvice } from "../runs/actions";
 import { RunActions } from "../runs/RunActions";
 import { StepInspector } from "../runs/StepInspector";
 import { Timeline } from "../runs/Timeline";
 import { nodeMarks, type RunStep } from "../runs/runView";
 import { RUN_STATE_LABELS } from "../builder/runStateColours";
-import { formatDateTime, formatDuration, formatUsd, runDisplayStatus, stepDisplayStatus } from "../shell/format";
+import { formatDateTime, formatDuration, formatUsd, runDisplayStatus, startedBy, stepDisplayStatus } from "../shell/format";
 import { graphUrl } from "../shell/graphLinks";
 import type { RunDetail } from "../shell/types";
 import { EmptyState, ErrorMessage, LiveStatus, Loading, PageHeader, StatusBadge } from "../shell/ui";
@@ -122,6 +123,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
   // The inspector's "Fork from this step" opens the header's fork dialog on that step.
   const [forkStep, setForkStep] = useState<number | null>(null);
   const [canFork, setCanFork] = useState(false);
+  const [canRetry, setCanRetry] = useState(false);
   const closeFork = useCallback(() => setForkStep(null), []);
   const marks = useMemo(() => nodeMarks(graphNodes ?? nodeIds, steps, run?.status ?? "queued"), [graphNodes, nodeIds, steps, run?.status]);
   const inspect = useCallback((step: number | null, node: string | null) => {
@@ -150,14 +152,14 @@ export default function RunPage({ runId }: { runId?: unknown }) {
         title={<>Run #{run.id} <StatusBadge status={runDisplayStatus(run)} /></>}
         subtitle={<>Graph <a href={graphUrl(run.graph)}>{run.graph_name}</a>, version {run.version}</>}
         actions={<>
-          <RunActions run={run} onChanged={reload} forkStep={forkStep} onForkClosed={closeFork} onAllowed={(a) => setCanFork(!!a?.fork.allowed)} />
+          <RunActions run={run} onChanged={reload} forkStep={forkStep} onForkClosed={closeFork} onAllowed={(a) => { setCanFork(!!a?.fork.allowed); setCanRetry(!!a?.retry.allowed); }} />
           <a className="btn" href={graphUrl(run.graph)}>Open graph</a>
           <button type="button" className="btn" onClick={reload} disabled={loading}>Refresh</button>
         </>}
       />
       <dl className="facts card">
         <div><dt>Version</dt><dd><a href={`${graphUrl(run.graph)}?version=${run.version}`} title="Open this version read-only in the builder">v{run.version}</a></dd></div>
-        <div><dt>Started by</dt><dd>{run.created_by ?? run.started_from ?? "—"}</dd></div>
+        <div><dt>Started by</dt><dd>{startedBy(run)}</dd></div>
         <div><dt>Started</dt><dd>{formatDateTime(run.started_at ?? run.created_at)}</dd></div>
         <div><dt>Finished</dt><dd>{formatDateTime(run.finished_at)}</dd></div>
         <div><dt>Duration</dt><dd>{formatDuration(run.started_at, run.finished_at)}</dd></div>
@@ -173,7 +175,11 @@ export default function RunPage({ runId }: { runId?: unknown }) {
         <div className="alert alert-warning" role="status"><strong>Waiting for a decision.</strong> A crash interrupted a step that is not safe to repeat: an operator retries, skips or fails it.</div>
       ) : null}
       {run.error ? (
-        <div className="alert alert-error" role="alert"><strong>The run failed{failedAt(run.error) ? ` at ${failedAt(run.error)}` : ""}.</strong> {errorText(run.error)}</div>
+        <div className="alert alert-error" role="alert">
+          <div><strong>The run failed{failedAt(run.error) ? ` at ${failedAt(run.error)}` : ""}.</strong> {errorText(run.error)}</div>
+          {/* Why Retry is not the highlighted action: said where the error is read. */}
+          {canRetry && retryAdvice(run.error) ? <div className="small retry-advice">{retryAdvice(run.error)}</div> : null}
+        </div>
       ) : null}
       <div className={`run-main${inspected.step !== null || inspected.node !== null ? " run-main--inspecting" : ""}`}>
         <section className="card run-graph" aria-labelledby="run-graph">

@@ -112,7 +112,7 @@ export function ForkDialog({ run, stepId, onClose, navigate }: ForkDialogProps) 
   const chosen = steps.find((s) => s.id === step);
   return (
     <Modal title={`Fork run #${run.id}`} onClose={onClose} footer={<>
-      <button type="button" className="btn" onClick={onClose}>Close</button>
+      <button type="button" className="btn" onClick={onClose}>Cancel</button>
       <button type="button" className="btn btn-primary" onClick={() => void fork()}
         disabled={busy || !base || blocking || serverBlocks || previewing || local.patch === null}>
         {busy ? "Forking…" : patchKeys.length > 0 ? `Fork with ${patchKeys.length} edited key${patchKeys.length === 1 ? "" : "s"}` : "Fork"}

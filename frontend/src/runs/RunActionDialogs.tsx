@@ -80,7 +80,7 @@ export function PreviewActionDialog({ run, action, onClose, onDone }: {
   const title = action === "retry" ? `Retry run #${run.id} from the failed step` : `Resume run #${run.id}`;
   return (
     <Modal title={title} onClose={onClose} footer={<>
-      <button type="button" className="btn" onClick={onClose}>Close</button>
+      <button type="button" className="btn" onClick={onClose}>Cancel</button>
       <button type="button" className="btn btn-primary" onClick={() => void go()} disabled={busy || !preview}>
         {busy ? (action === "retry" ? "Retrying…" : "Resuming…") : action === "retry" ? "Retry" : "Resume"}
       </button>
@@ -110,7 +110,7 @@ export function CompareDialog({ run, onClose, navigate }: { run: RunDetail; onCl
   const typed = /^\d+$/.test(other.trim()) ? Number(other.trim()) : null;
   return (
     <Modal title={`Compare run #${run.id} with…`} onClose={onClose} footer={<>
-      <button type="button" className="btn" onClick={onClose}>Close</button>
+      <button type="button" className="btn" onClick={onClose}>Cancel</button>
       <button type="button" className="btn btn-primary" disabled={typed === null || typed === run.id} onClick={() => typed !== null && navigate(compareUrl(run.id, typed))}>Compare</button>
     </>}>
       <div className="field ra-field">

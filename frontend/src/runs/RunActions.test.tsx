@@ -77,6 +77,20 @@ describe("RunActions", () => {
     expect(calls.filter((c) => c.path === "/api/v1/runs/5/retry/" && c.method === "POST")).toHaveLength(1);
   });
 
+  it("makes Retry the primary action for a passing error, a secondary one with the reason for a deterministic one", async () => {
+    stubFetch({ "GET /api/v1/runs/5/actions/": () => ({ body: allow({ retry: true, fork: true }) }) });
+    const passing = { ...run, error: { code: "timeout", message: "no answer", retryable: true, node_id: "boom" } };
+    const { unmount } = renderWith(<RunActions run={passing} />, makeContext({ operate: true }, "run"));
+    const primary = await screen.findByRole("button", { name: "Retry from failed step" });
+    expect(primary.className).toContain("btn-primary");
+    unmount();
+    const deterministic = { ...run, error: { code: "expression", message: "division by zero", retryable: false, node_id: "boom" } };
+    renderWith(<RunActions run={deterministic} />, makeContext({ operate: true }, "run"));
+    const secondary = await screen.findByRole("button", { name: "Retry from failed step" });
+    expect(secondary.className).not.toContain("btn-primary");
+    expect(secondary.getAttribute("title")).toContain("will most likely fail again");
+  });
+
   it("shows the server's refusal of a preview instead of a confirm that would fail", async () => {
     stubFetch({
       "GET /api/v1/runs/5/actions/": () => ({ body: allow({ retry: true }) }),

@@ -4,7 +4,7 @@
 import { useCallback, useEffect, useRef, useState } from "react";
 import { api } from "../lib/api";
 import type { RunDetail } from "../shell/types";
-import type { RunActionsAllowed } from "./actions";
+import { retryAdvice, type RunActionsAllowed } from "./actions";
 import { ForkDialog } from "./ForkDialog";
 import { CancelDialog, CompareDialog, PreviewActionDialog } from "./RunActionDialogs";
 import "./runs.css";
@@ -69,9 +69,14 @@ export function RunActions({ run, onChanged, navigate, forkStep, onForkClosed, o
     if (forkStep !== null && forkStep !== undefined) onForkClosed?.();
   };
   const shown = visibleActions(allowed);
+  // A deterministic error would come back: Retry is then not the suggested next step.
+  const advice = retryAdvice(run.error);
   return (
     <>
-      {shown.includes("retry") ? <button type="button" className="btn btn-primary" onClick={() => setOpen({ kind: "retry" })}>Retry from failed step</button> : null}
+      {shown.includes("retry") ? (
+        <button type="button" className={advice ? "btn" : "btn btn-primary"} onClick={() => setOpen({ kind: "retry" })}
+          title={advice ?? "Run the failed step again, keeping the steps before it and their spend"}>Retry from failed step</button>
+      ) : null}
       {shown.includes("resume") ? <button type="button" className="btn btn-primary" onClick={() => setOpen({ kind: "resume" })}>Resume</button> : null}
       {shown.includes("fork") ? <button type="button" className="btn" onClick={() => setOpen({ kind: "fork" })}>Fork…</button> : null}
       <button type="button" className="btn" onClick={() => setOpen({ kind: "compare" })}>Compare…</button>

@@ -1,4 +1,4 @@
-import { compareParams, editableState, estimateText, forkPatch, jsonPositions, keyPath, nodeDifference, placeOf, serverProblems, stepEstimateText } from "./actions";
+import { compareParams, editableState, estimateText, forkPatch, jsonPositions, keyPath, nodeDifference, placeOf, retryAdvice, serverProblems, stepEstimateText } from "./actions";
 
 const original = { greeting: "Hi Ada", count: 2, items: [{ sku: "a" }], input: { name: "Ada" } };
 const keys = ["greeting", "count", "items", "name"];
@@ -100,5 +100,19 @@ describe("compare helpers", () => {
   it("reads the page's query", () => {
     expect(compareParams("?a=3&b=9")).toEqual({ a: 3, b: 9 });
     expect(compareParams("?a=x&b=-1")).toEqual({ a: null, b: null });
+  });
+});
+
+describe("retryAdvice", () => {
+  it("warns that a deterministic error comes back, naming its code", () => {
+    const advice = retryAdvice({ code: "expression", message: "division by zero", retryable: false, node_id: "boom" });
+    expect(advice).toContain("(expression)");
+    expect(advice).toContain("will most likely fail again");
+  });
+  it("says nothing for a passing error or one the engine did not classify", () => {
+    expect(retryAdvice({ code: "timeout", message: "slow", retryable: true })).toBeNull();
+    expect(retryAdvice({ code: "budget_exceeded", message: "over" })).toBeNull();
+    expect(retryAdvice("boom")).toBeNull();
+    expect(retryAdvice(null)).toBeNull();
   });
 });

@@ -56,6 +56,23 @@ export interface ActionPreview {
   dropped?: { step: number; node_id: string; iteration: number }[];
 }
 
+/**
+ * Why retrying a failed run from its failed step would most likely fail the same way, or null
+ * when it may well succeed. The engine stores with a run's error whether it is passing
+ * (``retryable``: a timeout, a 503, a rate limit, which the node's retry policy would try again)
+ * or not (an expression error, a template error, a request the provider refused): a retry
+ * runs the same step of the same version on the same state, so a deterministic error comes
+ * back unless something outside the run changed (an API key added). An error without the flag
+ * (a budget stop, a rejection, an older run) gets no advice.
+ */
+export function retryAdvice(error: unknown): string | null {
+  if (!error || typeof error !== "object") return null;
+  const e = error as { retryable?: unknown; code?: unknown };
+  if (e.retryable !== false) return null;
+  const code = typeof e.code === "string" && e.code ? ` (${e.code})` : "";
+  return `A retry will most likely fail again: this error${code} is not a passing one, and a retry reruns the same step of the same version on the same state. Fork from an earlier step with the state edited, or fix the graph, publish and start a new run.`;
+}
+
 /** The worst case of what runs again, as one line: "up to $0.012 · 1,250 tokens", with "+ unknown" for unpriced nodes. */
 export function estimateText(preview: Pick<ActionPreview, "estimate">): string {
   const { usd, tokens, unpriced } = preview.estimate;

@@ -1,5 +1,5 @@
 import { RUN_STATE_COLOURS } from "../builder/runStateColours";
-import { nodeMarks, stateChangeRows, stateColour, stateKeysOrdered, stepState, timelineLayout, type RunStep } from "./runView";
+import { nodeMarks, stateChangeRows, stateColour, stateKeysOrdered, stepState, timelineLayout, timelineScale, type RunStep } from "./runView";
 
 const T0 = Date.parse("2026-12-02T10:00:00Z");
 const at = (ms: number) => new Date(T0 + ms).toISOString();
@@ -108,6 +108,61 @@ describe("timelineLayout", () => {
 
   it("is empty before any step started", () => {
     expect(timelineLayout([step(1, "start", "pending", null, null)], T0)).toMatchObject({ bars: [], lanes: 0 });
+  });
+});
+
+describe("timelineScale", () => {
+  const attempt = (from: number, to: number | null) => ({ attempts: [{ number: 1, status: to === null ? "running" : "succeeded", started_at: at(from), finished_at: to === null ? null : at(to) }] });
+  // start 100 ms, lookup 200 ms, a gate decided after 48 s (its attempt took 10 ms), pay 200 ms.
+  const gated = [
+    step(1, "start", "succeeded", 0, 100, attempt(0, 100)),
+    step(2, "lookup", "succeeded", 100, 300, attempt(100, 300)),
+    step(3, "review", "succeeded", 300, 48_300, { kind: "approval", ...attempt(300, 310) }),
+    step(4, "pay", "succeeded", 48_300, 48_500, attempt(48_300, 48_500)),
+  ];
+
+  it("draws a run without long pauses to scale", () => {
+    const scale = timelineScale(timelineLayout(gated.slice(0, 2), T0 + 1000));
+    expect(scale.breaks).toEqual([]);
+    expect(scale.x(150)).toBeCloseTo(0.5);
+    expect(scale.time(0.5)).toBeCloseTo(150);
+  });
+
+  it("draws a long approval wait short, so the steps around it keep readable widths", () => {
+    const layout = timelineLayout(gated, T0 + 60_000);
+    const scale = timelineScale(layout);
+    // The wait's real span, and that some step was open through it.
+    expect(scale.breaks).toHaveLength(1);
+    expect(scale.breaks[0]).toMatchObject({ from: 310, to: 48_300, waiting: true });
+    const width = (node: string) => {
+      const bar = layout.bars.find((b) => b.step.node_id === node)!;
+      return scale.x(bar.to) - scale.x(bar.from);
+    };
+    // To scale each would be under 0.5 % of the chart; now each short step is a sixth of it or more.
+    expect(width("start")).toBeGreaterThan(0.15);
+    expect(width("lookup")).toBeGreaterThan(0.3);
+    expect(width("review")).toBeLessThan(0.15);
+    expect(scale.breaks[0]!.width).toBeLessThan(0.15);
+    // The order of time is kept, the axis runs 0..1, and inside the break there is no one time.
+    expect(scale.x(0)).toBe(0);
+    expect(scale.x(48_500)).toBe(1);
+    expect(scale.x(310)).toBeLessThan(scale.x(20_000));
+    expect(scale.x(20_000)).toBeLessThan(scale.x(48_300));
+    expect(scale.time(scale.x(48_400))).toBeCloseTo(48_400);
+    expect(scale.time(scale.breaks[0]!.x + scale.breaks[0]!.width / 2)).toBeNull();
+  });
+
+  it("calls a stretch waiting when a step was open through most of it, idle when none was", () => {
+    // The decision at 48 300, the next step picked up 400 ms later.
+    const later = [...gated.slice(0, 3), step(4, "pay", "succeeded", 48_700, 48_900, attempt(48_700, 48_900))];
+    expect(timelineScale(timelineLayout(later, T0 + 60_000)).breaks[0]).toMatchObject({ from: 310, to: 48_700, waiting: true });
+    const queued = [gated[0]!, step(2, "late", "succeeded", 30_000, 30_200, attempt(30_000, 30_200))];
+    expect(timelineScale(timelineLayout(queued, T0 + 60_000)).breaks[0]).toMatchObject({ from: 100, to: 30_000, waiting: false });
+  });
+
+  it("keeps time to scale while another branch works through a gate's wait", () => {
+    const busy = [...gated, step(5, "crunch", "succeeded", 300, 48_300, attempt(300, 48_300))];
+    expect(timelineScale(timelineLayout(busy, T0 + 60_000)).breaks).toEqual([]);
   });
 });
 

@@ -150,6 +150,90 @@ export function timelineLayout(steps: readonly RunStep[], now: number): Timeline
   return { bars, lanes: laneEnds.length, start, span };
 }
 
+/**
+ * A stretch of the chart in which no step did any work (every step open then sat at a gate,
+ * was parked, or waited for its retry), drawn shorter than its length. ``from``/``to`` are ms
+ * since the chart's start, as on the bars; ``x``/``width`` its place on the drawn axis (0..1).
+ */
+export interface TimelineBreak {
+  from: number;
+  to: number;
+  x: number;
+  width: number;
+  /** True when some step was open through it (waiting); false when none was (idle). */
+  waiting: boolean;
+}
+
+/** Where the chart's time is drawn: ``x(ms)`` is the left (0..1) of ``ms`` since the chart's start. */
+export interface TimelineScale {
+  x(ms: number): number;
+  /** The ms since the chart's start drawn at ``x`` (0..1); null inside a break, where no one time is. */
+  time(x: number): number | null;
+  breaks: TimelineBreak[];
+}
+
+/** A break is drawn as long as this share of the time steps worked (so a 48 s wait beside 1 s of work takes about a tenth of the chart). */
+const BREAK_SHARE = 0.12;
+/** Shorter stretches without work are drawn to scale (a worker's pickup between two steps, a short backoff). */
+const MIN_BREAK_MS = 2000;
+
+/**
+ * The timeline's time axis, to scale except where no step worked: a long approval wait
+ * (or a parked step, a long backoff, an idle queue) would otherwise make every other bar a
+ * sliver. Work is the union of the bars' attempts (a bar without attempt spans works from its
+ * start to its end, unless it waits at a gate or is parked); a stretch without work of
+ * ``MIN_BREAK_MS`` or more is drawn ``BREAK_SHARE`` of the work's length long, when that is
+ * shorter. Durations in labels and titles stay the real ones; the breaks carry theirs.
+ */
+export function timelineScale(layout: TimelineLayout): TimelineScale {
+  const span = layout.span;
+  const work: [number, number][] = [];
+  for (const b of layout.bars) {
+    if (b.segments.length > 0) for (const seg of b.segments) work.push([seg.from, seg.to]);
+    else if (b.state !== "waiting" && b.state !== "parked") work.push([b.from, b.to]);
+  }
+  work.sort((a, b) => a[0] - b[0]);
+  const merged: [number, number][] = [];
+  for (const [f, t] of work) {
+    const last = merged[merged.length - 1];
+    if (last && f <= last[1]) last[1] = Math.max(last[1], t); else merged.push([f, t]);
+  }
+  const worked = merged.reduce((sum, [f, t]) => sum + (t - f), 0);
+  const gaps: [number, number][] = [];
+  let cursor = 0;
+  for (const [f, t] of merged) { if (f > cursor) gaps.push([cursor, f]); cursor = Math.max(cursor, t); }
+  if (cursor < span) gaps.push([cursor, span]);
+  const drawn = worked * BREAK_SHARE;
+  const cut = worked > 0 ? gaps.filter(([f, t]) => t - f >= MIN_BREAK_MS && t - f > drawn) : [];
+  const removed = cut.reduce((sum, [f, t]) => sum + (t - f - drawn), 0);
+  const total = Math.max(1, span - removed);
+  // Display ms of real ms: minus what the breaks before it took out (and part of the one it is in).
+  const display = (ms: number): number => {
+    let out = ms;
+    for (const [f, t] of cut) {
+      if (ms <= f) break;
+      out -= ms >= t ? t - f - drawn : (ms - f) * (1 - drawn / (t - f));
+    }
+    return out;
+  };
+  const x = (ms: number) => Math.min(1, Math.max(0, display(ms) / total));
+  const time = (fx: number): number | null => {
+    const d = fx * total;
+    let removedBefore = 0;
+    for (const [f, t] of cut) {
+      const start = f - removedBefore;
+      if (d < start) break;
+      if (d <= start + drawn) return null;
+      removedBefore += t - f - drawn;
+    }
+    return d + removedBefore;
+  };
+  // Waiting when a step was open through most of it (a gate's bar ends at the decision, a
+  // little before the next step starts); idle when none was.
+  const open = (f: number, t: number) => layout.bars.some((b) => Math.min(b.to, t) - Math.max(b.from, f) >= (t - f) / 2);
+  return { x, time, breaks: cut.map(([f, t]) => ({ from: f, to: t, x: x(f), width: drawn / total, waiting: open(f, t) })) };
+}
+
 function lastAttemptEnd(s: RunStep, from: number): number {
   const ends = (s.attempts ?? []).map((a) => (a.finished_at ? new Date(a.finished_at).getTime() : from));
   return ends.length ? Math.max(...ends) : from;

@@ -181,6 +181,23 @@ export function ImportButton({ onImported, onFailure, className = "btn" }: {
   );
 }
 
+/**
+ * A page header's graph actions, in the one order every page uses: Import JSON, then New graph
+ * (the primary action) on the right, as in the dialogs (Cancel, then the action).
+ */
+export function GraphCreateActions({ onNew, onImported, onFailure }: {
+  onNew: () => void;
+  onImported: (r: ImportResult) => void;
+  onFailure: (f: ImportFailure | null) => void;
+}) {
+  return (
+    <>
+      <ImportButton onImported={onImported} onFailure={onFailure} />
+      <button type="button" className="btn btn-primary" onClick={onNew}>New graph</button>
+    </>
+  );
+}
+
 /** The feedback of a failed import (or nothing). */
 export function ImportFeedback({ failure, onDismiss }: { failure: ImportFailure | null; onDismiss: () => void }) {
   if (failure === null) return null;

@@ -65,6 +65,11 @@ export function formatCost(figure: CostFigure | null | undefined): string {
   return `${formatUsd(figure.usd)} · ${formatTokens(figure.tokens)}`;
 }
 
+/** Who started a run, the same words in the run list and on its page: the user, else where it came from ("command line"), else "—". */
+export function startedBy(run: { created_by: string | null; started_from?: string | null }): string {
+  return run.created_by ?? run.started_from ?? "—";
+}
+
 /** A run or step status, e.g. "waiting_approval", as words: "waiting approval". */
 export function statusLabel(status: string): string {
   return status.replace(/_/g, " ");

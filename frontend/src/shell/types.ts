@@ -32,6 +32,8 @@ export interface RunSummary {
   output_tokens: number;
   cost_usd: string;
   created_by: string | null;
+  /** "command line" for a run `manage.py run_graph` started (no user), else null. */
+  started_from?: string | null;
   created_at: string;
   started_at: string | null;
   finished_at: string | null;
@@ -62,8 +64,6 @@ export interface RunDetail extends RunSummary {
   state: unknown;
   output: unknown;
   steps: StepSummary[];
-  /** "command line" for a run `manage.py run_graph` started (no user), else null. */
-  started_from?: string | null;
 }
 
 /** One node the run goes on to if an approval is approved, its arguments rendered from the current state. */

@@ -25,6 +25,15 @@ describe("StartRunDialog", () => {
     expect(onClose).toHaveBeenCalled();
   });
 
+  it("says where the form comes from, and puts Cancel first with Start run on the right", () => {
+    scriptFetch(() => [201, { id: 1 }]);
+    render(<StartRunDialog graphId={4} spec={sampleSpec()} onClose={vi.fn()} navigate={vi.fn()} />);
+    const dialog = screen.getByRole("dialog");
+    expect(dialog.textContent).toContain("These fields come from the graph's input schema (Graph settings → Input schema); nodes read a field as input.ticket.");
+    const buttons = [...dialog.querySelectorAll(".run-dialog-buttons button")].map((b) => b.textContent);
+    expect(buttons).toEqual(["Cancel", "Start run"]);
+  });
+
   it("validates against the schema before posting", async () => {
     const calls = scriptFetch(() => [201, { id: 1 }]);
     const spec = { ...sampleSpec(), input_schema: { type: "object", required: ["ticket"], properties: { ticket: { type: "string", minLength: 3 } } } };
@@ -71,9 +80,9 @@ describe("StartRunDialog", () => {
     const spec = { ...sampleSpec(), input_schema: { type: "object" } };
     render(<StartRunDialog graphId={4} spec={spec} onClose={vi.fn()} navigate={vi.fn()} />);
     const dialog = screen.getByRole("dialog");
-    expect(dialog.textContent?.match(/Input/g)?.length).toBe(1);
-    expect(dialog.textContent).toContain("each of its keys becomes a state key");
-    expect(dialog.textContent).toContain("declares the state keys notes");
+    expect(dialog.textContent?.match(/Input(?! schema)/g)?.length).toBe(1); // the box's label, no form title above it
+    expect(dialog.textContent).toContain("input schema lists no fields, so type the run's input as a JSON object");
+    expect(dialog.textContent).toContain("graph's state keys (notes) also sets its starting value");
     const json = screen.getByLabelText("Input (JSON object)");
     await user.clear(json);
     await user.type(json, "{{topic: 1}");

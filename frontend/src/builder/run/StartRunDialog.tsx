@@ -115,6 +115,7 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate, note
             {note?.text ?? (version !== undefined ? `Runs version ${version}.` : "Runs the latest published version.")}
           </p>
         )}
+        {!freeForm && <FormHelp schema={schema} />}
         {typeof schema.description === "string" && schema.description && <p className="field-help">{schema.description}</p>}
         {error && (
           <p className="panel-error" role="alert">
@@ -148,17 +149,29 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate, note
           {freeForm && (
             <FreeFormInput value={input} onChange={setInput} stateKeys={Object.keys(spec.state ?? {})} onProblem={setJsonProblem} />
           )}
+          {/* Cancel, then the action on the right: the order of every dialog in the app. */}
           <div className="button-row run-dialog-buttons">
-            <button type="submit" className="btn btn-primary" disabled={busy}>
-              {busy ? "Starting…" : "Start run"}
-            </button>
             <button type="button" className="btn" onClick={onClose}>
               Cancel
+            </button>
+            <button type="submit" className="btn btn-primary" disabled={busy}>
+              {busy ? "Starting…" : "Start run"}
             </button>
           </div>
         </Form>
       </div>
     </div>
+  );
+}
+
+/** What the form is, in words: the graph's input schema, and how nodes read a field (its first one as the example). */
+function FormHelp({ schema }: { schema: Record<string, unknown> }) {
+  const first = Object.keys((schema.properties as Record<string, unknown> | undefined) ?? {})[0];
+  return (
+    <p className="field-help run-dialog__help">
+      The run's input. These fields come from the graph's input schema (Graph settings → Input schema)
+      {first ? <>; nodes read a field as <code>input.{first}</code></> : null}.
+    </p>
   );
 }
 
@@ -189,11 +202,12 @@ function FreeFormInput({ value, onChange, stateKeys, onProblem }: {
     <div className="form-field">
       <label htmlFor="input.json">Input (JSON object)</label>
       <p className="field-help" id="input.json-help">
-        The graph's input schema declares no fields, so the run's input is a JSON object; each of its keys becomes a
-        state key the nodes read (as <code>{"{{ key }}"}</code> in templates, or <code>input.key</code>).{" "}
+        This graph's input schema lists no fields, so type the run's input as a JSON object, e.g.{" "}
+        <code>{'{"topic": "AI"}'}</code>. Nodes read each key as <code>input.topic</code>.{" "}
         {stateKeys.length > 0
-          ? <>This graph declares the state keys {stateKeys.map((k, i) => <span key={k}>{i > 0 ? ", " : ""}<code>{k}</code></span>)}.</>
-          : "This graph declares no state keys (Graph settings → State keys)."}
+          ? <>A key named like one of the graph's state keys ({stateKeys.map((k, i) => <span key={k}>{i > 0 ? ", " : ""}<code>{k}</code></span>)}) also sets its starting value. </>
+          : null}
+        To get a form here instead, list the fields in Graph settings → Input schema.
       </p>
       <textarea
         id="input.json"

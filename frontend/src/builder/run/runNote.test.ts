@@ -1,6 +1,6 @@
 // runVersionNote / runBlocked: the run dialog says which version runs when the draft differs.
 import { describe, expect, it } from "vitest";
-import { publishBlocked, runBlocked, runVersionNote } from "./runNote";
+import { draftNotice, publishBlocked, runBlocked, runVersionNote } from "./runNote";
 
 describe("runVersionNote", () => {
   it("warns that an invalid draft is not what runs, with its problem count", () => {
@@ -37,5 +37,19 @@ describe("publishBlocked", () => {
     expect(publishBlocked({ problems: 0, contentHash: "h1" }, null)).toBeNull();
     // The latest version's hash not known yet: the server answers a repeat with that version.
     expect(publishBlocked({ problems: 0, contentHash: "h1" }, { number: 3, hash: undefined })).toBeNull();
+  });
+});
+
+describe("draftNotice", () => {
+  const base = { latestVersion: null, onDraft: true, canBuild: true, canOperate: true, problems: 0 };
+  it("gives a never-published draft one note, pointing at the problems without repeating them", () => {
+    expect(draftNotice({ ...base, problems: 3 })).toBe("Never published, so there is nothing to run yet: fix the problems below, then publish.");
+    expect(draftNotice(base)).toBe("Never published, so there is nothing to run yet: publish the draft to run it.");
+    expect(draftNotice({ ...base, canBuild: false })).toMatch(/no published version/);
+    expect(draftNotice({ ...base, canBuild: false, canOperate: false })).toBeNull();
+  });
+  it("says nothing once a version exists (problems stay in the Problems list) or on a version's page", () => {
+    expect(draftNotice({ ...base, latestVersion: 2, problems: 3 })).toBeNull();
+    expect(draftNotice({ ...base, onDraft: false })).toBeNull();
   });
 });

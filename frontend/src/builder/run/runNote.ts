@@ -32,6 +32,32 @@ export function runBlocked(version: number | null | undefined): string | null {
 }
 
 /**
+ * The one note above a draft's canvas, or null. Only a graph that was never published gets
+ * one: Run has nothing to run, and the note says the way there, once. Problems are not
+ * repeated (the Problems list under the canvas names them, Publish's title counts them), and
+ * a published graph needs no note (the buttons' titles say why one is disabled), as in n8n
+ * and Dify, whose canvases carry no banners for these states.
+ */
+export function draftNotice({ latestVersion, onDraft, canBuild, canOperate, problems }: {
+  /** The newest published version's number (null: none). */
+  latestVersion: number | null;
+  /** False on a read-only published version's page. */
+  onDraft: boolean;
+  canBuild: boolean;
+  canOperate: boolean;
+  /** Validation errors in the draft (0 while unknown). */
+  problems: number;
+}): string | null {
+  if (!onDraft || latestVersion) return null;
+  if (canBuild) {
+    return problems > 0
+      ? "Never published, so there is nothing to run yet: fix the problems below, then publish."
+      : "Never published, so there is nothing to run yet: publish the draft to run it.";
+  }
+  return canOperate ? "Nothing to run yet: this graph has no published version (a builder publishes it)." : null;
+}
+
+/**
  * Why Publish is disabled (null: it is not). ``draft`` is null until the draft is validated;
  * ``latest`` is the newest published version's number and stored content hash (undefined
  * while unknown). A draft equal to the latest version would publish nothing new: the server

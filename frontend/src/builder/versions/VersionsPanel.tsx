@@ -207,10 +207,7 @@ export function VersionsPanel({ graphId, onOpenVersion, onShowDiff, openVersion 
                         {restoreState.error}
                       </p>
                     )}
-                    <div className="button-row">
-                      <button type="button" className="btn btn-primary" disabled={restoreState.busy} onClick={() => void restore(v.number)}>
-                        {restoreState.busy ? "Restoring…" : `Restore version ${v.number}`}
-                      </button>
+                    <div className="button-row confirm-box__buttons">
                       <button
                         type="button"
                         className="btn"
@@ -220,6 +217,9 @@ export function VersionsPanel({ graphId, onOpenVersion, onShowDiff, openVersion 
                         }}
                       >
                         Cancel
+                      </button>
+                      <button type="button" className="btn btn-primary" disabled={restoreState.busy} onClick={() => void restore(v.number)}>
+                        {restoreState.busy ? "Restoring…" : `Restore version ${v.number}`}
                       </button>
                     </div>
                   </div>
