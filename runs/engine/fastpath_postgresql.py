@@ -466,8 +466,14 @@ def _prefer_index_plans(raw: psycopg.Connection[Any]) -> None:
     close their connections at the end (``CONN_MAX_AGE`` 0 outside workers), so a request
     that drove a test run does not keep the setting. PostgreSQL's documentation of
     ``enable_seqscan``: runtime-config-query.html#GUC-ENABLE-SEQSCAN.
+
+    Not with preparing off (``?prepare_threshold=none``, behind a transaction pooler):
+    every execution is then planned from the statistics of the moment, so no plan goes
+    stale, and a session setting would leak through the pooler to other clients.
     """
-    if getattr(raw, "_ballast_index_plans", False) or raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+    if getattr(raw, "_ballast_index_plans", False) or raw.prepare_threshold is None:
+        return
+    if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         return
     with raw.cursor() as cursor:
         cursor.execute("SET enable_seqscan = off")

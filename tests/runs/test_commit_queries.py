@@ -280,3 +280,29 @@ def test_run_creation_in_one_statement_writes_the_orm_paths_rows():
     with engine.local_mode() as queue:
         queue.extend(Step.objects.filter(run_id=fast.pk).values_list("pk", flat=True))
         assert engine.drive_local(fast.pk, queue=queue, timeout=60) == "succeeded"
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="enable_seqscan and prepared statements are PostgreSQL's")
+@pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "preparing-off"])
+def test_fast_path_prices_sequential_scans_out_only_where_it_prepares(prepared):
+    # A connection that prepares the fast path's statements keeps their generic plans, so
+    # it prices sequential scans out (fastpath_postgresql._prefer_index_plans); with
+    # preparing off (``?prepare_threshold=none``, behind a transaction pooler) every
+    # execution is planned afresh, and a session setting would reach the pooler's other
+    # clients, so it is left alone.
+    connection.close()
+    connection.ensure_connection()
+    raw = connection.connection
+    if not prepared:
+        raw.prepare_threshold = None
+    version = publish(linear(2))
+    with engine.local_mode() as queue:
+        run = run_start(version=version, run_input={})
+        engine.drive_local(run.pk, queue=queue, timeout=60)
+    run.refresh_from_db()
+    assert run.status == "succeeded"
+    assert connection.connection is raw
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW enable_seqscan")
+        assert cursor.fetchone()[0] == ("off" if prepared else "on")
+    connection.close()
