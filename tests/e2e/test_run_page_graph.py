@@ -100,6 +100,9 @@ def test_nodes_change_state_on_the_canvas_live_and_the_inspector_shows_state_and
     open_run(page, daphne, run)
     expect(canvas_node(page, "start", "pending")).to_be_visible()
     expect(canvas_node(page, "end", "pending")).to_be_visible()
+    # The run page's canvas has no shortcut help of its own: no "?" button that would do nothing.
+    expect(page.get_by_role("button", name="Fit view").first).to_be_visible()
+    expect(page.get_by_role("button", name="Keyboard shortcuts")).to_have_count(0)
     page.evaluate("window.__notReloaded = true")
 
     advance(run, "start")

@@ -155,7 +155,8 @@ export interface CanvasDiff {
  * the save status, a toast); the canvas follows only the builder state and its own props.
  */
 export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, runMarks, onNodeOpen }: {
-  onHelp: () => void; onMessage: (text: string) => void; diff?: CanvasDiff;
+  /** Opens the keyboard-shortcut help; without it the canvas shows no "?" button and ignores the key. */
+  onHelp?: () => void; onMessage: (text: string) => void; diff?: CanvasDiff;
   /** Called once, when every node has been drawn and measured (at once for an empty graph). */
   onDrawn?: () => void;
   /** A run's page: each node's state in the run, drawn on its card (read-only builders only). */
@@ -459,7 +460,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
         return;
       }
       if (mod || e.altKey) return;
-      if (e.key === "?") { e.preventDefault(); onHelp(); return; }
+      if (e.key === "?" && onHelp) { e.preventDefault(); onHelp(); return; }
       if (key === "f") { e.preventDefault(); fit(); return; }
       if (e.key === "L" && e.shiftKey && !api.readOnly) { e.preventDefault(); layout(); return; }
       if (key === "n" && !e.shiftKey && !api.readOnly) { e.preventDefault(); addNote(); return; }
@@ -516,7 +517,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
           <button type="button" onClick={() => fit()} title="Fit view (F)">Fit</button>
           {!readOnly && <button type="button" onClick={layout} disabled={!initialised && spec.nodes.length > 0} title="Auto-layout (Shift+L)">Auto-layout</button>}
           {!readOnly && <button type="button" onClick={addNote} title="Add a sticky note (N)">Note</button>}
-          <button type="button" onClick={onHelp} title="Keyboard shortcuts (?)" aria-label="Keyboard shortcuts">?</button>
+          {onHelp && <button type="button" onClick={onHelp} title="Keyboard shortcuts (?)" aria-label="Keyboard shortcuts">?</button>}
         </Panel>
         {spec.nodes.length === 0 && !readOnly && (
           <Panel position="top-center" className="canvas-empty">Drag a node kind from the palette to start, beginning with Start.</Panel>

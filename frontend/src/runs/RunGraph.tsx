@@ -47,7 +47,7 @@ function ReadOnlyCanvas({ spec, catalogue, handles, marks, selected, onOpen }: {
   return (
     <BuilderContext.Provider value={builder}>
       <ReactFlowProvider>
-        <Canvas onHelp={noop} onMessage={noop} runMarks={marks} onNodeOpen={onOpen} />
+        <Canvas onMessage={noop} runMarks={marks} onNodeOpen={onOpen} />
       </ReactFlowProvider>
     </BuilderContext.Provider>
   );

@@ -63,7 +63,7 @@ function Attempts({ attempts }: { attempts: Attempt[] }) {
               <td className="num">{a.number}</td>
               <td><StatusBadge status={a.status} />{a.error ? <div className="error-cell small">{errorText(a.error)}</div> : null}</td>
               <td><code className="small">{a.worker || "—"}</code></td>
-              <td className="small" title={formatDateTime(a.started_at)}>{timeOfDay(a.started_at)} · {formatDuration(a.started_at, a.finished_at)}</td>
+              <td className="small" title={formatDateTime(a.started_at)}><span className="nowrap">{timeOfDay(a.started_at)}</span> · <span className="nowrap">{formatDuration(a.started_at, a.finished_at)}</span></td>
               <td className="num">
                 {a.usage && a.cost_usd === null ? "unknown" : formatUsd(a.cost_usd)}
                 {a.usage ? <div className="muted small" title={tokens(a.usage)}>{((a.usage.input_tokens ?? 0) + (a.usage.output_tokens ?? 0)).toLocaleString("en-US")} tok</div> : null}
