@@ -70,7 +70,7 @@ def publish(spec: dict[str, Any]):
     """Publish ``spec`` (the same content returns the same version)."""
     from builder.services import graph_import
 
-    return graph_import(spec=spec)
+    return graph_import(spec=spec).version
 
 
 def state_chain(n: int, blob_bytes: int) -> dict[str, Any]:

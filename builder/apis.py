@@ -254,9 +254,10 @@ class GraphValidateApi(ApiView):
 
 
 class GraphImportApi(ApiView):
-    """POST a graph spec: save it as the draft of the graph it names (created if new) and
-    publish it (builders). 201 new version, 200 same content already published, 400 with
-    the validation issues (nothing saved)."""
+    """POST a graph spec: publish it as a version of the graph it names (created if new;
+    builders). The draft follows unless it holds unpublished edits, which are kept
+    (``draft_kept``; services.graph_import). 201 new version, 200 same content already
+    published, 400 with the validation issues (nothing saved)."""
 
     permission_classes = ApiView.permission_classes + [IsBuilder]
 
@@ -270,9 +271,12 @@ class GraphImportApi(ApiView):
         before = 0
         if isinstance(name, str):
             before = GraphVersion.objects.filter(graph__name=name).aggregate(n=Max("number"))["n"] or 0
-        version = services.graph_import(spec=request.data, user=request.user, actor=request.user.get_username())
+        imported = services.graph_import(spec=request.data, user=request.user, actor=request.user.get_username())
+        version = imported.version
         created = version.number > before
-        body = ImportOutput({"graph": version.graph_id, "name": version.graph.name, "version": version.number, "created": created}).data
+        body = ImportOutput(
+            {"graph": version.graph_id, "name": version.graph.name, "version": version.number, "created": created, "draft_kept": imported.draft_kept}
+        ).data
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 

@@ -318,6 +318,7 @@ class ImportOutput(serializers.Serializer):
     name = serializers.CharField()
     version = serializers.IntegerField()
     created = serializers.BooleanField()
+    draft_kept = serializers.BooleanField(help_text="The graph's draft had unpublished edits and was left as it was; the spec was published beside it.")
 
 
 class VersionDiffInput(serializers.Serializer):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -116,12 +117,18 @@ def graph_publish(*, graph: Graph, user: Any = None, actor: str = "system", mess
     return the existing version with the same content hash, whose message stays).
     Audited. Raises GraphInvalid (nothing saved)."""
     from builder.validation import validate_spec
-    from runs.engine.api import audit
 
     result = validate_spec(graph.draft)
     if not result.ok:
         raise GraphInvalid(result.issues)
-    spec = result.spec.model_dump(mode="json", exclude_none=False)
+    return _publish_valid(graph=graph, spec=result.spec.model_dump(mode="json", exclude_none=False), user=user, actor=actor, message=message)
+
+
+def _publish_valid(*, graph: Graph, spec: dict[str, Any], user: Any, actor: str, message: str) -> GraphVersion:
+    """Freeze the validated, normalised ``spec`` as ``graph``'s next version, or return the
+    published version with the same content hash. Audited."""
+    from runs.engine.api import audit
+
     digest = content_hash(spec)
     published = GraphVersion.objects.filter(graph=graph, is_test=False)
     existing = published.filter(content_hash=digest).first()
@@ -154,17 +161,57 @@ def graph_version_restore(*, graph: Graph, version: GraphVersion, base_revision:
     return graph
 
 
-def graph_import(*, spec: dict[str, Any], user: Any = None, actor: str = "system") -> GraphVersion:
-    """Save ``spec`` as the draft of the graph named by ``spec['name']`` and publish it.
-    Raises GraphInvalid (before anything is saved when the spec is invalid)."""
+def draft_has_unpublished_edits(graph: Graph) -> bool:
+    """Whether ``graph``'s draft holds work that no published version holds: it differs
+    (layout included: notes and positions are part of the content hash) from the latest
+    version, or nothing was published and the draft has nodes or notes. An invalid draft
+    with content counts as edits. An empty draft (a graph just created) does not."""
+    from builder.validation import validate_spec
+
+    draft = graph.draft
+    if not isinstance(draft, dict) or not (draft.get("nodes") or draft.get("notes")):
+        return False
+    latest = graph.latest_version()
+    if latest is None:
+        return True
+    result = validate_spec(draft)
+    if not result.ok:
+        return True
+    return content_hash(result.spec.model_dump(mode="json", exclude_none=False)) != latest.content_hash
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What :func:`graph_import` did: ``version`` is the published version holding the
+    spec (new, or the existing one with the same content); ``draft_kept`` is True when the
+    graph's draft had unpublished edits and was left as it was (the spec was published
+    without passing through the draft)."""
+
+    version: GraphVersion
+    draft_kept: bool
+
+
+def graph_import(*, spec: dict[str, Any], user: Any = None, actor: str = "system") -> ImportResult:
+    """Publish ``spec`` as a version of the graph named by ``spec['name']`` (created if
+    new). The draft follows the import (replaced, its revision bumped so an open editor
+    gets a conflict) unless it holds unpublished edits (:func:`draft_has_unpublished_edits`):
+    then the draft is left untouched and the spec is published beside it, because an
+    import (the CLI's run_graph, the browser's Import JSON, load_examples at every
+    ``make up``) must never throw away someone's unsaved work. Raises GraphInvalid (nothing
+    saved) when the spec is invalid."""
     from builder.validation import validate_spec
 
     result = validate_spec(spec)
     if not result.ok:
         raise GraphInvalid(result.issues)
+    normalised = result.spec.model_dump(mode="json", exclude_none=False)
     with transaction.atomic():
+        graph = Graph.objects.select_for_update().filter(name=result.spec.name).first()
+        if graph is not None and draft_has_unpublished_edits(graph):
+            version = _publish_valid(graph=graph, spec=normalised, user=user, actor=actor, message="")
+            return ImportResult(version=version, draft_kept=True)
         graph = graph_save_draft(name=result.spec.name, spec=spec, description=result.spec.description, user=user)
-        return graph_publish(graph=graph, user=user, actor=actor)
+        return ImportResult(version=_publish_valid(graph=graph, spec=normalised, user=user, actor=actor, message=""), draft_kept=False)
 
 
 def graph_create(

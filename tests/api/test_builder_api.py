@@ -295,7 +295,7 @@ def test_import_then_export_gives_an_equal_spec(world: World, example: str) -> N
     assert again.status_code == 200 and again.json()["created"] is False
 
 
-def test_import_reports_structured_errors_and_bumps_an_open_draft(world: World) -> None:
+def test_import_reports_structured_errors_bumps_an_unedited_draft_and_keeps_an_edited_one(world: World) -> None:
     client = world.clients["builder"]
     spec = linear_spec()
     bad = {**spec, "nodes": spec["nodes"] + [node("orphan", "transform", config={"set": {"z": "nope +"}})]}
@@ -305,9 +305,18 @@ def test_import_reports_structured_errors_and_bumps_an_open_draft(world: World) 
     assert {(i["node"], i["code"]) for i in issues} >= {("orphan", "invalid_expression"), ("orphan", "unreachable")}
     assert next(i for i in issues if i["code"] == "invalid_expression")["path"] == "nodes[3].config.set.z"
     created = create(world, spec)
-    assert client.post("/api/v1/graphs/import/", {**spec, "description": "imported"}, format="json").status_code == 201
-    stale = client.patch(f"/api/v1/graphs/{created['id']}/", {"spec": spec, "base_revision": 1}, format="json")
-    assert stale.status_code == 409 and stale.json()["current"]["spec"]["description"] == "imported"
+    # A never-published draft with nodes is someone's work: kept, the file published beside it.
+    kept = client.post("/api/v1/graphs/import/", {**spec, "description": "imported"}, format="json")
+    assert kept.status_code == 201 and kept.json()["draft_kept"] is True and kept.json()["version"] == 1
+    assert client.get(f"/api/v1/graphs/{created['id']}/").json()["revision"] == 1
+    # Once the draft holds nothing unpublished (here: restored from that version), the next import replaces it
+    # and bumps its revision, so an editor still on the old revision gets a conflict instead of overwriting it.
+    restored = client.post(f"/api/v1/graphs/{created['id']}/versions/1/restore/", {"base_revision": 1}, format="json")
+    assert restored.status_code == 200, restored.content
+    replaced = client.post("/api/v1/graphs/import/", {**spec, "description": "imported again"}, format="json")
+    assert replaced.status_code == 201 and replaced.json()["draft_kept"] is False
+    stale = client.patch(f"/api/v1/graphs/{created['id']}/", {"spec": spec, "base_revision": 2}, format="json")
+    assert stale.status_code == 409 and stale.json()["current"]["spec"]["description"] == "imported again"
 
 
 # --------------------------------------------------------------------------- test one node

@@ -85,7 +85,7 @@ def published_graph(world: World) -> tuple[int, int]:
     """A fresh graph with version 1 published from its draft: (graph id, draft revision)."""
     from builder.services import graph_import
 
-    version = graph_import(spec=fresh_graph_payload())
+    version = graph_import(spec=fresh_graph_payload()).version
     return version.graph_id, version.graph.draft_revision
 
 

@@ -47,7 +47,7 @@ def effect(node_id: str, label: str | None = None, *, sleep: float = 0.0, unsafe
 
 
 def publish(spec: dict[str, Any]) -> GraphVersion:
-    return graph_import(spec=spec)
+    return graph_import(spec=spec).version
 
 
 def run_local(version_or_spec: Any, run_input: dict | None = None, *, timeout: float = 60, **kwargs: Any) -> Run:

@@ -22,7 +22,8 @@ class Command(BaseCommand):
             raise CommandError(f"no *.json graphs in {opts['directory']}")
         for path in files:
             try:
-                version = graph_import(spec=json.loads(path.read_text()), actor="load_examples")
+                imported = graph_import(spec=json.loads(path.read_text()), actor="load_examples")
             except GraphInvalid as exc:
                 raise CommandError(f"{path.name}: {exc}") from None
-            self.stdout.write(f"{path.name}: {version}")
+            kept = " (its draft has unpublished edits: left as it was)" if imported.draft_kept else ""
+            self.stdout.write(f"{path.name}: {imported.version}{kept}")

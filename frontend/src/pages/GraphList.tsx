@@ -4,7 +4,7 @@ import { usePageContext } from "../lib/context";
 import { formatDateTime } from "../shell/format";
 import { AlertsDialog } from "../shell/AlertsDialog";
 import { DeleteDialog, DuplicateDialog, GraphCreateActions, ImportFeedback, NewGraphDialog, type ImportFailure } from "../shell/GraphDialogs";
-import { exportGraph, type ImportResult } from "../shell/graphActions";
+import { exportGraph, importedText, importedUrl, type ImportResult } from "../shell/graphActions";
 import { graphUrl } from "../shell/graphLinks";
 import type { GraphSummary } from "../shell/types";
 import { EmptyState, ErrorMessage, Loading, PageHeader } from "../shell/ui";
@@ -42,11 +42,7 @@ export default function GraphList() {
   const [exportError, setExportError] = useState<unknown>(null);
 
   const onImported = (r: ImportResult) => {
-    setNotice({
-      text: r.created ? `Imported “${r.name}” as version ${r.version}.` : `“${r.name}” is unchanged: version ${r.version} has the same content.`,
-      href: graphUrl(r.graph),
-      link: "Open it",
-    });
+    setNotice({ text: importedText(r), href: importedUrl(r), link: r.draft_kept ? `Open version ${r.version}` : "Open it" });
     reload();
   };
   const onExport = async (g: GraphSummary) => {

@@ -5,7 +5,7 @@ import { usePageContext } from "../lib/context";
 import { useNewRuns, useRunsChanged } from "../lib/useLiveEvents";
 import { formatDateTime, formatSpend, statusLabel } from "../shell/format";
 import { GraphCreateActions, ImportFeedback, NewGraphDialog, type ImportFailure } from "../shell/GraphDialogs";
-import type { ImportResult } from "../shell/graphActions";
+import { importedUrl, type ImportResult } from "../shell/graphActions";
 import { graphUrl, runUrl } from "../shell/graphLinks";
 import { RunTable } from "../shell/RunTable";
 import type { GraphSummary, InboxCounts, RunSummary } from "../shell/types";
@@ -61,7 +61,7 @@ export default function Home() {
   const inbox = useApi<InboxCounts>("approvals/inbox/counts/");
   const [creating, setCreating] = useState(false);
   const [failure, setFailure] = useState<ImportFailure | null>(null);
-  const onImported = (r: ImportResult) => window.location.assign(graphUrl(r.graph));
+  const onImported = (r: ImportResult) => window.location.assign(importedUrl(r));
   // Live: a run on screen committing an event, or a new run, refreshes the runs and their counts.
   const refreshRuns = () => { runs.reload(); failures.reload(); summary.reload(); };
   useRunsChanged(runs.data?.results, refreshRuns, 500);

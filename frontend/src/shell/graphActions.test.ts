@@ -1,9 +1,25 @@
-import { exportFileName, ImportFailed, importGraphFile } from "./graphActions";
+import { exportFileName, ImportFailed, importedText, importedUrl, importGraphFile } from "./graphActions";
 import { stubFetch } from "./testing";
 
 afterEach(() => vi.unstubAllGlobals());
 
 const file = (name: string, text: string) => new File([text], name, { type: "application/json" });
+
+describe("after an import", () => {
+  const result = { graph: 4, name: "Refund agent", version: 3, created: true, draft_kept: false };
+
+  it("opens the draft, which now holds the file", () => {
+    expect(importedUrl(result)).toBe("/graphs/4/");
+    expect(importedText(result)).toBe("Imported “Refund agent” as version 3.");
+  });
+
+  it("opens the imported version when the draft kept its unpublished edits, and says so", () => {
+    const kept = { ...result, draft_kept: true };
+    expect(importedUrl(kept)).toBe("/graphs/4/?version=3");
+    expect(importedText(kept)).toBe("Imported “Refund agent” as version 3. Its draft has unpublished edits, so it was left as it was.");
+    expect(importedText({ ...kept, created: false })).toBe("“Refund agent” is unchanged: version 3 has the same content. Its draft has unpublished edits, so it was left as it was.");
+  });
+});
 
 describe("importGraphFile", () => {
   it("refuses a file that is not JSON without calling the server", async () => {

@@ -20,7 +20,22 @@ export function deleteGraph(id: number): Promise<void> {
   return api<void>(`graphs/${id}/`, { method: "DELETE" });
 }
 
-export interface ImportResult { graph: number; name: string; version: number; created: boolean }
+/**
+ * What an import did: ``version`` holds the file (``created`` false: that content was already
+ * published); ``draft_kept``: the graph's draft had unpublished edits and was left as it was.
+ */
+export interface ImportResult { graph: number; name: string; version: number; created: boolean; draft_kept: boolean }
+
+/** Where to go after an import: the builder on the draft, or on the imported version (read-only) when the draft was kept apart from it. */
+export function importedUrl(r: ImportResult): string {
+  return r.draft_kept ? `/graphs/${r.graph}/?version=${r.version}` : `/graphs/${r.graph}/`;
+}
+
+/** One sentence on what an import did, for a notice. */
+export function importedText(r: ImportResult): string {
+  const what = r.created ? `Imported “${r.name}” as version ${r.version}.` : `“${r.name}” is unchanged: version ${r.version} has the same content.`;
+  return r.draft_kept ? `${what} Its draft has unpublished edits, so it was left as it was.` : what;
+}
 
 /** One problem with an imported file, by path in the document ("" for the whole file) and the node it concerns. */
 export interface ImportProblem { path: string; message: string; node?: string }

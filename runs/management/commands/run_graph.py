@@ -105,11 +105,17 @@ class Command(BaseCommand):
         except json.JSONDecodeError as exc:
             raise CommandError(f"--input is not valid JSON: {exc}") from None
         try:
-            version = graph_import(spec=spec, actor="cli")
+            imported = graph_import(spec=spec, actor="cli")
         except GraphInvalid as exc:
             for issue in exc.issues:
                 self.stderr.write(str(issue))
             sys.exit(1)
+        version = imported.version
+        if imported.draft_kept:
+            self.stderr.write(
+                f"graph {version.graph.name!r}: its draft has unpublished edits, left as they are; "
+                f"this file runs as version {version.number}"
+            )
         local = opts["in_process"] or not workers_alive()
         with local_mode() if local else contextlib.nullcontext() as queue:
             try:
