@@ -118,7 +118,7 @@ def workers(request: HttpRequest) -> HttpResponse:
     (admins and operators)."""
     user = request.user
     if not (is_admin(user) or policy.may_operate_some_graph(user)):
-        return render_page(request, "forbidden", title="Workers", props={"what": "the workers", "who": "administrators and operators"}, status=403)
+        return render_page(request, "forbidden", title="Workers", props={"what": "the workers", "who": "administrators and operators", "group": "operators"}, status=403)
     return render_page(request, "workers", title="Workers")
 
 

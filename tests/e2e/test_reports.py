@@ -142,6 +142,7 @@ def test_a_user_sees_only_the_spend_of_runs_she_may_read(live_server, page):
     response = page.goto(f"{live_server.url}/audit/")
     assert response.status == 403
     expect(page.get_by_text("Only administrators may see the audit log")).to_be_visible()
+    expect(page.get_by_text("only staff accounts may (Admin → Users → Staff status)")).to_be_visible()
     screenshot(page, "forbidden-audit")
 
 

@@ -176,3 +176,5 @@ def test_report_pages_refuse_other_roles_with_a_page_that_says_who_may(path, gro
     assert response.status_code == 403
     ctx = context_of(response)
     assert ctx["page"] == "forbidden" and ctx["props"]["who"].startswith("administrators")
+    # The advice names what opens the page: a group for the workers, staff status for the audit log (no group opens it).
+    assert ctx["props"].get("group") == {"/audit/": None, "/workers/": "operators"}[path]

@@ -2,13 +2,19 @@
 import { usePageContext } from "../lib/context";
 import { EmptyState } from "../shell/ui";
 
-export default function Forbidden({ what = "this page", who = "administrators" }: { what?: string; who?: string }) {
+/**
+ * ``group``: the role group that opens the page (e.g. "operators"), or absent when only
+ * staff accounts may: the advice names the one thing an administrator can change.
+ */
+export default function Forbidden({ what = "this page", who = "administrators", group }: { what?: string; who?: string; group?: string }) {
   const ctx = usePageContext();
   return (
     <main className="page">
       <h1>{ctx.title}</h1>
       <EmptyState title={`Only ${who} may see ${what}`} actions={<a className="btn" href={ctx.urls.home ?? "/"}>Go to home</a>}>
-        Ask an administrator for the role if you need it (Admin → Users → Groups).
+        {group
+          ? <>If you need it, ask an administrator to add you to the <strong>{group}</strong> group (Admin → Users → Groups).</>
+          : <>If you need it, ask an administrator: only staff accounts may (Admin → Users → Staff status).</>}
       </EmptyState>
     </main>
   );
