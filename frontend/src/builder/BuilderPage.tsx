@@ -1,7 +1,7 @@
 // The builder page (/graphs/<id>/): loads the graph, the node-kind catalogue and validation; canvas, palette, side panel.
 import { ReactFlowProvider } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
-import { Suspense, lazy, useCallback, useDeferredValue, useEffect, useMemo, useRef, useState } from "react";
+import { Fragment, Suspense, lazy, useCallback, useDeferredValue, useEffect, useMemo, useRef, useState } from "react";
 import { ApiError, api } from "../lib/api";
 import { usePageContext } from "../lib/context";
 import { Canvas, SHORTCUTS, type CanvasDiff } from "./Canvas";
@@ -366,8 +366,14 @@ function HelpDialog({ onClose }: { onClose: () => void }) {
     <Dialog title="Keyboard shortcuts" onClose={onClose}>
       <table className="shortcuts">
         <tbody>
-          {SHORTCUTS.map(([keys, what]) => <tr key={keys}><th scope="row"><kbd>{keys}</kbd></th><td>{what}</td></tr>)}
-          <tr><th scope="row"><kbd>Ctrl+S</kbd></th><td>save the draft now (it also saves by itself)</td></tr>
+          {[...SHORTCUTS, { keys: ["Ctrl+S"], what: "save the draft now (it also saves by itself)" }].map((s) => (
+            <tr key={s.what}>
+              <th scope="row">
+                {s.gesture ?? s.keys?.map((k, i) => <Fragment key={k}>{i > 0 ? <span className="muted"> {s.sep ?? "or"} </span> : null}<kbd>{k}</kbd></Fragment>)}
+              </th>
+              <td>{s.what}</td>
+            </tr>
+          ))}
         </tbody>
       </table>
     </Dialog>

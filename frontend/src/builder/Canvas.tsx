@@ -63,21 +63,29 @@ function preloadPanelOnHover(event: MouseEvent): void {
 }
 
 /** Keyboard shortcuts, shown by the help overlay (``?``). */
-export const SHORTCUTS: [string, string][] = [
-  ["Drag a kind from the palette", "add a node"],
-  ["Drag from a handle to a handle", "connect"],
-  ["Click / Shift+click / drag on empty space with Shift", "select / add to selection / box-select"],
-  ["Arrow keys / Shift+arrow keys", "move the selection 5 / 20 px (each press one undo step)"],
-  ["Delete or Backspace", "delete the selection"],
-  ["Ctrl+C / Ctrl+V", "copy / paste (also between tabs)"],
-  ["Ctrl+Z", "undo"],
-  ["Ctrl+Shift+Z or Ctrl+Y", "redo"],
-  ["Ctrl+A", "select all"],
-  ["Shift+L", "auto-layout"],
-  ["F", "fit the graph in view"],
-  ["N", "add a sticky note"],
-  ["Escape", "clear the selection, close dialogs"],
-  ["?", "this help"],
+/**
+ * One line of the shortcut help: ``keys`` are key combinations (each drawn as keycaps,
+ * ``sep`` between them: "or" for alternatives, "/" when they pair with the "/"-separated
+ * parts of ``what``), or ``gesture`` is a mouse action (drawn as text).
+ */
+export interface Shortcut { keys?: string[]; sep?: "or" | "/"; gesture?: string; what: string }
+
+/** The builder's shortcut help, in the order a new user needs them. */
+export const SHORTCUTS: Shortcut[] = [
+  { gesture: "Drag a kind from the palette onto the canvas", what: "add a node" },
+  { gesture: "Drag from a handle to another node's handle", what: "connect" },
+  { gesture: "Click · Shift+click · Shift+drag on empty canvas", what: "select · add to the selection · box-select" },
+  { keys: ["Arrow keys", "Shift+Arrow keys"], sep: "/", what: "move the selection 5 / 20 px (each press one undo step)" },
+  { keys: ["Delete", "Backspace"], sep: "or", what: "delete the selection" },
+  { keys: ["Ctrl+C", "Ctrl+V"], sep: "/", what: "copy / paste (also between tabs)" },
+  { keys: ["Ctrl+Z"], what: "undo" },
+  { keys: ["Ctrl+Shift+Z", "Ctrl+Y"], sep: "or", what: "redo" },
+  { keys: ["Ctrl+A"], what: "select all" },
+  { keys: ["Shift+L"], what: "auto-layout" },
+  { keys: ["F"], what: "fit the graph in view" },
+  { keys: ["N"], what: "add a sticky note" },
+  { keys: ["Escape"], what: "clear the selection, close dialogs" },
+  { keys: ["?"], what: "this help" },
 ];
 
 /** True when the key event belongs to a text field (its own undo, copy and paste apply). */

@@ -2,7 +2,7 @@
 import { screen } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { DeleteDialog } from "./GraphDialogs";
+import { DeleteDialog, deletedWhat } from "./GraphDialogs";
 import { makeContext, renderWith } from "./testing";
 import type { GraphSummary } from "./types";
 
@@ -31,5 +31,13 @@ describe("DeleteDialog", () => {
     renderWith(<DeleteDialog graph={{ ...GRAPH, run_count: 0, deletable: true }} onClose={() => undefined} onDone={() => undefined} />, makeContext({ build: true }));
     expect(screen.getByRole("button", { name: "Delete graph" })).toBeTruthy();
     expect(screen.getByText(/2 published version/)).toBeTruthy();
+  });
+});
+
+describe("deletedWhat", () => {
+  it("counts the versions in words, with no 'all 0' or '(s)'", () => {
+    expect(deletedWhat(0)).toBe("The graph and its draft are deleted (it was never published).");
+    expect(deletedWhat(1)).toBe("The graph, its draft and its published version are deleted.");
+    expect(deletedWhat(4)).toBe("The graph, its draft and all 4 published versions are deleted.");
   });
 });

@@ -118,10 +118,16 @@ export function DeleteDialog({ graph, onClose, onDone }: { graph: GraphSummary; 
       </>
     }>
       {error ? <ErrorMessage error={error} title="Not deleted." /> : (
-        <p>The graph, its draft and all {graph.latest_version ?? 0} published version(s) are deleted. This cannot be undone.</p>
+        <p>{deletedWhat(graph.latest_version ?? 0)} This cannot be undone.</p>
       )}
     </Modal>
   );
+}
+
+/** What deleting a graph with ``versions`` published versions removes, as a sentence. */
+export function deletedWhat(versions: number): string {
+  if (versions === 0) return "The graph and its draft are deleted (it was never published).";
+  return `The graph, its draft and ${versions === 1 ? "its published version" : `all ${versions} published versions`} are deleted.`;
 }
 
 /** The problems of a refused import, listed by path. */
