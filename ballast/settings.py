@@ -60,6 +60,19 @@ def _prepare_threshold(value: object) -> int | None:
     return int(text)
 
 
+def orm_broker_class(database: dict) -> str | None:
+    """The django-q2 broker class for the ORM broker on ``database`` (a DATABASES entry),
+    or None for django-q2's own. On PostgreSQL a doorbell reaches an idle worker at once
+    (LISTEN/NOTIFY), not after a poll; SQLite keeps polling every ``poll`` (0.05 s: an
+    empty pull is one indexed read). Not behind a transaction pooler (preparing off): a
+    LISTEN there stays on a server connection the pooler hands to other clients and no
+    notification comes back (pgbouncer logs "got packet 'A' from server when not linked"),
+    so workers would wait LISTEN_TIMEOUT on every empty pull instead of ``poll``."""
+    if database["ENGINE"] != "django.db.backends.postgresql" or database["OPTIONS"].get("prepare_threshold") is None:
+        return None
+    return "runs.engine.dispatch.NotifyingOrmBroker"
+
+
 def database_from_url(url: str) -> dict:
     """Turn a DATABASE_URL into a Django DATABASES entry.
 
@@ -90,6 +103,10 @@ def database_from_url(url: str) -> dict:
         options: dict[str, object] = {k: v[0] for k, v in parse_qs(parsed.query).items()}
         options["prepare_threshold"] = _prepare_threshold(options.get("prepare_threshold", str(PREPARE_THRESHOLD)))
         return {
+            # Behind a transaction pooler (preparing off) a named server-side cursor dies with
+            # the transaction the pooler ends under it: .iterator() (the audit export and
+            # verify) failed with InvalidCursorName. Django's documented switch for poolers.
+            "DISABLE_SERVER_SIDE_CURSORS": options["prepare_threshold"] is None,
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
             "USER": unquote(parsed.username or ""),
@@ -350,11 +367,9 @@ if _Q_BROKER == "redis":
     Q_CLUSTER["redis"] = os.environ.get("BALLAST_REDIS_URL", "redis://127.0.0.1:6379/0")
 else:
     Q_CLUSTER["orm"] = "default"
-    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-        # A doorbell reaches an idle worker at once (LISTEN/NOTIFY), not after a poll; the
-        # Redis broker blocks on its list already. SQLite keeps polling every `poll`
-        # (0.05 s: an empty pull is one indexed read; faster polls would only add reads).
-        Q_CLUSTER["broker_class"] = "runs.engine.dispatch.NotifyingOrmBroker"
+    broker_class = orm_broker_class(DATABASES["default"])
+    if broker_class:
+        Q_CLUSTER["broker_class"] = broker_class
 
 # Engine settings (runs.engine.*).
 BALLAST_LEASE_SECONDS = float(os.environ.get("BALLAST_LEASE_SECONDS", "30"))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from ballast.settings import PREPARE_THRESHOLD, database_from_url
+from ballast.settings import PREPARE_THRESHOLD, database_from_url, orm_broker_class
 
 
 def test_postgres_connections_may_prepare_by_default():
@@ -22,3 +22,14 @@ def test_prepare_threshold_from_the_url(query, expected):
 def test_a_bad_prepare_threshold_names_the_option():
     with pytest.raises(ValueError, match="prepare_threshold='often'"):
         database_from_url("postgres://u@h/db?prepare_threshold=often")
+
+
+def test_behind_a_transaction_pooler_no_server_side_cursor_and_no_listen():
+    # pgbouncer in transaction mode ends the transaction a named cursor lives in (the audit
+    # export hung, verify failed with InvalidCursorName) and drops LISTEN's notifications.
+    pooled = database_from_url("postgres://u@h/db?prepare_threshold=none")
+    direct = database_from_url("postgres://u@h/db")
+    assert pooled["DISABLE_SERVER_SIDE_CURSORS"] is True and direct["DISABLE_SERVER_SIDE_CURSORS"] is False
+    assert orm_broker_class(pooled) is None
+    assert orm_broker_class(direct) == "runs.engine.dispatch.NotifyingOrmBroker"
+    assert orm_broker_class(database_from_url("sqlite:///var/x.sqlite3")) is None
