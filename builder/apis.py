@@ -8,10 +8,11 @@ serialise the result.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Max
+from django.db import IntegrityError, transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import exceptions, serializers, status
@@ -20,7 +21,7 @@ from rest_framework.response import Response
 from accounts.authentication import IsBuilder
 from ballast.api import ERROR_BODY, PAGE_PARAMETERS, ApiError, ApiView, bad_request, conflict, paginated
 from builder import selectors, services
-from builder.models import Graph, GraphVersion
+from builder.models import Graph
 from builder.serializers import (
     DraftOutput,
     DuplicateInput,
@@ -82,6 +83,21 @@ def _check_name_free(name: str, graph: Graph | None = None) -> None:
         raise conflict("name_taken", f"A graph named {name!r} already exists.", fields={"name": ["A graph with this name already exists."]})
 
 
+@contextmanager
+def _name_taken_as_conflict(name: object, graph: Graph | None = None) -> Iterator[None]:
+    """Run a write that gives a graph the name ``name`` in a savepoint, and turn the
+    unique-name violation of a concurrent request that took the name between
+    :func:`_check_name_free` and the insert into the same 409 ``name_taken`` (it was a
+    500). Other integrity errors pass through."""
+    try:
+        with transaction.atomic():
+            yield
+    except IntegrityError:
+        if isinstance(name, str):
+            _check_name_free(name, graph=graph)
+        raise
+
+
 class GraphCollectionApi(ApiView):
     """GET: list graphs (``?search=``). POST: create a graph (builders)."""
 
@@ -101,7 +117,8 @@ class GraphCollectionApi(ApiView):
     def post(self, request: Any) -> Response:
         data = self.validated(GraphCreateInput, request.data)
         _check_name_free(data["name"])
-        graph = services.graph_create(user=request.user, **data)
+        with _name_taken_as_conflict(data["name"]):
+            graph = services.graph_create(user=request.user, **data)
         return Response(GraphDetailOutput(selectors.graph_get(graph_id=graph.pk)).data, status=status.HTTP_201_CREATED)
 
 
@@ -126,7 +143,7 @@ class GraphDetailApi(ApiView):
             _check_name_free(data["name"], graph=graph)
         spec, base = data.pop("spec", None), data.pop("base_revision", None)
         try:
-            with transaction.atomic():  # a refused save changes nothing else either
+            with _name_taken_as_conflict(data.get("name"), graph=graph):  # a refused save changes nothing else either
                 if spec is not None:
                     graph = services.graph_draft_save(graph=graph, spec=spec, base_revision=base, user=request.user)
                 if data:
@@ -159,7 +176,8 @@ class GraphDuplicateApi(ApiView):
         graph = selectors.graph_get(graph_id=graph_id)
         data = self.validated(DuplicateInput, request.data)
         _check_name_free(data["name"])
-        new = services.graph_duplicate(graph=graph, name=data["name"], user=request.user)
+        with _name_taken_as_conflict(data["name"]):
+            new = services.graph_duplicate(graph=graph, name=data["name"], user=request.user)
         return Response(GraphDetailOutput(selectors.graph_get(graph_id=new.pk)).data, status=status.HTTP_201_CREATED)
 
 
@@ -186,9 +204,8 @@ class GraphVersionCollectionApi(ApiView):
     def post(self, request: Any, graph_id: int) -> Response:
         graph = selectors.graph_get(graph_id=graph_id)
         data = self.validated(PublishInput, request.data if request.data else {})
-        before = graph.versions.filter(is_test=False).aggregate(n=Max("number"))["n"] or 0
-        version = services.graph_publish(graph=graph, user=request.user, actor=request.user.get_username(), message=data["message"])
-        code = status.HTTP_201_CREATED if version.number > before else status.HTTP_200_OK
+        version, created = services.graph_publish_draft(graph=graph, user=request.user, actor=request.user.get_username(), message=data["message"])
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return Response(VersionDetailOutput(version).data, status=code)
 
 
@@ -267,17 +284,13 @@ class GraphImportApi(ApiView):
             raise bad_request("invalid", "The body must be a graph spec (a JSON object).", {"spec": ["Must be a JSON object."]})
         if has_nul(request.data):
             raise bad_request("invalid", "Strings may not contain NUL (\\u0000) characters.", {"spec": ["Contains a NUL character."]})
-        name = request.data.get("name")
-        before = 0
-        if isinstance(name, str):
-            before = GraphVersion.objects.filter(graph__name=name).aggregate(n=Max("number"))["n"] or 0
-        imported = services.graph_import(spec=request.data, user=request.user, actor=request.user.get_username())
+        with _name_taken_as_conflict(request.data.get("name")):
+            imported = services.graph_import(spec=request.data, user=request.user, actor=request.user.get_username())
         version = imported.version
-        created = version.number > before
         body = ImportOutput(
-            {"graph": version.graph_id, "name": version.graph.name, "version": version.number, "created": created, "draft_kept": imported.draft_kept}
+            {"graph": version.graph_id, "name": version.graph.name, "version": version.number, "created": imported.created, "draft_kept": imported.draft_kept}
         ).data
-        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        return Response(body, status=status.HTTP_201_CREATED if imported.created else status.HTTP_200_OK)
 
 
 class GraphExportApi(ApiView):

@@ -116,6 +116,14 @@ def graph_publish(*, graph: Graph, user: Any = None, actor: str = "system", mess
     """Validate the graph's draft and freeze it as a new version with ``message`` (or
     return the existing version with the same content hash, whose message stays).
     Audited. Raises GraphInvalid (nothing saved)."""
+    return graph_publish_draft(graph=graph, user=user, actor=actor, message=message)[0]
+
+
+def graph_publish_draft(*, graph: Graph, user: Any = None, actor: str = "system", message: str = "") -> tuple[GraphVersion, bool]:
+    """:func:`graph_publish`, also saying whether this call created the version (False:
+    that content was published before, maybe by a concurrent call): the answer comes
+    from the insert itself, not from a count read before it, which two racing publishers
+    would both pass."""
     from builder.validation import validate_spec
 
     result = validate_spec(graph.draft)
@@ -124,16 +132,16 @@ def graph_publish(*, graph: Graph, user: Any = None, actor: str = "system", mess
     return _publish_valid(graph=graph, spec=result.spec.model_dump(mode="json", exclude_none=False), user=user, actor=actor, message=message)
 
 
-def _publish_valid(*, graph: Graph, spec: dict[str, Any], user: Any, actor: str, message: str) -> GraphVersion:
-    """Freeze the validated, normalised ``spec`` as ``graph``'s next version, or return the
-    published version with the same content hash. Audited."""
+def _publish_valid(*, graph: Graph, spec: dict[str, Any], user: Any, actor: str, message: str) -> tuple[GraphVersion, bool]:
+    """Freeze the validated, normalised ``spec`` as ``graph``'s next version (and True), or
+    return the published version with the same content hash (and False). Audited."""
     from runs.engine.api import audit
 
     digest = content_hash(spec)
     published = GraphVersion.objects.filter(graph=graph, is_test=False)
     existing = published.filter(content_hash=digest).first()
     if existing:
-        return existing
+        return existing, False
     for _ in range(3):  # two publishers racing for the next number: retry on the unique constraint
         try:
             with transaction.atomic():
@@ -142,11 +150,11 @@ def _publish_valid(*, graph: Graph, spec: dict[str, Any], user: Any, actor: str,
                     graph=graph, number=last + 1, spec=spec, content_hash=digest, message=message, created_by=_user_or_none(user)
                 )
                 audit(actor, "graph.publish", version, actor_type="user" if user else "system", graph=graph.pk, number=version.number, message=message)
-                return version
+                return version, True
         except IntegrityError:
             existing = published.filter(content_hash=digest).first()
             if existing:
-                return existing
+                return existing, False
     raise RuntimeError("could not allocate a graph version number")
 
 
@@ -183,12 +191,14 @@ def draft_has_unpublished_edits(graph: Graph) -> bool:
 @dataclass(frozen=True)
 class ImportResult:
     """What :func:`graph_import` did: ``version`` is the published version holding the
-    spec (new, or the existing one with the same content); ``draft_kept`` is True when the
-    graph's draft had unpublished edits and was left as it was (the spec was published
-    without passing through the draft)."""
+    spec (new, or the existing one with the same content); ``created`` is False when that
+    content was published before; ``draft_kept`` is True when the graph's draft had
+    unpublished edits and was left as it was (the spec was published without passing
+    through the draft)."""
 
     version: GraphVersion
     draft_kept: bool
+    created: bool
 
 
 def graph_import(*, spec: dict[str, Any], user: Any = None, actor: str = "system") -> ImportResult:
@@ -208,10 +218,11 @@ def graph_import(*, spec: dict[str, Any], user: Any = None, actor: str = "system
     with transaction.atomic():
         graph = Graph.objects.select_for_update().filter(name=result.spec.name).first()
         if graph is not None and draft_has_unpublished_edits(graph):
-            version = _publish_valid(graph=graph, spec=normalised, user=user, actor=actor, message="")
-            return ImportResult(version=version, draft_kept=True)
+            version, created = _publish_valid(graph=graph, spec=normalised, user=user, actor=actor, message="")
+            return ImportResult(version=version, draft_kept=True, created=created)
         graph = graph_save_draft(name=result.spec.name, spec=spec, description=result.spec.description, user=user)
-        return ImportResult(version=_publish_valid(graph=graph, spec=normalised, user=user, actor=actor, message=""), draft_kept=False)
+        version, created = _publish_valid(graph=graph, spec=normalised, user=user, actor=actor, message="")
+        return ImportResult(version=version, draft_kept=False, created=created)
 
 
 def graph_create(

@@ -476,3 +476,53 @@ def test_nul_characters_are_refused_before_anything_is_stored(world: World) -> N
     assert tested.status_code == 400
     imported = client.post("/api/v1/graphs/import/", {**linear_spec(), "description": "\u0000"}, format="json")
     assert imported.status_code == 400 and Graph.objects.get(pk=created["id"]).draft_revision == 1
+
+
+# --------------------------------------------------------------------------- names under concurrency
+
+
+def test_a_name_taken_between_the_check_and_the_insert_is_a_409_not_a_500(world: World) -> None:
+    from ballast.api import ApiError
+    from builder.apis import _name_taken_as_conflict
+
+    Graph.objects.create(name="race-name", draft={})
+    # What a concurrent request does between _check_name_free and the insert: the unique
+    # constraint fires, and the answer is the check's own 409.
+    with pytest.raises(ApiError) as refused, _name_taken_as_conflict("race-name"):
+        Graph.objects.create(name="race-name", draft={})
+    assert refused.value.status_code == 409 and refused.value.code == "name_taken"
+    assert Graph.objects.filter(name="race-name").count() == 1
+
+
+def test_concurrent_creates_duplicates_and_imports_of_one_name_answer_201_once(world: World) -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+    from rest_framework.test import APIClient
+
+    source = create(world, linear_spec())
+    token = world.token("builder")
+    calls = [
+        ("/api/v1/graphs/", {"name": "race-create"}),
+        (f"/api/v1/graphs/{source['id']}/duplicate/", {"name": "race-duplicate"}),
+        ("/api/v1/graphs/import/", {**linear_spec(), "name": "race-import"}),
+    ]
+    for path, body in calls:
+        barrier = threading.Barrier(6)
+
+        def call(_: int, path: str = path, body: dict = body, barrier: threading.Barrier = barrier) -> int:
+            client = APIClient()
+            client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+            try:
+                barrier.wait(timeout=10)
+                return client.post(path, body, format="json").status_code
+            finally:
+                connection.close()
+
+        with ThreadPoolExecutor(6) as pool:
+            codes = sorted(pool.map(call, range(6)))
+        if path.endswith("import/"):
+            assert codes == [200] * 5 + [201] or codes == [201] + [200] * 5, (path, codes)  # one version, created once
+        else:
+            assert codes.count(201) == 1 and set(codes) <= {201, 409}, (path, codes)
