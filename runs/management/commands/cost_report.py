@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -13,7 +12,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, TruncDate
 from django.utils import timezone
 
-from runs.formatting import format_decimal
+from runs.formatting import CsvWriter, format_decimal
 from runs.models import AttemptStatus, StepAttempt
 
 GROUPINGS = ("step", "run", "graph", "model", "day")
@@ -146,7 +145,7 @@ class Command(BaseCommand):
             "unpriced",
         ]
         if as_csv:
-            writer = csv.writer(self.stdout)
+            writer = CsvWriter(self.stdout)
             writer.writerow(columns)
             for row in rows:
                 writer.writerow([_cell(row[c]) for c in columns])
