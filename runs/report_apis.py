@@ -219,7 +219,7 @@ class WorkersApi(ApiView):
 
     @extend_schema(tags=["workers"], operation_id="workers_list", responses=WorkersOutput)
     def get(self, request: Any) -> Response:
-        return Response(WorkersOutput(selectors.workers_overview()).data)
+        return Response(WorkersOutput(selectors.workers_overview(viewer=request.user)).data)
 
 
 def _alert_body(user: Any, graph: Graph) -> dict[str, Any]:

@@ -115,6 +115,7 @@ class WorkerOutput(serializers.Serializer):
     seconds_since_heartbeat = serializers.FloatField()
     alive = serializers.BooleanField()
     in_flight = InFlightStepOutput(many=True)
+    in_flight_hidden = serializers.IntegerField(help_text="Steps it runs for runs the caller may not read (counted, not listed).")
 
 
 class QueueDepthOutput(serializers.Serializer):
@@ -128,6 +129,7 @@ class QueueDepthOutput(serializers.Serializer):
 class WorkersOutput(serializers.Serializer):
     workers = WorkerOutput(many=True)
     unattributed = InFlightStepOutput(many=True, help_text="Running steps no registered worker holds (their worker stopped heartbeating).")
+    unattributed_hidden = serializers.IntegerField(help_text="Such steps of runs the caller may not read (counted, not listed).")
     queue = QueueDepthOutput()
     heartbeat_window_seconds = serializers.FloatField()
     checked_at = serializers.DateTimeField()

@@ -550,14 +550,20 @@ def _owner_cluster(owner: str, clusters: list[Worker], this_host: str) -> Worker
     return on_host[0] if len(on_host) == 1 else None
 
 
-def workers_overview(*, now: datetime | None = None) -> dict[str, Any]:
+def workers_overview(*, viewer: Any = None, now: datetime | None = None) -> dict[str, Any]:
     """What the workers page shows: every registered cluster (``Worker`` row: name, host,
     pid, started_at, heartbeat_at, seconds since its heartbeat, ``alive``) with the
     running steps it holds, the running steps no registered cluster holds, and the queue
     depth (steps ``ready`` to run now, ``scheduled`` for later (a retry backoff),
     ``waiting`` at an approval gate, ``parked`` for a decision). Three queries plus a
     process-table lookup per lease owner on this host. ``alive``: a heartbeat within
-    ``heartbeat_window()`` seconds and, on this host, a process that still exists."""
+    ``heartbeat_window()`` seconds and, on this host, a process that still exists.
+
+    With a ``viewer``, steps of runs the viewer may not read (policy.readable_runs_q: a
+    graph's named operator reads that graph's runs, not every graph's) are left out of
+    ``in_flight`` and ``unattributed`` and only counted (``in_flight_hidden``,
+    ``unattributed_hidden``): their run ids, graph names and node ids are not the viewer's
+    to see, but a busy worker should not look idle. The queue depth stays global."""
     now = now or timezone.now()
     window = engine_api.heartbeat_window()
     clusters = list(Worker.objects.order_by("host", "name"))
@@ -566,10 +572,18 @@ def workers_overview(*, now: datetime | None = None) -> dict[str, Any]:
         .select_related("run__graph_version__graph")
         .order_by("id")[:2000]
     )
+    readable = (
+        None if viewer is None
+        else set(Run.objects.filter(readable_runs_q(viewer), pk__in={s.run_id for s in running}).values_list("pk", flat=True))
+    )
     held: dict[int, list[Step]] = {c.pk: [] for c in clusters}
+    hidden: dict[int | None, int] = {c.pk: 0 for c in clusters} | {None: 0}
     unattributed: list[Step] = []
     for step in running:
         cluster = _owner_cluster(step.lease_owner, clusters, engine_api.HOST)
+        if readable is not None and step.run_id not in readable:
+            hidden[cluster.pk if cluster is not None else None] += 1
+            continue
         (held[cluster.pk] if cluster is not None else unattributed).append(step)
     counts = dict(
         Step.objects.filter(status__in=(StepStatus.PENDING, StepStatus.WAITING, StepStatus.PARKED))
@@ -585,10 +599,12 @@ def workers_overview(*, now: datetime | None = None) -> dict[str, Any]:
         workers.append({
             "name": c.name, "host": c.host, "pid": c.pid, "started_at": c.started_at, "heartbeat_at": c.heartbeat_at,
             "seconds_since_heartbeat": max(0.0, silent), "alive": silent <= window and not dead_here, "in_flight": held[c.pk],
+            "in_flight_hidden": hidden[c.pk],
         })
     return {
         "workers": workers,
         "unattributed": unattributed,
+        "unattributed_hidden": hidden[None],
         "queue": {
             "ready": ready,
             "scheduled": counts.get(StepStatus.PENDING, 0) - ready,

@@ -250,6 +250,28 @@ def test_workers_show_heartbeats_in_flight_steps_and_the_queue():
     assert body["unattributed"] == []
 
 
+def test_a_graphs_named_operator_sees_only_its_runs_steps_and_a_count_of_the_others():
+    now = timezone.now()
+    owner = dead_owner()
+    host, pid, _ = owner.rsplit(":", 2)
+    Worker.objects.create(name=owner, host=host, pid=int(pid), started_at=now, heartbeat_at=now)
+    mine, theirs = pay_version(), pay_version()
+    named = User.objects.create_user("nina", password="pw-nina-1")
+    mine.graph.operators.add(named)
+    steps = {}
+    for name, version in (("mine", mine), ("theirs", theirs)):
+        run, pay = run_at_pay(version)
+        assert engine.step_claim(pay.pk, owner) is not None
+        steps[name] = (run, pay)
+    body = client_for(named).get("/api/v1/workers/").json()
+    [worker] = body["workers"]
+    assert [s["run"] for s in worker["in_flight"]] == [steps["mine"][0].pk]  # not the other graph's run, graph or node
+    assert worker["in_flight_hidden"] == 1 and body["queue"]["running"] == 2
+    assert theirs.graph.name not in json.dumps(body)
+    full = client_for(admin()).get("/api/v1/workers/").json()["workers"][0]
+    assert len(full["in_flight"]) == 2 and full["in_flight_hidden"] == 0
+
+
 def test_workers_are_for_admins_and_operators():
     assert client_for(user_in("op", "operators")).get("/api/v1/workers/").status_code == 200
     assert client_for(user_in("bob", "builders", "approvers")).get("/api/v1/workers/").status_code == 403

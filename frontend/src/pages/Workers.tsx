@@ -26,11 +26,14 @@ interface WorkerRow {
   seconds_since_heartbeat: number;
   alive: boolean;
   in_flight: InFlightStep[];
+  /** Steps it runs for runs the viewer may not read: counted, not listed. */
+  in_flight_hidden: number;
 }
 
 export interface WorkersBody {
   workers: WorkerRow[];
   unattributed: InFlightStep[];
+  unattributed_hidden: number;
   queue: { ready: number; scheduled: number; waiting: number; parked: number; running: number };
   heartbeat_window_seconds: number;
   checked_at: string;
@@ -45,9 +48,16 @@ export function ago(seconds: number): string {
   return `${Math.round(seconds / 3600)} h ago`;
 }
 
-function Steps({ steps, label }: { steps: InFlightStep[]; label: string }) {
-  if (steps.length === 0) return <p className="muted">Idle: no step running.</p>;
+/** "N more steps of runs you may not read", or null. */
+function hiddenNote(hidden: number) {
+  if (!hidden) return null;
+  return <p className="muted small" data-hidden={hidden}>{hidden === 1 ? "1 more step" : `${hidden} more steps`} of runs you may not read.</p>;
+}
+
+function Steps({ steps, label, hidden = 0 }: { steps: InFlightStep[]; label: string; hidden?: number }) {
+  if (steps.length === 0) return hidden ? hiddenNote(hidden) : <p className="muted">Idle: no step running.</p>;
   return (
+    <>
     <div className="table-wrap">
       <table className="table table-compact" aria-label={label}>
         <thead>
@@ -76,6 +86,8 @@ function Steps({ steps, label }: { steps: InFlightStep[]; label: string }) {
         </tbody>
       </table>
     </div>
+    {hiddenNote(hidden)}
+    </>
   );
 }
 
@@ -128,14 +140,14 @@ export default function Workers() {
                   No heartbeat within {Math.round(data.heartbeat_window_seconds)} s, or its process is gone: recovery takes its steps back when their leases run out.
                 </p>
               ) : null}
-              <Steps steps={w.in_flight} label={`Steps running on ${w.name}`} />
+              <Steps steps={w.in_flight} hidden={w.in_flight_hidden} label={`Steps running on ${w.name}`} />
             </section>
           ))}
-          {data.unattributed.length > 0 ? (
+          {data.unattributed.length + data.unattributed_hidden > 0 ? (
             <section className="card" aria-labelledby="workers-orphans">
               <div className="card-head"><h2 id="workers-orphans">Running steps no registered worker holds</h2></div>
               <p className="muted">Their worker stopped heartbeating (or runs in a process outside a cluster); recovery takes them back once their leases expire.</p>
-              <Steps steps={data.unattributed} label="Steps no worker holds" />
+              <Steps steps={data.unattributed} hidden={data.unattributed_hidden} label="Steps no worker holds" />
             </section>
           ) : null}
           <p className="muted costs-foot">Checked {formatDateTime(data.checked_at)}. A worker counts as silent after {Math.round(data.heartbeat_window_seconds)} s without a heartbeat.</p>
