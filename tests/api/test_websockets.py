@@ -154,6 +154,19 @@ def test_bad_cursor_and_unknown_run_are_refused(world: World) -> None:
     assert run_async(body) == [False, False, False]
 
 
+def test_a_socket_path_that_does_not_exist_is_refused_not_a_500(world: World) -> None:
+    key = token_of(world.users["starter"])
+
+    async def body() -> list[tuple[bool, int | None]]:
+        results = []
+        for path in (f"/ws/runs/abc/?token={key}", f"/ws/nothing/?token={key}", "/ws/"):
+            communicator = WebsocketCommunicator(application, path)
+            results.append(await communicator.connect(timeout=TIMEOUT))  # URLRouter raised ValueError here
+        return results
+
+    assert run_async(body) == [(False, 4404)] * 3
+
+
 def _database_url() -> str:
     s = connection.settings_dict
     if connection.vendor == "sqlite":
