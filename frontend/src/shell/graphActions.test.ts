@@ -1,4 +1,4 @@
-import { exportFileName, ImportFailed, importedText, importedUrl, importGraphFile } from "./graphActions";
+import { exportFileName, ImportFailed, importedText, importedUrl, importGraphFile, inDocumentOrder } from "./graphActions";
 import { stubFetch } from "./testing";
 
 afterEach(() => vi.unstubAllGlobals());
@@ -18,6 +18,14 @@ describe("after an import", () => {
     expect(importedUrl(kept)).toBe("/graphs/4/?version=3");
     expect(importedText(kept)).toBe("Imported “Refund agent” as version 3. Its draft has unpublished edits, so it was left as it was.");
     expect(importedText({ ...kept, created: false })).toBe("“Refund agent” is unchanged: version 3 has the same content. Its draft has unpublished edits, so it was left as it was.");
+  });
+});
+
+describe("inDocumentOrder", () => {
+  it("orders each section's paths as in the file, sections as first reported", () => {
+    const p = (path: string) => ({ path, message: path });
+    const sorted = inDocumentOrder([p("nodes[3].config.set"), p("edges[0].target"), p("nodes[10].id"), p("nodes[1].kind"), p("nodes[1].config"), p("")]);
+    expect(sorted.map((x) => x.path)).toEqual(["nodes[1].config", "nodes[1].kind", "nodes[3].config.set", "nodes[10].id", "edges[0].target", ""]);
   });
 });
 

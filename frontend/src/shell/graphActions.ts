@@ -54,14 +54,31 @@ export class ImportFailed extends Error {
 export function problemsOf(err: ApiError): ImportProblem[] {
   const issues = (err.body?.error as { issues?: unknown } | undefined)?.issues;
   if (Array.isArray(issues) && issues.length > 0) {
-    return issues.map((raw) => {
+    return inDocumentOrder(issues.map((raw) => {
       // ``path`` (from the spec root, e.g. nodes[2].config.x) when the server gives it; else node id + field.
       const i = raw as { node_id?: string | null; field?: string; path?: string; message?: string };
       const path = i.path || [i.node_id ? `nodes.${i.node_id}` : "", i.field ?? ""].filter(Boolean).join(".");
       return i.node_id ? { path, message: i.message ?? "", node: i.node_id } : { path, message: i.message ?? "" };
-    });
+    }));
   }
-  return Object.entries(err.fields).flatMap(([path, msgs]) => msgs.map((message) => ({ path, message })));
+  return inDocumentOrder(Object.entries(err.fields).flatMap(([path, msgs]) => msgs.map((message) => ({ path, message }))));
+}
+
+/**
+ * ``problems`` with each section's paths in document order (nodes[1] before nodes[3] before
+ * nodes[10]), the sections (the path's first name: nodes, edges, settings...) in the order
+ * the server first reported them: the validator reports by check, which read as nodes[3],
+ * nodes[1], nodes[0]. Stable for problems on one path.
+ */
+export function inDocumentOrder(problems: ImportProblem[]): ImportProblem[] {
+  const collator = new Intl.Collator("en", { numeric: true });
+  const section = (path: string) => /^[^.[]*/.exec(path)?.[0] ?? "";
+  const firstSeen = new Map<string, number>();
+  problems.forEach((p, i) => { if (!firstSeen.has(section(p.path))) firstSeen.set(section(p.path), i); });
+  return problems
+    .map((p, i) => ({ p, i }))
+    .sort((a, b) => firstSeen.get(section(a.p.path))! - firstSeen.get(section(b.p.path))! || collator.compare(a.p.path, b.p.path) || a.i - b.i)
+    .map(({ p }) => p);
 }
 
 /** A file's text (FileReader: ``Blob.text`` is missing in some engines, jsdom among them). */
