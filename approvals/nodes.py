@@ -117,8 +117,18 @@ class ApprovalNode(NodeKind[ApprovalConfig]):
     def check(self, node_id: str, config: ApprovalConfig, known_names: set[str]) -> list[Issue]:
         """The prompt template parses and names only known variables; rejection reasons
         are distinct non-empty short texts; ``edit_schema`` is a valid JSON Schema of type
-        object whose properties are state-key names."""
+        object whose properties are state-key names; a quorum that the named approvers alone
+        (no groups) could never reach is refused, since such a gate waits until someone
+        reassigns or cancels it."""
         issues = check_template(node_id, "config.prompt", config.prompt, known_names)
+        named = len(set(config.approvers))
+        if named and not config.approver_groups and config.quorum > named:
+            issues.append(Issue(
+                node_id, "config.quorum",
+                f"needs {config.quorum} approvals but only {named} approver{'s are' if named != 1 else ' is'} named: "
+                "name more approvers, add an approver group, or lower it",
+                "quorum_unreachable",
+            ))
         for i, reason in enumerate(config.reject_reasons):
             if not reason.strip() or len(reason) > 100:
                 issues.append(Issue(node_id, f"config.reject_reasons[{i}]", "a reason is 1 to 100 characters", "invalid_reason"))

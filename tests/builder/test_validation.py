@@ -886,3 +886,15 @@ def test_issue_messages_quoting_spec_values_are_bounded():
     result = validate_spec(g)
     assert result.issues and all(len(i.message) <= 2100 for i in result.issues), [len(i.message) for i in result.issues]
     assert any("(100" in i.message and "characters)" in i.message for i in result.issues)
+
+
+def test_a_quorum_the_named_approvers_alone_cannot_reach_is_refused():
+    def gate(**config: Any) -> ValidationResult:
+        return validate_spec(_with_node(node("gate", "approval", **config), handles=("approved",)))
+
+    result = gate(quorum=3, approvers=["appr", "appr"])
+    assert keyed(result) == [("gate", "config.quorum", "quorum_unreachable")]
+    assert "needs 3 approvals but only 1 approver is named" in result.issues[0].message
+    assert gate(quorum=2, approvers=["ann", "bob"]).ok
+    assert gate(quorum=3, approvers=["ann"], approver_groups=["finance"]).ok  # the group may supply the rest
+    assert gate(quorum=3).ok  # anyone with the approver role
