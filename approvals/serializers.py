@@ -10,6 +10,11 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import GATE_DECISIONS, RECOVERY_DECISIONS, user_may_decide
 from builder.serializers import JSONObjectField
 
+# A request's version token as the API shows it (approvals.preview.version_token:
+# "<row version>:<digest>"); anything else is a malformed request (400), not a stale one (409).
+VERSION_TOKEN = r"^[0-9]{1,18}(:[^\s:]*)?$"
+VERSION_TOKEN_HELP = "Not a version token: send back the request's version as the API showed it, such as '3:9f2c1a…'."
+
 
 class ApprovalListQueryInput(serializers.Serializer):
     status = serializers.ChoiceField(choices=ApprovalStatus.choices, required=False, default=ApprovalStatus.PENDING)
@@ -23,8 +28,9 @@ class ApprovalDecideInput(serializers.Serializer):
     decision = serializers.ChoiceField(choices=sorted(GATE_DECISIONS | RECOVERY_DECISIONS))
     comment = serializers.CharField(max_length=5000, required=False, allow_blank=True, default="")
     output = JSONObjectField(required=False, allow_null=True, default=None)
-    version = serializers.CharField(
-        max_length=64, help_text="The request's ``version`` as it was shown; a request that moved on since is refused with 409."
+    version = serializers.RegexField(
+        VERSION_TOKEN, max_length=64, error_messages={"invalid": VERSION_TOKEN_HELP},
+        help_text="The request's ``version`` as it was shown; a request that moved on since is refused with 409.",
     )
     reason = serializers.CharField(max_length=200, required=False, allow_blank=True, default="", help_text="A rejection's reason: one the node declares.")
     values = JSONObjectField(required=False, allow_null=True, default=None, help_text="Edited state values on an approval (the node's edit_schema).")
@@ -39,7 +45,9 @@ class ApprovalReassignInput(serializers.Serializer):
 
     to_user = serializers.CharField(max_length=150, required=False, allow_null=True, default=None)
     to_group = serializers.CharField(max_length=150, required=False, allow_null=True, default=None)
-    version = serializers.CharField(max_length=64, required=False, allow_null=True, default=None)
+    version = serializers.RegexField(
+        VERSION_TOKEN, max_length=64, required=False, allow_null=True, default=None, error_messages={"invalid": VERSION_TOKEN_HELP}
+    )
     comment = serializers.CharField(max_length=5000, required=False, allow_blank=True, default="")
 
 

@@ -319,3 +319,13 @@ def test_two_concurrent_claims_leave_one_claimer(world: World) -> None:
     second = second_approver(world)
     for _ in range(3):
         claim_race(world, second)
+
+
+def test_a_malformed_version_token_is_a_400_with_the_field_not_a_409(world: World) -> None:
+    _, approval = waiting(world)
+    client = world.clients["approver"]
+    for bad in ("garbage", "", "1:a b", "-1:x"):
+        response = client.post(f"/api/v1/approvals/{approval.pk}/decide/", {"decision": "approve", "version": bad}, format="json")
+        assert response.status_code == 400 and "version" in response.json()["error"]["fields"], (bad, response.content)
+    approval.refresh_from_db()
+    assert approval.status == "pending"
