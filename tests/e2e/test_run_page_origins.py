@@ -3,7 +3,7 @@ of one node from the builder (its one node drawn, no version 0, no retry, and it
 snapshot link opens the graph's builder), a fork names its source run and step and draws the nodes it
 kept as kept, and "Open graph" opens the version the run ran.
 
-Screenshots: artifacts/run-page-test-run.png, run-page-fork.png, run-page-open-version.png,
+Screenshots: artifacts/run-page-test-run.png, run-page-test-run-succeeded.png, run-page-fork.png, run-page-open-version.png,
 audit-test-snapshot.png.
 """
 from __future__ import annotations
@@ -50,9 +50,19 @@ def test_a_node_test_runs_page_says_what_it_tested_draws_that_node_and_offers_no
     expect(page.get_by_role("link", name="Open graph in the builder")).to_have_attribute("href", f"/graphs/{graph.pk}/")
     screenshot(page, "run-page-test-run")
 
+    # A test that succeeded ran the harness's end node too: it is no node of the graph, not listed.
+    ok = graph_node_test(graph=graph, node_id="boom", state={"x": 4, "zero": 2}, user=admin)
+    assert ok.status == "succeeded" and Step.objects.filter(run=ok, node_id="test_end").exists()
+    page.goto(f"{live_server.url}/runs/{ok.pk}/")
+    expect(canvas_node(page, "node boom: succeeded")).to_be_visible()
+    expect(page.get_by_role("region", name="Steps", exact=True)).to_contain_text("boom")
+    expect(page.get_by_role("region", name="Steps", exact=True)).not_to_contain_text("test_end")
+    expect(page.get_by_role("button", name="Fork…")).to_have_count(0)
+    screenshot(page, "run-page-test-run-succeeded")
+
     # The audit log's snapshot link opens the graph's builder, not a version that does not exist.
     page.goto(f"{live_server.url}/audit/")
-    link = page.get_by_role("link", name=f"{graph.name} test snapshot").first
+    link = page.get_by_role("link", name=f"{graph.name} test snapshot").last
     expect(link).to_have_attribute("href", f"/graphs/{graph.pk}/")
     screenshot(page, "audit-test-snapshot")
     link.click()

@@ -139,14 +139,14 @@ describe("RunPage", () => {
 
   it("says a node-test run is a test of its node from the builder and draws that node alone, offering no retry", async () => {
     const test: RunDetail = {
-      ...run, version: 0, is_test: true, tested_node: "boom", fork_origin: null,
-      steps: [{ ...run.steps[1]!, id: 7 }],
+      ...run, version: 0, is_test: true, tested_node: "boom", fork_origin: null, status: "succeeded", error: null,
+      steps: [{ ...run.steps[1]!, id: 7, status: "succeeded", error: null }, { ...run.steps[0]!, id: 8, node_id: "test_end", kind: "end" }],
     };
     const harness = { ...spec, nodes: [spec.nodes[1], { id: "test_end", kind: "end", config: { output: [] } }], edges: [{ source: "boom", target: "test_end" }] };
     const allowed = Object.fromEntries(["cancel", "resume", "retry", "fork"].map((a) => [a, { allowed: false, reason: "A test of one node from the builder." }]));
     const calls = stubFetch({
       "GET /api/v1/runs/5/": () => ({ body: test }), "GET /api/v1/runs/5/graph/": () => ({ body: { graph: 2, version: 0, is_test: true, spec: harness } }),
-      "GET /api/v1/node-kinds/": () => ({ body: kinds }), "GET /api/v1/runs/5/actions/": () => ({ body: { ...allowed, may_act: true, status: "failed" } }),
+      "GET /api/v1/node-kinds/": () => ({ body: kinds }), "GET /api/v1/runs/5/actions/": () => ({ body: { ...allowed, may_act: true, status: "succeeded" } }),
     });
     renderWith(<RunPage runId={5} />, makeContext({}, "run"));
     await screen.findByRole("heading", { name: /Test run #5/ });
@@ -158,8 +158,12 @@ describe("RunPage", () => {
     expect(screen.getByRole("link", { name: "Open graph in the builder" }).getAttribute("href")).toBe("/graphs/2/");
     expect(screen.queryByText("v0")).toBeNull();
     const node = (name: string) => document.querySelector(`.react-flow__node[role="group"][aria-label="${name}"]`);
-    await waitFor(() => expect(node("node boom: failed")).toBeTruthy(), slow);
+    await waitFor(() => expect(node("node boom: succeeded")).toBeTruthy(), slow);
     expect(document.querySelector('.react-flow__node[aria-label^="node test_end"]')).toBeNull();
+    // The harness's end step is no step of the user's graph: not listed, not on the timeline.
+    expect(screen.getByRole("region", { name: "Steps" }).textContent).not.toContain("test_end");
+    expect(within(screen.getByRole("list", { name: "Timeline of steps" })).getAllByRole("listitem")).toHaveLength(1);
+    expect(screen.getByText("Steps", { selector: "dt" }).nextElementSibling?.textContent).toBe("1");
     expect(calls.some((c) => c.path.includes("/versions/"))).toBe(false);
     expect(screen.queryByRole("button", { name: /Retry|Fork|Resume|Compare/ })).toBeNull();
   });

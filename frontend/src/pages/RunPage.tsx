@@ -7,7 +7,7 @@ import { retryAdvice } from "../runs/actions";
 import { RunActions } from "../runs/RunActions";
 import { StepInspector } from "../runs/StepInspector";
 import { Timeline } from "../runs/Timeline";
-import { nodeMarks, type RunStep } from "../runs/runView";
+import { nodeMarks, stepsShown, type RunStep } from "../runs/runView";
 import { RUN_STATE_LABELS } from "../builder/runStateColours";
 import { formatDateTime, formatDuration, formatUsd, runDisplayStatus, startedBy, stepDisplayStatus } from "../shell/format";
 import { graphUrl, runUrl } from "../shell/graphLinks";
@@ -132,7 +132,10 @@ export default function RunPage({ runId }: { runId?: unknown }) {
   // A dead worker commits no event: read the run again when a running step's lease runs out.
   useLeaseWatch(run?.steps, reload);
   const [inspected, setInspected] = useState<{ step: number | null; node: string | null }>(() => ({ step: stepParam(), node: null }));
-  const steps = (run?.steps ?? []) as RunStep[];
+  // A node-test run's page shows the tested node's steps, not its harness's end step.
+  const testedNode = run?.is_test ? run.tested_node ?? null : null;
+  const allSteps = run?.steps;
+  const steps = useMemo(() => stepsShown((allSteps ?? []) as RunStep[], testedNode) as RunStep[], [allSteps, testedNode]);
   const nodeIds = useMemo(() => [...new Set(steps.filter((s) => s.parent === null).map((s) => s.node_id))], [steps]);
   const [graphNodes, setGraphNodes] = useState<string[] | null>(null);
   // The inspector's "Fork from this step" opens the header's fork dialog on that step.
@@ -191,7 +194,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
         <div><dt>Started</dt><dd>{formatDateTime(run.started_at ?? run.created_at)}</dd></div>
         <div><dt>Finished</dt><dd>{formatDateTime(run.finished_at)}</dd></div>
         <div><dt>Duration</dt><dd>{formatDuration(run.started_at, run.finished_at)}</dd></div>
-        <div><dt>Steps</dt><dd>{run.step_count}</dd></div>
+        <div><dt>Steps</dt><dd>{tested ? steps.filter((s) => s.parent === null).length : run.step_count}</dd></div>
         <div><dt>Tokens</dt><dd>{tokens.toLocaleString()}</dd></div>
         <div><dt>Cost</dt><dd>{formatUsd(run.cost_usd)}</dd></div>
       </dl>
@@ -251,7 +254,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
       </div>
       <section className="card" aria-labelledby="run-steps">
         <h2 id="run-steps">Steps</h2>
-        {run.steps.length === 0 ? <EmptyState title="No steps yet">The run's steps appear here as the workers take them.</EmptyState> : (
+        {steps.length === 0 ? <EmptyState title="No steps yet">The run's steps appear here as the workers take them.</EmptyState> : (
           <div className="table-wrap">
             <table className="table">
               <thead>
@@ -261,7 +264,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
                 </tr>
               </thead>
               <tbody>
-                {run.steps.map((s) => (
+                {steps.map((s) => (
                   <tr key={s.id} className={inspected.step === s.id ? "row-selected" : undefined}>
                     <td className={s.parent ? "indent" : undefined}>
                       <button type="button" className="linkish" onClick={() => inspect(s.id, s.node_id)} aria-label={`Inspect step ${s.node_id}`}><code>{s.node_id}</code></button>

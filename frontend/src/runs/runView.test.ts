@@ -1,5 +1,5 @@
 import { RUN_STATE_COLOURS } from "../builder/runStateColours";
-import { nodeMarks, testedNodeOnly, stateChangeRows, stateColour, stateKeysOrdered, stepState, timelineLayout, timelineScale, type RunStep } from "./runView";
+import { nodeMarks, stepsShown, testedNodeOnly, stateChangeRows, stateColour, stateKeysOrdered, stepState, timelineLayout, timelineScale, type RunStep } from "./runView";
 
 const T0 = Date.parse("2026-12-02T10:00:00Z");
 const at = (ms: number) => new Date(T0 + ms).toISOString();
@@ -200,5 +200,11 @@ describe("a fork's kept nodes and a test run's harness", () => {
     const drawn = testedNodeOnly(harness, "calc");
     expect(drawn.nodes.map((n) => n.id)).toEqual(["calc"]);
     expect(drawn.edges).toEqual([]);
+  });
+
+  it("lists a test run's tested node's steps and their children, not the harness's end step", () => {
+    const steps = [step(1, "agent", "succeeded", 0, 10), step(2, "turn", "succeeded", 1, 2, { parent: 1 }), step(3, "test_end", "succeeded", 10, 11)];
+    expect(stepsShown(steps, "agent").map((s) => s.id)).toEqual([1, 2]);
+    expect(stepsShown(steps, null)).toBe(steps);
   });
 });

@@ -55,6 +55,21 @@ export function testedNodeOnly(spec: GraphSpec, tested: string): GraphSpec {
   return { ...spec, nodes: spec.nodes.filter((n) => n.id === tested), edges: spec.edges.filter((e) => e.source === tested && e.target === tested) };
 }
 
+/**
+ * A node-test run's steps as its page lists them: the tested node's steps and their
+ * children (an agent's turns and calls), without the harness's end step, which is no
+ * node of the user's graph (nothing to inspect or act on). Other runs: all their steps.
+ */
+export function stepsShown<T extends Pick<RunStep, "id" | "parent" | "node_id">>(steps: readonly T[], tested: string | null): readonly T[] {
+  if (!tested) return steps;
+  const kept = new Set<number>();
+  return steps.filter((s) => {
+    const ok = s.parent === null ? s.node_id === tested : kept.has(s.parent);
+    if (ok) kept.add(s.id);
+    return ok;
+  });
+}
+
 /** The colour of a state (one table for cards, minimap and timeline). */
 export function stateColour(state: NodeState): string {
   return RUN_STATE_COLOURS[state];
