@@ -3,7 +3,7 @@ of one node from the builder (its one node drawn, no version 0, no retry, and it
 snapshot link opens the graph's builder), a fork names its source run and step and draws the nodes it
 kept as kept, and "Open graph" opens the version the run ran.
 
-Screenshots: artifacts/run-page-test-run.png, run-page-test-run-succeeded.png, run-page-fork.png, run-page-open-version.png,
+Screenshots: artifacts/run-page-test-run.png, run-page-test-run-succeeded.png, run-page-fork.png, run-page-fork-kept-node.png, run-page-open-version.png,
 audit-test-snapshot.png.
 """
 from __future__ import annotations
@@ -91,6 +91,12 @@ def test_a_forked_runs_page_names_its_source_and_draws_kept_nodes_and_open_graph
     expect(page.locator('.react-flow__node[aria-label$=": skipped"]')).to_have_count(0)
     expect(canvas_node(page, "node start: kept").locator(".bnode")).to_contain_text("kept")
     screenshot(page, "run-page-fork")
+    # A kept node has no step here: its inspector says where its result came from.
+    canvas_node(page, "node draft: kept").click()
+    inspector = page.get_by_role("complementary", name="Step inspector")
+    expect(inspector).to_contain_text(f"its result was kept from run #{source.pk}")
+    expect(inspector.get_by_role("link", name=f"run #{source.pk}")).to_have_attribute("href", f"/runs/{source.pk}/?step={draft.pk}")
+    screenshot(page, "run-page-fork-kept-node")
 
     # "Open graph" opens the version the run ran, read-only, with the way back to the draft.
     open_graph = page.get_by_role("link", name="Open graph", exact=True)
