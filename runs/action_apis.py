@@ -62,7 +62,8 @@ def checked_fork_step(run: Run, step_id: int) -> None:
 class RunActionsApi(ApiView):
     """GET: which actions the caller may take on the run now: for each of cancel, resume,
     retry and fork, ``allowed`` and, when not, ``reason``. The same roles and statuses the
-    actions check (they refuse anyway); the run page shows only the allowed buttons."""
+    actions check (they refuse anyway; a node-test run is never resumed, retried or
+    forked); the run page shows only the allowed buttons."""
 
     @extend_schema(tags=TAG, operation_id="runs_actions", responses=OpenApiTypes.OBJECT)
     def get(self, request: Any, run_id: int) -> Response:
@@ -77,6 +78,9 @@ class RunActionsApi(ApiView):
             "retry": (run.status == RunStatus.FAILED, "Only a failed run can be retried."),
             "fork": (forkable, "No step has committed yet."),
         }
+        if run.is_test:  # the engine refuses these on a node-test run (409 test_run)
+            why = "A test of one node from the builder: test the node again there."
+            by_status.update({a: (False, why) for a in ("resume", "retry", "fork")})
         body: dict[str, Any] = {}
         for action, (ok, why) in by_status.items():
             if not may:

@@ -48,6 +48,7 @@ from runs.serializers import (
     RunCancelInput,
     RunDetailOutput,
     RunForkInput,
+    RunGraphOutput,
     RunListFilterInput,
     RunOutput,
     RunResumeInput,
@@ -176,6 +177,16 @@ class RunDetailApi(ApiView):
     @extend_schema(tags=TAG, operation_id="runs_read", responses=RunDetailOutput)
     def get(self, request: Any, run_id: int) -> Response:
         return Response(RunDetailOutput(_run(request, run_id)).data)
+
+
+class RunGraphApi(ApiView):
+    """GET: the graph the run ran, as its page draws it: the spec of the version it is pinned
+    to. The one place a node-test run's hidden snapshot is served (the graph's version
+    endpoints list and open published versions only); same read rule as the run (404)."""
+
+    @extend_schema(tags=TAG, operation_id="runs_graph", responses=RunGraphOutput)
+    def get(self, request: Any, run_id: int) -> Response:
+        return Response(RunGraphOutput(_run(request, run_id).graph_version).data)
 
 
 class RunCancelApi(ApiView):

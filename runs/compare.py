@@ -49,6 +49,7 @@ def _run_summary(run: Run) -> dict[str, Any]:
         "id": run.pk,
         "status": run.status,
         "version": run.graph_version.number,
+        "is_test": run.is_test,  # a node test from the builder: version 0 is its hidden snapshot, no published version
         "cost_usd": str(run.cost_usd),
         "seconds": None if took is None else round(took, 3),
         "created_at": run.created_at,

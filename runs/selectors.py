@@ -230,6 +230,54 @@ def run_get(*, run_id: int) -> Run:
     return with_event_seq(with_waiting_for(Run.objects.select_related("graph_version__graph", "created_by"))).get(pk=run_id)
 
 
+# A fork of a fork of a fork...: how far up the chain a run page looks for kept nodes.
+FORK_CHAIN_LIMIT = 20
+
+
+def run_fork_origin(*, run: Run) -> dict[str, Any] | None:
+    """Where a forked run came from, for its page: ``{"run": source id, "step": anchor step
+    id, "node_id": the anchor's node, "kept_nodes": [node ids]}``, or None for a run that
+    is not a fork (or whose source or anchor step was deleted).
+
+    ``kept_nodes`` are the nodes whose results the fork kept rather than ran: the source's
+    committed top-level steps up to and including the anchor (engine ``fork_kept_steps``)
+    and, when the source is itself a fork, the nodes it kept in turn (up to
+    FORK_CHAIN_LIMIT forks up), each once, in commit order. The fork has no steps of its
+    own for them: without this its page would draw them as never reached."""
+    if run.forked_from_id is None or run.forked_from_step_id is None:
+        return None
+    origin: dict[str, Any] | None = None
+    kept: list[str] = []
+    current = run
+    for _ in range(FORK_CHAIN_LIMIT):
+        if current.forked_from_id is None or current.forked_from_step_id is None:
+            break
+        source = Run.objects.filter(pk=current.forked_from_id).first()
+        anchor = Step.objects.filter(pk=current.forked_from_step_id).first()
+        if source is None or anchor is None:
+            break
+        if origin is None:
+            origin = {"run": source.pk, "step": anchor.pk, "node_id": anchor.node_id}
+        # The source's own kept nodes come before its steps: they committed earlier.
+        kept = [s.node_id for s in engine_api.fork_kept_steps(source, anchor)] + kept
+        current = source
+    if origin is None:
+        return None
+    origin["kept_nodes"] = list(dict.fromkeys(kept))
+    return origin
+
+
+def run_tested_node(*, run: Run, steps: list[dict[str, Any]] | None = None) -> str | None:
+    """The node a node-test run (``is_test``) tested: its first top-level step's node (the
+    run starts at the tested node, then the harness's end node); None for other runs.
+    ``steps`` (serialized, in creation order) saves the query when already read."""
+    if not run.is_test:
+        return None
+    if steps is not None:
+        return next((s["node_id"] for s in steps if s.get("parent") is None), None)
+    return Step.objects.filter(run=run, parent__isnull=True).order_by("id").values_list("node_id", flat=True).first()
+
+
 # The actor name the CLI commands audit their run starts under (run_graph).
 CLI_ACTOR = "cli"
 

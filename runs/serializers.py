@@ -18,7 +18,9 @@ from runs.selectors import (
     audit_version_id,
     audit_versions,
     day_bounds,
+    run_fork_origin,
     run_started_from,
+    run_tested_node,
     run_waiting_for,
     runs_started_from,
 )
@@ -460,6 +462,25 @@ class RunOutput(serializers.Serializer):
         return obj.pk in known
 
 
+class RunForkOriginOutput(serializers.Serializer):
+    """Where a forked run came from (runs.selectors.run_fork_origin)."""
+
+    run = serializers.IntegerField(help_text="The run it was forked from.")
+    step = serializers.IntegerField(help_text="The step of that run it was forked at.")
+    node_id = serializers.CharField(help_text="That step's node.")
+    kept_nodes = serializers.ListField(child=serializers.CharField(), help_text="Nodes whose results were kept from the source, in commit order.")
+
+
+class RunGraphOutput(serializers.Serializer):
+    """The graph a run ran: its pinned version's number and spec. A node-test run's version
+    is a hidden test snapshot (``is_test``, number 0): the tested node wired to an end node."""
+
+    graph = serializers.IntegerField(source="graph_id")
+    version = serializers.IntegerField(source="number")
+    is_test = serializers.BooleanField()
+    spec = serializers.JSONField()
+
+
 class RunDetailOutput(RunOutput):
     """A run with its input, state, output and steps."""
 
@@ -467,6 +488,15 @@ class RunDetailOutput(RunOutput):
     state = serializers.JSONField()
     output = serializers.JSONField(allow_null=True)
     steps = serializers.SerializerMethodField()
+    tested_node = serializers.SerializerMethodField(
+        help_text="A node-test run (is_test): the node it tested (its first step; the rest is the test harness's end "
+        "node). Null for other runs. GET runs/<id>/graph/ draws the one-node graph it ran."
+    )
+    fork_origin = serializers.SerializerMethodField(
+        help_text="A forked run: {run, step, node_id, kept_nodes}: the source run, the step it was forked at and that "
+        "step's node, and the nodes whose results the fork kept from its source (they have no step in this run). "
+        "Null for a run that is not a fork."
+    )
 
     def to_representation(self, instance: Run) -> dict[str, Any]:
         # The steps are read once: ``interrupted`` follows from their workers' liveness.
@@ -482,6 +512,14 @@ class RunDetailOutput(RunOutput):
         if obj.pk in known:
             return known[obj.pk]
         return RunStepOutput(_run_steps(obj), many=True).data
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_tested_node(self, obj: Run) -> str | None:
+        return run_tested_node(run=obj, steps=self.context.get("steps_of", {}).get(obj.pk))
+
+    @extend_schema_field(RunForkOriginOutput(allow_null=True))
+    def get_fork_origin(self, obj: Run) -> dict[str, Any] | None:
+        return run_fork_origin(run=obj)
 
 
 def _run_steps(run: Run) -> Any:

@@ -9,6 +9,7 @@ urlpatterns = [
     path("runs/cancel/", apis.RunBulkCancelApi.as_view(), name="runs-cancel"),
     path("runs/summary/", apis.RunSummaryApi.as_view(), name="runs-summary"),
     path("runs/<int:run_id>/", apis.RunDetailApi.as_view(), name="run"),
+    path("runs/<int:run_id>/graph/", apis.RunGraphApi.as_view(), name="run-graph"),
     path("runs/<int:run_id>/actions/", action_apis.RunActionsApi.as_view(), name="run-actions"),
     path("runs/<int:run_id>/resume/preview/", action_apis.RunResumePreviewApi.as_view(), name="run-resume-preview"),
     path("runs/<int:run_id>/retry/preview/", action_apis.RunRetryPreviewApi.as_view(), name="run-retry-preview"),

@@ -48,6 +48,7 @@ from runs.engine.types import (
     StateTooLarge,
     StateWriteRefused,
     StepStateError,
+    TestRunRefused,
 )
 from runs.engine.writes import lock_run, run_cost_adjust
 from runs.models import Run, RunStatus, Step
@@ -67,7 +68,9 @@ __all__ = [
     "StateWriteRefused",
     "StepState",
     "StepStateError",
+    "TestRunRefused",
     "abandoned_steps",
+    "fork_kept_steps",
     "acting_as",
     "audit",
     "audit_in",
@@ -288,17 +291,31 @@ def run_cancel(run_id: int, *, actor: str, actor_type: str = "user", reason: str
     return operations.run_cancel(run_id, actor=actor, actor_type=actor_type, reason=reason)
 
 
+def _not_a_test(run_id: int, action: str) -> None:
+    """Raise TestRunRefused when run ``run_id`` is a node-test run (``action``: "resumed",
+    "retried", "forked" for the message); RunNotFound when there is no such run.
+    ``is_test`` never changes after the run is created, so no lock is needed."""
+    is_test = Run.objects.filter(pk=run_id).values_list("is_test", flat=True).first()
+    if is_test is None:
+        raise RunNotFound(run_id)
+    if is_test:
+        raise TestRunRefused(f"run {run_id} is a test of one node from the builder; it cannot be {action}: test the node again in the builder")
+
+
 def run_resume(
     run_id: int, *, actor: str, actor_type: str = "user", budget_usd: Decimal | None = None, budget_tokens: int | None = None
 ) -> list[int]:
     """Continue a failed run from the step that failed (fresh attempts; optionally a new
     budget) or re-queue a parked run's interrupted steps; committed steps never run again.
-    Audited. Raises RunNotFound, StepStateError (neither failed nor parked)."""
+    Audited. Raises RunNotFound, TestRunRefused (a node-test run), StepStateError (neither
+    failed nor parked)."""
+    _not_a_test(run_id, "resumed")
     ids = operations.run_resume(run_id, actor=actor, actor_type=actor_type, budget_usd=budget_usd, budget_tokens=budget_tokens)
     return _dispatch_on_commit(ids)
 
 
 def _retry_allowed(run_id: int) -> None:
+    _not_a_test(run_id, "retried")
     status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
     if status is None:
         raise RunNotFound(run_id)
@@ -308,7 +325,7 @@ def _retry_allowed(run_id: int) -> None:
 
 def run_retry(run_id: int, *, actor: str, actor_type: str = "user") -> list[int]:
     """Retry a failed run from the step that failed (resume, for failed runs only).
-    Raises RunNotFound, StepStateError (the run is not failed)."""
+    Raises RunNotFound, TestRunRefused (a node-test run), StepStateError (the run is not failed)."""
     _retry_allowed(run_id)
     return run_resume(run_id, actor=actor, actor_type=actor_type)
 
@@ -316,7 +333,8 @@ def run_retry(run_id: int, *, actor: str, actor_type: str = "user") -> list[int]
 def run_resume_preview(run_id: int) -> ResumePlan:
     """What :func:`run_resume` would do now (the same plan it applies; nothing changes):
     the steps it reopens or re-queues and the committed steps it keeps. Raises
-    RunNotFound, StepStateError (as run_resume)."""
+    RunNotFound, TestRunRefused, StepStateError (as run_resume)."""
+    _not_a_test(run_id, "resumed")
     return operations.run_resume_preview(run_id)
 
 
@@ -330,6 +348,7 @@ def run_retry_preview(run_id: int) -> ResumePlan:
 def run_fork_preview(run_id: int, *, step_id: int, state_patch: dict[str, Any]) -> ForkPlan:
     """What :func:`run_fork` would start (the same plan it commits; nothing changes): the
     new run's state and first steps, and the source steps it keeps. Raises as run_fork."""
+    _not_a_test(run_id, "forked")
     return operations.run_fork_preview(run_id, step_id=step_id, state_patch=state_patch)
 
 
@@ -338,12 +357,21 @@ def run_fork(
 ) -> Run:
     """Start a new run of the same graph version from committed top-level step ``step_id`` of
     run ``run_id``: the state as it was right after that step, ``state_patch`` on top, that
-    step's successors pending. Audited. Raises RunNotFound, StepStateError,
+    step's successors pending. Audited. Raises RunNotFound, TestRunRefused (a node-test
+    run: its snapshot is a harness, not the graph), StepStateError,
     StateWriteRefused (the patch writes an unknown key, holds a value JSON cannot carry,
     or passes the state size limit)."""
+    _not_a_test(run_id, "forked")
     started = operations.run_fork(run_id, step_id=step_id, state_patch=state_patch, actor=actor, actor_type=actor_type, created_by=created_by)
     _dispatch_on_commit(started.step_ids)
     return started.run
+
+
+def fork_kept_steps(source: Run, anchor: Step) -> list[Step]:
+    """The steps of ``source`` a fork at its step ``anchor`` kept: its committed top-level
+    steps up to and including the anchor, in commit order (the steps whose writes made the
+    fork's first state; the same set :func:`run_fork_preview` lists as ``kept``)."""
+    return state_store.committed_steps(source, anchor)
 
 
 def step_state(step_id: int) -> StepState:

@@ -25,6 +25,15 @@ class StepStateError(RuntimeError):
     not waiting, deciding twice, forking at a step nothing follows)."""
 
 
+class TestRunRefused(StepStateError):
+    """Resume, retry or fork asked of a node-test run (``Run.is_test``): a test run is a
+    one-off check of one node from the builder, pinned to a hidden one-node snapshot, so
+    re-running it would run the harness (its internal end node), not the graph. The node is
+    tested again from the builder instead. The API answers 409 ``test_run``."""
+
+    __test__ = False  # not a pytest class
+
+
 class StateWriteRefused(ValueError):
     """Values offered to a run's state from outside a step (a skipped step's given output,
     a fork's state patch, a run's input or a test run's state) cannot be stored.

@@ -152,6 +152,7 @@ ENDPOINTS = [
         acts(201),
     ),
     Endpoint("runs_actions", "get", lambda w: (f"/api/v1/runs/{w.waiting_run().pk}/actions/", None), reads()),
+    Endpoint("runs_graph", "get", lambda w: (f"/api/v1/runs/{w.waiting_run().pk}/graph/", None), reads()),
     Endpoint("runs_resume_preview", "post", lambda w: (f"/api/v1/runs/{w.failed_run().pk}/resume/preview/", None), acts(200)),
     Endpoint("runs_retry_preview", "post", lambda w: (f"/api/v1/runs/{w.failed_run().pk}/retry/preview/", None), acts(200)),
     Endpoint(
@@ -241,7 +242,7 @@ def test_the_matrix_covers_every_api_operation() -> None:
         "graphs_list", "graphs_create", "graphs_read", "graphs_update", "graphs_delete", "graphs_validate", "graphs_import",
         "graphs_export", "graph_versions_list", "graph_versions_publish", "graph_versions_read", "graph_versions_diff",
         "runs_list", "runs_start", "runs_read", "runs_cancel", "runs_resume", "runs_retry", "runs_fork", "runs_steps",
-        "runs_actions", "runs_resume_preview", "runs_retry_preview", "runs_fork_preview", "runs_compare", "runs_cancel_bulk", "runs_summary",
+        "runs_actions", "runs_graph", "runs_resume_preview", "runs_retry_preview", "runs_fork_preview", "runs_compare", "runs_cancel_bulk", "runs_summary",
         "steps_read", "steps_state", "runs_events", "costs_aggregate", "audit_list", "approvals_mine", "approvals_all", "approvals_read",
         "approvals_decide", "providers_list", "providers_create", "providers_update", "providers_delete", "providers_test",
         "graphs_duplicate", "graph_versions_restore", "graph_nodes_test", "node_kinds_list", "tools_list",

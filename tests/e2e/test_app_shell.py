@@ -239,7 +239,8 @@ def test_screenshots_of_home_graphs_runs_and_run_page(live_server, page):
     expect(page.get_by_role("heading", name=f"Run #{ok.pk}")).to_contain_text("succeeded")
     expect(page.get_by_role("region", name="Steps", exact=True)).to_contain_text("double")
     expect(page.get_by_label("Run output")).to_contain_text("42")
-    expect(page.get_by_role("link", name="Open graph")).to_have_attribute("href", f"/graphs/{ok.graph_version.graph_id}/")
+    # The version the run ran, read-only in the builder (which links back to the draft).
+    expect(page.get_by_role("link", name="Open graph")).to_have_attribute("href", f"/graphs/{ok.graph_version.graph_id}/?version={ok.graph_version.number}")
     screenshot(page, "run")
 
     page.goto(f"{live_server.url}/runs/{bad.pk}/")

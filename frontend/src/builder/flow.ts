@@ -37,8 +37,11 @@ export interface BallastNodeData extends Record<string, unknown> {
 
 /** A node's state in a run, drawn on its card (runs/nodeStates.ts works it out from the run's steps). */
 export interface NodeRunMark {
-  /** ``interrupted``: a running step whose worker stopped heartbeating (until recovery takes it back). */
-  state: "pending" | "running" | "succeeded" | "failed" | "waiting" | "skipped" | "parked" | "retrying" | "interrupted" | "cancelled";
+  /**
+   * ``interrupted``: a running step whose worker stopped heartbeating (until recovery takes it back);
+   * ``kept``: a fork's node that has no step of its own, its result kept from the run it was forked from.
+   */
+  state: "pending" | "running" | "succeeded" | "failed" | "waiting" | "skipped" | "parked" | "retrying" | "interrupted" | "cancelled" | "kept";
   /** A short line under the label: "attempt 2 of 3", "1.2 s", "3 iterations"; absent for none. */
   detail?: string;
 }

@@ -1,6 +1,6 @@
 // The builder's opening fetches: started once by the entry, taken by the page, in parallel.
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { startBuilderLoad, takeBuilderLoad } from "./load";
+import { startBuilderLoad, takeBuilderLoad, versionParam } from "./load";
 
 function scriptedFetch() {
   const urls: string[] = [];
@@ -38,5 +38,15 @@ describe("builder opening fetches", () => {
     expect(urls).toHaveLength(4);
     takeBuilderLoad(3, null); // already taken: a remount fetches again
     expect(urls).toHaveLength(6);
+  });
+});
+
+describe("versionParam", () => {
+  it("opens published versions only: 0 numbers node-test snapshots, so ?version=0 opens the draft", () => {
+    window.history.replaceState(null, "", "/graphs/3/?version=2");
+    expect(versionParam()).toBe(2);
+    window.history.replaceState(null, "", "/graphs/3/?version=0");
+    expect(versionParam()).toBeNull();
+    window.history.replaceState(null, "", "/graphs/3/");
   });
 });

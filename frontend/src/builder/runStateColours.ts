@@ -13,12 +13,13 @@ export const RUN_STATE_COLOURS: Readonly<Record<NodeRunMark["state"], string>> =
   retrying: "#9333ea",
   interrupted: "#be185d",
   cancelled: "#6b7280",
+  kept: "#0d9488",
 };
 
 /**
  * The words a card's state pill shows (the run page's legend uses the same): a node that has
- * no step yet is "not started", one a condition or an ended run ruled out "not taken"; the
- * other states are named as they are.
+ * no step yet is "not started", one a condition or an ended run ruled out "not taken", a fork's
+ * node whose result came from its source run "kept"; the other states are named as they are.
  */
 export const RUN_STATE_LABELS: Readonly<Record<NodeRunMark["state"], string>> = {
   pending: "not started",
@@ -31,4 +32,5 @@ export const RUN_STATE_LABELS: Readonly<Record<NodeRunMark["state"], string>> = 
   retrying: "retrying",
   interrupted: "interrupted",
   cancelled: "cancelled",
+  kept: "kept",
 };

@@ -1,4 +1,5 @@
 // The approvals inbox live over ws/approvals/ (approvals/consumers.py): a snapshot on every (re)connect, then items that arrive, change or leave.
+// One socket per page, shared by whoever listens (the top bar's count on every page, the inbox on /approvals/).
 import { useEffect, useRef, useState } from "react";
 import type { Approval } from "../shell/types";
 import type { Connection, SocketLike } from "./liveEvents";
@@ -117,15 +118,83 @@ export class InboxSocket {
   }
 }
 
-/** Listen to the inbox live while mounted; ``onMessage`` always sees the latest closure. Returns the connection state. */
-export function useInboxLive(onMessage: (message: InboxMessage) => void): Connection {
-  const [state, setState] = useState<Connection>("connecting");
+/**
+ * One inbox socket for any number of listeners on a page: opened with the first
+ * subscriber, closed with the last. A listener that joins an open socket has missed its
+ * snapshot: listeners treat every message as "the inbox changed" and read what they show
+ * through the API (on mount, then on each message), so nothing depends on having seen it.
+ */
+export class SharedInbox {
+  private socket: InboxSocket | null = null;
+  private readonly listeners = new Set<(message: InboxMessage) => void>();
+  private readonly connectionListeners = new Set<(state: Connection) => void>();
+  private state: Connection = "connecting";
+
+  constructor(private readonly make: (options: InboxSocketOptions) => InboxSocket = (o) => new InboxSocket(o)) {}
+
+  /** The connection state now ("connecting" before the first subscriber). */
+  get connection(): Connection {
+    return this.state;
+  }
+
+  /** Be handed every message; opens the socket for the first subscriber. Returns the function that stops it. */
+  subscribe(listener: (message: InboxMessage) => void): () => void {
+    this.listeners.add(listener);
+    if (!this.socket) {
+      this.socket = this.make({
+        onMessage: (m) => { for (const fn of [...this.listeners]) fn(m); },
+        onConnection: (s) => this.setState(s),
+      });
+    }
+    return () => {
+      this.listeners.delete(listener);
+      if (this.listeners.size === 0 && this.socket) {
+        const socket = this.socket;
+        this.socket = null;
+        socket.close();
+        this.setState("connecting");
+      }
+    };
+  }
+
+  /** Listen to connection changes; returns the function that stops listening. */
+  onConnectionChange(fn: (state: Connection) => void): () => void {
+    this.connectionListeners.add(fn);
+    return () => this.connectionListeners.delete(fn);
+  }
+
+  private setState(state: Connection): void {
+    if (state === this.state) return;
+    this.state = state;
+    for (const fn of [...this.connectionListeners]) fn(state);
+  }
+}
+
+let shared: SharedInbox | null = null;
+
+/** The page's one inbox socket. */
+export function sharedInbox(): SharedInbox {
+  if (!shared) shared = new SharedInbox();
+  return shared;
+}
+
+/**
+ * Listen to the inbox live while mounted and ``enabled``, on the page's shared socket;
+ * ``onMessage`` always sees the latest closure. Returns the connection state ("closed"
+ * where the browser has no WebSocket or while not enabled: fall back to polling).
+ */
+export function useInboxLive(onMessage: (message: InboxMessage) => void, enabled = true, inbox: SharedInbox | null = null): Connection {
+  const supported = typeof WebSocket !== "undefined" || inbox !== null;
+  const [state, setState] = useState<Connection>(supported && enabled ? "connecting" : "closed");
   const fn = useRef(onMessage);
   fn.current = onMessage;
   useEffect(() => {
-    if (typeof WebSocket === "undefined") return;
-    const socket = new InboxSocket({ onMessage: (m) => fn.current(m), onConnection: setState });
-    return () => socket.close();
-  }, []);
+    if (!supported || !enabled) { setState("closed"); return; }
+    const source = inbox ?? sharedInbox();
+    const stopConnection = source.onConnectionChange(setState);
+    const stop = source.subscribe((m) => fn.current(m));
+    setState(source.connection);
+    return () => { stop(); stopConnection(); };
+  }, [supported, enabled, inbox]);
   return state;
 }

@@ -1,7 +1,7 @@
 // The audit page names graph versions by graph and number (v3), keeping the chained id in the link's title.
 import { screen, within } from "@testing-library/react";
 import { cursorPage, makeContext, renderWith, stubFetch } from "../shell/testing";
-import Audit, { auditCells, type AuditEntry } from "./Audit";
+import Audit, { auditCells, versionHref, type AuditEntry } from "./Audit";
 
 afterEach(() => vi.unstubAllGlobals());
 
@@ -36,5 +36,13 @@ describe("Audit", () => {
     const gone = entry({ action: "run.start", object_type: "run", object_id: "42", data: { graph_version: 17 }, version: null });
     expect(auditCells(gone).details).toBe('{"graph_version":17}');
     expect(auditCells(entry({ version: { ...version, number: 0, is_test: true } })).version?.is_test).toBe(true);
+  });
+});
+
+describe("versionHref", () => {
+  it("opens a published version read-only, and a node-test snapshot (no version to open) in the graph's builder", () => {
+    expect(versionHref(version)).toBe("/graphs/4/?version=3");
+    const snapshot = { id: 18, number: 0, graph: 4, graph_name: "triage", is_test: true };
+    expect(versionHref(snapshot)).toBe("/graphs/4/");
   });
 });

@@ -51,9 +51,20 @@ export function auditCells(e: AuditEntry): { version: AuditVersion | null; objec
   return { version, objectIsVersion, details: Object.keys(data).length ? JSON.stringify(data) : "" };
 }
 
-/** A link to a version, read-only in the builder, its id in the title. */
+/**
+ * Where a version's link goes: a published version opens read-only in the builder; a
+ * node-test snapshot is no version the builder can open (its number, 0, is no published
+ * version), so its link opens the graph's builder, where nodes are tested (the entry's
+ * Object cell links the test run itself).
+ */
+export function versionHref(v: AuditVersion): string {
+  return v.is_test ? graphUrl(v.graph) : `${graphUrl(v.graph)}?version=${v.number}`;
+}
+
+/** A link to a version (versionHref), its id in the title. */
 function VersionLink({ v }: { v: AuditVersion }) {
-  return <a href={`${graphUrl(v.graph)}?version=${v.number}`} title={`graph version id ${v.id}`}>{versionLabel(v)}</a>;
+  const title = v.is_test ? `node-test snapshot (graph version id ${v.id}): opens the graph's builder` : `graph version id ${v.id}`;
+  return <a href={versionHref(v)} title={title}>{versionLabel(v)}</a>;
 }
 
 export interface AuditReport {

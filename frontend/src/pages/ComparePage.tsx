@@ -3,7 +3,7 @@
 import { useState } from "react";
 import { compareParams, compareUrl, nodeDifference, secondsText, type CompareSide, type RunComparison } from "../runs/actions";
 import "../runs/runs.css";
-import { formatDateTime, formatUsd } from "../shell/format";
+import { formatDateTime, formatUsd, versionText } from "../shell/format";
 import { graphUrl, runUrl } from "../shell/graphLinks";
 import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
 import { useApi } from "../shell/useApi";
@@ -80,7 +80,7 @@ export default function ComparePage() {
             <section key={side} className="card" aria-label={`Run ${side.toUpperCase()}`}>
               <h2><span className={`cmp-label-${side}`}>{side.toUpperCase()}</span> <a href={runUrl(r.id)}>Run #{r.id}</a> <StatusBadge status={r.status} /></h2>
               <dl>
-                <dt>Version</dt><dd>v{r.version}</dd>
+                <dt>Version</dt><dd>{versionText(r)}</dd>
                 <dt>Started</dt><dd>{formatDateTime(r.created_at)}{r.created_by ? ` by ${r.created_by}` : ""}</dd>
                 <dt>Duration</dt><dd>{secondsText(r.seconds)}</dd>
                 <dt>Cost</dt><dd>{formatUsd(r.cost_usd)}</dd>

@@ -3,7 +3,7 @@
 import { useMemo, useState } from "react";
 import { usePageContext } from "../lib/context";
 import { useNewRuns, useRunsChanged } from "../lib/useLiveEvents";
-import { formatDateTime, formatSpend, statusLabel } from "../shell/format";
+import { formatDateTime, formatSpend, statusLabel, versionText } from "../shell/format";
 import { GraphCreateActions, ImportFeedback, NewGraphDialog, type ImportFailure } from "../shell/GraphDialogs";
 import { importedUrl, type ImportResult } from "../shell/graphActions";
 import { graphUrl, runUrl } from "../shell/graphLinks";
@@ -125,7 +125,7 @@ export default function Home() {
             {failures.data.results.map((r) => (
               <li key={r.id} className="list-item failure-item">
                 <div className="failure-main">
-                  <a href={runUrl(r.id)} className="strong">#{r.id}</a> <a href={graphUrl(r.graph)}>{r.graph_name}</a> <span className="muted small">v{r.version}</span>
+                  <a href={runUrl(r.id)} className="strong">#{r.id}</a> <a href={graphUrl(r.graph)}>{r.graph_name}</a> <span className="muted small">{versionText(r)}</span>
                   <div className="failure-error" title={errorLine(r.error, 2000)}>{errorLine(r.error)}</div>
                 </div>
                 <span className="muted small nowrap">{formatDateTime(r.finished_at ?? r.created_at)}</span>

@@ -29,7 +29,7 @@ const spec = {
   ], edges: [{ source: "start", target: "boom" }, { source: "boom", target: "end" }],
 };
 const kinds = { kinds: ["start", "transform", "end"].map((kind) => ({ kind, title: kind, description: "", category: "flow", config_schema: {}, inputs: kind === "start" ? [] : ["in"], outputs: [], dynamic_outputs: false, repeat_safe: true })) };
-const graphRoutes = { "GET /api/v1/graphs/2/versions/3/": () => ({ body: { number: 3, spec } }), "GET /api/v1/node-kinds/": () => ({ body: kinds }) };
+const graphRoutes = { "GET /api/v1/runs/5/graph/": () => ({ body: { graph: 2, version: 3, is_test: false, spec } }), "GET /api/v1/node-kinds/": () => ({ body: kinds }) };
 
 const boomDetail = {
   ...run.steps[1], run: 5, lease_owner: "", lease_expires_at: null, worker_alive: null, input: { x: 1, zero: 0 }, updates: null, usage: null,
@@ -48,7 +48,8 @@ describe("RunPage", () => {
     renderWith(<RunPage runId={5} />, makeContext({}, "run"));
     const heading = await screen.findByRole("heading", { name: /Run #5/ });
     expect(heading.textContent).toContain("failed");
-    expect(screen.getByRole("link", { name: "Open graph" }).getAttribute("href")).toBe("/graphs/2/");
+    // The version the run ran, read-only (the builder links back to the draft).
+    expect(screen.getByRole("link", { name: "Open graph" }).getAttribute("href")).toBe("/graphs/2/?version=3");
     expect(screen.getByText(/version 3/)).toBeTruthy();
     expect(screen.getByRole("link", { name: "v3" }).getAttribute("href")).toBe("/graphs/2/?version=3");
     expect(screen.getByRole("alert").textContent).toContain("The run failed at boom.");
@@ -134,6 +135,55 @@ describe("RunPage", () => {
     fireEvent.click(screen.getByRole("button", { name: "Fork…" }));
     const again = await screen.findByRole("dialog", { name: /Fork run #5/ });
     expect((within(again).getByLabelText("Fork after step") as HTMLSelectElement).value).toBe("2");
+  });
+
+  it("says a node-test run is a test of its node from the builder and draws that node alone, offering no retry", async () => {
+    const test: RunDetail = {
+      ...run, version: 0, is_test: true, tested_node: "boom", fork_origin: null, status: "succeeded", error: null,
+      steps: [{ ...run.steps[1]!, id: 7, status: "succeeded", error: null }, { ...run.steps[0]!, id: 8, node_id: "test_end", kind: "end" }],
+    };
+    const harness = { ...spec, nodes: [spec.nodes[1], { id: "test_end", kind: "end", config: { output: [] } }], edges: [{ source: "boom", target: "test_end" }] };
+    const allowed = Object.fromEntries(["cancel", "resume", "retry", "fork"].map((a) => [a, { allowed: false, reason: "A test of one node from the builder." }]));
+    const calls = stubFetch({
+      "GET /api/v1/runs/5/": () => ({ body: test }), "GET /api/v1/runs/5/graph/": () => ({ body: { graph: 2, version: 0, is_test: true, spec: harness } }),
+      "GET /api/v1/node-kinds/": () => ({ body: kinds }), "GET /api/v1/runs/5/actions/": () => ({ body: { ...allowed, may_act: true, status: "succeeded" } }),
+    });
+    renderWith(<RunPage runId={5} />, makeContext({}, "run"));
+    await screen.findByRole("heading", { name: /Test run #5/ });
+    const subtitle = document.querySelector(".page-subtitle")!.textContent!;
+    expect(subtitle).toContain("A test of node boom of graph divide");
+    expect(subtitle).toContain("not a published version");
+    expect(subtitle).not.toMatch(/version 0/);
+    expect(screen.getByRole("link", { name: "builder test" }).getAttribute("href")).toBe("/graphs/2/");
+    expect(screen.getByRole("link", { name: "Open graph in the builder" }).getAttribute("href")).toBe("/graphs/2/");
+    expect(screen.queryByText("v0")).toBeNull();
+    const node = (name: string) => document.querySelector(`.react-flow__node[role="group"][aria-label="${name}"]`);
+    await waitFor(() => expect(node("node boom: succeeded")).toBeTruthy(), slow);
+    expect(document.querySelector('.react-flow__node[aria-label^="node test_end"]')).toBeNull();
+    // The harness's end step is no step of the user's graph: not listed, not on the timeline.
+    expect(screen.getByRole("region", { name: "Steps" }).textContent).not.toContain("test_end");
+    expect(within(screen.getByRole("list", { name: "Timeline of steps" })).getAllByRole("listitem")).toHaveLength(1);
+    expect(screen.getByText("Steps", { selector: "dt" }).nextElementSibling?.textContent).toBe("1");
+    expect(calls.some((c) => c.path.includes("/versions/"))).toBe(false);
+    expect(screen.queryByRole("button", { name: /Retry|Fork|Resume|Compare/ })).toBeNull();
+  });
+
+  it("says where a fork came from and draws the nodes it kept as kept, not as not taken", async () => {
+    const fork: RunDetail = {
+      ...run, id: 5, status: "succeeded", error: null, forked_from: 1, forked_from_step: 11,
+      fork_origin: { run: 1, step: 11, node_id: "boom", kept_nodes: ["start", "boom"] },
+      steps: [{ ...run.steps[0]!, id: 21, node_id: "end", kind: "end" }],
+    };
+    stubFetch({ "GET /api/v1/runs/5/": () => ({ body: fork }), ...graphRoutes });
+    renderWith(<RunPage runId={5} />, makeContext({}, "run"));
+    await screen.findByRole("heading", { name: /Run #5/ });
+    expect(document.querySelector(".page-subtitle")!.textContent).toContain("Forked from run #1 (at boom)");
+    expect(screen.getByRole("link", { name: "run #1" }).getAttribute("href")).toBe("/runs/1/?step=11");
+    expect(within(screen.getByRole("list", { name: "Node states" })).getByText("kept from run #1")).toBeTruthy();
+    const node = (name: string) => document.querySelector(`.react-flow__node[role="group"][aria-label="${name}"]`);
+    await waitFor(() => expect(node("node boom: kept")).toBeTruthy(), slow);
+    expect(node("node start: kept")).toBeTruthy();
+    expect(node("node end: succeeded")).toBeTruthy();
   });
 
   it("says a run the CLI started was started from the command line", async () => {

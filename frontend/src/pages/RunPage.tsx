@@ -7,10 +7,10 @@ import { retryAdvice } from "../runs/actions";
 import { RunActions } from "../runs/RunActions";
 import { StepInspector } from "../runs/StepInspector";
 import { Timeline } from "../runs/Timeline";
-import { nodeMarks, type RunStep } from "../runs/runView";
+import { nodeMarks, stepsShown, type RunStep } from "../runs/runView";
 import { RUN_STATE_LABELS } from "../builder/runStateColours";
 import { formatDateTime, formatDuration, formatUsd, runDisplayStatus, startedBy, stepDisplayStatus } from "../shell/format";
-import { graphUrl } from "../shell/graphLinks";
+import { graphUrl, runUrl } from "../shell/graphLinks";
 import type { RunDetail } from "../shell/types";
 import { EmptyState, ErrorMessage, LiveStatus, Loading, PageHeader, StatusBadge } from "../shell/ui";
 import { useApi } from "../shell/useApi";
@@ -86,6 +86,21 @@ const LEGEND: [string, string][] = [
   ["parked", "parked for a decision"], ["interrupted", "worker stopped"], ["succeeded", "succeeded"], ["failed", "failed"], ["skipped", RUN_STATE_LABELS.skipped],
 ];
 
+/** The legend's entries: a fork adds its kept nodes ("kept from run #N"). */
+export function runLegend(run: Pick<RunDetail, "fork_origin">): [string, string][] {
+  return run.fork_origin ? [...LEGEND, ["kept", `kept from run #${run.fork_origin.run}`]] : LEGEND;
+}
+
+/**
+ * What run ``run`` ran, in the header's words: a node-test run is a test of one node from
+ * the builder (its version is a hidden snapshot numbered 0, not a published version);
+ * any other run ran version N, and "Open graph" opens that version read-only.
+ */
+export function ranWhat(run: Pick<RunDetail, "is_test" | "tested_node" | "graph" | "version">): { test: boolean; graphHref: string; graphLabel: string } {
+  if (run.is_test) return { test: true, graphHref: graphUrl(run.graph), graphLabel: "Open graph in the builder" };
+  return { test: false, graphHref: `${graphUrl(run.graph)}?version=${run.version}`, graphLabel: "Open graph" };
+}
+
 /** The step a node click opens: the node's latest top-level step (the last loop iteration). */
 function latestStepOf(steps: readonly RunStep[], nodeId: string): RunStep | undefined {
   let best: RunStep | undefined;
@@ -117,7 +132,10 @@ export default function RunPage({ runId }: { runId?: unknown }) {
   // A dead worker commits no event: read the run again when a running step's lease runs out.
   useLeaseWatch(run?.steps, reload);
   const [inspected, setInspected] = useState<{ step: number | null; node: string | null }>(() => ({ step: stepParam(), node: null }));
-  const steps = (run?.steps ?? []) as RunStep[];
+  // A node-test run's page shows the tested node's steps, not its harness's end step.
+  const testedNode = run?.is_test ? run.tested_node ?? null : null;
+  const allSteps = run?.steps;
+  const steps = useMemo(() => stepsShown((allSteps ?? []) as RunStep[], testedNode) as RunStep[], [allSteps, testedNode]);
   const nodeIds = useMemo(() => [...new Set(steps.filter((s) => s.parent === null).map((s) => s.node_id))], [steps]);
   const [graphNodes, setGraphNodes] = useState<string[] | null>(null);
   // The inspector's "Fork from this step" opens the header's fork dialog on that step.
@@ -125,7 +143,10 @@ export default function RunPage({ runId }: { runId?: unknown }) {
   const [canFork, setCanFork] = useState(false);
   const [canRetry, setCanRetry] = useState(false);
   const closeFork = useCallback(() => setForkStep(null), []);
-  const marks = useMemo(() => nodeMarks(graphNodes ?? nodeIds, steps, run?.status ?? "queued"), [graphNodes, nodeIds, steps, run?.status]);
+  const origin = run?.fork_origin ?? null;
+  // A new run object each reload, as the steps are: the marks are worked out again then anyway.
+  const kept = useMemo(() => (origin ? { run: origin.run, nodes: origin.kept_nodes } : null), [origin]);
+  const marks = useMemo(() => nodeMarks(graphNodes ?? nodeIds, steps, run?.status ?? "queued", kept), [graphNodes, nodeIds, steps, run?.status, kept]);
   const inspect = useCallback((step: number | null, node: string | null) => {
     setInspected({ step, node });
     const url = new URL(window.location.href);
@@ -144,26 +165,36 @@ export default function RunPage({ runId }: { runId?: unknown }) {
   const tokens = run.input_tokens + run.output_tokens;
   const live = ["queued", "running", "waiting"].includes(run.status);
   const inspectedStep = inspected.step !== null ? steps.find((s) => s.id === inspected.step) : undefined;
+  const ran = ranWhat(run);
+  const tested = run.is_test ? run.tested_node ?? null : null;
   const selectedNode = inspectedStep ? (inspectedStep.parent === null ? inspectedStep.node_id : steps.find((s) => s.id === inspectedStep.parent)?.node_id ?? null) : inspected.node;
   return (
     <main className="page page--run">
-      <nav className="breadcrumbs" aria-label="Breadcrumbs"><a href="/runs/">Runs</a> <span aria-hidden="true">/</span> Run #{run.id}</nav>
+      <nav className="breadcrumbs" aria-label="Breadcrumbs"><a href="/runs/">Runs</a> <span aria-hidden="true">/</span> {run.is_test ? "Test run" : "Run"} #{run.id}</nav>
       <PageHeader
-        title={<>Run #{run.id} <StatusBadge status={runDisplayStatus(run)} /></>}
-        subtitle={<>Graph <a href={graphUrl(run.graph)}>{run.graph_name}</a>, version {run.version}</>}
+        title={<>{ran.test ? "Test run" : "Run"} #{run.id} <StatusBadge status={runDisplayStatus(run)} /></>}
+        subtitle={ran.test
+          ? <span className="run-origin">A test of node {tested ? <code>{tested}</code> : "?"} of graph <a href={graphUrl(run.graph)}>{run.graph_name}</a>, run from the builder: not a published version of the graph.</span>
+          : <>
+            Graph <a href={graphUrl(run.graph)}>{run.graph_name}</a>, version {run.version}
+            {origin ? <span className="run-origin"> · Forked from <a href={`${runUrl(origin.run)}?step=${origin.step}`}>run #{origin.run}</a> (at <code>{origin.node_id}</code>)</span>
+              : run.forked_from ? <span className="run-origin"> · Forked from <a href={runUrl(run.forked_from)}>run #{run.forked_from}</a></span> : null}
+          </>}
         actions={<>
           <RunActions run={run} onChanged={reload} forkStep={forkStep} onForkClosed={closeFork} onAllowed={(a) => { setCanFork(!!a?.fork.allowed); setCanRetry(!!a?.retry.allowed); }} />
-          <a className="btn" href={graphUrl(run.graph)}>Open graph</a>
+          <a className="btn" href={ran.graphHref} title={ran.test ? "The graph's draft, where the node was tested" : `Version ${run.version} read-only (the builder links back to the draft)`}>{ran.graphLabel}</a>
           <button type="button" className="btn" onClick={reload} disabled={loading}>Refresh</button>
         </>}
       />
       <dl className="facts card">
-        <div><dt>Version</dt><dd><a href={`${graphUrl(run.graph)}?version=${run.version}`} title="Open this version read-only in the builder">v{run.version}</a></dd></div>
+        <div><dt>Version</dt><dd>{ran.test
+          ? <a href={graphUrl(run.graph)} title="A node test runs on a snapshot of the draft, not a published version">builder test</a>
+          : <a href={`${graphUrl(run.graph)}?version=${run.version}`} title="Open this version read-only in the builder">v{run.version}</a>}</dd></div>
         <div><dt>Started by</dt><dd>{startedBy(run)}</dd></div>
         <div><dt>Started</dt><dd>{formatDateTime(run.started_at ?? run.created_at)}</dd></div>
         <div><dt>Finished</dt><dd>{formatDateTime(run.finished_at)}</dd></div>
         <div><dt>Duration</dt><dd>{formatDuration(run.started_at, run.finished_at)}</dd></div>
-        <div><dt>Steps</dt><dd>{run.step_count}</dd></div>
+        <div><dt>Steps</dt><dd>{tested ? steps.filter((s) => s.parent === null).length : run.step_count}</dd></div>
         <div><dt>Tokens</dt><dd>{tokens.toLocaleString()}</dd></div>
         <div><dt>Cost</dt><dd>{formatUsd(run.cost_usd)}</dd></div>
       </dl>
@@ -184,14 +215,14 @@ export default function RunPage({ runId }: { runId?: unknown }) {
       <div className={`run-main${inspected.step !== null || inspected.node !== null ? " run-main--inspecting" : ""}`}>
         <section className="card run-graph" aria-labelledby="run-graph">
           <div className="run-graph__head">
-            <h2 id="run-graph">Graph <span className="muted small">v{run.version}, read-only: click a node to inspect its step</span></h2>
+            <h2 id="run-graph">Graph <span className="muted small">{ran.test ? "the tested node alone" : `v${run.version}`}, read-only: click a node to inspect its step</span></h2>
             <ul className="state-legend" aria-label="Node states">
-              {LEGEND.map(([state, words]) => <li key={state} className={`state-legend__item state-legend__item--${state}`}>{words}</li>)}
+              {runLegend(run).map(([state, words]) => <li key={state} className={`state-legend__item state-legend__item--${state}`}>{words}</li>)}
             </ul>
           </div>
           <div className="run-graph__canvas">
             <Suspense fallback={<Loading label="Loading the canvas…" />}>
-              <RunGraphWithNodes graphId={run.graph} version={run.version} marks={marks} selected={selectedNode} onOpen={openNode} onNodes={setGraphNodes} />
+              <RunGraphWithNodes runId={run.id} testedNode={tested} marks={marks} selected={selectedNode} onOpen={openNode} onNodes={setGraphNodes} />
             </Suspense>
           </div>
         </section>
@@ -202,7 +233,9 @@ export default function RunPage({ runId }: { runId?: unknown }) {
           <aside className="inspector card" aria-label="Step inspector">
             <header className="inspector__head"><h3><code>{inspected.node}</code></h3><StatusBadge status={marks[inspected.node]?.state ?? "pending"} />
               <button type="button" className="btn btn-small inspector__close" onClick={() => inspect(null, null)} aria-label="Close the step inspector">×</button></header>
-            <p className="muted">{marks[inspected.node]?.state === "skipped" ? "The run ended without reaching this node (a branch it did not take)." : "This node has not run yet in this run."}</p>
+            <p className="muted">{marks[inspected.node]?.state === "kept" && origin
+              ? <>Not run in this fork: its result was kept from <a href={`${runUrl(origin.run)}?step=${origin.step}`}>run #{origin.run}</a>, which this run was forked from.</>
+              : marks[inspected.node]?.state === "skipped" ? "The run ended without reaching this node (a branch it did not take)." : "This node has not run yet in this run."}</p>
           </aside>
         ) : null}
       </div>
@@ -221,7 +254,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
       </div>
       <section className="card" aria-labelledby="run-steps">
         <h2 id="run-steps">Steps</h2>
-        {run.steps.length === 0 ? <EmptyState title="No steps yet">The run's steps appear here as the workers take them.</EmptyState> : (
+        {steps.length === 0 ? <EmptyState title="No steps yet">The run's steps appear here as the workers take them.</EmptyState> : (
           <div className="table-wrap">
             <table className="table">
               <thead>
@@ -231,7 +264,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
                 </tr>
               </thead>
               <tbody>
-                {run.steps.map((s) => (
+                {steps.map((s) => (
                   <tr key={s.id} className={inspected.step === s.id ? "row-selected" : undefined}>
                     <td className={s.parent ? "indent" : undefined}>
                       <button type="button" className="linkish" onClick={() => inspect(s.id, s.node_id)} aria-label={`Inspect step ${s.node_id}`}><code>{s.node_id}</code></button>
@@ -259,7 +292,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
 
 /** RunGraph, also reporting the graph's node ids (so nodes without a step get a state too). */
 function RunGraphWithNodes(props: {
-  graphId: number; version: number; marks: ReturnType<typeof nodeMarks>; selected: string | null;
+  runId: number; testedNode: string | null; marks: ReturnType<typeof nodeMarks>; selected: string | null;
   onOpen: (nodeId: string) => void; onNodes: (ids: string[]) => void;
 }) {
   const { onNodes, ...rest } = props;

@@ -79,7 +79,8 @@ export function RunActions({ run, onChanged, navigate, forkStep, onForkClosed, o
       ) : null}
       {shown.includes("resume") ? <button type="button" className="btn btn-primary" onClick={() => setOpen({ kind: "resume" })}>Resume</button> : null}
       {shown.includes("fork") ? <button type="button" className="btn" onClick={() => setOpen({ kind: "fork" })}>Fork…</button> : null}
-      <button type="button" className="btn" onClick={() => setOpen({ kind: "compare" })}>Compare…</button>
+      {/* A node-test run ran a one-node harness, not the graph: there is nothing to compare it with. */}
+      {run.is_test ? null : <button type="button" className="btn" onClick={() => setOpen({ kind: "compare" })}>Compare…</button>}
       {shown.includes("cancel") ? <button type="button" className="btn btn-danger-ghost" onClick={() => setOpen({ kind: "cancel" })}>Cancel run</button> : null}
       {open?.kind === "cancel" ? <CancelDialog run={run} onClose={() => setOpen(null)} onDone={done} /> : null}
       {open?.kind === "resume" || open?.kind === "retry" ? <PreviewActionDialog run={run} action={open.kind} onClose={() => setOpen(null)} onDone={done} /> : null}

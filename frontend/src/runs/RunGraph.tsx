@@ -11,6 +11,7 @@ import { api } from "../lib/api";
 import { ErrorMessage, Loading } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import { placedSpec } from "./placement";
+import { testedNodeOnly } from "./runView";
 
 const noop = () => undefined;
 
@@ -54,18 +55,25 @@ function ReadOnlyCanvas({ spec, catalogue, handles, marks, selected, onOpen }: {
 }
 
 /**
- * The graph of version ``version`` of graph ``graphId`` drawn with the builder's canvas,
- * read-only, each node coloured by ``marks`` (its state in the run); clicking a node calls
- * ``onOpen`` with its id. Fetches the version's spec and the node kinds once, then the
- * nodes' handles from validation.
+ * The graph run ``runId`` ran (GET runs/<id>/graph/: its pinned version's spec; for a
+ * node-test run, its hidden test snapshot, which no version URL serves) drawn with the
+ * builder's canvas, read-only, each node coloured by ``marks`` (its state in the run);
+ * clicking a node calls ``onOpen`` with its id. ``testedNode`` (a node-test run) draws that
+ * node alone, not the test harness around it. Fetches the spec and the node kinds once,
+ * then the nodes' handles from validation.
  */
-export default function RunGraph({ graphId, version, marks, selected, onOpen, onSpec }: {
-  graphId: number; version: number; marks: Readonly<Record<string, NodeRunMark>>;
+export default function RunGraph({ runId, testedNode, marks, selected, onOpen, onSpec }: {
+  runId: number; testedNode?: string | null; marks: Readonly<Record<string, NodeRunMark>>;
   selected: string | null; onOpen: (nodeId: string) => void;
-  /** Called once the version's spec is loaded (the page marks nodes that have no step yet). */
+  /** Called once the spec is loaded (the page marks nodes that have no step yet). */
   onSpec?: (spec: GraphSpec) => void;
 }) {
-  const spec = useApi<{ spec: GraphSpec }>(`graphs/${graphId}/versions/${version}/`);
+  const loaded = useApi<{ spec: GraphSpec }>(`runs/${runId}/graph/`);
+  const drawn = useMemo(() => {
+    if (!loaded.data) return loaded.data;
+    return testedNode ? { spec: testedNodeOnly(loaded.data.spec, testedNode) } : loaded.data;
+  }, [loaded.data, testedNode]);
+  const spec = { ...loaded, data: drawn };
   const kinds = useApi<{ kinds: NodeKindInfo[] }>("node-kinds/");
   // Drawn once the handles are known: a card that loses handles after the first fit shrinks.
   const handles = useHandles(spec.data?.spec);

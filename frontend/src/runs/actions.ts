@@ -292,6 +292,8 @@ export interface CompareRunSummary {
   id: number;
   status: string;
   version: number;
+  /** A node-test run: version 0 is its hidden snapshot, not a published version. */
+  is_test?: boolean;
   cost_usd: string;
   seconds: number | null;
   created_at: string;

@@ -1,5 +1,5 @@
 import { RUN_STATE_COLOURS } from "../builder/runStateColours";
-import { nodeMarks, stateChangeRows, stateColour, stateKeysOrdered, stepState, timelineLayout, timelineScale, type RunStep } from "./runView";
+import { nodeMarks, stepsShown, testedNodeOnly, stateChangeRows, stateColour, stateKeysOrdered, stepState, timelineLayout, timelineScale, type RunStep } from "./runView";
 
 const T0 = Date.parse("2026-12-02T10:00:00Z");
 const at = (ms: number) => new Date(T0 + ms).toISOString();
@@ -181,5 +181,30 @@ describe("state difference", () => {
     expect(stateKeysOrdered({ name: "Ada", reply: "Hello Ada", count: 2, a: 0 }, changed)).toEqual([
       { key: "count", changed: true }, { key: "reply", changed: true }, { key: "a", changed: false }, { key: "name", changed: false },
     ]);
+  });
+});
+
+describe("a fork's kept nodes and a test run's harness", () => {
+  it("marks a fork's nodes that have no step of their own as kept from its source, not as not taken", () => {
+    const steps = [step(5, "ask", "succeeded", 0, 10), step(6, "end", "succeeded", 10, 20)];
+    const marks = nodeMarks(["start", "draft", "ask", "other", "end"], steps, "succeeded", { run: 1, nodes: ["start", "draft"] });
+    expect(marks.start).toEqual({ state: "kept", detail: "from run #1" });
+    expect(marks.draft!.state).toBe("kept");
+    expect(marks.ask!.state).toBe("succeeded");
+    expect(marks.other!.state).toBe("skipped"); // a branch neither run took
+    expect(nodeMarks(["start"], [], "succeeded").start!.state).toBe("skipped");
+  });
+
+  it("draws a test snapshot's tested node alone, without the harness's end node", () => {
+    const harness = { name: "g", nodes: [{ id: "calc", kind: "transform", config: {} }, { id: "test_end", kind: "end", config: {} }], edges: [{ source: "calc", target: "test_end" }] };
+    const drawn = testedNodeOnly(harness, "calc");
+    expect(drawn.nodes.map((n) => n.id)).toEqual(["calc"]);
+    expect(drawn.edges).toEqual([]);
+  });
+
+  it("lists a test run's tested node's steps and their children, not the harness's end step", () => {
+    const steps = [step(1, "agent", "succeeded", 0, 10), step(2, "turn", "succeeded", 1, 2, { parent: 1 }), step(3, "test_end", "succeeded", 10, 11)];
+    expect(stepsShown(steps, "agent").map((s) => s.id)).toEqual([1, 2]);
+    expect(stepsShown(steps, null)).toBe(steps);
   });
 });

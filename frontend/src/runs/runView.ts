@@ -1,5 +1,6 @@
 // The run page's pure logic: each node's state from the run's steps, the timeline's lanes, a step's state difference.
 import type { NodeRunMark } from "../builder/flow";
+import type { GraphSpec } from "../builder/spec";
 import { RUN_STATE_COLOURS } from "../builder/runStateColours";
 import { formatDuration } from "../shell/format";
 import type { StepSummary } from "../shell/types";
@@ -45,6 +46,30 @@ export function stepState(step: Pick<RunStep, "status" | "attempt" | "error"> & 
   }
 }
 
+/**
+ * What a node-test run's page draws of its test snapshot: the tested node alone. The
+ * snapshot wires the node to an internal end node (the harness that ends the run) that is
+ * no node of the user's graph, so neither it nor its edges are drawn or offered.
+ */
+export function testedNodeOnly(spec: GraphSpec, tested: string): GraphSpec {
+  return { ...spec, nodes: spec.nodes.filter((n) => n.id === tested), edges: spec.edges.filter((e) => e.source === tested && e.target === tested) };
+}
+
+/**
+ * A node-test run's steps as its page lists them: the tested node's steps and their
+ * children (an agent's turns and calls), without the harness's end step, which is no
+ * node of the user's graph (nothing to inspect or act on). Other runs: all their steps.
+ */
+export function stepsShown<T extends Pick<RunStep, "id" | "parent" | "node_id">>(steps: readonly T[], tested: string | null): readonly T[] {
+  if (!tested) return steps;
+  const kept = new Set<number>();
+  return steps.filter((s) => {
+    const ok = s.parent === null ? s.node_id === tested : kept.has(s.parent);
+    if (ok) kept.add(s.id);
+    return ok;
+  });
+}
+
 /** The colour of a state (one table for cards, minimap and timeline). */
 export function stateColour(state: NodeState): string {
   return RUN_STATE_COLOURS[state];
@@ -54,9 +79,14 @@ export function stateColour(state: NodeState): string {
  * Each graph node's mark in a run: the state of its latest top-level step (the last loop
  * iteration), with a detail line (attempt n of m, iterations, duration). A node with no
  * step is ``pending`` while the run is live and ``skipped`` once it has ended (a branch
- * the run never took). Child steps (an agent's turns and calls) mark no node.
+ * the run never took), unless the run is a fork that kept its result from its source run
+ * (``kept``: the source's run id and the kept nodes): then it is ``kept``, "from run #N".
+ * Child steps (an agent's turns and calls) mark no node.
  */
-export function nodeMarks(nodeIds: readonly string[], steps: readonly RunStep[], runStatus: string): Record<string, NodeRunMark> {
+export function nodeMarks(
+  nodeIds: readonly string[], steps: readonly RunStep[], runStatus: string, kept?: { run: number; nodes: readonly string[] } | null,
+): Record<string, NodeRunMark> {
+  const keptNodes = new Set(kept?.nodes ?? []);
   const latest = new Map<string, RunStep>();
   const count = new Map<string, number>();
   for (const s of steps) {
@@ -69,7 +99,8 @@ export function nodeMarks(nodeIds: readonly string[], steps: readonly RunStep[],
   for (const id of nodeIds) {
     const s = latest.get(id);
     if (!s) {
-      out[id] = { state: FINAL_RUN.has(runStatus) ? "skipped" : "pending" };
+      out[id] = kept && keptNodes.has(id) ? { state: "kept", detail: `from run #${kept.run}` }
+        : { state: FINAL_RUN.has(runStatus) ? "skipped" : "pending" };
       continue;
     }
     const state = stepState(s);

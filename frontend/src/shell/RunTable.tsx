@@ -1,5 +1,5 @@
 // A table of runs (the run list and the home page's latest runs): status, graph, version, who, when, cost; optionally rows to tick.
-import { formatDateTime, formatDuration, formatUsd, runDisplayStatus, startedBy } from "./format";
+import { formatDateTime, formatDuration, formatUsd, runDisplayStatus, startedBy, versionText } from "./format";
 import { graphUrl, runUrl } from "./graphLinks";
 import type { RunSummary } from "./types";
 import { StatusBadge } from "./ui";
@@ -64,7 +64,7 @@ export function RunTable({ runs, compact = false, selection, label = "Runs" }: {
               <td><a href={runUrl(r.id)}>#{r.id}</a></td>
               <td><StatusBadge status={runDisplayStatus(r)} /></td>
               <td className="col-graph"><a className="cell-graph" href={graphUrl(r.graph)} title={r.graph_name}>{r.graph_name}</a></td>
-              <td>v{r.version}</td>
+              <td>{versionText(r)}</td>
               {compact ? null : <td>{startedBy(r)}</td>}
               <td className="col-started">{formatDateTime(r.started_at ?? r.created_at)}</td>
               {compact ? null : <td>{formatDateTime(r.finished_at)}</td>}

@@ -1,29 +1,48 @@
 // The top bar on every page of a signed-in user: logo -> home, Graphs, Runs, Approvals (with the count waiting), Costs, Audit (staff), Workers (staff, operators), Admin (staff), user menu.
-import { useEffect, useRef, useState } from "react";
+import { useCallback, useEffect, useRef, useState } from "react";
 import { api } from "../lib/api";
 import { usePageContext } from "../lib/context";
+import { useInboxLive, type SharedInbox } from "../lib/inboxLive";
+import { useDebounced } from "../lib/useLiveEvents";
 import type { InboxCounts } from "./types";
 
 /** A window event a page fires after it decided or claimed something: the top bar counts again at once. */
 export const APPROVALS_CHANGED = "ballast:approvals-changed";
 
-/** How often (ms) the top bar asks how many approvals wait for the user. */
+/** How often (ms) the top bar asks how many approvals wait for the user while the inbox socket is not open. */
 export const WAITING_POLL_MS = 15000;
+/** A burst of inbox messages (a fan-out reaching several gates) costs one count. */
+export const WAITING_DEBOUNCE_MS = 250;
 
-/** The number of approvals waiting for the signed-in user (assigned, or unclaimed in their groups); null until known. */
-export function useWaitingCount(enabled: boolean): number | null {
+/**
+ * The number of approvals waiting for the signed-in user (assigned, or unclaimed in their
+ * groups); null until known. Read once, then again whenever the page's inbox socket
+ * (ws/approvals/, shared with the inbox page) says a request arrived, changed or left (a
+ * run reached a gate, someone decided, a run was cancelled) and when a page says it
+ * decided something (APPROVALS_CHANGED). Polled every WAITING_POLL_MS only while that
+ * socket is not open (a server without WebSockets, a drop) or for a user who decides no
+ * approvals (``live`` false: no socket for them).
+ */
+export function useWaitingCount(enabled: boolean, live = true, inbox: SharedInbox | null = null): number | null {
   const [waiting, setWaiting] = useState<number | null>(null);
+  const seq = useRef(0);
+  const load = useCallback(() => {
+    const id = ++seq.current; // an older answer arriving late never overwrites a newer one
+    api<InboxCounts>("approvals/inbox/counts/").then((c) => { if (id === seq.current) setWaiting(c.waiting); }).catch(() => undefined);
+  }, []);
+  const changed = useDebounced(load, WAITING_DEBOUNCE_MS);
+  const connection = useInboxLive(changed, enabled && live, inbox);
   useEffect(() => {
     if (!enabled) return;
-    let live = true;
-    const load = () => {
-      api<InboxCounts>("approvals/inbox/counts/").then((c) => { if (live) setWaiting(c.waiting); }).catch(() => undefined);
-    };
     load();
-    const timer = window.setInterval(load, WAITING_POLL_MS);
     window.addEventListener(APPROVALS_CHANGED, load);
-    return () => { live = false; window.clearInterval(timer); window.removeEventListener(APPROVALS_CHANGED, load); };
-  }, [enabled]);
+    return () => { seq.current++; window.removeEventListener(APPROVALS_CHANGED, load); };
+  }, [enabled, load]);
+  useEffect(() => {
+    if (!enabled || connection === "open") return;
+    const timer = window.setInterval(load, WAITING_POLL_MS);
+    return () => window.clearInterval(timer);
+  }, [enabled, connection, load]);
   return waiting;
 }
 
@@ -40,7 +59,7 @@ export function activeSection(path: string, links: { href: string }[]): string |
 export function TopBar({ path = window.location.pathname }: { path?: string }) {
   const ctx = usePageContext();
   const user = ctx.user;
-  const waiting = useWaitingCount(user !== null);
+  const waiting = useWaitingCount(user !== null, user?.can.approve ?? false);
   if (user === null) return null;
   const urls = ctx.urls;
   const links = [

@@ -1,4 +1,4 @@
-import { formatCost, formatDuration, formatSpend, formatTokens, formatUsd, statusLabel, statusTone } from "./format";
+import { formatCost, formatDuration, formatSpend, formatTokens, formatUsd, statusLabel, statusTone, versionText } from "./format";
 
 describe("format", () => {
   it("formats durations at each scale and dashes missing ends", () => {
@@ -60,5 +60,12 @@ describe("formatSpend", () => {
   it("is formatUsd when every attempt is priced", () => {
     expect(formatSpend("1.5", 0, 4)).toBe(formatUsd("1.5"));
     expect(formatSpend("0", 0, 0)).toBe("$0");
+  });
+});
+
+describe("versionText", () => {
+  it("names a node-test run's hidden snapshot as a test, not as version 0", () => {
+    expect(versionText({ version: 3 })).toBe("v3");
+    expect(versionText({ version: 0, is_test: true })).toBe("test");
   });
 });

@@ -66,6 +66,11 @@ export function formatCost(figure: CostFigure | null | undefined): string {
 }
 
 /** Who started a run, the same words in the run list and on its page: the user, else where it came from ("command line"), else "—". */
+/** The version a run ran, as a list or a comparison names it: "v3", or "test" for a node-test run (its hidden snapshot is numbered 0: no published version). */
+export function versionText(run: { version: number; is_test?: boolean }): string {
+  return run.is_test ? "test" : `v${run.version}`;
+}
+
 export function startedBy(run: { created_by: string | null; started_from?: string | null }): string {
   return run.created_by ?? run.started_from ?? "—";
 }

@@ -31,6 +31,11 @@ export interface RunSummary {
   input_tokens: number;
   output_tokens: number;
   cost_usd: string;
+  /** A one-node test run from the builder (pinned to a hidden test snapshot numbered 0, not a published version). */
+  is_test?: boolean;
+  /** The run this one was forked from, and the step of it. */
+  forked_from?: number | null;
+  forked_from_step?: number | null;
   created_by: string | null;
   /** "command line" for a run `manage.py run_graph` started (no user), else null. */
   started_from?: string | null;
@@ -59,11 +64,23 @@ export interface StepSummary {
   finished_at: string | null;
 }
 
+/** Where a forked run came from: its source run, the step it was forked at and that step's node, and the nodes whose results it kept. */
+export interface ForkOrigin {
+  run: number;
+  step: number;
+  node_id: string;
+  kept_nodes: string[];
+}
+
 export interface RunDetail extends RunSummary {
   input: unknown;
   state: unknown;
   output: unknown;
   steps: StepSummary[];
+  /** A node-test run: the node it tested; null otherwise. */
+  tested_node?: string | null;
+  /** A forked run: where it came from; null otherwise. */
+  fork_origin?: ForkOrigin | null;
 }
 
 /** One node the run goes on to if an approval is approved, its arguments rendered from the current state. */
