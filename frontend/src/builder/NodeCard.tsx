@@ -1,7 +1,8 @@
 // One graph node on the canvas: kind, label, error badge and its named handles in a stable order.
-import { Handle, Position, useUpdateNodeInternals, type NodeProps } from "@xyflow/react";
+import { Position, useUpdateNodeInternals, type NodeProps } from "@xyflow/react";
 import { memo, useEffect, useRef } from "react";
 import { formatCost } from "../shell/format";
+import { FlowHandle } from "./FlowHandle";
 import type { BallastFlowNode } from "./flow";
 import { RUN_STATE_LABELS } from "./runStateColours";
 
@@ -66,21 +67,21 @@ function NodeCardImpl({ id, data, selected, isConnectable }: NodeProps<BallastFl
       </div>
       <div className="bnode__rail bnode__rail--in">
         {handles.hasInput && handles.inputs.length === 0 && (
-          <Handle type="target" position={Position.Left} className="bhandle" isConnectable={isConnectable} />
+          <FlowHandle nodeId={id} type="target" position={Position.Left} className="bhandle" isConnectable={isConnectable} />
         )}
         {handles.inputs.map((name) => (
-          <Handle key={`in-${name}`} id={name} type="target" position={Position.Left} className="bhandle bhandle--labelled" isConnectable={isConnectable}>
+          <FlowHandle nodeId={id} key={`in-${name}`} id={name} type="target" position={Position.Left} className="bhandle bhandle--labelled" isConnectable={isConnectable}>
             <span className="bhandle__label bhandle__label--in">{name}</span>
-          </Handle>
+          </FlowHandle>
         ))}
       </div>
       <div className="bnode__rail bnode__rail--out">
         {outputs.map((name) => (
-          <Handle key={`out-${name ?? ""}`} id={name ?? undefined} type="source" position={Position.Right} isConnectable={isConnectable}
+          <FlowHandle nodeId={id} key={`out-${name ?? ""}`} id={name ?? undefined} type="source" position={Position.Right} isConnectable={isConnectable}
             className={`bhandle bhandle--out${name ? " bhandle--named bhandle--labelled" : ""}`}
             data-handle={name ?? ""}>
             {name && <span className="bhandle__label">{name}</span>}
-          </Handle>
+          </FlowHandle>
         ))}
       </div>
     </div>
