@@ -1,14 +1,10 @@
 // One graph node on the canvas: kind, label, error badge and its named handles in a stable order.
-import { Handle, Position, useUpdateNodeInternals, type NodeProps } from "@xyflow/react";
+import { Position, useUpdateNodeInternals, type NodeProps } from "@xyflow/react";
 import { memo, useEffect, useRef } from "react";
 import { formatCost } from "../shell/format";
+import { FlowHandle } from "./FlowHandle";
 import type { BallastFlowNode } from "./flow";
 import { RUN_STATE_LABELS } from "./runStateColours";
-
-/** Vertical offset (px from the top) of the i-th of n handles on a side. */
-function handleTop(i: number, n: number): string {
-  return `${((i + 1) / (n + 1)) * 100}%`;
-}
 
 /** A category's accent colour (stable per name, so a new category gets one without code changes). */
 export function categoryColour(category: string | undefined): string {
@@ -37,6 +33,11 @@ function NodeCardImpl({ id, data, selected, isConnectable }: NodeProps<BallastFl
   const title = info?.title ?? node.kind;
   const tip = errors.map((e) => (e.field ? `${e.field}: ${e.message}` : e.message)).join("\n");
   const rows = Math.max(outputs.length, handles.inputs.length, 1);
+  // The handles sit in two zero-width rails at the card's inner left and right edges, in
+  // normal flow (a grid, rails after the body so they paint and hit-test above it): absolutely
+  // positioned, every handle was a paint layer of its own that Chromium layerized on each
+  // drag frame. The rails space their handles evenly, which puts the i-th of n at
+  // (i + 1) / (n + 1) of the card's height, as the old `top` percentages did.
   return (
     <div
       className={`bnode${errors.length ? " bnode--error" : ""}${selected ? " bnode--selected" : ""}${info ? "" : " bnode--unknown"}${diff ? ` bnode--diff bnode--diff-${diff}` : ""}${run ? ` bnode--run bnode--run-${run.state}` : ""}`}
@@ -47,37 +48,42 @@ function NodeCardImpl({ id, data, selected, isConnectable }: NodeProps<BallastFl
       data-state={run?.state}
       title={tip || undefined}
     >
-      <div className="bnode__head">
-        <span className="bnode__kind">{title}</span>
-        {diff && <span className={`bnode__diff bnode__diff--${diff}`}>{diff}</span>}
-        {run && <span className={`bnode__state bnode__state--${run.state}`} aria-hidden="true">{RUN_STATE_LABELS[run.state]}</span>}
-        {errors.length > 0 && (
-          <span className="bnode__errors" aria-label={`${errors.length} error${errors.length > 1 ? "s" : ""}: ${tip}`} title={tip}>
-            {errors.length}
-          </span>
-        )}
+      <div className="bnode__body">
+        <div className="bnode__head">
+          <span className="bnode__kind">{title}</span>
+          {diff && <span className={`bnode__diff bnode__diff--${diff}`}>{diff}</span>}
+          {run && <span className={`bnode__state bnode__state--${run.state}`} aria-hidden="true">{RUN_STATE_LABELS[run.state]}</span>}
+          {errors.length > 0 && (
+            <span className="bnode__errors" aria-label={`${errors.length} error${errors.length > 1 ? "s" : ""}: ${tip}`} title={tip}>
+              {errors.length}
+            </span>
+          )}
+        </div>
+        <div className="bnode__label">{node.label || node.id}</div>
+        {node.label && <div className="bnode__id">{node.id}</div>}
+        {run?.detail && <div className="bnode__run-detail">{run.detail}</div>}
+        {estimate && !run && <div className="bnode__cost" title="Estimated cost of one run of this node (worst case)">{formatCost(estimate)}</div>}
+        {errors.length > 0 && <div className="bnode__message">{errors[0]?.message}</div>}
       </div>
-      <div className="bnode__label">{node.label || node.id}</div>
-      {node.label && <div className="bnode__id">{node.id}</div>}
-      {run?.detail && <div className="bnode__run-detail">{run.detail}</div>}
-      {estimate && !run && <div className="bnode__cost" title="Estimated cost of one run of this node (worst case)">{formatCost(estimate)}</div>}
-      {errors.length > 0 && <div className="bnode__message">{errors[0]?.message}</div>}
-      {handles.hasInput && handles.inputs.length === 0 && (
-        <Handle type="target" position={Position.Left} className="bhandle" isConnectable={isConnectable} />
-      )}
-      {handles.inputs.map((name, i) => (
-        <Handle key={`in-${name}`} id={name} type="target" position={Position.Left} className="bhandle" isConnectable={isConnectable}
-          style={{ top: handleTop(i, handles.inputs.length) }}>
-          <span className="bhandle__label bhandle__label--in">{name}</span>
-        </Handle>
-      ))}
-      {outputs.map((name, i) => (
-        <Handle key={`out-${name ?? ""}`} id={name ?? undefined} type="source" position={Position.Right} isConnectable={isConnectable}
-          className={`bhandle bhandle--out${name ? " bhandle--named" : ""}`} style={{ top: handleTop(i, outputs.length) }}
-          data-handle={name ?? ""}>
-          {name && <span className="bhandle__label">{name}</span>}
-        </Handle>
-      ))}
+      <div className="bnode__rail bnode__rail--in">
+        {handles.hasInput && handles.inputs.length === 0 && (
+          <FlowHandle nodeId={id} type="target" position={Position.Left} className="bhandle" isConnectable={isConnectable} />
+        )}
+        {handles.inputs.map((name) => (
+          <FlowHandle nodeId={id} key={`in-${name}`} id={name} type="target" position={Position.Left} className="bhandle bhandle--labelled" isConnectable={isConnectable}>
+            <span className="bhandle__label bhandle__label--in">{name}</span>
+          </FlowHandle>
+        ))}
+      </div>
+      <div className="bnode__rail bnode__rail--out">
+        {outputs.map((name) => (
+          <FlowHandle nodeId={id} key={`out-${name ?? ""}`} id={name ?? undefined} type="source" position={Position.Right} isConnectable={isConnectable}
+            className={`bhandle bhandle--out${name ? " bhandle--named bhandle--labelled" : ""}`}
+            data-handle={name ?? ""}>
+            {name && <span className="bhandle__label">{name}</span>}
+          </FlowHandle>
+        ))}
+      </div>
     </div>
   );
 }
