@@ -24,6 +24,11 @@ export const STATE_KEY_LISTS: Readonly<Record<string, readonly string[]>> = {
   end: ["output"],
 };
 
+/** Config fields holding a tool's arguments (named fields from the picked tool's schema). */
+export const TOOL_ARGUMENTS: Readonly<Record<string, string>> = {
+  tool: "args",
+};
+
 type Schema = Record<string, unknown>;
 type UiSchema = Record<string, unknown>;
 
@@ -148,6 +153,8 @@ export function configUiSchema(kind: string, rawSchema: Schema): UiSchema {
   // A map of expressions (a transform's set) is edited as rows: State key | Expression.
   for (const name of expressionMaps(schema, fields)) placed[name] = { "ui:field": "expressionMap" };
   for (const name of STATE_KEY_LISTS[kind] ?? []) placed[name] = { ...(isObject(placed[name]) ? placed[name] : {}), "ui:field": "stateKeyList" };
+  const args = TOOL_ARGUMENTS[kind];
+  if (args) placed[args] = { "ui:field": "toolArgs" };
   return placed;
 }
 

@@ -3,6 +3,7 @@ import type { FieldProps, RegistryFieldsType, RegistryWidgetsType, WidgetProps }
 import { useState } from "react";
 import { CodeEditor, type CodeLanguage } from "./CodeEditor";
 import { ExpressionMapField, StateKeyListField } from "./RowFields";
+import { ToolArgsField, type ToolArgsContext } from "./ToolArgsField";
 
 /** What the config form hands its widgets (rjsf ``formContext``). */
 export interface EditorFormContext {
@@ -10,6 +11,8 @@ export interface EditorFormContext {
   names: readonly string[];
   /** Options for ``ui:widget: "choice"`` fields, by their ``ui:options.choices`` name. */
   options?: Readonly<Record<string, readonly { value: string; label: string }[]>>;
+  /** A tool node's picked tool and its argument schema (``ui:field: "toolArgs"``); null: none known. */
+  tool?: ToolArgsContext | null;
 }
 
 function namesOf(props: { registry: { formContext?: unknown } }): readonly string[] {
@@ -181,4 +184,4 @@ export function ChoiceWidget(props: WidgetProps) {
 }
 
 export const editorWidgets: RegistryWidgetsType = { expression: ExpressionWidget, template: TemplateWidget, choice: ChoiceWidget };
-export const editorFieldComponents: RegistryFieldsType = { json: JsonField, expressionMap: ExpressionMapField, stateKeyList: StateKeyListField };
+export const editorFieldComponents: RegistryFieldsType = { json: JsonField, expressionMap: ExpressionMapField, stateKeyList: StateKeyListField, toolArgs: ToolArgsField };

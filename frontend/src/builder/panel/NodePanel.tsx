@@ -1,7 +1,8 @@
 // The side panel for one selected node: its config form (from the kind's JSON Schema), policies, errors, cost, test.
 import type { UiSchema } from "@rjsf/utils";
 import { useEffect, useMemo } from "react";
-import { configUiSchema, simplifySchema, stateKeyNames } from "../editors/fields";
+import { configUiSchema, simplifySchema, stateKeyNames, TOOL_ARGUMENTS } from "../editors/fields";
+import type { ToolArgsContext } from "../editors/ToolArgsField";
 import { costsSomething } from "../flow";
 import type { NodeSpec, RetryPolicy } from "../spec";
 import { updateNode } from "../spec";
@@ -166,6 +167,14 @@ export function NodePanel({ node, graphId }: Props) {
     return out;
   }, [node.kind, choices, config]);
 
+  // A tool node's picked tool, once the catalogue knows it: its arguments become named fields.
+  const pickedTool = TOOL_ARGUMENTS[node.kind] && typeof config.tool === "string" ? config.tool : null;
+  const toolInfo = pickedTool ? choices.tools.find((t) => t.name === pickedTool) : undefined;
+  const tool = useMemo<ToolArgsContext | null>(
+    () => (toolInfo?.args_schema ? { name: toolInfo.name, schema: simplifySchema(toolInfo.args_schema) } : null),
+    [toolInfo],
+  );
+
   // The error list (or a click on a node's error badge) asks for a field: focus and show it.
   useEffect(() => {
     if (!field) return;
@@ -250,6 +259,7 @@ export function NodePanel({ node, graphId }: Props) {
             idPrefix="config"
             names={names}
             options={options}
+            tool={tool}
           />
         )}
       </section>
