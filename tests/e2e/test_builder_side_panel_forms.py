@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from builder.models import Graph
+from builder.services import graph_publish
 from tests.e2e.builder_steps import make_graph, make_user, node, open_builder, stored_spec, wait_saved
-from tests.e2e.conftest import screenshot, sign_in
+from tests.e2e.conftest import ARTIFACTS, screenshot, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,3 +55,52 @@ def test_tool_arguments_are_the_tools_named_fields(live_server, page, builder_us
     http = next(label for label in labels if label.startswith("http_request"))
     assert http == "http_request — Send one HTTP request and return its status, a few headers and its body.", http
     screenshot(page, "builder-tool-args")
+    panel.locator('section[aria-label="Configuration"]').screenshot(path=str(ARTIFACTS / "builder-tool-args-panel.png"))
+
+
+def test_run_input_fields_without_json_feed_the_start_run_form(live_server, page, builder_user):
+    spec = {
+        "name": "input",
+        "input_schema": {"type": "object", "properties": {"topic": {"type": "string", "maxLength": 200}}},
+        "nodes": [{"id": "start", "kind": "start", "position": {"x": 0, "y": 100}}, {"id": "end", "kind": "end", "position": {"x": 300, "y": 100}}],
+        "edges": [{"source": "start", "target": "end"}],
+    }
+    graph_id = make_graph("input", spec, builder_user)
+    sign_in(page, live_server.url, "tia", "pw-tia-1")
+    open_builder(page, live_server.url, graph_id)
+
+    settings = page.locator(".graph-settings")
+    topic = settings.get_by_role("listitem", name="Input field topic")
+    expect(topic.get_by_label("Type")).to_have_value("string")
+    expect(topic.get_by_text("Also checked: maxLength 200")).to_be_visible()
+    topic.get_by_label("Required").check()
+    topic.get_by_label("Description").fill("What to research")
+    settings.get_by_role("button", name="Add input field").click()
+    added = settings.get_by_role("listitem", name="Input field field")
+    added.get_by_label("Field name").fill("depth")
+    added.get_by_label("Field name").press("Enter")
+    depth = settings.get_by_role("listitem", name="Input field depth")
+    depth.get_by_label("Allowed values").fill("quick\nthorough")
+    depth.get_by_label("Default").select_option("quick")
+    wait_saved(page)
+    screenshot(page, "builder-input-fields")
+    settings.locator('section[aria-label="Input"]').screenshot(path=str(ARTIFACTS / "builder-input-fields-panel.png"))
+    assert stored_spec(page, live_server.url, graph_id)["input_schema"] == {
+        "type": "object",
+        "properties": {
+            "topic": {"type": "string", "maxLength": 200, "description": "What to research"},
+            "depth": {"type": "string", "enum": ["quick", "thorough"], "default": "quick"},
+        },
+        "required": ["topic"],
+    }
+
+    # The start-run form is built from what the list wrote.
+    graph_publish(graph=Graph.objects.get(pk=graph_id), user=builder_user, message="fields")
+    page.reload()
+    page.get_by_test_id("canvas").wait_for()
+    page.get_by_role("button", name="Run", exact=True).click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog.locator('[id="input.topic"]')).to_be_visible()
+    expect(dialog.get_by_text("What to research")).to_be_visible()
+    expect(dialog.locator('[id="input.depth"] option:checked')).to_have_text("quick")
+    screenshot(page, "builder-input-fields-run-dialog")
