@@ -104,3 +104,22 @@ def test_run_input_fields_without_json_feed_the_start_run_form(live_server, page
     expect(dialog.get_by_text("What to research")).to_be_visible()
     expect(dialog.locator('[id="input.depth"] option:checked')).to_have_text("quick")
     screenshot(page, "builder-input-fields-run-dialog")
+
+
+def test_start_node_offers_only_what_applies(live_server, page, builder_user):
+    graph_id = make_graph("search", search_graph(), builder_user)
+    sign_in(page, live_server.url, "tia", "pw-tia-1")
+    open_builder(page, live_server.url, graph_id)
+
+    node(page, "start").click()
+    panel = page.locator(".node-panel")
+    expect(panel.get_by_label("Label")).to_be_visible()
+    for gone in ("Timeout (seconds)", "Max iterations", "Safe to repeat"):
+        expect(panel.get_by_label(gone)).to_have_count(0)
+    expect(panel.get_by_role("button", name="Test node")).to_have_count(0)
+    panel.screenshot(path=str(ARTIFACTS / "builder-start-panel.png"))
+
+    node(page, "ask").click()
+    expect(panel.get_by_label("Timeout (seconds)")).to_be_visible()
+    options = panel.get_by_label("Safe to repeat").locator("option").all_text_contents()
+    assert options == ["As the kind says", "Yes: run it again after a crash", "No: park the run for a person after a crash"], options
