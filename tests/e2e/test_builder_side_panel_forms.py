@@ -123,3 +123,27 @@ def test_start_node_offers_only_what_applies(live_server, page, builder_user):
     expect(panel.get_by_label("Timeout (seconds)")).to_be_visible()
     options = panel.get_by_label("Safe to repeat").locator("option").all_text_contents()
     assert options == ["As the kind says", "Yes: run it again after a crash", "No: park the run for a person after a crash"], options
+
+
+def test_state_keys_read_well(live_server, page, builder_user):
+    spec = search_graph()
+    spec["state"] = {
+        "notes": {"reducer": "append", "default": []},
+        "total": {"reducer": "add", "default": 0},
+        "title": {"reducer": "replace", "default": "Untitled"},
+    }
+    graph_id = make_graph("state", spec, builder_user)
+    sign_in(page, live_server.url, "tia", "pw-tia-1")
+    open_builder(page, live_server.url, graph_id)
+
+    section = page.locator('section[aria-label="State keys"]')
+    total = section.get_by_role("group", name="State key total")
+    expect(total.get_by_label("Reducer").locator("option:checked")).to_have_text("Add")
+    expect(total.get_by_text("Writes are summed (numbers).")).to_be_visible()
+    expect(total.get_by_label("Default")).to_have_attribute("type", "number")
+    title = section.get_by_role("group", name="State key title")
+    expect(title.get_by_label("Default (text)")).to_have_value("Untitled")
+    title.get_by_label("Default (text)").fill("Draft")
+    wait_saved(page)
+    assert stored_spec(page, live_server.url, graph_id)["state"]["title"] == {"reducer": "replace", "default": "Draft"}
+    section.screenshot(path=str(ARTIFACTS / "builder-state-keys.png"))

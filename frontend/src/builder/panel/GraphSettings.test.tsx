@@ -43,7 +43,12 @@ describe("graph settings (nothing selected)", () => {
     await user.type(nameInput, "total");
     fireEvent.blur(nameInput);
     const total = screen.getByRole("group", { name: "State key total" });
-    await user.selectOptions(within(total).getByLabelText("Reducer"), "add");
+    // Short names in the select (it is narrow), what the chosen one does under it.
+    const reducer = within(total).getByLabelText("Reducer");
+    expect(within(reducer).getAllByRole("option").map((o) => o.textContent)).toEqual(["Replace", "Append", "Extend", "Add", "Merge", "Max", "Min"]);
+    expect(within(total).getByText("The last write wins.")).toBeTruthy();
+    await user.selectOptions(reducer, "add");
+    expect(within(total).getByText("Writes are summed (numbers).").id).toBe(reducer.getAttribute("aria-describedby"));
     // A summing reducer: the default is a number input, not JSON.
     const def = within(total).getByLabelText("Default");
     expect((def as HTMLInputElement).type).toBe("number");

@@ -6,14 +6,15 @@ import type { Reducer, StateKeySpec } from "../spec";
 import { freshId } from "../spec";
 import { displayValue } from "./format";
 
-export const REDUCERS: { value: Reducer; label: string }[] = [
-  { value: "replace", label: "replace — the last write wins" },
-  { value: "append", label: "append — add the value to a list" },
-  { value: "extend", label: "extend — add a list's items to a list" },
-  { value: "add", label: "add — sum numbers" },
-  { value: "merge", label: "merge — merge objects" },
-  { value: "max", label: "max — keep the largest" },
-  { value: "min", label: "min — keep the smallest" },
+/** Reducers: a short name for the select (the panel is narrow), what it does as help under it. */
+export const REDUCERS: { value: Reducer; label: string; help: string }[] = [
+  { value: "replace", label: "Replace", help: "The last write wins." },
+  { value: "append", label: "Append", help: "Each write adds its value to a list." },
+  { value: "extend", label: "Extend", help: "Each write adds a list's items to a list." },
+  { value: "add", label: "Add", help: "Writes are summed (numbers)." },
+  { value: "merge", label: "Merge", help: "Writes are merged into one object." },
+  { value: "max", label: "Max", help: "The largest value written is kept." },
+  { value: "min", label: "Min", help: "The smallest value written is kept." },
 ];
 
 /**
@@ -169,6 +170,7 @@ function KeyRow({ name, spec, state, onChange, errors }: { name: string; spec: S
         <label htmlFor={`${base}.reducer`}>Reducer</label>
         <select
           id={`${base}.reducer`}
+          aria-describedby={`${base}.reducer-help`}
           value={spec.reducer ?? "replace"}
           onChange={(e) => onChange({ ...state, [name]: { ...spec, reducer: e.target.value as Reducer } }, `graph:state:${name}:reducer`)}
         >
@@ -178,6 +180,9 @@ function KeyRow({ name, spec, state, onChange, errors }: { name: string; spec: S
             </option>
           ))}
         </select>
+        <p className="field-help" id={`${base}.reducer-help`}>
+          {REDUCERS.find((r) => r.value === (spec.reducer ?? "replace"))?.help}
+        </p>
       </div>
       <DefaultField base={base} spec={spec} json={{ text: defaultText, setText: setDefaultText, commit: commitDefault, error: defaultError }}
         onDefault={(value) => {
