@@ -147,3 +147,28 @@ def test_state_keys_read_well(live_server, page, builder_user):
     wait_saved(page)
     assert stored_spec(page, live_server.url, graph_id)["state"]["title"] == {"reducer": "replace", "default": "Draft"}
     section.screenshot(path=str(ARTIFACTS / "builder-state-keys.png"))
+
+
+def test_test_node_state_has_upstream_keys_and_errors_read_well(live_server, page, builder_user):
+    spec = search_graph()
+    spec["nodes"][2]["config"] = {"tool": "kb_search", "args": {"query": "{{ query }}"}}
+    graph_id = make_graph("search", spec, builder_user)
+    sign_in(page, live_server.url, "tia", "pw-tia-1")
+    open_builder(page, live_server.url, graph_id)
+
+    node(page, "search").click()
+    panel = page.locator(".node-panel")
+    panel.get_by_role("button", name="Test node").click()
+    state = panel.locator('[id="test-state-search"]')
+    # The LLM before it writes `query` (text): offered empty, next to the run input's topic.
+    expect(state).to_contain_text('"query": ""')
+    expect(state).to_contain_text('"topic": null')
+    panel.locator(".node-test").screenshot(path=str(ARTIFACTS / "builder-test-node-state.png"))
+    state.click()
+    page.keyboard.press("Control+a")
+    page.keyboard.type('{"topic": "refunds"}')
+    panel.get_by_role("button", name="Run test").click()
+    expect(panel.get_by_role("alert")).to_have_text(
+        "config.args.query: the template uses `query`, which is not in the state (known: input, topic)"
+    )
+    panel.locator(".node-test").screenshot(path=str(ARTIFACTS / "builder-test-node-error.png"))

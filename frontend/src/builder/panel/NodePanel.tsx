@@ -297,7 +297,7 @@ export function NodePanel({ node, graphId }: Props) {
         )}
       </section>
 
-      {!b.readOnly && graphId !== null && kind?.does_work !== false && <NodeTest key={node.id} graphId={graphId} node={node} spec={b.spec} />}
+      {!b.readOnly && graphId !== null && kind?.does_work !== false && <NodeTest key={node.id} graphId={graphId} node={node} spec={b.spec} catalogue={b.catalogue} />}
     </div>
   );
 }
