@@ -172,3 +172,26 @@ def test_test_node_state_has_upstream_keys_and_errors_read_well(live_server, pag
         "config.args.query: the template uses `query`, which is not in the state (known: input, topic)"
     )
     panel.locator(".node-test").screenshot(path=str(ARTIFACTS / "builder-test-node-error.png"))
+
+
+def test_condition_example_fits_the_keys_kind(live_server, page, builder_user):
+    spec = {
+        "name": "research",
+        "input_schema": {"type": "object", "properties": {"topic": {"type": "string"}}},
+        "state": {"articles": {"reducer": "append", "default": []}},
+        "nodes": [
+            {"id": "start", "kind": "start", "position": {"x": 0, "y": 100}},
+            {"id": "check", "kind": "condition", "config": {"expression": ""}, "position": {"x": 260, "y": 100}},
+            {"id": "end", "kind": "end", "position": {"x": 520, "y": 100}},
+        ],
+        "edges": [{"source": "start", "target": "check"}, {"source": "check", "source_handle": "true", "target": "end"}],
+    }
+    graph_id = make_graph("research", spec, builder_user)
+    sign_in(page, live_server.url, "tia", "pw-tia-1")
+    open_builder(page, live_server.url, graph_id)
+
+    node(page, "check").click()
+    config = page.locator('.node-panel section[aria-label="Configuration"]')
+    # articles is a list: the example measures it instead of comparing it with 0.5.
+    expect(config.locator(".cm-placeholder").first).to_have_text("e.g. len(articles) > 0")
+    config.screenshot(path=str(ARTIFACTS / "builder-condition-placeholder.png"))

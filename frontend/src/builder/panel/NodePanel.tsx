@@ -1,7 +1,7 @@
 // The side panel for one selected node: its config form (from the kind's JSON Schema), policies, errors, cost, test.
 import type { UiSchema } from "@rjsf/utils";
 import { useEffect, useMemo } from "react";
-import { configUiSchema, simplifySchema, stateKeyNames, TOOL_ARGUMENTS } from "../editors/fields";
+import { configUiSchema, simplifySchema, stateKeyKinds, stateKeyNames, TOOL_ARGUMENTS } from "../editors/fields";
 import type { ToolArgsContext } from "../editors/ToolArgsField";
 import { costsSomething } from "../flow";
 import type { NodeSpec, RetryPolicy } from "../spec";
@@ -162,6 +162,7 @@ export function NodePanel({ node, graphId }: Props) {
   const choices = useChoices();
   const uiSchema = useMemo(() => withChoiceWidgets(node.kind, configUiSchema(node.kind, schema)), [node.kind, schema]);
   const names = useMemo(() => stateKeyNames(b.spec, b.catalogue), [b.spec, b.catalogue]);
+  const kinds = useMemo(() => stateKeyKinds(b.spec, b.catalogue), [b.spec, b.catalogue]);
   const issues = useMemo<ValidationIssue[]>(
     () => (b.validation?.errors ?? []).filter((e) => e.node === node.id),
     [b.validation, node.id],
@@ -275,6 +276,7 @@ export function NodePanel({ node, graphId }: Props) {
             names={names}
             options={options}
             tool={tool}
+            kinds={kinds}
           />
         )}
       </section>
