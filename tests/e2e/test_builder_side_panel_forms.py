@@ -57,6 +57,13 @@ def test_tool_arguments_are_the_tools_named_fields(live_server, page, builder_us
     screenshot(page, "builder-tool-args")
     panel.locator('section[aria-label="Configuration"]').screenshot(path=str(ARTIFACTS / "builder-tool-args-panel.png"))
 
+    # Another tool: its own fields; the argument it refuses stays visible, with a way to remove it.
+    page.locator('[id="config.tool"]').fill("http_request")
+    expect(panel.locator('label[for="config.args.url"]')).to_have_text("Url *")
+    expect(panel.get_by_text("One of: GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE.")).to_be_visible()
+    expect(panel.get_by_role("button", name="Remove query")).to_be_visible()
+    panel.locator('section[aria-label="Configuration"]').screenshot(path=str(ARTIFACTS / "builder-tool-args-http.png"))
+
 
 def test_run_input_fields_without_json_feed_the_start_run_form(live_server, page, builder_user):
     spec = {

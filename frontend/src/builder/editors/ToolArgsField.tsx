@@ -26,6 +26,8 @@ export interface ArgumentField {
   help: string[];
   /** "default: X" for an argument with a default, else an example template. */
   placeholder: string | null;
+  /** An object or a list: may be typed as JSON instead of a template. */
+  structured: "object" | "array" | null;
 }
 
 const TYPE_WORDS: Record<string, string> = {
@@ -63,6 +65,7 @@ export function argumentFields(schema: Schema): ArgumentField[] {
       required: required.has(name),
       help,
       placeholder: hasDefault ? `default: ${shown(s.default)}` : null,
+      structured: s.type === "object" || s.type === "array" ? s.type : null,
     };
   });
 }
@@ -74,6 +77,17 @@ export function argumentFields(schema: Schema): ArgumentField[] {
  */
 export function allowsExtraArguments(schema: Schema): boolean {
   return schema.additionalProperties === true || isObject(schema.additionalProperties);
+}
+
+/**
+ * An example for an argument without a default: a whole-value template naming a state key
+ * (the one named like the argument if there is one: ``{{ query }}`` for ``query``), else the
+ * run input's field of that name.
+ */
+export function argumentExample(name: string, names: readonly string[]): string {
+  if (names.includes(name)) return `e.g. {{ ${name} }}`;
+  const key = names.find((n) => n !== "input");
+  return key ? `e.g. {{ ${key} }}` : `e.g. {{ input.${name} }}`;
 }
 
 function errorsAt(errorSchema: ErrorSchema | undefined, key: string): string[] {
@@ -122,6 +136,8 @@ export function ToolArgsField(props: FieldProps) {
   }
 
   const fields = argumentFields(tool.schema);
+  const anyKey = names.find((n) => n !== "input");
+  const example = anyKey ? `e.g. {{ ${anyKey} }}` : "e.g. {{ input.topic }}";
   const named = new Set(fields.map((f) => f.name));
   const extras = Object.fromEntries(Object.entries(value).filter(([k]) => !named.has(k)));
   const setArg = (key: string, v: unknown) => {
@@ -141,7 +157,9 @@ export function ToolArgsField(props: FieldProps) {
       <legend>
         Arguments of <code>{tool.name}</code>
       </legend>
-      <p className="field-help">Text, or a template using the state, e.g. {"{{ topic }}"}. Fields marked * are required.</p>
+      <p className="field-help">
+        Text, or a template using the state, {example}. Fields marked * are required.
+      </p>
       {fields.length === 0 && <p className="panel-empty">This tool takes no arguments.</p>}
       {fields.map((f) => {
         const fieldId = `${id}.${f.name}`;
@@ -171,11 +189,20 @@ export function ToolArgsField(props: FieldProps) {
                 language="template"
                 names={names}
                 readOnly={locked}
-                placeholder={f.placeholder ?? examplePlaceholder("template", names)}
+                placeholder={f.placeholder ?? argumentExample(f.name, names)}
                 ariaLabel={f.title}
                 ariaDescribedBy={f.help.length > 0 ? helpId : undefined}
                 knownErrors={errors}
               />
+            )}
+            {f.structured && !locked && (
+              // The value's type says which editor shows it; switching writes an empty value of the other kind.
+              <button type="button" className="link-button tool-arg__switch"
+                onClick={() => setArg(f.name, typeof current === "string" || current === undefined || current === null ? (f.structured === "array" ? [] : {}) : undefined)}>
+                {typeof current === "string" || current === undefined || current === null
+                  ? `Type ${f.structured === "array" ? "a list" : "an object"} as JSON instead`
+                  : "Use a template instead"}
+              </button>
             )}
             {errors.length > 0 && (
               <ul className="field-errors">

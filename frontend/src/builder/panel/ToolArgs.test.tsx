@@ -2,7 +2,8 @@
 import { act, screen, waitFor } from "@testing-library/react";
 import { EditorView } from "@codemirror/view";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { argumentFields } from "../editors/ToolArgsField";
+import userEvent from "@testing-library/user-event";
+import { argumentExample, argumentFields } from "../editors/ToolArgsField";
 import { docSummary, resetChoices } from "./choices";
 import { SidePanel } from "./SidePanel";
 import { renderInBuilder, sampleSpec, scriptFetch } from "./testing";
@@ -108,9 +109,35 @@ describe("tool arguments", () => {
       required: [],
     });
     expect(fields).toEqual([
-      { name: "method", title: "method", required: false, help: ["One of: GET, POST."], placeholder: "default: GET" },
-      { name: "timeout", title: "Timeout", required: false, help: ["A number."], placeholder: "default: 30" },
+      { name: "method", title: "method", required: false, help: ["One of: GET, POST."], placeholder: "default: GET", structured: null },
+      { name: "timeout", title: "Timeout", required: false, help: ["A number."], placeholder: "default: 30", structured: null },
     ]);
+  });
+});
+
+describe("structured arguments", () => {
+  it("an object argument can be typed as JSON instead of a template, and back", async () => {
+    const user = userEvent.setup();
+    scriptFetch(({ url }) => {
+      if (url.endsWith("/tools/"))
+        return [200, { tools: [{ name: "http", description: "", repeat_safe: false, args_schema: { type: "object", properties: { url: { type: "string" }, headers: { type: "object", additionalProperties: { type: "string" } } } } }] }];
+      if (url.endsWith("/models/")) return [200, { providers: [] }];
+      return [200, { ok: true, errors: [] }];
+    });
+    const { harness } = renderInBuilder(<SidePanel />, { spec: specWith({}, "http"), selection: { nodes: ["mail"] } });
+    await waitFor(() => expect(document.getElementById("config.args.headers")).toBeTruthy());
+    // An example for a field without a default is a whole-value template, not "Summarise ...".
+    expect(document.querySelector('[id="config.args.url"]')?.closest(".cm-editor")?.textContent).toContain("e.g. {{");
+    await user.click(screen.getByRole("button", { name: "Type an object as JSON instead" }));
+    expect(harness.api().spec.nodes[4]?.config.args).toEqual({ headers: {} });
+    await user.click(screen.getByRole("button", { name: "Use a template instead" }));
+    expect(harness.api().spec.nodes[4]?.config.args).toEqual({});
+  });
+
+  it("argumentExample names the state key named like the argument, else any key, else the run input's field", () => {
+    expect(argumentExample("query", ["input", "query", "topic"])).toBe("e.g. {{ query }}");
+    expect(argumentExample("url", ["input", "topic"])).toBe("e.g. {{ topic }}");
+    expect(argumentExample("url", ["input"])).toBe("e.g. {{ input.url }}");
   });
 });
 
