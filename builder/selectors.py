@@ -153,7 +153,10 @@ def node_kind_catalogue() -> list[dict[str, Any]]:
     "optional_outputs", "default_output" (bool: one unnamed output firing every edge),
     "dynamic_outputs" (bool: the handles depend on the config; the validation response
     gives each node's), "repeat_safe", "uses_repeat_safe" (bool: a node's own
-    ``repeat_safe`` field applies; validation refuses it where not)}``. A kind without ``title``/``category`` class
+    ``repeat_safe`` field applies; validation refuses it where not), "does_work" (bool: the
+    step does something itself, so a timeout, retries and a test run apply; False for
+    start, end and join), "can_loop" (bool: it has inputs and outputs, so it can be on a
+    loop and take ``max_iterations``)}``. A kind without ``title``/``category`` class
     attributes gets its name and ``logic``."""
     from builder.validation import kind_handles
     from runs.nodes import all_kinds
@@ -176,6 +179,9 @@ def node_kind_catalogue() -> list[dict[str, Any]]:
                 "dynamic_outputs": bool(handles["dynamic"]),
                 "repeat_safe": bool(kind.repeat_safe),
                 "uses_repeat_safe": bool(kind.uses_repeat_safe),
+                "does_work": bool(kind.does_work),
+                # A start has no way in, an end no way out: neither can be on a loop.
+                "can_loop": name not in ("start", "end"),
             }
         )
     return out

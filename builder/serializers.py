@@ -433,6 +433,10 @@ class NodeKindOutput(serializers.Serializer):
     uses_repeat_safe = serializers.BooleanField(
         help_text="Whether a node's own repeat_safe field applies to this kind (validation refuses it otherwise)."
     )
+    does_work = serializers.BooleanField(
+        help_text="Whether the step does something itself (false for start, end, join): timeout, retry and a test run apply only then."
+    )
+    can_loop = serializers.BooleanField(help_text="Whether a node of this kind can be on a loop (it has inputs and outputs), so max_iterations applies.")
 
 
 class NodeKindsOutput(serializers.Serializer):

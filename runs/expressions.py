@@ -19,7 +19,7 @@ from runs.sandbox.errors import ExpressionError, clip
 from runs.sandbox.guard import guarded, range_item_bytes, seq_bytes
 from runs.sandbox.limits import LIMITS, Limits, effective_limits, isolation
 from runs.sandbox.process import run_isolated
-from runs.sandbox.snapshot import known_names_hint, snapshot
+from runs.sandbox.snapshot import snapshot, unknown_name_message
 from runs.sandbox.walker import Walker
 from runs.sandbox.whitelist import FUNCTION_NAMES, FUNCTIONS, METHOD_NAMES
 
@@ -332,9 +332,8 @@ def evaluate(source: str, names: Mapping[str, Any]) -> Any:
         return evaluate_inline(source, state, limits)
     except ExpressionError as exc:
         if exc.code == "unknown_name" and exc.name is not None:
-            raise ExpressionError(f"unknown variable `{exc.name}` in `{clip(parsed.text)}`; "
-                                  f"{known_names_hint(names)}", "unknown_name", source=source,
-                                  name=exc.name) from None
+            raise ExpressionError(unknown_name_message(f"the expression `{clip(parsed.text)}`", exc.name, names),
+                                  "unknown_name", source=source, name=exc.name) from None
         raise
 
 

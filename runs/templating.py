@@ -18,7 +18,7 @@ from runs.sandbox.guard import guarded
 from runs.sandbox.jinja_env import COMPARE_HOOK, CONCAT_HOOK, ENV, GLOBAL_NAMES, LOOP_HOOK
 from runs.sandbox.limits import MIB, Limits, effective_limits, isolation
 from runs.sandbox.process import run_isolated
-from runs.sandbox.snapshot import known_names_hint, snapshot
+from runs.sandbox.snapshot import known_names_hint, snapshot, unknown_name_message
 
 __all__ = ["TemplateError", "TEMPLATE_LIMITS", "MAX_TEMPLATE_CHARS", "render_inline", "render_template",
            "render_value", "template_names", "value_names"]
@@ -193,7 +193,8 @@ def _render_error(exc: BaseException, source: str, state: Mapping[str, Any]) -> 
         match = _UNDEFINED_NAME.match(str(exc))
         if match and match.group(1) not in state:
             name = match.group(1)
-            code, reason = "unknown_name", f"unknown variable `{name}` in template"
+            # The state's keys are added by render_template ("... (known: a, b)").
+            code, reason, at = "unknown_name", f"the template uses `{name}`{at}, which is not in the state", ""
         else:
             code, reason = "error", f"undefined value: {clip(str(exc))}"
     elif isinstance(exc, SecurityError):
@@ -264,7 +265,7 @@ def render_template(source: str, names: Mapping[str, Any]) -> str:
     except ExpressionError as exc:
         err = _as_template_error(exc)
         if err.code == "unknown_name" and err.name is not None:
-            err = TemplateError(f"{err.message}; {known_names_hint(names)}", "unknown_name", source=source,
+            err = TemplateError(f"{err.message} ({known_names_hint(names)})", "unknown_name", source=source,
                                 position=err.position, name=err.name)
         raise err from None
 
@@ -326,7 +327,14 @@ def render_value(value: Any, names: Mapping[str, Any]) -> Any:
     if isinstance(value, str):
         how = _classify(value)
         if how.kind == "expr":
-            return evaluate(how.expression, names)
+            try:
+                return evaluate(how.expression, names)
+            except ExpressionError as exc:
+                # The user wrote a template ("{{ query }}"): say so, not "the expression `query`".
+                if exc.code == "unknown_name" and exc.name is not None:
+                    raise ExpressionError(unknown_name_message("the template", exc.name, names), "unknown_name",
+                                          source=value, name=exc.name) from None
+                raise
         if how.kind == "template":
             return render_template(value, names)
         return value

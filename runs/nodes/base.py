@@ -316,6 +316,10 @@ class NodeKind(Generic[ConfigT]):
       validation refuses the field on them instead of ignoring it, pointing to
       ``repeat_safe_instead`` (where the kind takes it instead, e.g.
       ``config.repeat_safe_tools``) when set.
+    - ``does_work``: whether the step does anything itself (calls, computes, asks a
+      person). False for start, end and join, whose steps only open edges or select keys
+      at once: a timeout, a retry policy or a test run of one node mean nothing there, so
+      the builder does not offer them (``builder.selectors.node_kind_catalogue``).
     - ``description``: one line shown in the builder palette; ``title`` and ``category``
       name and group the kind there (``builder.selectors.node_kind_catalogue``).
     - ``dynamic_handles``: whether :meth:`output_handles` depends on the config (the
@@ -326,6 +330,7 @@ class NodeKind(Generic[ConfigT]):
     config_model: type[ConfigT]
     repeat_safe: ClassVar[bool] = True
     uses_repeat_safe: ClassVar[bool] = True
+    does_work: ClassVar[bool] = True
     repeat_safe_instead: ClassVar[str] = ""
     description: ClassVar[str] = ""
     title: ClassVar[str] = ""

@@ -27,6 +27,7 @@ class EndNode(NodeKind[EndConfig]):
     kind: ClassVar[str] = "end"
     config_model = EndConfig
     uses_repeat_safe: ClassVar[bool] = False  # nothing outside the run: always safe to repeat
+    does_work: ClassVar[bool] = False  # no timeout, retry or test run in the builder
     description: ClassVar[str] = "Finish the run and return selected state keys as its result."
     title, category = "End", "flow"  # builder palette (builder.selectors.node_kind_catalogue)
 

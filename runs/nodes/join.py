@@ -19,6 +19,7 @@ class JoinNode(NodeKind[NodeConfig]):
     kind: ClassVar[str] = "join"
     config_model = NodeConfig
     uses_repeat_safe: ClassVar[bool] = False  # nothing outside the run: always safe to repeat
+    does_work: ClassVar[bool] = False  # no timeout, retry or test run in the builder
     description: ClassVar[str] = "Wait for all parallel branches that can still arrive, then continue once."
     title, category = "Join", "flow"  # builder palette (builder.selectors.node_kind_catalogue)
 

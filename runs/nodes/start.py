@@ -16,6 +16,7 @@ class StartNode(NodeKind[NodeConfig]):
     kind: ClassVar[str] = "start"
     config_model = NodeConfig
     uses_repeat_safe: ClassVar[bool] = False  # nothing outside the run: always safe to repeat
+    does_work: ClassVar[bool] = False  # no timeout, retry or test run in the builder
     description: ClassVar[str] = "Where a run begins; its input becomes the first state."
     title, category = "Start", "flow"  # builder palette (builder.selectors.node_kind_catalogue)
 

@@ -95,12 +95,16 @@ class ToolNode(NodeKind[ToolConfig]):
         ``tool_arguments`` (not retryable), or whatever the tool raises.
         """
         registered = require_tool(config.tool)
-        try:
-            args = render_value(config.args, expression_names(ctx))
-        except ExpressionError as exc:
-            raise NodeError(
-                f"config.args: {exc.message}", code="template", retryable=False, details={"error_code": exc.code}
-            ) from exc
+        names = expression_names(ctx)
+        args: dict[str, Any] = {}
+        # One argument at a time, so that an error names its field (config.args.query).
+        for key, value in config.args.items():
+            try:
+                args[key] = render_value(value, names)
+            except ExpressionError as exc:
+                raise NodeError(
+                    f"config.args.{key}: {exc.message}", code="template", retryable=False, details={"error_code": exc.code}
+                ) from exc
         ctx.check_cancelled()
         result = registered.call(args, ToolContext.for_step(ctx))
         updates = {config.output_key: result} if config.output_key else {}

@@ -6,7 +6,7 @@ from typing import Any
 
 from runs.sandbox.errors import ExpressionError, quote
 
-__all__ = ["MAX_VALUE_DEPTH", "known_names_hint", "snapshot"]
+__all__ = ["MAX_VALUE_DEPTH", "known_names_hint", "snapshot", "unknown_name_message"]
 
 MAX_VALUE_DEPTH = 100  # deepest nesting of a run-state value an expression may read
 
@@ -92,9 +92,15 @@ def snapshot(wanted: frozenset[str], names: Mapping[str, Any], source: str) -> d
 
 
 def known_names_hint(names: Mapping[str, Any]) -> str:
-    """ "known variables: a, b, ..." (the first 20, sorted) for an unknown-variable message."""
+    """ "known: a, b, ..." (the first 20, sorted) for an unknown-variable message."""
     keys = sorted(k for k in names.keys() if isinstance(k, str))
     if not keys:
-        return "the run state is empty"
+        return "the state is empty"
     shown = ", ".join(keys[:20]) + (", ..." if len(keys) > 20 else "")
-    return f"known variables: {shown}"
+    return f"known: {shown}"
+
+
+def unknown_name_message(what: str, name: str, names: Mapping[str, Any]) -> str:
+    """The run-time message for a name the state does not have, said from the user's side:
+    "the template uses `query`, which is not in the state (known: input, topic)"."""
+    return f"{what} uses `{name}`, which is not in the state ({known_names_hint(names)})"

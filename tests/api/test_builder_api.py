@@ -56,6 +56,9 @@ def test_node_kind_catalogue_comes_from_the_registry(world: World, settings: Any
     assert kinds["start"]["inputs"] == [] and kinds["end"]["default_output"] is False
     assert {k for k, v in kinds.items() if not v["uses_repeat_safe"]} >= {"start", "end", "join", "condition", "transform", "approval", "agent"}
     assert kinds["tool"]["uses_repeat_safe"] and kinds["llm"]["uses_repeat_safe"]
+    # Timeout, retry and a test run only where the step does something; max_iterations only on a possible loop.
+    assert {k for k, v in kinds.items() if not v["does_work"]} == {"start", "end", "join"}
+    assert {k for k, v in kinds.items() if not v["can_loop"]} == {"start", "end"}
     assert "repeat_safe_tools" in kinds["agent"]["config_schema"]["properties"]
     assert {k["category"] for k in body["kinds"]} <= {"ai", "logic", "flow", "tools", "human", "data"}
     # A kind registered by a plugin appears without any change here (the test-only kind).

@@ -44,16 +44,13 @@ def fill_code(page: Page, field_id: str, text: str) -> None:
 
 
 def add_entry(page: Page, field_id: str, key: str, value: str) -> None:
-    """Add ``key: value`` to an object field of the side panel (tool args, transform set)."""
+    """Set ``key: value`` in an object field of the side panel (tool args, transform set)."""
     if field_id == "config.set":  # State key | Expression rows: Add focuses the new row's key
         page.locator(f'[id="{field_id}"]').get_by_role("button", name="Add", exact=True).click()
         page.keyboard.type(key)
         fill_code(page, f"{field_id}.{key}", value)
         return
-    page.locator(f'[id="{field_id}__add"]').click()
-    key_box = page.locator(f'[id="{field_id}.newKey-key"]')
-    key_box.fill(key)
-    key_box.press("Tab")
+    # A tool's arguments: the picked tool's schema gives each its own named field.
     fill_code(page, f"{field_id}.{key}", value)
 
 

@@ -428,6 +428,11 @@ def test_templates_see_the_run_input_and_fail_clearly_on_unknown_names(calls):
     assert (error.code, error.retryable, error.details["error_code"]) == ("template", False, "unknown_name")
     assert "missing" in error.message
 
+    # A tool argument's error names the argument, and reads as what the user wrote: a template.
+    with pytest.raises(NodeError) as caught:
+        ToolNode().execute(tool_config(tool="add", args={"a": 1, "b": "{{ query }}"}), make_ctx({"topic": "x"}))
+    assert caught.value.message == "config.args.b: the template uses `query`, which is not in the state (known: input, topic)"
+
     with pytest.raises(NodeError) as caught:
         ToolNode().execute(tool_config(tool="add", args={"a": "{{ 1 / zero }}"}), make_ctx({"zero": 0}))
     assert (caught.value.code, caught.value.retryable) == ("template", False)

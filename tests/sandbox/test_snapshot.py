@@ -51,6 +51,6 @@ def test_depth_limit():
 
 
 def test_known_names_hint():
-    assert known_names_hint({}) == "the run state is empty"
-    assert known_names_hint({"b": 1, "a": 2, 3: 4}) == "known variables: a, b"
+    assert known_names_hint({}) == "the state is empty"
+    assert known_names_hint({"b": 1, "a": 2, 3: 4}) == "known: a, b"
     assert known_names_hint({f"n{i:02}": i for i in range(25)}).endswith("n19, ...")

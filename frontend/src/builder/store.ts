@@ -16,6 +16,8 @@ export interface NodeKindInfo {
   dynamic_outputs: boolean; // outputs depend on config (validation's `handles` gives them per node)
   repeat_safe: boolean;
   uses_repeat_safe?: boolean; // false: the node's own repeat_safe is refused by validation (start, end, agent ...)
+  does_work?: boolean; // false: the step only routes (start, end, join): no timeout, retry or test run
+  can_loop?: boolean; // false: never on a loop (start, end): no max_iterations
 }
 
 /** One structured validation error. ``path`` is graph-wide (``nodes[2].config.expression``), ``field`` node-relative (``config.expression``). */

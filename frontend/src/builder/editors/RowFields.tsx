@@ -113,39 +113,60 @@ function ErrorList({ id, errors }: { id?: string; errors: readonly string[] }) {
   );
 }
 
+/** How a map of rows is labelled and edited (a transform's ``set``, a tool's extra arguments). */
+export interface MapRowsProps {
+  /** The field's id: the value editor of key ``k`` has the id ``<id>.k``. */
+  id: string;
+  value: unknown;
+  onWrite(value: Record<string, string> | undefined): void;
+  names: readonly string[];
+  locked: boolean;
+  errorSchema?: ErrorSchema;
+  title: string;
+  description?: string;
+  required?: boolean;
+  language: "expression" | "template";
+  keyLabel: string;
+  valueLabel: string;
+  keyPlaceholder: string;
+  valuePlaceholder: string;
+  addLabel?: string;
+  /** The id of the rows' box (default ``id``), when ``id`` names a box already. */
+  boxId?: string;
+  /** Keys owned by other inputs (a tool's named arguments): a row may not use them. */
+  taken?: readonly string[];
+}
+
 /**
- * ``ui:field: "expressionMap"``: state key -> expression, as rows with the columns "State
- * key" and "Expression". Add appends an empty row and focuses its key; each expression is an
- * expression editor (completions, the server's check as you type) with the graph validation's
- * errors for that key under it. The value editor of key ``k`` has the id ``<field id>.k``,
- * so the error list can focus it.
+ * Rows of key -> code (expression or template). Add appends an empty row and focuses its key;
+ * each value is a code editor (completions, the server's check as you type) with the graph
+ * validation's errors for that key under it.
  */
-export function ExpressionMapField(props: FieldProps) {
-  const { fieldPathId, formData, onChange, schema, name, errorSchema, readonly, disabled, required, registry } = props;
-  const id = fieldPathId.$id;
-  const names = (registry.formContext as EditorFormContext | undefined)?.names ?? [];
-  const write = (v: unknown) => onChange(v as never, fieldPathId.path, undefined, id);
-  const { rows, box, update, add } = useRows(formData, rowsOfMap, (saved) =>
-    Object.fromEntries(saved.map((r) => [r.key.trim(), r.value])),
-  );
-  // Typed but not saved (an expression without a valid key): the save status and the leave
+export function MapRows(p: MapRowsProps) {
+  const { id, names, locked, errorSchema, taken = [] } = p;
+  const { rows, box, update, add } = useRows(p.value, rowsOfMap, (saved) => {
+    const kept = saved.filter((r) => !taken.includes(r.key.trim()));
+    return Object.fromEntries(kept.map((r) => [r.key.trim(), r.value]));
+  });
+  const problemOf = (row: Row) => (taken.includes(row.key.trim()) ? `“${row.key.trim()}” has its own field above.` : keyProblem(rows, row));
+  // Typed but not saved (a value without a valid key): the save status and the leave
   // guard count it, as they count a field still being typed in.
-  usePendingEdit(`${id}.unsaved-rows`, rows.some((r) => r.value.trim() !== "" && keyProblem(rows, r) !== null));
-  const locked = Boolean(readonly || disabled);
+  usePendingEdit(`${id}.unsaved-rows`, rows.some((r) => r.value.trim() !== "" && problemOf(r) !== null));
+  const write = (v: unknown) => p.onWrite(v as Record<string, string> | undefined);
   const set = (rid: number, patch: Partial<Row>) => update(rows.map((r) => (r.rid === rid ? { ...r, ...patch } : r)), write);
   return (
-    <div className="form-group form-field form-rows" ref={box} id={id} tabIndex={-1}>
-      <FieldHead id={rows[0] ? `${id}.__key${rows[0].rid}` : id} title={schema.title ?? name} description={schema.description} required={required} />
+    <div className="form-group form-field form-rows" ref={box} id={p.boxId ?? id} tabIndex={-1}>
+      <FieldHead id={rows[0] ? `${id}.__key${rows[0].rid}` : (p.boxId ?? id)} title={p.title} description={p.description} required={p.required} />
       {rows.length > 0 && (
-        <div className="rows-grid" role="group" aria-label={schema.title ?? name}>
+        <div className="rows-grid" role="group" aria-label={p.title}>
           <div className="rows-head" aria-hidden="true">
-            <span>State key</span>
-            <span>Expression</span>
+            <span>{p.keyLabel}</span>
+            <span>{p.valueLabel}</span>
             <span />
           </div>
           {rows.map((row) => {
             const key = row.key.trim();
-            const problem = keyProblem(rows, row);
+            const problem = problemOf(row);
             const valueId = key && !problem ? `${id}.${key}` : `${id}.__value${row.rid}`;
             const serverErrors = key && !problem && row.touched ? errorsAt(errorSchema, key) : [];
             return (
@@ -155,8 +176,8 @@ export function ExpressionMapField(props: FieldProps) {
                     id={`${id}.__key${row.rid}`}
                     data-rid={row.rid}
                     className="form-control"
-                    aria-label="State key"
-                    placeholder="e.g. total"
+                    aria-label={p.keyLabel}
+                    placeholder={p.keyPlaceholder}
                     value={row.key}
                     readOnly={locked}
                     autoComplete="off"
@@ -170,11 +191,11 @@ export function ExpressionMapField(props: FieldProps) {
                   <CodeEditor
                     id={valueId}
                     value={row.value}
-                    language="expression"
+                    language={p.language}
                     names={names}
                     readOnly={locked}
-                    placeholder="e.g. price * quantity"
-                    ariaLabel={key ? `Expression for ${key}` : "Expression"}
+                    placeholder={p.valuePlaceholder}
+                    ariaLabel={key ? `${p.valueLabel} for ${key}` : p.valueLabel}
                     knownErrors={serverErrors}
                     onChange={(text) => set(row.rid, { value: text, touched: true })}
                     onBlur={() => {
@@ -198,11 +219,42 @@ export function ExpressionMapField(props: FieldProps) {
       )}
       {!locked && (
         <button type="button" className="btn btn-small" onClick={() => update(add(), write)}>
-          Add
+          {p.addLabel ?? "Add"}
         </button>
       )}
-      {/* The field's own errors (rawErrors) are listed by rjsf's field template under this one. */}
     </div>
+  );
+}
+
+/**
+ * ``ui:field: "expressionMap"``: state key -> expression, as rows with the columns "State
+ * key" and "Expression" (``MapRows``). The value editor of key ``k`` has the id
+ * ``<field id>.k``, so the error list can focus it.
+ */
+export function ExpressionMapField(props: FieldProps) {
+  const { fieldPathId, formData, onChange, schema, name, errorSchema, readonly, disabled, required, registry } = props;
+  const id = fieldPathId.$id;
+  const names = (registry.formContext as EditorFormContext | undefined)?.names ?? [];
+  return (
+    <>
+      <MapRows
+        id={id}
+        value={formData}
+        onWrite={(v) => onChange(v as never, fieldPathId.path, undefined, id)}
+        names={names}
+        locked={Boolean(readonly || disabled)}
+        errorSchema={errorSchema}
+        title={schema.title ?? name}
+        description={schema.description}
+        required={required}
+        language="expression"
+        keyLabel="State key"
+        valueLabel="Expression"
+        keyPlaceholder="e.g. total"
+        valuePlaceholder="e.g. price * quantity"
+      />
+      {/* The field's own errors (rawErrors) are listed by rjsf's field template under this one. */}
+    </>
   );
 }
 

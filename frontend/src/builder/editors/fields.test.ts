@@ -17,7 +17,8 @@ describe("editor fields", () => {
     expect(configUiSchema("transform", schemaOf("transform"))).toEqual({ set: { "ui:field": "expressionMap" } });
     expect(configUiSchema("end", schemaOf("end"))).toEqual({ output: { "ui:field": "stateKeyList" } });
     expect(configUiSchema("llm", schemaOf("llm"))).toMatchObject({ prompt: { "ui:widget": "template" }, system: { "ui:widget": "template" } });
-    expect(configUiSchema("tool", schemaOf("tool"))).toMatchObject({ args: { additionalProperties: { "ui:widget": "template" } } });
+    // A tool's args are named template fields from the picked tool's schema (ToolArgsField).
+    expect(configUiSchema("tool", schemaOf("tool"))).toMatchObject({ args: { "ui:field": "toolArgs" } });
     // Free-form objects get the JSON editor.
     expect(configUiSchema("llm", schemaOf("llm"))).toMatchObject({ options: { "ui:field": "json" } });
   });

@@ -24,6 +24,11 @@ export const STATE_KEY_LISTS: Readonly<Record<string, readonly string[]>> = {
   end: ["output"],
 };
 
+/** Config fields holding a tool's arguments (named fields from the picked tool's schema). */
+export const TOOL_ARGUMENTS: Readonly<Record<string, string>> = {
+  tool: "args",
+};
+
 type Schema = Record<string, unknown>;
 type UiSchema = Record<string, unknown>;
 
@@ -148,6 +153,8 @@ export function configUiSchema(kind: string, rawSchema: Schema): UiSchema {
   // A map of expressions (a transform's set) is edited as rows: State key | Expression.
   for (const name of expressionMaps(schema, fields)) placed[name] = { "ui:field": "expressionMap" };
   for (const name of STATE_KEY_LISTS[kind] ?? []) placed[name] = { ...(isObject(placed[name]) ? placed[name] : {}), "ui:field": "stateKeyList" };
+  const args = TOOL_ARGUMENTS[kind];
+  if (args) placed[args] = { "ui:field": "toolArgs" };
   return placed;
 }
 
@@ -184,4 +191,50 @@ export function stateKeyNames(spec: GraphSpec, catalogue: readonly { kind: strin
     if (node.kind === "transform" && isObject(config.set)) for (const key of Object.keys(config.set)) names.add(key);
   }
   return [...names].sort();
+}
+
+/** What a state key holds, where the graph says: examples in empty fields use it. */
+export type ValueKind = "number" | "text" | "list" | "object" | "boolean";
+
+const SCHEMA_KINDS: Readonly<Record<string, ValueKind>> = { string: "text", number: "number", integer: "number", array: "list", object: "object", boolean: "boolean" };
+
+function kindOfValue(value: unknown): ValueKind | undefined {
+  if (typeof value === "number") return "number";
+  if (typeof value === "string") return "text";
+  if (typeof value === "boolean") return "boolean";
+  if (Array.isArray(value)) return "list";
+  if (isObject(value)) return "object";
+  return undefined;
+}
+
+/**
+ * The kind of value of the state keys whose kind the graph says: a declared key's reducer or
+ * default (append: a list, add: a number), else an input property's type, else an LLM's or
+ * agent's reply (text; an object with an output schema). Keys nothing says anything about
+ * are left out.
+ */
+export function stateKeyKinds(spec: GraphSpec, catalogue: readonly { kind: string; config_schema: Record<string, unknown> }[] = []): Record<string, ValueKind> {
+  const out: Record<string, ValueKind> = {};
+  for (const node of spec.nodes) {
+    if (node.kind !== "llm" && node.kind !== "agent") continue;
+    const config: Record<string, unknown> = node.config ?? {};
+    const kindProps = catalogue.find((k) => k.kind === node.kind)?.config_schema.properties;
+    const fallback = isObject(kindProps) && isObject(kindProps.output_key) ? kindProps.output_key.default : undefined;
+    const key = config.output_key ?? fallback;
+    if (typeof key === "string" && key) out[key] = isObject(config.output_schema) ? "object" : "text";
+  }
+  const props = spec.input_schema?.properties;
+  if (isObject(props)) {
+    for (const [key, s] of Object.entries(props)) {
+      const kind = isObject(s) && typeof s.type === "string" ? SCHEMA_KINDS[s.type] : undefined;
+      if (kind) out[key] = kind;
+    }
+  }
+  for (const [key, s] of Object.entries(spec.state ?? {})) {
+    const reducer = s.reducer ?? "replace";
+    const kind =
+      reducer === "append" || reducer === "extend" ? "list" : reducer === "add" || reducer === "max" || reducer === "min" ? "number" : reducer === "merge" ? "object" : kindOfValue(s.default);
+    if (kind) out[key] = kind;
+  }
+  return out;
 }

@@ -3,6 +3,8 @@ import type { FieldProps, RegistryFieldsType, RegistryWidgetsType, WidgetProps }
 import { useState } from "react";
 import { CodeEditor, type CodeLanguage } from "./CodeEditor";
 import { ExpressionMapField, StateKeyListField } from "./RowFields";
+import type { ValueKind } from "./fields";
+import { ToolArgsField, type ToolArgsContext } from "./ToolArgsField";
 
 /** What the config form hands its widgets (rjsf ``formContext``). */
 export interface EditorFormContext {
@@ -10,6 +12,10 @@ export interface EditorFormContext {
   names: readonly string[];
   /** Options for ``ui:widget: "choice"`` fields, by their ``ui:options.choices`` name. */
   options?: Readonly<Record<string, readonly { value: string; label: string }[]>>;
+  /** What state keys hold, where the graph says (``stateKeyKinds``): examples in empty fields fit it. */
+  kinds?: Readonly<Record<string, ValueKind>>;
+  /** A tool node's picked tool and its argument schema (``ui:field: "toolArgs"``); null: none known. */
+  tool?: ToolArgsContext | null;
 }
 
 function namesOf(props: { registry: { formContext?: unknown } }): readonly string[] {
@@ -17,13 +23,32 @@ function namesOf(props: { registry: { formContext?: unknown } }): readonly strin
   return ctx?.names ?? [];
 }
 
+/** An expression example for a key of each kind (a list is not compared with 0.5). */
+const EXPRESSION_EXAMPLES: Readonly<Record<ValueKind, (key: string) => string>> = {
+  number: (k) => `${k} > 0.5`,
+  list: (k) => `len(${k}) > 0`,
+  text: (k) => `"refund" in ${k}`,
+  boolean: (k) => `${k} == True`,
+  object: (k) => `${k} is not None`,
+};
+const EXAMPLE_ORDER: readonly ValueKind[] = ["number", "list", "text", "boolean", "object"];
+
 /**
- * An example for an empty code field that uses a name the graph defines (its first state key,
- * else the run input's ``input``), so copying it never yields "unknown variable".
+ * An example for an empty code field that uses a name the graph defines (a state key, else the
+ * run input's ``input``), so copying it never yields "unknown variable". An expression example
+ * fits what the key holds where ``kinds`` says (``stateKeyKinds``), preferring a number; a key
+ * of unknown kind gets ``key is not None``, which holds for any value.
  */
-export function examplePlaceholder(language: CodeLanguage, names: readonly string[]): string {
+export function examplePlaceholder(language: CodeLanguage, names: readonly string[], kinds: Readonly<Record<string, ValueKind>> = {}): string {
   const key = names.find((n) => n !== "input");
-  if (language === "expression") return key ? `e.g. ${key} > 0.5` : "e.g. input.score > 0.5";
+  if (language === "expression") {
+    if (!key) return "e.g. input.score > 0.5";
+    for (const kind of EXAMPLE_ORDER) {
+      const named = names.find((n) => n !== "input" && kinds[n] === kind);
+      if (named) return `e.g. ${EXPRESSION_EXAMPLES[kind](named)}`;
+    }
+    return `e.g. ${key} is not None`;
+  }
   // The same kind of example as the prompt's help ("Summarise {{ text }}").
   return key ? `e.g. Summarise {{ ${key} }}` : "e.g. Summarise {{ input.text }}";
 }
@@ -51,7 +76,7 @@ function makeCodeWidget(language: CodeLanguage) {
         language={language}
         names={namesOf(props)}
         readOnly={Boolean(readonly || disabled)}
-        placeholder={placeholder || examplePlaceholder(language, namesOf(props))}
+        placeholder={placeholder || examplePlaceholder(language, namesOf(props), (props.registry.formContext as EditorFormContext | undefined)?.kinds)}
         ariaLabel={label}
         ariaDescribedBy={describedBy}
         knownErrors={rawErrors}
@@ -181,4 +206,4 @@ export function ChoiceWidget(props: WidgetProps) {
 }
 
 export const editorWidgets: RegistryWidgetsType = { expression: ExpressionWidget, template: TemplateWidget, choice: ChoiceWidget };
-export const editorFieldComponents: RegistryFieldsType = { json: JsonField, expressionMap: ExpressionMapField, stateKeyList: StateKeyListField };
+export const editorFieldComponents: RegistryFieldsType = { json: JsonField, expressionMap: ExpressionMapField, stateKeyList: StateKeyListField, toolArgs: ToolArgsField };

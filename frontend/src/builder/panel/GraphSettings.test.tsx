@@ -43,10 +43,16 @@ describe("graph settings (nothing selected)", () => {
     await user.type(nameInput, "total");
     fireEvent.blur(nameInput);
     const total = screen.getByRole("group", { name: "State key total" });
-    await user.selectOptions(within(total).getByLabelText("Reducer"), "add");
-    const def = within(total).getByLabelText("Default (JSON)");
+    // Short names in the select (it is narrow), what the chosen one does under it.
+    const reducer = within(total).getByLabelText("Reducer");
+    expect(within(reducer).getAllByRole("option").map((o) => o.textContent)).toEqual(["Replace", "Append", "Extend", "Add", "Merge", "Max", "Min"]);
+    expect(within(total).getByText("The last write wins.")).toBeTruthy();
+    await user.selectOptions(reducer, "add");
+    expect(within(total).getByText("Writes are summed (numbers).").id).toBe(reducer.getAttribute("aria-describedby"));
+    // A summing reducer: the default is a number input, not JSON.
+    const def = within(total).getByLabelText("Default");
+    expect((def as HTMLInputElement).type).toBe("number");
     await user.type(def, "0");
-    fireEvent.blur(def);
     expect(harness.api().spec.state?.total).toEqual({ reducer: "add", default: 0 });
     await user.click(within(total).getByRole("button", { name: "Remove state key total" }));
     expect(Object.keys(harness.api().spec.state ?? {})).toEqual(["notes"]);
@@ -74,6 +80,62 @@ describe("graph settings (nothing selected)", () => {
     expect(screen.getByText("Triage")).toBeTruthy();
     expect(screen.getByText("append")).toBeTruthy();
     expect(document.querySelector("input, textarea, select, [contenteditable=true]")).toBeNull();
+  });
+});
+
+describe("the run input as a list of fields", () => {
+  it("shows the input schema's properties as fields and edits them into the same JSON Schema", async () => {
+    const user = userEvent.setup();
+    const { harness } = renderInBuilder(<SidePanel />, { spec: sampleSpec() });
+    const fields = screen.getByRole("list", { name: "Input fields" });
+    const ticket = within(fields).getByRole("listitem", { name: "Input field ticket" });
+    expect((within(ticket).getByLabelText("Type") as HTMLSelectElement).value).toBe("string");
+    const priority = within(fields).getByRole("listitem", { name: "Input field priority" });
+    expect((within(priority).getByLabelText("Default") as HTMLInputElement).value).toBe("3");
+    // No JSON editor unless asked for.
+    expect(document.querySelector('[id="graph.input_schema"] .cm-editor')).toBeNull();
+
+    await user.click(within(ticket).getByLabelText("Required"));
+    await user.type(within(ticket).getByLabelText("Description"), "The customer's message");
+    await user.type(within(ticket).getByLabelText("Allowed values"), "billing{Enter}bug");
+    await user.selectOptions(within(ticket).getByLabelText("Default"), "bug");
+    await user.click(screen.getByRole("button", { name: "Add input field" }));
+    const added = within(fields).getByRole("listitem", { name: "Input field field" });
+    const name = within(added).getByLabelText("Field name");
+    await user.clear(name);
+    await user.type(name, "urgent");
+    fireEvent.blur(name);
+    await user.selectOptions(within(screen.getByRole("listitem", { name: "Input field urgent" })).getByLabelText("Type"), "boolean");
+    await user.selectOptions(within(screen.getByRole("listitem", { name: "Input field urgent" })).getByLabelText("Default"), "no");
+    expect(harness.api().spec.input_schema).toEqual({
+      type: "object",
+      properties: {
+        ticket: { type: "string", description: "The customer's message", enum: ["billing", "bug"], default: "bug" },
+        priority: { type: "integer", default: 3 },
+        urgent: { type: "boolean", default: false },
+      },
+      required: ["ticket"],
+    });
+  });
+
+  it("opens a schema it cannot show as JSON, saying why", () => {
+    const spec = sampleSpec();
+    spec.input_schema = { type: "object", properties: { when: { anyOf: [{ type: "string" }, { type: "null" }] } } };
+    renderInBuilder(<SidePanel />, { spec });
+    expect(screen.getByText(/cannot show this schema/)).toBeTruthy();
+    expect(screen.getByText("when: no type.")).toBeTruthy();
+    expect(document.querySelector('[id="graph.input_schema"]')?.closest(".cm-editor")).toBeTruthy();
+    expect(screen.queryByRole("list", { name: "Input fields" })).toBeNull();
+  });
+
+  it("Edit as JSON switches a readable schema to the JSON editor and back", async () => {
+    const user = userEvent.setup();
+    renderInBuilder(<SidePanel />, { spec: sampleSpec() });
+    await user.click(screen.getByLabelText("Edit as JSON"));
+    expect(document.querySelector('[id="graph.input_schema"]')?.closest(".cm-editor")).toBeTruthy();
+    expect(screen.queryByRole("list", { name: "Input fields" })).toBeNull();
+    await user.click(screen.getByLabelText("Edit as JSON"));
+    expect(screen.getByRole("list", { name: "Input fields" })).toBeTruthy();
   });
 });
 

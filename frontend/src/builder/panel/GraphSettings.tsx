@@ -1,13 +1,13 @@
 // The side panel with nothing selected: the graph's name, description, input schema, state keys, limits, budget, cost.
-import { useEffect, useMemo, useState } from "react";
+import { useEffect, useMemo } from "react";
 import { LocalInput, LocalTextarea } from "../editors/LocalText";
-import { JsonValueEditor } from "../editors/widgets";
 import type { GraphSettings as Settings, GraphSpec } from "../spec";
 import { useBuilder } from "../store";
 import { formatCost } from "../../shell/format";
 import { costsSomething } from "../flow";
 import { displayValue } from "./format";
 import { pathParts } from "./paths";
+import { InputSchemaEditor } from "./InputSchemaEditor";
 import { StateKeysEditor } from "./StateKeysEditor";
 
 interface NumberFieldProps {
@@ -97,7 +97,6 @@ export function GraphSettings() {
     }
     return out;
   }, [byField]);
-  const [schemaError, setSchemaError] = useState<string | null>(null);
   const path = b.validation?.estimate?.costliest_path;
   const nodeName = (id: string) => spec.nodes.find((n) => n.id === id)?.label || id;
   const field = b.selection.field;
@@ -199,30 +198,14 @@ export function GraphSettings() {
       <section className="panel-section" aria-label="Input">
         <h3>Input schema</h3>
         <p className="field-help" id="graph.input_schema-help">
-          A JSON Schema a run's input must satisfy. Its top-level properties become state keys, and the start-run form is built
-          from it.
+          The fields a run's input has. Each becomes a state key (use it as {"{{ name }}"} in templates), and the start-run form
+          asks for them.
         </p>
         {readOnly ? (
           <pre className="readonly-value">{displayValue(spec.input_schema ?? { type: "object" })}</pre>
         ) : (
-          <JsonValueEditor
-            id="graph.input_schema"
-            label="Input schema"
-            value={spec.input_schema ?? { type: "object" }}
-            onChange={(value) => {
-              if (value === undefined) {
-                setSchemaError(null);
-                return b.change((s) => ({ ...s, input_schema: { type: "object" } }), "graph:input_schema");
-              }
-              if (typeof value !== "object" || value === null || Array.isArray(value)) {
-                return setSchemaError("The input schema must be a JSON object.");
-              }
-              setSchemaError(null);
-              b.change((s) => ({ ...s, input_schema: value as Record<string, unknown> }), "graph:input_schema");
-            }}
-          />
+          <InputSchemaEditor schema={spec.input_schema ?? { type: "object" }} onChange={(input_schema, key) => b.change((s) => ({ ...s, input_schema }), key)} />
         )}
-        {schemaError && <p className="field-errors">{schemaError}</p>}
         {errs("input_schema").map((m, i) => (
           <p key={i} className="field-errors">
             {m}

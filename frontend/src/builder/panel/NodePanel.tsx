@@ -1,11 +1,12 @@
 // The side panel for one selected node: its config form (from the kind's JSON Schema), policies, errors, cost, test.
 import type { UiSchema } from "@rjsf/utils";
 import { useEffect, useMemo } from "react";
-import { configUiSchema, simplifySchema, stateKeyNames } from "../editors/fields";
+import { configUiSchema, simplifySchema, stateKeyKinds, stateKeyNames, TOOL_ARGUMENTS } from "../editors/fields";
+import type { ToolArgsContext } from "../editors/ToolArgsField";
 import { costsSomething } from "../flow";
 import type { NodeSpec, RetryPolicy } from "../spec";
 import { updateNode } from "../spec";
-import { useBuilder, type ValidationIssue } from "../store";
+import { useBuilder, type NodeKindInfo, type ValidationIssue } from "../store";
 import { formatCost } from "../../shell/format";
 import { CHOICE_FIELDS, optionsFor, useChoices } from "./choices";
 import { NodeTest } from "./NodeTest";
@@ -35,6 +36,8 @@ export const NODE_SETTINGS_SCHEMA = {
     repeat_safe: {
       type: "string",
       title: "Safe to repeat",
+      // A default, so that the select offers exactly these three (no blank option meaning the same as the first).
+      default: "default",
       oneOf: [
         { const: "default", title: "As the kind says" },
         { const: "yes", title: "Yes: run it again after a crash" },
@@ -103,6 +106,26 @@ function nodePatch(value: NodeSettingsValue): Partial<NodeSpec> {
   };
 }
 
+function isUnset(value: unknown): boolean {
+  return value === null || value === undefined;
+}
+
+/**
+ * The node settings this kind uses, from the catalogue: no repeat_safe where the kind does not
+ * use it (validation refuses it), no timeout or retry where the step does no work (start, end,
+ * join: ``does_work``), no max_iterations where the node cannot be on a loop (``can_loop``).
+ * A value already set stays, so that it can be cleared. Returns the settings form's schema.
+ */
+export function settingsSchemaFor(kind: NodeKindInfo | undefined, node: NodeSpec): Record<string, unknown> {
+  const drop = new Set<string>();
+  if (kind?.uses_repeat_safe === false && isUnset(node.repeat_safe)) drop.add("repeat_safe");
+  if (kind?.does_work === false && isUnset(node.timeout_seconds)) drop.add("timeout_seconds");
+  if (kind?.does_work === false && isUnset(node.retry)) drop.add("retry");
+  if (kind?.can_loop === false && isUnset(node.max_iterations)) drop.add("max_iterations");
+  const properties = Object.fromEntries(Object.entries(NODE_SETTINGS_SCHEMA.properties).filter(([k]) => !drop.has(k)));
+  return { ...NODE_SETTINGS_SCHEMA, properties };
+}
+
 /** The kind's config schema for a form: ``X | None`` collapsed, the root's title and docstring left to the panel header. */
 function formSchema(raw: Record<string, unknown> | undefined): Record<string, unknown> {
   const { title: _t, description: _d, ...rest } = simplifySchema(raw ?? { type: "object" });
@@ -139,6 +162,7 @@ export function NodePanel({ node, graphId }: Props) {
   const choices = useChoices();
   const uiSchema = useMemo(() => withChoiceWidgets(node.kind, configUiSchema(node.kind, schema)), [node.kind, schema]);
   const names = useMemo(() => stateKeyNames(b.spec, b.catalogue), [b.spec, b.catalogue]);
+  const kinds = useMemo(() => stateKeyKinds(b.spec, b.catalogue), [b.spec, b.catalogue]);
   const issues = useMemo<ValidationIssue[]>(
     () => (b.validation?.errors ?? []).filter((e) => e.node === node.id),
     [b.validation, node.id],
@@ -146,15 +170,8 @@ export function NodePanel({ node, graphId }: Props) {
   const configErrors = useMemo(() => errorSchemaFor(issues, "config"), [issues]);
   const settingsErrors = useMemo(() => errorSchemaFor(issues, "", ["config"]), [issues]);
   const settings = useMemo(() => settingsOf(node), [node]);
-  // A kind that does not use the node's own repeat_safe (validation refuses it) does not
-  // offer it; a value already set stays visible so that it can be put back to default.
-  const settingsUi = useMemo<UiSchema>(
-    () =>
-      kind?.uses_repeat_safe === false && (node.repeat_safe === null || node.repeat_safe === undefined)
-        ? { ...NODE_SETTINGS_UI, repeat_safe: { "ui:widget": "hidden" } }
-        : NODE_SETTINGS_UI,
-    [kind, node.repeat_safe],
-  );
+  const settingsSchema = useMemo(() => settingsSchemaFor(kind, node), [kind, node]);
+  const onlyLabel = Object.keys(settingsSchema.properties as object).length === 1;
   const figure = b.validation?.estimate?.nodes[node.id];
   const estimate = costsSomething(figure) ? figure : undefined;
   const field = b.selection.field;
@@ -165,6 +182,14 @@ export function NodePanel({ node, graphId }: Props) {
     for (const which of new Set(Object.values(CHOICE_FIELDS[node.kind] ?? {}))) out[which] = optionsFor(which, choices, config);
     return out;
   }, [node.kind, choices, config]);
+
+  // A tool node's picked tool, once the catalogue knows it: its arguments become named fields.
+  const pickedTool = TOOL_ARGUMENTS[node.kind] && typeof config.tool === "string" ? config.tool : null;
+  const toolInfo = pickedTool ? choices.tools.find((t) => t.name === pickedTool) : undefined;
+  const tool = useMemo<ToolArgsContext | null>(
+    () => (toolInfo?.args_schema ? { name: toolInfo.name, schema: simplifySchema(toolInfo.args_schema) } : null),
+    [toolInfo],
+  );
 
   // The error list (or a click on a node's error badge) asks for a field: focus and show it.
   useEffect(() => {
@@ -250,20 +275,22 @@ export function NodePanel({ node, graphId }: Props) {
             idPrefix="config"
             names={names}
             options={options}
+            tool={tool}
+            kinds={kinds}
           />
         )}
       </section>
 
       <section className="panel-section" aria-label="Node policies">
-        <h3>Policies</h3>
+        <h3>{onlyLabel ? "Label" : "Policies"}</h3>
         {b.readOnly ? (
-          <ReadOnlyValues schema={NODE_SETTINGS_SCHEMA as unknown as Record<string, unknown>} value={settings as Record<string, unknown>} idPrefix="node" />
+          <ReadOnlyValues schema={settingsSchema} value={settings as Record<string, unknown>} idPrefix="node" />
         ) : (
           <SchemaForm
             key={node.id}
             label="Node policies"
-            schema={NODE_SETTINGS_SCHEMA as unknown as Record<string, unknown>}
-            uiSchema={settingsUi}
+            schema={settingsSchema}
+            uiSchema={NODE_SETTINGS_UI}
             value={settings as Record<string, unknown>}
             onChange={onSettings}
             errors={settingsErrors.schema}
@@ -272,7 +299,7 @@ export function NodePanel({ node, graphId }: Props) {
         )}
       </section>
 
-      {!b.readOnly && graphId !== null && <NodeTest key={node.id} graphId={graphId} node={node} spec={b.spec} />}
+      {!b.readOnly && graphId !== null && kind?.does_work !== false && <NodeTest key={node.id} graphId={graphId} node={node} spec={b.spec} catalogue={b.catalogue} />}
     </div>
   );
 }

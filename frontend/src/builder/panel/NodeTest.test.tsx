@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { updateNode } from "../spec";
 import { initialTestState } from "./NodeTest";
 import { SidePanel } from "./SidePanel";
+import { KINDS } from "./fixtures";
 import { renderInBuilder, sampleSpec, scriptFetch } from "./testing";
 
 vi.setConfig({ testTimeout: 30_000 });
@@ -13,6 +14,23 @@ afterEach(() => vi.unstubAllGlobals());
 describe("Test node", () => {
   it("prefills the state with the state keys and input properties", () => {
     expect(initialTestState(sampleSpec())).toEqual({ ticket: null, priority: 3, notes: [] });
+  });
+
+  it("prefills the keys nodes before this one write, empty in the shape they will have", () => {
+    const spec = sampleSpec();
+    spec.nodes.push({ id: "ask2", kind: "llm", config: { prompt: "x", output_key: "facts", output_schema: { type: "object" } } });
+    spec.edges = [
+      { source: "start", target: "ask" },
+      { source: "ask", target: "calc" },
+      { source: "calc", target: "mail" },
+      { source: "ask2", target: "end" },
+      { source: "mail", target: "end" },
+    ];
+    // ask writes its kind's default key (llm: reply, from the catalogue) as text; calc its set keys.
+    expect(initialTestState(spec, "mail", KINDS)).toEqual({ ticket: null, priority: 3, notes: [], reply: "", score: null });
+    // ask2 is not before mail; before end, its structured reply is an object.
+    expect(initialTestState(spec, "end", KINDS)).toMatchObject({ reply: "", score: null, facts: {} });
+    expect(initialTestState(spec, "ask", KINDS)).toEqual({ ticket: null, priority: 3, notes: [] });
   });
 
   it("runs a transform with the given state and shows output, usage and cost", async () => {
@@ -68,7 +86,7 @@ describe("Test node", () => {
     expect(dialog.textContent).toContain("send_email is not safe to repeat.");
     expect(calls.filter((c) => c.url.includes("/test/"))).toHaveLength(1);
     await user.click(screen.getByRole("button", { name: "Run it anyway" }));
-    await screen.findByText("tool_error: SMTP refused");
+    await screen.findByText("SMTP refused");
     const tests = calls.filter((c) => c.url.includes("/test/"));
     expect(tests.map((c) => (c.body as { confirm: boolean }).confirm)).toEqual([false, true]);
   });

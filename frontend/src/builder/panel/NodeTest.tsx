@@ -18,30 +18,84 @@ export interface NodeTestResult {
   cost_usd: string | number | null;
 }
 
+type KindSchemas = readonly { kind: string; config_schema: Record<string, unknown> }[];
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Every node that can run before ``nodeId`` (follows edges backwards; not the node itself). */
+export function upstreamNodes(spec: GraphSpec, nodeId: string): string[] {
+  const seen = new Set<string>();
+  const todo = [nodeId];
+  while (todo.length > 0) {
+    const at = todo.pop()!;
+    for (const e of spec.edges) {
+      if (e.target === at && e.source !== nodeId && !seen.has(e.source)) {
+        seen.add(e.source);
+        todo.push(e.source);
+      }
+    }
+  }
+  return spec.nodes.map((n) => n.id).filter((id) => seen.has(id));
+}
+
 /**
- * A state to start from: every declared state key at its default and every input property
- * (input properties become state keys) at its default or null, so the user only fills values in.
+ * The keys a node writes, each with an empty value of the shape it will have where that is
+ * known: an LLM's or agent's reply is text ("") unless it has an output schema (an object, {}),
+ * other values (a tool's result, a transform's expressions) are null. The output key defaults
+ * to the kind's (``output_key`` default in ``catalogue``, e.g. llm: "reply").
  */
-export function initialTestState(spec: GraphSpec): Record<string, unknown> {
+export function writtenKeys(node: GraphSpec["nodes"][number], catalogue: KindSchemas): [string, unknown][] {
+  const config: Record<string, unknown> = node.config ?? {};
+  const out: [string, unknown][] = [];
+  const props = catalogue.find((k) => k.kind === node.kind)?.config_schema.properties;
+  const fallback = isObject(props) && isObject(props.output_key) ? props.output_key.default : undefined;
+  const key = "output_key" in config ? config.output_key : fallback;
+  if (typeof key === "string" && key) {
+    const text = node.kind === "llm" || node.kind === "agent";
+    out.push([key, text ? (isObject(config.output_schema) ? {} : "") : null]);
+  }
+  if (node.kind === "transform" && isObject(config.set)) for (const k of Object.keys(config.set)) out.push([k, null]);
+  return out;
+}
+
+/**
+ * A state to start from: every input property (they become state keys) at its default or
+ * null, every declared state key at its default, and, given ``nodeId``, every key a node
+ * before it writes (``writtenKeys``), so the user sees every name the node may read and only
+ * fills values in.
+ */
+export function initialTestState(spec: GraphSpec, nodeId?: string, catalogue: KindSchemas = []): Record<string, unknown> {
   const state: Record<string, unknown> = {};
   const props = spec.input_schema?.properties;
   if (props && typeof props === "object") {
     for (const [key, s] of Object.entries(props as Record<string, { default?: unknown }>)) state[key] = s?.default ?? null;
   }
   for (const [key, s] of Object.entries(spec.state ?? {})) state[key] = s.default ?? state[key] ?? null;
+  if (nodeId !== undefined) {
+    for (const id of upstreamNodes(spec, nodeId)) {
+      const upstream = spec.nodes.find((n) => n.id === id);
+      if (!upstream) continue;
+      for (const [key, value] of writtenKeys(upstream, catalogue)) if (!(key in state)) state[key] = value;
+    }
+  }
   return state;
 }
 
 function errorText(error: NodeTestResult["error"]): string | null {
   if (error === null || error === undefined) return null;
   if (typeof error === "string") return error;
-  return [error.code, error.message].filter(Boolean).join(": ") || JSON.stringify(error);
+  // The message says what went wrong in words; the code is for the run page and logs.
+  return error.message || error.code || JSON.stringify(error);
 }
 
 interface Props {
   graphId: number;
   node: NodeSpec;
   spec: GraphSpec;
+  /** The node-kind catalogue (kinds' default output keys). */
+  catalogue?: KindSchemas;
 }
 
 type Phase =
@@ -55,9 +109,9 @@ type Phase =
  * The test form and its result. The server tests ``node`` as the editor holds it (unsaved
  * edits included), checked as the saved node would be, in the saved draft's context.
  */
-export function NodeTest({ graphId, node, spec }: Props) {
+export function NodeTest({ graphId, node, spec, catalogue = [] }: Props) {
   const [open, setOpen] = useState(false);
-  const [state, setState] = useState<unknown>(() => initialTestState(spec));
+  const [state, setState] = useState<unknown>(() => initialTestState(spec, node.id, catalogue));
   const [phase, setPhase] = useState<Phase>({ kind: "idle" });
   const stateOk = state !== null && typeof state === "object" && !Array.isArray(state);
 
@@ -98,7 +152,7 @@ export function NodeTest({ graphId, node, spec }: Props) {
       <h3>Test node</h3>
       <div className="form-field">
         <label htmlFor={`test-state-${node.id}`}>State (JSON object)</label>
-        <p className="field-help">The state the node sees. The test runs the node as shown here, unsaved changes included; the test run is recorded with its cost.</p>
+        <p className="field-help">The state the node sees: the run input, declared keys and what earlier nodes write, to fill in. The test runs the node as shown here, unsaved changes included; the test run is recorded with its cost.</p>
         <JsonValueEditor id={`test-state-${node.id}`} value={state} onChange={setState} label="Test state" />
         {!stateOk && <p className="field-errors">The state must be a JSON object.</p>}
       </div>

@@ -43,6 +43,10 @@ export interface SchemaFormProps {
   names?: readonly string[];
   /** Options of ``choice`` widgets by name (tools, providers, models). */
   options?: EditorFormContext["options"];
+  /** A tool node's picked tool (its arguments' fields). */
+  tool?: EditorFormContext["tool"];
+  /** What state keys hold (examples in empty code fields). */
+  kinds?: EditorFormContext["kinds"];
   readOnly?: boolean;
   /** Accessible name of the form. */
   label: string;
@@ -52,8 +56,8 @@ export interface SchemaFormProps {
  * Validates against the schema when a field loses focus (``liveValidate="onBlur"``), never on
  * every keystroke (rjsf lags on large forms, see UI.md); the server's errors come in ``errors``.
  */
-export function SchemaForm({ schema, uiSchema, value, onChange, errors, idPrefix, names = NO_NAMES, options, readOnly, label }: SchemaFormProps) {
-  const formContext = useMemo<EditorFormContext>(() => ({ names, options }), [names, options]);
+export function SchemaForm({ schema, uiSchema, value, onChange, errors, idPrefix, names = NO_NAMES, options, tool, kinds, readOnly, label }: SchemaFormProps) {
+  const formContext = useMemo<EditorFormContext>(() => ({ names, options, tool, kinds }), [names, options, tool, kinds]);
   const ui = useMemo<UiSchema>(() => withDefaultPlaceholders(schema, { ...uiSchema, "ui:submitButtonOptions": { norender: true } }), [schema, uiSchema]);
   return (
     <Form

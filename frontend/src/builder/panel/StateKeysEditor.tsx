@@ -1,4 +1,4 @@
-// The graph's declared state keys: name, reducer, default (JSON) and description, added and removed in place.
+// The graph's declared state keys: name, reducer, default (typed where the type is plain, else JSON) and description.
 import { useState } from "react";
 import { LocalInput } from "../editors/LocalText";
 import { usePendingEdit } from "../pendingEdits";
@@ -6,15 +6,32 @@ import type { Reducer, StateKeySpec } from "../spec";
 import { freshId } from "../spec";
 import { displayValue } from "./format";
 
-export const REDUCERS: { value: Reducer; label: string }[] = [
-  { value: "replace", label: "replace — the last write wins" },
-  { value: "append", label: "append — add the value to a list" },
-  { value: "extend", label: "extend — add a list's items to a list" },
-  { value: "add", label: "add — sum numbers" },
-  { value: "merge", label: "merge — merge objects" },
-  { value: "max", label: "max — keep the largest" },
-  { value: "min", label: "min — keep the smallest" },
+/** Reducers: a short name for the select (the panel is narrow), what it does as help under it. */
+export const REDUCERS: { value: Reducer; label: string; help: string }[] = [
+  { value: "replace", label: "Replace", help: "The last write wins." },
+  { value: "append", label: "Append", help: "Each write adds its value to a list." },
+  { value: "extend", label: "Extend", help: "Each write adds a list's items to a list." },
+  { value: "add", label: "Add", help: "Writes are summed (numbers)." },
+  { value: "merge", label: "Merge", help: "Writes are merged into one object." },
+  { value: "max", label: "Max", help: "The largest value written is kept." },
+  { value: "min", label: "Min", help: "The smallest value written is kept." },
 ];
+
+/**
+ * How a key's default is typed in: a number for a reducer that sums or compares numbers or a
+ * number default, text or yes/no for a default of that type, JSON for the rest (lists,
+ * objects, no default yet with a reducer that says nothing about the type).
+ */
+export function defaultInputKind(spec: StateKeySpec): "number" | "text" | "boolean" | "json" {
+  const reducer = spec.reducer ?? "replace";
+  // A default of another type is shown as what it is (JSON), never hidden by a number input.
+  if (reducer === "add" || reducer === "max" || reducer === "min") return spec.default === undefined || typeof spec.default === "number" ? "number" : "json";
+  if (reducer !== "replace") return "json";
+  if (typeof spec.default === "number") return "number";
+  if (typeof spec.default === "string") return "text";
+  if (typeof spec.default === "boolean") return "boolean";
+  return "json";
+}
 
 const KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
@@ -31,6 +48,70 @@ interface Props {
 /** Rename ``from`` to ``to`` keeping the keys' order. */
 function renamed(state: StateMap, from: string, to: string): StateMap {
   return Object.fromEntries(Object.entries(state).map(([k, v]) => [k === from ? to : k, v]));
+}
+
+interface DefaultFieldProps {
+  base: string;
+  spec: StateKeySpec;
+  /** The JSON text field's own state (kept by the row, committed on blur). */
+  json: { text: string; setText(text: string): void; commit(): void; error: string | null };
+  onDefault(value: unknown): void;
+}
+
+/** The default as a number, text or yes/no input when the type is plain (``defaultInputKind``), else as JSON. */
+function DefaultField({ base, spec, json, onDefault }: DefaultFieldProps) {
+  const id = `${base}.default`;
+  const kind = defaultInputKind(spec);
+  if (kind === "number") {
+    return (
+      <div className="form-field">
+        <label htmlFor={id}>Default</label>
+        <LocalInput id={id} type="number" step="any" placeholder="none" value={typeof spec.default === "number" ? String(spec.default) : ""}
+          onText={(t) => {
+            if (t.trim() === "") return onDefault(undefined);
+            const n = Number(t);
+            if (Number.isFinite(n)) onDefault(n);
+          }} />
+      </div>
+    );
+  }
+  if (kind === "text") {
+    return (
+      <div className="form-field">
+        <label htmlFor={id}>Default (text)</label>
+        <LocalInput id={id} value={typeof spec.default === "string" ? spec.default : ""} onText={(t) => onDefault(t === "" ? undefined : t)} />
+      </div>
+    );
+  }
+  if (kind === "boolean") {
+    return (
+      <div className="form-field">
+        <label htmlFor={id}>Default</label>
+        <select id={id} value={spec.default === true ? "yes" : "no"} onChange={(e) => onDefault(e.target.value === "" ? undefined : e.target.value === "yes")}>
+          <option value="">No default</option>
+          <option value="yes">Yes (true)</option>
+          <option value="no">No (false)</option>
+        </select>
+      </div>
+    );
+  }
+  const reducer = spec.reducer ?? "replace";
+  const hint = reducer === "append" || reducer === "extend" ? "a list, e.g. []" : reducer === "merge" ? "an object, e.g. {}" : "JSON: \"text\", 3, true, [], {}";
+  return (
+    <div className="form-field">
+      <label htmlFor={id}>Default (JSON)</label>
+      <input
+        id={id}
+        className="mono"
+        value={json.text}
+        placeholder={hint}
+        onChange={(e) => json.setText(e.target.value)}
+        onBlur={json.commit}
+        aria-invalid={json.error ? true : undefined}
+      />
+      {json.error && <p className="field-errors">{json.error}</p>}
+    </div>
+  );
 }
 
 function KeyRow({ name, spec, state, onChange, errors }: { name: string; spec: StateKeySpec; state: StateMap; onChange: Props["onChange"]; errors: string[] }) {
@@ -89,6 +170,7 @@ function KeyRow({ name, spec, state, onChange, errors }: { name: string; spec: S
         <label htmlFor={`${base}.reducer`}>Reducer</label>
         <select
           id={`${base}.reducer`}
+          aria-describedby={`${base}.reducer-help`}
           value={spec.reducer ?? "replace"}
           onChange={(e) => onChange({ ...state, [name]: { ...spec, reducer: e.target.value as Reducer } }, `graph:state:${name}:reducer`)}
         >
@@ -98,20 +180,17 @@ function KeyRow({ name, spec, state, onChange, errors }: { name: string; spec: S
             </option>
           ))}
         </select>
+        <p className="field-help" id={`${base}.reducer-help`}>
+          {REDUCERS.find((r) => r.value === (spec.reducer ?? "replace"))?.help}
+        </p>
       </div>
-      <div className="form-field">
-        <label htmlFor={`${base}.default`}>Default (JSON)</label>
-        <input
-          id={`${base}.default`}
-          className="mono"
-          value={defaultText}
-          placeholder="null"
-          onChange={(e) => setDefaultText(e.target.value)}
-          onBlur={commitDefault}
-          aria-invalid={defaultError ? true : undefined}
-        />
-        {defaultError && <p className="field-errors">{defaultError}</p>}
-      </div>
+      <DefaultField base={base} spec={spec} json={{ text: defaultText, setText: setDefaultText, commit: commitDefault, error: defaultError }}
+        onDefault={(value) => {
+          const { default: _d, ...rest } = spec;
+          void _d;
+          setDefaultText(value === undefined ? "" : JSON.stringify(value));
+          onChange({ ...state, [name]: value === undefined ? rest : { ...rest, default: value } }, `graph:state:${name}:default`);
+        }} />
       <div className="form-field">
         <label htmlFor={`${base}.description`}>Description</label>
         <LocalInput

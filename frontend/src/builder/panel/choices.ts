@@ -5,7 +5,29 @@ import { api } from "../../lib/api";
 export interface ToolChoice {
   name: string;
   description: string;
+  /** JSON Schema of the tool's arguments. */
+  args_schema?: Record<string, unknown>;
   repeat_safe: boolean;
+}
+
+/**
+ * The first sentence of a docstring's first paragraph, as plain text: reST markup
+ * (````code````, ``:role:`target```, ``*emphasis*``) removed and line breaks joined, so a
+ * tool picker shows "Send one HTTP request and return its status, a few headers and its
+ * body." instead of the whole docstring.
+ */
+export function docSummary(doc: string): string {
+  const paragraph = doc.trim().split(/\n\s*\n/)[0] ?? "";
+  const text = paragraph
+    .replace(/:[a-z]+:`~?([^`]+)`/g, "$1")
+    .replace(/``([^`]+)``/g, "$1")
+    .replace(/`([^`]+)`/g, "$1")
+    .replace(/\*\*?([^*]+)\*\*?/g, "$1")
+    .replace(/\s+/g, " ")
+    .trim();
+  // A sentence ends at ". " before a capital letter (not "e.g. x" or "v1.2").
+  const end = text.search(/[.!?](?=\s+[A-Z(])/);
+  return end >= 0 ? text.slice(0, end + 1) : text;
 }
 
 export interface ProviderChoice {
@@ -51,7 +73,7 @@ export function useChoices(): Choices {
 
 /** ``{value, label}`` options for a ``ui:options.choices`` name, given the node's config. */
 export function optionsFor(which: string, choices: Choices, config: Record<string, unknown>): { value: string; label: string }[] {
-  if (which === "tool") return choices.tools.map((t) => ({ value: t.name, label: t.description ? `${t.name} — ${t.description}` : t.name }));
+  if (which === "tool") return choices.tools.map((t) => ({ value: t.name, label: t.description ? `${t.name} — ${docSummary(t.description)}` : t.name }));
   if (which === "provider") return choices.providers.map((p) => ({ value: p.provider, label: p.provider }));
   if (which === "model") {
     const provider = typeof config.provider === "string" ? config.provider : "mock";

@@ -18,7 +18,9 @@ export const KINDS: NodeKindInfo[] = [
     "outputs": [],
     "dynamic_outputs": false,
     "repeat_safe": true,
-    "uses_repeat_safe": false
+    "uses_repeat_safe": false,
+    "does_work": false,
+    "can_loop": false
   },
   {
     "kind": "end",
@@ -55,7 +57,9 @@ export const KINDS: NodeKindInfo[] = [
     "outputs": [],
     "dynamic_outputs": false,
     "repeat_safe": true,
-    "uses_repeat_safe": false
+    "uses_repeat_safe": false,
+    "does_work": false,
+    "can_loop": false
   },
   {
     "kind": "transform",
@@ -88,7 +92,9 @@ export const KINDS: NodeKindInfo[] = [
     "outputs": [],
     "dynamic_outputs": false,
     "repeat_safe": true,
-    "uses_repeat_safe": false
+    "uses_repeat_safe": false,
+    "does_work": true,
+    "can_loop": true
   },
   {
     "kind": "condition",
@@ -167,7 +173,9 @@ export const KINDS: NodeKindInfo[] = [
     ],
     "dynamic_outputs": true,
     "repeat_safe": true,
-    "uses_repeat_safe": false
+    "uses_repeat_safe": false,
+    "does_work": true,
+    "can_loop": true
   },
   {
     "kind": "join",
@@ -187,7 +195,9 @@ export const KINDS: NodeKindInfo[] = [
     "outputs": [],
     "dynamic_outputs": false,
     "repeat_safe": true,
-    "uses_repeat_safe": false
+    "uses_repeat_safe": false,
+    "does_work": false,
+    "can_loop": true
   },
   {
     "kind": "tool",
@@ -237,7 +247,9 @@ export const KINDS: NodeKindInfo[] = [
     "outputs": [],
     "dynamic_outputs": false,
     "repeat_safe": true,
-    "uses_repeat_safe": true
+    "uses_repeat_safe": true,
+    "does_work": true,
+    "can_loop": true
   },
   {
     "kind": "llm",
@@ -366,7 +378,9 @@ export const KINDS: NodeKindInfo[] = [
     "outputs": [],
     "dynamic_outputs": false,
     "repeat_safe": true,
-    "uses_repeat_safe": true
+    "uses_repeat_safe": true,
+    "does_work": true,
+    "can_loop": true
   },
   {
     "kind": "approval",
@@ -419,7 +433,9 @@ export const KINDS: NodeKindInfo[] = [
     ],
     "dynamic_outputs": false,
     "repeat_safe": true,
-    "uses_repeat_safe": false
+    "uses_repeat_safe": false,
+    "does_work": true,
+    "can_loop": true
   },
   {
     "kind": "agent",
@@ -569,6 +585,8 @@ export const KINDS: NodeKindInfo[] = [
     "outputs": [],
     "dynamic_outputs": false,
     "repeat_safe": true,
-    "uses_repeat_safe": false
+    "uses_repeat_safe": false,
+    "does_work": true,
+    "can_loop": true
   }
 ];
