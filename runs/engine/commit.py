@@ -205,7 +205,8 @@ def advance(
 
     if result.updates:
         sizes = limits.sizes_after(
-            graph, old_state=run.state, old_sizes=run.state_sizes, new_state=transition.state, updates=result.updates, written=written_sizes
+            graph, old_state=run.state, old_sizes=run.state_sizes, new_state=transition.state, updates=result.updates, written=written_sizes,
+            sets=result.sets,
         )
         limits.enforce(sizes, field="output")
         run.state_sizes = sizes

@@ -52,6 +52,7 @@ def transition(run: Run, *, node_id: str, iteration: int, depth: int, result: No
         iteration=iteration,
         depth=depth,
         updates=result.updates,
+        sets=result.sets,
         route=result.route,
         other_active=other_active,
         step_count=run.step_count,

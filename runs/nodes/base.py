@@ -155,6 +155,9 @@ class NodeResult:
     """What a step produced.
 
     - ``updates``: state keys to write (merged into run state with the graph's reducers).
+    - ``sets``: keys of ``updates`` that are set rather than reduced (an approver's edited
+      values): the written value replaces the key's value whatever its reducer, and later
+      writes reduce onto it (runs.engine.scheduler.merge_updates).
     - ``output``: the step's recorded output (defaults to ``updates``).
     - ``route``: source handles taken; None means every outgoing edge (fan-out).
     - ``usage``/``cost_usd``: LLM usage and its price in USD (None = unknown price).
@@ -169,6 +172,7 @@ class NodeResult:
     updates: dict[str, Any] = field(default_factory=dict)
     output: Any = None
     route: list[str] | None = None
+    sets: frozenset[str] = frozenset()
     usage: Usage | None = None
     cost_usd: Decimal | None = None
     wait: Wait | None = None
