@@ -188,6 +188,12 @@ class NodeError(Exception):
     ``code`` is a short machine name (``timeout``, ``expression``, ``http_error``,
     ``rate_limited``, ``budget_exceeded`` ...) that retry policies match on. ``usage`` and
     ``cost_usd`` carry what the attempt spent before it failed.
+
+    ``not_sent``: the attempt certainly had no effect outside the run (the request never
+    left: a refused connection; or the service refused it without acting on it, as a 429
+    says). Only then is a step that is not safe to repeat retried by its policy; after any
+    other retryable failure (a timeout, a dropped connection, a 5xx) its side effect may
+    have happened, and the engine parks the step for a person, as after a crash.
     """
 
     def __init__(
@@ -199,6 +205,7 @@ class NodeError(Exception):
         details: Any = None,
         usage: Usage | None = None,
         cost_usd: Decimal | None = None,
+        not_sent: bool = False,
     ):
         # The message lands in step errors and run events; it may quote user values
         # (an expression error, a reply body), so it is bounded like every quotation.
@@ -208,6 +215,7 @@ class NodeError(Exception):
         self.code = code
         self.retryable = retryable
         self.details = details
+        self.not_sent = not_sent
         # What the failed attempt spent before failing (an LLM call whose reply was
         # invalid): recorded on the attempt so retries' cost is visible.
         self.usage = usage
@@ -217,6 +225,8 @@ class NodeError(Exception):
         data = {"code": self.code, "message": self.message, "retryable": self.retryable}
         if self.details is not None:
             data["details"] = self.details
+        if self.not_sent:
+            data["not_sent"] = True
         return data
 
 
