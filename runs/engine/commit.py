@@ -38,7 +38,7 @@ from runs.engine.writes import (
 )
 from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.nodes import get_kind
-from runs.nodes.base import ChildCall, NodeError, NodeResult
+from runs.nodes.base import NodeError, NodeResult
 from runs.values import InvalidValue, canonical, safe_text
 
 log = logging.getLogger("ballast.engine")
@@ -448,7 +448,7 @@ def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
         # A retry would repeat a side effect that may have happened (the attempt timed out
         # or lost its connection mid-request): a step not safe to repeat is parked for a
         # person instead, as after a crash, unless the error says nothing was sent.
-        call = ChildCall(claimed.child_key, claimed.kind, claimed.child_input or {}) if claimed.parent_id is not None else None
+        call = claimed.child_call() if claimed.parent_id is not None else None
         park_it = retry and not error.not_sent and not graphs.step_repeat_safe(claimed.version_id, claimed.node_id, child=call)
         err = storable_error(error) | {"attempt": claimed.attempt}
         fields: dict[str, Any] = {"error": err, "lease_owner": "", "lease_expires_at": None}

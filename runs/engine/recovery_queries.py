@@ -117,7 +117,8 @@ def _repeat_safe(run: Run, step: Step) -> bool:
 
 def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead, owner_is_alive: OwnerIsAlive = owner_is_alive_here) -> list[int]:
     """Take back a step whose worker died: re-queue it (same idempotency key), or park
-    the run if the node is not safe to repeat. One transaction, audited as the worker.
+    the run if the node is not safe to repeat and the attempt had begun (its
+    ``effect_attempt`` mark). One transaction, audited as the worker.
 
     Returns step ids to dispatch. Does nothing if the lease is live, or lapsed less than
     live_owner_grace() ago with its owner still running on this host (never steals).
@@ -131,8 +132,15 @@ def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead,
         if not expired and not owner_is_dead(step.lease_owner):
             return []
         run = lock_run(step.run_id)
-        target = StepStatus.PENDING if _repeat_safe(run, step) or run.is_terminal else StepStatus.PARKED
-        if not Step.objects.filter(pk=step_id, status=StepStatus.RUNNING, attempt=step.attempt, lease_owner=step.lease_owner).update(
+        # An attempt that never began its side effect (leased, e.g. in its predecessor's
+        # commit, and never started: no effect_attempt mark, runs.engine.claims) runs again.
+        began = step.effect_attempt == step.attempt
+        target = StepStatus.PENDING if not began or _repeat_safe(run, step) or run.is_terminal else StepStatus.PARKED
+        # The fence includes the mark: a worker that marks meanwhile makes this miss (the
+        # next pass decides again), and a worker whose lease this takes back cannot mark.
+        if not Step.objects.filter(
+            pk=step_id, status=StepStatus.RUNNING, attempt=step.attempt, lease_owner=step.lease_owner, effect_attempt=step.effect_attempt
+        ).update(
             status=target,
             lease_owner="",
             lease_expires_at=None,
