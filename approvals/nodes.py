@@ -65,7 +65,7 @@ class ApprovalConfig(NodeConfig):
     )  # fmt: skip
     edit_schema: dict[str, Any] | None = Field(
         None, title="Editable values",
-        description="A JSON Schema (type object) of state keys the approver may change when approving; leave empty for none.",
+        description="A JSON Schema (type object) of state keys the approver may change when approving (an edited value replaces the key's value, also for a reducer key: later writes reduce onto it); leave empty for none.",
     )  # fmt: skip
     show_keys: list[str] = Field(default_factory=list, title="State shown", description="State keys shown to the approver; empty = the whole state.")
     deadline: str | None = Field(
@@ -228,7 +228,9 @@ class ApprovalNode(NodeKind[ApprovalConfig]):
         "comment", "by", "reason", "approvers"}`` (plus ``values`` when the approver edited
         them) written to ``output_key`` and recorded as the output, routed down the handle
         of that name; edited ``values`` (already checked against ``edit_schema``) are also
-        written to their state keys. ``reason``: the rejection reason (one of
+        written to their state keys, as the keys' values (``NodeResult.sets``: a reducer
+        key, such as an ``append`` list, takes the edited value, not one more item).
+        ``reason``: the rejection reason (one of
         ``reject_reasons``, or ""). ``approvers``: everyone whose approval counted (default
         ``[by]``). ``wired_handles``: the source handles of the node's outgoing edges.
         Returns None for a rejection when ``rejected`` is not wired: the run then fails
@@ -242,7 +244,7 @@ class ApprovalNode(NodeKind[ApprovalConfig]):
             record["values"] = values
             updates.update(values)
         updates[config.output_key] = record
-        return NodeResult(updates=updates, output=record, route=[verdict])
+        return NodeResult(updates=updates, output=record, route=[verdict], sets=frozenset(values or ()) if approved else frozenset())
 
 
 def editable_keys(config: ApprovalConfig) -> list[str]:

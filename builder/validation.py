@@ -55,12 +55,15 @@ Where an issue points (:class:`LocatedIssue`, every issue this module returns):
 
 Sticky notes (``GraphSpec.notes``) are layout: no check looks at them.
 
-Warnings (``ValidationResult.warnings``) never block a run. There are two:
+Warnings (``ValidationResult.warnings``) never block a run. There are three:
 ``unused_reducer``: a non-replace reducer declared on a state key that no node writes. It
 changes nothing at run time, so it is not an error; it is usually a typo of a key name,
 which the builder should point out. ``undeclared_input_key``: an expression reads
 ``input.x`` (or ``input["x"]``) but the input schema does not declare ``x``; a run whose
-input has no ``x`` fails at that node, but a caller may still pass it.
+input has no ``x`` fails at that node, but a caller may still pass it. ``unsafe_retry``:
+a node not safe to repeat with both a retry policy and ``timeout_seconds``: a timeout
+parks it for a person rather than retrying it (runs.engine.commit.step_fail), which a
+builder who set the policy may not expect.
 
 Concurrency model (for parallel_merge and parallel_writes): a fan-out is a node with two or
 more distinct targets fired together (every edge of a plain node, or several edges on one
@@ -526,6 +529,17 @@ class _GraphCheck:
             self.configs[node.id] = config
             self.handles[node.id] = kind.output_handles(config)
             self.writes[node.id] = set(kind.writes(config))
+            if node.retry.max_attempts > 1 and node.timeout_seconds and not kind.is_step_repeat_safe(config, node.repeat_safe):
+                self.warnings.append(
+                    Issue(
+                        node.id,
+                        "retry",
+                        "this step is not safe to repeat, so a timeout parks it for a decision instead of retrying it "
+                        "(its side effect may have happened); only errors that say nothing was sent are retried. "
+                        "Set repeat_safe: true if the service deduplicates by the Idempotency-Key",
+                        "unsafe_retry",
+                    )
+                )
 
     def check_start_end(self) -> None:
         starts = list(dict.fromkeys(self.topo.start_ids))

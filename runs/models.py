@@ -227,7 +227,10 @@ class Step(models.Model):
     committed top-level step, the run version its commit produced, which is also the
     ``seq`` of the RunStateKey rows it wrote: the state right after the step is the latest
     version of each key with ``seq <= state_seq`` (None: committed before state was kept
-    per key; runs.engine.state replays its writes instead).
+    per key; runs.engine.state replays its writes instead). ``effect_attempt``: for a step
+    not safe to repeat, the attempt that was about to begin its side effect, committed
+    before the node ran (runs.engine.loop): recovery parks a step whose current attempt
+    got that far and re-queues one whose attempt never did (leased, never started).
     """
 
     # No index of its own: step_unique_iteration and step_run_status lead with run_id (a
@@ -260,6 +263,7 @@ class Step(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     state_seq = models.PositiveBigIntegerField(null=True, blank=True)
+    effect_attempt = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["id"]

@@ -68,6 +68,21 @@ def test_research_fan_out_joins_three_findings_in_order():
     assert Decimal(summary["cost_usd"]) > 0
 
 
+def test_research_fan_out_forked_at_plan_with_patched_findings_keeps_the_patch():
+    from runs.engine import api as engine
+    from runs.services import run_fork
+
+    run, _ = run_graph("research_fanout.json", {"topic": "AI coding assistants"})
+    plan = Step.objects.get(run=run, node_id="plan")
+    with engine.local_mode() as queue:
+        fork = run_fork(run=run, step_id=plan.pk, state_patch={"findings": ["PATCHED"]}, actor="tester")
+        engine.drive_local(fork.pk, queue=queue, timeout=60)
+    fork.refresh_from_db()
+    assert fork.status == "succeeded", fork.error
+    findings = fork.state["findings"]
+    assert findings[0] == "PATCHED" and [f.split(":")[0] for f in findings[1:]] == ["Academic", "Market", "Web"]
+
+
 def test_support_triage_waits_for_approval_then_emails(mailoutbox):
     ticket = {"subject": "Site is down", "body": "Your checkout page returns 500 since this morning.", "customer_email": "ada@example.com"}
     run, summary = run_graph("support_triage.json", {"ticket": ticket})

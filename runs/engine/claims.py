@@ -23,7 +23,7 @@ from runs.engine.events import append as append_events
 from runs.engine.events import create as create_event
 from runs.engine.graphs import spawns_children, step_node
 from runs.engine.types import ClaimedStep
-from runs.engine.writes import bump_run, event, finish_run, lease_delta, lost_attempts
+from runs.engine.writes import bump_run, event, fenced, finish_run, lease_delta, lost_attempts
 from runs.models import (
     TERMINAL_RUN_STATUSES,
     AttemptStatus,
@@ -391,6 +391,15 @@ def step_release(claimed: ClaimedStep) -> bool:
             run_id=claimed.run_id, step_id=claimed.step_id, kind=RunEventKind.STEP_REQUEUED, data={"by": claimed.worker, "reason": "worker stopping"}
         )
     return True
+
+
+def mark_effect_begun(claimed: ClaimedStep) -> bool:
+    """Before a step not safe to repeat runs (runs.engine.loop.execute_node), commit that
+    this attempt is about to begin its side effect (``Step.effect_attempt``, fenced by the
+    lease; one UPDATE in autocommit), so recovery can tell an attempt that may have acted
+    (parked for a person) from one leased and never started (re-queued). Repeat-safe
+    steps do not call it. False when the lease is no longer ours: the step must not run."""
+    return bool(fenced(claimed.step_id, claimed.attempt, claimed.worker).update(effect_attempt=claimed.attempt))
 
 
 def lease_to(step: Step, worker: str, now: datetime) -> None:

@@ -30,6 +30,7 @@ from runs.engine.writes import (
     fenced,
     finish_run,
     lock_run,
+    park,
     price_version,
     save_run_totals,
     save_run_usage,
@@ -205,7 +206,8 @@ def advance(
 
     if result.updates:
         sizes = limits.sizes_after(
-            graph, old_state=run.state, old_sizes=run.state_sizes, new_state=transition.state, updates=result.updates, written=written_sizes
+            graph, old_state=run.state, old_sizes=run.state_sizes, new_state=transition.state, updates=result.updates, written=written_sizes,
+            sets=result.sets,
         )
         limits.enforce(sizes, field="output")
         run.state_sizes = sizes
@@ -427,7 +429,10 @@ def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
 
     Retry per the node's policy: the step's failed and lost attempts count against its
     ``max_attempts``; the delay is the policy's backoff or the service's Retry-After,
-    whichever is longer. A retry puts the step back to pending with ``available_at``; it
+    whichever is longer. A step not safe to repeat (its node's or kind's ``repeat_safe``)
+    is not retried after an error that may have let its side effect happen (any error
+    without ``not_sent``, such as a timeout): it is parked for a person's decision instead
+    (retry, skip, fail), as recovery parks it after a crash. A retry puts the step back to pending with ``available_at``; it
     is dispatched at once when the delay is zero, else by the recovery poller when due.
     A child step that fails for good does not fail the run: its parent is woken and its
     replay sees the failure. Any other final failure fails the run. A lost lease writes
@@ -440,9 +445,16 @@ def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
         run = lock_run(claimed.run_id)
         failures = StepAttempt.objects.filter(step_id=claimed.step_id, status__in=(AttemptStatus.FAILED, AttemptStatus.LOST)).count() + 1
         retry = error.retryable and failures < claimed.max_attempts and (not policy.retry_on or error.code in policy.retry_on) and not run.is_terminal
+        # A retry would repeat a side effect that may have happened (the attempt timed out
+        # or lost its connection mid-request): a step not safe to repeat is parked for a
+        # person instead, as after a crash, unless the error says nothing was sent.
+        call = claimed.child_call() if claimed.parent_id is not None else None
+        park_it = retry and not error.not_sent and not graphs.step_repeat_safe(claimed.version_id, claimed.node_id, child=call)
         err = storable_error(error) | {"attempt": claimed.attempt}
         fields: dict[str, Any] = {"error": err, "lease_owner": "", "lease_expires_at": None}
-        if retry:
+        if park_it:
+            fields |= {"status": StepStatus.PARKED, "dispatched_at": None, "due_at": None}
+        elif retry:
             delay = max(policy.delay(failures), _retry_after(error))
             fields |= {"status": StepStatus.PENDING, "available_at": now + timedelta(seconds=delay)}
             # A backoff of zero is due now; a longer one is released (dispatched, due at
@@ -466,6 +478,11 @@ def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
             run.input_tokens += usage.input_tokens if usage else 0
             run.output_tokens += usage.output_tokens if usage else 0
             bump_run(Run.objects.filter(pk=run.pk), cost_usd=run.cost_usd, input_tokens=run.input_tokens, output_tokens=run.output_tokens)
+        if park_it:
+            reason = f"stopped by an error that leaves its outcome unknown ({err['code']}: {err['message']}); not safe to repeat"
+            data = {"node_id": claimed.node_id, "attempt": claimed.attempt, "error": err}
+            park(run, Step.objects.get(pk=claimed.step_id), by=claimed.worker, reason=reason, data=data)
+            return CommitOutcome(committed=True, run_status=Run.objects.values_list("status", flat=True).get(pk=run.pk))
         if retry:
             create_event(
                 run_id=run.pk,

@@ -98,7 +98,8 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
     sizes = run.state_sizes
     if result.updates or sizes is None:
         sizes = limits.sizes_after(
-            graph, old_state=run.state, old_sizes=sizes, new_state=transition.state, updates=result.updates, written=written_sizes
+            graph, old_state=run.state, old_sizes=sizes, new_state=transition.state, updates=result.updates, written=written_sizes,
+            sets=result.sets,
         )
         limit = limits.max_state_bytes()
         if limit and sum(sizes.values()) > limit:
@@ -425,7 +426,9 @@ def _decide(
         raise _Fallback  # the run fails or ends: finish_run's writes
     new_sizes = sizes
     if result.updates:
-        new_sizes = limits.sizes_after(graph, old_state=run.state, old_sizes=sizes, new_state=transition.state, updates=result.updates, written=written_sizes)
+        new_sizes = limits.sizes_after(
+            graph, old_state=run.state, old_sizes=sizes, new_state=transition.state, updates=result.updates, written=written_sizes, sets=result.sets
+        )
         limit = limits.max_state_bytes()
         if limit and sum(new_sizes.values()) > limit:
             raise _Fallback

@@ -4,7 +4,8 @@
 ``BALLAST_FAULT_FILE`` is where the hit is reported (JSON: point, node, step, pid).
 On a hit the process reports it and then hangs, so the test can SIGKILL the whole
 process group from outside at exactly that point (DBOS keeps named fault points the same
-way). Points: ``during_execute`` (lease held, node about to run), ``before_commit``
+way). Points: ``during_execute`` (lease held, node about to run; a step not safe to repeat has
+its attempt marked begun, claims.mark_effect_begun), ``before_commit``
 (node ran, nothing committed), ``after_commit`` (committed, successors not handed to
 the queue), ``deadline_before_commit`` (a waiting step's deadline fired: its
 writes made, not committed; runs.engine.deadlines).

@@ -13,7 +13,7 @@ from runs.engine import state as state_store
 from runs.engine.types import spec_node_id
 from runs.models import Run
 from runs.nodes import get_kind
-from runs.nodes.base import NodeKind, NodeResult
+from runs.nodes.base import ChildCall, NodeKind, NodeResult
 
 
 @lru_cache(maxsize=512)
@@ -28,6 +28,18 @@ def compiled_graph(version_id: int) -> scheduler.CompiledGraph:
 def step_node(version_id: int, step_node_id: str) -> NodeSpec:
     """The spec node a (child) step of a run of ``version_id`` executes."""
     return compiled_graph(version_id).topology.nodes[spec_node_id(step_node_id)]
+
+
+def step_repeat_safe(version_id: int, step_node_id: str, *, child: ChildCall | None = None) -> bool:
+    """Whether a step of ``step_node_id`` (a child step: ``child``, the call it makes) may
+    run again after an attempt whose outcome is unknown (a crash, a timeout): the node's
+    ``repeat_safe`` where it sets one, else its kind's default."""
+    node = step_node(version_id, step_node_id)
+    kind = get_kind(node.kind)
+    config = kind.config_model.model_validate(node.config)
+    if child is not None:
+        return kind.is_child_repeat_safe(config, child)
+    return kind.is_step_repeat_safe(config, node.repeat_safe)
 
 
 def spawns_children(kind: Any) -> bool:
@@ -52,6 +64,7 @@ def transition(run: Run, *, node_id: str, iteration: int, depth: int, result: No
         iteration=iteration,
         depth=depth,
         updates=result.updates,
+        sets=result.sets,
         route=result.route,
         other_active=other_active,
         step_count=run.step_count,

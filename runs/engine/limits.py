@@ -9,7 +9,7 @@ the keys its step wrote (:func:`sizes_after`), never the whole state.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -95,13 +95,15 @@ def sizes_after(
     new_state: Mapping[str, Any],
     updates: Mapping[str, Any],
     written: Mapping[str, int] | None = None,
+    sets: Collection[str] = (),
 ) -> dict[str, int]:
     """The per-key size map after a step's ``updates`` were merged into the state.
 
     Only written keys change: a ``replace`` key takes its written value's size
     (``written``, from :func:`checked_result`); ``append``/``extend`` add the new items'
     bytes to the list's known size; ``merge``, ``add``, ``max``, ``min`` (and anything the
-    shortcuts cannot vouch for) encode that one key's new value. ``old_sizes`` None (a
+    shortcuts cannot vouch for, such as a key in ``sets``: set, not reduced) encode that
+    one key's new value. ``old_sizes`` None (a
     run committed before sizes were kept) is computed from ``old_state`` once.
     """
     sizes = dict(old_sizes) if old_sizes is not None else full_sizes(old_state)
@@ -115,7 +117,7 @@ def sizes_after(
             sizes[key] = written[key]
             continue
         old = old_state.get(key)
-        if reducer in ("append", "extend") and key in written and known is not None and isinstance(old, list) and isinstance(new, list):
+        if reducer in ("append", "extend") and key in written and key not in sets and known is not None and isinstance(old, list) and isinstance(new, list):
             count = 1 if reducer == "append" else len(value) if isinstance(value, list) else -1
             # The reducer recomputes the list from every contribution; the shortcut holds
             # only when the result is the old list plus these items.

@@ -186,14 +186,19 @@ def execute_node(claimed: ClaimedStep) -> NodeResult | NodeError:
     ctx = _context(claimed)
     _heartbeats.track(claimed, ctx.cancel_event)
     try:
-        faults.point("during_execute", node_id=claimed.node_id, step_id=claimed.step_id)
         config = kind.config_model.model_validate(node.config)
         target: Callable[[], NodeResult]
         if claimed.parent_id is not None:
             call = claimed.child_call()
+            repeat_safe = kind.is_child_repeat_safe(config, call)
             target = functools.partial(kind.execute_child, config, call, ctx)
         else:
+            repeat_safe = kind.is_step_repeat_safe(config, node.repeat_safe)
             target = functools.partial(kind.execute, config, ctx)
+        if not repeat_safe and not claims.mark_effect_begun(claimed):
+            # Recovery took the step back (its lease lapsed) before it began: not run here.
+            return NodeError(f"step {claimed.step_id} attempt {claimed.attempt}: lease lost before it ran", code="lease_lost", retryable=False)
+        faults.point("during_execute", node_id=claimed.node_id, step_id=claimed.step_id)
         if node.timeout_seconds:
             return _run_with_deadline(target, node.timeout_seconds, claimed, ctx.cancel_event)
         return target()

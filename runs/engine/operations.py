@@ -470,6 +470,14 @@ def _fork_plan(run_id: int, *, step_id: int, state_patch: dict[str, Any]) -> For
     if anchor is None or anchor.finished_at is None:
         raise StepStateError(f"step {step_id} is not a committed step of run {run_id}")
     graph = compiled_graph(source.graph_version_id)
+    refused = {}
+    for key, value in state_patch.items():  # the value a reducer key's later writes reduce onto
+        try:
+            scheduler.patch_state(graph, {}, {}, {key: value})
+        except scheduler.ReducerError as exc:
+            refused[f"state_patch.{key}"] = [str(exc)]
+    if refused:
+        raise StateWriteRefused("reducer_mismatch", "; ".join(m for ms in refused.values() for m in ms), refused)
     writes = state_store.committed_writes(source, anchor)
     done = RunEvent.objects.filter(run=source, step=anchor, kind=RunEventKind.STEP_SUCCEEDED).order_by("-id").first()
     point = scheduler.CommittedWrite(anchor.node_id, anchor.iteration, anchor.depth, {})
@@ -511,10 +519,13 @@ def run_fork(
     state right after ``step_id`` committed (scheduler.fork_transition replays every
     committed step's writes in commit order), then ``state_patch`` on top; it starts
     with that step's successors as if the step had just committed (branches of the
-    source that had not finished by then do not exist in the fork). Audited. Raises
+    source that had not finished by then do not exist in the fork). A patched key with an
+    order-sensitive reducer takes the patched value as the one its later writes reduce
+    onto (scheduler.patch_state). Audited. Raises
     RunNotFound, StepStateError (step not committed, not top-level, or nothing follows it),
     StateWriteRefused (the patch writes a key the graph does not know, holds a value JSON
-    cannot carry, or makes the state pass the size limit). The new run is
+    cannot carry, gives a reducer key a value its reducer cannot take, ``reducer_mismatch``,
+    or makes the state pass the size limit). The new run is
     :func:`_fork_plan`'s, which :func:`run_fork_preview` shows.
     """
     plan = _fork_plan(run_id, step_id=step_id, state_patch=state_patch)

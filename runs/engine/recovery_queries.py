@@ -15,18 +15,15 @@ from django.db import transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
 from runs.engine.audit import audit
 from runs.engine.claims import due_steps
 from runs.engine.events import create as create_event
-from runs.engine.graphs import step_node
+from runs.engine.graphs import step_repeat_safe
 from runs.engine.workers import owner_is_alive_here
-from runs.engine.writes import active_steps, bump_run, lock_run
-from runs.models import AttemptStatus, Run, RunEventKind, RunStatus, Step, StepAttempt, StepStatus, Worker
-from runs.nodes import get_kind
+from runs.engine.writes import lock_run, park
+from runs.models import AttemptStatus, Run, RunEventKind, Step, StepAttempt, StepStatus, Worker
 from runs.nodes.base import ChildCall
-from runs.signals import step_parked
 
 OwnerIsDead = Callable[[str], bool]
 OwnerIsAlive = Callable[[str], bool]
@@ -114,17 +111,14 @@ def expired_step_ids(owner_is_dead: OwnerIsDead, *, run_id: int | None = None, o
 
 
 def _repeat_safe(run: Run, step: Step) -> bool:
-    node = step_node(run.graph_version_id, step.node_id)
-    kind = get_kind(node.kind)
-    config = kind.config_model.model_validate(node.config)
-    if step.parent_id is not None:
-        return kind.is_child_repeat_safe(config, ChildCall(step.child_key, step.kind, step.input or {}))
-    return kind.is_step_repeat_safe(config, node.repeat_safe)
+    child = ChildCall(step.child_key, step.kind, step.input or {}) if step.parent_id is not None else None
+    return step_repeat_safe(run.graph_version_id, step.node_id, child=child)
 
 
 def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead, owner_is_alive: OwnerIsAlive = owner_is_alive_here) -> list[int]:
     """Take back a step whose worker died: re-queue it (same idempotency key), or park
-    the run if the node is not safe to repeat. One transaction, audited as the worker.
+    the run if the node is not safe to repeat and the attempt had begun (its
+    ``effect_attempt`` mark). One transaction, audited as the worker.
 
     Returns step ids to dispatch. Does nothing if the lease is live, or lapsed less than
     live_owner_grace() ago with its owner still running on this host (never steals).
@@ -138,8 +132,15 @@ def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead,
         if not expired and not owner_is_dead(step.lease_owner):
             return []
         run = lock_run(step.run_id)
-        target = StepStatus.PENDING if _repeat_safe(run, step) or run.is_terminal else StepStatus.PARKED
-        if not Step.objects.filter(pk=step_id, status=StepStatus.RUNNING, attempt=step.attempt, lease_owner=step.lease_owner).update(
+        # An attempt that never began its side effect (leased, e.g. in its predecessor's
+        # commit, and never started: no effect_attempt mark, runs.engine.claims) runs again.
+        began = step.effect_attempt == step.attempt
+        target = StepStatus.PENDING if not began or _repeat_safe(run, step) or run.is_terminal else StepStatus.PARKED
+        # The fence includes the mark: a worker that marks meanwhile makes this miss (the
+        # next pass decides again), and a worker whose lease this takes back cannot mark.
+        if not Step.objects.filter(
+            pk=step_id, status=StepStatus.RUNNING, attempt=step.attempt, lease_owner=step.lease_owner, effect_attempt=step.effect_attempt
+        ).update(
             status=target,
             lease_owner="",
             lease_expires_at=None,
@@ -167,14 +168,7 @@ def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead,
             create_event(run_id=run.pk, step_id=step_id, kind=RunEventKind.STEP_RECOVERED, data=data)
             audit(recovered_by, "step.rerun", step, actor_type="worker", **data)
             return [step_id]
-        create_event(run_id=run.pk, step_id=step_id, kind=RunEventKind.STEP_PARKED, data=data)
-        audit(recovered_by, "run.park", run, actor_type="worker", step=step_id, **data)
-        if not any(a.status in (StepStatus.PENDING, StepStatus.RUNNING) for a in active_steps(run.pk, exclude=step_id)):
-            bump_run(Run.objects.filter(pk=run.pk), status=RunStatus.WAITING)
-            create_event(run_id=run.pk, step_id=step_id, kind=RunEventKind.RUN_WAITING, data={"node_id": step.node_id})
-        handler = import_string(settings.BALLAST_PARK_HANDLER)
-        handler(run=run, step=step, reason="interrupted by a worker crash; not safe to repeat")
-        step_parked.send(sender=Run, run=run, step=step)
+        park(run, step, by=recovered_by, reason="interrupted by a worker crash; not safe to repeat", data=data)
         return []
 
 

@@ -12,13 +12,15 @@ Bookkeeping (``Run.scheduler``) is a JSON object:
 - ``joins``: {join_id: {"arrived": [edge keys], "depth": int}} for armed joins;
 - ``contrib``: {key: [[depth, node_id, iteration, value], ...]} writes to keys with an
   order-sensitive reducer (persisted with those keys' rows, not in ``Run.scheduler``:
-  runs.engine.state);
+  runs.engine.state). An entry with a fifth item ``"set"`` is a value set from outside
+  the reducer (an approver's edited value, a fork's patch): it replaces what the
+  entries before it accumulated, and the later ones reduce onto it (:data:`SET`);
 - ``ended``: true once an end node committed.
 """
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -29,6 +31,10 @@ from runs.engine.types import ActiveStep
 from runs.models import RunStatus, StepStatus
 
 ORDERED_REDUCERS = {"append", "extend", "merge"}
+# The mark of a contribution entry that sets the key's value instead of adding to it.
+SET = "set"
+# Where a fork's patch sits among a key's contributions: before every step's (depths are >= 0).
+PATCH_DEPTH = -1
 
 
 class ReducerError(ValueError):
@@ -111,13 +117,16 @@ def merge_updates(
     node_id: str,
     iteration: int,
     depth: int,
+    sets: Collection[str] = (),
 ) -> None:
     """Merge ``updates`` into ``state`` in place using each key's reducer.
 
     ``replace`` overwrites; ``add``/``max``/``min`` are commutative and apply directly;
     ``append``/``extend``/``merge`` keep every contribution and recompute the value in
     (depth, node id, iteration) order, so the result never depends on which parallel
-    branch committed first. Raises ReducerError on a type mismatch.
+    branch committed first. Keys in ``sets`` are set, not reduced: their value replaces
+    the key's (for an ordered key, what the contributions before it in that order
+    accumulated; later ones reduce onto it). Raises ReducerError on a type mismatch.
     """
     contrib = bookkeeping.setdefault("contrib", {})
     for key, value in updates.items():
@@ -126,7 +135,7 @@ def merge_updates(
         # the values of keys nobody wrote with the ones they were copied from.
         decl = graph.reducers.get(key)
         reducer = decl.reducer if decl else "replace"
-        if reducer == "replace":
+        if reducer == "replace" or (key in sets and reducer not in ORDERED_REDUCERS):
             state[key] = value
         elif reducer == "add":
             current = state.get(key) or 0
@@ -140,15 +149,42 @@ def merge_updates(
             except TypeError as exc:
                 raise ReducerError(f"reducer '{reducer}' on state key '{key}': {exc}") from None
         else:
-            entries = [*contrib.get(key, ()), [depth, node_id, iteration, value]]
-            entries.sort(key=lambda e: (e[0], e[1], e[2]))  # [depth, node_id, iteration, value] (JSON)
+            entry = [depth, node_id, iteration, value, SET] if key in sets else [depth, node_id, iteration, value]
+            entries = [*contrib.get(key, ()), entry]
+            entries.sort(key=lambda e: (e[0], e[1], e[2]))  # [depth, node_id, iteration, value(, "set")] (JSON)
             contrib[key] = entries
             state[key] = _reduce_ordered(key, reducer, decl, entries)
 
 
+def patch_state(graph: CompiledGraph, state: dict[str, Any], bookkeeping: dict[str, Any], patch: dict[str, Any]) -> None:
+    """Set ``patch``'s keys in ``state`` in place, as the values the run goes on from (a
+    fork's state patch): an ordered key's contributions so far are replaced by one set
+    entry ahead of all others (:data:`PATCH_DEPTH`), so later writes reduce onto the
+    patched value instead of recomputing it from the default. Raises ReducerError when a
+    value cannot be an ordered key's value (``append``/``extend``: a list, ``merge``: an
+    object)."""
+    contrib = bookkeeping.setdefault("contrib", {})
+    for key, value in patch.items():
+        decl = graph.reducers.get(key)
+        if decl is not None and decl.reducer in ORDERED_REDUCERS:
+            entries = [[PATCH_DEPTH, "", 0, value, SET]]
+            state[key] = _reduce_ordered(key, decl.reducer, decl, entries)
+            contrib[key] = entries
+        else:
+            state[key] = value
+
+
 def _reduce_ordered(key: str, reducer: str, decl: StateKeySpec | None, entries: list[list[Any]]) -> Any:
     base = copy.deepcopy(decl.default) if decl and decl.default is not None else _empty(reducer)
-    values = [value for _depth, _node, _iteration, value in entries]
+    start = 0
+    for index, entry in enumerate(entries):
+        if len(entry) > 4 and entry[4] == SET:  # the last set value is the base of what follows it
+            base, start = entry[3], index + 1
+    if start:
+        wanted, noun = (dict, "an object") if reducer == "merge" else (list, "a list")
+        if not isinstance(base, wanted):
+            raise ReducerError(f"reducer '{reducer}' on state key '{key}' needs {noun} as its value, got {type(base).__name__}")
+    values = [entry[3] for entry in entries[start:]]
     if reducer == "append":
         return list(base) + values
     wanted, noun = (list, "lists") if reducer == "extend" else (dict, "objects")
@@ -186,6 +222,7 @@ def apply_step(
     other_active: Iterable[str],
     step_count: int,
     max_steps: int,
+    sets: Collection[str] = (),
 ) -> Transition:
     """Apply one committed step and decide its successors.
 
@@ -195,6 +232,7 @@ def apply_step(
     - ``other_active``: node ids of the run's other active steps (pending, running,
       waiting, parked) after this one finishes.
     - ``step_count``/``max_steps``: steps created so far and the run's limit.
+    - ``sets``: keys of ``updates`` set rather than reduced (:func:`merge_updates`).
 
     Join rule (AND-join with dead-path elimination): a join fires once at least one
     incoming edge arrived and no active step can still reach a missing incoming edge's
@@ -204,7 +242,7 @@ def apply_step(
     new_state = dict(state)
     book = _copy_bookkeeping(bookkeeping)
     try:
-        merge_updates(graph, new_state, book, updates, node_id=node_id, iteration=iteration, depth=depth)
+        merge_updates(graph, new_state, book, updates, node_id=node_id, iteration=iteration, depth=depth, sets=sets)
     except ReducerError as exc:
         return Transition(state, bookkeeping, failure=Failure("reducer", str(exc)))
 
@@ -403,9 +441,14 @@ def fork_from(
 ) -> Transition:
     """The start of a fork at ``anchor`` from the state right after it committed (and its
     bookkeeping: ``iterations`` of the steps committed up to it, reducer ``contrib``):
-    ``state_patch`` on top, then the anchor's successors as :func:`fork_transition`
+    ``state_patch`` on top (:func:`patch_state`: the patched values are what later
+    writes reduce onto), then the anchor's successors as :func:`fork_transition`
     decides them. ``state`` is not modified."""
-    state = {**state, **state_patch}
+    state, bookkeeping = dict(state), _copy_bookkeeping(bookkeeping)
+    try:
+        patch_state(graph, state, bookkeeping, state_patch)
+    except ReducerError as exc:
+        return Transition(state, bookkeeping, failure=Failure("reducer", str(exc)))
     return apply_step(
         graph,
         state=state,

@@ -13,7 +13,9 @@ from typing import Any
 from django.conf import settings
 from django.db.models import F, QuerySet
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
+from runs.engine.audit import audit
 from runs.engine.events import create as create_event
 from runs.engine.events import event as event  # re-exported: the engine builds events with writes.event
 from runs.engine.types import ActiveStep
@@ -23,12 +25,14 @@ from runs.models import (
     TERMINAL_RUN_STATUSES,
     AttemptStatus,
     Run,
+    RunEventKind,
+    RunStatus,
     Step,
     StepAttempt,
     StepStatus,
 )
 from runs.nodes.base import NodeResult, Usage
-from runs.signals import run_finished
+from runs.signals import run_finished, step_parked
 
 
 def lease_delta() -> timedelta:
@@ -75,6 +79,22 @@ def active_steps(run_id: int, exclude: int | None = None) -> list[ActiveStep]:
     if exclude is not None:
         qs = qs.exclude(pk=exclude)
     return [ActiveStep(*row) for row in qs.order_by("id").values_list("id", "node_id", "status", "dispatched_at", "available_at", "parent_id")]
+
+
+def park(run: Run, step: Step, *, by: str, reason: str, data: dict[str, Any]) -> None:
+    """What follows parking ``step`` (already set parked in the caller's transaction, under
+    the run's row lock) because its side effect may have happened and it is not safe to
+    repeat: its event and audit entry (``run.park`` by the worker ``by``), the run waiting
+    when no other step can make progress, a person's decision asked for
+    (settings.BALLAST_PARK_HANDLER, with ``reason``) and the ``step_parked`` signal."""
+    create_event(run_id=run.pk, step_id=step.pk, kind=RunEventKind.STEP_PARKED, data=data)
+    audit(by, "run.park", run, actor_type="worker", step=step.pk, **data)
+    if not any(a.status in (StepStatus.PENDING, StepStatus.RUNNING) for a in active_steps(run.pk, exclude=step.pk)):
+        bump_run(Run.objects.filter(pk=run.pk), status=RunStatus.WAITING)
+        create_event(run_id=run.pk, step_id=step.pk, kind=RunEventKind.RUN_WAITING, data={"node_id": step.node_id})
+    handler = import_string(settings.BALLAST_PARK_HANDLER)
+    handler(run=run, step=step, reason=reason)
+    step_parked.send(sender=Run, run=run, step=step)
 
 
 def save_steps(run: Run, new_steps: list[Step]) -> None:

@@ -155,6 +155,9 @@ class NodeResult:
     """What a step produced.
 
     - ``updates``: state keys to write (merged into run state with the graph's reducers).
+    - ``sets``: keys of ``updates`` that are set rather than reduced (an approver's edited
+      values): the written value replaces the key's value whatever its reducer, and later
+      writes reduce onto it (runs.engine.scheduler.merge_updates).
     - ``output``: the step's recorded output (defaults to ``updates``).
     - ``route``: source handles taken; None means every outgoing edge (fan-out).
     - ``usage``/``cost_usd``: LLM usage and its price in USD (None = unknown price).
@@ -169,6 +172,7 @@ class NodeResult:
     updates: dict[str, Any] = field(default_factory=dict)
     output: Any = None
     route: list[str] | None = None
+    sets: frozenset[str] = frozenset()
     usage: Usage | None = None
     cost_usd: Decimal | None = None
     wait: Wait | None = None
@@ -184,6 +188,12 @@ class NodeError(Exception):
     ``code`` is a short machine name (``timeout``, ``expression``, ``http_error``,
     ``rate_limited``, ``budget_exceeded`` ...) that retry policies match on. ``usage`` and
     ``cost_usd`` carry what the attempt spent before it failed.
+
+    ``not_sent``: the attempt certainly had no effect outside the run (the request never
+    left: a refused connection; or the service refused it without acting on it, as a 429
+    says). Only then is a step that is not safe to repeat retried by its policy; after any
+    other retryable failure (a timeout, a dropped connection, a 5xx) its side effect may
+    have happened, and the engine parks the step for a person, as after a crash.
     """
 
     def __init__(
@@ -195,6 +205,7 @@ class NodeError(Exception):
         details: Any = None,
         usage: Usage | None = None,
         cost_usd: Decimal | None = None,
+        not_sent: bool = False,
     ):
         # The message lands in step errors and run events; it may quote user values
         # (an expression error, a reply body), so it is bounded like every quotation.
@@ -204,6 +215,7 @@ class NodeError(Exception):
         self.code = code
         self.retryable = retryable
         self.details = details
+        self.not_sent = not_sent
         # What the failed attempt spent before failing (an LLM call whose reply was
         # invalid): recorded on the attempt so retries' cost is visible.
         self.usage = usage
@@ -213,6 +225,8 @@ class NodeError(Exception):
         data = {"code": self.code, "message": self.message, "retryable": self.retryable}
         if self.details is not None:
             data["details"] = self.details
+        if self.not_sent:
+            data["not_sent"] = True
         return data
 
 

@@ -99,7 +99,9 @@ def http_request(args: HttpRequestArgs, ctx: ToolContext) -> dict[str, Any]:
     redirects), ``outbound_refused`` (not retryable; ``details``: ``host``, ``address``,
     ``reason``), ``response_too_large`` (not retryable; ``details.limit`` in bytes) and
     ``outbound_config`` (a malformed BALLAST_OUTBOUND_ALLOW). Not repeat-safe: the server
-    may ignore the key.
+    may ignore the key. Errors after which the request certainly was not acted on carry
+    ``not_sent`` (could not connect, a connect or pool timeout, 429): only those are
+    retried by the node's policy; after the others the step is parked for a decision.
     """
     headers = dict(args.headers)
     if not any(name.lower() == "idempotency-key" for name in headers):
@@ -137,12 +139,17 @@ def http_request(args: HttpRequestArgs, ctx: ToolContext) -> dict[str, Any]:
     except outbound.TooManyRedirects as exc:
         raise NodeError(f"{args.method} {args.url}: {exc}", code="http_4xx", retryable=False, details=where) from exc
     except httpx.TimeoutException as exc:
+        # Waiting for a connection (pool) or to connect: the request never left.
+        unsent = isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
         raise NodeError(
-            f"{args.method} {args.url}: timed out after {timeout:g}s", code="http_timeout", details=where
+            f"{args.method} {args.url}: timed out after {timeout:g}s", code="http_timeout", details=where, not_sent=unsent
         ) from exc
     except httpx.TransportError as exc:
         raise NodeError(
-            f"{args.method} {args.url}: {type(exc).__name__}: {exc}", code="http_connection", details=where
+            f"{args.method} {args.url}: {type(exc).__name__}: {exc}",
+            code="http_connection",
+            details=where,
+            not_sent=isinstance(exc, httpx.ConnectError),  # refused, unreachable, no such host: nothing sent
         ) from exc
 
     text = body.decode(response.encoding or "utf-8", errors="replace")
@@ -170,7 +177,7 @@ def _raise_for_status(args: HttpRequestArgs, status: int, headers: dict[str, str
         retry_after = parse_retry_after(headers)
         if retry_after is not None:
             details["retry_after"] = retry_after
-        raise NodeError(message, code="rate_limited", retryable=True, details=details)
+        raise NodeError(message, code="rate_limited", retryable=True, details=details, not_sent=True)  # refused, not acted on
     if status == 408:
         raise NodeError(message, code="http_timeout", retryable=True, details=details)
     if status >= 500:
@@ -228,7 +235,8 @@ def send_email(args: SendEmailArgs, ctx: ToolContext) -> dict[str, Any]:
 
     Raises NodeError: ``email_rejected`` (not retryable) when the server refuses the
     recipients or answers with a permanent 5xx, ``email_error`` (retryable) for
-    connection problems and temporary failures. Not repeat-safe.
+    connection problems and temporary failures (``not_sent`` when the server could not be
+    reached or refused the session: only then retried by the policy). Not repeat-safe.
     """
     message_id = message_id_for(ctx.idempotency_key)
     message = EmailMessage(
@@ -250,7 +258,10 @@ def send_email(args: SendEmailArgs, ctx: ToolContext) -> dict[str, Any]:
             f"send_email: SMTP {exc.smtp_code}: {exc.smtp_error!r}",
             code="email_rejected" if permanent else "email_error",
             retryable=not permanent,
+            not_sent=isinstance(exc, smtplib.SMTPConnectError),  # refused at the greeting: nothing sent
         ) from exc
+    except ConnectionRefusedError as exc:  # no session: nothing sent
+        raise NodeError(f"send_email: {type(exc).__name__}: {exc}", code="email_error", not_sent=True) from exc
     except (smtplib.SMTPException, OSError) as exc:
         raise NodeError(f"send_email: {type(exc).__name__}: {exc}", code="email_error") from exc
     return {"message_id": message_id, "to": list(args.to), "sent": sent}

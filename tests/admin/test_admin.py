@@ -174,11 +174,11 @@ def test_graph_operators_are_named_in_the_admin(browser: Client) -> None:
 
 def test_the_run_list_tells_parked_runs_from_runs_at_a_gate(browser: Client) -> None:
     from runs.engine import api as engine
-    from tests.support.leases import dead_owner, pay_version, run_at_pay
+    from tests.support.leases import begun, dead_owner, pay_version, run_at_pay
 
     gate = _waiting_run()
     parked, pay = run_at_pay(pay_version(unsafe=True))
-    assert engine.step_claim(pay.pk, dead_owner()) is not None
+    begun(engine.step_claim(pay.pk, dead_owner()))
     # Before any recovery pass the running step's worker shows as gone.
     steps = browser.get("/admin/runs/step/", {"status__exact": "running"})
     assert steps.status_code == 200

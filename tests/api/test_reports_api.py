@@ -22,7 +22,7 @@ from runs.services import run_start
 from tests.costs.conftest import llm_server, sdk_providers  # noqa: F401  (fixtures)
 from tests.support.audit import tamper
 from tests.support.costs import MICRO, crash_rerun_run, llm_spec, make_spend, sql_by, sql_totals
-from tests.support.leases import dead_owner, pay_version, run_at_pay
+from tests.support.leases import begun, dead_owner, pay_version, run_at_pay
 from tests.support.specs import chain, graph, node, publish, run_local, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -315,7 +315,7 @@ def test_a_parked_run_emails_its_subscribers_after_the_park_committed(settings):
     version = pay_version(unsafe=True)
     alert_set(user=owner, graph=version.graph, on_failed=False, on_parked=True)
     run, pay = run_at_pay(version)
-    assert engine.step_claim(pay.pk, dead_owner()) is not None
+    begun(engine.step_claim(pay.pk, dead_owner()))
     engine.recover_once()
     assert Step.objects.get(pk=pay.pk).status == "parked"
     [message] = mail.outbox

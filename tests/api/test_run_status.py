@@ -17,7 +17,7 @@ from runs.models import Run, Step, Worker
 from runs.nodes.base import NodeResult
 from runs.services import run_start
 from tests.api.conftest import World
-from tests.support.leases import dead_owner, pay_version, run_at_pay
+from tests.support.leases import begun, dead_owner, pay_version, run_at_pay
 from tests.support.specs import chain, edge, effect, graph, node, publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,7 +27,7 @@ def parked_run() -> Run:
     """A run whose unsafe step 'pay' was interrupted by a (real, SIGKILLed) worker's death
     and parked by a recovery pass."""
     run, pay = run_at_pay(pay_version(unsafe=True))
-    assert engine.step_claim(pay.pk, dead_owner()) is not None
+    begun(engine.step_claim(pay.pk, dead_owner()))
     with engine.local_mode():
         engine.recover_once()
     run.refresh_from_db()

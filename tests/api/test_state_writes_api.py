@@ -15,6 +15,7 @@ from runs.nodes.base import NodeResult
 from runs.services import RunInputInvalid, run_start
 from tests.api.conftest import World
 from tests.support.approvals import version_of
+from tests.support.leases import begun
 from tests.support.specs import chain, graph, node, publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -92,7 +93,7 @@ def parked_run(effects_file) -> Run:
         run = run_start(version=publish(spec), run_input={})
     engine.step_commit(engine.step_claim(Step.objects.get(run=run, node_id="start").pk, "livehost:1:1"), NodeResult(), keep_next=False)
     pay = Step.objects.get(run=run, node_id="pay")
-    assert engine.step_claim(pay.pk, "deadhost:1:1") is not None
+    begun(engine.step_claim(pay.pk, "deadhost:1:1"))
     Step.objects.filter(pk=pay.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
     engine.recover_once()
     assert Step.objects.get(pk=pay.pk).status == "parked"

@@ -21,6 +21,7 @@ from runs.nodes.base import NodeResult
 from runs.services import run_start
 from tests.api.conftest import World, client_with_token, linear_spec
 from tests.support.approvals import version_of
+from tests.support.leases import begun
 from tests.support.specs import chain, effect, graph, node, publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -108,7 +109,7 @@ def test_worker_recovery_actions_are_audited_as_the_worker(world: World, effects
     start = engine.step_claim(Step.objects.get(run=run, node_id="start").pk, "livehost:1:1")
     engine.step_commit(start, NodeResult(), keep_next=False)
     pay = Step.objects.get(run=run, node_id="pay")
-    assert engine.step_claim(pay.pk, "deadhost:1:1") is not None
+    begun(engine.step_claim(pay.pk, "deadhost:1:1"))
     Step.objects.filter(pk=pay.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
     engine.recover_once()
     park = AuditEntry.objects.get(action="run.park")

@@ -777,6 +777,20 @@ def test_unused_reducer_is_a_warning_not_an_error():
     assert result.as_dict()["warnings"][0]["code"] == "unused_reducer"
 
 
+def test_retry_with_a_timeout_on_a_step_not_safe_to_repeat_is_a_warning():
+    def post(node_id: str, **fields: Any) -> dict[str, Any]:
+        call = node(node_id, "tool", tool="http_request", args={"method": "POST", "url": "https://example.com/"})
+        return {**call, "timeout_seconds": 1, "retry": {"max_attempts": 3}, **fields}
+
+    g = graph(
+        [node("start", "start"), post("unsafe"), post("declared_safe", repeat_safe=True), post("no_retry", retry={"max_attempts": 1}), node("done", "end")],
+        [edge("start", "unsafe"), edge("unsafe", "declared_safe"), edge("declared_safe", "no_retry"), edge("no_retry", "done")],
+    )
+    result = validate_spec(g)
+    assert result.ok, result.as_dict()  # a warning, not an error
+    assert [(w.node_id, w.field, w.code) for w in result.warnings] == [("unsafe", "retry", "unsafe_retry")]
+
+
 def test_reading_an_undeclared_input_key_is_a_warning_naming_it():
     # The user followed "use input.name": validation passed, the run with input {} failed.
     g = baseline()

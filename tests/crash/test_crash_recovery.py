@@ -168,6 +168,28 @@ def test_c_killed_after_commit_recovery_hands_over_the_successor_rows(cluster_fa
     assert attempts(run, "join") == [(1, "succeeded")]
 
 
+def test_c2_unsafe_successors_that_never_started_run_after_a_crash_not_parked(cluster_factory, effects_file):
+    # As c, with successors not safe to repeat: the one leased to x's worker in x's commit
+    # never began (no effect_attempt mark), so recovery re-queues it rather than parking it.
+    spec = graph(
+        [node("start", "start"), effect("x"), effect("p", unsafe=True), effect("q", unsafe=True), node("join", "join"), node("end", "end")],
+        chain("start", "x") + [edge("x", "p"), edge("x", "q"), edge("p", "join"), edge("q", "join")] + chain("join", "end"),
+    )
+    run = start_run(spec)
+
+    def at_kill(report):
+        assert report["point"] == "after_commit"
+        leased = Step.objects.filter(run=run, node_id__in=("p", "q"), status="running")
+        assert leased.count() == 1 and leased.get().effect_attempt is None  # leased, never begun
+        assert effect_counts(effects_file) == {"x": 1}
+
+    run = crash_and_restart(cluster_factory, run, "after_commit:x", at_kill=at_kill)
+    assert run.status == "succeeded", describe_db(run.pk)
+    assert effect_counts(effects_file) == {"x": 1, "p": 1, "q": 1}
+    assert not ApprovalRequest.objects.filter(run=run, purpose="recovery").exists()
+    assert not RunEvent.objects.filter(run=run, kind="step_parked").exists()
+
+
 # --------------------------------------------------------------------------- d: parallel branches
 
 

@@ -146,3 +146,21 @@ def test_fork_replays_committed_writes_then_the_patch():
     assert names(t) == [("end", 0, 2)] and t.bookkeeping["iterations"] == {"start": 1, "a": 1, "end": 1}
     nothing = scheduler.fork_transition(g, run_input={}, writes=[], anchor=scheduler.CommittedWrite("end", 0, 2, {}), route=None, state_patch={}, max_steps=10)
     assert nothing.activations == []
+
+
+def test_a_set_write_to_an_ordered_key_replaces_what_came_before_it_in_any_commit_order():
+    g = compiled(*LINEAR, state={"log": {"reducer": "append", "default": ["seed"]}})
+    writes = [("x", 1, ["early"], False), ("gate", 2, ["EDITED"], True), ("y", 3, ["late"], False), ("z", 1, ["also early"], False)]
+    results = []
+    for order in (writes, list(reversed(writes))):
+        state, book = {"log": ["seed"]}, {}
+        for node_id, depth, value, is_set in order:
+            update = {"log": value if is_set else value[0]}
+            scheduler.merge_updates(g, state, book, update, node_id=node_id, iteration=0, depth=depth, sets={"log"} if is_set else ())
+        results.append(state["log"])
+    assert results == [["EDITED", "late"], ["EDITED", "late"]]
+    with_patch = {"log": ["seed", "a"]}, {"contrib": {"log": [[0, "a", 0, "a"]]}}
+    scheduler.patch_state(g, *with_patch, {"log": ["P"]})
+    state, book = with_patch
+    scheduler.merge_updates(g, state, book, {"log": "b"}, node_id="b", iteration=0, depth=0)
+    assert state["log"] == ["P", "b"]  # the patch replaced the contributions before it, whatever their depth

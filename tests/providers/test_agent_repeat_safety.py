@@ -15,6 +15,7 @@ from runs.models import Step
 from runs.nodes.agent import MODEL_TURN, TOOL_CALL, AgentNode
 from runs.nodes.base import ChildCall
 from runs.services import run_start
+from tests.support.leases import begun
 from tests.support.specs import chain, continue_local, graph, node, publish
 from tests.support.tools import read_effects
 
@@ -128,7 +129,7 @@ def crash_in_tool_call(spec):
     while pending:
         step = Step.objects.get(pk=pending.pop(0))
         if step.kind == TOOL_CALL:
-            assert engine.step_claim(step.pk, "deadhost:1:1") is not None
+            begun(engine.step_claim(step.pk, "deadhost:1:1"))
             break
         claimed = engine.step_claim(step.pk, "livehost:1:1")
         pending += engine.step_commit(claimed, engine.execute_node(claimed), keep_next=False).dispatch

@@ -11,7 +11,7 @@ from django.utils import timezone
 from runs.engine import api as engine
 from runs.engine import recovery
 from runs.models import Step, Worker
-from tests.support.leases import dead_owner, pay_version, run_at_pay
+from tests.support.leases import begun, dead_owner, pay_version, run_at_pay
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -57,7 +57,7 @@ def test_a_step_taken_back_is_logged_once_over_repeated_passes(caplog, monkeypat
 def test_a_parked_step_is_logged_once(caplog):
     caplog.set_level(logging.INFO, logger="ballast.recovery")
     run, pay = run_at_pay(pay_version(unsafe=True))
-    assert engine.step_claim(pay.pk, dead_owner()) is not None
+    begun(engine.step_claim(pay.pk, dead_owner()))
     with engine.local_mode():
         for _ in range(3):
             engine.recover_once()
@@ -65,3 +65,30 @@ def test_a_parked_step_is_logged_once(caplog):
     lines = naming(caplog, pay.pk)
     assert len(lines) == 1, lines
     assert "parked for a decision" in lines[0] and f"run {run.pk}" in lines[0]
+
+
+def test_an_unsafe_step_leased_but_never_begun_is_requeued_and_one_begun_is_parked():
+    run, pay = run_at_pay(pay_version(unsafe=True))
+    assert engine.step_claim(pay.pk, dead_owner()) is not None  # leased; its worker died before the node ran
+    with engine.local_mode():
+        engine.recover_once()
+    pay.refresh_from_db()
+    assert pay.status == "pending" and pay.effect_attempt is None
+    begun(engine.step_claim(pay.pk, dead_owner()))  # the next attempt got as far as its call
+    with engine.local_mode():
+        engine.recover_once()
+    pay.refresh_from_db()
+    assert pay.status == "parked" and pay.effect_attempt == pay.attempt == 2
+
+
+def test_a_worker_whose_lease_was_taken_back_does_not_begin_the_step():
+    from runs.engine import claims
+
+    run, pay = run_at_pay(pay_version(unsafe=True))
+    stale = engine.step_claim(pay.pk, dead_owner())
+    with engine.local_mode():
+        engine.recover_once()
+    assert not claims.mark_effect_begun(stale)
+    error = engine.execute_node(stale)
+    assert error.code == "lease_lost"
+    assert Step.objects.get(pk=pay.pk).status == "pending"

@@ -142,3 +142,92 @@ def test_a_node_reads_private_copies_of_only_the_keys_it_reads():
     assert set(view) == {"big", "small"} and len(view) == 2 and "small" in view
     with pytest.raises(TypeError):
         view["small"] = 2  # type: ignore[index]
+
+
+def fan_out_appends():
+    """Two parallel transforms append to ``f``, a join, then one appends to ``g``."""
+    return graph(
+        [
+            node("start", "start"),
+            transform("a", f="'A'"),
+            transform("b", f="'B'"),
+            node("join", "join"),
+            transform("after", g="'G'"),
+            node("end", "end"),
+        ],
+        [edge("start", "a"), edge("start", "b"), edge("a", "join"), edge("b", "join")] + chain("join", "after", "end"),
+        state={"f": {"reducer": "append", "default": ["seed"]}, "g": {"reducer": "append", "default": ["seed"]}},
+    )
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "portable"])
+def test_a_fork_patch_on_a_reducer_key_is_the_value_later_writes_reduce_onto(fast):
+    from runs.services import run_fork
+
+    with override_settings(BALLAST_FAST_COMMIT=fast):
+        run = run_local(fan_out_appends())
+        assert run.state["f"] == ["seed", "A", "B"] and run.state["g"] == ["seed", "G"]
+        start = Step.objects.get(run=run, node_id="start")
+        with engine.local_mode() as queue:
+            fork = run_fork(run=run, step_id=start.pk, state_patch={"f": ["P1"], "g": ["P2"]}, actor="tester")
+            engine.drive_local(fork.pk, queue=queue, timeout=20)
+    fork.refresh_from_db()
+    assert fork.status == "succeeded", fork.error
+    assert fork.state["f"] == ["P1", "A", "B"] and fork.state["g"] == ["P2", "G"]
+    # Forked later than the appends: the patch replaces what they had accumulated.
+    join = Step.objects.get(run=run, node_id="join")
+    with override_settings(BALLAST_FAST_COMMIT=fast), engine.local_mode() as queue:
+        fork = run_fork(run=run, step_id=join.pk, state_patch={"f": ["only"]}, actor="tester")
+        engine.drive_local(fork.pk, queue=queue, timeout=20)
+    fork.refresh_from_db()
+    assert fork.status == "succeeded", fork.error
+    assert fork.state["f"] == ["only"] and fork.state["g"] == ["seed", "G"]
+
+
+def test_a_fork_patch_of_the_wrong_type_for_its_reducer_is_refused():
+    from runs.services import run_fork
+
+    run = run_local(fan_out_appends())
+    start = Step.objects.get(run=run, node_id="start")
+    with pytest.raises(engine.StateWriteRefused) as refused:
+        run_fork(run=run, step_id=start.pk, state_patch={"f": "not a list"}, actor="tester")
+    assert refused.value.code == "reducer_mismatch" and list(refused.value.fields) == ["state_patch.f"]
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "portable"])
+def test_an_approvers_edited_value_of_a_reducer_key_replaces_it_as_a_fork_patch_does(fast):
+    from approvals.models import ApprovalRequest
+    from approvals.services import approval_decide
+    from runs.services import run_fork
+    from tests.support.specs import continue_local
+
+    edit = {"type": "object", "properties": {"f": {"type": "array", "items": {"type": "string"}}}}
+    spec = graph(
+        [
+            node("start", "start"),
+            transform("a", f="'A'"),
+            node("gate", "approval", config={"edit_schema": edit}),
+            transform("after", f="'after'"),
+            node("end", "end"),
+        ],
+        [*chain("start", "a", "gate"), edge("gate", "after", "approved"), *chain("after", "end")],
+        state={"f": {"reducer": "append", "default": ["seed"]}},
+    )
+    with override_settings(BALLAST_FAST_COMMIT=fast):
+        run = run_local(spec)
+        assert run.status == "waiting" and run.state["f"] == ["seed", "A"]
+        request = ApprovalRequest.objects.get(run=run)
+        approval_decide(approval_id=request.pk, decision="approve", actor="tester", values={"f": ["EDITED"]})
+        run = continue_local(run)
+    assert run.status == "succeeded", run.error
+    assert run.state["f"] == ["EDITED", "after"]
+    gate = Step.objects.get(run=run, node_id="gate")
+    assert engine.step_state(gate.pk).state["f"] == ["EDITED"]
+    assert run.state_sizes["f"] == len('["EDITED","after"]')
+    # Forked after the gate, the edited value is still what later appends reduce onto.
+    with override_settings(BALLAST_FAST_COMMIT=fast), engine.local_mode() as queue:
+        fork = run_fork(run=run, step_id=gate.pk, state_patch={}, actor="tester")
+        engine.drive_local(fork.pk, queue=queue, timeout=20)
+    fork.refresh_from_db()
+    assert fork.status == "succeeded", fork.error
+    assert fork.state["f"] == ["EDITED", "after"]

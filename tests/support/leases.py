@@ -26,6 +26,16 @@ def run_at_pay(version: GraphVersion | None = None) -> tuple[Run, Step]:
     return run, Step.objects.get(run=run, node_id="pay")
 
 
+def begun(claimed):
+    """``claimed`` as the loop leaves it right before its node runs: a step not safe to
+    repeat has its attempt marked begun (runs.engine.claims.mark_effect_begun), so a
+    crash from here on parks it instead of re-queueing it. Returns ``claimed``."""
+    from runs.engine import claims
+
+    assert claimed is not None and claims.mark_effect_begun(claimed)
+    return claimed
+
+
 def dead_owner() -> str:
     """The worker id (``host:pid:start``) of a process of this host, SIGKILLed and reaped."""
     proc = subprocess.Popen(["sleep", "60"])
