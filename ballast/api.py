@@ -85,7 +85,7 @@ def _translate(exc: Exception) -> Exception:
     from accounts.policy import ActionNotAllowed, RunHidden
     from approvals.services import AlreadyDecided, BadDecision, Changed, NotAllowed
     from builder.services import GraphInvalid
-    from runs.engine.api import RunNotFound, StateWriteRefused, StepStateError
+    from runs.engine.api import RunNotFound, StateWriteRefused, StepStateError, VersionUnrunnable
     from runs.services import RunInputInvalid
 
     if isinstance(exc, GraphInvalid):
@@ -115,6 +115,9 @@ def _translate(exc: Exception) -> Exception:
     if isinstance(exc, StateWriteRefused):
         # A skip's output, a fork's patch or a test run's state that cannot be stored.
         return bad_request(exc.code, exc.message, exc.fields, **({"details": exc.details} if exc.details else {}))
+    if isinstance(exc, VersionUnrunnable):
+        # A version stored before a bound it breaks: refused before any row is written.
+        return bad_request(exc.code, exc.message, exc.fields)
     if isinstance(exc, StepStateError):
         return conflict("invalid_state", str(exc))
     if isinstance(exc, (RunNotFound, ObjectDoesNotExist)):

@@ -48,6 +48,7 @@ from runs.engine.types import (
     StateTooLarge,
     StateWriteRefused,
     StepStateError,
+    VersionUnrunnable,
 )
 from runs.engine.writes import lock_run, run_cost_adjust
 from runs.models import Run, RunStatus, Step
@@ -67,6 +68,7 @@ __all__ = [
     "StateWriteRefused",
     "StepState",
     "StepStateError",
+    "VersionUnrunnable",
     "abandoned_steps",
     "acting_as",
     "audit",
@@ -165,7 +167,9 @@ def run_start(
     commit. ``budget_usd``/``budget_tokens`` override the graph's settings. The run exists
     before anything executes. Raises IntegrityError when ``idempotency_key`` is already
     taken (the service turns that into the earlier run); StateWriteRefused when the input
-    holds a value JSON cannot carry or the initial state passes BALLAST_MAX_STATE_BYTES."""
+    holds a value JSON cannot carry or the initial state passes BALLAST_MAX_STATE_BYTES;
+    VersionUnrunnable (nothing written) when the version's stored spec no longer parses
+    or a limit the run would store does not fit its row."""
     started = operations.run_create(
         version=version,
         run_input=run_input,
