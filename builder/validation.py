@@ -8,7 +8,8 @@ show each one on its node or edge. Every defect kind has its own ``code``:
 code                        meaning (node_id / field)
 ==========================  =====================================================================
 invalid_spec                the document does not match GraphSpec (node id when inside nodes[i])
-invalid_input_schema        input_schema is not a valid JSON Schema of an object (-/input_schema)
+invalid_input_schema        input_schema is not a valid JSON Schema of an object, or a $ref in it
+                            is remote or points at nothing (-/input_schema.<path>)
 duplicate_node_id           a second node uses an id (node / id)
 unknown_kind                no node kind registered under ``kind`` (node / kind)
 invalid_config              config does not match the kind's Config (node / config.<path>)
@@ -79,12 +80,12 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-import jsonschema
 from django.conf import settings
 from pydantic import ValidationError
 
 from builder.spec import EdgeSpec, GraphSpec, NodeSpec, spec_json_schema
 from builder.topology import Topology
+from runs import schemas
 from runs.expressions import FUNCTION_NAMES
 from runs.nodes import UnknownNodeKind, all_kinds, get_kind
 from runs.nodes.base import Issue, NodeConfig, NodeKind, field_path
@@ -478,12 +479,10 @@ class _GraphCheck:
     # -- document-level ---------------------------------------------------------------
     def check_input_schema(self) -> None:
         schema = self.spec.input_schema
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        try:
-            cls.check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            where = field_path(exc.path, "input_schema")
-            self.error(None, where, f"not a valid JSON Schema: {exc.message}", "invalid_input_schema")
+        problems = schemas.schema_problems(schema)  # not valid, or a remote or dangling $ref
+        for where, why in problems:
+            self.error(None, f"input_schema.{where}" if where else "input_schema", why, "invalid_input_schema")
+        if problems:
             return
         # A run's input is a dict of named values (they become state keys).
         declared = schema.get("type")

@@ -10,12 +10,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-import jsonschema
 from django.conf import settings
 from django.db import IntegrityError
 
 from builder.models import GraphVersion
-from runs import values
+from runs import schemas, values
 from runs.engine import api as engine
 from runs.models import Run
 from runs.nodes.base import field_path
@@ -69,7 +68,9 @@ def _depth(value: Any) -> int:
 
 
 def input_errors(version: GraphVersion, run_input: Any) -> list[dict[str, str]]:
-    """Validate ``run_input`` against the version's input JSON Schema; [] when valid."""
+    """Validate ``run_input`` against the version's input JSON Schema; [] when valid.
+    Raises VersionUnrunnable when the stored schema has a ``$ref`` that does not resolve
+    inside it (runs.schemas)."""
     if not isinstance(run_input, dict):
         return [{"field": "input", "message": "must be a JSON object"}]
     if _depth(run_input) > MAX_INPUT_DEPTH:
@@ -79,11 +80,14 @@ def input_errors(version: GraphVersion, run_input: Any) -> list[dict[str, str]]:
     except values.InvalidValue as exc:  # NaN from a lenient JSON parser, NUL characters
         return [{"field": exc.path, "message": exc.reason}]
     schema = version.spec.get("input_schema") or {"type": "object"}
-    validator = jsonschema.Draft202012Validator(schema)
-    return [
-        {"field": field_path(err.absolute_path, "input"), "message": err.message}
-        for err in sorted(validator.iter_errors(run_input), key=lambda e: list(map(str, e.absolute_path)))
-    ]
+    try:
+        found = schemas.errors(schema, run_input)  # local $refs only: nothing is fetched
+    except schemas.SchemaUnusable as exc:  # a version stored before validation refused it
+        raise engine.VersionUnrunnable(
+            f"Version {version.number} of this graph has an input schema that cannot be applied; publish a corrected version.",
+            {"input_schema": [str(exc)]},
+        ) from None
+    return [{"field": field_path(err.absolute_path, "input"), "message": err.message} for err in found]
 
 
 def _actor(user: Any, actor: str | None) -> tuple[str, str]:
