@@ -8,6 +8,8 @@ show each one on its node or edge. Every defect kind has its own ``code``:
 code                        meaning (node_id / field)
 ==========================  =====================================================================
 invalid_spec                the document does not match GraphSpec (node id when inside nodes[i])
+                            or holds a number that is not finite (``1e999`` reads as Infinity;
+                            positions, state defaults, configs: the path names it)
 invalid_input_schema        input_schema is not a valid JSON Schema of an object, or a $ref in it
                             is remote or points at nothing (-/input_schema.<path>)
 duplicate_node_id           a second node uses an id (node / id)
@@ -90,6 +92,7 @@ from runs.expressions import FUNCTION_NAMES
 from runs.nodes import UnknownNodeKind, all_kinds, get_kind
 from runs.nodes.base import Issue, NodeConfig, NodeKind, field_path
 from runs.nodes.shared import INPUT_KEY_PREFIX, INPUT_KEYS_MARK, unknown_variable_message
+from runs.values import non_finite_locations, non_finite_message
 
 # Names an expression always sees besides state keys: the run input and the functions.
 # A node or state key with one of these names would shadow it.
@@ -162,6 +165,11 @@ def validate_spec(data: dict[str, Any] | GraphSpec) -> ValidationResult:
         issue = LocatedIssue(None, "spec", f"a graph spec must be a JSON object, not {type(data).__name__}", "invalid_spec", "")
         return ValidationResult(spec=None, issues=[issue])
     else:
+        numbers = _non_finite_issues(data)
+        if numbers:
+            # The document cannot be stored (JSON has no Infinity or NaN), so nothing else
+            # is worth checking until these are fixed.
+            return ValidationResult(spec=None, issues=_located(_sorted(numbers), _node_index(data.get("nodes"))))
         try:
             spec = GraphSpec.model_validate(data)
         except ValidationError as exc:
@@ -384,6 +392,21 @@ def _spec_issues(exc: ValidationError, data: dict[str, Any]) -> list[Issue]:
         if node_id is not None and loc == ("id",) and err.get("type") == "string_pattern_mismatch":
             message = "node id must start with a letter or _ and hold only letters, digits, _ and - (at most 64)"
         issues.append(Issue(node_id, fld, message, "invalid_spec"))
+    return issues
+
+
+def _non_finite_issues(data: dict[str, Any]) -> list[Issue]:
+    """invalid_spec issues for every non-finite number in ``data`` (node positions, note
+    positions, state defaults, configs ...); inside nodes[i] they name that node."""
+    nodes = data.get("nodes")
+    issues = []
+    for loc, value in non_finite_locations(data):
+        node_id = None
+        if len(loc) >= 3 and loc[0] == "nodes" and isinstance(loc[1], int) and isinstance(nodes, list):
+            raw_id = nodes[loc[1]].get("id") if isinstance(nodes[loc[1]], dict) else None
+            if isinstance(raw_id, str) and raw_id:
+                node_id, loc = raw_id, loc[2:]
+        issues.append(Issue(node_id, field_path(loc) or "spec", non_finite_message(value), "invalid_spec"))
     return issues
 
 
