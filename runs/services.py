@@ -222,6 +222,7 @@ def node_test_run(
     user: Any = None,
     actor: str | None = None,
     timeout: float | None = None,
+    known_keys: frozenset[str] | None = None,
 ) -> Run:
     """Run node ``node_id`` of test snapshot ``version`` once, in this process, through
     the engine (claim, execute outside any transaction, fenced commit), and return the
@@ -236,12 +237,17 @@ def node_test_run(
     recorded as for any run; budgets of the snapshot's settings apply. ``timeout``
     (seconds, default settings.BALLAST_NODE_TEST_TIMEOUT) bounds the wait between steps;
     a run still going after it is returned as it is (its steps continue on recovery).
-    Raises ValueError when ``version`` is not a test snapshot.
+    ``known_keys``: the state keys of the graph the node comes from; any other key of
+    ``state`` but ``input`` is refused. Raises ValueError when ``version`` is not a test
+    snapshot; StateWriteRefused (nothing written) for a key outside ``known_keys``, an
+    ``input`` that is not an object, a value JSON cannot carry or a state too large.
     """
     name, kind = _actor(user, actor)
     limit = timeout if timeout is not None else getattr(settings, "BALLAST_NODE_TEST_TIMEOUT", 600.0)
     with engine.local_mode() as queue:
-        started = engine.run_start_node_test(version=version, node_id=node_id, state=state, actor=name, actor_type=kind, created_by=user)
+        started = engine.run_start_node_test(
+            version=version, node_id=node_id, state=state, actor=name, actor_type=kind, created_by=user, known_keys=known_keys
+        )
         queue.extend(started.step_ids)  # run here now, even inside a caller's transaction (a second hand-off finds nothing)
         engine.drive_local(started.run.pk, queue=queue, timeout=limit)
     run = started.run

@@ -193,7 +193,14 @@ def _create_postgresql(
 
 
 def run_create_node_test(
-    *, version: GraphVersion, node_id: str, state: dict[str, Any], actor: str, actor_type: str, created_by: Any = None
+    *,
+    version: GraphVersion,
+    node_id: str,
+    state: dict[str, Any],
+    actor: str,
+    actor_type: str,
+    created_by: Any = None,
+    known_keys: frozenset[str] | None = None,
 ) -> StartedRun:
     """Commit a test run of one node of test snapshot ``version``: the run (``is_test``) and
     its first step, ``node_id`` itself, pending, in one transaction, audited as
@@ -201,16 +208,22 @@ def run_create_node_test(
 
     The committed state is the declared state defaults, then ``state``; ``state["input"]``
     (an object) is the run input. Budgets and limits come from the snapshot's settings.
+    ``known_keys`` (the state keys of the graph the node comes from, which a one-node
+    snapshot does not hold) refuses any other key but ``input``; None: any key.
     Raises ValueError when ``version`` is not a test snapshot, KeyError for an unknown node,
-    StateWriteRefused when ``state`` holds a value JSON cannot carry or passes the state
-    size limit.
+    StateWriteRefused when ``state`` holds a value JSON cannot carry (``invalid_output``),
+    a key outside ``known_keys`` (``unknown_state_key``), an ``input`` that is not an
+    object (``invalid``) or passes the state size limit.
     """
     if not version.is_test:
         raise ValueError("node_test_run needs a test snapshot version")
     graph, run_limits = _startable(version)
     node = graph.topology.nodes[node_id]
-    given, _ = limits.checked_writes(state, field="state", known_keys=None)
-    run_input = given.get("input") if isinstance(given.get("input"), dict) else {}
+    given, _ = limits.checked_writes(state, field="state", known_keys=None if known_keys is None else {*known_keys, "input"})
+    run_input = given.get("input", {})
+    if not isinstance(run_input, dict):  # it is the run input: never silently replaced by {}
+        message = "state.input must be a JSON object: it is the run input"
+        raise StateWriteRefused("invalid", message, {"state.input": ["must be a JSON object (the run input)"]})
     initial = scheduler.initial_state(graph, {})
     initial.update(given)
     initial["input"] = run_input
