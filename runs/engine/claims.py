@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import OperationalError, connection, transaction
+from django.db import DatabaseError, OperationalError, connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -293,14 +293,14 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
                 try:
                     with transaction.atomic():  # a savepoint: the pick's transaction stays usable
                         claimed = _claim(step_id, worker, now)
-                except CounterBusy:
-                    raise
+                except (CounterBusy, DatabaseError):
+                    raise  # the counter is busy, or the database is (a lock, a lost connection): pick again later
                 except Exception:
-                    # A step whose claim raises (a run row the database cannot read back,
-                    # a version whose spec no longer parses) is the oldest due row: it must
-                    # not fail every doorbell behind it and leave every run queued. It is
-                    # set aside like a backoff (recovery rings for it again) and the next
-                    # due step is picked.
+                    # A step whose claim raises otherwise (a run row whose value cannot be
+                    # read back, a version whose spec no longer parses) is the oldest due
+                    # row: it must not fail every doorbell behind it and leave every run
+                    # queued. It is set aside like a backoff (recovery rings for it again)
+                    # and the next due step is picked.
                     log.exception("claim of step %s failed; trying it again in %ss", step_id, CLAIM_RETRY_SECONDS)
                     Step.objects.filter(pk=step_id, status=StepStatus.PENDING).update(
                         available_at=now + timedelta(seconds=CLAIM_RETRY_SECONDS)
