@@ -265,24 +265,26 @@ def edit_errors(config: ApprovalConfig, values: Any) -> dict[str, list[str]]:
     extra = sorted(set(values) - allowed)
     if extra:
         return {"values": [f"not editable here: {', '.join(extra)} (editable: {', '.join(sorted(allowed)) or 'none'})"]}
-    from jsonschema.validators import Draft202012Validator  # not at import: see _lazy_imports_note
+    from runs import schemas  # not at import: see _lazy_imports_note
 
     errors: dict[str, list[str]] = {}
-    for err in Draft202012Validator(config.edit_schema).iter_errors(values):
+    try:
+        found = schemas.errors(config.edit_schema, values)  # local $refs only: nothing is fetched
+    except schemas.SchemaUnusable as exc:  # a version stored before validation refused it
+        return {"values": [f"this approval's edit_schema cannot be applied: {exc}"]}
+    for err in found:
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
         errors.setdefault(f"values{path}", []).append(err.message)
     return errors
 
 
 def _check_edit_schema(node_id: str, schema: dict[str, Any]) -> list[Issue]:
-    from jsonschema.exceptions import SchemaError
-    from jsonschema.validators import Draft202012Validator
+    from runs import schemas  # not at import: see _lazy_imports_note
 
     field = "config.edit_schema"
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        return [Issue(node_id, field, f"not a valid JSON Schema: {exc.message}", "invalid_schema")]
+    problems = schemas.schema_problems(schema)  # not valid, or a remote or dangling $ref
+    if problems:
+        return [Issue(node_id, f"{field}.{where}" if where else field, why, "invalid_schema") for where, why in problems]
     props = schema.get("properties")
     if schema.get("type") != "object" or not isinstance(props, dict) or not props:
         return [Issue(node_id, field, "must be a schema of type object with at least one property (the state keys an approver may edit)", "invalid_schema")]

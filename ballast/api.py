@@ -85,7 +85,7 @@ def _translate(exc: Exception) -> Exception:
     from accounts.policy import ActionNotAllowed, RunHidden
     from approvals.services import AlreadyDecided, BadDecision, Changed, NotAllowed
     from builder.services import GraphInvalid
-    from runs.engine.api import RunNotFound, StateWriteRefused, StepStateError, TestRunRefused
+    from runs.engine.api import RunNotFound, StateWriteRefused, StepStateError, TestRunRefused, VersionUnrunnable
     from runs.services import RunInputInvalid
 
     if isinstance(exc, GraphInvalid):
@@ -117,6 +117,9 @@ def _translate(exc: Exception) -> Exception:
         return bad_request(exc.code, exc.message, exc.fields, **({"details": exc.details} if exc.details else {}))
     if isinstance(exc, TestRunRefused):
         return conflict("test_run", str(exc))
+    if isinstance(exc, VersionUnrunnable):
+        # A version stored before a bound it breaks: refused before any row is written.
+        return bad_request(exc.code, exc.message, exc.fields)
     if isinstance(exc, StepStateError):
         return conflict("invalid_state", str(exc))
     if isinstance(exc, (RunNotFound, ObjectDoesNotExist)):

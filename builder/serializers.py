@@ -10,6 +10,8 @@ from rest_framework import serializers
 
 from builder.models import Graph, GraphVersion
 from runs import values
+from runs.nodes.base import field_path
+from runs.values import non_finite_locations, non_finite_message
 
 
 def has_nul(value: Any) -> bool:
@@ -31,11 +33,18 @@ def has_nul(value: Any) -> bool:
 
 @extend_schema_field(OpenApiTypes.OBJECT)
 class JSONObjectField(serializers.JSONField):
-    """A JSON object (dict) without NUL characters; anything else is a field error."""
+    """A JSON object (dict) without NUL characters or numbers that are not finite (the
+    body parser reads ``1e999`` as Infinity: not a JSON number, and no JSON column
+    stores it); anything else is a field error naming where (``position.x: ...``)."""
 
     default_error_messages = {"not_object": "Must be a JSON object.", "nul": "Strings may not contain NUL (\\u0000) characters."}
 
     def to_internal_value(self, data: Any) -> Any:
+        numbers = non_finite_locations(data)  # before DRF's own check, which says only "Value must be valid JSON."
+        if numbers:
+            raise serializers.ValidationError(
+                [f"{field_path(loc) or '(value)'}: {non_finite_message(number)}" for loc, number in numbers], code="not_finite"
+            )
         value = super().to_internal_value(data)
         if not isinstance(value, dict):
             self.fail("not_object")

@@ -442,7 +442,10 @@ def graph_node_test(
     kind and config are valid and its kind's own checks pass with the draft's names and
     the keys of ``state`` known. Raises NodeNotFound, GraphInvalid (the issues),
     NodeNotTestable (a node that waits for a person), ConfirmationRequired (the node
-    may do something not safe to repeat and ``confirm`` is false).
+    may do something not safe to repeat and ``confirm`` is false), StateWriteRefused
+    (nothing recorded: ``unknown_state_key`` for a key of ``state`` the draft does not
+    know, ``invalid`` for a ``state.input`` that is not an object, ``invalid_output`` /
+    ``state_too_large`` for values the state cannot hold).
     """
     from pydantic import ValidationError
 
@@ -470,9 +473,13 @@ def graph_node_test(
     config = result.configs.get(node.id)
     if config is None:
         raise GraphInvalid([i for i in result.issues if i.node_id == node.id])
-    known = set(spec.input_names()) | set(spec.state) | set(state) | {INPUT_NAME, *FUNCTION_NAMES}
+    # The draft's state keys (declared, input properties, what its nodes write): the keys
+    # the given state may set (and ``input``, the run input), and the names the kind sees.
+    graph_keys = set(spec.input_names()) | set(spec.state)
     for other_id, other_config in result.configs.items():
-        known |= set(get_kind(spec.node(other_id).kind).writes(other_config))
+        graph_keys |= set(get_kind(spec.node(other_id).kind).writes(other_config))
+    graph_keys.discard(INPUT_NAME)
+    known = graph_keys | set(state) | {INPUT_NAME, *FUNCTION_NAMES}
     issues = kind.check(node.id, config, known)
     if issues:
         raise GraphInvalid([LocatedIssue(i.node_id, i.field, i.message, i.code, f"nodes[{index}].{i.field}") for i in issues])
@@ -491,4 +498,4 @@ def graph_node_test(
             ignore_conflicts=True,
         )
         version = GraphVersion.objects.get(graph=graph, is_test=True, content_hash=digest)
-    return node_test_run(version=version, node_id=node.id, state=state, user=user, actor=actor)
+    return node_test_run(version=version, node_id=node.id, state=state, user=user, actor=actor, known_keys=frozenset(graph_keys))

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from runs.bounds import BUDGET_USD_LIMIT, MAX_BIGINT
+
 NODE_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
 
 # Reducers combine writes to one state key. Order-sensitive reducers (append, extend,
@@ -112,12 +114,17 @@ class NoteSpec(_Model):
 
 
 class GraphSettings(_Model):
-    """Run-wide limits: parallel steps at once, steps per run, and an optional budget."""
+    """Run-wide limits: parallel steps at once, steps per run, and an optional budget.
+
+    Each lands in a column of every run (runs.bounds): ``budget_usd`` is 0 or more and
+    under 100,000,000 (8 integer digits, as the run API takes it), ``budget_tokens`` 0
+    to 2**63-1.
+    """
 
     max_parallelism: int = Field(4, ge=1, le=256)
     max_steps: int = Field(1000, ge=1, le=100000)
-    budget_usd: Decimal | None = Field(None, ge=0)
-    budget_tokens: int | None = Field(None, ge=0)
+    budget_usd: Decimal | None = Field(None, ge=0, lt=BUDGET_USD_LIMIT, allow_inf_nan=False)
+    budget_tokens: int | None = Field(None, ge=0, le=MAX_BIGINT)
 
 
 class GraphSpec(_Model):

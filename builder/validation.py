@@ -8,7 +8,10 @@ show each one on its node or edge. Every defect kind has its own ``code``:
 code                        meaning (node_id / field)
 ==========================  =====================================================================
 invalid_spec                the document does not match GraphSpec (node id when inside nodes[i])
-invalid_input_schema        input_schema is not a valid JSON Schema of an object (-/input_schema)
+                            or holds a number that is not finite (``1e999`` reads as Infinity;
+                            positions, state defaults, configs: the path names it)
+invalid_input_schema        input_schema is not a valid JSON Schema of an object, or a $ref in it
+                            is remote or points at nothing (-/input_schema.<path>)
 duplicate_node_id           a second node uses an id (node / id)
 unknown_kind                no node kind registered under ``kind`` (node / kind)
 invalid_config              config does not match the kind's Config (node / config.<path>)
@@ -82,16 +85,17 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-import jsonschema
 from django.conf import settings
 from pydantic import ValidationError
 
 from builder.spec import EdgeSpec, GraphSpec, NodeSpec, spec_json_schema
 from builder.topology import Topology
+from runs import schemas
 from runs.expressions import FUNCTION_NAMES
 from runs.nodes import UnknownNodeKind, all_kinds, get_kind
 from runs.nodes.base import Issue, NodeConfig, NodeKind, field_path
 from runs.nodes.shared import INPUT_KEY_PREFIX, INPUT_KEYS_MARK, unknown_variable_message
+from runs.values import non_finite_locations, non_finite_message
 
 # Names an expression always sees besides state keys: the run input and the functions.
 # A node or state key with one of these names would shadow it.
@@ -164,6 +168,11 @@ def validate_spec(data: dict[str, Any] | GraphSpec) -> ValidationResult:
         issue = LocatedIssue(None, "spec", f"a graph spec must be a JSON object, not {type(data).__name__}", "invalid_spec", "")
         return ValidationResult(spec=None, issues=[issue])
     else:
+        numbers = _non_finite_issues(data)
+        if numbers:
+            # The document cannot be stored (JSON has no Infinity or NaN), so nothing else
+            # is worth checking until these are fixed.
+            return ValidationResult(spec=None, issues=_located(_sorted(numbers), _node_index(data.get("nodes"))))
         try:
             spec = GraphSpec.model_validate(data)
         except ValidationError as exc:
@@ -389,6 +398,21 @@ def _spec_issues(exc: ValidationError, data: dict[str, Any]) -> list[Issue]:
     return issues
 
 
+def _non_finite_issues(data: dict[str, Any]) -> list[Issue]:
+    """invalid_spec issues for every non-finite number in ``data`` (node positions, note
+    positions, state defaults, configs ...); inside nodes[i] they name that node."""
+    nodes = data.get("nodes")
+    issues = []
+    for loc, value in non_finite_locations(data):
+        node_id = None
+        if len(loc) >= 3 and loc[0] == "nodes" and isinstance(loc[1], int) and isinstance(nodes, list):
+            raw_id = nodes[loc[1]].get("id") if isinstance(nodes[loc[1]], dict) else None
+            if isinstance(raw_id, str) and raw_id:
+                node_id, loc = raw_id, loc[2:]
+        issues.append(Issue(node_id, field_path(loc) or "spec", non_finite_message(value), "invalid_spec"))
+    return issues
+
+
 def _config_issues(node_id: str, exc: ValidationError) -> list[Issue]:
     """Issues for a node config that does not match its kind's Config (field config.<path>)."""
     return [
@@ -481,12 +505,10 @@ class _GraphCheck:
     # -- document-level ---------------------------------------------------------------
     def check_input_schema(self) -> None:
         schema = self.spec.input_schema
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        try:
-            cls.check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            where = field_path(exc.path, "input_schema")
-            self.error(None, where, f"not a valid JSON Schema: {exc.message}", "invalid_input_schema")
+        problems = schemas.schema_problems(schema)  # not valid, or a remote or dangling $ref
+        for where, why in problems:
+            self.error(None, f"input_schema.{where}" if where else "input_schema", why, "invalid_input_schema")
+        if problems:
             return
         # A run's input is a dict of named values (they become state keys).
         declared = schema.get("type")

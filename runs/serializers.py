@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from builder.serializers import JSONObjectField
+from runs.bounds import BUDGET_USD_DECIMAL_PLACES, BUDGET_USD_MAX_DIGITS, MAX_BIGINT
 from runs.engine.api import steps_worker_alive
 from runs.models import AuditEntry, Run, RunStatus, Step, StepAttempt, StepStatus
 from runs.selectors import (
@@ -25,7 +26,9 @@ from runs.selectors import (
     runs_started_from,
 )
 
-MAX_INT = 2**63 - 1
+MAX_INT = MAX_BIGINT
+# A USD budget's digits, as a graph's settings.budget_usd takes them (runs.bounds).
+BUDGET_USD = {"max_digits": BUDGET_USD_MAX_DIGITS, "decimal_places": BUDGET_USD_DECIMAL_PLACES}
 DATE_INPUT_FORMATS = ["iso-8601", "%Y-%m-%d"]
 
 
@@ -94,7 +97,7 @@ class RunStartInput(serializers.Serializer):
     graph = serializers.IntegerField(min_value=1, max_value=MAX_INT)
     version = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False, help_text="Version number (default: latest).")
     input = JSONObjectField(required=False, default=dict)
-    budget_usd = serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0, required=False, allow_null=True)
+    budget_usd = serializers.DecimalField(**BUDGET_USD, min_value=0, required=False, allow_null=True)
     budget_tokens = serializers.IntegerField(min_value=0, max_value=MAX_INT, required=False, allow_null=True)
 
 
@@ -152,7 +155,7 @@ class BulkCancelOutput(serializers.Serializer):
 class RunResumeInput(serializers.Serializer):
     """A new budget may be given when the run stopped for its budget."""
 
-    budget_usd = serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0, required=False, allow_null=True)
+    budget_usd = serializers.DecimalField(**BUDGET_USD, min_value=0, required=False, allow_null=True)
     budget_tokens = serializers.IntegerField(min_value=0, max_value=MAX_INT, required=False, allow_null=True)
 
 
@@ -429,7 +432,7 @@ class RunOutput(serializers.Serializer):
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
     cost_usd = serializers.DecimalField(max_digits=14, decimal_places=6)
-    budget_usd = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
+    budget_usd = serializers.DecimalField(**BUDGET_USD, allow_null=True)
     budget_tokens = serializers.IntegerField(allow_null=True)
     is_test = serializers.BooleanField(help_text="A one-node test run from the builder.")
     forked_from = serializers.IntegerField(source="forked_from_id", allow_null=True)

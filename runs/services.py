@@ -10,12 +10,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-import jsonschema
 from django.conf import settings
 from django.db import IntegrityError
 
 from builder.models import GraphVersion
-from runs import values
+from runs import schemas, values
 from runs.engine import api as engine
 from runs.models import Run
 from runs.nodes.base import field_path
@@ -69,7 +68,9 @@ def _depth(value: Any) -> int:
 
 
 def input_errors(version: GraphVersion, run_input: Any) -> list[dict[str, str]]:
-    """Validate ``run_input`` against the version's input JSON Schema; [] when valid."""
+    """Validate ``run_input`` against the version's input JSON Schema; [] when valid.
+    Raises VersionUnrunnable when the stored schema has a ``$ref`` that does not resolve
+    inside it (runs.schemas)."""
     if not isinstance(run_input, dict):
         return [{"field": "input", "message": "must be a JSON object"}]
     if _depth(run_input) > MAX_INPUT_DEPTH:
@@ -79,11 +80,14 @@ def input_errors(version: GraphVersion, run_input: Any) -> list[dict[str, str]]:
     except values.InvalidValue as exc:  # NaN from a lenient JSON parser, NUL characters
         return [{"field": exc.path, "message": exc.reason}]
     schema = version.spec.get("input_schema") or {"type": "object"}
-    validator = jsonschema.Draft202012Validator(schema)
-    return [
-        {"field": field_path(err.absolute_path, "input"), "message": err.message}
-        for err in sorted(validator.iter_errors(run_input), key=lambda e: list(map(str, e.absolute_path)))
-    ]
+    try:
+        found = schemas.errors(schema, run_input)  # local $refs only: nothing is fetched
+    except schemas.SchemaUnusable as exc:  # a version stored before validation refused it
+        raise engine.VersionUnrunnable(
+            f"Version {version.number} of this graph has an input schema that cannot be applied; publish a corrected version.",
+            {"input_schema": [str(exc)]},
+        ) from None
+    return [{"field": field_path(err.absolute_path, "input"), "message": err.message} for err in found]
 
 
 def _actor(user: Any, actor: str | None) -> tuple[str, str]:
@@ -218,6 +222,7 @@ def node_test_run(
     user: Any = None,
     actor: str | None = None,
     timeout: float | None = None,
+    known_keys: frozenset[str] | None = None,
 ) -> Run:
     """Run node ``node_id`` of test snapshot ``version`` once, in this process, through
     the engine (claim, execute outside any transaction, fenced commit), and return the
@@ -232,12 +237,17 @@ def node_test_run(
     recorded as for any run; budgets of the snapshot's settings apply. ``timeout``
     (seconds, default settings.BALLAST_NODE_TEST_TIMEOUT) bounds the wait between steps;
     a run still going after it is returned as it is (its steps continue on recovery).
-    Raises ValueError when ``version`` is not a test snapshot.
+    ``known_keys``: the state keys of the graph the node comes from; any other key of
+    ``state`` but ``input`` is refused. Raises ValueError when ``version`` is not a test
+    snapshot; StateWriteRefused (nothing written) for a key outside ``known_keys``, an
+    ``input`` that is not an object, a value JSON cannot carry or a state too large.
     """
     name, kind = _actor(user, actor)
     limit = timeout if timeout is not None else getattr(settings, "BALLAST_NODE_TEST_TIMEOUT", 600.0)
     with engine.local_mode() as queue:
-        started = engine.run_start_node_test(version=version, node_id=node_id, state=state, actor=name, actor_type=kind, created_by=user)
+        started = engine.run_start_node_test(
+            version=version, node_id=node_id, state=state, actor=name, actor_type=kind, created_by=user, known_keys=known_keys
+        )
         queue.extend(started.step_ids)  # run here now, even inside a caller's transaction (a second hand-off finds nothing)
         engine.drive_local(started.run.pk, queue=queue, timeout=limit)
     run = started.run

@@ -233,3 +233,33 @@ def loads(text: str | bytes) -> Any:
     ``-Infinity`` (which Python's parser accepts and no JSON column stores) raise
     ValueError, like any other text that is not JSON."""
     return json.loads(text, parse_constant=_refuse_constant)
+
+
+# How many non-finite numbers one check lists (a document could hold thousands).
+MAX_NUMBER_ISSUES = 20
+
+
+def non_finite_locations(data: Any, limit: int = MAX_NUMBER_ISSUES) -> list[tuple[tuple[Any, ...], float]]:
+    """Where ``data`` holds a float that is not finite, as ``(loc, value)`` (``loc`` a
+    pydantic-style location), at most ``limit`` of them in document order. A JSON body
+    parser reads a number too large for a float (``1e999``) as Infinity, and Python's
+    lenient one reads ``NaN``: neither is a JSON number, and a spec holding one cannot be
+    stored (the JSON column refuses it). Iterative: no recursion."""
+    found: list[tuple[tuple[Any, ...], float]] = []
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(data, ())]
+    while stack and len(found) < limit:
+        item, loc = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            found.append((loc, item))
+        elif isinstance(item, dict):
+            stack.extend(reversed([(v, (*loc, k)) for k, v in item.items()]))
+        elif isinstance(item, list):
+            stack.extend(reversed([(v, (*loc, i)) for i, v in enumerate(item)]))
+    return found
+
+
+def non_finite_message(value: float) -> str:
+    """Why a non-finite float is refused, for a person who wrote ``1e999``."""
+    if value != value:
+        return "NaN is not a JSON number"
+    return f"{'-' if value < 0 else ''}Infinity is not a JSON number (a number too large for a float, such as 1e999, reads as Infinity)"

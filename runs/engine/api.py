@@ -49,6 +49,7 @@ from runs.engine.types import (
     StateWriteRefused,
     StepStateError,
     TestRunRefused,
+    VersionUnrunnable,
 )
 from runs.engine.writes import lock_run, run_cost_adjust
 from runs.models import Run, RunStatus, Step
@@ -69,6 +70,7 @@ __all__ = [
     "StepState",
     "StepStateError",
     "TestRunRefused",
+    "VersionUnrunnable",
     "abandoned_steps",
     "fork_kept_steps",
     "acting_as",
@@ -168,7 +170,9 @@ def run_start(
     commit. ``budget_usd``/``budget_tokens`` override the graph's settings. The run exists
     before anything executes. Raises IntegrityError when ``idempotency_key`` is already
     taken (the service turns that into the earlier run); StateWriteRefused when the input
-    holds a value JSON cannot carry or the initial state passes BALLAST_MAX_STATE_BYTES."""
+    holds a value JSON cannot carry or the initial state passes BALLAST_MAX_STATE_BYTES;
+    VersionUnrunnable (nothing written) when the version's stored spec no longer parses
+    or a limit the run would store does not fit its row."""
     started = operations.run_create(
         version=version,
         run_input=run_input,
@@ -184,14 +188,23 @@ def run_start(
 
 
 def run_start_node_test(
-    *, version: GraphVersion, node_id: str, state: dict[str, Any], actor: str, actor_type: str, created_by: Any = None
+    *,
+    version: GraphVersion,
+    node_id: str,
+    state: dict[str, Any],
+    actor: str,
+    actor_type: str,
+    created_by: Any = None,
+    known_keys: frozenset[str] | None = None,
 ) -> StartedRun:
     """Commit a test run (``is_test``) of node ``node_id`` of test snapshot ``version``: its
-    first step is that node, with ``state`` as the committed state (``state["input"]`` is
-    the run input); audited as ``run.test_node``; the step goes to the queue after commit.
-    Raises ValueError (not a test snapshot), KeyError (no such node)."""
+    first step is that node, with ``state`` as the committed state (``state["input"]``, an
+    object, is the run input; other keys must be among ``known_keys`` when given);
+    audited as ``run.test_node``; the step goes to the queue after commit. Raises
+    ValueError (not a test snapshot), KeyError (no such node), StateWriteRefused (nothing
+    written: see operations.run_create_node_test)."""
     started = operations.run_create_node_test(
-        version=version, node_id=node_id, state=state, actor=actor, actor_type=actor_type, created_by=created_by
+        version=version, node_id=node_id, state=state, actor=actor, actor_type=actor_type, created_by=created_by, known_keys=known_keys
     )
     _dispatch_on_commit(started.step_ids)
     return started

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import OperationalError, connection, transaction
+from django.db import DatabaseError, OperationalError, connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -41,6 +41,8 @@ from runs.nodes.base import ChildCall
 log = logging.getLogger("ballast.engine")
 # How long a deadline that raised while firing waits before it is tried again.
 DEADLINE_RETRY_SECONDS = 60
+# How long a due step whose claim raised is set aside before it is tried again.
+CLAIM_RETRY_SECONDS = 60
 
 
 def claim_details(step: Step, run: Run, worker: str) -> ClaimedStep:
@@ -236,7 +238,10 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
     and the select and the update cannot interleave with another claimer. A step the
     claim then refuses (run ended, budget, interrupted too often) is settled as
     :func:`step_claim` settles it and the next due step is tried, so a doorbell is never
-    spent on a step that cannot run.
+    spent on a step that cannot run. A step whose claim raises (its run row cannot be
+    read back, its version no longer parses) is set aside for CLAIM_RETRY_SECONDS (its
+    ``available_at``, as a backoff) and the next due step is tried: one bad row never
+    leaves every other run queued.
 
     First, a waiting step whose deadline passed (an approval's: runs.engine.deadlines)
     is fired, once, and the pick starts again: a deadline is late by definition, and
@@ -285,7 +290,22 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
                 step_id = pick.first()
                 if step_id is None:
                     return None
-                claimed = _claim(step_id, worker, now)
+                try:
+                    with transaction.atomic():  # a savepoint: the pick's transaction stays usable
+                        claimed = _claim(step_id, worker, now)
+                except (CounterBusy, DatabaseError):
+                    raise  # the counter is busy, or the database is (a lock, a lost connection): pick again later
+                except Exception:
+                    # A step whose claim raises otherwise (a run row whose value cannot be
+                    # read back, a version whose spec no longer parses) is the oldest due
+                    # row: it must not fail every doorbell behind it and leave every run
+                    # queued. It is set aside like a backoff (recovery rings for it again)
+                    # and the next due step is picked.
+                    log.exception("claim of step %s failed; trying it again in %ss", step_id, CLAIM_RETRY_SECONDS)
+                    Step.objects.filter(pk=step_id, status=StepStatus.PENDING).update(
+                        available_at=now + timedelta(seconds=CLAIM_RETRY_SECONDS)
+                    )
+                    continue
         except CounterBusy:
             # Another writer is numbering this run's events: let go of the step (that
             # writer may be about to update it) and pick again in a moment.

@@ -13,8 +13,10 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
+from pydantic import ValidationError
 
 from builder.models import GraphVersion
+from runs.bounds import run_limit_problems
 from runs.engine import limits, scheduler
 from runs.engine import state as state_store
 from runs.engine.audit import audit, audit_new, audit_new_rows
@@ -22,7 +24,14 @@ from runs.engine.commit import advance, child_finished
 from runs.engine.events import create as create_event
 from runs.engine.events import publish, push_enabled, wire
 from runs.engine.graphs import compiled_graph, state_keys, step_node
-from runs.engine.types import RunNotFound, StartedRun, StateWriteRefused, StepStateError, step_idempotency_key
+from runs.engine.types import (
+    RunNotFound,
+    StartedRun,
+    StateWriteRefused,
+    StepStateError,
+    VersionUnrunnable,
+    step_idempotency_key,
+)
 from runs.engine.writes import bump_run, event, finish_run, lock_run, save_steps
 from runs.models import (
     AuditChain,
@@ -36,9 +45,43 @@ from runs.models import (
     Step,
     StepStatus,
 )
-from runs.nodes.base import NodeResult
+from runs.nodes.base import NodeResult, field_path
 from runs.signals import steps_requeued
 from runs.values import InvalidValue
+
+
+def _startable(version: GraphVersion, **overrides: Any) -> tuple[scheduler.CompiledGraph, dict[str, Any]]:
+    """The compiled graph of ``version`` and the limits a new run of it stores
+    (``budget_usd``, ``budget_tokens``, ``max_parallelism``, ``max_steps``: an override
+    that is not None wins over the spec's settings), checked to fit the run's row.
+
+    Publishing validates a spec, but a version stored before a bound existed may hold a
+    value past it (a budget of 10**13 USD): its spec no longer parses, or a limit would
+    not fit its column (SQLite stores it anyway and every later read of the row fails).
+    Either raises VersionUnrunnable before anything is written."""
+    try:
+        graph = compiled_graph(version.pk)
+    except ValidationError as exc:
+        fields: dict[str, list[str]] = {}
+        for err in exc.errors():
+            fields.setdefault(field_path(err["loc"]) or "spec", []).append(err["msg"])
+        raise VersionUnrunnable(
+            f"Version {version.number} of this graph no longer passes validation; publish a corrected version.", fields
+        ) from None
+    settings_ = graph.spec.settings
+    limits_ = {
+        "budget_usd": settings_.budget_usd, "budget_tokens": settings_.budget_tokens,
+        "max_parallelism": settings_.max_parallelism, "max_steps": settings_.max_steps,
+    }
+    limits_.update({name: value for name, value in overrides.items() if value is not None})
+    problems = run_limit_problems(**limits_)
+    if problems:
+        where = {name: name if name in overrides and overrides[name] is not None else f"settings.{name}" for name in problems}
+        raise VersionUnrunnable(
+            f"A run of version {version.number} of this graph would store a limit its row cannot hold.",
+            {where[name]: [why] for name, why in problems.items()},
+        )
+    return graph, limits_
 
 
 def run_create(
@@ -58,10 +101,10 @@ def run_create(
     before anything executes, so it cannot vanish. Raises IntegrityError when
     ``idempotency_key`` is taken; StateWriteRefused when the input holds a value JSON
     cannot carry (``invalid_output``, path ``input.…``) or the initial state would pass
-    the state size limit (``state_too_large``).
+    the state size limit (``state_too_large``); VersionUnrunnable when the version's
+    spec no longer parses or a limit does not fit the run's row (:func:`_startable`).
     """
-    graph = compiled_graph(version.pk)
-    settings_ = graph.spec.settings
+    graph, run_limits = _startable(version, budget_usd=budget_usd, budget_tokens=budget_tokens)
     run_input, _ = limits.checked_writes(run_input, field="input", known_keys=None)
     state = scheduler.initial_state(graph, run_input)
     sizes = limits.full_sizes(state)
@@ -72,10 +115,7 @@ def run_create(
         input=run_input,
         state_sizes=sizes,
         scheduler={"iterations": {graph.start_id(): 1}},
-        max_parallelism=settings_.max_parallelism,
-        max_steps=settings_.max_steps,
-        budget_usd=budget_usd if budget_usd is not None else settings_.budget_usd,
-        budget_tokens=budget_tokens if budget_tokens is not None else settings_.budget_tokens,
+        **run_limits,
         step_count=1,
         created_by=created_by,
         idempotency_key=idempotency_key,
@@ -153,7 +193,14 @@ def _create_postgresql(
 
 
 def run_create_node_test(
-    *, version: GraphVersion, node_id: str, state: dict[str, Any], actor: str, actor_type: str, created_by: Any = None
+    *,
+    version: GraphVersion,
+    node_id: str,
+    state: dict[str, Any],
+    actor: str,
+    actor_type: str,
+    created_by: Any = None,
+    known_keys: frozenset[str] | None = None,
 ) -> StartedRun:
     """Commit a test run of one node of test snapshot ``version``: the run (``is_test``) and
     its first step, ``node_id`` itself, pending, in one transaction, audited as
@@ -161,22 +208,27 @@ def run_create_node_test(
 
     The committed state is the declared state defaults, then ``state``; ``state["input"]``
     (an object) is the run input. Budgets and limits come from the snapshot's settings.
+    ``known_keys`` (the state keys of the graph the node comes from, which a one-node
+    snapshot does not hold) refuses any other key but ``input``; None: any key.
     Raises ValueError when ``version`` is not a test snapshot, KeyError for an unknown node,
-    StateWriteRefused when ``state`` holds a value JSON cannot carry or passes the state
-    size limit.
+    StateWriteRefused when ``state`` holds a value JSON cannot carry (``invalid_output``),
+    a key outside ``known_keys`` (``unknown_state_key``), an ``input`` that is not an
+    object (``invalid``) or passes the state size limit.
     """
     if not version.is_test:
         raise ValueError("node_test_run needs a test snapshot version")
-    graph = compiled_graph(version.pk)
+    graph, run_limits = _startable(version)
     node = graph.topology.nodes[node_id]
-    given, _ = limits.checked_writes(state, field="state", known_keys=None)
-    run_input = given.get("input") if isinstance(given.get("input"), dict) else {}
+    given, _ = limits.checked_writes(state, field="state", known_keys=None if known_keys is None else {*known_keys, "input"})
+    run_input = given.get("input", {})
+    if not isinstance(run_input, dict):  # it is the run input: never silently replaced by {}
+        message = "state.input must be a JSON object: it is the run input"
+        raise StateWriteRefused("invalid", message, {"state.input": ["must be a JSON object (the run input)"]})
     initial = scheduler.initial_state(graph, {})
     initial.update(given)
     initial["input"] = run_input
     sizes = limits.full_sizes(initial)
     limits.enforce(sizes, field="state")
-    run_limits = graph.spec.settings
     step_due = timezone.now()
     with transaction.atomic():
         run = Run.objects.create(
@@ -185,10 +237,7 @@ def run_create_node_test(
             input=run_input,
             state_sizes=sizes,
             scheduler={"iterations": {node_id: 1}},
-            max_parallelism=run_limits.max_parallelism,
-            max_steps=run_limits.max_steps,
-            budget_usd=run_limits.budget_usd,
-            budget_tokens=run_limits.budget_tokens,
+            **run_limits,
             step_count=1,
             created_by=created_by if getattr(created_by, "pk", None) is not None else None,
         )

@@ -53,6 +53,21 @@ class StateWriteRefused(ValueError):
         self.details = details or {}
 
 
+class VersionUnrunnable(ValueError):
+    """A graph version cannot start a run: its stored spec no longer parses (stored before
+    a bound it breaks existed, e.g. ``settings.budget_usd`` past 8 integer digits), or a
+    limit the run would store does not fit the run's row (runs.bounds). ``fields`` maps
+    spec paths (``settings.budget_usd``) or start arguments (``budget_usd``) to messages,
+    as API errors carry them (code ``version_invalid``). Nothing was written."""
+
+    code = "version_invalid"
+
+    def __init__(self, message: str, fields: dict[str, list[str]]):
+        super().__init__(message)
+        self.message = message
+        self.fields = fields
+
+
 class StateTooLarge(StateWriteRefused):
     """A write would make the run's state larger than ``BALLAST_MAX_STATE_BYTES``.
 

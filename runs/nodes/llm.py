@@ -12,11 +12,9 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from jsonschema.exceptions import SchemaError
-from jsonschema.validators import Draft202012Validator, validator_for
 from pydantic import Field, field_validator
 
-from runs import values
+from runs import schemas, values
 from runs.nodes.base import NodeContext, NodeError, NodeResult, Usage
 from runs.nodes.llm_call import (
     LLMCallConfig,
@@ -65,10 +63,10 @@ class LLMConfig(LLMCallConfig):
     @classmethod
     def _valid_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
         if schema is not None:
-            try:
-                validator_for(schema, default=Draft202012Validator).check_schema(schema)
-            except SchemaError as exc:
-                raise ValueError(f"not a valid JSON Schema: {exc.message}") from exc
+            problems = schemas.schema_problems(schema)  # remote or dangling $refs too
+            if problems:
+                where, why = problems[0]
+                raise ValueError(f"{where}: {why}" if where else why)
         return schema
 
 
@@ -116,7 +114,7 @@ class LLMNode(LLMCallKind[LLMConfig]):
         messages = prompt_messages(config, expression_names(ctx), strict=True)
         validator = None
         if config.output_schema is not None:
-            validator = validator_for(config.output_schema, default=Draft202012Validator)(config.output_schema)
+            validator = schemas.validator(config.output_schema)  # never fetches a $ref
 
         usage = Usage(provider=config.provider, model=config.model, price_version=provider.price_version(config.model))
         cost: Decimal | None = Decimal(0)
@@ -206,7 +204,10 @@ def _parse_and_validate(text: str, validator: Any) -> tuple[Any, list[str]]:
         value = values.loads(candidate)  # strict: NaN or Infinity in a reply is asked again
     except ValueError as exc:
         return None, [f"the reply is not JSON ({exc})"]
-    found = sorted(validator.iter_errors(value), key=lambda e: e.json_path)
+    try:
+        found = sorted(validator.iter_errors(value), key=lambda e: e.json_path)
+    except schemas.Unresolvable as exc:  # a version stored before validation refused such refs
+        raise NodeError(f"output_schema cannot be applied: {exc}", code="invalid_config", retryable=False) from None
     return value, [f"{e.json_path}: {e.message}" for e in found[:MAX_ERRORS]]
 
 
