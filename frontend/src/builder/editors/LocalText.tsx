@@ -60,3 +60,21 @@ type AreaProps = Omit<TextareaHTMLAttributes<HTMLTextAreaElement>, "value" | "on
 export function LocalTextarea({ value, onText, onFocus, onBlur, ...rest }: AreaProps) {
   return <textarea {...rest} {...useLocalTextProps(value, onText, onFocus, onBlur)} />;
 }
+
+type NumberProps = Omit<InputProps, "value" | "onText" | "type"> & { value: unknown; onNumber(value: number | undefined): void };
+
+/**
+ * A number ``<input>`` (a LocalInput) for an optional number: ``value`` shows when it is a
+ * number; ``onNumber`` gets the typed number, or undefined when the box is emptied; text
+ * that is not a finite number changes nothing.
+ */
+export function LocalNumberInput({ value, onNumber, ...rest }: NumberProps) {
+  return (
+    <LocalInput {...rest} type="number" value={typeof value === "number" ? String(value) : ""}
+      onText={(t) => {
+        if (t.trim() === "") return onNumber(undefined);
+        const n = Number(t);
+        if (Number.isFinite(n)) onNumber(n);
+      }} />
+  );
+}

@@ -1,6 +1,6 @@
 // The run input's schema edited as a list of fields, with "Edit as JSON" for what the list cannot show.
 import { useState } from "react";
-import { LocalInput, LocalTextarea } from "../editors/LocalText";
+import { LocalInput, LocalNumberInput, LocalTextarea } from "../editors/LocalText";
 import { JsonValueEditor } from "../editors/widgets";
 import { usePendingEdit } from "../pendingEdits";
 import { FIELD_TYPES, freshFieldName, keptSummary, readInputSchema, withType, writeInputSchema, type FieldType, type InputField } from "./inputSchema";
@@ -70,13 +70,7 @@ function DefaultInput({ id, field, onDefault }: { id: string; field: InputField;
     return (
       <div className="form-field">
         {label}
-        <LocalInput id={id} type="number" step={field.type === "integer" ? "1" : "any"} placeholder="no default"
-          value={typeof field.default === "number" ? String(field.default) : ""}
-          onText={(t) => {
-            if (t.trim() === "") return onDefault(undefined);
-            const n = Number(t);
-            if (Number.isFinite(n)) onDefault(n);
-          }} />
+        <LocalNumberInput id={id} step={field.type === "integer" ? "1" : "any"} placeholder="no default" value={field.default} onNumber={onDefault} />
       </div>
     );
   }

@@ -1,6 +1,6 @@
 // The graph's declared state keys: name, reducer, default (typed where the type is plain, else JSON) and description.
 import { useState } from "react";
-import { LocalInput } from "../editors/LocalText";
+import { LocalInput, LocalNumberInput } from "../editors/LocalText";
 import { usePendingEdit } from "../pendingEdits";
 import type { Reducer, StateKeySpec } from "../spec";
 import { freshId } from "../spec";
@@ -66,12 +66,7 @@ function DefaultField({ base, spec, json, onDefault }: DefaultFieldProps) {
     return (
       <div className="form-field">
         <label htmlFor={id}>Default</label>
-        <LocalInput id={id} type="number" step="any" placeholder="none" value={typeof spec.default === "number" ? String(spec.default) : ""}
-          onText={(t) => {
-            if (t.trim() === "") return onDefault(undefined);
-            const n = Number(t);
-            if (Number.isFinite(n)) onDefault(n);
-          }} />
+        <LocalNumberInput id={id} step="any" placeholder="none" value={spec.default} onNumber={onDefault} />
       </div>
     );
   }
