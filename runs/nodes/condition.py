@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from runs.expressions import ExpressionError, evaluate
 from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult
 from runs.nodes.shared import check_expression, expression_names
+from runs.values import InvalidValue, canonical
 
 HANDLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
 DEFAULT_HANDLE = "default"
@@ -102,8 +103,16 @@ class ConditionNode(NodeKind[ConditionConfig]):
 
     @staticmethod
     def _truth(source: str, names: Mapping[str, Any], where: str) -> bool:
+        """Whether ``source`` is true over ``names``: a boolean as it is; any other JSON
+        value by JSON truthiness (``None``, ``0``, ``""``, ``[]``, ``{}`` are false).
+
+        A value a transform could not store either (NaN, an infinity, a set, a complex
+        number, nested anywhere in the value) fails the step like a transform's does,
+        rather than routing by Python's truthiness (NaN is "true" there). Raises
+        NodeError(code="expression", retryable=False); ``details.reason`` says why.
+        """
         try:
-            return bool(evaluate(source, names))
+            value = evaluate(source, names)
         except ExpressionError as exc:
             raise NodeError(
                 f"condition {where} failed: {exc.message}",
@@ -111,6 +120,18 @@ class ConditionNode(NodeKind[ConditionConfig]):
                 retryable=False,
                 details={"expression": source, "error_code": exc.code},
             ) from exc
+        if type(value) is bool:
+            return value
+        try:
+            value = canonical(value, "value")
+        except InvalidValue as exc:
+            raise NodeError(
+                f"condition {where} failed: its {exc}; a condition takes true/false or a JSON value",
+                code="expression",
+                retryable=False,
+                details={"expression": source, "error_code": "invalid_value", **exc.as_dict()},
+            ) from exc
+        return bool(value)
 
     def execute(self, config: ConditionConfig, ctx: NodeContext) -> NodeResult:
         """Route down the chosen handle; the handle is also the step's recorded output."""
