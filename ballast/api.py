@@ -13,7 +13,9 @@ Domain exceptions of the services are translated here, so views only call servic
 from __future__ import annotations
 
 import logging
+from base64 import b64encode
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, RequestDataTooBig
@@ -223,8 +225,11 @@ class CursorPage(CursorPagination):
     whatever the table's size, and rows added meanwhile never shift a page.
 
     ``ordering`` is one unique column (``"-id"`` newest first, ``"id"`` oldest first),
-    so a cursor is the last id seen. A cursor that does not decode, or does not hold an
-    id, is a 400 with a ``cursor`` field error."""
+    so a cursor is the last id seen, and every cursor this class hands out holds one. A
+    cursor it could not have handed out is a 400 with a ``cursor`` field error: one that
+    does not decode, holds no id (``AAAA`` decodes to nothing, which DRF reads as the
+    first page), or is not the exact text this class encodes for what it holds (a
+    truncated or edited one)."""
 
     page_size = DEFAULT_PAGE_SIZE
     page_size_query_param = "page_size"
@@ -238,15 +243,31 @@ class CursorPage(CursorPagination):
 
     def decode_cursor(self, request: Any) -> Any:
         message = "Not a cursor of this list: use the next or previous URL of a page."
+        invalid = bad_request("invalid", f"Invalid input: {message}", {"cursor": [message]})
         try:
             cursor = super().decode_cursor(request)
         except exceptions.NotFound:
-            raise bad_request("invalid", f"Invalid input: {message}", {"cursor": [message]}) from None
-        if cursor is not None and cursor.position is not None:
-            position = cursor.position
-            if not (position.isdigit() and int(position) <= MAX_ID):
-                raise bad_request("invalid", f"Invalid input: {message}", {"cursor": [message]})
+            raise invalid from None
+        if cursor is None:
+            return None
+        position = cursor.position
+        if position is None or not (position.isascii() and position.isdigit() and int(position) <= MAX_ID):
+            raise invalid
+        if _encoded(cursor) != request.query_params.get(self.cursor_query_param):
+            raise invalid
         return cursor
+
+
+def _encoded(cursor: Any) -> str:
+    """The cursor text DRF's ``CursorPagination.encode_cursor`` puts in a link for ``cursor``
+    (the same tokens in the same order, base64): what a cursor handed out reads as."""
+    tokens = {}
+    if cursor.offset != 0:
+        tokens["o"] = str(cursor.offset)
+    if cursor.reverse:
+        tokens["r"] = "1"
+    tokens["p"] = cursor.position
+    return b64encode(urlencode(tokens).encode("ascii")).decode("ascii")
 
 
 class ApiView(APIView):
