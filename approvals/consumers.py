@@ -11,7 +11,9 @@ person with 10,000 waiting is not sent 10,000 items, bench/inbox.py). Then ``{"t
 says who decided), the newest ``MAX_ITEMS`` of each kind per wake-up, then
 ``{"type": "approval.more", "count": k}`` for the k more left out (fetch the list again).
 A reconnect gets a fresh snapshot, so nothing is lost.
-Close code 4401: not authenticated.
+Close codes: 4401 not authenticated; 4415 a binary frame, 4400 a text frame that is not
+JSON (runs.consumers.JsonFramesConsumer; the inbox reads no message, but a bad one must
+not raise inside the server).
 
 Rows first, so it works whichever process created or decided a request. The database is
 read by one marker poller per event loop (:class:`InboxHub`): every ``POLL_SECONDS`` two
@@ -31,13 +33,13 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import DatabaseError, connection
 from django.db.models import Count, Max, Sum
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import approval_list, approval_list_for_user
 from approvals.serializers import ApprovalOutput
+from runs.consumers import JsonFramesConsumer
 from runs.models import RunStateKey
 
 log = logging.getLogger(__name__)
@@ -113,7 +115,7 @@ def inbox_hub() -> InboxHub:
     return found
 
 
-class ApprovalInboxConsumer(AsyncJsonWebsocketConsumer):
+class ApprovalInboxConsumer(JsonFramesConsumer):
     """Streams the caller's pending approvals: a snapshot, then arrivals, changes and departures."""
 
     async def connect(self) -> None:

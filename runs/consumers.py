@@ -19,7 +19,9 @@ A client that reconnects with the last seq it saw loses nothing and sees nothing
 Refusals: close codes 4401 not authenticated, 4400 bad ``after``, 4404 no such run or one
 the caller may not read (``accounts.policy``; the refusal is audited), before accept, so
 the handshake is refused. On ``ws/runs/`` a refused follow answers ``{"type": "error",
-"error": {"code", "message", "where"}}`` and the socket stays open.
+"error": {"code", "message", "where"}}`` and the socket stays open. A frame that is not
+JSON text closes the socket (:class:`JsonFramesConsumer`): 4415 for a binary frame, 4400
+for text that is not JSON.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from accounts import policy
+from runs import values
 from runs.live import Follower, hub
 from runs.models import Run
 
@@ -69,7 +72,33 @@ def readable(user: Any, run_id: int) -> bool:
     return True
 
 
-class RunEventsConsumer(AsyncJsonWebsocketConsumer):
+# Close codes for a frame that is not JSON text, in the 4000 + HTTP status style of the
+# handshake refusals (4400, 4401, 4404). Not RFC 6455's 1003 and 1007: daphne (autobahn)
+# refuses to send any code but 1000 and 3000-4999, and the socket would end with 1011.
+CLOSE_BINARY_FRAME = 4415  # unsupported media type: every message is JSON text
+CLOSE_NOT_JSON = 4400  # bad request: the text did not parse as JSON
+
+
+class JsonFramesConsumer(AsyncJsonWebsocketConsumer):
+    """An ``AsyncJsonWebsocketConsumer`` that closes the socket on a frame it cannot read
+    instead of raising inside the server (a traceback and close code 1011): a binary frame
+    closes with :data:`CLOSE_BINARY_FRAME`, text that is not strict JSON (NaN and
+    Infinity included, as everywhere in Ballast: ``runs.values.loads``) with
+    :data:`CLOSE_NOT_JSON`. Messages that parse go to ``receive_json`` as before."""
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        if text_data is None:
+            await self.close(code=CLOSE_BINARY_FRAME, reason="binary frame: send JSON text")
+            return
+        try:
+            content = values.loads(text_data)
+        except ValueError:
+            await self.close(code=CLOSE_NOT_JSON, reason="the frame is not JSON")
+            return
+        await self.receive_json(content, **kwargs)
+
+
+class RunEventsConsumer(JsonFramesConsumer):
     """Streams the events of one run (``run_id`` in the route) or of the runs the client follows."""
 
     follower: Follower | None = None
