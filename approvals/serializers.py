@@ -35,6 +35,18 @@ class ApprovalDecideInput(serializers.Serializer):
     reason = serializers.CharField(max_length=200, required=False, allow_blank=True, default="", help_text="A rejection's reason: one the node declares.")
     values = JSONObjectField(required=False, allow_null=True, default=None, help_text="Edited state values on an approval (the node's edit_schema).")
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """Fields this input does not declare, and an ``output`` with a gate's decision
+        (only a parked step's decision takes one), are refused naming them: a client's
+        mistake must not pass for a recorded value. Raises ValidationError (400)."""
+        sent = self.initial_data if isinstance(self.initial_data, dict) else {}
+        errors = {name: ["Unknown field: a decision takes " + ", ".join(self.fields) + "."] for name in sorted(set(sent) - set(self.fields))}
+        if attrs.get("output") is not None and attrs.get("decision") in GATE_DECISIONS:
+            errors["output"] = ["An output goes with a parked step's decision (retry, skip, fail), not with approve or reject."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
 
 class ApprovalClaimManyInput(serializers.Serializer):
     ids = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**63 - 1), min_length=1, max_length=200)
