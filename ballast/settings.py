@@ -174,6 +174,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Content-Security-Policy: scripts from the app's own origin only (ballast/csp.py).
+    "ballast.csp.ContentSecurityPolicyMiddleware",
     # Last (django-axes asks for it): turns a locked-out sign-in into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
