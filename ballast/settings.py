@@ -209,25 +209,29 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The cache every web and worker process shares: throttle counters (API rates, failed
 # token authentications) must be seen by all of them, never kept in one process's
 # memory. Default: a table in the project's database (created by ``migrate``, see
-# accounts.apps); with BALLAST_CACHE_REDIS_URL (or BALLAST_REDIS_URL) set, Redis.
+# accounts.apps); with BALLAST_CACHE_REDIS_URL (or BALLAST_REDIS_URL) set, Redis, and
+# that table (alias "database") while Redis does not answer (accounts.throttling).
 _CACHE_REDIS_URL = os.environ.get("BALLAST_CACHE_REDIS_URL") or os.environ.get("BALLAST_REDIS_URL")
+_DATABASE_CACHE = {
+    "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+    "LOCATION": "ballast_cache",
+    # Culling scans the table; counters expire on their own, so keep it rare.
+    "OPTIONS": {"MAX_ENTRIES": 100_000, "CULL_FREQUENCY": 4},
+}
 if _CACHE_REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": _CACHE_REDIS_URL,
             "KEY_PREFIX": os.environ.get("BALLAST_CACHE_KEY_PREFIX", "ballast"),
-        }
+            # A Redis that does not answer costs a request at most this long (then the
+            # counters go to the database cache, see accounts.throttling).
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        },
+        "database": _DATABASE_CACHE,
     }
 else:
-    CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
-            "LOCATION": "ballast_cache",
-            # Culling scans the table; counters expire on their own, so keep it rare.
-            "OPTIONS": {"MAX_ENTRIES": 100_000, "CULL_FREQUENCY": 4},
-        }
-    }
+    CACHES = {"default": _DATABASE_CACHE}
 
 AUTH_PASSWORD_VALIDATORS: list[dict] = []
 LANGUAGE_CODE = "en-us"
