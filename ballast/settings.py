@@ -369,6 +369,8 @@ Q_CLUSTER = {
 }
 if _Q_BROKER == "redis":
     Q_CLUSTER["redis"] = os.environ.get("BALLAST_REDIS_URL", "redis://127.0.0.1:6379/0")
+    # django-q2's Redis broker whose pusher waits out a Redis outage (runs.engine.dispatch).
+    Q_CLUSTER["broker_class"] = "runs.engine.dispatch.RedisBroker"
 else:
     Q_CLUSTER["orm"] = "default"
     broker_class = orm_broker_class(DATABASES["default"])
