@@ -338,7 +338,19 @@ BALLAST_TOKEN_TOUCH_SECONDS = 60
 # process).
 _CHANNELS_REDIS_URL = os.environ.get("BALLAST_CHANNELS_REDIS_URL") or os.environ.get("BALLAST_REDIS_URL")
 if _CHANNELS_REDIS_URL:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [_CHANNELS_REDIS_URL]}}}
+    # channels-redis blocks 5 s per read (BZPOPMIN, its brpop_timeout) and redis-py 6+
+    # times a socket out after 5 s by default: the read raced the time-out and idle
+    # sockets died with 1011 every 5-16 s. The socket time-out stays above the blocking
+    # read (a healthy Redis always answers within it; a vanished one is noticed in 15 s),
+    # keepalive and a health check on connections idle for 10 s find a dead server early.
+    _CHANNELS_HOST = {
+        "address": _CHANNELS_REDIS_URL,
+        "socket_timeout": 15,
+        "socket_connect_timeout": 2,
+        "socket_keepalive": True,
+        "health_check_interval": 10,
+    }
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [_CHANNELS_HOST]}}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 BALLAST_LIVE_PUSH = bool(_CHANNELS_REDIS_URL)
