@@ -8,8 +8,9 @@ from django.db.models.signals import post_migrate
 def create_cache_table(sender: Any, using: str = "default", **kwargs: Any) -> None:
     """post_migrate: ``createcachetable`` on the migrated database, so the database cache
     that holds the throttle counters (settings ``CACHES``) exists after ``migrate`` and
-    ``make up`` as in the test databases. Idempotent (an existing table is left alone);
-    does nothing when the cache is Redis."""
+    ``make up`` as in the test databases. Idempotent (an existing table is left alone).
+    With Redis as the cache the table is still made: the counters fall back to it while
+    Redis is down (CACHES alias ``database``, accounts.throttling)."""
     from django.core.management import call_command
 
     call_command("createcachetable", database=using, verbosity=0)

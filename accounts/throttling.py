@@ -8,21 +8,34 @@ counting the same key at the same instant may count once, which can only let a
 request or two more through, never refuse one too many). A window resets at its end,
 so a client may send up to twice the rate across a window boundary.
 
+Redis down: with Redis as the cache, a counter call that Redis does not answer
+(``redis.ConnectionError`` or ``TimeoutError``) goes to the database cache (CACHES
+alias ``database``, the ``ballast_cache`` table) instead, and so does every counter
+call of this process for the next ``REDIS_RETRY_SECONDS``; then Redis is tried again.
+The limits keep holding during an outage (counted afresh in the database: a client may
+get up to one more window's worth across the switch), no request answers 500, and each
+process logs the outage once when it begins and once when Redis answers again
+(:class:`_Counters`).
+
 Failed password sign-ins are django-axes's (settings ``AXES_*``); this module only
 gives it the client address (:func:`client_address`) and the lockout page
 (:func:`lockout_response`).
 """
 from __future__ import annotations
 
+import logging
 import math
+import threading
 import time
 from typing import Any
 
 from axes.backends import AxesStandaloneBackend
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework import exceptions
 from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
@@ -59,13 +72,65 @@ def _window(scope: str, ident: str, now: float) -> tuple[str, int, int, float]:
     return f"throttle:{scope}:{ident}:{index}", limit, duration, (index + 1) * duration - now
 
 
+log = logging.getLogger("ballast.throttling")
+
+# The CACHES alias the counters fall back to while Redis does not answer (settings).
+FALLBACK_CACHE = "database"
+# How long a process keeps counting in the fallback before it tries Redis again.
+REDIS_RETRY_SECONDS = 5.0
+
+
+class _Counters:
+    """The cache the counters of this process use: ``default``, or the database cache
+    (``FALLBACK_CACHE``) while Redis is down (see the module docstring). Only Redis's
+    connection errors and time-outs switch; anything else is raised as before."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._down_since: float | None = None  # monotonic time of the first failure
+        self._next_try = 0.0
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``caches["default"].<method>(*args, **kwargs)``, or the fallback's while Redis is down."""
+        if FALLBACK_CACHE not in settings.CACHES:
+            return getattr(caches["default"], method)(*args, **kwargs)
+        if self._down_since is None or time.monotonic() >= self._next_try:
+            try:
+                result = getattr(caches["default"], method)(*args, **kwargs)
+            except (RedisConnectionError, RedisTimeoutError) as exc:
+                self._failed(exc)
+            else:
+                self._answered()
+                return result
+        return getattr(caches[FALLBACK_CACHE], method)(*args, **kwargs)
+
+    def _failed(self, exc: Exception) -> None:
+        with self._lock:
+            now = time.monotonic()
+            self._next_try = now + REDIS_RETRY_SECONDS
+            if self._down_since is None:
+                self._down_since = now
+                log.warning("throttle counters: Redis does not answer (%s); counting in the database cache until it does", exc)
+
+    def _answered(self) -> None:
+        if self._down_since is None:
+            return
+        with self._lock:
+            if self._down_since is not None:
+                log.warning("throttle counters: Redis answers again after %.1fs; counting in Redis", time.monotonic() - self._down_since)
+                self._down_since = None
+
+
+_counters = _Counters()
+
+
 def _count(key: str, duration: int) -> int:
     """Add one to the counter ``key`` (created at 0 for ``duration`` seconds) and return it."""
-    cache.add(key, 0, timeout=duration + 1)
+    _counters.call("add", key, 0, timeout=duration + 1)
     try:
-        return int(cache.incr(key))
-    except ValueError:  # expired between add and incr
-        cache.add(key, 1, timeout=duration + 1)
+        return int(_counters.call("incr", key))
+    except ValueError:  # expired between add and incr (or Redis went away between them)
+        _counters.call("add", key, 1, timeout=duration + 1)
         return 1
 
 
@@ -120,7 +185,7 @@ def token_failure_blocked(*, address: str, prefix: str) -> int | None:
     ``Retry-After``), or None when neither has reached its rate of failures
     (``token_failure_address``, ``token_failure_prefix``). Reads only: one cache read per
     counter."""
-    waits = [left for _, key, limit, _, left in _failure_keys(address, prefix, time.time()) if (cache.get(key) or 0) >= limit]
+    waits = [left for _, key, limit, _, left in _failure_keys(address, prefix, time.time()) if (_counters.call("get", key) or 0) >= limit]
     return math.ceil(max(waits)) if waits else None
 
 

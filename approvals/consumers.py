@@ -118,6 +118,10 @@ def inbox_hub() -> InboxHub:
 class ApprovalInboxConsumer(JsonFramesConsumer):
     """Streams the caller's pending approvals: a snapshot, then arrivals, changes and departures."""
 
+    # No channel-layer channel of its own (the inbox is read from rows; see
+    # runs.consumers.RunEventsConsumer: a Redis error there closed the socket with 1011).
+    channel_layer_alias = None  # type: ignore[assignment]
+
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:

@@ -24,6 +24,8 @@ class NoSuchSocket(AsyncWebsocketConsumer):
     code 4404, as for a run the caller may not read; without this route Channels'
     URLRouter raised ValueError and daphne answered 500."""
 
+    channel_layer_alias = None  # no channel of its own (runs.consumers.RunEventsConsumer)
+
     async def connect(self) -> None:
         await self.close(code=4404)
 

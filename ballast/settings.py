@@ -211,25 +211,29 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The cache every web and worker process shares: throttle counters (API rates, failed
 # token authentications) must be seen by all of them, never kept in one process's
 # memory. Default: a table in the project's database (created by ``migrate``, see
-# accounts.apps); with BALLAST_CACHE_REDIS_URL (or BALLAST_REDIS_URL) set, Redis.
+# accounts.apps); with BALLAST_CACHE_REDIS_URL (or BALLAST_REDIS_URL) set, Redis, and
+# that table (alias "database") while Redis does not answer (accounts.throttling).
 _CACHE_REDIS_URL = os.environ.get("BALLAST_CACHE_REDIS_URL") or os.environ.get("BALLAST_REDIS_URL")
+_DATABASE_CACHE = {
+    "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+    "LOCATION": "ballast_cache",
+    # Culling scans the table; counters expire on their own, so keep it rare.
+    "OPTIONS": {"MAX_ENTRIES": 100_000, "CULL_FREQUENCY": 4},
+}
 if _CACHE_REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": _CACHE_REDIS_URL,
             "KEY_PREFIX": os.environ.get("BALLAST_CACHE_KEY_PREFIX", "ballast"),
-        }
+            # A Redis that does not answer costs a request at most this long (then the
+            # counters go to the database cache, see accounts.throttling).
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        },
+        "database": _DATABASE_CACHE,
     }
 else:
-    CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
-            "LOCATION": "ballast_cache",
-            # Culling scans the table; counters expire on their own, so keep it rare.
-            "OPTIONS": {"MAX_ENTRIES": 100_000, "CULL_FREQUENCY": 4},
-        }
-    }
+    CACHES = {"default": _DATABASE_CACHE}
 
 AUTH_PASSWORD_VALIDATORS: list[dict] = []
 LANGUAGE_CODE = "en-us"
@@ -336,7 +340,19 @@ BALLAST_TOKEN_TOUCH_SECONDS = 60
 # process).
 _CHANNELS_REDIS_URL = os.environ.get("BALLAST_CHANNELS_REDIS_URL") or os.environ.get("BALLAST_REDIS_URL")
 if _CHANNELS_REDIS_URL:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [_CHANNELS_REDIS_URL]}}}
+    # channels-redis blocks 5 s per read (BZPOPMIN, its brpop_timeout) and redis-py 6+
+    # times a socket out after 5 s by default: the read raced the time-out and idle
+    # sockets died with 1011 every 5-16 s. The socket time-out stays above the blocking
+    # read (a healthy Redis always answers within it; a vanished one is noticed in 15 s),
+    # keepalive and a health check on connections idle for 10 s find a dead server early.
+    _CHANNELS_HOST = {
+        "address": _CHANNELS_REDIS_URL,
+        "socket_timeout": 15,
+        "socket_connect_timeout": 2,
+        "socket_keepalive": True,
+        "health_check_interval": 10,
+    }
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [_CHANNELS_HOST]}}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 BALLAST_LIVE_PUSH = bool(_CHANNELS_REDIS_URL)
@@ -367,6 +383,8 @@ Q_CLUSTER = {
 }
 if _Q_BROKER == "redis":
     Q_CLUSTER["redis"] = os.environ.get("BALLAST_REDIS_URL", "redis://127.0.0.1:6379/0")
+    # django-q2's Redis broker whose pusher waits out a Redis outage (runs.engine.dispatch).
+    Q_CLUSTER["broker_class"] = "runs.engine.dispatch.RedisBroker"
 else:
     Q_CLUSTER["orm"] = "default"
     broker_class = orm_broker_class(DATABASES["default"])

@@ -101,6 +101,12 @@ class JsonFramesConsumer(AsyncJsonWebsocketConsumer):
 class RunEventsConsumer(JsonFramesConsumer):
     """Streams the events of one run (``run_id`` in the route) or of the runs the client follows."""
 
+    # No channel of its own: nothing is ever sent to one socket (the process's hub joins
+    # the runs' groups, runs.live). With the Redis layer a channel per socket meant one
+    # blocking Redis read per socket, and a Redis error there (a restart, an outage, a
+    # socket time-out) ended the consumer and closed the socket with 1011. A layer alias
+    # that is not configured gives the consumer no layer (channels.layers.get_channel_layer).
+    channel_layer_alias = None  # type: ignore[assignment]
     follower: Follower | None = None
     watching_new = False
 

@@ -38,6 +38,11 @@ from runs.engine import events as run_events
 log = logging.getLogger(__name__)
 
 
+# The least time between two rejoins of the runs' groups prompted by the safety poll (a
+# push that is only late also looks like a missed one).
+REJOIN_SECONDS = 5.0
+
+
 class Subscriber(Protocol):
     """What the hub hands events to: ``deliver`` takes one run's events in seq order
     (wire form, runs.engine.events.wire) and must not block."""
@@ -65,6 +70,7 @@ class Hub:
         # per poll for all of them (the newest run id), whatever their number.
         self.new_run_watchers: set[Callable[[], None]] = set()
         self.newest_run: int | None = None
+        self.rejoined = float("-inf")  # loop time of the last rejoin
 
     @staticmethod
     def push() -> bool:
@@ -211,8 +217,18 @@ class Hub:
         by_run: dict[int, list[dict[str, Any]]] = {}
         for e in rows:
             by_run.setdefault(e["run"], []).append(e)
+        handed = 0
         for run_id, evs in by_run.items():
+            before = self.cursor.get(run_id)
             self._take(run_id, evs)
+            handed += before is not None and self.cursor.get(run_id) != before
+        if handed and self.push():
+            # The rows had events no push brought: a restarted Redis may have forgotten
+            # this hub's groups (its reads did not fail: redis-py reconnects by itself).
+            try:
+                await self.rejoin(every=REJOIN_SECONDS)
+            except Exception:
+                pass  # the receive loop reports the layer's errors
         return len(rows) >= run_events.BATCH
 
     async def _poll_loop(self) -> None:
@@ -232,14 +248,34 @@ class Hub:
                 log.warning("live events: poll failed", exc_info=True)
                 await asyncio.sleep(self.interval())
 
+    async def rejoin(self, *, every: float = 0.0) -> None:
+        """Join the groups of every followed run again (at most once per ``every``
+        seconds): a restarted Redis forgot them, and its pushes would never come. The
+        poller reads the rows meanwhile, so nothing is lost either way."""
+        now = asyncio.get_running_loop().time()
+        if self.layer is None or self.channel is None or now - self.rejoined < every:
+            return
+        self.rejoined = now
+        for run_id in list(self.subscribers):
+            await self.layer.group_add(run_events.group_name(run_id), self.channel)
+
     async def _receive_loop(self) -> None:
+        down_since: float | None = None
         while self.subscribers and self.layer is not None and self.channel is not None:
             try:
+                if down_since is not None:
+                    await self.rejoin()
+                    log.warning("live events: the channel layer answers again after %.1fs", asyncio.get_running_loop().time() - down_since)
+                    down_since = None
+                    self.wake.set()  # pushes sent meanwhile are lost: read the rows
                 message = await self.layer.receive(self.channel)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.warning("live events: receive from the channel layer failed", exc_info=True)
+            except Exception as exc:
+                if down_since is None:  # once per outage; the poller delivers meanwhile
+                    down_since = asyncio.get_running_loop().time()
+                    expected = type(exc).__module__.startswith("redis")
+                    log.warning("live events: receive from the channel layer failed (%s); polling the rows until it answers", exc, exc_info=not expected)
                 await asyncio.sleep(self.interval())
                 continue
             if message.get("type") != "run.events":

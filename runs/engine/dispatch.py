@@ -18,20 +18,38 @@ long step keeps its lease however long it takes), and a re-delivered doorbell cl
 whatever is due, or nothing. A node that may run longer than ``timeout`` must set its
 own ``timeout_seconds`` below it, or the deployment raises BALLAST_Q_TIMEOUT (and
 BALLAST_Q_RETRY above it).
+
+A broker that does not answer (Redis down or restarting): a doorbell is rung only after
+the commit that made its step due, and that committed row (pending, due) is the record
+that the doorbell is owed. So a refused doorbell is never an error for the caller (the
+step's commit, ``run_start``, the API, the CLI: what they committed stands): the
+process keeps it and rings it again as soon as the broker answers (:class:`_Ringer`,
+every 0.1-1 s), the qcluster's supervisor makes up by count every doorbell a broker
+outage or restart may have lost (runs.engine.recovery, :func:`broker_incarnation`), and
+should the process die first, recovery rings for the step when its hand-off goes stale.
+The pusher of a cluster on the Redis broker waits out an outage and pulls again as soon
+as Redis answers (:class:`RedisBroker`) instead of django-q2's sleep of 10 s and restart.
 """
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 _local = threading.local()
+log = logging.getLogger("ballast.dispatch")
 
 
 def enqueue(step_ids: Iterable[int]) -> None:
-    """Hand step ids to the queue. Call only after the commit that created them."""
+    """Ring one doorbell per step id (hand them to the queue). Call only after the commit
+    that made the steps due. Never raises for the broker: what it refuses, this process
+    rings again once it answers (see the module docstring); while it holds refused
+    doorbells, new ones join them without waiting on the broker again."""
     ids = list(step_ids)
     if not ids:
         return
@@ -39,6 +57,17 @@ def enqueue(step_ids: Iterable[int]) -> None:
     if queue is not None:
         queue.extend(ids)
         return
+    if _ringer.holding():
+        _ringer.hold(ids)
+        return
+    try:
+        _ring(ids)
+    except Exception as exc:  # the broker's error, whatever its client raises: the commit stands
+        _ringer.hold(ids, exc)
+
+
+def _ring(ids: list[int]) -> None:
+    """Put one doorbell per id on the broker (raises what the broker's client raises)."""
     from django.db import transaction
     from django_q.conf import Conf
     from django_q.tasks import async_task
@@ -51,6 +80,97 @@ def enqueue(step_ids: Iterable[int]) -> None:
     with batch:
         for step_id in ids:
             async_task("runs.tasks.step_execute", step_id, q_options={"task_name": f"step {step_id}"})
+
+
+class _Ringer:
+    """Doorbells the broker refused, rung again from a thread of this process as soon as
+    it answers (every 0.1 s at first, then at most every RETRY_MAX_SECONDS). One warning
+    when the broker first refuses, one when the held doorbells were rung: a line per
+    outage and process, not per doorbell. Held only in memory: a process that dies with
+    doorbells held leaves their steps to recovery (stale hand-off, or the supervisor's
+    make-up after the outage)."""
+
+    RETRY_MAX_SECONDS = 1.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[int, None] = {}  # ordered: doorbells are rung in the order they were owed
+        self._pid = 0
+        self._since = 0.0
+        self._thread: threading.Thread | None = None
+
+    def holding(self) -> bool:
+        """Whether this process holds refused doorbells (the broker is not known to answer)."""
+        return bool(self._held) and self._pid == os.getpid()
+
+    def hold(self, ids: list[int], exc: BaseException | None = None) -> None:
+        with self._lock:
+            if self._pid != os.getpid():  # forked: the parent's doorbells and thread are the parent's
+                self._held, self._pid, self._thread = {}, os.getpid(), None
+            if not self._held:
+                self._since = time.monotonic()
+                log.warning("the queue broker refused %d doorbell(s) after their commit (%s); ringing them again as soon as it answers", len(ids), exc)
+            self._held.update(dict.fromkeys(ids))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="ballast-doorbell-ringer", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        from django.db import connections
+
+        delay = 0.1
+        while True:
+            time.sleep(delay)
+            with self._lock:
+                ids = list(self._held)
+            try:
+                _ring(ids)
+            except Exception:
+                delay = min(delay * 2, self.RETRY_MAX_SECONDS)
+                continue
+            finally:
+                connections.close_all()  # this thread's own (the ORM broker's)
+            with self._lock:
+                for step_id in ids:
+                    self._held.pop(step_id, None)
+                if not self._held:
+                    log.warning("the queue broker answers again after %.1fs: held doorbells rung", time.monotonic() - self._since)
+                    self._thread = None
+                    return
+
+
+_ringer = _Ringer()
+_brokers: dict[int, object] = {}
+
+
+def _broker() -> Any:
+    """This process's broker client for the supervisor's checks, made once (a new one per
+    call would open a new Redis connection pool every pass)."""
+    from django_q.brokers import get_broker
+
+    broker = _brokers.get(os.getpid())
+    if broker is None:
+        _brokers.clear()
+        broker = _brokers[os.getpid()] = get_broker()
+    return broker
+
+
+def broker_incarnation() -> str | None:
+    """Which broker answers now: for Redis its server's ``run_id`` (a new one after every
+    restart; a Redis that saves nothing comes back with an empty queue), ``"orm"`` for the
+    ORM broker (its queue is rows in the database), ``"local"`` in in-process mode; None
+    when the broker does not answer. Read by the supervisor each pass (one round trip)."""
+    if in_local_mode():
+        return "local"
+    from django_q.brokers.redis_broker import Redis
+
+    try:
+        broker = _broker()
+        if isinstance(broker, Redis):
+            return str(broker.connection.info("server")["run_id"])
+        return "orm"
+    except Exception:
+        return None
 
 
 def taken(step_id: int) -> None:
@@ -258,9 +378,59 @@ def _notifying_orm_broker() -> type:
     return NotifyingOrmBroker
 
 
+# --------------------------------------------------------------------------- Redis outages
+
+# How long a pusher whose Redis does not answer waits before it pulls again.
+PULL_RETRY_SECONDS = 0.2
+
+
+def _redis_broker() -> type:
+    """django-q2's Redis broker, whose pull waits out a Redis outage: a pull that Redis
+    does not answer (``ConnectionError``, ``TimeoutError``) returns nothing after
+    PULL_RETRY_SECONDS, and the pusher pulls again, so doorbells flow again within that
+    time of Redis answering. django-q2's pusher instead logs a traceback, sleeps 10 s
+    and exits for its sentinel to start another, which keeps a cluster deaf for up to
+    10 s after Redis is back. One warning per outage and pusher process. Built on first
+    use, as NotifyingOrmBroker."""
+    import redis
+    from django_q.brokers.redis_broker import Redis
+
+    class RedisBroker(Redis):
+        """The Redis broker of a pusher that outlives Redis outages (see _redis_broker)."""
+
+        _down_since: float | None = None
+
+        def dequeue(self):  # type: ignore[no-untyped-def]
+            try:
+                tasks = super().dequeue()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if self._down_since is None:
+                    self._down_since = time.monotonic()
+                    log.warning("the queue broker (Redis) does not answer a pull (%s); pulling again every %gs", exc, PULL_RETRY_SECONDS)
+                time.sleep(PULL_RETRY_SECONDS)
+                return None
+            if self._down_since is not None:
+                log.warning("the queue broker (Redis) answers pulls again after %.1fs", time.monotonic() - self._down_since)
+                self._down_since = None
+            return tasks
+
+        def set_stat(self, key: str, value: str, timeout: int) -> None:
+            # The sentinel's status for django-q2's monitor, saved every 0.5 s: skipped
+            # while Redis does not answer (django-q2 logged an error for each).
+            try:
+                super().set_stat(key, value, timeout)
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass
+
+    return RedisBroker
+
+
+_LAZY = {"NotifyingOrmBroker": _notifying_orm_broker, "RedisBroker": _redis_broker}
+
+
 def __getattr__(name: str) -> object:
-    if name == "NotifyingOrmBroker":
-        cls = _notifying_orm_broker()
+    if name in _LAZY:
+        cls = _LAZY[name]()
         globals()[name] = cls
         return cls
     raise AttributeError(name)

@@ -39,6 +39,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -198,6 +199,7 @@ class _Publisher:
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
         self.pid = 0
+        self.down_since: float | None = None  # monotonic time of the first failed push of an outage
 
     def start(self) -> None:
         """Start this process's thread if it does not run yet (idempotent)."""
@@ -237,8 +239,21 @@ class _Publisher:
             try:
                 # Asked every time: the layer is rebuilt when settings change (tests).
                 loop.run_until_complete(self._send(get_channel_layer(), by_run))
-            except Exception:  # a push is an optimisation: readers fall back to the rows
-                log.warning("live events: push to the channel layer failed", exc_info=True)
+            except Exception as exc:  # a push is an optimisation: readers fall back to the rows
+                self._failed(exc)
+            else:
+                if self.down_since is not None:
+                    log.warning("live events: pushes go through again after %.1fs", time.monotonic() - self.down_since)
+                    self.down_since = None
+
+    def _failed(self, exc: Exception) -> None:
+        """Log a failed push: once per outage of the layer (the readers' safety poll
+        delivers the events meanwhile), with the traceback only for an unexpected error."""
+        if self.down_since is not None:
+            return
+        self.down_since = time.monotonic()
+        expected = type(exc).__module__.startswith("redis")  # Redis down, restarting, timing out
+        log.warning("live events: push to the channel layer failed (%s); readers poll the rows until it works again", exc, exc_info=not expected)
 
     @staticmethod
     async def _send(layer: Any, by_run: dict[int, list[dict[str, Any]]]) -> None:

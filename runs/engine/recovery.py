@@ -43,15 +43,40 @@ def take_back() -> list[int]:
     return ids
 
 
+class BrokerWatch:
+    """What the supervisor knows of the broker between passes: the incarnation that
+    answered last (dispatch.broker_incarnation) and whether it stopped answering since."""
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+        self.lost = False
+
+    def back(self) -> bool:
+        """Whether the broker answers now after not answering, or answers as a new
+        incarnation (a restarted Redis: its queue is gone), since the last call: the
+        doorbells it held or refused may be lost. One broker round trip."""
+        now = dispatch.broker_incarnation()
+        if now is None:
+            self.lost = True
+            return False
+        back = self.lost or (self.last is not None and now != self.last)
+        self.last, self.lost = now, False
+        return back
+
+
+_broker_watch = BrokerWatch()
+
+
 def recover_once(*, on_start: bool = False) -> list[int]:
     """One recovery pass. Returns the step ids whose doorbells it rang (each once).
 
     Each running step whose lease expired or whose owner process on this host is dead is
     handed back once (a compare-and-set: a second pass, or a second supervisor, finds it
     pending and does nothing) and keeps its place in the due order. Pending steps whose
-    backoff ended or whose hand-off went stale are released. ``on_start``, or when a
-    cluster died: the doorbells the queue may have lost (a dead cluster's prefetched
-    entries, a restarted broker) are made up by count, one per due step no waiting
+    backoff ended or whose hand-off went stale are released. ``on_start``, when a
+    cluster died, or when the broker answers again after an outage or a restart
+    (:class:`BrokerWatch`): the doorbells the queue may have lost (a dead cluster's
+    prefetched entries, a restarted broker's queue, doorbells it refused) are made up by count, one per due step no waiting
     doorbell accounts for, never one per pending step: any doorbell claims the oldest due
     step, so which entries were lost does not matter, and the dead cluster's entries, when
     the broker delivers them again, find nothing due and do nothing.
@@ -63,7 +88,10 @@ def recover_once(*, on_start: bool = False) -> list[int]:
     taken_back = len(ids)
     ids += recovery_queries.due_pending_steps(stale_seconds=STALE_DISPATCH_SECONDS)
     ids = list(dict.fromkeys(ids))  # a step just taken back is pending too: ring for it once
-    if on_start or dead:
+    broker_back = _broker_watch.back()
+    if broker_back and not on_start:
+        log.warning("the queue broker answers again (or restarted): making up the doorbells it may have lost")
+    if on_start or dead or broker_back:
         missing = recovery_queries.due_count() - dispatch.queued() - len(ids)
         if missing > 0:
             ids += recovery_queries.due_step_ids(limit=missing, exclude=ids)
@@ -73,8 +101,8 @@ def recover_once(*, on_start: bool = False) -> list[int]:
     # cluster start or death), never the ids again.
     redispatched = len(ids) - taken_back
     if redispatched:
-        level = logging.INFO if on_start or dead else logging.DEBUG
-        why = " (cluster start)" if on_start else (" (a cluster died)" if dead else "")
+        level = logging.INFO if on_start or dead or broker_back else logging.DEBUG
+        why = " (cluster start)" if on_start else (" (a cluster died)" if dead else (" (broker back)" if broker_back else ""))
         log.log(level, "recovery rang %d doorbell(s) for pending step(s)%s", redispatched, why)
     return ids
 
