@@ -60,16 +60,17 @@ def _prepare_threshold(value: object) -> int | None:
     return int(text)
 
 
-def orm_broker_class(database: dict) -> str | None:
-    """The django-q2 broker class for the ORM broker on ``database`` (a DATABASES entry),
-    or None for django-q2's own. On PostgreSQL a doorbell reaches an idle worker at once
+def orm_broker_class(database: dict) -> str:
+    """The django-q2 broker class for the ORM broker on ``database`` (a DATABASES entry).
+    Both drop a lost database connection at once (runs.engine.dispatch.ReconnectingOrmBroker,
+    django-q2's own otherwise). On PostgreSQL a doorbell reaches an idle worker at once
     (LISTEN/NOTIFY), not after a poll; SQLite keeps polling every ``poll`` (0.05 s: an
     empty pull is one indexed read). Not behind a transaction pooler (preparing off): a
     LISTEN there stays on a server connection the pooler hands to other clients and no
     notification comes back (pgbouncer logs "got packet 'A' from server when not linked"),
     so workers would wait LISTEN_TIMEOUT on every empty pull instead of ``poll``."""
     if database["ENGINE"] != "django.db.backends.postgresql" or database["OPTIONS"].get("prepare_threshold") is None:
-        return None
+        return "runs.engine.dispatch.ReconnectingOrmBroker"
     return "runs.engine.dispatch.NotifyingOrmBroker"
 
 
@@ -387,9 +388,7 @@ if _Q_BROKER == "redis":
     Q_CLUSTER["broker_class"] = "runs.engine.dispatch.RedisBroker"
 else:
     Q_CLUSTER["orm"] = "default"
-    broker_class = orm_broker_class(DATABASES["default"])
-    if broker_class:
-        Q_CLUSTER["broker_class"] = broker_class
+    Q_CLUSTER["broker_class"] = orm_broker_class(DATABASES["default"])
 
 # Engine settings (runs.engine.*).
 BALLAST_LEASE_SECONDS = float(os.environ.get("BALLAST_LEASE_SECONDS", "30"))
@@ -409,6 +408,11 @@ BALLAST_MAX_ABANDONED_STEPS = int(os.environ.get("BALLAST_MAX_ABANDONED_STEPS", 
 # handed back at once (recovery re-queues or parks them). Keep it below the stop timeout
 # of whatever supervises the worker (docker: 10 s, systemd: 90 s).
 BALLAST_STOP_GRACE_SECONDS = float(os.environ.get("BALLAST_STOP_GRACE_SECONDS", "8"))
+# Seconds a worker whose database connection was lost with a finished step in hand goes
+# on reconnecting and trying the same fenced commit again (a restart, a failover, a pooler
+# recycling connections) before it gives up and the step's lease runs out instead
+# (runs.engine.reconnect).
+BALLAST_COMMIT_RETRY_SECONDS = float(os.environ.get("BALLAST_COMMIT_RETRY_SECONDS", "30"))
 # Seconds a qcluster worker (and its monitor and pusher) keeps a database connection
 # (CONN_MAX_AGE in those processes only, with health checks; "none": for the process's
 # lifetime; 0: a new connection per task and per queue poll, Django's default). Web

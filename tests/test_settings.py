@@ -30,6 +30,6 @@ def test_behind_a_transaction_pooler_no_server_side_cursor_and_no_listen():
     pooled = database_from_url("postgres://u@h/db?prepare_threshold=none")
     direct = database_from_url("postgres://u@h/db")
     assert pooled["DISABLE_SERVER_SIDE_CURSORS"] is True and direct["DISABLE_SERVER_SIDE_CURSORS"] is False
-    assert orm_broker_class(pooled) is None
+    assert orm_broker_class(pooled) == "runs.engine.dispatch.ReconnectingOrmBroker"
     assert orm_broker_class(direct) == "runs.engine.dispatch.NotifyingOrmBroker"
-    assert orm_broker_class(database_from_url("sqlite:///var/x.sqlite3")) is None
+    assert orm_broker_class(database_from_url("sqlite:///var/x.sqlite3")) == "runs.engine.dispatch.ReconnectingOrmBroker"

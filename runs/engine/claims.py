@@ -390,11 +390,13 @@ def step_release(claimed: ClaimedStep) -> bool:
 
     Compare-and-set on the lease (owner and attempt): False, and nothing written, when
     the lease is no longer ours. The caller hands the step to the queue after this."""
+    return _release(claimed.run_id, claimed.step_id, claimed.attempt, claimed.worker, reason="worker stopping")
+
+
+def _release(run_id: int, step_id: int, attempt: int, worker: str, *, reason: str) -> bool:
     now = timezone.now()
     with transaction.atomic():
-        released = Step.objects.filter(
-            pk=claimed.step_id, status=StepStatus.RUNNING, attempt=claimed.attempt, lease_owner=claimed.worker
-        ).update(
+        released = Step.objects.filter(pk=step_id, status=StepStatus.RUNNING, attempt=attempt, lease_owner=worker).update(
             status=StepStatus.PENDING,
             attempt=F("attempt") - 1,
             lease_owner="",
@@ -406,11 +408,27 @@ def step_release(claimed: ClaimedStep) -> bool:
         )
         if not released:
             return False
-        StepAttempt.objects.filter(step_id=claimed.step_id, number=claimed.attempt).delete()
-        create_event(
-            run_id=claimed.run_id, step_id=claimed.step_id, kind=RunEventKind.STEP_REQUEUED, data={"by": claimed.worker, "reason": "worker stopping"}
-        )
+        StepAttempt.objects.filter(step_id=step_id, number=attempt).delete()
+        create_event(run_id=run_id, step_id=step_id, kind=RunEventKind.STEP_REQUEUED, data={"by": worker, "reason": reason})
     return True
+
+
+def attempt_settled(claimed: ClaimedStep) -> bool:
+    """Whether ``claimed``'s attempt was committed (succeeded or failed): how a worker whose
+    commit's reply was lost with its connection tells a commit that landed (its retry
+    then finds the fence gone) from a lease really lost."""
+    return StepAttempt.objects.filter(
+        step_id=claimed.step_id, number=claimed.attempt, status__in=(AttemptStatus.SUCCEEDED, AttemptStatus.FAILED)
+    ).exists()
+
+
+def steps_release_kept(run_id: int, worker: str) -> list[int]:
+    """Hand back the steps of run ``run_id`` leased to ``worker`` that never began (no
+    ``effect_attempt`` mark, no attempt the worker runs): what a commit whose reply was
+    lost kept for this worker, which it will not run. Returns their ids, for the queue.
+    Only for a worker that runs one chain at a time (a django-q2 worker process)."""
+    kept = Step.objects.filter(run_id=run_id, status=StepStatus.RUNNING, lease_owner=worker).exclude(effect_attempt=F("attempt"))
+    return [pk for pk, attempt in kept.values_list("id", "attempt") if _release(run_id, pk, attempt, worker, reason="commit reply lost")]
 
 
 def mark_effect_begun(claimed: ClaimedStep) -> bool:

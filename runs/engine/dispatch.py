@@ -309,6 +309,64 @@ NOTIFY_CHANNEL = "ballast_doorbell"
 LISTEN_TIMEOUT = 0.2
 
 
+def _reconnecting_orm_broker() -> type:
+    """django-q2's ORM broker, with a lost database connection dropped at once.
+
+    A blip (pg_terminate_backend, a restart, a failover) left django-q2's processes on a
+    dead connection: the sentinel saves its status through the cache every 0.5 s and
+    logged "the connection is closed" each time until its scheduler's
+    ``close_old_connections()`` came round, up to 30 s later; a pusher whose pull raised
+    slept 10 s and exited for the sentinel to replace it. Here a database error in a
+    pull or a status save closes the process's broken connections, so the next call
+    opens a new one: a pull that fails is an empty pull, and a status save fails once.
+
+    Built on first use (module ``__getattr__``): importing this module must not import
+    django-q2's models before the app registry is ready."""
+    import logging
+
+    from django.db import DatabaseError, connections
+    from django_q.brokers.orm import ORM
+    from django_q.conf import Conf
+
+    log = logging.getLogger("ballast.engine")
+
+    def drop_broken() -> None:
+        for conn in connections.all(initialized_only=True):
+            if conn.connection is not None and not conn.in_atomic_block and not conn.is_usable():
+                conn.close()
+
+    class ReconnectingOrmBroker(ORM):
+        """The ORM broker; a lost connection is replaced on the next call (see _reconnecting_orm_broker)."""
+
+        def dequeue(self):  # type: ignore[no-untyped-def]
+            try:
+                return self._pull()
+            except DatabaseError as exc:
+                log.warning("queue pull failed (%s); reconnecting", str(exc).strip())
+                drop_broken()
+                time.sleep(Conf.POLL)
+                return None
+
+        def _pull(self):  # type: ignore[no-untyped-def]
+            return super().dequeue()
+
+        def set_stat(self, key: str, value: str, timeout: int) -> None:
+            try:
+                super().set_stat(key, value, timeout)
+            except DatabaseError:
+                drop_broken()  # the next save (0.5 s later) reconnects
+                raise
+
+        def get_stat(self, key: str):  # type: ignore[no-untyped-def]
+            try:
+                return super().get_stat(key)
+            except DatabaseError:
+                drop_broken()
+                raise
+
+    return ReconnectingOrmBroker
+
+
 def _notifying_orm_broker() -> type:
     """django-q2's ORM broker for PostgreSQL, woken by LISTEN/NOTIFY instead of sleeping
     ``poll`` seconds between empty pulls: ``enqueue`` sends ``pg_notify`` (delivered when
@@ -323,10 +381,9 @@ def _notifying_orm_broker() -> type:
     import psycopg
     from django.db import connections
     from django.utils import timezone
-    from django_q.brokers.orm import ORM
     from django_q.conf import Conf
 
-    class NotifyingOrmBroker(ORM):
+    class NotifyingOrmBroker(_broker_class("ReconnectingOrmBroker")):  # type: ignore[misc]
         """The ORM broker with a push wake-up on PostgreSQL (see _notifying_orm_broker)."""
 
         _listener: psycopg.Connection | None = None
@@ -338,7 +395,7 @@ def _notifying_orm_broker() -> type:
                 cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, self.list_key or Conf.CLUSTER_NAME])
             return pk
 
-        def dequeue(self):  # type: ignore[no-untyped-def]
+        def _pull(self):  # type: ignore[no-untyped-def]
             # The ORM broker's pull, without its sleep when empty.
             rows = self.get_connection().filter(key=self.list_key, lock__lt=timezone.now())[0 : Conf.BULK]
             taken = [(row.pk, row.payload) for row in rows if self.get_connection().filter(id=row.id, lock=row.lock).update(lock=self.timeout(row))]
@@ -425,12 +482,22 @@ def _redis_broker() -> type:
     return RedisBroker
 
 
-_LAZY = {"NotifyingOrmBroker": _notifying_orm_broker, "RedisBroker": _redis_broker}
+_BROKERS = {
+    "ReconnectingOrmBroker": _reconnecting_orm_broker,
+    "NotifyingOrmBroker": _notifying_orm_broker,
+    "RedisBroker": _redis_broker,
+}
+
+
+def _broker_class(name: str) -> type:
+    """The broker class NAME, built on first use (django_q is imported only then)."""
+    cls = globals().get(name)
+    if cls is None:
+        cls = globals()[name] = _BROKERS[name]()
+    return cls
 
 
 def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        cls = _LAZY[name]()
-        globals()[name] = cls
-        return cls
+    if name in _BROKERS:
+        return _broker_class(name)
     raise AttributeError(name)

@@ -12,7 +12,7 @@ runs the portable path that way).
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from types import ModuleType
 from typing import Any
@@ -24,6 +24,7 @@ from django.utils import timezone
 from runs.engine import events, fastpath_sqlite, graphs, limits, scheduler
 from runs.engine import state as state_store
 from runs.engine.claims import claim_details
+from runs.engine.clock import db_time
 from runs.engine.graphs import compiled_graph
 from runs.engine.types import ActiveStep, BranchSnapshot, ClaimedStep, CommitOutcome, spec_node_id, step_idempotency_key
 from runs.engine.writes import add_usage, lease_delta, price_version
@@ -215,14 +216,6 @@ class _Fallback(Exception):
     """Raised inside parallel_commit's transaction: the portable path decides this commit."""
 
 
-def _when(value: Any) -> datetime | None:
-    """A timestamp read back through JSON (PostgreSQL's json_build_array) or a row."""
-    if value is None or isinstance(value, datetime):
-        return value
-    parsed = datetime.fromisoformat(str(value))
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
-
-
 def _param_time(value: datetime | None) -> Any:
     """A timestamp as the fixed statements take it inside a JSON parameter."""
     if value is None:
@@ -399,7 +392,7 @@ def _parallel(
     run.__dict__["_contrib_checked"] = set(keys)
     run.state = {k: v[0] for k, v in latest.items()}
     active = [
-        ActiveStep(int(a[0]), a[1], a[2], _when(a[3]), _when(a[4]), None if a[5] is None else int(a[5])) for a in active_rows
+        ActiveStep(int(a[0]), a[1], a[2], db_time(a[3]), db_time(a[4]), None if a[5] is None else int(a[5])) for a in active_rows
     ]
     return _decide(backend, claimed, result, written_sizes, base, now, run, active)
 

@@ -18,8 +18,8 @@ from django.conf import settings
 from django.db import DataError, connections
 from django.utils import timezone
 
-from runs.engine import claims, commit, deadlines, dispatch, faults, recovery_queries
-from runs.engine.types import ClaimedStep
+from runs.engine import claims, commit, deadlines, dispatch, faults, reconnect, recovery_queries
+from runs.engine.types import ClaimedStep, CommitOutcome
 from runs.engine.workers import current_worker, owner_is_dead, stop_requested
 from runs.nodes import get_kind
 from runs.nodes.base import NodeContext, NodeError, NodeResult, StateView
@@ -212,27 +212,72 @@ def execute_node(claimed: ClaimedStep) -> NodeResult | NodeError:
 
 
 def run_claimed(claimed: ClaimedStep) -> ClaimedStep | None:
-    """Execute and commit one claimed step; return a successor leased to us, if any."""
+    """Execute and commit one claimed step; return a successor leased to us, if any.
+
+    A finished result is never thrown away by a lost database connection: the commit is
+    tried again on a fresh connection, same attempt and same fence, for up to
+    ``BALLAST_COMMIT_RETRY_SECONDS`` (runs.engine.reconnect); only a lost fence ends it.
+    Any other failure of the commit hands the lease back at once (re-queued, or parked
+    when not safe to repeat, as recovery does for a stopped worker) and re-raises, so no
+    step is left running under a live owner.
+    """
     outcome_value = execute_node(claimed)
     faults.point("before_commit", node_id=claimed.node_id, step_id=claimed.step_id)
-    if isinstance(outcome_value, NodeError):
-        outcome = commit.step_fail(claimed, outcome_value)
-    else:
-        try:
-            outcome = commit.step_commit(claimed, outcome_value)
-        except DataError as exc:
-            # The database refused a value the checks let through (they should not): the
-            # same result would be refused again, so the step fails with the database's
-            # reason instead of escaping as an exception that leaves it running until its
-            # lease runs out and recovery counts it as a lost worker.
-            log.exception("step %s (%s): the database refused its commit", claimed.step_id, claimed.node_id)
-            error = NodeError(f"the database refused the step's result: {exc}", code="commit_refused", retryable=False)
-            outcome = commit.step_fail(claimed, error)
+    tries = 0
+
+    def commit_once() -> CommitOutcome:
+        nonlocal tries
+        tries += 1
+        return _commit(claimed, outcome_value)
+
+    try:
+        outcome = reconnect.retry_on_lost_connection(commit_once, what=f"step {claimed.step_id} ({claimed.node_id}) commit")
+        if tries > 1 and not outcome.committed and claims.attempt_settled(claimed):
+            # The commit landed and only its reply was lost: the retry found its own fence
+            # gone. What it kept for this worker goes back to the queue (its doorbells
+            # were lost with the reply; recovery rings for what it released).
+            log.warning("step %s (%s): its commit had landed before the connection was lost", claimed.step_id, claimed.node_id)
+            outcome = CommitOutcome(committed=True, dispatch=claims.steps_release_kept(claimed.run_id, claimed.worker))
+    except Exception:
+        _hand_back(claimed)
+        raise
     faults.point("after_commit", node_id=claimed.node_id, step_id=claimed.step_id)
     dispatch.enqueue(outcome.dispatch)
     if outcome.next_step is not None:
         dispatch.taken(outcome.next_step.step_id)
     return outcome.next_step
+
+
+def _commit(claimed: ClaimedStep, value: NodeResult | NodeError) -> CommitOutcome:
+    """The fenced commit of ``claimed``'s outcome: its result, or its failure."""
+    if isinstance(value, NodeError):
+        return commit.step_fail(claimed, value)
+    try:
+        return commit.step_commit(claimed, value)
+    except DataError as exc:
+        # The database refused a value the checks let through (they should not): the
+        # same result would be refused again, so the step fails with the database's
+        # reason instead of escaping as an exception that leaves it running until its
+        # lease runs out and recovery counts it as a lost worker.
+        log.exception("step %s (%s): the database refused its commit", claimed.step_id, claimed.node_id)
+        error = NodeError(f"the database refused the step's result: {exc}", code="commit_refused", retryable=False)
+        return commit.step_fail(claimed, error)
+
+
+def _hand_back(claimed: ClaimedStep) -> None:
+    """After a commit that failed for good: give the step's lease back now, as the
+    graceful stop's recovery pass does (re-queued with the same idempotency key, or parked
+    when it is not safe to repeat and its effect began), instead of leaving it running
+    under this live worker until lease and live-owner grace run out. Never raises (the
+    database may be what failed: then the lease runs out)."""
+    try:
+        _drop_broken_connections()
+        mine = claimed.worker
+        due = recovery_queries.step_recover(claimed.step_id, recovered_by=mine, owner_is_dead=lambda owner: owner == mine)
+        dispatch.enqueue(due)
+        log.warning("step %s (%s): its commit failed; lease handed back (%s)", claimed.step_id, claimed.node_id, "re-queued" if due else "parked or gone")
+    except Exception:
+        log.exception("step %s (%s): its commit failed and its lease could not be handed back; it runs out", claimed.step_id, claimed.node_id)
 
 
 def execute_step(step_id: int, *, worker: str | None = None) -> None:

@@ -156,3 +156,41 @@ def db_session(args: SessionArgs, ctx: ToolContext) -> dict:
     with open(effects_path(), "a") as fh:
         fh.write(json.dumps({"label": args.label, "key": ctx.idempotency_key, "pid": os.getpid(), "session": session}) + "\n")
     return {"label": args.label}
+
+
+class HoldArgs(BaseModel):
+    label: str = "held"
+    release_file: str
+    hold_seconds: float = 120.0
+
+
+def _session_then_hold(args: HoldArgs, ctx: ToolContext) -> dict:
+    """Record the worker's database session (as db_session), then wait (polling) until
+    ``release_file`` exists, at most ``hold_seconds``: a step in flight that a test can
+    hit with a database fault before it commits."""
+    _session(args.label, ctx)
+    deadline = time.monotonic() + args.hold_seconds
+    while not os.path.exists(args.release_file) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return {"label": args.label}
+
+
+def _session(label: str, ctx: ToolContext) -> None:
+    from django.db import connection
+
+    connection.ensure_connection()
+    session = connection.connection.execute("SELECT pg_backend_pid()").fetchone()[0] if connection.vendor == "postgresql" else id(connection.connection)
+    with open(effects_path(), "a") as fh:
+        fh.write(json.dumps({"label": label, "key": ctx.idempotency_key, "attempt": ctx.attempt, "pid": os.getpid(), "session": session}) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+@tool("session_then_hold", description="Record the database session, then wait for a file (tests).", repeat_safe=True)
+def session_then_hold(args: HoldArgs, ctx: ToolContext) -> dict:
+    return _session_then_hold(args, ctx)
+
+
+@tool("session_then_hold_unsafe", description="As session_then_hold, not safe to repeat (tests).", repeat_safe=False)
+def session_then_hold_unsafe(args: HoldArgs, ctx: ToolContext) -> dict:
+    return _session_then_hold(args, ctx)

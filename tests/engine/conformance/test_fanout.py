@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from runs.engine import api as engine
 from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
-from runs.nodes.base import NodeResult
+from runs.nodes.base import NodeError, NodeResult
 from tests.engine.conformance.test_store import W2, W, kinds, last_event_id, started, step, version
 from tests.support.specs import edge, graph, node, transform
 
@@ -121,6 +121,29 @@ def test_a_held_branch_is_released_when_a_slot_frees(store_path):
     assert outcome.next_step is not None and outcome.next_step.node_id == "b2"  # the due sibling
     assert queued == [b3.pk]  # the freed slot releases b3 to the queue
     assert Step.objects.get(pk=b3.pk).due_at is not None
+
+
+def test_a_branch_commits_while_its_sibling_waits_out_a_retry_backoff(store_path):
+    """Issue 23, item 7: on SQLite a branch's commit read its sibling's ``available_at``
+    back naive through the fixed statements and compared it with an aware ``now``
+    (plan_dispatch: "can't compare offset-naive and offset-aware datetimes"). The branch
+    commits, the sibling in backoff is neither released early nor lost."""
+    spec = fanout(3)
+    for n in spec["nodes"]:
+        if n["id"] == "b2":
+            n["retry"] = {"max_attempts": 3, "backoff_seconds": 60}
+    run, start_id = started(spec)
+    b1 = commit(store_path, engine.step_claim(start_id, W), NodeResult())[0].next_step
+    b2 = engine.step_claim(step(run, "b2").pk, W2)
+    with engine.local_mode():
+        assert engine.step_fail(b2, NodeError("flaky", code="flaky", retryable=True)).committed
+    waiting = step(run, "b2")
+    assert waiting.status == StepStatus.PENDING and waiting.dispatched_at is None and waiting.available_at is not None
+    outcome, queued = commit(store_path, b1)
+    assert outcome.committed
+    assert outcome.next_step is not None and outcome.next_step.node_id == "b3"  # the due sibling, not b2
+    assert queued == [] and step(run, "b2").dispatched_at is None  # still waiting out its backoff
+    assert Run.objects.get(pk=run.pk).state["hits"] == 1
 
 
 def test_a_step_whose_run_has_a_budget_takes_the_portable_path(store_path):
