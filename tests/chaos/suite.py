@@ -28,7 +28,11 @@ timestamp of the succeeded attempt), side effects repeated and steps parked in c
 no process death, API answers (5xx and none) from fault start to the cycle's end, and
 recovery time: from the fault's end (a killed host: the kill; a restarted host: its old
 tree gone; the database: the terminate returned; Redis and the network: restored) to the
-interrupted step's commit or the effect call of its next attempt, whichever is first.
+interrupted step's commit or the effect call of its next attempt, whichever is first
+(and the same from the fault's start: for a cut network, what a takeover target means).
+An interrupted step is one running at the fault's start on a host the fault hit (the
+killed or cut host is one with steps in flight, when there is one); a step that ends
+parked has no recovery time and counts as parked.
 """
 from __future__ import annotations
 
@@ -150,7 +154,9 @@ TARGETS: dict[str, Target] = {
     "redis_no_repeat": Target("effects_repeated_no_death", 0, ("redis",), False, "0 side effects repeated because of a Redis outage alone"),
     "redis_no_park": Target("steps_parked_no_death", 0, ("redis",), False, "0 steps parked because of a Redis outage alone"),
     "redis_no_5xx": Target("api_5xx", 0, ("redis",), False, "0 5xx from the API during a Redis outage"),
-    "takeover_p95": Target("recovery_p95", 5.0, ("sigkill", "netcut"), False, "cross-host takeover within 5 s (p95)"),
+    # From the fault's start: a cut host's step must be taken over (or finished) within 5 s
+    # of the cut, not only once the link is back.
+    "takeover_p95": Target("from_start_p95", 5.0, ("sigkill", "netcut"), False, "cross-host takeover within 5 s (p95) of the kill or the cut"),
     "clock_no_stolen_lease": Target("effects_repeated_no_death", 0, ("clock",), False, "0 takeovers of a live host whose clock is skewed by 60 s"),
 }
 
@@ -338,6 +344,10 @@ class Suite:
             time.sleep(self.rng.uniform(0.05, 0.3))
         time.sleep(self.rng.uniform(0.2, 3 * self.config.step_seconds + 0.5))
         cycle.interrupted = self.running_steps(cycle.run_ids)
+        if kind in ("sigkill", "netcut"):
+            # A host with steps in flight, when one has any: a fault on an idle host measures no takeover.
+            busy = [h for h in self.hosts if any(s["lease_owner"].startswith(h.name + ":") for s in cycle.interrupted)]
+            victim = self.rng.choice(busy) if busy else victim
         cycle.fault_start = time.time()
         self.inject(kind, victim, cycle)
         self.settle(cycle)
@@ -486,6 +496,7 @@ def summarize_cycle(cycle: Cycle, suite: Suite) -> dict[str, Any]:
             after_commit += sum(1 for c in calls if c["t"] > committed_at)
 
     recovery: list[float] = []
+    from_start: list[float] = []
     unrecovered = 0
     by_id = {s["id"]: s for s in steps}
     for s in cycle.interrupted:
@@ -497,6 +508,7 @@ def summarize_cycle(cycle: Cycle, suite: Suite) -> dict[str, Any]:
         events += [c["t"] for c in calls_by_key.get(s["idempotency_key"], []) if c["attempt"] > s["attempt"]]
         if events:
             recovery.append(max(0.0, min(events) - end))
+            from_start.append(max(0.0, min(events) - cycle.fault_start))
         elif by_id.get(s["id"], {}).get("status") != "parked":
             unrecovered += 1
 
@@ -516,6 +528,7 @@ def summarize_cycle(cycle: Cycle, suite: Suite) -> dict[str, Any]:
         "api_5xx": sum(1 for a in answers if a >= 500),
         "api_no_answer": sum(1 for a in answers if a == 0),
         "recovery": recovery,
+        "recovery_from_start": from_start,
         "interrupted": len([s for s in cycle.interrupted if s["lease_owner"].split(":", 1)[0] in cycle.affected_hosts]),
         "unrecovered": unrecovered,
         "unexpected_exits": len(cycle.unexpected_exits),
@@ -534,11 +547,11 @@ def summarize(per_cycle: list[tuple[str, dict]]) -> dict[str, dict[str, Any]]:
     """Sum the cycles' figures per fault kind; recovery as count, p50, p95, max (seconds)."""
     kinds: dict[str, dict[str, Any]] = {}
     for kind, figures in per_cycle:
-        agg = kinds.setdefault(kind, {"cycles": 0, "recovery": []})
+        agg = kinds.setdefault(kind, {"cycles": 0, "recovery": [], "recovery_from_start": []})
         agg["cycles"] += 1
         for key, value in figures.items():
-            if key == "recovery":
-                agg["recovery"] += value
+            if key in ("recovery", "recovery_from_start"):
+                agg.setdefault(key, []).extend(value)
             else:
                 agg[key] = agg.get(key, 0) + value
     for agg in kinds.values():
@@ -548,6 +561,10 @@ def summarize(per_cycle: list[tuple[str, dict]]) -> dict[str, dict[str, Any]]:
         agg["recovery_p95"] = percentile(rec, 0.95)
         agg["recovery_max"] = max(rec) if rec else None
         agg["recovery_all"] = [round(r, 3) for r in sorted(rec)]
+        rec = agg.pop("recovery_from_start")
+        agg["from_start_p50"] = percentile(rec, 0.50)
+        agg["from_start_p95"] = percentile(rec, 0.95)
+        agg["from_start_max"] = max(rec) if rec else None
     return kinds
 
 
@@ -569,7 +586,8 @@ COLUMNS = [
     ("steps_parked", "parked"), ("effects_repeated_no_death", "repeated, no death"),
     ("steps_parked_no_death", "parked, no death"), ("api_5xx", "API 5xx"), ("api_no_answer", "API no answer"),
     ("api_requests", "API requests"), ("recovery_count", "recovered"), ("recovery_p50", "rec p50 s"),
-    ("recovery_p95", "rec p95 s"), ("recovery_max", "rec max s"), ("unrecovered", "unrecovered"),
+    ("recovery_p95", "rec p95 s"), ("recovery_max", "rec max s"), ("from_start_p50", "from start p50"),
+    ("from_start_p95", "from start p95"), ("from_start_max", "from start max"), ("unrecovered", "unrecovered"),
     ("unexpected_exits", "host self-exits"),
 ]
 
