@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # What mypy checks (as [tool.mypy] files); runs/nodes joins as it is typed.
 MYPY_PATHS ?= runs/engine runs/sandbox runs/expressions.py runs/templating.py runs/values.py runs/nodes approvals/nodes.py runs/tools/outbound.py
 
-.PHONY: install up test test-sqlite test-postgres test-frontend frontend static browser crash lint migrate
+.PHONY: install up test test-sqlite test-postgres test-frontend test-chaos frontend static browser crash chaos lint migrate
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,7 +59,7 @@ up: frontend migrate static
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py create_login
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py serve
 
-test: lint test-frontend test-sqlite test-postgres
+test: lint test-frontend test-sqlite test-postgres test-chaos
 
 # The whole browser suite runs here (on SQLite, the embedded poller as the live path).
 test-sqlite: install frontend browser
@@ -73,6 +73,17 @@ test-postgres: install frontend browser
 
 crash: install
 	DATABASE_URL=$(PG_URL) $(BIN)/pytest -m crash $(PYTEST_ARGS)
+
+# The chaos suite (tests/chaos, README "Chaos suite"; needs root, iproute2, faketime and
+# redis-server, which .ci/run installs). test-chaos: its short run (under 3 minutes, part of
+# make test; -rP prints the figures). chaos: the long run, CHAOS_RUNS runs (default 1,000;
+# CHAOS_* variables in tests/chaos/suite.py tune it); figures in var/chaos/report-*.json.
+CHAOS_RUNS ?= 1000
+test-chaos: install
+	BALLAST_CHAOS=1 DATABASE_URL=$(PG_URL) $(BIN)/pytest -m chaos -rP tests/chaos $(PYTEST_ARGS)
+
+chaos: install
+	CHAOS_RUNS=$(CHAOS_RUNS) $(BIN)/python -m tests.chaos
 
 # ruff, the layering contracts in pyproject.toml ([tool.importlinter]) and mypy.
 lint: install
