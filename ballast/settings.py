@@ -24,6 +24,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -212,7 +213,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # accounts.apps); with BALLAST_CACHE_REDIS_URL (or BALLAST_REDIS_URL) set, Redis.
 _CACHE_REDIS_URL = os.environ.get("BALLAST_CACHE_REDIS_URL") or os.environ.get("BALLAST_REDIS_URL")
 if _CACHE_REDIS_URL:
-    CACHES = {
+    CACHES: dict[str, dict[str, Any]] = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": _CACHE_REDIS_URL,
@@ -262,7 +263,7 @@ BALLAST_PUBLIC_URL = os.environ.get("BALLAST_PUBLIC_URL", "http://127.0.0.1:8000
 
 # API: token auth first so an anonymous request gets 401 with WWW-Authenticate; session
 # auth (CSRF enforced by DRF for session-authenticated unsafe methods) for the browser.
-REST_FRAMEWORK = {
+REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "accounts.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
