@@ -9,8 +9,6 @@ SQLITE_URL ?= sqlite:///var/ballast.sqlite3
 # The channel layer of the live-update browser tests' PostgreSQL pass (test-postgres).
 LIVE_REDIS_URL ?= redis://127.0.0.1:6379/0
 PYTEST_ARGS ?=
-# What mypy checks (as [tool.mypy] files); runs/nodes joins as it is typed.
-MYPY_PATHS ?= runs/engine runs/sandbox runs/expressions.py runs/templating.py runs/values.py runs/nodes approvals/nodes.py runs/tools/outbound.py
 
 .PHONY: install up test test-sqlite test-postgres test-frontend test-chaos frontend static browser crash chaos lint migrate
 
@@ -85,11 +83,12 @@ test-chaos: install
 chaos: install
 	CHAOS_RUNS=$(CHAOS_RUNS) $(BIN)/python -m tests.chaos
 
-# ruff, the layering contracts in pyproject.toml ([tool.importlinter]) and mypy.
+# ruff, the layering contracts in pyproject.toml ([tool.importlinter]) and mypy over the
+# product tree ([tool.mypy] files and exclude say what that is).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-logo
-	$(BIN)/mypy $(MYPY_PATHS)
+	$(BIN)/mypy
 
 # Every benchmark on PostgreSQL (database ballast_bench on the local server, BENCH_PG_DB
 # overrides) and SQLite (var/bench/), with LangGraph and DBOS side by side; installs the

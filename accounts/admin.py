@@ -19,7 +19,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     actions = ["revoke_selected"]
     autocomplete_fields = ()
 
-    def get_fields(self, request: Any, obj: ApiToken | None = None) -> list[str]:
+    def get_fields(self, request: Any, obj: ApiToken | None = None) -> list[str]:  # type: ignore[override]  # a list of names is a valid field list; the stubs' list of field groups is invariant
         if obj is None:
             return ["user", "name"]
         return ["prefix", "user", "name", "created_at", "created_by_name", "last_used_at", "revoked_at", "revoked_by_name"]

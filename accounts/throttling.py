@@ -32,6 +32,7 @@ from typing import Any
 from axes.backends import AxesStandaloneBackend
 from django.conf import settings
 from django.core.cache import caches
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -54,14 +55,16 @@ def client_address(request: HttpRequest | Any) -> str:
     ``REST_FRAMEWORK["NUM_PROXIES"]`` set, the address that many proxies back in
     ``X-Forwarded-For``. Used for django-axes (``AXES_CLIENT_IP_CALLABLE``) too, so
     sign-ins and tokens count the same address."""
-    return str(BaseThrottle().get_ident(request) or "")[:100]
+    return str(BaseThrottle().get_ident(request) or "")[:100]  # type: ignore[arg-type]  # it reads request.META only, which an HttpRequest has
 
 
 def _rate(scope: str) -> tuple[int, int]:
     """``(requests, seconds)`` of the DRF rate named ``scope`` in DEFAULT_THROTTLE_RATES."""
     rates = settings.REST_FRAMEWORK.get("DEFAULT_THROTTLE_RATES", {})
     num, duration = SimpleRateThrottle.parse_rate(None, rates[scope])  # type: ignore[arg-type]
-    return int(num), int(duration)
+    if num is None or duration is None:  # a scope whose rate is None: no limit to count against
+        raise ImproperlyConfigured(f"DEFAULT_THROTTLE_RATES[{scope!r}] is not set")
+    return num, duration
 
 
 def _window(scope: str, ident: str, now: float) -> tuple[str, int, int, float]:

@@ -120,7 +120,7 @@ class ApprovalInboxConsumer(JsonFramesConsumer):
 
     # No channel-layer channel of its own (the inbox is read from rows; see
     # runs.consumers.RunEventsConsumer: a Redis error there closed the socket with 1011).
-    channel_layer_alias = None  # type: ignore[assignment]
+    channel_layer_alias = None
 
     async def connect(self) -> None:
         user = self.scope.get("user")

@@ -1,6 +1,8 @@
 """Approval requests: a run waiting as a row for a person's decision."""
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
@@ -69,7 +71,7 @@ class ApprovalRequest(models.Model):
     def __str__(self) -> str:
         return f"approval {self.pk} run {self.run_id} {self.node_id} ({self.status})"
 
-    def save(self, *args, **kwargs):
+    def save(self, *args: Any, **kwargs: Any) -> None:
         self.principals = principals_text(self.approvers, self.approver_groups)
         super().save(*args, **kwargs)
 

@@ -8,7 +8,7 @@ from rest_framework import serializers
 from approvals import preview
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import GATE_DECISIONS, RECOVERY_DECISIONS, user_may_decide
-from builder.serializers import JSONObjectField
+from builder.serializers import JSONObjectField, writable_context
 
 # A request's version token as the API shows it (approvals.preview.version_token:
 # "<row version>:<digest>"); anything else is a malformed request (400), not a stale one (409).
@@ -134,7 +134,7 @@ class ApprovalOutput(serializers.Serializer):
         return obj.run.read_event_seq()
 
     def _config(self, obj: ApprovalRequest) -> Any:
-        cache = self.context.setdefault("_configs", {})
+        cache = writable_context(self).setdefault("_configs", {})
         if obj.pk not in cache:
             cache[obj.pk] = preview.gate_config(obj)
         return cache[obj.pk]

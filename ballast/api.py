@@ -26,6 +26,7 @@ from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, inline_serializer
 from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import CursorPagination, PageNumberPagination
+from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -164,7 +165,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         first = next(iter(fields.values()), ["Invalid input."])[0]
         body = {"code": "invalid", "message": f"Invalid input: {first}" if fields else "Invalid input.", "fields": fields}
     elif isinstance(exc, exceptions.Throttled):
-        body = {"code": "throttled", "message": str(exc.detail), "fields": {}, "retry_after": exc.wait}
+        body = {"code": "throttled", "message": str(exc.detail), "fields": {}, "retry_after": exc.wait}  # type: ignore[attr-defined]  # set by Throttled.__init__; the stubs leave it out
     elif isinstance(exc, exceptions.APIException):
         detail = exc.detail
         codes = exc.get_codes()
@@ -250,7 +251,8 @@ class CursorPage(CursorPagination):
             raise invalid from None
         if cursor is None:
             return None
-        position = cursor.position
+        # The query string's text (the stubs say int).
+        position = None if cursor.position is None else str(cursor.position)
         if position is None or not (position.isascii() and position.isdigit() and int(position) <= MAX_ID):
             raise invalid
         if _encoded(cursor) != request.query_params.get(self.cursor_query_param):
@@ -276,10 +278,12 @@ class ApiView(APIView):
 
     #: Permission classes required per HTTP method, on top of IsAuthenticated.
     method_permissions: dict[str, list[Any]] = {}
+    #: The settings' DEFAULT_PERMISSION_CLASSES (a list), which views extend with ``+ [...]``.
+    permission_classes: list[type[BasePermission]]
 
     def get_permissions(self) -> list[Any]:
-        method = "GET" if self.request.method == "HEAD" else self.request.method
-        return super().get_permissions() + [p() for p in self.method_permissions.get(method, [])]
+        method = "GET" if self.request.method == "HEAD" else self.request.method or ""
+        return list(super().get_permissions()) + [p() for p in self.method_permissions.get(method, [])]
 
     def validated(self, serializer_class: Any, data: Any, **context: Any) -> dict[str, Any]:
         """``data`` validated by ``serializer_class`` (raises ValidationError -> 400)."""
@@ -308,7 +312,7 @@ class ApiView(APIView):
         """A numbered page of ``queryset`` serialised with ``serializer_class`` (:class:`Pagination`);
         ``prepare(page)``, when given, bulk-loads what the serializer reads for the page's rows."""
         paginator = Pagination()
-        page = paginator.paginate_queryset(queryset, self.request, view=self)
+        page: list[Any] | None = paginator.paginate_queryset(queryset, self.request, view=self)
         if prepare is not None and page:
             prepare(page)
         data = serializer_class(page, many=True, context={"request": self.request, **context}).data
@@ -319,7 +323,7 @@ class ApiView(APIView):
         serialised with ``serializer_class``. ``queryset`` may come filtered (by a
         selector, a read policy); the page orders it itself."""
         paginator = CursorPage(ordering=ordering)
-        page = paginator.paginate_queryset(queryset, self.request, view=self)
+        page: list[Any] | None = paginator.paginate_queryset(queryset, self.request, view=self)
         data = serializer_class(page, many=True, context={"request": self.request, **context}).data
         return paginator.get_paginated_response(data)
 

@@ -24,6 +24,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -222,7 +223,7 @@ _DATABASE_CACHE = {
     "OPTIONS": {"MAX_ENTRIES": 100_000, "CULL_FREQUENCY": 4},
 }
 if _CACHE_REDIS_URL:
-    CACHES = {
+    CACHES: dict[str, dict[str, Any]] = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": _CACHE_REDIS_URL,
@@ -269,7 +270,7 @@ BALLAST_PUBLIC_URL = os.environ.get("BALLAST_PUBLIC_URL", "http://127.0.0.1:8000
 
 # API: token auth first so an anonymous request gets 401 with WWW-Authenticate; session
 # auth (CSRF enforced by DRF for session-authenticated unsafe methods) for the browser.
-REST_FRAMEWORK = {
+REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "accounts.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",

@@ -1,7 +1,10 @@
 """Admin for graphs and their immutable versions."""
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
+from django.http import HttpRequest
 
 from builder import services
 from builder.models import Graph, GraphVersion
@@ -25,14 +28,14 @@ class GraphAdminForm(forms.ModelForm):
         model = Graph
         exclude = DRAFT_BOOKKEEPING
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.instance.pk is not None:
             self.fields["base_revision"].initial = self.instance.draft_revision
 
-    def clean(self):
+    def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
-        if self.instance.pk is None or "draft" not in self.changed_data:
+        if cleaned is None or self.instance.pk is None or "draft" not in self.changed_data:
             return cleaned
         base = cleaned.get("base_revision")
         stored = Graph.objects.filter(pk=self.instance.pk).values_list("draft_revision", flat=True).first()
@@ -48,8 +51,8 @@ class GraphAdminForm(forms.ModelForm):
             )
         return cleaned
 
-    def clean_draft(self):
-        draft = self.cleaned_data.get("draft")
+    def clean_draft(self) -> Any:
+        draft = self.cleaned_data["draft"]  # there: clean_<field> runs once the field cleaned
         # Only a changed draft: editing approvers must not be blocked by an old draft.
         if "draft" not in self.changed_data:
             return draft
@@ -84,7 +87,7 @@ class GraphAdmin(admin.ModelAdmin):
     inlines = [GraphVersionInline]
     readonly_fields = DRAFT_BOOKKEEPING
 
-    def save_model(self, request, obj: Graph, form, change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: Graph, form: Any, change: bool) -> None:
         """A changed draft of an existing graph is saved through
         ``builder.services.graph_draft_save`` (compare-and-set on the revision the page
         was rendered at, revision bumped), so a builder tab holding the old draft gets a
@@ -123,5 +126,5 @@ class GraphVersionAdmin(admin.ModelAdmin):
     def short_hash(self, obj: GraphVersion) -> str:
         return obj.content_hash[:12]
 
-    def has_change_permission(self, request, obj=None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: GraphVersion | None = None) -> bool:
         return False  # versions are immutable

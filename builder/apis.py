@@ -79,7 +79,10 @@ def _draft_conflict(exc: services.DraftConflict) -> Response:
 
 
 def _check_name_free(name: str, graph: Graph | None = None) -> None:
-    if Graph.objects.filter(name=name).exclude(pk=getattr(graph, "pk", None)).exists():
+    others = Graph.objects.filter(name=name)
+    if graph is not None:
+        others = others.exclude(pk=graph.pk)
+    if others.exists():
         raise conflict("name_taken", f"A graph named {name!r} already exists.", fields={"name": ["A graph with this name already exists."]})
 
 

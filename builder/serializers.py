@@ -1,6 +1,7 @@
 """Input and output serializers of the graph API (one pair per operation; outputs are read-only)."""
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -29,6 +30,16 @@ def has_nul(value: Any) -> bool:
         elif isinstance(item, list):
             stack.extend(item)
     return False
+
+
+def writable_context(serializer: serializers.BaseSerializer[Any]) -> MutableMapping[str, Any]:
+    """The context a serializer shares with its whole tree (DRF hands every nested
+    serializer its root's dict), for a list serializer to fill once per page. The stubs type
+    ``context`` read-only; TypeError if the caller passed a read-only mapping."""
+    context = serializer.context
+    if not isinstance(context, MutableMapping):
+        raise TypeError(f"{type(serializer).__name__}: the serializer context is read-only")
+    return context
 
 
 @extend_schema_field(OpenApiTypes.OBJECT)
@@ -147,7 +158,7 @@ class ValidationOutput(serializers.Serializer):
     handles; the cost estimate (null when the spec did not parse)."""
 
     valid = serializers.BooleanField()
-    errors = IssueOutput(many=True)
+    errors = IssueOutput(many=True)  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
     warnings = IssueOutput(many=True)
     handles = serializers.DictField(child=NodeHandlesOutput())
     estimate = EstimateOutput(allow_null=True)
@@ -342,7 +353,7 @@ class VersionDiffInput(serializers.Serializer):
 
 class NodeChangeOutput(serializers.Serializer):
     id = serializers.CharField()
-    fields = serializers.DictField(child=serializers.JSONField())
+    fields = serializers.DictField(child=serializers.JSONField())  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
 
 
 class _IdsDiffOutput(serializers.Serializer):
@@ -405,7 +416,7 @@ class ExpressionCheckInput(serializers.Serializer):
     """POST /expressions/check/: one expression or template, and the state keys known."""
 
     kind = serializers.ChoiceField(choices=["expression", "template"])
-    source = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=100_000)
+    source = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=100_000)  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
     state_keys = serializers.ListField(
         child=serializers.CharField(max_length=200), required=False, allow_null=True, max_length=10_000,
         help_text="Names known besides input and the functions; omitted: names are not checked.",
@@ -421,7 +432,7 @@ class SourceErrorOutput(serializers.Serializer):
 
 class ExpressionCheckOutput(serializers.Serializer):
     ok = serializers.BooleanField()
-    errors = SourceErrorOutput(many=True)
+    errors = SourceErrorOutput(many=True)  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
     names = serializers.ListField(child=serializers.CharField(), help_text="Variables the source reads.")
 
 
@@ -472,7 +483,7 @@ class ModelOutput(serializers.Serializer):
 class ProviderModelsOutput(serializers.Serializer):
     provider = serializers.CharField()
     models = ModelOutput(many=True)
-    source = serializers.ChoiceField(choices=["provider", "price_library", "none"])
+    source = serializers.ChoiceField(choices=["provider", "price_library", "none"])  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
     accepts_any_model = serializers.BooleanField()
     error = serializers.CharField(required=False)
 

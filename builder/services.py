@@ -127,7 +127,7 @@ def graph_publish_draft(*, graph: Graph, user: Any = None, actor: str = "system"
     from builder.validation import validate_spec
 
     result = validate_spec(graph.draft)
-    if not result.ok:
+    if not result.ok or result.spec is None:  # (ok implies a spec; said for mypy)
         raise GraphInvalid(result.issues)
     return _publish_valid(graph=graph, spec=result.spec.model_dump(mode="json", exclude_none=False), user=user, actor=actor, message=message)
 
@@ -183,7 +183,7 @@ def draft_has_unpublished_edits(graph: Graph) -> bool:
     if latest is None:
         return True
     result = validate_spec(draft)
-    if not result.ok:
+    if not result.ok or result.spec is None:  # (ok implies a spec; said for mypy)
         return True
     return content_hash(result.spec.model_dump(mode="json", exclude_none=False)) != latest.content_hash
 
@@ -212,7 +212,7 @@ def graph_import(*, spec: dict[str, Any], user: Any = None, actor: str = "system
     from builder.validation import validate_spec
 
     result = validate_spec(spec)
-    if not result.ok:
+    if not result.ok or result.spec is None:  # (ok implies a spec; said for mypy)
         raise GraphInvalid(result.issues)
     normalised = result.spec.model_dump(mode="json", exclude_none=False)
     with transaction.atomic():

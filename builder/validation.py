@@ -80,7 +80,7 @@ so a loop back to it starts a new generation rather than counting as a parallel 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
@@ -355,7 +355,7 @@ def export_schemas() -> dict[str, Any]:
 # --- pydantic errors -> issues ------------------------------------------------------------
 
 
-def _message(err: dict[str, Any]) -> str:
+def _message(err: Mapping[str, Any]) -> str:
     """A pydantic error message phrased for a person editing a graph."""
     kind = err.get("type")
     if kind == "extra_forbidden":
@@ -756,7 +756,7 @@ class _GraphCheck:
         A plain node fires all its edges; a routing node fires the edges of the one handle
         it takes, so only several edges on one handle are a fan-out.
         """
-        result = []
+        result: list[tuple[str, str | None, list[str]]] = []
         for node_id in self.topo.nodes:
             if node_id not in self.handles:
                 continue

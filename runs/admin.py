@@ -1,9 +1,16 @@
 """Admin for runs, steps, attempts, events, audit entries and workers (read-only: changes go through the services)."""
+from typing import TYPE_CHECKING, Any
+
 from django.contrib import admin
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
 
 from runs.engine.api import steps_worker_alive
 from runs.models import AuditEntry, Run, RunEvent, Step, StepAttempt, Worker
-from runs.selectors import with_waiting_for
+from runs.selectors import WaitingFor, with_waiting_for
+
+if TYPE_CHECKING:  # django-stubs' helper, installed with the test extras only
+    from django_stubs_ext import WithAnnotations
 
 
 class ReadOnlyAdminMixin:
@@ -11,16 +18,18 @@ class ReadOnlyAdminMixin:
     change only through runs.services and the engine (which keep the audit log, events
     and leases consistent), never through a form. Viewing stays allowed."""
 
-    def has_add_permission(self, request, obj=None) -> bool:  # obj: inlines pass it
+    model: type[Model]  # the admin's (the mixin only reads it)
+
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:  # obj: inlines pass it
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
         return [f.name for f in self.model._meta.fields]
 
 
@@ -39,10 +48,10 @@ class WaitingForFilter(admin.SimpleListFilter):
     title = "waiting for"
     parameter_name = "waiting_for"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         return [("approval", "an approval (at a gate)"), ("decision", "a decision (parked after a crash)")]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return queryset.filter(waiting_for=self.value()) if self.value() in ("approval", "decision") else queryset
 
 
@@ -57,11 +66,11 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     inlines = [StepInline]
     date_hierarchy = "created_at"
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
         return with_waiting_for(super().get_queryset(request))
 
     @admin.display(description="waiting for", ordering="waiting_for")
-    def waiting_for(self, obj: Run) -> str:
+    def waiting_for(self, obj: "WithAnnotations[Run, WaitingFor]") -> str:
         return {"approval": "approval", "decision": "decision (parked)"}.get(obj.waiting_for or "", "-")
 
 

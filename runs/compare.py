@@ -53,7 +53,7 @@ def _run_summary(run: Run) -> dict[str, Any]:
         "cost_usd": str(run.cost_usd),
         "seconds": None if took is None else round(took, 3),
         "created_at": run.created_at,
-        "created_by": run.created_by.get_username() if run.created_by_id else None,
+        "created_by": run.created_by.get_username() if run.created_by is not None else None,  # no query when null
         "forked_from": run.forked_from_id,
         "error": run.error,
     }

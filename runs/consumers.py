@@ -106,7 +106,7 @@ class RunEventsConsumer(JsonFramesConsumer):
     # blocking Redis read per socket, and a Redis error there (a restart, an outage, a
     # socket time-out) ended the consumer and closed the socket with 1011. A layer alias
     # that is not configured gives the consumer no layer (channels.layers.get_channel_layer).
-    channel_layer_alias = None  # type: ignore[assignment]
+    channel_layer_alias = None
     follower: Follower | None = None
     watching_new = False
 

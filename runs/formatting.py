@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
 
@@ -55,5 +56,5 @@ class CsvWriter:
     def __init__(self, out: _Writable):
         self._writer = csv.writer(out)
 
-    def writerow(self, row: list[Any]) -> Any:
+    def writerow(self, row: Iterable[Any]) -> Any:
         return self._writer.writerow([csv_cell(c) for c in row])

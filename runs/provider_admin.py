@@ -79,7 +79,7 @@ class ProviderCredentialForm(forms.ModelForm):
             out["api_key"] = data["api_key"]
         return out
 
-    def clean(self) -> dict[str, Any]:
+    def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
         if self.errors:
             return cleaned

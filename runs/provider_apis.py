@@ -33,17 +33,17 @@ class ProviderOutput(serializers.Serializer):
 
     name = serializers.CharField()
     kind = serializers.ChoiceField(choices=["mock", *ProviderKind.values, "custom"])
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
     models = serializers.ListField(child=serializers.CharField(), help_text="Models offered; empty: any model name.")
     default_model = serializers.CharField(allow_null=True)
     base_url = serializers.CharField(allow_null=True)
-    source = serializers.ChoiceField(choices=SOURCES, help_text="Where it is configured: settings.py, environment variables, or the app.")
+    source = serializers.ChoiceField(choices=SOURCES, help_text="Where it is configured: settings.py, environment variables, or the app.")  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
     ready = serializers.BooleanField(help_text="Whether an API key is available (or none is needed).")
 
 
 class _CredentialFields(serializers.Serializer):
     kind = serializers.ChoiceField(choices=ProviderKind.choices)
-    label = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    label = serializers.CharField(max_length=200, required=False, allow_blank=True)  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
     base_url = serializers.CharField(max_length=500, required=False, allow_blank=True, help_text="API root; required for openai_compatible (e.g. http://127.0.0.1:11434/v1).")
     api_key = serializers.CharField(
         max_length=store.MAX_KEY_CHARS,

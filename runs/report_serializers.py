@@ -5,9 +5,9 @@ from typing import Any
 
 from rest_framework import serializers
 
-from runs.serializers import AuditQueryInput
+from runs.serializers import AuditQueryInput, DecimalDigits
 
-MONEY = {"max_digits": 20, "decimal_places": 6}
+MONEY: DecimalDigits = {"max_digits": 20, "decimal_places": 6}
 
 
 class CostTotalsOutput(serializers.Serializer):
@@ -44,7 +44,7 @@ class CostBudgetOutput(serializers.Serializer):
     """Spend against budgets of one graph's runs that carried a USD budget."""
 
     graph = serializers.IntegerField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
     runs = serializers.IntegerField()
     budget_usd = serializers.DecimalField(**MONEY, help_text="The largest per-run budget among these runs.")
     cost_usd = serializers.DecimalField(**MONEY)

@@ -39,7 +39,7 @@ class SchemaUnusable(ValueError):
 
 
 def _never_retrieve(uri: str) -> Any:
-    raise NoSuchResource(ref=uri)
+    raise NoSuchResource(uri)  # its one attrs field, ref (mypy cannot see the keyword through referencing's wrapper)
 
 
 # Every validator's registry: it knows no schema but the one being applied and fetches none.

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import psutil
 from django.db.models import (
@@ -56,6 +56,9 @@ from runs.models import (
     Worker,
 )
 
+if TYPE_CHECKING:  # django-stubs' helper, installed with the test extras only
+    from django_stubs_ext import WithAnnotations
+
 COST_GROUPS = ("step", "run", "graph", "node", "model", "day")
 
 # What a live run waits for, worked out from its step rows (never stored, so it cannot
@@ -65,7 +68,13 @@ COST_GROUPS = ("step", "run", "graph", "node", "model", "day")
 WAITING_FOR = ("approval", "decision")
 
 
-def with_waiting_for(queryset: QuerySet[Run]) -> QuerySet[Run]:
+class WaitingFor(TypedDict):
+    """The annotation :func:`with_waiting_for` adds to each run."""
+
+    waiting_for: str | None
+
+
+def with_waiting_for(queryset: QuerySet[Run]) -> QuerySet[WithAnnotations[Run, WaitingFor]]:
     """``queryset`` annotated with ``waiting_for`` (``"decision"``, ``"approval"`` or None;
     None for a finished run): the status of the run's first parked-or-waiting step,
     "parked" sorting before "waiting". A correlated subquery with LIMIT 1 on the (run,
@@ -455,7 +464,7 @@ def cost_aggregate(
     """
     if order not in COST_ORDERS:
         raise ValueError(f"order must be one of {COST_ORDERS}")
-    qs = cost_attempts(viewer=viewer, filters=filters, model=model)
+    qs: QuerySet[StepAttempt, Any] = cost_attempts(viewer=viewer, filters=filters, model=model)
     if group_by == "step":
         qs = qs.values(key=F("step_id"), label=F("step__node_id"), run=F("step__run_id"))
     elif group_by == "run":

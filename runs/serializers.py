@@ -1,13 +1,13 @@
 """Input and output serializers of the run API: runs, steps, events, costs, audit entries."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from builder.serializers import JSONObjectField
+from builder.serializers import JSONObjectField, writable_context
 from runs.bounds import BUDGET_USD_DECIMAL_PLACES, BUDGET_USD_MAX_DIGITS, MAX_BIGINT
 from runs.engine.api import steps_worker_alive
 from runs.models import AuditEntry, Run, RunStatus, Step, StepAttempt, StepStatus
@@ -27,8 +27,17 @@ from runs.selectors import (
 )
 
 MAX_INT = MAX_BIGINT
+
+
+class DecimalDigits(TypedDict):
+    """The digits of a DecimalField, spread into it as keyword arguments."""
+
+    max_digits: int
+    decimal_places: int
+
+
 # A USD budget's digits, as a graph's settings.budget_usd takes them (runs.bounds).
-BUDGET_USD = {"max_digits": BUDGET_USD_MAX_DIGITS, "decimal_places": BUDGET_USD_DECIMAL_PLACES}
+BUDGET_USD: DecimalDigits = {"max_digits": BUDGET_USD_MAX_DIGITS, "decimal_places": BUDGET_USD_DECIMAL_PLACES}
 DATE_INPUT_FORMATS = ["iso-8601", "%Y-%m-%d"]
 
 
@@ -199,8 +208,8 @@ class CostQueryInput(serializers.Serializer):
 class CostTotalsQueryInput(CostQueryInput):
     """The filters of the cost rows, without grouping or order."""
 
-    group_by = None
-    order = None
+    group_by = None  # type: ignore[assignment]  # DRF drops an inherited field set to None
+    order = None  # type: ignore[assignment]  # DRF drops an inherited field set to None
 
 
 class AuditQueryInput(serializers.Serializer):
@@ -228,7 +237,7 @@ class StepListOutput(serializers.ListSerializer):
 
     def to_representation(self, data: Any) -> list[Any]:
         steps = list(data.all() if hasattr(data, "all") else data)
-        self.context["worker_alive"] = steps_worker_alive(steps)
+        writable_context(self)["worker_alive"] = steps_worker_alive(steps)
         return super().to_representation(steps)
 
 
@@ -248,7 +257,7 @@ class StepOutput(serializers.Serializer):
 
     id = serializers.IntegerField()
     run = serializers.IntegerField(source="run_id")
-    parent = serializers.IntegerField(source="parent_id", allow_null=True)
+    parent = serializers.IntegerField(source="parent_id", allow_null=True)  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
     node_id = serializers.CharField()
     kind = serializers.CharField()
     iteration = serializers.IntegerField()
@@ -400,8 +409,8 @@ class RunListOutput(serializers.ListSerializer):
 
     def to_representation(self, data: Any) -> list[Any]:
         runs = list(data.all() if hasattr(data, "all") else data)
-        self.context["interrupted"] = runs_interrupted(runs)
-        self.context["started_from"] = runs_started_from(runs=runs)
+        writable_context(self)["interrupted"] = runs_interrupted(runs)
+        writable_context(self)["started_from"] = runs_started_from(runs=runs)
         return super().to_representation(runs)
 
 
@@ -504,9 +513,9 @@ class RunDetailOutput(RunOutput):
     def to_representation(self, instance: Run) -> dict[str, Any]:
         # The steps are read once: ``interrupted`` follows from their workers' liveness.
         steps = RunStepOutput(_run_steps(instance), many=True).data
-        self.context["steps_of"] = {instance.pk: steps}
+        writable_context(self)["steps_of"] = {instance.pk: steps}
         stale = any(s["status"] == StepStatus.RUNNING and s["worker_alive"] is False for s in steps)
-        self.context["interrupted"] = {instance.pk} if stale else set()
+        writable_context(self)["interrupted"] = {instance.pk} if stale else set()
         return super().to_representation(instance)
 
     @extend_schema_field(RunStepOutput(many=True))
@@ -514,7 +523,8 @@ class RunDetailOutput(RunOutput):
         known = self.context.get("steps_of", {})
         if obj.pk in known:
             return known[obj.pk]
-        return RunStepOutput(_run_steps(obj), many=True).data
+        # many=True makes the list serializer, whose data is a list (the stubs cannot say so).
+        return cast("list[dict[str, Any]]", RunStepOutput(_run_steps(obj), many=True).data)
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_tested_node(self, obj: Run) -> str | None:
@@ -540,7 +550,7 @@ class EventOutput(serializers.Serializer):
     run = serializers.IntegerField(source="run_id")
     step = serializers.IntegerField(source="step_id", allow_null=True)
     kind = serializers.CharField()
-    data = serializers.JSONField()
+    data = serializers.JSONField()  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
     created_at = serializers.DateTimeField()
 
 
@@ -559,7 +569,7 @@ class CostRowOutput(serializers.Serializer):
     """Spend of one group: ``key`` is the step/run/graph id, the model name or the day."""
 
     key = serializers.SerializerMethodField()
-    label = serializers.SerializerMethodField()
+    label = serializers.SerializerMethodField()  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
     run = serializers.IntegerField(required=False, help_text="The step's run (group_by=step).")
     graph = serializers.IntegerField(required=False, help_text="The node's graph (group_by=node).")
     cost_usd = serializers.DecimalField(max_digits=20, decimal_places=6, help_text="Spend of the priced attempts.")
@@ -588,7 +598,7 @@ class AuditListOutput(serializers.ListSerializer):
 
     def to_representation(self, data: Any) -> list[Any]:
         entries = list(data.all() if hasattr(data, "all") else data)
-        self.context["versions"] = audit_versions(entries=entries)
+        writable_context(self)["versions"] = audit_versions(entries=entries)
         return super().to_representation(entries)
 
 
@@ -615,7 +625,7 @@ class AuditEntryOutput(serializers.Serializer):
     action = serializers.CharField()
     object_type = serializers.CharField()
     object_id = serializers.CharField()
-    data = serializers.JSONField()
+    data = serializers.JSONField()  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
     scope = serializers.CharField()
     seq = serializers.IntegerField()
     prev_hash = serializers.CharField()

@@ -6,6 +6,7 @@ the queue hand-off after them.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -54,6 +55,7 @@ def _depth(value: Any) -> int:
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, level = stack.pop()
+        items: Iterable[Any]
         if isinstance(item, dict):
             items = item.values()
         elif isinstance(item, list):

@@ -11,8 +11,10 @@ import getpass
 import json
 import sys
 import time
+from collections import deque
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import ApprovalError, approval_decide
@@ -41,7 +43,7 @@ class Command(BaseCommand):
         "1 failed, cancelled or an error, 3 waiting at an approval gate, 4 parked, 5 --timeout ran out."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("run_id", type=int)
         parser.add_argument("--reject", action="store_true")
         parser.add_argument("--decision", choices=["approve", "reject", "retry", "skip", "fail"])
@@ -58,7 +60,7 @@ class Command(BaseCommand):
             "error at once, and the wait after deciding has no limit",
         )
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         timeout = opts["timeout"]
         if timeout is not None and timeout < 0:
             raise CommandError(f"--timeout must be 0 or more seconds, not {timeout}")
@@ -96,7 +98,7 @@ class Command(BaseCommand):
         if code != EXIT_SUCCEEDED:
             sys.exit(code)
 
-    def _request(self, run: Run, approval_id: int | None, *, deadline: float | None, local: bool, queue) -> ApprovalRequest:
+    def _request(self, run: Run, approval_id: int | None, *, deadline: float | None, local: bool, queue: deque[int] | None) -> ApprovalRequest:
         """The one pending request to decide, waiting until ``deadline`` (monotonic) for
         it to appear. Raises CommandError naming the pending requests when there is no
         such request, or several and no ``approval_id``."""
@@ -114,6 +116,7 @@ class Command(BaseCommand):
             if local:
                 # Nobody else may be moving the run: drive it here until it stops for a
                 # person (this also takes back its steps a killed process left running).
+                assert queue is not None, "local: the queue of local_mode()"
                 drive_local(run.pk, queue=queue, timeout=remaining)
             time.sleep(min(POLL_SECONDS, _remaining(deadline) or 0))
 

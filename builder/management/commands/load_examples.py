@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from builder.services import GraphInvalid, graph_import
 
@@ -13,10 +14,10 @@ from builder.services import GraphInvalid, graph_import
 class Command(BaseCommand):
     help = "Publish every *.json graph in DIR (default: examples/). Re-running publishes nothing new."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("directory", nargs="?", default=str(settings.BASE_DIR / "examples"))
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         files = sorted(Path(opts["directory"]).glob("*.json"))
         if not files:
             raise CommandError(f"no *.json graphs in {opts['directory']}")

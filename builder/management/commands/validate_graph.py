@@ -35,7 +35,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, file: str, as_json: bool, estimate: bool = False, **options: Any) -> None:
         data = self.load(file, as_json)
         result = validate_spec(data)
-        report = estimate_spec(result.spec, result.configs) if estimate and result.ok else None
+        report = estimate_spec(result.spec, result.configs) if estimate and result.ok and result.spec is not None else None
         if as_json:
             out = result.as_dict()
             if report is not None:

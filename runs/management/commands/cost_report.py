@@ -155,9 +155,9 @@ class Command(BaseCommand):
         table.append(["TOTAL"] + [""] * (len(_group_fields(by)) - 1) + [_cell(total[c]) for c in columns[len(_group_fields(by)) :]])
         widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
         numeric_from = len(_group_fields(by))
-        for i, row in enumerate(table):
+        for i, line in enumerate(table):
             self.stdout.write(
-                "  ".join(c.rjust(w) if j >= numeric_from else c.ljust(w) for j, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+                "  ".join(c.rjust(w) if j >= numeric_from else c.ljust(w) for j, (c, w) in enumerate(zip(line, widths, strict=True))).rstrip()
             )
             if i == 0 or i == len(table) - 2:
                 self.stdout.write("  ".join("-" * w for w in widths))

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import os
 import secrets
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from accounts.authentication import ROLES
 
@@ -15,10 +16,10 @@ from accounts.authentication import ROLES
 class Command(BaseCommand):
     help = "Create the role groups and an 'admin' superuser if missing; print the login."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--username", default=os.environ.get("BALLAST_ADMIN_USER", "admin"))
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         for name in ROLES:
             Group.objects.get_or_create(name=name)
         secret_file = settings.VAR_DIR / "admin-password.txt"

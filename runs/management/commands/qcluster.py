@@ -9,9 +9,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from runs.engine import api as engine
 
@@ -23,7 +24,7 @@ class Command(BaseCommand):
     # server run them; a worker does not (ballast.settings.BALLAST_WORKER_PROCESS).
     requires_system_checks: list[str] = []
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--run-once", action="store_true", help="Start, then stop at once.")
         parser.add_argument("-n", "--name", dest="cluster_name", default=None, help="Cluster (queue) name instead of Q_CLUSTER's.")
         parser.add_argument(
@@ -33,7 +34,7 @@ class Command(BaseCommand):
             help=f"Seconds in-flight steps get to finish on SIGTERM (default BALLAST_STOP_GRACE_SECONDS, {settings.BALLAST_STOP_GRACE_SECONDS:g}).",
         )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         settings.SECRET_KEY  # noqa: B018  (django-q2 signs tasks: fail early without a key)
         if options["cluster_name"]:
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]

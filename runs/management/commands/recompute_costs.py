@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import Any, TypedDict
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
@@ -97,6 +97,7 @@ def recompute_batch(attempt_ids: list[int], repricer: Repricer, *, dry_run: bool
         deltas: dict[int, Decimal] = defaultdict(Decimal)
         changes: dict[int, dict[str, list]] = defaultdict(lambda: {"attempts": [], "steps": []})
         for attempt in rows:
+            assert attempt.usage is not None  # the query's usage__isnull=False
             known, cost, version = repricer.price(attempt.usage, attempt.started_at)
             if not known:
                 summary["skipped"] += 1
@@ -143,6 +144,16 @@ def recompute_batch(attempt_ids: list[int], repricer: Repricer, *, dry_run: bool
     return summary
 
 
+class _Totals(TypedDict):
+    """What :class:`Command` sums over the batches."""
+
+    attempts: int
+    steps: int
+    runs: set[int]
+    skipped: int
+    delta: Decimal
+
+
 def _text(value: Decimal | None) -> str | None:
     return None if value is None else str(value)
 
@@ -172,7 +183,7 @@ class Command(BaseCommand):
             qs = qs.filter(step__run_id=run)
         ids = list(qs.order_by("id").values_list("id", flat=True))
         repricer = Repricer()
-        totals = {"attempts": 0, "steps": 0, "runs": set(), "skipped": 0, "delta": Decimal(0)}
+        totals: _Totals = {"attempts": 0, "steps": 0, "runs": set(), "skipped": 0, "delta": Decimal(0)}
         for start in range(0, len(ids), batch_size):
             summary = recompute_batch(ids[start : start + batch_size], repricer, dry_run=dry_run)
             totals["attempts"] += summary["attempts"]

@@ -1,6 +1,8 @@
 """``manage.py rotate_credentials``: re-encrypt every stored provider key with the first key of BALLAST_CREDENTIALS_KEY."""
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.providers.credentials import CredentialUnreadable, credentials_rotate
@@ -12,7 +14,7 @@ class Command(BaseCommand):
         "Rotation: put a new key first (BALLAST_CREDENTIALS_KEY=new,old), run this, then drop the old key."
     )
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         try:
             count = credentials_rotate()
         except CredentialUnreadable as exc:

@@ -9,9 +9,11 @@ import contextlib
 import json
 import sys
 import time
+from collections import deque
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from builder.services import GraphInvalid, graph_import
 from runs.engine.api import StateWriteRefused, drive_local, local_mode, workers_alive
@@ -60,9 +62,10 @@ def run_summary(run: Run) -> dict:
     return data
 
 
-def wait_or_drive(run: Run, queue, *, local: bool, wait: bool, timeout: float | None) -> Run:
+def wait_or_drive(run: Run, queue: deque[int] | None, *, local: bool, wait: bool, timeout: float | None) -> Run:
     """Run in this process (``local``) or poll until the run ends or waits at a gate."""
     if local:
+        assert queue is not None, "local: the queue of local_mode()"
         drive_local(run.pk, queue=queue, timeout=timeout)
     elif wait:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -83,7 +86,7 @@ class Command(BaseCommand):
         "qcluster the run executes in this process through the same engine and commits."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file")
         parser.add_argument("--input", default="{}", help="run input as a JSON object")
         parser.add_argument(
@@ -95,7 +98,7 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=None, help="seconds to wait at most")
         parser.add_argument("--in-process", action="store_true", help="execute here even when a qcluster is running")
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         try:
             spec = json.loads(Path(opts["file"]).read_text())
         except (OSError, json.JSONDecodeError) as exc:

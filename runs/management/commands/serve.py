@@ -20,9 +20,11 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 log = logging.getLogger("ballast.serve")
 
@@ -84,15 +86,15 @@ def backoff_seconds(quick_deaths: int) -> float:
 class Command(BaseCommand):
     help = "Start web (daphne, HTTP + WebSockets) and worker (django-q2 qcluster) together, restarting either if it dies."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--bind", default=os.environ.get("BALLAST_BIND", "127.0.0.1:8000"))
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         manage = [sys.executable, "manage.py"]
         children = [Child("web", [*manage, "runserver", opts["bind"], "--noreload"]), Child("worker", [*manage, "qcluster"])]
         stopping: list[str] = []
 
-        def stop(signum, frame):
+        def stop(signum: int, frame: FrameType | None) -> None:
             stopping.append(signal.Signals(signum).name)
 
         signal.signal(signal.SIGINT, stop)

@@ -1,7 +1,9 @@
 """``manage.py verify_audit``: recompute the audit hash chains; exit 1 on any edit, deletion or reordering."""
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runs.engine.api import audit_verify
 
@@ -9,10 +11,10 @@ from runs.engine.api import audit_verify
 class Command(BaseCommand):
     help = "Verify the audit log's hash chains (edits, deletions, reordering, cut-off ends). Exit status 1 when broken."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--scope", help="Verify one chain only (e.g. run:42, graph:3, user:1, auth).")
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         report = audit_verify(scope=opts.get("scope"))
         for problem in report.problems:
             self.stderr.write(f"TAMPERED {problem}")
