@@ -206,6 +206,7 @@ class _Publisher:
         with self.lock:
             # A forked worker process inherits the object but not the thread.
             if self.thread is None or self.pid != os.getpid() or not self.thread.is_alive():
+                self._build_layer()
                 self.queue = queue.SimpleQueue()
                 self.pid = os.getpid()
                 self.thread = threading.Thread(target=self._main, name="ballast-event-publisher", daemon=True)
@@ -215,16 +216,26 @@ class _Publisher:
         self.start()
         self.queue.put(events)
 
-    def _main(self) -> None:
-        # Import the layer (channels, its Redis client) and build it before the first
-        # batch: done at the first publish, that held the first events of a fresh worker
-        # back by up to a second under load (see warm_push).
+    @staticmethod
+    def _build_layer() -> None:
+        """Import the layer (channels, its Redis client) and build it in the caller's
+        thread, before the publisher thread exists. Imported in that thread instead, a
+        qcluster parent that publishes at start (recovery hands steps back) could fork its
+        workers in the middle of the import: each child then held a half-initialised
+        ``channels_redis.core`` in ``sys.modules`` for good, and none of its pushes went
+        out. Built before the first batch, too: building it at the first publish held a
+        fresh worker's first events back by up to a second under load (see warm_push).
+        Nothing connects here."""
         from channels.layers import get_channel_layer
 
         try:
             get_channel_layer()
         except Exception:
             log.warning("live events: the channel layer could not be built", exc_info=True)
+
+    def _main(self) -> None:
+        from channels.layers import get_channel_layer
+
         loop = asyncio.new_event_loop()
         while True:
             batch = self.queue.get()
