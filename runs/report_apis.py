@@ -98,7 +98,7 @@ class CostExportApi(ApiView):
         columns = ["key", "label"] + (["run"] if q["group_by"] == "step" else []) + (["graph"] if q["group_by"] == "node" else [])
         writer.writerow(
             [q["group_by"] if c == "key" else c for c in columns]
-            + ["cost_usd", "unpriced_attempts", "attempts", "input_tokens", "cached_input_tokens", "output_tokens",
+            + ["cost_usd", "unpriced_attempts", "attempts", "input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens",
                "retry_cost_usd", "retry_attempts", "crash_rerun_cost_usd", "crash_rerun_attempts"]
         )
         for row in rows:
@@ -107,7 +107,7 @@ class CostExportApi(ApiView):
                 [data.get(c, "") for c in columns]
                 + [
                     _csv_money(row["cost_usd"], row["unpriced_attempts"], row["attempts"]), row["unpriced_attempts"], row["attempts"],
-                    row["input_tokens"], row["cached_input_tokens"], row["output_tokens"],
+                    row["input_tokens"], row["cached_input_tokens"], row["cache_write_tokens"], row["output_tokens"],
                     _csv_money(row["retry_cost_usd"], row["retry_unpriced_attempts"], row["retry_attempts"]), row["retry_attempts"],
                     _csv_money(row["crash_rerun_cost_usd"], row["crash_rerun_unpriced_attempts"], row["crash_rerun_attempts"]),
                     row["crash_rerun_attempts"],

@@ -409,6 +409,7 @@ def _cost_columns() -> dict[str, Any]:
         "input_tokens": _tokens("input_tokens"),
         "output_tokens": _tokens("output_tokens"),
         "cached_input_tokens": _tokens("cached_input_tokens"),
+        "cache_write_tokens": _tokens("cache_write_tokens"),
         "attempts": Count("id"),
         "unpriced_attempts": _unpriced(),
     }
@@ -455,7 +456,8 @@ def cost_aggregate(
     Rows are dicts: the group's ``key`` (and ``label``; ``run`` for a step, ``graph`` for
     a node) plus ``cost_usd`` (Decimal, priced attempts only), ``unpriced_attempts``
     (attempts with usage but no known price: their cost is unknown, not zero),
-    ``input_tokens``, ``output_tokens``, ``cached_input_tokens``, ``attempts``, and for
+    ``input_tokens``, ``output_tokens``, ``cached_input_tokens`` (cache reads),
+    ``cache_write_tokens`` (cache writes), ``attempts``, and for
     each cause other than "first" (ATTEMPT_CAUSES) ``<cause>_cost_usd``,
     ``<cause>_attempts`` and ``<cause>_unpriced_attempts``. The day is the UTC day an
     attempt started. Only the spend of runs

@@ -80,8 +80,12 @@ class Issue:
 class Usage:
     """Token usage of one LLM call, as the provider reports it (counts of tokens).
 
-    ``input_tokens`` includes ``cached_input_tokens`` and ``output_tokens`` includes
-    ``reasoning_tokens`` (OpenAI's convention; providers normalise to it).
+    ``input_tokens`` includes ``cached_input_tokens`` (prompt-cache reads) and
+    ``cache_write_tokens`` (prompt-cache writes, Anthropic's ``cache_creation_input_tokens``,
+    of which ``cache_write_1h_tokens`` were written with the one-hour lifetime), and
+    ``output_tokens`` includes ``reasoning_tokens`` (OpenAI's convention; providers
+    normalise to it). Cache reads and writes have their own prices (see
+    :mod:`runs.providers.pricing`), so they are kept apart from plain input.
     ``price_version`` names the price data the cost of this usage came from
     (``genai-prices 0.2.3``; "" when nothing priced it).
     """
@@ -92,6 +96,8 @@ class Usage:
     output_tokens: int = 0
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
     price_version: str = ""
 
     @property
@@ -106,6 +112,8 @@ class Usage:
             "output_tokens": self.output_tokens,
             "cached_input_tokens": self.cached_input_tokens,
             "reasoning_tokens": self.reasoning_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cache_write_1h_tokens": self.cache_write_1h_tokens,
             "price_version": self.price_version,
         }
 

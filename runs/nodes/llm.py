@@ -221,3 +221,5 @@ def _add_usage(total: Usage, more: Usage) -> None:
     total.output_tokens += more.output_tokens
     total.cached_input_tokens += more.cached_input_tokens
     total.reasoning_tokens += more.reasoning_tokens
+    total.cache_write_tokens += more.cache_write_tokens
+    total.cache_write_1h_tokens += more.cache_write_1h_tokens

@@ -198,9 +198,28 @@ def count_tokens(provider: LLMProvider | None, text: str) -> int:
 
 
 def worst_case_usd(provider: LLMProvider | None, config: LLMCallConfig, input_tokens: int, output_tokens: int) -> Decimal | None:
-    """USD of that many tokens on the config's model, or None when the provider or the
-    model's price is unknown."""
+    """USD of that many tokens on the config's model at worst, or None when the provider
+    or the model's price is unknown.
+
+    A provider may write any input to its prompt cache (Anthropic bills the writes at
+    1.25 times input, two times for one-hour writes), so the worst case is the dearest of
+    plain input, five-minute cache writes and one-hour cache writes."""
     if provider is None:
         return None
-    usage = Usage(provider=config.provider, model=config.model, input_tokens=input_tokens, output_tokens=output_tokens)
-    return provider.price(config.model, usage)
+    plain = Usage(provider=config.provider, model=config.model, input_tokens=input_tokens, output_tokens=output_tokens)
+    worst = provider.price(config.model, plain)
+    if worst is None:
+        return None
+    for hour in (0, input_tokens):
+        written = Usage(
+            provider=config.provider,
+            model=config.model,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_write_tokens=input_tokens,
+            cache_write_1h_tokens=hour,
+        )
+        cost = provider.price(config.model, written)
+        if cost is not None and cost > worst:
+            worst = cost
+    return worst

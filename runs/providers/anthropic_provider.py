@@ -56,8 +56,11 @@ class AnthropicProvider(SDKProvider):
     Usage is normalised to Ballast's convention (input includes cached input):
     ``input_tokens`` = ``input_tokens`` + ``cache_creation_input_tokens`` +
     ``cache_read_input_tokens`` (as genai-prices' own Anthropic extractor sums them),
-    ``cached_input_tokens`` = ``cache_read_input_tokens``, ``reasoning_tokens`` =
-    ``output_tokens_details.thinking_tokens``. Priced by genai-prices.
+    ``cached_input_tokens`` = ``cache_read_input_tokens``, ``cache_write_tokens`` =
+    ``cache_creation_input_tokens`` (``cache_write_1h_tokens`` =
+    ``cache_creation.ephemeral_1h_input_tokens``), ``reasoning_tokens`` =
+    ``output_tokens_details.thinking_tokens``. Priced by genai-prices, cache writes at
+    the model's cache-write prices.
     """
 
     name = "anthropic"
@@ -130,6 +133,10 @@ class AnthropicProvider(SDKProvider):
         """Ballast Usage of a Messages ``usage`` block (see the class docstring)."""
         cache_read = getattr(raw, "cache_read_input_tokens", None) or 0
         cache_write = getattr(raw, "cache_creation_input_tokens", None) or 0
+        # The one-hour writes cost more than the five-minute ones (the breakdown is absent
+        # from older answers: all writes are then five-minute ones, as the API's default).
+        breakdown = getattr(raw, "cache_creation", None)
+        cache_write_1h = (getattr(breakdown, "ephemeral_1h_input_tokens", None) or 0) if breakdown else 0
         details = getattr(raw, "output_tokens_details", None)
         return Usage(
             provider=self.name,
@@ -137,6 +144,8 @@ class AnthropicProvider(SDKProvider):
             input_tokens=(raw.input_tokens or 0) + cache_read + cache_write,
             output_tokens=raw.output_tokens or 0,
             cached_input_tokens=cache_read,
+            cache_write_tokens=cache_write,
+            cache_write_1h_tokens=min(cache_write_1h, cache_write),
             reasoning_tokens=(getattr(details, "thinking_tokens", None) or 0) if details else 0,
         )
 

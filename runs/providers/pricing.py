@@ -13,8 +13,11 @@ changed on a date are kept with that date). Ballast prices every LLM call with i
 
 Usage mapping (the library's own extractors map API responses the same way): Ballast's
 ``input_tokens`` includes cached tokens (genai-prices' ``input_tokens``), its
-``cached_input_tokens`` are ``cache_read_tokens``, ``output_tokens`` includes
-``reasoning_tokens`` (``output_reasoning_tokens``).
+``cached_input_tokens`` are ``cache_read_tokens``, its ``cache_write_tokens`` are
+``cache_write_tokens`` (of which ``cache_write_1h_tokens`` are ``cache_write_1h_tokens``
+and the rest ``cache_write_5m_tokens``, as the library's Anthropic extractor maps a
+``cache_creation`` breakdown), ``output_tokens`` includes ``reasoning_tokens``
+(``output_reasoning_tokens``).
 """
 
 from __future__ import annotations
@@ -47,14 +50,23 @@ def price_version() -> str:
 
 def genai_usage(usage: Usage) -> Any:
     """The genai-prices ``Usage`` of a Ballast usage (token counts only; clamped so a
-    provider reporting more cached than total input cannot make a negative price)."""
+    provider reporting more cached reads and writes than total input cannot make a
+    negative price)."""
     from genai_prices import Usage as GenaiUsage
 
-    cached = min(max(usage.cached_input_tokens, 0), max(usage.input_tokens, 0))
+    total = max(usage.input_tokens, 0)
+    cached = min(max(usage.cached_input_tokens, 0), total)
+    written = min(max(usage.cache_write_tokens, 0), total - cached)
+    written_1h = min(max(usage.cache_write_1h_tokens, 0), written)
     reasoning = min(max(usage.reasoning_tokens, 0), max(usage.output_tokens, 0))
-    values: dict[str, int] = {"input_tokens": max(usage.input_tokens, 0), "output_tokens": max(usage.output_tokens, 0)}
+    values: dict[str, int] = {"input_tokens": total, "output_tokens": max(usage.output_tokens, 0)}
     if cached:
         values["cache_read_tokens"] = cached
+    if written:
+        values["cache_write_tokens"] = written
+    if written_1h:
+        values["cache_write_1h_tokens"] = written_1h
+        values["cache_write_5m_tokens"] = written - written_1h
     if reasoning:
         values["output_reasoning_tokens"] = reasoning
     return GenaiUsage(**values)

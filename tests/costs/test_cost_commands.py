@@ -99,7 +99,7 @@ def test_report_is_one_aggregate_query_and_csv(spend):
     assert [(r["provider"], r["model"]) for r in parsed] == [(r["provider"], r["model"]) for r in rows]
     assert sum(Decimal(r["usd"]) for r in parsed) == sum(r["usd"] for r in rows)
     assert list(parsed[0]) == ["provider", "model", "attempts", "failed_attempts", "input_tokens", "cached_input_tokens",
-                               "output_tokens", "reasoning_tokens", "usd", "unpriced"]
+                               "cache_write_tokens", "output_tokens", "reasoning_tokens", "usd", "unpriced"]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -23,10 +23,15 @@ CASES = [
     ("anthropic", "claude-sonnet-4-6", "/v1/messages", "default", {"input": 9_000, "cached": 6_000, "output": 700}),
     ("anthropic", "claude-haiku-4-5", "/v1/messages", "default", {"input": 2_500, "output": 400, "reasoning": 150}),
     ("anthropic", "claude-opus-4-8", "/v1/messages", "default", {"input": 1_000, "output": 3_000}),
+    # Prompt-cache writes have their own price (1.25 times input; one-hour writes 2 times).
+    ("anthropic", "claude-sonnet-4-5", "/v1/messages", "default", {"input": 100_000, "cache_write": 100_000, "output": 200}),
+    ("anthropic", "claude-haiku-4-5", "/v1/messages", "default", {"input": 30_000, "cached": 8_000, "cache_write": 12_000, "output": 300}),
+    ("anthropic", "claude-opus-4-8", "/v1/messages", "default",
+     {"input": 50_000, "cached": 10_000, "cache_write": 25_000, "cache_write_1h": 15_000, "output": 900, "reasoning": 200}),
 ]
 
 
-@pytest.mark.parametrize("provider_name, model, path, flavor, usage", CASES, ids=[c[1] for c in CASES])
+@pytest.mark.parametrize("provider_name, model, path, flavor, usage", CASES, ids=[f"{c[1]}-{i}" for i, c in enumerate(CASES)])
 def test_cost_matches_genai_prices(sdk_providers, provider_name, model, path, flavor, usage):
     sdk_providers.set_script([Reply(text="ok", usage=usage)])
     provider = get_provider(provider_name)
@@ -44,6 +49,24 @@ def test_figures_by_hand_for_gpt_4o():
     # $2.50/M input, $1.25/M cached input, $10/M output (genai-prices' gpt-4o prices).
     usage = Usage("openai", "gpt-4o", input_tokens=1_000_000, cached_input_tokens=400_000, output_tokens=100_000)
     assert pricing.cost(usage, model="gpt-4o", provider_id="openai") == Decimal("1.5") + Decimal("0.5") + Decimal("1")
+
+
+def test_cache_writes_by_hand_for_claude_sonnet_4_5():
+    # Issue 28: 100,000 cache-write tokens and 200 output tokens. $3.75/M cache writes
+    # (not the $3/M of plain input: that priced them at $0.303) plus $15/M output.
+    usage = Usage("anthropic", "claude-sonnet-4-5", input_tokens=100_000, cache_write_tokens=100_000, output_tokens=200)
+    assert pricing.cost(usage, model="claude-sonnet-4-5", provider_id="anthropic") == Decimal("0.378")
+    # One-hour writes at $6/M: 40,000 of them.
+    usage.cache_write_1h_tokens = 40_000
+    assert pricing.cost(usage, model="claude-sonnet-4-5", provider_id="anthropic") == Decimal("0.468")
+
+
+def test_more_cache_reads_and_writes_than_input_cannot_price_below_zero():
+    usage = Usage("anthropic", "claude-sonnet-4-5", input_tokens=1_000, cached_input_tokens=800, cache_write_tokens=900,
+                  cache_write_1h_tokens=5_000)
+    theirs = calc_price(GenaiUsage(input_tokens=1_000, cache_read_tokens=800, cache_write_tokens=200, cache_write_1h_tokens=200,
+                                   cache_write_5m_tokens=0), "claude-sonnet-4-5", provider_id="anthropic").total_price
+    assert pricing.cost(usage, model="claude-sonnet-4-5", provider_id="anthropic") == theirs > 0
 
 
 def test_long_context_tiers_are_priced_by_the_library():

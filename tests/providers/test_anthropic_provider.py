@@ -33,6 +33,7 @@ def test_text_reply_request_and_usage_normalised(anthropic, sdk_providers):
     usage = response.usage
     # The API's input_tokens (300) exclude cache reads and writes; Ballast's include them.
     assert (usage.input_tokens, usage.cached_input_tokens, usage.output_tokens, usage.reasoning_tokens) == (1000, 600, 250, 80)
+    assert (usage.cache_write_tokens, usage.cache_write_1h_tokens) == (100, 0)
     [call] = sdk_providers.calls(MESSAGES)
     assert call.response["usage"]["input_tokens"] == 300
     assert call.body["system"] == "Be brief."

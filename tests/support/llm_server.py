@@ -37,7 +37,9 @@ class Reply:
 
     ``text`` (str, or a JSON value sent as its JSON text); ``tool_calls`` items are
     ``{"name", "arguments", "id"?}``; ``usage`` is ``{"input", "output", "cached",
-    "cache_write", "reasoning"}`` (tokens; missing ones are estimated or 0);
+    "cache_write", "cache_write_1h", "reasoning"}`` (tokens; missing ones are estimated or
+    0; ``cache_write_1h``, the one-hour part of ``cache_write``, makes an Anthropic answer
+    carry the ``cache_creation`` breakdown);
     ``stop``: ``"max_tokens"`` to report a cut-off reply.
     """
 
@@ -397,6 +399,9 @@ def _anthropic_message(body: dict[str, Any], reply: Reply, turn: int) -> dict[st
         "cache_read_input_tokens": cached,
         "cache_creation_input_tokens": written,
     }
+    if "cache_write_1h" in usage:
+        hour = usage["cache_write_1h"]
+        out_usage["cache_creation"] = {"ephemeral_5m_input_tokens": written - hour, "ephemeral_1h_input_tokens": hour}
     if usage.get("reasoning"):
         out_usage["output_tokens_details"] = {"thinking_tokens": usage["reasoning"]}
     return {

@@ -20,7 +20,7 @@ MICRO = Decimal(1).scaleb(-StepAttempt._meta.get_field("cost_usd").decimal_place
 
 # Token counts live in the attempt's usage JSON. KeyTextTransform (->> on PostgreSQL,
 # JSON_EXTRACT on SQLite) plus a cast keeps the sum in the database on both.
-_TOKEN_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
+_TOKEN_KEYS = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens")
 
 
 def _tokens(key: str) -> Any:

@@ -23,6 +23,10 @@ STORED = Decimal(1).scaleb(-StepAttempt._meta.get_field("cost_usd").decimal_plac
 
 
 def _usage(data: dict[str, Any]) -> Usage:
+    """The Usage of a stored usage JSON. Usage recorded before cache writes were counted
+    apart has no ``cache_write_tokens``: its writes are inside ``input_tokens`` and are
+    priced as plain input, as they were (the split was not stored, so it cannot be
+    recovered)."""
     return Usage(
         provider=str(data.get("provider", "")),
         model=str(data.get("model", "")),
@@ -30,6 +34,8 @@ def _usage(data: dict[str, Any]) -> Usage:
         output_tokens=int(data.get("output_tokens") or 0),
         cached_input_tokens=int(data.get("cached_input_tokens") or 0),
         reasoning_tokens=int(data.get("reasoning_tokens") or 0),
+        cache_write_tokens=int(data.get("cache_write_tokens") or 0),
+        cache_write_1h_tokens=int(data.get("cache_write_1h_tokens") or 0),
     )
 
 
