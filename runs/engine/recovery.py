@@ -311,7 +311,10 @@ class HostBeat(threading.Thread):
                     log.exception("host heartbeat failed (retried every %.1fs)", interval)
                 failing = True
                 connections.close_all()  # this thread's: the next beat reconnects
-            self.stop_event.wait(max(0.0, interval - (time.monotonic() - began)))
+            # A relative sleep, not stop_event.wait: under libfaketime (the chaos suite's
+            # skewed host) an absolute-deadline wait lasts the skew longer, which silenced
+            # the beat of a live host for a minute.
+            time.sleep(max(0.0, interval - (time.monotonic() - began)))
         try:
             recovery_queries.host_forget(HOST)
         except Exception:

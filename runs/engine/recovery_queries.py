@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -86,7 +87,7 @@ _SILENT_HOSTS_SQLITE = """
 """
 
 
-def _host_params(silent_seconds: float) -> dict[str, object]:
+def _host_params(silent_seconds: float) -> dict[str, Any]:
     if connection.vendor == "postgresql":
         return {"silent": silent_seconds}
     now = clock.now()
