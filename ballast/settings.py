@@ -17,6 +17,9 @@ Environment:
   a heartbeat.
 - BALLAST_LIVE_OWNER_GRACE_SECONDS (default 60): how long past its expiry recovery leaves
   a lease whose owner certainly still runs on this host (a late heartbeat, not a lost worker).
+- BALLAST_HOST_SILENT_SECONDS (default 3, at most 5 advised): a worker host whose heartbeat
+  (written about twice a second by each qcluster's main process, on the database's clock)
+  is older than this is dead: its leases are taken back without waiting for them to expire.
 """
 from __future__ import annotations
 
@@ -395,6 +398,7 @@ else:
 BALLAST_LEASE_SECONDS = float(os.environ.get("BALLAST_LEASE_SECONDS", "30"))
 BALLAST_LIVE_OWNER_GRACE_SECONDS = float(os.environ.get("BALLAST_LIVE_OWNER_GRACE_SECONDS", "60"))
 BALLAST_RECOVERY_INTERVAL = float(os.environ.get("BALLAST_RECOVERY_INTERVAL", "1.0"))
+BALLAST_HOST_SILENT_SECONDS = float(os.environ.get("BALLAST_HOST_SILENT_SECONDS", "3"))
 # Seconds a worker that answered a doorbell goes on claiming the next due step (parallel
 # branches without a broker round trip each; runs.engine.loop.execute_due). 0: one step
 # (and its kept successors) per doorbell. Keep it far below Q_CLUSTER["timeout"].

@@ -465,6 +465,22 @@ class Worker(models.Model):
     heartbeat_at = models.DateTimeField(db_index=True)
 
 
+class HostHeartbeat(models.Model):
+    """One worker host's heartbeat, written about twice a second by a thread of each
+    qcluster's main process there (which runs no node code), stamped with the database's
+    clock. A host whose ``beat_at`` is older than BALLAST_HOST_SILENT_SECONDS is dead to
+    recovery: its leases are taken back without waiting for them to expire (issue 23).
+
+    ``up_since``: the database time at which this host's current unbroken series of beats
+    began (a gap longer than the silent window starts a new one): a host judges others
+    only after it has itself been beating for the window, so after an outage that stopped
+    every host's beats, nobody is taken for dead before it had the time to beat again."""
+
+    host = models.CharField(max_length=200, primary_key=True)
+    beat_at = models.DateTimeField()
+    up_since = models.DateTimeField()
+
+
 class ProviderKind(models.TextChoices):
     OPENAI = "openai", "OpenAI"
     ANTHROPIC = "anthropic", "Anthropic"

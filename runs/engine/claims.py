@@ -15,9 +15,9 @@ from django.conf import settings
 from django.db import DatabaseError, OperationalError, connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce
-from django.utils import timezone
 
 from builder.spec import NodeSpec
+from runs.engine import clock
 from runs.engine.events import CounterBusy, publish, push_enabled, wire
 from runs.engine.events import append as append_events
 from runs.engine.events import create as create_event
@@ -120,7 +120,7 @@ def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
     BALLAST_MAX_LOST_ATTEMPTS times, or one the budget cannot cover, fails its run instead.
     """
     while True:
-        now = timezone.now()
+        now = clock.now()
         try:
             fast = _fast_claim(step_id, worker, now)
             if not isinstance(fast, _Portable):
@@ -262,7 +262,7 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
     from runs.engine import deadlines, dispatch  # deadlines -> operations -> commit -> claims
 
     while True:
-        now = timezone.now()
+        now = clock.now()
         due_waiting = deadlines.next_due_waiting(now)
         if due_waiting is not None:
             # A waiting step's deadline passed: fire it (one transaction of its own, run
@@ -374,7 +374,7 @@ def _claim(step_id: int, worker: str, now: datetime) -> ClaimedStep | None:
 
 def step_heartbeat(step_id: int, attempt: int, worker: str) -> bool:
     """Extend our lease. False when the lease is no longer ours or the run ended (stop work)."""
-    now = timezone.now()
+    now = clock.now()
     extended = Step.objects.filter(pk=step_id, status=StepStatus.RUNNING, attempt=attempt, lease_owner=worker).update(
         lease_expires_at=now + lease_delta()
     )
@@ -394,7 +394,7 @@ def step_release(claimed: ClaimedStep) -> bool:
 
 
 def _release(run_id: int, step_id: int, attempt: int, worker: str, *, reason: str) -> bool:
-    now = timezone.now()
+    now = clock.now()
     with transaction.atomic():
         released = Step.objects.filter(pk=step_id, status=StepStatus.RUNNING, attempt=attempt, lease_owner=worker).update(
             status=StepStatus.PENDING,

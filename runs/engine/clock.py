@@ -1,10 +1,15 @@
 """The engine's one clock: times read back from raw SQL, and the database's now."""
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import logging
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.db import DatabaseError, connection
 from django.utils import timezone
+
+log = logging.getLogger("ballast.engine")
 
 
 def db_time(value: Any) -> datetime | None:
@@ -21,3 +26,59 @@ def db_time(value: Any) -> datetime | None:
         return None
     parsed = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
     return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+
+
+# How often a process re-reads the database's clock (seconds of its monotonic clock).
+# In between, now() is the last reading advanced by the monotonic clock: a host whose
+# wall clock is skewed or jumps (NTP step, faketime) does not move it, and a monotonic
+# clock drifts by far less than a millisecond a second.
+_RESYNC_SECONDS = 1.0
+_anchor: tuple[datetime, float] | None = None  # (database time, time.monotonic() when read)
+
+
+def now() -> datetime:
+    """The database's current time, as an aware UTC datetime: the time every lease,
+    heartbeat, due time, backoff and deadline of the engine is written and judged with.
+
+    On SQLite (one host) this is the host's clock. On PostgreSQL it is
+    ``clock_timestamp()``, read at most once a second per process (one ``SELECT`` on the
+    default connection, unseen by Django's query log) and advanced by ``time.monotonic()`` in between: a worker whose
+    wall clock runs a minute ahead writes and compares the same times as the database
+    and every other host (issue 23: such a worker took over a live step 4 s into its
+    30 s lease). The reading is skipped inside a transaction already in error (it would
+    fail); when no reading was ever possible the host clock is used and logged.
+    """
+    global _anchor
+    if connection.vendor != "postgresql":
+        return timezone.now()
+    mono = time.monotonic()
+    anchor = _anchor
+    if anchor is None or mono - anchor[1] >= _RESYNC_SECONDS:
+        if not connection.needs_rollback:
+            try:
+                # On the driver's connection under Django's: the reading is not one of
+                # the engine's statements (the pinned statement counts, the fault
+                # injectors' execute wrappers do not see it).
+                connection.ensure_connection()
+                with connection.wrap_database_errors, connection.connection.cursor() as cursor:
+                    cursor.execute("SELECT clock_timestamp()")
+                    row = cursor.fetchone()
+                read = db_time(row[0]) if row else None
+                if read is not None:
+                    # The reading was taken somewhere in the round trip: its middle.
+                    after = time.monotonic()
+                    anchor = _anchor = (read, (mono + after) / 2)
+            except DatabaseError:
+                if anchor is None:
+                    raise
+        if anchor is None:  # pragma: no cover - a broken transaction before any reading
+            log.warning("the database clock could not be read: using this host's clock")
+            return timezone.now()
+    return anchor[0] + timedelta(seconds=time.monotonic() - anchor[1])
+
+
+def forget() -> None:
+    """Drop the last reading of the database's clock (tests that move the database's or
+    this process's clock; the next :func:`now` reads it again)."""
+    global _anchor
+    _anchor = None

@@ -14,9 +14,8 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Q
-from django.utils import timezone
 
-from runs.engine import fastpath, graphs, limits, scheduler
+from runs.engine import clock, fastpath, graphs, limits, scheduler
 from runs.engine import state as state_store
 from runs.engine.claims import budget_refusal, lease_to, start_kept
 from runs.engine.events import append as append_events
@@ -81,7 +80,7 @@ def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = T
 def _commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, int], *, keep_next: bool) -> CommitOutcome:
     """The portable commit of a checked result (see :func:`step_commit`). Raises
     StateTooLarge from inside its transaction (rolled back)."""
-    now = timezone.now()
+    now = clock.now()
     usage = result.usage.as_dict() if result.usage else None
     with transaction.atomic():
         run = lock_run(claimed.run_id)
@@ -438,7 +437,7 @@ def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
     replay sees the failure. Any other final failure fails the run. A lost lease writes
     nothing (``committed`` False).
     """
-    now = timezone.now()
+    now = clock.now()
     policy = claimed.node.retry
     usage, cost_usd = error.usage, error.cost_usd
     with transaction.atomic():

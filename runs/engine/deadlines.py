@@ -19,9 +19,8 @@ import logging
 from datetime import datetime
 
 from django.db import transaction
-from django.utils import timezone
 
-from runs.engine import faults
+from runs.engine import clock, faults
 from runs.engine.audit import audit
 from runs.engine.events import create as create_event
 from runs.engine.graphs import step_node
@@ -62,7 +61,7 @@ def step_fire_due(step_id: int, *, worker: str) -> list[int]:
     Raises what the kind or the commit raises; the transaction then rolls back and the
     step stays due.
     """
-    now = timezone.now()
+    now = clock.now()
     with transaction.atomic():
         run_id = Step.objects.filter(pk=step_id).values_list("run_id", flat=True).first()
         if run_id is None:

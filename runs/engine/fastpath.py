@@ -19,9 +19,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.utils import timezone
 
-from runs.engine import events, fastpath_sqlite, graphs, limits, scheduler
+from runs.engine import clock, events, fastpath_sqlite, graphs, limits, scheduler
 from runs.engine import state as state_store
 from runs.engine.claims import claim_details
 from runs.engine.clock import db_time
@@ -105,7 +104,7 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
         limit = limits.max_state_bytes()
         if limit and sum(sizes.values()) > limit:
             return None  # the portable commit fails the step with state_too_large
-    now = timezone.now()
+    now = clock.now()
     common: dict[str, Any] = {
         **ENUM_PARAMS,
         "run": run.pk,
@@ -252,7 +251,7 @@ def parallel_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dic
     backend: ModuleType = fastpath_sqlite
     if connection.vendor == "postgresql":
         from runs.engine import fastpath_postgresql as backend  # on first use, as fast_commit
-    now = timezone.now()
+    now = clock.now()
     base: dict[str, Any] = {**ENUM_PARAMS, "run": claimed.run_id, "step": claimed.step_id, "attempt": claimed.attempt, "owner": claimed.worker}
     outcome = None
     snap = claimed.branch_snapshot

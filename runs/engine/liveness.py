@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from django.conf import settings
-from django.utils import timezone
 
+from runs.engine import clock
 from runs.engine.workers import HOST, owner_is_dead
 from runs.models import StepStatus, Worker
 
@@ -46,7 +46,7 @@ def steps_worker_alive(steps: Iterable[LeasedStep], *, now: datetime | None = No
     only when some owner is on another host) and one process-table lookup per distinct
     owner on this host, whatever the number of steps.
     """
-    now = now or timezone.now()
+    now = now or clock.now()
     steps = list(steps)
     running = [s for s in steps if s.status == StepStatus.RUNNING]
     result: dict[int, bool | None] = {s.pk: None for s in steps if s.status != StepStatus.RUNNING}

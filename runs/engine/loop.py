@@ -16,9 +16,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import DataError, connections
-from django.utils import timezone
 
-from runs.engine import claims, commit, deadlines, dispatch, faults, reconnect, recovery_queries
+from runs.engine import claims, clock, commit, deadlines, dispatch, faults, reconnect, recovery_queries
 from runs.engine.types import ClaimedStep, CommitOutcome
 from runs.engine.workers import current_worker, owner_is_dead, stop_requested
 from runs.nodes import get_kind
@@ -414,7 +413,7 @@ def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when
             return status
         # A deadline of this run that passed fires here (in a cluster, the doorbell's
         # claim by due time fires it: claims.step_claim_due).
-        while (due_waiting := deadlines.next_due_waiting(timezone.now(), run_id=run_id)) is not None:
+        while (due_waiting := deadlines.next_due_waiting(clock.now(), run_id=run_id)) is not None:
             queue.extend(deadlines.step_fire_due(due_waiting, worker=worker))
         due = recovery_queries.due_pending_steps(stale_seconds=0, run_id=run_id)
         queue.extend(due)

@@ -12,12 +12,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.utils import timezone
 from pydantic import ValidationError
 
 from builder.models import GraphVersion
 from runs.bounds import run_limit_problems
-from runs.engine import limits, scheduler
+from runs.engine import clock, limits, scheduler
 from runs.engine import state as state_store
 from runs.engine.audit import audit, audit_new, audit_new_rows
 from runs.engine.commit import advance, child_finished
@@ -109,7 +108,7 @@ def run_create(
     state = scheduler.initial_state(graph, run_input)
     sizes = limits.full_sizes(state)
     limits.enforce(sizes, field="input")
-    now = timezone.now()
+    now = clock.now()
     run = Run(
         graph_version=version,
         input=run_input,
@@ -229,7 +228,7 @@ def run_create_node_test(
     initial["input"] = run_input
     sizes = limits.full_sizes(initial)
     limits.enforce(sizes, field="state")
-    step_due = timezone.now()
+    step_due = clock.now()
     with transaction.atomic():
         run = Run.objects.create(
             graph_version=version,
@@ -270,7 +269,7 @@ def step_complete_waiting(step_id: int, result: NodeResult, *, actor: str, reaso
     """
     step = Step.objects.get(pk=step_id)
     run = lock_run(step.run_id)
-    now = timezone.now()
+    now = clock.now()
     # A child step's result goes to its parent, not to the state: any key may be given.
     known = set(state_keys(run.graph_version_id)) if step.parent_id is None else None
     updates, written_sizes = limits.checked_writes(result.updates, field="output", known_keys=known)
@@ -323,7 +322,7 @@ def step_requeue_parked(step_id: int, *, actor: str) -> list[int]:
     """
     step = Step.objects.get(pk=step_id)
     run = lock_run(step.run_id)
-    now = timezone.now()
+    now = clock.now()
     if not Step.objects.filter(pk=step_id, status=StepStatus.PARKED).update(status=StepStatus.PENDING, dispatched_at=now, due_at=now, available_at=None):
         raise StepStateError(f"step {step_id} is {step.status}, not parked")
     bump_run(Run.objects.filter(pk=run.pk, status=RunStatus.WAITING), status=RunStatus.RUNNING)
@@ -337,7 +336,7 @@ def step_fail_parked(step_id: int, *, actor: str, message: str) -> None:
     Raises StepStateError if the step is not waiting or parked."""
     step = Step.objects.get(pk=step_id)
     run = lock_run(step.run_id)
-    now = timezone.now()
+    now = clock.now()
     error = {"code": "rejected", "message": message, "node_id": step.node_id, "by": actor}
     if not Step.objects.filter(pk=step_id, status__in=(StepStatus.WAITING, StepStatus.PARKED)).update(
         status=StepStatus.FAILED, error=error, finished_at=now
@@ -455,7 +454,7 @@ def run_resume(
     dispatch after commit. Raises RunNotFound, StepStateError (any other status).
     The changes are :func:`_resume_plan`'s, which :func:`run_resume_preview` shows.
     """
-    now = timezone.now()
+    now = clock.now()
     with transaction.atomic():
         run = _locked(run_id)
         plan = _resume_plan(run)
@@ -580,7 +579,7 @@ def run_fork(
     plan = _fork_plan(run_id, step_id=step_id, state_patch=state_patch)
     source, anchor, transition, sizes, state_patch = plan.source, plan.anchor, plan.transition, plan.sizes, plan.state_patch
     graph = compiled_graph(source.graph_version_id)
-    now = timezone.now()
+    now = clock.now()
     with transaction.atomic():
         run = Run.objects.create(
             graph_version_id=source.graph_version_id,

@@ -16,12 +16,12 @@ import os
 import select
 import threading
 import time
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import connections
-from django.utils import timezone
 
-from runs.engine import dispatch, recovery_queries
+from runs.engine import clock, dispatch, recovery_queries
 from runs.engine.workers import HOST, current_worker, owner_is_dead
 
 log = logging.getLogger("ballast.recovery")
@@ -37,10 +37,22 @@ def take_back() -> list[int]:
     now pending again, each in the due place it had; rings no doorbell (the caller does,
     or a worker claims them by due order)."""
     me = current_worker()
+    dead = owner_dead_predicate()
     ids: list[int] = []
-    for step_id in recovery_queries.expired_step_ids(owner_is_dead):
-        ids += recovery_queries.step_recover(step_id, recovered_by=me, owner_is_dead=owner_is_dead)
+    for step_id in recovery_queries.expired_step_ids(dead):
+        ids += recovery_queries.step_recover(step_id, recovered_by=me, owner_is_dead=dead)
     return ids
+
+
+def owner_dead_predicate() -> Callable[[str], bool]:
+    """``(lease owner) -> bool``: certainly dead. A process on this host that no longer
+    exists (workers.owner_is_dead), or any process of a host whose heartbeat is silent
+    (recovery_queries.silent_hosts, on the database's clock: a host SIGKILLed, cut off
+    or stopped is found in seconds, not when its leases expire). One query."""
+    silent = recovery_queries.silent_hosts(HOST, silent_seconds=settings.BALLAST_HOST_SILENT_SECONDS)
+    if not silent:
+        return owner_is_dead
+    return lambda owner: owner_is_dead(owner) or owner.rsplit(":", 2)[0] in silent
 
 
 class BrokerWatch:
@@ -218,7 +230,7 @@ class Supervisor(threading.Thread):
             while not multiprocessing.active_children() and time.monotonic() < deadline:
                 time.sleep(0.02)
         name = current_worker()
-        started = timezone.now()
+        started = clock.now()
         first = True
         interval = settings.BALLAST_RECOVERY_INTERVAL
         next_beat = 0.0
@@ -245,15 +257,86 @@ class Supervisor(threading.Thread):
             connections.close_all()
 
 
+class HostBeat(threading.Thread):
+    """The host heartbeat (runs.models.HostHeartbeat), a thread of the qcluster's main
+    process: that process runs no node code, so a worker whose step holds the GIL for a
+    minute, or a machine at load 8, does not silence it; a host whose process tree was
+    killed, whose network is cut or that is stopped does.
+
+    Every BALLAST_HOST_SILENT_SECONDS / 6 seconds (0.5 s by default) it upserts this
+    host's row, stamped with the database's clock, then asks which other hosts fell
+    silent; when one of them holds a lease it wakes ``supervisor`` for a recovery pass at
+    once (recovery.take_back takes those leases back). On PostgreSQL only: SQLite is one
+    host, where the process watch (:class:`DeathWatch`) finds a dead worker sooner.
+    """
+
+    def __init__(self, supervisor: Supervisor | None, *, wait_for_children: bool = True):
+        super().__init__(name="ballast-host-beat", daemon=True)
+        self.supervisor = supervisor
+        self.wait_for_children = wait_for_children
+        self.stop_event = threading.Event()
+
+    def stop(self) -> None:
+        """Ask the thread to stop (it deletes this host's row on the way out)."""
+        self.stop_event.set()
+
+    def beat_once(self) -> bool:
+        """One beat and one look at the other hosts; returns whether a silent host holds
+        a lease (the supervisor was woken)."""
+        silent_seconds = settings.BALLAST_HOST_SILENT_SECONDS
+        recovery_queries.host_beat(HOST, silent_seconds=silent_seconds)
+        silent = recovery_queries.silent_hosts(HOST, silent_seconds=silent_seconds)
+        if recovery_queries.hosts_hold_leases(silent):
+            if self.supervisor is not None:
+                self.supervisor.deaths.wake()
+            return True
+        return False
+
+    def run(self) -> None:
+        if self.wait_for_children:  # no connection before django-q2's fork (Supervisor.run)
+            deadline = time.monotonic() + 30
+            while not multiprocessing.active_children() and time.monotonic() < deadline:
+                time.sleep(0.02)
+        interval = max(0.1, settings.BALLAST_HOST_SILENT_SECONDS / 6)
+        failing = False
+        while not self.stop_event.is_set():
+            began = time.monotonic()
+            try:
+                self.beat_once()
+                if failing:
+                    log.warning("host heartbeat written again")
+                failing = False
+            except Exception:
+                if not failing:
+                    log.exception("host heartbeat failed (retried every %.1fs)", interval)
+                failing = True
+                connections.close_all()  # this thread's: the next beat reconnects
+            # A relative sleep, not stop_event.wait: under libfaketime (the chaos suite's
+            # skewed host) an absolute-deadline wait lasts the skew longer, which silenced
+            # the beat of a live host for a minute.
+            time.sleep(max(0.0, interval - (time.monotonic() - began)))
+        try:
+            recovery_queries.host_forget(HOST)
+        except Exception:
+            log.warning("host heartbeat row not deleted at stop: it falls silent instead", exc_info=True)
+        finally:
+            connections.close_all()
+
+
 _supervisor: Supervisor | None = None
+_host_beat: HostBeat | None = None
 
 
 def start_supervisor() -> Supervisor:
-    """Start the supervisor thread once per process."""
-    global _supervisor
+    """Start the supervisor thread once per process, and on PostgreSQL the host
+    heartbeat thread (:class:`HostBeat`) beside it."""
+    global _supervisor, _host_beat
     if _supervisor is None or not _supervisor.is_alive():
         _supervisor = Supervisor()
         _supervisor.start()
+        if connections["default"].vendor == "postgresql" and (_host_beat is None or not _host_beat.is_alive()):
+            _host_beat = HostBeat(_supervisor)
+            _host_beat.start()
         atexit.register(_stop_supervisor_at_exit)
     return _supervisor
 
@@ -268,10 +351,14 @@ def _stop_supervisor_at_exit() -> None:
 
 def stop_supervisor() -> None:
     """Stop this process's supervisor thread, which deletes its Worker row; idempotent."""
-    supervisor = _supervisor
+    supervisor, beat = _supervisor, _host_beat
+    if beat is not None and beat.is_alive():
+        beat.stop()
     if supervisor is not None and supervisor.is_alive():
         supervisor.stop()
         supervisor.join(timeout=10)
+    if beat is not None:
+        beat.join(timeout=10)
 
 
 def is_cluster_main_process(argv: list[str]) -> bool:

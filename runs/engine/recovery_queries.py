@@ -9,20 +9,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
-from django.utils import timezone
 
+from runs.engine import clock
 from runs.engine.audit import audit
 from runs.engine.claims import due_steps
 from runs.engine.events import create as create_event
 from runs.engine.graphs import step_repeat_safe
 from runs.engine.workers import owner_is_alive_here
 from runs.engine.writes import lock_run, park
-from runs.models import AttemptStatus, Run, RunEventKind, Step, StepAttempt, StepStatus, Worker
+from runs.models import AttemptStatus, HostHeartbeat, Run, RunEventKind, Step, StepAttempt, StepStatus, Worker
 from runs.nodes.base import ChildCall
 
 OwnerIsDead = Callable[[str], bool]
@@ -32,7 +33,7 @@ log = logging.getLogger("ballast.recovery")
 
 def worker_heartbeat(name: str, host: str, pid: int, started_at: datetime) -> None:
     """Register or refresh a worker row (its heartbeat says a qcluster is alive)."""
-    now = timezone.now()
+    now = clock.now()
     if not Worker.objects.filter(name=name).update(heartbeat_at=now):
         Worker.objects.update_or_create(name=name, defaults={"host": host, "pid": pid, "started_at": started_at, "heartbeat_at": now})
 
@@ -45,7 +46,7 @@ def worker_remove(name: str) -> None:
 def workers_forget_dead(owner_is_dead: OwnerIsDead, *, silent_seconds: float) -> list[str]:
     """Delete the rows of clusters that died (a dead pid on this host, or no heartbeat for
     ``silent_seconds``) and return their names: their prefetched queue entries are lost."""
-    cutoff = timezone.now() - timedelta(seconds=silent_seconds)
+    cutoff = clock.now() - timedelta(seconds=silent_seconds)
     dead = [name for name, beat in Worker.objects.values_list("name", "heartbeat_at") if beat < cutoff or owner_is_dead(name)]
     if dead:
         Worker.objects.filter(name__in=dead).delete()
@@ -54,7 +55,81 @@ def workers_forget_dead(owner_is_dead: OwnerIsDead, *, silent_seconds: float) ->
 
 def workers_alive(within_seconds: float) -> bool:
     """Whether any worker sent a heartbeat in the last ``within_seconds``."""
-    return Worker.objects.filter(heartbeat_at__gte=timezone.now() - timedelta(seconds=within_seconds)).exists()
+    return Worker.objects.filter(heartbeat_at__gte=clock.now() - timedelta(seconds=within_seconds)).exists()
+
+
+# The host heartbeat upsert: the beat, and the start of the current unbroken series of
+# beats (a gap longer than the silent window starts a new one). On PostgreSQL every time
+# is the database's clock in the statement; on SQLite (one host) the caller's.
+_HOST_BEAT_PG = """
+    INSERT INTO runs_hostheartbeat (host, beat_at, up_since) VALUES (%(host)s, statement_timestamp(), statement_timestamp())
+    ON CONFLICT (host) DO UPDATE SET beat_at = statement_timestamp(),
+        up_since = CASE WHEN runs_hostheartbeat.beat_at < statement_timestamp() - make_interval(secs => %(silent)s)
+                        THEN statement_timestamp() ELSE runs_hostheartbeat.up_since END
+"""
+_HOST_BEAT_SQLITE = """
+    INSERT INTO runs_hostheartbeat (host, beat_at, up_since) VALUES (%(host)s, %(now)s, %(now)s)
+    ON CONFLICT (host) DO UPDATE SET beat_at = %(now)s,
+        up_since = CASE WHEN runs_hostheartbeat.beat_at < %(cutoff)s THEN %(now)s ELSE runs_hostheartbeat.up_since END
+"""
+# Other hosts silent for the window, judged only by a host that has itself beaten
+# without a break for the window and beats now: after an outage that stopped every
+# host's beats (the database restarted), no host is dead before it could beat again.
+_SILENT_HOSTS_PG = """
+    SELECT h.host FROM runs_hostheartbeat h JOIN runs_hostheartbeat me ON me.host = %(me)s
+    WHERE h.host <> me.host AND h.beat_at < statement_timestamp() - make_interval(secs => %(silent)s)
+      AND me.up_since < statement_timestamp() - make_interval(secs => %(silent)s)
+      AND me.beat_at >= statement_timestamp() - make_interval(secs => %(silent)s)
+"""
+_SILENT_HOSTS_SQLITE = """
+    SELECT h.host FROM runs_hostheartbeat h JOIN runs_hostheartbeat me ON me.host = %(me)s
+    WHERE h.host <> me.host AND h.beat_at < %(cutoff)s AND me.up_since < %(cutoff)s AND me.beat_at >= %(cutoff)s
+"""
+
+
+def _host_params(silent_seconds: float) -> dict[str, Any]:
+    if connection.vendor == "postgresql":
+        return {"silent": silent_seconds}
+    now = clock.now()
+    adapt = connection.ops.adapt_datetimefield_value
+    return {"now": adapt(now), "cutoff": adapt(now - timedelta(seconds=silent_seconds))}
+
+
+def host_beat(host: str, *, silent_seconds: float) -> None:
+    """Write ``host``'s heartbeat now (database clock): one upsert, in autocommit.
+    ``silent_seconds``: the window after which a host counts as dead (a longer gap since
+    its last beat starts a new series, ``HostHeartbeat.up_since``)."""
+    sql = _HOST_BEAT_PG if connection.vendor == "postgresql" else _HOST_BEAT_SQLITE
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"host": host, **_host_params(silent_seconds)})
+
+
+def host_forget(host: str) -> None:
+    """Delete ``host``'s heartbeat row (its last cluster stops cleanly; another cluster
+    there writes it again with its next beat)."""
+    HostHeartbeat.objects.filter(host=host).delete()
+
+
+def silent_hosts(me: str, *, silent_seconds: float) -> set[str]:
+    """The hosts other than ``me`` whose heartbeat is older than ``silent_seconds`` on the
+    database's clock: dead, as far as ``me`` can judge. Empty unless ``me`` beats now and
+    has beaten without a break for the window (see ``HostHeartbeat.up_since``); a host
+    without a heartbeat row (an in-process runner, a host that stopped cleanly) is never
+    in it. One query on a table of one row per host."""
+    sql = _SILENT_HOSTS_PG if connection.vendor == "postgresql" else _SILENT_HOSTS_SQLITE
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"me": me, **_host_params(silent_seconds)})
+        return {row[0] for row in cursor.fetchall()}
+
+
+def hosts_hold_leases(hosts: set[str]) -> bool:
+    """Whether a running step is leased to a worker on one of ``hosts``."""
+    if not hosts:
+        return False
+    held = Q()
+    for host in hosts:
+        held |= Q(lease_owner__startswith=f"{host}:")
+    return Step.objects.filter(held, status=StepStatus.RUNNING).exists()
 
 
 def pids_to_watch(host: str) -> set[int]:
@@ -102,7 +177,7 @@ def lease_lapsed(owner: str, expires: datetime | None, now: datetime, *, owner_i
 
 def expired_step_ids(owner_is_dead: OwnerIsDead, *, run_id: int | None = None, owner_is_alive: OwnerIsAlive = owner_is_alive_here) -> list[int]:
     """Running steps whose lease lapsed (lease_lapsed), or whose owner process on this host is dead."""
-    now = timezone.now()
+    now = clock.now()
     qs = Step.objects.filter(status=StepStatus.RUNNING)
     if run_id is not None:
         qs = qs.filter(run_id=run_id)
@@ -123,7 +198,7 @@ def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead,
     Returns step ids to dispatch. Does nothing if the lease is live, or lapsed less than
     live_owner_grace() ago with its owner still running on this host (never steals).
     """
-    now = timezone.now()
+    now = clock.now()
     with transaction.atomic():
         step = Step.objects.filter(pk=step_id, status=StepStatus.RUNNING).first()
         if step is None:
@@ -156,7 +231,7 @@ def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead,
         data = {"node_id": step.node_id, "attempt": step.attempt, "owner": step.lease_owner, "lease_expired": expired}
         # One line per step taken back, by whoever won the compare-and-set above, and
         # only once the take-back committed (re-dispatch passes log no step again).
-        why = "lease expired" if expired else "owner process gone"
+        why = "lease expired" if expired else "owner process or host gone"
         outcome = "re-queued" if target == StepStatus.PENDING else "parked for a decision (not safe to repeat)"
         transaction.on_commit(
             lambda: log.warning(
@@ -181,7 +256,7 @@ def due_pending_steps(*, stale_seconds: float, everything: bool = False, run_id:
     pending steps (on worker start: the queue may have lost them). Marks the chosen
     steps dispatched; returns their ids (dispatch after commit).
     """
-    now = timezone.now()
+    now = clock.now()
     stale = now - timedelta(seconds=stale_seconds)
     with transaction.atomic():
         deadlines = _ring_for_deadlines(now, stale, run_id)
@@ -235,10 +310,10 @@ def _ring_for_deadlines(now: datetime, stale: datetime, run_id: int | None) -> l
 
 def due_count(now: datetime | None = None) -> int:
     """How many pending steps a doorbell could claim now (claims.due_steps)."""
-    return due_steps(now or timezone.now()).count()
+    return due_steps(now or clock.now()).count()
 
 
 def due_step_ids(*, limit: int, exclude: Sequence[int] = ()) -> list[int]:
     """Up to ``limit`` ids of steps a doorbell could claim now, oldest due first, except
     ``exclude``: the hints recovery's made-up doorbells carry."""
-    return list(due_steps(timezone.now()).exclude(pk__in=list(exclude)).values_list("id", flat=True)[:limit])
+    return list(due_steps(clock.now()).exclude(pk__in=list(exclude)).values_list("id", flat=True)[:limit])

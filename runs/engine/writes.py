@@ -12,9 +12,9 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import F, QuerySet
-from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from runs.engine import clock
 from runs.engine.audit import audit
 from runs.engine.events import create as create_event
 from runs.engine.events import event as event  # re-exported: the engine builds events with writes.event
@@ -152,7 +152,7 @@ def finish_run(run: Run, status: str, *, error: dict[str, Any] | None = None, ou
     """Move ``run`` to a terminal status (compare-and-set on non-terminal): its open steps
     are cancelled, a ``run_<status>`` event is appended and ``run_finished`` is sent, all
     inside the caller's transaction. Does nothing if the run had already ended."""
-    now = timezone.now()
+    now = clock.now()
     updated = bump_run(
         Run.objects.filter(pk=run.pk).exclude(status__in=TERMINAL_RUN_STATUSES), status=status, error=error, output=output, finished_at=now
     )
