@@ -1,3 +1,4 @@
+"""Host heartbeats: one row per worker host, beaten by its qcluster main process on the database clock."""
 from django.db import migrations, models
 
 
