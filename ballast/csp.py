@@ -7,15 +7,13 @@ from typing import Any
 # Scripts and connections (the API, the same host's WebSockets: CSP 3's 'self' covers ws:
 # and wss: of the page's host) from the app's origin only. The page context is a JSON
 # script tag (type application/json), which CSP does not run, so no script needs
-# 'unsafe-inline'. Scripts may eval: the builder's forms (rjsf's ajv validator) compile each
-# JSON Schema into a function with new Function(); run input and node config schemas are
-# the user's, so they cannot be compiled at build time. An injected script (the XSS this
-# policy exists for) is still blocked: it needs inline or foreign script, which stay off.
+# 'unsafe-inline', and none evals: the forms validate JSON Schemas with an interpreting
+# validator (frontend/src/lib/formValidator.ts), not ajv's generated code.
 # Styles may be inline for the admin's templates (style attributes); the
 # React pages set element styles through the CSSOM, which CSP does not restrict.
 POLICY = "; ".join([
     "default-src 'self'",
-    "script-src 'self' 'unsafe-eval'",
+    "script-src 'self'",
     "style-src 'self' 'unsafe-inline'",
     "img-src 'self' data:",
     "font-src 'self' data:",

@@ -1,7 +1,7 @@
 // /approvals/: the approvals inbox (assigned to me, my groups, decided by me) and the open item with its decision.
 import Form from "@rjsf/core";
 import type { RJSFSchema } from "@rjsf/utils";
-import validator from "@rjsf/validator-ajv8";
+import { validator } from "../lib/formValidator";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { api, ApiError } from "../lib/api";
 import { usePageContext } from "../lib/context";

@@ -1,7 +1,7 @@
 // One rjsf form over a JSON Schema, wired for the builder: code editor widgets, errors, no submit button.
 import Form from "@rjsf/core";
 import { englishStringTranslator, TranslatableString, type ErrorSchema, type RJSFSchema, type UiSchema } from "@rjsf/utils";
-import validator from "@rjsf/validator-ajv8";
+import { validator } from "../../lib/formValidator";
 import { useMemo } from "react";
 import { editorFieldComponents, editorWidgets, type EditorFormContext } from "../editors/widgets";
 

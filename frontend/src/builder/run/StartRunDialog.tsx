@@ -1,7 +1,7 @@
 // Start a run from the builder: an input form generated from the graph's input schema, then the run's page.
 import type { ErrorSchema, RJSFSchema } from "@rjsf/utils";
 import Form from "@rjsf/core";
-import validator from "@rjsf/validator-ajv8";
+import { validator } from "../../lib/formValidator";
 import { useEffect, useMemo, useRef, useState } from "react";
 import { api, ApiError } from "../../lib/api";
 import { simplifySchema } from "../editors/fields";
