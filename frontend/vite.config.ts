@@ -20,5 +20,9 @@ export default defineConfig({
     setupFiles: ["src/test/setup.ts"],
     include: ["src/**/*.test.{ts,tsx}"],
     globals: true,
+    // One jsdom and module graph per worker instead of one per file: the environment and
+    // imports (React Flow, rjsf) were most of the run's time. setup.ts unmounts after each
+    // test, so no file sees another's DOM.
+    isolate: false,
   },
 });

@@ -1,5 +1,15 @@
 // Test setup: jsdom lacks ResizeObserver and DOMMatrix, which React Flow needs to mount.
+import { cleanup } from "@testing-library/react";
+import { afterEach } from "vitest";
 import { preloadNodePanel } from "../builder/panel/NodePanelLazy";
+
+// Files share one environment (isolate: false in vite.config.ts): Testing Library's own
+// auto-cleanup is registered once per module graph, so unmount after every test here.
+afterEach(() => {
+  cleanup();
+  localStorage.clear();
+  sessionStorage.clear();
+});
 
 class ResizeObserverStub {
   observe(): void {}
