@@ -10,15 +10,27 @@ SQLITE_URL ?= sqlite:///var/ballast.sqlite3
 LIVE_REDIS_URL ?= redis://127.0.0.1:6379/0
 PYTEST_ARGS ?=
 
-.PHONY: install up test test-sqlite test-postgres test-frontend test-chaos frontend static browser crash chaos lint migrate
+.PHONY: install runtime up test test-sqlite test-postgres test-frontend test-chaos frontend static browser crash chaos lint migrate
 
-$(STAMP): pyproject.toml
+RUNTIME_STAMP := $(VENV)/.runtime
+
+# Python packages through uv (installed into the venv first, one wheel from PyPI): it
+# resolves and installs in parallel, about ten times faster than pip on a fresh machine.
+# make up installs the runtime alone; the test, lint and bench targets add their extras.
+$(BIN)/uv:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check uv
+
+$(RUNTIME_STAMP): pyproject.toml | $(BIN)/uv
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e .
+	touch $(RUNTIME_STAMP)
+
+$(STAMP): pyproject.toml | $(BIN)/uv
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test]'
+	touch $(STAMP) $(RUNTIME_STAMP)
 
 install: $(STAMP)
+runtime: $(RUNTIME_STAMP)
 
 # The browser app: npm ci when the lock file changes, vite build when any source changes
 # (nothing runs when neither did). Needs Node 20 (>= 20.19) and npm.
@@ -35,7 +47,7 @@ frontend: frontend/dist/manifest.json
 
 # collectstatic into var/staticfiles (served by whitenoise when BALLAST_DEBUG=false) when the
 # build or the Python packages changed.
-var/.static-collected: frontend/dist/manifest.json $(STAMP)
+var/.static-collected: frontend/dist/manifest.json $(RUNTIME_STAMP)
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py collectstatic --noinput -v0
 	@mkdir -p var && touch $@
 
@@ -48,7 +60,7 @@ test-frontend: frontend/node_modules/.installed
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 
-migrate: install
+migrate: runtime
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py migrate --noinput
 
 # The front end first: migrate would warn that STATICFILES_DIRS (frontend/dist) is missing.
@@ -96,7 +108,7 @@ lint: install
 # ends with issue 11's targets, met or not. Under 30 minutes on 2 cores.
 .PHONY: bench bench-extra bench-headline bench-report
 bench-extra: install
-	$(BIN)/python -c "import langgraph.checkpoint.postgres, dbos, pyinstrument, websockets.sync.client" 2>/dev/null || $(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python -c "import langgraph.checkpoint.postgres, dbos, pyinstrument, websockets.sync.client" 2>/dev/null || $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[bench]'
 
 bench: bench-extra
 	$(BIN)/python -m bench all
