@@ -10,23 +10,26 @@ SQLITE_URL ?= sqlite:///var/ballast.sqlite3
 LIVE_REDIS_URL ?= redis://127.0.0.1:6379/0
 PYTEST_ARGS ?=
 
-.PHONY: install runtime up test test-sqlite test-postgres test-frontend test-chaos frontend static browser crash chaos lint migrate
+.PHONY: install runtime prepare up test test-sqlite test-postgres test-frontend test-chaos frontend static browser crash chaos lint migrate
 
 RUNTIME_STAMP := $(VENV)/.runtime
+# Python packages through uv, about ten times faster than pip on a fresh machine: the one on
+# PATH, else one installed beside the venv from PyPI. make up installs the runtime alone;
+# the test, lint and bench targets add their extras.
+UV ?= $(or $(shell command -v uv 2>/dev/null),$(VENV)/.tools/bin/uv)
 
-# Python packages through uv (installed into the venv first, one wheel from PyPI): it
-# resolves and installs in parallel, about ten times faster than pip on a fresh machine.
-# make up installs the runtime alone; the test, lint and bench targets add their extras.
-$(BIN)/uv:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check uv
+$(VENV)/bin/python:
+	$(PYTHON) -m venv --without-pip $(VENV)
 
-$(RUNTIME_STAMP): pyproject.toml | $(BIN)/uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e .
+$(VENV)/.tools/bin/uv: | $(VENV)/bin/python
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(VENV)/.tools uv
+
+$(RUNTIME_STAMP): pyproject.toml | $(VENV)/bin/python $(UV)
+	$(UV) pip install --quiet --python $(BIN)/python -e .
 	touch $(RUNTIME_STAMP)
 
-$(STAMP): pyproject.toml | $(BIN)/uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test]'
+$(STAMP): pyproject.toml | $(VENV)/bin/python $(UV)
+	$(UV) pip install --quiet --python $(BIN)/python -e '.[test]'
 	touch $(STAMP) $(RUNTIME_STAMP)
 
 install: $(STAMP)
@@ -40,8 +43,9 @@ frontend/node_modules/.installed: frontend/package-lock.json
 	cd frontend && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# vite alone: the type check (tsc, about a minute on a loaded machine) runs in test-frontend.
 frontend/dist/manifest.json: frontend/node_modules/.installed $(FRONTEND_SRC)
-	cd frontend && npm run build --silent
+	cd frontend && npx vite build --logLevel warn
 
 frontend: frontend/dist/manifest.json
 
@@ -54,7 +58,7 @@ var/.static-collected: frontend/dist/manifest.json $(RUNTIME_STAMP)
 static: var/.static-collected
 
 test-frontend: frontend/node_modules/.installed
-	cd frontend && npm test --silent
+	cd frontend && npm run typecheck --silent && npm test --silent
 
 # Debian's Chromium for the browser tests (Playwright's own download cannot reach its host here).
 browser:
@@ -63,10 +67,17 @@ browser:
 migrate: runtime
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py migrate --noinput
 
-# The front end first: migrate would warn that STATICFILES_DIRS (frontend/dist) is missing.
-up: frontend migrate static
-	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py load_examples
-	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py create_login
+# The browser app and the Python side build side by side (make -j2); collectstatic only when
+# BALLAST_DEBUG is off (with DEBUG on, whitenoise serves frontend/dist through the finders).
+# prepare = migrate + load_examples + create_login in one Django start.
+UP_STATIC := $(if $(filter false False FALSE 0 no off,$(BALLAST_DEBUG)),static,)
+prepare: runtime
+	@mkdir -p frontend/dist
+	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py prepare
+
+up:
+	$(MAKE) -j2 --output-sync=target frontend prepare
+	$(if $(UP_STATIC),$(MAKE) static)
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py serve
 
 test: lint test-frontend test-sqlite test-postgres test-chaos
@@ -108,7 +119,7 @@ lint: install
 # ends with issue 11's targets, met or not. Under 30 minutes on 2 cores.
 .PHONY: bench bench-extra bench-headline bench-report
 bench-extra: install
-	$(BIN)/python -c "import langgraph.checkpoint.postgres, dbos, pyinstrument, websockets.sync.client" 2>/dev/null || $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[bench]'
+	$(BIN)/python -c "import langgraph.checkpoint.postgres, dbos, pyinstrument, websockets.sync.client" 2>/dev/null || $(UV) pip install --quiet --python $(BIN)/python -e '.[bench]'
 
 bench: bench-extra
 	$(BIN)/python -m bench all
