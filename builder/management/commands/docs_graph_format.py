@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from builder.spec import EdgeSpec, GraphSettings, GraphSpec, NodeSpec, NoteSpec, RetryPolicy, StateKeySpec
+from graphs.spec import EdgeSpec, GraphSettings, GraphSpec, NodeSpec, NoteSpec, RetryPolicy, StateKeySpec
 from runs.nodes import all_kinds
 from runs.tools import all_tools
 
