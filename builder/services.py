@@ -10,7 +10,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from graphs.models import Graph, GraphVersion
-from graphs.spec import content_hash
+from graphs.spec import GraphSpec, content_hash
 
 
 class GraphInvalid(ValueError):
@@ -450,7 +450,6 @@ def graph_node_test(
     from pydantic import ValidationError
 
     from builder.validation import INPUT_NAME, LocatedIssue, validate_spec
-    from graphs.spec import GraphSpec
     from runs.expressions import FUNCTION_NAMES
     from runs.nodes import UnknownNodeKind, get_kind
     from runs.nodes.base import NodeKind

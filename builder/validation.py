@@ -88,7 +88,7 @@ from typing import Any
 from django.conf import settings
 from pydantic import ValidationError
 
-from graphs.spec import EdgeSpec, GraphSpec, NodeSpec, spec_json_schema
+from graphs.spec import EdgeSpec, GraphSpec, NodeSpec, content_hash, spec_json_schema
 from graphs.topology import Topology
 from runs import schemas
 from runs.expressions import FUNCTION_NAMES
@@ -961,7 +961,6 @@ def validation_report(data: Any) -> dict[str, Any]:
     spec would store, so the builder can tell whether its draft is the published version;
     None when the spec is invalid). Never raises for a bad spec."""
     from builder.estimate import estimate_by_node, estimate_spec
-    from graphs.spec import content_hash
 
     result = validate_spec(data)
     report = result.as_dict()
