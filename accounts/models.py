@@ -50,7 +50,7 @@ class RunAlertSubscription(models.Model):
     hold one (``accounts.alerts.may_subscribe``)."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="run_alerts")
-    graph = models.ForeignKey("builder.Graph", on_delete=models.CASCADE, related_name="run_alerts")
+    graph = models.ForeignKey("graphs.Graph", on_delete=models.CASCADE, related_name="run_alerts")
     on_failed = models.BooleanField(default=True)
     on_parked = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)

@@ -58,7 +58,7 @@ def operates_q(user: Any, *, graph_ref: str = "pk") -> Q:
         return NOTHING
     if user.is_superuser:
         return Q()
-    Graph = apps.get_model("builder", "Graph")
+    Graph = apps.get_model("graphs", "Graph")
     users = Graph.operators.through.objects.filter(graph_id=OuterRef(graph_ref))
     groups = Graph.operator_groups.through.objects.filter(graph_id=OuterRef(graph_ref))
     names = _group_names(user)
@@ -138,7 +138,7 @@ def may_operate_some_graph(user: Any) -> bool:
         return False
     if has_role(user, OPERATORS):
         return True
-    Graph = apps.get_model("builder", "Graph")
+    Graph = apps.get_model("graphs", "Graph")
     names = _group_names(user)
     return Graph.objects.filter(Q(operators=user) | Q(operator_groups__name__in=sorted(names))).exists()
 

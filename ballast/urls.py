@@ -34,6 +34,13 @@ urlpatterns = [
     path("accounts/password_change/", views.password_change, name="password_change"),
     path("accounts/password_change/done/", views.password_change_done, name="password_change_done"),
     path("accounts/", include("django.contrib.auth.urls")),
+    # Graphs moved from the builder app to graphs (graphs 0001): old admin links and
+    # bookmarks land on the same pages. Before admin.site.urls, which would answer 404.
+    re_path(
+        r"^admin/builder/(?P<rest>(?:graph|graphversion)/.*)$",
+        RedirectView.as_view(url="/admin/graphs/%(rest)s", permanent=True, query_string=True),
+    ),
+    re_path(r"^admin/builder/$", RedirectView.as_view(url="/admin/graphs/", permanent=True, query_string=True)),
     path("admin/", admin.site.urls),
     # Browsers ask for /favicon.ico on pages without an icon link (the admin): the app's icon.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),

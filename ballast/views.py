@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from accounts import policy
 from accounts.authentication import is_admin
 from ballast.pages import page_context, render_page
-from builder.models import Graph
+from graphs.models import Graph
 from runs.models import Run
 
 

@@ -171,7 +171,7 @@ def case_builder(rep: Reporter, db: str, n: int | None, runs: int) -> None:
     user = User.objects.filter(username="bench-builder").first()
     if user is None:
         user = User.objects.create_superuser("bench-builder", "bench@localhost", PASSWORD)
-    from builder.models import Graph
+    from graphs.models import Graph
 
     Graph.objects.filter(name__startswith=spec["name"]).delete()
     # Production serving: whitenoise from STATIC_ROOT after collectstatic (DEBUG is off).

@@ -91,7 +91,7 @@ def _seed_again(count: int) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from builder.models import GraphVersion
+    from graphs.models import GraphVersion
     from runs.models import Run
 
     User = get_user_model()

@@ -1,4 +1,4 @@
-"""Admin for graphs and their immutable versions."""
+"""Admin for graphs: the draft form, validated and saved like the builder saves it (versions: graphs.admin)."""
 from typing import Any
 
 from django import forms
@@ -7,8 +7,9 @@ from django.db import transaction
 from django.http import HttpRequest
 
 from builder import services
-from builder.models import Graph, GraphVersion
 from builder.validation import validate_spec
+from graphs.admin import GraphVersionInline
+from graphs.models import Graph
 
 # Written by builder.services.graph_draft_save only (the revision is the builder's
 # conflict check), so the admin shows them without letting anyone type them.
@@ -68,15 +69,6 @@ class GraphAdminForm(forms.ModelForm):
         return draft
 
 
-class GraphVersionInline(admin.TabularInline):
-    model = GraphVersion
-    fields = ("number", "is_test", "message", "content_hash", "created_by", "created_at")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    show_change_link = True
-
-
 @admin.register(Graph)
 class GraphAdmin(admin.ModelAdmin):
     form = GraphAdminForm
@@ -113,18 +105,3 @@ class GraphAdmin(admin.ModelAdmin):
     @admin.display(description="versions")
     def version_count(self, obj: Graph) -> int:
         return obj.versions.count()
-
-
-@admin.register(GraphVersion)
-class GraphVersionAdmin(admin.ModelAdmin):
-    list_display = ("graph", "number", "is_test", "message", "short_hash", "created_by", "created_at")
-    list_filter = ("is_test", "graph")
-    search_fields = ("graph__name", "content_hash", "message")
-    readonly_fields = ("graph", "number", "is_test", "message", "spec", "content_hash", "created_by", "created_at")
-
-    @admin.display(description="hash")
-    def short_hash(self, obj: GraphVersion) -> str:
-        return obj.content_hash[:12]
-
-    def has_change_permission(self, request: HttpRequest, obj: GraphVersion | None = None) -> bool:
-        return False  # versions are immutable

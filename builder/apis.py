@@ -21,7 +21,6 @@ from rest_framework.response import Response
 from accounts.authentication import IsBuilder
 from ballast.api import ERROR_BODY, PAGE_PARAMETERS, ApiError, ApiView, bad_request, conflict, paginated
 from builder import selectors, services
-from builder.models import Graph
 from builder.serializers import (
     DraftOutput,
     DuplicateInput,
@@ -48,6 +47,7 @@ from builder.serializers import (
     has_nul,
 )
 from builder.validation import check_source, validation_report
+from graphs.models import Graph
 
 TAG = ["graphs"]
 NAME_TAKEN = OpenApiResponse(ERROR_BODY, description="Another graph has this name.")

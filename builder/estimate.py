@@ -8,8 +8,8 @@ import logging
 from decimal import Decimal
 from typing import Any
 
-from builder.spec import GraphSpec
-from builder.topology import Topology
+from graphs.spec import GraphSpec
+from graphs.topology import Topology
 from runs.nodes import UnknownNodeKind, get_kind
 from runs.nodes.base import NodeConfig
 

@@ -6,7 +6,7 @@ from typing import Any
 from django.db.models import Count, IntegerField, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from builder.models import Graph, GraphVersion
+from graphs.models import Graph, GraphVersion
 
 
 def graph_list(*, search: str | None = None) -> QuerySet[Graph]:

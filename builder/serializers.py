@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from builder.models import Graph, GraphVersion
+from graphs.models import Graph, GraphVersion
 from runs import values
 from runs.nodes.base import field_path
 from runs.values import non_finite_locations, non_finite_message

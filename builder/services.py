@@ -9,8 +9,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from builder.models import Graph, GraphVersion
-from builder.spec import content_hash
+from graphs.models import Graph, GraphVersion
+from graphs.spec import GraphSpec, content_hash
 
 
 class GraphInvalid(ValueError):
@@ -449,7 +449,6 @@ def graph_node_test(
     """
     from pydantic import ValidationError
 
-    from builder.spec import GraphSpec
     from builder.validation import INPUT_NAME, LocatedIssue, validate_spec
     from runs.expressions import FUNCTION_NAMES
     from runs.nodes import UnknownNodeKind, get_kind

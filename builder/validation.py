@@ -88,8 +88,8 @@ from typing import Any
 from django.conf import settings
 from pydantic import ValidationError
 
-from builder.spec import EdgeSpec, GraphSpec, NodeSpec, spec_json_schema
-from builder.topology import Topology
+from graphs.spec import EdgeSpec, GraphSpec, NodeSpec, content_hash, spec_json_schema
+from graphs.topology import Topology
 from runs import schemas
 from runs.expressions import FUNCTION_NAMES
 from runs.nodes import UnknownNodeKind, all_kinds, get_kind
@@ -961,7 +961,6 @@ def validation_report(data: Any) -> dict[str, Any]:
     spec would store, so the builder can tell whether its draft is the published version;
     None when the spec is invalid). Never raises for a bad spec."""
     from builder.estimate import estimate_by_node, estimate_spec
-    from builder.spec import content_hash
 
     result = validate_spec(data)
     report = result.as_dict()

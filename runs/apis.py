@@ -30,7 +30,7 @@ from ballast.api import (
     cursor_paginated,
     paginated,
 )
-from builder.models import Graph, GraphVersion
+from graphs.models import Graph, GraphVersion
 from runs import selectors, services
 from runs.action_apis import checked_fork_step
 from runs.engine import api as engine

@@ -131,7 +131,7 @@ class Run(models.Model):
     """
 
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    graph_version = models.ForeignKey("builder.GraphVersion", on_delete=models.PROTECT, related_name="runs")
+    graph_version = models.ForeignKey("graphs.GraphVersion", on_delete=models.PROTECT, related_name="runs")
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
     input = models.JSONField(default=dict, blank=True)
     output = models.JSONField(null=True, blank=True)

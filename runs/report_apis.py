@@ -26,7 +26,7 @@ from accounts import alerts
 from accounts.authentication import IsAdmin, is_admin
 from accounts.policy import may_operate_some_graph
 from ballast.api import ApiError, ApiView
-from builder.models import Graph
+from graphs.models import Graph
 from runs import selectors
 from runs.engine.api import audit_verify
 from runs.formatting import CsvWriter

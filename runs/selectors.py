@@ -40,7 +40,7 @@ from django.db.models.functions import Cast, Coalesce, TruncDate
 from django.utils import timezone
 
 from accounts.policy import readable_runs_q
-from builder.models import GraphVersion
+from graphs.models import GraphVersion
 from runs.engine import api as engine_api
 from runs.models import (
     TERMINAL_RUN_STATUSES,

@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from builder.serializers import JSONObjectField, writable_context
-from runs.bounds import BUDGET_USD_DECIMAL_PLACES, BUDGET_USD_MAX_DIGITS, MAX_BIGINT
+from graphs.bounds import BUDGET_USD_DECIMAL_PLACES, BUDGET_USD_MAX_DIGITS, MAX_BIGINT
 from runs.engine.api import steps_worker_alive
 from runs.models import AuditEntry, Run, RunStatus, Step, StepAttempt, StepStatus
 from runs.selectors import (
@@ -36,7 +36,7 @@ class DecimalDigits(TypedDict):
     decimal_places: int
 
 
-# A USD budget's digits, as a graph's settings.budget_usd takes them (runs.bounds).
+# A USD budget's digits, as a graph's settings.budget_usd takes them (graphs.bounds).
 BUDGET_USD: DecimalDigits = {"max_digits": BUDGET_USD_MAX_DIGITS, "decimal_places": BUDGET_USD_DECIMAL_PLACES}
 DATE_INPUT_FORMATS = ["iso-8601", "%Y-%m-%d"]
 

@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError
 
-from builder.models import GraphVersion
+from graphs.models import GraphVersion
 from runs import schemas, values
 from runs.engine import api as engine
 from runs.models import Run

@@ -21,7 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from builder.models import GraphVersion
+from graphs.models import GraphVersion
 from runs.engine import (
     claims,
     cluster,

@@ -16,7 +16,7 @@ from django.db import DatabaseError, OperationalError, connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce
 
-from builder.spec import NodeSpec
+from graphs.spec import NodeSpec
 from runs.engine import clock
 from runs.engine.events import CounterBusy, publish, push_enabled, wire
 from runs.engine.events import append as append_events

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-from builder.models import GraphVersion
-from builder.spec import GraphSpec, NodeSpec
+from graphs.models import GraphVersion
+from graphs.spec import GraphSpec, NodeSpec
 from runs.engine import scheduler
 from runs.engine import state as state_store
 from runs.engine.types import spec_node_id

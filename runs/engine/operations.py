@@ -14,8 +14,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from pydantic import ValidationError
 
-from builder.models import GraphVersion
-from runs.bounds import run_limit_problems
+from graphs.bounds import run_limit_problems
+from graphs.models import GraphVersion
 from runs.engine import clock, limits, scheduler
 from runs.engine import state as state_store
 from runs.engine.audit import audit, audit_new, audit_new_rows

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from builder.spec import EdgeSpec, GraphSpec, StateKeySpec
-from builder.topology import Topology
+from graphs.spec import EdgeSpec, GraphSpec, StateKeySpec
+from graphs.topology import Topology
 from runs.engine.types import ActiveStep
 from runs.models import RunStatus, StepStatus
 

@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from builder.spec import NodeSpec
+    from graphs.spec import NodeSpec
     from runs.models import Run
     from runs.nodes.base import ChildCall
 
@@ -56,7 +56,7 @@ class StateWriteRefused(ValueError):
 class VersionUnrunnable(ValueError):
     """A graph version cannot start a run: its stored spec no longer parses (stored before
     a bound it breaks existed, e.g. ``settings.budget_usd`` past 8 integer digits), or a
-    limit the run would store does not fit the run's row (runs.bounds). ``fields`` maps
+    limit the run would store does not fit the run's row (graphs.bounds). ``fields`` maps
     spec paths (``settings.budget_usd``) or start arguments (``budget_usd``) to messages,
     as API errors carry them (code ``version_invalid``). Nothing was written."""
 

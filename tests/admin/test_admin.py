@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from approvals.models import ApprovalRequest
-from builder.models import Graph
+from graphs.models import Graph
 from runs.models import AuditEntry, Run, RunEvent, Step, StepAttempt
 from tests.support.specs import chain, edge, graph, node, run_local
 
@@ -67,7 +67,7 @@ def test_run_records_are_read_only_for_a_superuser(browser: Client) -> None:
 def _draft_form(browser: Client, graph_obj: Graph, draft: str) -> dict[str, object]:
     """The change form's data with ``draft`` replaced (and the inlines' management forms),
     as the browser would post it: with the revision the page was rendered at."""
-    page = browser.get(f"/admin/builder/graph/{graph_obj.pk}/change/")
+    page = browser.get(f"/admin/graphs/graph/{graph_obj.pk}/change/")
     form = page.context["adminform"].form
     data: dict[str, object] = {"name": graph_obj.name, "description": graph_obj.description, "draft": draft,
                                "base_revision": form["base_revision"].value(),
@@ -87,7 +87,7 @@ def test_a_draft_saved_in_the_admin_is_validated_with_every_error(browser: Clien
         ' "edges": [{"source": "start", "target": "c"}, {"source": "c", "target": "end", "source_handle": "true"},'
         ' {"source": "c", "target": "end", "source_handle": "false"}]}'
     )
-    response = browser.post(f"/admin/builder/graph/{graph_obj.pk}/change/", _draft_form(browser, graph_obj, bad))
+    response = browser.post(f"/admin/graphs/graph/{graph_obj.pk}/change/", _draft_form(browser, graph_obj, bad))
     assert response.status_code == 200  # the form again, with its errors
     errors = response.context["adminform"].form.errors["draft"]
     text = " | ".join(errors)
@@ -100,7 +100,7 @@ def test_a_draft_saved_in_the_admin_is_validated_with_every_error(browser: Clien
         '{"name": "g", "nodes": [{"id": "start", "kind": "start"}, {"id": "end", "kind": "end"}],'
         ' "edges": [{"source": "start", "target": "end"}]}'
     )
-    response = browser.post(f"/admin/builder/graph/{graph_obj.pk}/change/", _draft_form(browser, graph_obj, good))
+    response = browser.post(f"/admin/graphs/graph/{graph_obj.pk}/change/", _draft_form(browser, graph_obj, good))
     assert response.status_code == 302, response.context["adminform"].form.errors
     graph_obj.refresh_from_db()
     assert graph_obj.draft["nodes"][1]["id"] == "end"
@@ -115,7 +115,7 @@ GOOD_DRAFT = (
 def test_a_draft_saved_in_the_admin_bumps_the_revision_so_an_old_builder_tab_gets_a_conflict(browser: Client) -> None:
     graph_obj = Graph.objects.create(name="admin-revision", draft={})
     tab_revision = graph_obj.draft_revision  # a builder tab opened before the admin edit
-    response = browser.post(f"/admin/builder/graph/{graph_obj.pk}/change/", _draft_form(browser, graph_obj, GOOD_DRAFT))
+    response = browser.post(f"/admin/graphs/graph/{graph_obj.pk}/change/", _draft_form(browser, graph_obj, GOOD_DRAFT))
     assert response.status_code == 302, response.context["adminform"].form.errors
     graph_obj.refresh_from_db()
     assert graph_obj.draft_revision == tab_revision + 1
@@ -141,7 +141,7 @@ def test_an_admin_page_opened_before_a_builder_save_does_not_overwrite_it(browse
         content_type="application/json",
     )
     assert saved.status_code == 200, saved.content
-    response = browser.post(f"/admin/builder/graph/{graph_obj.pk}/change/", form)
+    response = browser.post(f"/admin/graphs/graph/{graph_obj.pk}/change/", form)
     assert response.status_code == 200  # the form again, with the conflict on the draft
     assert "reload the page" in " ".join(response.context["adminform"].form.errors["draft"])
     graph_obj.refresh_from_db()
@@ -150,7 +150,7 @@ def test_an_admin_page_opened_before_a_builder_save_does_not_overwrite_it(browse
     # Other fields still save without touching the draft or its revision.
     form = _draft_form(browser, graph_obj, json.dumps(graph_obj.draft))
     form["description"] = "edited in the admin"
-    response = browser.post(f"/admin/builder/graph/{graph_obj.pk}/change/", form)
+    response = browser.post(f"/admin/graphs/graph/{graph_obj.pk}/change/", form)
     assert response.status_code == 302, response.context["adminform"].form.errors
     graph_obj.refresh_from_db()
     assert graph_obj.description == "edited in the admin" and graph_obj.draft_revision == 2
@@ -166,7 +166,7 @@ def test_graph_operators_are_named_in_the_admin(browser: Client) -> None:
     team = Group.objects.create(name="night-shift")
     draft = '{"name": "g", "nodes": [{"id": "start", "kind": "start"}, {"id": "end", "kind": "end"}], "edges": [{"source": "start", "target": "end"}]}'
     data = {**_draft_form(browser, graph_obj, draft), "operators": [ada.pk], "operator_groups": [team.pk]}
-    response = browser.post(f"/admin/builder/graph/{graph_obj.pk}/change/", data)
+    response = browser.post(f"/admin/graphs/graph/{graph_obj.pk}/change/", data)
     assert response.status_code == 302, response.context["adminform"].form.errors
     assert list(graph_obj.operators.all()) == [ada] and list(graph_obj.operator_groups.all()) == [team]
     assert can_operate_graph(ada, graph_obj)

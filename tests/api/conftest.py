@@ -13,7 +13,7 @@ from accounts.authentication import ROLES
 from accounts.tokens import token_create
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
-from builder.models import GraphVersion
+from graphs.models import GraphVersion
 from runs.engine import api as engine
 from runs.models import Run, Step
 from runs.services import run_start

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from builder.models import Graph, GraphVersion
-from builder.spec import GraphSpec
+from graphs.models import Graph, GraphVersion
+from graphs.spec import GraphSpec
 from runs.models import AuditEntry, Run, Step
 from tests.api.conftest import World, linear_spec
 from tests.support.specs import chain, edge, graph, node, transform

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from builder.models import Graph, GraphVersion
+from graphs.models import Graph, GraphVersion
 from runs.models import AuditEntry
 from tests.api.conftest import World, linear_spec
 from tests.support.specs import node, transform

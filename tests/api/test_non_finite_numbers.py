@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from builder.models import Graph
+from graphs.models import Graph
 from runs.models import Run
 
 GOOD_NODES = '[{"id":"start","kind":"start"},{"id":"end","kind":"end"}]'

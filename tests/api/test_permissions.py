@@ -90,7 +90,7 @@ def published_graph(world: World) -> tuple[int, int]:
 
 
 def draft_save(world: World) -> tuple[str, Any]:
-    from builder.models import Graph
+    from graphs.models import Graph
 
     graph = Graph.objects.get(pk=draft_graph(world))
     return f"/api/v1/graphs/{graph.pk}/", {"spec": {**graph.draft, "description": "saved"}, "base_revision": graph.draft_revision}

@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from accounts.alerts import alert_set
 from accounts.authentication import ROLES
-from builder.models import Graph
+from graphs.models import Graph
 from runs.engine import api as engine
 from runs.models import AuditEntry, Step, Worker
 from runs.services import run_start

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from approvals.nodes import ApprovalNode, edit_errors
-from builder.models import GraphVersion
 from builder.validation import validate_spec
+from graphs.models import GraphVersion
 from runs.engine.graphs import compiled_graph
 from runs.models import Run
 from runs.nodes.base import NodeError

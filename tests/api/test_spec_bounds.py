@@ -7,8 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from builder.models import Graph, GraphVersion
-from runs.bounds import BUDGET_USD_LIMIT, run_limit_problems
+from graphs.bounds import BUDGET_USD_LIMIT, run_limit_problems
+from graphs.models import Graph, GraphVersion
 from runs.engine import api as engine
 from runs.engine.graphs import compiled_graph
 from runs.models import AuditEntry, Run, Step

@@ -6,8 +6,8 @@ from decimal import Decimal
 
 from builder.estimate import estimate_spec
 from builder.selectors import spec_diff
-from builder.spec import GraphSpec
 from builder.validation import check_source, node_handles, validate_spec
+from graphs.spec import GraphSpec
 from tests.support.specs import chain, edge, graph, node, transform
 
 

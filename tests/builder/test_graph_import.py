@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.models import Graph, GraphVersion
 from builder.services import draft_has_unpublished_edits, graph_draft_save, graph_import
+from graphs.models import Graph, GraphVersion
 from tests.support.cluster import REPO_ROOT, test_database_url
 from tests.support.specs import chain, graph, node, transform
 

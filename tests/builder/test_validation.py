@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from builder.spec import GraphSpec
 from builder.validation import ValidationResult, export_schemas, validate_spec
+from graphs.spec import GraphSpec
 from runs.nodes.base import Issue
 
 # --- builders -----------------------------------------------------------------------------

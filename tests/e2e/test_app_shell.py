@@ -13,7 +13,7 @@ from django.urls import NoReverseMatch, reverse
 from playwright.sync_api import expect
 
 from accounts.authentication import ROLES
-from builder.models import Graph
+from graphs.models import Graph
 from tests.e2e.conftest import screenshot, sign_in
 from tests.support.specs import chain, graph, node, run_local, transform
 

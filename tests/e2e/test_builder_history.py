@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth.models import Group, User
 from playwright.sync_api import Page, expect
 
-from builder.models import Graph
 from builder.services import graph_create, graph_draft_save, graph_publish
+from graphs.models import Graph
 from tests.e2e.conftest import screenshot, sign_in
 from tests.e2e.test_builder_panel import SPEC
 

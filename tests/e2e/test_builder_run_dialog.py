@@ -7,8 +7,8 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from builder.models import Graph
 from builder.services import graph_publish
+from graphs.models import Graph
 from tests.e2e.builder_steps import example, make_graph, make_user, open_builder
 from tests.e2e.conftest import screenshot, sign_in
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from builder.models import Graph
 from builder.services import graph_publish
+from graphs.models import Graph
 from tests.e2e.builder_steps import make_graph, make_user, node, open_builder, stored_spec, wait_saved
 from tests.e2e.conftest import ARTIFACTS, screenshot, sign_in
 

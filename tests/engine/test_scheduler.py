@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from builder.spec import GraphSpec
+from graphs.spec import GraphSpec
 from runs.engine import scheduler
 from runs.engine.types import ActiveStep
 from tests.support.specs import chain, edge, graph, node, transform

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import subprocess
 
-from builder.models import GraphVersion
+from graphs.models import GraphVersion
 from runs.engine import api as engine
 from runs.engine import workers
 from runs.models import Run, Step

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from builder.models import GraphVersion
 from builder.services import graph_import
+from graphs.models import GraphVersion
 from runs.engine import api as engine
 from runs.models import Run
 from runs.services import run_start

@@ -1,4 +1,4 @@
-// The graph spec as the API, CLI and builder share it (mirrors builder/spec.py), and pure edits of it.
+// The graph spec as the API, CLI and builder share it (mirrors graphs/spec.py), and pure edits of it.
 
 export interface Position { x: number; y: number }
 

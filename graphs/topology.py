@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import defaultdict
 from functools import cached_property
 
-from builder.spec import EdgeSpec, GraphSpec, NodeSpec
+from graphs.spec import EdgeSpec, GraphSpec, NodeSpec
 
 
 class Topology:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runs.bounds import BUDGET_USD_LIMIT, MAX_BIGINT
+from graphs.bounds import BUDGET_USD_LIMIT, MAX_BIGINT
 
 NODE_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
 
@@ -116,7 +116,7 @@ class NoteSpec(_Model):
 class GraphSettings(_Model):
     """Run-wide limits: parallel steps at once, steps per run, and an optional budget.
 
-    Each lands in a column of every run (runs.bounds): ``budget_usd`` is 0 or more and
+    Each lands in a column of every run (graphs.bounds): ``budget_usd`` is 0 or more and
     under 100,000,000 (8 integer digits, as the run API takes it), ``budget_tokens`` 0
     to 2**63-1.
     """

@@ -1,4 +1,9 @@
-"""Graphs (editable drafts) and graph versions (immutable, validated, what runs are pinned to)."""
+"""Graphs (editable drafts) and graph versions (immutable, validated, what runs are pinned to).
+
+The models moved here from the builder app (graphs 0001, builder 0004): their tables kept
+their names (``builder_graph``, ``builder_graphversion`` and the graph's many-to-many
+tables), so no row moved.
+"""
 from __future__ import annotations
 
 from django.conf import settings
@@ -34,6 +39,9 @@ class Graph(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        # The model moved here from the builder app; its table (and its many-to-many
+        # tables, named after it) did not.
+        db_table = "builder_graph"
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -65,6 +73,7 @@ class GraphVersion(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        db_table = "builder_graphversion"  # moved from the builder app, as Graph
         ordering = ["graph", "-number"]
         constraints = [
             models.UniqueConstraint(fields=["graph", "number"], condition=models.Q(is_test=False), name="graphversion_unique_number"),
