@@ -142,6 +142,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI / Redoc assets served locally (no CDN)
     "axes",  # failed sign-ins counted per user and per address, in the database
     "ballast",  # template tags (vite) and the browser app's pages
+    "audit",
     "accounts",
     "builder",
     "runs",
@@ -160,6 +161,7 @@ BALLAST_WORKER_PROCESS = len(sys.argv) > 1 and sys.argv[1] == "qcluster" and os.
 WORKER_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",
+    "audit",
     "accounts",
     "builder",
     "runs",

@@ -34,6 +34,9 @@ urlpatterns = [
     path("accounts/password_change/", views.password_change, name="password_change"),
     path("accounts/password_change/done/", views.password_change_done, name="password_change_done"),
     path("accounts/", include("django.contrib.auth.urls")),
+    # The audit log's admin moved from the runs app to audit: old bookmarks and links
+    # (/admin/runs/auditentry/..., query string kept) answer 301 to the same page there.
+    re_path(r"^admin/runs/auditentry/(?P<rest>.*)$", views.admin_moved, {"to": "audit/auditentry/"}),
     path("admin/", admin.site.urls),
     # Browsers ask for /favicon.ico on pages without an icon link (the admin): the app's icon.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
