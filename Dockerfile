@@ -16,6 +16,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY ballast ballast
+COPY audit audit
+COPY accounts accounts
 COPY builder builder
 COPY runs runs
 COPY approvals approvals

@@ -119,7 +119,7 @@ def test_run_creation_is_a_fixed_handful_of_statements():
     # step, its first event (with the event counter) and the first entry of its audit
     # chain, written without reading anything back. The chain used to cost a savepoint,
     # the run's lock, two reads and an update of its head (15 statements on SQLite, 11
-    # on PostgreSQL, before audit.audit_new).
+    # on PostgreSQL, before audit.chain.audit_new).
     from audit.chain import audit_verify
     from audit.models import AuditChain, AuditEntry
 
