@@ -17,6 +17,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY ballast ballast
 COPY graphs graphs
+COPY audit audit
 COPY accounts accounts
 COPY builder builder
 COPY runs runs

@@ -30,6 +30,7 @@ from accounts.models import ApiToken
 from accounts.roles import APPROVERS, BUILDERS, OPERATORS, ROLES, has_role, is_admin  # noqa: F401  (re-exported)
 from accounts.throttling import client_address, token_failure_blocked, token_failure_record, token_throttled
 from accounts.tokens import PREFIX_LENGTH, hash_key
+from audit.chain import audit
 
 # --------------------------------------------------------------------------- tokens
 
@@ -147,8 +148,6 @@ def _audit_login_failure(sender: Any, credentials: dict[str, Any], request: Any 
     # signal per username and per address. Bad API tokens are audited and counted by
     # accounts.throttling.token_failure_record, not through this signal, so they never
     # lock an address out of password sign-in.
-    from runs.engine.api import audit
-
     name = str(credentials.get("username") or "?")[:200]
     data: dict[str, Any] = {}
     if request is not None:
@@ -162,8 +161,6 @@ def _audit_lockout(sender: Any, request: Any = None, username: str | None = None
     # django-axes refused a sign-in: the user or the address reached AXES_FAILURE_LIMIT
     # failures within the cool-off. Audited for every refused try (each is a request
     # that got the lockout page), with the name tried and the address.
-    from runs.engine.api import audit
-
     audit(str(username or "?")[:200], "auth.locked_out", None, actor_type="anonymous",
           ip=str(ip_address or ""), path=(request.path[:200] if request is not None else ""))
 

@@ -30,6 +30,7 @@ from django.apps import apps
 from django.db.models import Exists, OuterRef, Q
 
 from accounts.roles import APPROVERS, BUILDERS, OPERATORS, has_role, is_admin
+from audit.chain import audit_in
 
 NOTHING = Q(pk__in=[])
 
@@ -155,8 +156,6 @@ def audit_denied(user: Any, obj: Any, *, action: str, status: int, **data: Any) 
     """Record a refused read (``status`` 404) or action (403) on ``obj``: who, what
     (``action``, e.g. ``run.read``, ``run.cancel``, ``approval.decide``), which object.
     One entry per denial, in the user's chain (``user:<id>``)."""
-    from runs.engine.api import audit_in
-
     name = user.get_username() if _active(user) else "anonymous"
     scope = f"user:{user.pk}" if _active(user) else "auth"
     audit_in(scope, name, "access.denied", obj, denied=action, status=status, **data)

@@ -199,7 +199,9 @@ def token_failure_record(*, address: str, prefix: str, path: str = "", via: str 
     once for that window (which counter, the address, the prefix, seconds until it
     resets); refused attempts after that are not audited again, so a flood cannot fill
     the audit log."""
-    from runs.engine.api import audit
+    # Imported here: DRF's settings import this module (DEFAULT_THROTTLE_CLASSES) before
+    # the app registry is ready, and audit.chain imports its models.
+    from audit.chain import audit
 
     audit(prefix or "?", "auth.login_failed", None, actor_type="anonymous", ip=address, path=path[:200], via=via)
     for scope, key, limit, duration, left in _failure_keys(address, prefix, time.time()):

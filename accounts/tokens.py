@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import ApiToken
-from runs.engine.api import audit
+from audit.chain import audit
 
 KEY_PREFIX = "bal_"
 PREFIX_LENGTH = 12  # "bal_" + 8 characters: enough to tell tokens apart in lists and audit entries

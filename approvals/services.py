@@ -12,8 +12,9 @@ from django.utils import timezone
 from accounts.policy import can_decide, decider_q
 from approvals.models import ApprovalRequest, ApprovalStatus, principals_text
 from approvals.nodes import APPROVED, REJECTED, ApprovalNode
+from audit.chain import audit
 from runs.engine import api as engine
-from runs.engine.api import audit, compiled_graph
+from runs.engine.api import compiled_graph
 from runs.models import Run
 from runs.nodes import get_kind
 from runs.signals import run_finished, steps_requeued

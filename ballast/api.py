@@ -31,7 +31,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from runs.engine.api import reset_principal, set_principal
+from audit.principals import reset_principal, set_principal
 from runs.nodes.base import field_path
 
 log = logging.getLogger("ballast.api")

@@ -143,6 +143,7 @@ INSTALLED_APPS = [
     "axes",  # failed sign-ins counted per user and per address, in the database
     "ballast",  # template tags (vite) and the browser app's pages
     "graphs",  # the graph format every other app builds on (graph, graph version)
+    "audit",
     "accounts",
     "builder",
     "runs",
@@ -162,6 +163,7 @@ WORKER_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "graphs",
+    "audit",
     "accounts",
     "builder",
     "runs",

@@ -41,6 +41,9 @@ urlpatterns = [
         RedirectView.as_view(url="/admin/graphs/%(rest)s", permanent=True, query_string=True),
     ),
     re_path(r"^admin/builder/$", RedirectView.as_view(url="/admin/graphs/", permanent=True, query_string=True)),
+    # The audit log's admin moved from the runs app to audit: old bookmarks and links
+    # (/admin/runs/auditentry/..., query string kept) answer 301 to the same page there.
+    re_path(r"^admin/runs/auditentry/(?P<rest>.*)$", views.admin_moved, {"to": "audit/auditentry/"}),
     path("admin/", admin.site.urls),
     # Browsers ask for /favicon.ico on pages without an icon link (the admin): the app's icon.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),

@@ -8,10 +8,12 @@ with the page context added, so their server-rendered forms get the app's top ba
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
+from django.urls import reverse
 
 from accounts import policy
 from accounts.authentication import is_admin
@@ -138,3 +140,13 @@ def _with_page_context(view: Any, title: str) -> Any:
 login = _with_page_context(auth_views.LoginView, "Sign in")
 password_change = login_required(_with_page_context(auth_views.PasswordChangeView, "Change password"))
 password_change_done = login_required(_with_page_context(auth_views.PasswordChangeDoneView, "Password changed"))
+
+
+def admin_moved(request: HttpRequest, rest: str, to: str) -> HttpResponse:
+    """301 from an admin page of a model that moved to another app (``/admin/<old app>/<model>/<rest>``)
+    to the same page under its new app: ``to`` is the new ``<app>/<model>/`` under the admin's
+    root, ``rest`` the rest of the old path (a changelist, ``<pk>/change/``, ``<pk>/history/``...),
+    the query string (filters, search) kept. The admin itself checks who may see the page."""
+    url = reverse("admin:index") + to + quote(rest)
+    query = request.META.get("QUERY_STRING", "")
+    return HttpResponsePermanentRedirect(f"{url}?{query}" if query else url)

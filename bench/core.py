@@ -146,7 +146,7 @@ def reset_tables() -> None:
     from django.apps import apps
     from django.db import connection
 
-    models = [m for label in ("approvals", "runs", "django_q") for m in apps.get_app_config(label).get_models()]
+    models = [m for label in ("approvals", "runs", "audit", "django_q") for m in apps.get_app_config(label).get_models()]
     tables = sorted({m._meta.db_table for m in models})
     if connection.vendor == "postgresql":
         with connection.cursor() as cur:

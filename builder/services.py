@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from audit.chain import audit
 from graphs.models import Graph, GraphVersion
 from graphs.spec import GraphSpec, content_hash
 
@@ -135,8 +136,6 @@ def graph_publish_draft(*, graph: Graph, user: Any = None, actor: str = "system"
 def _publish_valid(*, graph: Graph, spec: dict[str, Any], user: Any, actor: str, message: str) -> tuple[GraphVersion, bool]:
     """Freeze the validated, normalised ``spec`` as ``graph``'s next version (and True), or
     return the published version with the same content hash (and False). Audited."""
-    from runs.engine.api import audit
-
     digest = content_hash(spec)
     published = GraphVersion.objects.filter(graph=graph, is_test=False)
     existing = published.filter(content_hash=digest).first()
@@ -161,8 +160,6 @@ def _publish_valid(*, graph: Graph, spec: dict[str, Any], user: Any, actor: str,
 def graph_version_restore(*, graph: Graph, version: GraphVersion, base_revision: int, user: Any = None, actor: str | None = None) -> Graph:
     """Make ``version``'s spec the graph's new draft, optimistically like any save (the
     revision goes up). Audited. Raises DraftConflict when ``base_revision`` is stale."""
-    from runs.engine.api import audit
-
     with transaction.atomic():
         graph = graph_draft_save(graph=graph, spec=copy.deepcopy(version.spec), base_revision=base_revision, user=user)
         audit(_actor(user, actor), "graph.restore", graph, actor_type="user" if user else "system", number=version.number, revision=graph.draft_revision)
@@ -259,8 +256,6 @@ def graph_duplicate(*, graph: Graph, name: str, user: Any = None, actor: str | N
     """A new graph named ``name`` with a copy of ``graph``'s draft (its ``name`` set to
     the new name), description, approvers and operators; no versions, no runs. Audited on the new
     graph. Raises IntegrityError when the name is taken (callers check first)."""
-    from runs.engine.api import audit
-
     draft = copy.deepcopy(graph.draft)
     if isinstance(draft, dict) and "name" in draft:
         draft["name"] = name
@@ -302,7 +297,6 @@ def graph_update(
         if approvers is not None:
             graph.approvers.set(approvers)
         if operators is not None or operator_groups is not None:
-            from runs.engine.api import audit
 
             if operators is not None:
                 graph.operators.set(operators)
@@ -319,7 +313,6 @@ def graph_update(
 def graph_delete(*, graph: Graph, user: Any = None, actor: str | None = None) -> None:
     """Delete a graph and its versions (audited). Raises GraphHasRuns when a run (a node
     test run too) is pinned to one of its versions: runs are kept, so is their graph."""
-    from runs.engine.api import audit
     from runs.models import Run
 
     with transaction.atomic():

@@ -1,4 +1,5 @@
-"""Admin for runs, steps, attempts, events, audit entries and workers (read-only: changes go through the services)."""
+"""Admin for runs, steps, attempts, events and workers (read-only: changes go through the services).
+Audit entries have theirs in audit.admin."""
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
@@ -6,7 +7,7 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
 from runs.engine.api import steps_worker_alive
-from runs.models import AuditEntry, Run, RunEvent, Step, StepAttempt, Worker
+from runs.models import Run, RunEvent, Step, StepAttempt, Worker
 from runs.selectors import WaitingFor, with_waiting_for
 
 if TYPE_CHECKING:  # django-stubs' helper, installed with the test extras only
@@ -101,14 +102,6 @@ class RunEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ("kind",)
     search_fields = ("run__id", "kind")
     readonly_fields = [f.name for f in RunEvent._meta.fields]
-
-
-@admin.register(AuditEntry)
-class AuditEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("id", "created_at", "actor_type", "actor", "action", "object_type", "object_id")
-    list_filter = ("action", "actor_type", "object_type")
-    search_fields = ("actor", "action", "object_id")
-    readonly_fields = [f.name for f in AuditEntry._meta.fields]
 
 
 @admin.register(Worker)

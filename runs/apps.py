@@ -1,4 +1,5 @@
-"""Django app config for runs: starts the recovery supervisor inside ``manage.py qcluster``."""
+"""Django app config for runs: registers the run row as the lock of a run's audit chain, and
+starts the recovery supervisor inside ``manage.py qcluster``."""
 import sys
 
 from django.apps import AppConfig
@@ -9,7 +10,11 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from runs.engine.api import is_cluster_main_process, start_supervisor
+        from audit.chain import register_scope_lock
+        from runs.engine.api import is_cluster_main_process, run_lock_for_audit, start_supervisor
 
+        # Appends to a run's chain (run:<id>) lock the run row before the chain's head: the
+        # order every engine commit of the run takes its locks in (no deadlock between them).
+        register_scope_lock("run", run_lock_for_audit)
         if is_cluster_main_process(sys.argv):
             start_supervisor()

@@ -1,4 +1,5 @@
-"""Runs, steps, run events, audit entries and app-stored provider credentials: the rows the durable engine commits and reads."""
+"""Runs, steps, run events and app-stored provider credentials: the rows the durable engine commits and reads
+(its audit entries are audit.models')."""
 from __future__ import annotations
 
 import uuid
@@ -180,6 +181,12 @@ class Run(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_RUN_STATUSES
+
+    @property
+    def audit_scope(self) -> str:
+        """The run's audit chain: everything done to the run, its steps and its approvals
+        (their ``run_id`` names it too; audit.chain.scope_of)."""
+        return f"run:{self.pk}"
 
     def read_event_seq(self) -> int:
         """The seq of the run's last committed event (0 before the first), READ NOW from
@@ -399,59 +406,6 @@ class RunEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} #{self.pk} (seq {self.seq})"
-
-
-class AuditEntry(models.Model):
-    """Who (a user, an API token, or a worker) did what to which object, when. Append-only.
-
-    Written in the same transaction as the change it records (``runs.engine.audit.audit``).
-    Entries form hash chains, one per ``scope`` (``run:<id>``, ``graph:<id>``,
-    ``user:<id>``, ``auth``): entry ``seq`` n stores the hash of entry n-1 in
-    ``prev_hash`` and its own ``hash`` (HMAC-SHA256 over its canonical content), so
-    ``manage.py verify_audit`` detects an edit, a deletion or a reordering. On PostgreSQL
-    a trigger refuses UPDATE and DELETE on this table (migration 0002).
-    """
-
-    actor_type = models.CharField(max_length=16)  # user, token, worker, system, operator, anonymous
-    actor = models.CharField(max_length=200)
-    action = models.CharField(max_length=64, db_index=True)
-    object_type = models.CharField(max_length=64)
-    object_id = models.CharField(max_length=64)
-    data = models.JSONField(default=dict, blank=True)
-    # Set by audit() before hashing (auto_now_add would overwrite it after).
-    created_at = models.DateTimeField(default=timezone.now, db_index=True)
-    scope = models.CharField(max_length=100)
-    seq = models.PositiveBigIntegerField()
-    prev_hash = models.CharField(max_length=64)
-    hash = models.CharField(max_length=64)
-
-    class Meta:
-        ordering = ["id"]
-        verbose_name_plural = "audit entries"
-        constraints = [
-            # One entry per position of a chain: two appenders can never fork a chain.
-            models.UniqueConstraint(fields=["scope", "seq"], name="auditentry_unique_seq"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.actor} {self.action} {self.object_type}:{self.object_id}"
-
-
-class AuditChain(models.Model):
-    """The head of one audit hash chain: its last ``seq`` and ``hash``.
-
-    Appending locks this row (chains of runs lock the run row first, the order the
-    engine already uses), so appends to one chain are serial and appends to different
-    chains never wait for each other. The head also lets verify_audit notice entries
-    cut from the end of a chain. On PostgreSQL a trigger lets it only advance by one.
-    """
-
-    scope = models.CharField(max_length=100, unique=True)
-    seq = models.PositiveBigIntegerField(default=0)
-    hash = models.CharField(max_length=64, default="")
-
-    def __str__(self) -> str:
-        return f"{self.scope} @ {self.seq}"
 
 
 class Worker(models.Model):

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from runs.engine.api import audit
+from audit.chain import audit
 from runs.models import ProviderCredential, ProviderKind
 from runs.providers.credentials import (
     KIND_LABELS,

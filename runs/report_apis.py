@@ -25,10 +25,10 @@ from rest_framework.response import Response
 from accounts import alerts
 from accounts.authentication import IsAdmin, is_admin
 from accounts.policy import may_operate_some_graph
+from audit.chain import audit_verify
 from ballast.api import ApiError, ApiView
 from graphs.models import Graph
 from runs import selectors
-from runs.engine.api import audit_verify
 from runs.formatting import CsvWriter
 from runs.report_serializers import (
     AuditExportInput,

@@ -40,12 +40,12 @@ from django.db.models.functions import Cast, Coalesce, TruncDate
 from django.utils import timezone
 
 from accounts.policy import readable_runs_q
+from audit.models import AuditEntry
 from graphs.models import GraphVersion
 from runs.engine import api as engine_api
 from runs.models import (
     TERMINAL_RUN_STATUSES,
     AttemptStatus,
-    AuditEntry,
     Run,
     RunEvent,
     RunEventCounter,

@@ -7,10 +7,11 @@ from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from audit.models import AuditEntry
 from builder.serializers import JSONObjectField, writable_context
 from graphs.bounds import BUDGET_USD_DECIMAL_PLACES, BUDGET_USD_MAX_DIGITS, MAX_BIGINT
 from runs.engine.api import steps_worker_alive
-from runs.models import AuditEntry, Run, RunStatus, Step, StepAttempt, StepStatus
+from runs.models import Run, RunStatus, Step, StepAttempt, StepStatus
 from runs.selectors import (
     COST_GROUPS,
     COST_ORDERS,

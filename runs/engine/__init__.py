@@ -7,7 +7,10 @@
   operations (create, cancel, resume, fork, decisions), recovery_queries, writes
   (row writers they share), graphs (compiled graph cache).
 - loop (claim -> execute -> commit), recovery (supervisor), workers (liveness),
-  dispatch (the only django_q import), audit, faults (crash points for tests).
+  dispatch (the only django_q import), faults (crash points for tests).
+
+Audit entries are written with the audit app's writer (``audit.chain``), in the same
+transactions.
 
 No DRF, no HTTP, no templates here. Interfaces call the public functions re-exported by
 ``runs.engine.api``.

@@ -35,7 +35,6 @@ from runs.engine import (
     workers,
 )
 from runs.engine import state as state_store
-from runs.engine.audit import acting_as, audit, audit_in, audit_verify, reset_principal, set_principal
 from runs.engine.graphs import compiled_graph, state_keys
 from runs.engine.operations import ForkPlan, ReopenedStep, ResumePlan
 from runs.engine.scheduler import CompiledGraph
@@ -51,7 +50,7 @@ from runs.engine.types import (
     TestRunRefused,
     VersionUnrunnable,
 )
-from runs.engine.writes import lock_run, run_cost_adjust
+from runs.engine.writes import lock_run, lock_run_for_audit, run_cost_adjust
 from runs.models import Run, RunStatus, Step
 from runs.nodes.base import NodeError, NodeResult
 
@@ -73,10 +72,6 @@ __all__ = [
     "VersionUnrunnable",
     "abandoned_steps",
     "fork_kept_steps",
-    "acting_as",
-    "audit",
-    "audit_in",
-    "audit_verify",
     "cluster_serve",
     "compiled_graph",
     "current_worker",
@@ -89,19 +84,18 @@ __all__ = [
     "owner_is_dead",
     "process_group_members",
     "recover_once",
-    "reset_principal",
     "run_cancel",
     "run_cost_adjust",
     "run_fork",
     "run_fork_preview",
     "run_lock",
+    "run_lock_for_audit",
     "run_resume",
     "run_resume_preview",
     "run_retry",
     "run_retry_preview",
     "run_start",
     "run_start_node_test",
-    "set_principal",
     "start_supervisor",
     "step_claim",
     "step_commit",
@@ -405,6 +399,13 @@ def run_lock(run_id: int) -> Run:
     """Lock and read a run row inside the caller's transaction (the lock every engine commit
     of that run takes first). Raises Run.DoesNotExist."""
     return lock_run(run_id)
+
+
+def run_lock_for_audit(key: str) -> None:
+    """The lock an append to the audit chain ``run:<key>`` takes first (runs.apps registers
+    it with audit.chain.register_scope_lock): the run row, as every engine commit of that
+    run takes it first. Nothing when the run is gone."""
+    lock_run_for_audit(key)
 
 
 # --------------------------------------------------------------------------- recover

@@ -20,8 +20,8 @@ from datetime import datetime
 
 from django.db import transaction
 
+from audit.chain import audit
 from runs.engine import clock, faults
-from runs.engine.audit import audit
 from runs.engine.events import create as create_event
 from runs.engine.graphs import step_node
 from runs.engine.operations import step_complete_waiting

@@ -14,11 +14,12 @@ from django.conf import settings
 from django.db import connection, transaction
 from pydantic import ValidationError
 
+from audit.chain import audit, audit_new, audit_new_rows
+from audit.models import AuditChain, AuditEntry
 from graphs.bounds import run_limit_problems
 from graphs.models import GraphVersion
 from runs.engine import clock, limits, scheduler
 from runs.engine import state as state_store
-from runs.engine.audit import audit, audit_new, audit_new_rows
 from runs.engine.commit import advance, child_finished
 from runs.engine.events import create as create_event
 from runs.engine.events import publish, push_enabled, wire
@@ -33,8 +34,6 @@ from runs.engine.types import (
 )
 from runs.engine.writes import bump_run, event, finish_run, lock_run, save_steps
 from runs.models import (
-    AuditChain,
-    AuditEntry,
     Run,
     RunEvent,
     RunEventCounter,

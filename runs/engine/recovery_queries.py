@@ -16,8 +16,8 @@ from django.db import connection, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 
+from audit.chain import audit
 from runs.engine import clock
-from runs.engine.audit import audit
 from runs.engine.claims import due_steps
 from runs.engine.events import create as create_event
 from runs.engine.graphs import step_repeat_safe

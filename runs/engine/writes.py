@@ -14,8 +14,8 @@ from django.conf import settings
 from django.db.models import F, QuerySet
 from django.utils.module_loading import import_string
 
+from audit.chain import audit
 from runs.engine import clock
-from runs.engine.audit import audit
 from runs.engine.events import create as create_event
 from runs.engine.events import event as event  # re-exported: the engine builds events with writes.event
 from runs.engine.types import ActiveStep
@@ -61,6 +61,15 @@ def lock_run(run_id: int) -> Run:
     row that failed its re-check); were the claim then to wait for the committer's run
     lock, the two would deadlock."""
     return Run.objects.select_for_update(no_key=True).get(pk=run_id)
+
+
+def lock_run_for_audit(key: str) -> None:
+    """The lock an append to the audit chain ``run:<key>`` takes before the chain's head
+    (registered from runs.apps with audit.chain.register_scope_lock): the run row, FOR NO
+    KEY UPDATE as :func:`lock_run`, so an audited service and an engine commit of one run
+    take their locks in one order and cannot deadlock. Nothing is locked, and nothing
+    raised, when the run is gone."""
+    list(Run.objects.select_for_update(no_key=True).filter(pk=int(key)).values_list("pk"))
 
 
 def fenced(step_id: int, attempt: int, worker: str) -> QuerySet[Step]:

@@ -4,10 +4,42 @@ PostgreSQL the triggers that make the audit table append-only.
 Existing audit rows (written before chains existed) are chained, in id order, into the
 ``legacy`` scope before the unique constraint and the triggers arrive.
 """
+import hashlib
+import hmac
+import json
+from datetime import UTC
+
 import django.db.models.deletion
 import django.utils.timezone
 from django.conf import settings
 from django.db import migrations, models
+from django.utils import timezone
+
+# Frozen copy of the audit writer's hashing as it was when this migration was written
+# (then runs.engine.audit, now audit.chain): history replays with the code it was written
+# against, whatever becomes of the writer. Both hash the same content the same way.
+GENESIS = "0" * 64
+
+
+def _key():
+    secret = getattr(settings, "BALLAST_AUDIT_KEY", None) or settings.SECRET_KEY
+    return hashlib.sha256(b"ballast-audit:" + str(secret).encode()).digest()
+
+
+def _timestamp(value):
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _canonical(data):
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+
+
+def entry_hash(*, scope, seq, prev_hash, actor_type, actor, action, object_type, object_id, data, created_at):
+    content = _canonical([scope, seq, prev_hash, actor_type, actor, action, object_type, object_id, data, _timestamp(created_at)])
+    return hmac.new(_key(), content.encode(), hashlib.sha256).hexdigest()
+
 
 APPEND_ONLY_SQL = """
 CREATE OR REPLACE FUNCTION ballast_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -44,8 +76,6 @@ DROP FUNCTION IF EXISTS ballast_audit_head_forward_only();
 
 
 def chain_existing_entries(apps, schema_editor):
-    from runs.engine.audit import GENESIS, entry_hash
-
     AuditEntry = apps.get_model("runs", "AuditEntry")
     AuditChain = apps.get_model("runs", "AuditChain")
     prev, seq = GENESIS, 0

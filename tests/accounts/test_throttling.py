@@ -20,7 +20,7 @@ from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
 from accounts.tokens import token_create
-from runs.models import AuditEntry
+from audit.models import AuditEntry
 from tests.support.cluster import test_database_url
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,8 +8,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from approvals.models import ApprovalRequest
+from audit.models import AuditEntry
 from graphs.models import Graph
-from runs.models import AuditEntry, Run, RunEvent, Step, StepAttempt
+from runs.models import Run, RunEvent, Step, StepAttempt
 from tests.support.specs import chain, edge, graph, node, run_local
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,7 +40,7 @@ def test_run_records_are_read_only_for_a_superuser(browser: Client) -> None:
         "runs/step": Step.objects.filter(run=run).first(),
         "runs/stepattempt": None,  # no admin page of its own: an inline of the step
         "runs/runevent": RunEvent.objects.filter(run=run).first(),
-        "runs/auditentry": AuditEntry.objects.first(),
+        "audit/auditentry": AuditEntry.objects.first(),
         "approvals/approvalrequest": ApprovalRequest.objects.filter(run=run).first(),
     }
     assert StepAttempt.objects.filter(step__run=run).exists()

@@ -8,8 +8,9 @@ import pytest
 from django.db import connection
 
 from approvals.models import ApprovalRequest
+from audit.models import AuditEntry
 from runs.engine import api as engine
-from runs.models import AuditEntry, RunEvent, Step
+from runs.models import RunEvent, Step
 from tests.api.conftest import World, client_with_token
 from tests.support.approvals import version_of
 

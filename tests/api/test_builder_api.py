@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from audit.models import AuditEntry
 from graphs.models import Graph, GraphVersion
 from graphs.spec import GraphSpec
-from runs.models import AuditEntry, Run, Step
+from runs.models import Run, Step
 from tests.api.conftest import World, linear_spec
 from tests.support.specs import chain, edge, graph, node, transform
 from tests.support.tools import read_effects

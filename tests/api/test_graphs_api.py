@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from audit.models import AuditEntry
 from graphs.models import Graph, GraphVersion
-from runs.models import AuditEntry
 from tests.api.conftest import World, linear_spec
 from tests.support.specs import node, transform
 

@@ -14,8 +14,9 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest
+from audit.models import AuditEntry
 from runs.engine import api as engine
-from runs.models import AuditEntry, Run, RunStateKey, Step
+from runs.models import Run, RunStateKey, Step
 from tests.api.conftest import NAME_INPUT, World, client_with_token
 from tests.support.approvals import version_of
 from tests.support.specs import chain, edge, graph, node, publish, run_local, transform

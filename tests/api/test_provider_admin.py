@@ -5,7 +5,8 @@ import pytest
 from django.contrib.messages import get_messages
 from django.test import Client
 
-from runs.models import AuditEntry, ProviderCredential
+from audit.models import AuditEntry
+from runs.models import ProviderCredential
 from runs.providers.credentials import decrypt_api_key
 from tests.api.conftest import World
 from tests.support.llm_server import TEST_KEY, Fault, LLMServer

@@ -6,7 +6,8 @@ import json
 import pytest
 from django.db import connection
 
-from runs.models import AuditEntry, ProviderCredential
+from audit.models import AuditEntry
+from runs.models import ProviderCredential
 from tests.api.conftest import World
 from tests.support.llm_server import TEST_KEY, Fault, LLMServer
 

@@ -15,9 +15,10 @@ from django.test import Client
 
 from accounts import policy
 from accounts.tokens import token_create
+from audit.models import AuditEntry
 from ballast.asgi import application
 from runs.engine import api as engine
-from runs.models import AuditEntry, Run
+from runs.models import Run
 from tests.api.conftest import ROLE_NAMES, World, client_with_token, linear_spec
 from tests.support.approvals import version_of
 from tests.support.specs import chain, graph, node, publish, run_local
@@ -147,7 +148,7 @@ def test_hidden_runs_answer_404_refused_actions_403_and_both_are_audited(world: 
     assert run.status == "waiting"
     # Denials never write to the run's own chain.
     assert not AuditEntry.objects.filter(scope=f"run:{run.pk}", action="access.denied").exists()
-    from runs.engine.api import audit_verify
+    from audit.chain import audit_verify
 
     assert audit_verify().ok
 

@@ -15,9 +15,10 @@ from rest_framework.test import APIClient
 
 from accounts.alerts import alert_set
 from accounts.authentication import ROLES
+from audit.models import AuditEntry
 from graphs.models import Graph
 from runs.engine import api as engine
-from runs.models import AuditEntry, Step, Worker
+from runs.models import Step, Worker
 from runs.services import run_start
 from tests.costs.conftest import llm_server, sdk_providers  # noqa: F401  (fixtures)
 from tests.support.audit import tamper

@@ -12,9 +12,10 @@ from channels.testing import WebsocketCommunicator
 from django.utils import timezone
 
 from accounts.tokens import token_create
+from audit.models import AuditEntry
 from ballast.asgi import application
 from runs import selectors
-from runs.models import AuditEntry, Run
+from runs.models import Run
 from tests.api.conftest import World, linear_spec
 from tests.support.specs import publish, run_local
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs.models import AuditEntry, Step
+from audit.models import AuditEntry
+from runs.models import Step
 from tests.api.conftest import World
 from tests.support.specs import chain, graph, node, run_local, transform
 

@@ -7,7 +7,7 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from accounts.models import ApiToken
-from runs.models import AuditEntry
+from audit.models import AuditEntry
 from tests.api.conftest import World, client_with_token
 
 pytestmark = pytest.mark.django_db(transaction=True)

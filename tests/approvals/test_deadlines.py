@@ -20,11 +20,12 @@ from django.utils import timezone
 from approvals.models import ApprovalRequest
 from approvals.nodes import ApprovalNode, parse_duration
 from approvals.services import approval_decide
+from audit.models import AuditEntry
 from builder.validation import validate_spec
 from runs.engine import api as engine
 from runs.engine import claims, deadlines
 from runs.engine.recovery_queries import due_pending_steps
-from runs.models import AuditEntry, Run, RunEvent, Step
+from runs.models import Run, RunEvent, Step
 from tests.support.cluster import test_database_url
 from tests.support.specs import chain, continue_local, edge, graph, node, run_local, transform
 

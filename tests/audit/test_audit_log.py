@@ -13,10 +13,10 @@ from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
 
+from audit.chain import GENESIS, audit, audit_verify
+from audit.models import AuditChain, AuditEntry
 from runs.engine import api as engine
-from runs.engine.api import audit, audit_verify
-from runs.engine.audit import GENESIS
-from runs.models import AuditChain, AuditEntry, Run, Step
+from runs.models import Run, Step
 from runs.nodes.base import NodeResult
 from runs.services import run_start
 from tests.api.conftest import World, client_with_token, linear_spec

@@ -15,8 +15,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from genai_prices import extract_usage
 
+from audit.models import AuditEntry
 from runs.management.commands.cost_report import cost_rows
-from runs.models import AuditEntry, Run, Step, StepAttempt
+from runs.models import Run, Step, StepAttempt
 from runs.providers import mock as mock_module
 from runs.providers.base import ModelPrice
 from tests.support.llm_server import Fault, Reply, assert_stored_cost

@@ -15,8 +15,9 @@ from playwright.sync_api import Page, expect
 
 from accounts.authentication import ROLES
 from approvals.models import ApprovalRequest
+from audit.models import AuditEntry
 from runs.engine import api as engine
-from runs.models import AuditEntry, Run, Step
+from runs.models import Run, Step
 from tests.e2e.conftest import screenshot, sign_in
 from tests.support.specs import chain, edge, graph, node, run_local, transform
 

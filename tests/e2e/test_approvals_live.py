@@ -22,7 +22,8 @@ from django.contrib.auth.models import User
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from approvals.models import ApprovalRequest
-from runs.models import AuditEntry, Run, RunEvent, Step
+from audit.models import AuditEntry
+from runs.models import Run, RunEvent, Step
 from runs.services import run_start
 from tests.api.conftest import approval_spec
 from tests.approvals.test_deadlines import deadline_spec

@@ -16,9 +16,10 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from accounts.authentication import ROLES
+from audit.models import AuditEntry
 from runs.engine import api as engine
 from runs.engine import workers as engine_workers
-from runs.models import AuditEntry, Worker
+from runs.models import Worker
 from tests.costs.conftest import llm_server, sdk_providers  # noqa: F401  (fixtures)
 from tests.e2e.conftest import screenshot, sign_in
 from tests.support.audit import tamper

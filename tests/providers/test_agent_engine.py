@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from genai_prices import extract_usage
 
-from runs.models import AuditEntry, RunEvent, Step, StepAttempt
+from audit.models import AuditEntry
+from runs.models import RunEvent, Step, StepAttempt
 from runs.providers import pricing
 from tests.support.llm_server import TEST_KEY, Fault, Reply, assert_stored_cost
 from tests.support.specs import edge, graph, node, run_local

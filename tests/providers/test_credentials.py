@@ -12,9 +12,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.db import connection
 
+from audit.models import AuditEntry
 from builder.validation import validate_spec
 from runs import provider_services
-from runs.models import AuditEntry, ProviderCredential, Step
+from runs.models import ProviderCredential, Step
 from runs.providers import UnknownProvider, get_provider
 from runs.providers import credentials as store
 from tests.support.llm_server import TEST_KEY, Fault, LLMServer, Reply

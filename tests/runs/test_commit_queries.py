@@ -119,9 +119,9 @@ def test_run_creation_is_a_fixed_handful_of_statements():
     # step, its first event (with the event counter) and the first entry of its audit
     # chain, written without reading anything back. The chain used to cost a savepoint,
     # the run's lock, two reads and an update of its head (15 statements on SQLite, 11
-    # on PostgreSQL, before audit.audit_new).
-    from runs.engine.audit import audit_verify
-    from runs.models import AuditChain, AuditEntry
+    # on PostgreSQL, before audit.chain.audit_new).
+    from audit.chain import audit_verify
+    from audit.models import AuditChain, AuditEntry
 
     version = publish(linear(1))
     with engine.local_mode():
@@ -153,8 +153,9 @@ def test_a_run_chain_that_exists_already_is_never_forked_by_creation():
     # second chain.
     from django.db import IntegrityError, transaction
 
-    from runs.engine.audit import audit_new
-    from runs.models import AuditChain, Run
+    from audit.chain import audit_new
+    from audit.models import AuditChain
+    from runs.models import Run
 
     version = publish(linear(1))
     with engine.local_mode():
@@ -245,8 +246,9 @@ def test_no_index_of_a_hot_table_repeats_the_leading_columns_of_another(table):
 def test_run_creation_in_one_statement_writes_the_orm_paths_rows():
     from django.test import override_settings
 
-    from runs.engine.audit import audit_verify
-    from runs.models import AuditChain, AuditEntry, Run, RunEvent, RunEventCounter, RunStateKey
+    from audit.chain import audit_verify
+    from audit.models import AuditChain, AuditEntry
+    from runs.models import Run, RunEvent, RunEventCounter, RunStateKey
 
     version = publish(linear(2))
 

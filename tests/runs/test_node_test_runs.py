@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from audit.models import AuditEntry
 from builder.services import graph_create, graph_node_test
-from runs.models import AuditEntry, Run, RunEvent, Step, StepAttempt
+from runs.models import Run, RunEvent, Step, StepAttempt
 from tests.support.specs import chain, graph, node, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)

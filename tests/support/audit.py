@@ -5,7 +5,7 @@ from typing import Any
 
 from django.db import connection
 
-from runs.models import AuditEntry
+from audit.models import AuditEntry
 
 
 def tamper(entry_id: int, **fields: Any) -> None:

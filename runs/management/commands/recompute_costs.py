@@ -10,7 +10,8 @@ from typing import Any, TypedDict
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from runs.engine.api import audit, run_cost_adjust
+from audit.chain import audit
+from runs.engine.api import run_cost_adjust
 from runs.formatting import format_usd
 from runs.models import AttemptStatus, Run, Step, StepAttempt
 from runs.nodes.base import Usage

@@ -2,29 +2,33 @@
 
 Chains. Entries form one hash chain per *scope*: ``run:<id>`` for everything done to a run,
 its steps and its approvals; ``graph:<id>`` for graph versions; ``user:<id>`` for API tokens;
-``auth`` for login failures; ``<model>:<pk>`` otherwise. A single global chain would make every
-audited commit in the system wait behind one row lock (TRAPS.md measured it); a chain per run
-costs one row lock that the engine's own order already implies. Entry n of a chain stores
-``prev_hash`` (entry n-1's hash, or 64 zeros) and ``hash`` = HMAC-SHA256 over its canonical
-content (scope, seq, prev_hash, who, what, object, data, time). The HMAC key is
-``settings.BALLAST_AUDIT_KEY`` if set, else ``SECRET_KEY``: someone who can write to the
-database but does not hold the key cannot rewrite a chain so that it verifies again.
+``auth`` for login failures; ``<model>:<pk>`` otherwise (:func:`scope_of`). A single global
+chain would make every audited commit in the system wait behind one row lock (TRAPS.md
+measured it); a chain per run costs one row lock that the engine's own order already
+implies. Entry n of a chain stores ``prev_hash`` (entry n-1's hash, or 64 zeros) and
+``hash`` = HMAC-SHA256 over its canonical content (scope, seq, prev_hash, who, what, object,
+data, time). The HMAC key is ``settings.BALLAST_AUDIT_KEY`` if set, else ``SECRET_KEY``:
+someone who can write to the database but does not hold the key cannot rewrite a chain so
+that it verifies again.
 
 The head of each chain (``AuditChain``: last seq and hash) is locked while appending and lets
-:func:`audit_verify` notice entries cut from the end of a chain.
+:func:`audit_verify` notice entries cut from the end of a chain. An app whose chains must
+take a lock of its own first registers it with :func:`register_scope_lock` (runs, from its
+``AppConfig.ready``: a run's chain locks the run row first, the order of every engine
+commit, so an audited service and an engine commit on one run cannot deadlock).
 
-Principal. API views run inside :func:`acting_as`; an entry written there by a user
-authenticated with an API token is recorded with ``actor_type="token"`` and the token's prefix,
-without every service having to know how the user authenticated.
+Principal. Entries audited as ``actor_type="user"`` inside :func:`audit.principals.acting_as`
+are recorded as the principal (an API token) instead.
+
+This module imports no other app of the project (import-linter keeps it so): the apps
+import it.
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import hashlib
 import hmac
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -33,35 +37,31 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from runs.models import AuditChain, AuditEntry, Run
+from audit.models import AuditChain, AuditEntry
+from audit.principals import as_principal
 
 GENESIS = "0" * 64
 
-# (actor_type, extra data) that overrides actor_type="user" while an API request runs.
-_principal: contextvars.ContextVar[tuple[str, dict[str, Any]] | None] = contextvars.ContextVar("ballast_audit_principal", default=None)
+#: A lock taken before a chain's head, inside the append's transaction: called with the
+#: key of the chain's scope (``"42"`` for ``run:42``).
+ScopeLock = Callable[[str], None]
+
+# Chain kind (a scope's part before ":") -> the lock its appends take first.
+_scope_locks: dict[str, ScopeLock] = {}
 
 
-@contextlib.contextmanager
-def acting_as(actor_type: str | None, **data: Any) -> Iterator[None]:
-    """Within this block, entries audited as ``actor_type="user"`` are recorded as
-    ``actor_type`` (e.g. ``"token"``) with ``data`` (e.g. ``token="bal_ab12cd34"``) added.
-    ``actor_type=None`` clears any principal set by an outer block."""
-    token = _principal.set((actor_type, data) if actor_type else None)
-    try:
-        yield
-    finally:
-        _principal.reset(token)
+def register_scope_lock(kind: str, lock: ScopeLock) -> None:
+    """Have every append to a chain ``<kind>:<key>`` call ``lock(key)`` first, in the
+    append's transaction, before it locks the chain's head (:func:`audit_in`): the app
+    that owns the objects of that kind names the lock its own writers take first, so the
+    two cannot deadlock. Called from the app's ``AppConfig.ready``; registering a kind
+    again replaces its lock. ``lock`` must not fail for a key whose object is gone."""
+    _scope_locks[kind] = lock
 
 
-def set_principal(actor_type: str | None, **data: Any) -> contextvars.Token:
-    """Set the principal for the rest of this context (reset it with :func:`reset_principal`)."""
-    return _principal.set((actor_type, data) if actor_type else None)
-
-
-def reset_principal(token: contextvars.Token) -> None:
-    """Undo :func:`set_principal`."""
-    _principal.reset(token)
-
+def scope_lock(kind: str) -> ScopeLock | None:
+    """The lock registered for chains of ``kind`` (None: the head's lock alone)."""
+    return _scope_locks.get(kind)
 
 def _key() -> bytes:
     secret = getattr(settings, "BALLAST_AUDIT_KEY", None) or settings.SECRET_KEY
@@ -116,15 +116,16 @@ def hash_of(entry: AuditEntry) -> str:
 
 
 def scope_of(obj: Any) -> str:
-    """The chain an object's entries go to (see the module docstring)."""
+    """The chain an object's entries go to: ``auth`` for None; the object's own
+    ``audit_scope`` (a string property) when it has one (a run: ``run:<pk>``); else
+    ``run:<run_id>`` or ``graph:<graph_id>`` when the object has such a field; else
+    ``<model name>:<pk>``."""
     if obj is None:
         return "auth"
-    explicit = getattr(obj, "audit_scope", None)
+    explicit = getattr(obj, "audit_scope", None)  # e.g. a run's: run:<pk>
     if isinstance(explicit, str) and explicit:
         return explicit
     model = obj._meta.model_name
-    if isinstance(obj, Run):
-        return f"run:{obj.pk}"
     run_id = getattr(obj, "run_id", None)
     if run_id is not None:
         return f"run:{run_id}"
@@ -140,9 +141,10 @@ def audit(actor: str, action: str, obj: Any, *, actor_type: str = "user", **data
     ``obj`` is a model instance (or None for events about no object, such as a failed
     login); ``data`` must be JSON-serialisable (other values are stored as ``str``). The
     entry joins the hash chain of ``scope_of(obj)`` (:func:`audit_in` names another); the chain's head is locked until the
-    caller's transaction ends, so entries of one chain are appended one at a time. For a
-    run's chain the run row is locked first, the order the engine uses, so an audited
-    service and an engine commit on one run cannot deadlock. Returns the entry.
+    caller's transaction ends, so entries of one chain are appended one at a time. A lock
+    registered for the chain's kind (:func:`register_scope_lock`; a run's chain: the run
+    row, the order the engine uses) is taken first, so an audited service and an engine
+    commit on one run cannot deadlock. Returns the entry.
     """
     return audit_in(scope_of(obj), actor, action, obj, actor_type=actor_type, **data)
 
@@ -151,16 +153,15 @@ def audit_in(scope: str, actor: str, action: str, obj: Any, *, actor_type: str =
     """:func:`audit` into the chain ``scope`` rather than ``obj``'s own: a refused read of
     a run goes to the chain of the user refused (``user:<id>``), so it never locks the
     run's row nor lengthens its chain. Returns the entry."""
-    principal = _principal.get()
-    if principal is not None and actor_type == "user":
-        actor_type, extra = principal
-        data = {**extra, **data}
+    actor_type, data = as_principal(actor_type, data)
     data = json.loads(_canonical(data))  # what the JSON column will give back, hashed as such
     object_type = "" if obj is None else obj._meta.model_name
     object_id = "" if obj is None else str(obj.pk)
     with transaction.atomic():
-        if scope.startswith("run:"):
-            list(Run.objects.select_for_update(no_key=True).filter(pk=int(scope[4:])).values_list("pk"))  # as writes.lock_run
+        kind, colon, key = scope.partition(":")
+        lock = _scope_locks.get(kind) if colon else None
+        if lock is not None:
+            lock(key)  # e.g. the run row for run:<id> (register_scope_lock)
         head = AuditChain.objects.select_for_update().filter(scope=scope).first()
         if head is None:
             # First entry of this chain: create the head (a racing creator makes this a
@@ -205,10 +206,7 @@ def audit_new(actor: str, action: str, obj: Any, *, actor_type: str = "user", **
 def audit_new_rows(actor: str, action: str, obj: Any, *, actor_type: str = "user", **data: Any) -> tuple[AuditEntry, AuditChain]:
     """The two unsaved rows :func:`audit_new` inserts (the entry, hashed, and the chain's
     head), for a caller that writes them in its own statement (``obj.pk`` must be set)."""
-    principal = _principal.get()
-    if principal is not None and actor_type == "user":
-        actor_type, extra = principal
-        data = {**extra, **data}
+    actor_type, data = as_principal(actor_type, data)
     data = json.loads(_canonical(data))
     scope = scope_of(obj)
     entry = AuditEntry(

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runs.engine.api import audit_verify
+from audit.chain import audit_verify
 
 
 class Command(BaseCommand):
