@@ -21,7 +21,6 @@ import pytest
 
 import tests.support.tools  # noqa: F401  (registers the test tools in this process)
 
-
 # Fixtures that start real processes: a test using one is in the ``process`` tier.
 PROCESS_FIXTURES = frozenset({"cluster_factory", "private_redis", "daphne"})
 # Fixtures that give a test the database (pytest-django's; item.fixturenames is the closure,
