@@ -10,7 +10,7 @@ SQLITE_URL ?= sqlite:///var/ballast.sqlite3
 LIVE_REDIS_URL ?= redis://127.0.0.1:6379/0
 PYTEST_ARGS ?=
 
-.PHONY: install runtime prepare up test test-sqlite test-postgres test-frontend test-chaos frontend static browser crash chaos lint migrate
+.PHONY: install runtime prepare up test test-db test-sqlite test-postgres test-frontend test-chaos frontend static browser crash chaos lint migrate
 
 RUNTIME_STAMP := $(VENV)/.runtime
 # Python packages through uv, about ten times faster than pip on a fresh machine: the one on
@@ -82,15 +82,27 @@ up:
 
 test: lint test-frontend test-sqlite test-postgres test-chaos
 
+# The database tier: no browser, no real processes (marker process: manage.py, qcluster,
+# daphne, redis-server, fresh interpreters), no crash or chaos tests, on SQLite then
+# PostgreSQL. XDIST="-n 2 --dist loadfile" runs it on 2 workers, each with its own test
+# database (pytest-django suffixes the name per worker: test_ballast_gw0, ...-test.sqlite3_gw0).
+XDIST ?=
+TIER_DB := not browser and not process
+test-db: install
+	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(BIN)/pytest -m "$(TIER_DB)" $(XDIST) $(PYTEST_ARGS)
+	BALLAST_TEST_DB_ONLY=1 DATABASE_URL=$(PG_URL) $(BIN)/pytest -m "$(TIER_DB)" $(XDIST) $(PYTEST_ARGS)
+
 # The whole browser suite runs here (on SQLite, the embedded poller as the live path).
 test-sqlite: install frontend browser
 	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(BIN)/pytest $(PYTEST_ARGS)
 
 # Everything but the browser suite on PostgreSQL, then only the live-update browser tests
 # (marker live) again with Redis as the channel layer (the push path production uses).
+# BALLAST_TEST_DB_ONLY=1: tests that use no database ran in the SQLite pass and are left
+# out here (tests/conftest.py; marker every_db keeps one that depends on the database anyway).
 test-postgres: install frontend browser
-	DATABASE_URL=$(PG_URL) $(BIN)/pytest -m "not browser" $(PYTEST_ARGS)
-	DATABASE_URL=$(PG_URL) BALLAST_CHANNELS_REDIS_URL=$(LIVE_REDIS_URL) $(BIN)/pytest -m live $(PYTEST_ARGS)
+	BALLAST_TEST_DB_ONLY=1 DATABASE_URL=$(PG_URL) $(BIN)/pytest -m "not browser" $(PYTEST_ARGS)
+	DATABASE_URL=$(PG_URL) BALLAST_CHANNELS_REDIS_URL=$(LIVE_REDIS_URL) $(BIN)/pytest -m live tests/e2e $(PYTEST_ARGS)
 
 crash: install
 	DATABASE_URL=$(PG_URL) $(BIN)/pytest -m crash $(PYTEST_ARGS)

@@ -1,9 +1,49 @@
-"""Shared fixtures: test tools registered, a side-effect log per test."""
+"""Shared fixtures: test tools registered, a side-effect log per test; the test tiers.
+
+Tiers (README, Tests; the Makefile's test targets select them by marker):
+
+- ``process``: tests that start real processes (``manage.py`` commands, qcluster workers,
+  daphne, a private redis-server, a fresh interpreter). Besides the tests marked by hand,
+  every test that uses a process fixture (``PROCESS_FIXTURES``) and every ``crash`` or
+  ``chaos`` test is marked here.
+- Database-only passes: with ``BALLAST_TEST_DB_ONLY=1`` (the Makefile's PostgreSQL pass),
+  tests that use no database (no ``django_db`` marker, no ``db`` / ``transactional_db``
+  fixture) are deselected, since their behaviour cannot depend on which database the
+  suite runs on; they run in the SQLite pass. A test that opens no test database but
+  still depends on the configured one (say, which driver a worker imports) is marked
+  ``every_db`` and kept.
+"""
 from __future__ import annotations
+
+import os
 
 import pytest
 
 import tests.support.tools  # noqa: F401  (registers the test tools in this process)
+
+# Fixtures that start real processes: a test using one is in the ``process`` tier.
+PROCESS_FIXTURES = frozenset({"cluster_factory", "private_redis", "daphne"})
+# Fixtures that give a test the database (pytest-django's; item.fixturenames is the closure,
+# so a fixture built on ``db`` counts too).
+DB_FIXTURES = frozenset({"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server"})
+
+
+def uses_database(item: pytest.Item) -> bool:
+    """Whether the test opens the test database (a django_db marker or a database fixture)."""
+    return item.get_closest_marker("django_db") is not None or bool(DB_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("crash") or item.get_closest_marker("chaos"):
+            item.add_marker(pytest.mark.process)
+    if os.environ.get("BALLAST_TEST_DB_ONLY") == "1":
+        keep, dropped = [], []
+        for item in items:
+            (keep if uses_database(item) or item.get_closest_marker("every_db") else dropped).append(item)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
 
 
 @pytest.fixture

@@ -6,6 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.process  # every test here starts a fresh interpreter
 ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPT = """

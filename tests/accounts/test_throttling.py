@@ -112,6 +112,7 @@ def _child_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.process
 def test_a_second_process_sees_the_count_of_the_first() -> None:
     user = get_user_model().objects.create_user("ada", password="pw")
     with override_settings(REST_FRAMEWORK=rates(token="3/hour")):
@@ -133,6 +134,7 @@ def _redis_url() -> str | None:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.process
 def test_with_redis_configured_two_processes_share_the_count_in_redis() -> None:
     import redis
 

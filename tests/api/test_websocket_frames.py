@@ -88,6 +88,7 @@ def server(transactional_db: None, tmp_path: Path) -> Iterator[DaphneServer]:
     daphne.stop()
 
 
+@pytest.mark.process
 def test_over_the_wire_a_real_client_gets_the_code_and_the_server_logs_no_traceback(world: World, server: DaphneServer) -> None:
     cases = [(path, frame, code) for path in paths(world) for frame, code in BAD_FRAMES[:1] + BAD_FRAMES[2:3]]
 

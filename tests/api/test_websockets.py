@@ -175,6 +175,7 @@ def _database_url() -> str:
     return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
+@pytest.mark.process
 def test_events_committed_by_another_process_reach_the_socket(world: World) -> None:
     """The worker is another OS process (here `manage.py approve`, which decides and then
     drives the run in its own process): its commits still reach the WebSocket client,

@@ -227,6 +227,7 @@ def test_local_drive_fires_a_due_deadline():
 
 
 @pytestmark_db
+@pytest.mark.process
 def test_a_worker_killed_while_firing_a_deadline_fires_it_exactly_once(tmp_path):
     """The firing process hangs at the named fault point with its writes made and not
     committed, and is SIGKILLed there: nothing of it stays, the step is still due, and the

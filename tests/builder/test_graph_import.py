@@ -89,6 +89,7 @@ def test_an_invalid_draft_counts_as_edits() -> None:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(120)
+@pytest.mark.process
 def test_run_graph_runs_the_file_and_leaves_an_edited_draft_alone(tmp_path: Path) -> None:
     spec = spec_v1()
     graph_row = graph_import(spec=spec).version.graph

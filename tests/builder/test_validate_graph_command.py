@@ -1,13 +1,22 @@
-"""Tests of `manage.py validate_graph` and `export_schema` run as real processes (exit codes, output)."""
+"""Tests of `manage.py validate_graph` and `export_schema`: exit codes and output.
+
+Most run the command in this process (``call_command``, an exit code from ``SystemExit`` or
+``CommandError`` as ``manage.py`` would turn it into one); one runs ``manage.py`` as a real
+process (marker ``process``), so the way the exit code and the streams reach a shell stays
+covered without paying an interpreter and a Django start per case.
+"""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from tests.builder.test_validation import _no_end, _unknown_var_transform, _unwired, baseline
 
@@ -15,13 +24,34 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def manage(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the command in this process: its exit code, stdout and stderr as a real run gives them."""
+    out, err = io.StringIO(), io.StringIO()
+    returncode = 0
+    saved_stdin = sys.stdin
+    if stdin is not None:
+        sys.stdin = io.StringIO(stdin)
+    try:
+        call_command(*args, stdout=out, stderr=err)
+    except SystemExit as exc:
+        returncode = exc.code if isinstance(exc.code, int) else 1
+    except CommandError as exc:
+        # What BaseCommand.run_from_argv does with it under manage.py.
+        returncode = exc.returncode
+        err.write(f"CommandError: {exc}\n")
+    finally:
+        sys.stdin = saved_stdin
+    return subprocess.CompletedProcess(list(args), returncode, out.getvalue(), err.getvalue())
+
+
+def manage_process(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``manage.py`` as a real process."""
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
         input=stdin,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=150,
     )
 
 
@@ -48,13 +78,26 @@ def test_valid_graph_exits_0_and_prints_valid(write):
     assert proc.stdout == "valid\n"
 
 
+INVALID_GRAPH_LINES = [
+    "calc.config.set.total: unknown variable 'y': declare 'y' in Graph settings → State keys, or use input.y",
+    "check.handles.false: handle 'false' is not connected to any node",
+]
+
+
 def test_invalid_graph_exits_1_with_one_line_per_issue(write):
     proc = manage("validate_graph", write(invalid_graph()))
     assert proc.returncode == 1
-    assert proc.stdout.splitlines() == [
-        "calc.config.set.total: unknown variable 'y': declare 'y' in Graph settings → State keys, or use input.y",
-        "check.handles.false: handle 'false' is not connected to any node",
-    ]
+    assert proc.stdout.splitlines() == INVALID_GRAPH_LINES
+
+
+@pytest.mark.process
+@pytest.mark.timeout(180)
+def test_a_real_process_exits_1_with_one_line_per_issue_and_0_for_valid(write):
+    proc = manage_process("validate_graph", write(invalid_graph()))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.splitlines() == INVALID_GRAPH_LINES
+    proc = manage_process("validate_graph", "-", stdin=json.dumps(baseline()))
+    assert (proc.returncode, proc.stdout) == (0, "valid\n"), proc.stderr
 
 
 def test_graph_level_issue_has_no_node_prefix(write):

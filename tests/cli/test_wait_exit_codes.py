@@ -23,7 +23,7 @@ from tests.support.cluster import REPO_ROOT, test_database_url, wait_until
 from tests.support.specs import chain, edge, effect, graph, node, publish, transform
 from tests.support.tools import read_effects
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
 
 def manage_env(effects_file: Path, **extra: str) -> dict[str, str]:

@@ -29,7 +29,7 @@ from tests.support.redis_server import RedisServer, private_redis  # noqa: F401 
 from tests.support.specs import chain, edge, graph, node, publish
 from tests.support.tools import read_effects
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 ROOT = Path(__file__).resolve().parents[2]
 # Long: a lapse of a lease (and recovery's take-back) must not be what runs the kept successor.
 LEASE_SECONDS = 30

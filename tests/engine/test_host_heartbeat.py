@@ -107,6 +107,7 @@ def _skewed(code: str, skew: str) -> str:
 
 
 @pytest.mark.parametrize("skew", ["+60s", "-60s"])
+@pytest.mark.process
 def test_a_host_clock_skewed_by_a_minute_takes_no_live_lease_and_keeps_no_dead_one(skew):
     if connection.vendor != "postgresql":
         pytest.skip("SQLite is one host: its clock is the host's")

@@ -9,6 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.process  # every test here starts a fresh interpreter
 REPO = Path(__file__).resolve().parents[2]
 
 # A fresh interpreter: what warm_push does to a process that has not published yet.

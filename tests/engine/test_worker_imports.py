@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.process  # every test here starts a fresh interpreter
 REPO = Path(__file__).resolve().parents[2]
 
 # What `manage.py qcluster` has loaded once it could run steps: setup, the task module,
@@ -56,6 +59,7 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 
+@pytest.mark.every_db
 def test_a_worker_starts_without_jinja2_jsonschema_or_an_unused_driver():
     # About 0.2 s (jsonschema), 0.1 s (Jinja2) and, on SQLite, 0.25 s (psycopg) of CPU at
     # every worker start, which is what a restarted worker's first step waits for; they

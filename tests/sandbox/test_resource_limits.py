@@ -305,6 +305,7 @@ def _run_under_cpu_limit(soft: int, hard: int, count: int, timeout: float = 0.5,
 
 @pytest.mark.skipif(not (Path("/usr/bin/prlimit").exists() or Path("/bin/prlimit").exists()), reason="needs prlimit")
 @pytest.mark.parametrize("unprivileged", [False, True])
+@pytest.mark.process
 def test_evaluator_works_under_a_finite_hard_cpu_limit(unprivileged):
     if unprivileged and not Path("/usr/bin/setpriv").exists():
         pytest.skip("needs setpriv")
@@ -317,6 +318,7 @@ def test_evaluator_works_under_a_finite_hard_cpu_limit(unprivileged):
 
 
 @pytest.mark.skipif(not Path("/usr/bin/prlimit").exists(), reason="needs prlimit")
+@pytest.mark.process
 def test_a_child_short_of_cpu_time_retires_and_is_replaced():
     # Requests that may take 2.8 s (+ 0.25 s grace) under a hard limit of 4 s: a fresh child
     # serves one, then (the limit counts whole seconds, so a second of margin) it cannot
@@ -353,6 +355,7 @@ _HARD_KILL_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.process
 def test_the_kernels_kill_at_the_hard_cpu_limit_reads_as_a_timeout():
     # The request may take 30 s; the kernel SIGKILLs the child at its hard CPU limit first.
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
