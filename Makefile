@@ -80,28 +80,39 @@ up:
 	$(if $(UP_STATIC),$(MAKE) static)
 	DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py serve
 
-test: lint test-frontend test-sqlite test-postgres test-chaos
+# The suite in tiers by cost (README "Tests"): each tier runs where it proves something and
+# no more. lint and the front end's tests run side by side; the database, crash and browser
+# tiers run on two pytest-xdist workers (XDIST), each with its own test database
+# (pytest-django suffixes the name per worker: test_ballast_gw0, ...-test.sqlite3_gw0).
+# The browser tier gets its own pytest run: Playwright keeps an event loop in its worker's
+# thread, which the database tier's async_to_sync calls must not share.
+test:
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint test-frontend
+	$(MAKE) --no-print-directory test-sqlite test-postgres test-chaos
 
+XDIST ?= -n 2 --dist loadfile
 # The database tier: no browser, no real processes (marker process: manage.py, qcluster,
-# daphne, redis-server, fresh interpreters), no crash or chaos tests, on SQLite then
-# PostgreSQL. XDIST="-n 2 --dist loadfile" runs it on 2 workers, each with its own test
-# database (pytest-django suffixes the name per worker: test_ballast_gw0, ...-test.sqlite3_gw0).
-XDIST ?=
+# daphne, redis-server, fresh interpreters), no crash or chaos tests.
 TIER_DB := not browser and not process
 test-db: install
 	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(BIN)/pytest -m "$(TIER_DB)" $(XDIST) $(PYTEST_ARGS)
 	BALLAST_TEST_DB_ONLY=1 DATABASE_URL=$(PG_URL) $(BIN)/pytest -m "$(TIER_DB)" $(XDIST) $(PYTEST_ARGS)
 
-# The whole browser suite runs here (on SQLite, the embedded poller as the live path).
+# SQLite, the embedded default: the database tier and the crash tier (a real qcluster
+# SIGKILLed on the default database), then the whole browser suite (the embedded poller as
+# the live path). The rest of the process tier runs once, on PostgreSQL.
 test-sqlite: install frontend browser
-	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(BIN)/pytest $(PYTEST_ARGS)
+	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(BIN)/pytest -m "not browser and (not process or crash)" $(XDIST) $(PYTEST_ARGS)
+	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(BIN)/pytest -m browser $(XDIST) $(PYTEST_ARGS)
 
-# Everything but the browser suite on PostgreSQL, then only the live-update browser tests
-# (marker live) again with Redis as the channel layer (the push path production uses).
-# BALLAST_TEST_DB_ONLY=1: tests that use no database ran in the SQLite pass and are left
-# out here (tests/conftest.py; marker every_db keeps one that depends on the database anyway).
+# PostgreSQL: everything but the browser suite (database, process and crash tiers), then only
+# the live-update browser tests (marker live) again with Redis as the channel layer (the push
+# path production uses; one worker, since both would push to the same Redis groups).
+# BALLAST_TEST_DB_ONLY=1: tests that use neither a database nor a real process ran in the
+# SQLite pass and are left out here (tests/conftest.py; marker every_db keeps one that
+# depends on the database anyway).
 test-postgres: install frontend browser
-	BALLAST_TEST_DB_ONLY=1 DATABASE_URL=$(PG_URL) $(BIN)/pytest -m "not browser" $(PYTEST_ARGS)
+	BALLAST_TEST_DB_ONLY=1 DATABASE_URL=$(PG_URL) $(BIN)/pytest -m "not browser" $(XDIST) $(PYTEST_ARGS)
 	DATABASE_URL=$(PG_URL) BALLAST_CHANNELS_REDIS_URL=$(LIVE_REDIS_URL) $(BIN)/pytest -m live tests/e2e $(PYTEST_ARGS)
 
 crash: install

@@ -8,8 +8,9 @@ Tiers (README, Tests; the Makefile's test targets select them by marker):
   ``chaos`` test is marked here.
 - Database-only passes: with ``BALLAST_TEST_DB_ONLY=1`` (the Makefile's PostgreSQL pass),
   tests that use no database (no ``django_db`` marker, no ``db`` / ``transactional_db``
-  fixture) are deselected, since their behaviour cannot depend on which database the
-  suite runs on; they run in the SQLite pass. A test that opens no test database but
+  fixture) and start no process are deselected, since their behaviour cannot depend on
+  which database the suite runs on; they run in the SQLite pass (which leaves the process
+  tier, but for crash tests, to this one). A test that opens no test database but
   still depends on the configured one (say, which driver a worker imports) is marked
   ``every_db`` and kept.
 """
@@ -40,7 +41,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if os.environ.get("BALLAST_TEST_DB_ONLY") == "1":
         keep, dropped = [], []
         for item in items:
-            (keep if uses_database(item) or item.get_closest_marker("every_db") else dropped).append(item)
+            (keep if uses_database(item) or item.get_closest_marker("every_db") or item.get_closest_marker("process") else dropped).append(item)
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
@@ -65,6 +66,22 @@ def _test_node_kinds():
     settings.BALLAST_NODE_KINDS.setdefault("emit", "tests.support.kinds.EmitNode")
     get_kind.cache_clear()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_version_caches(request):
+    """The engine caches each graph version's compiled spec and state keys by id, for the
+    life of the process (a committed version never changes). A test's rolled-back
+    transaction can hand its ids out again on SQLite (the AUTOINCREMENT counter rolls back
+    with it), so after every database test these caches are emptied: a later test in the
+    same process (an xdist worker runs files in any order) must not read another test's
+    graph under its own version's id."""
+    yield
+    if uses_database(request.node):
+        from runs.engine.graphs import compiled_graph, state_keys
+
+        compiled_graph.cache_clear()
+        state_keys.cache_clear()
 
 
 @pytest.fixture(autouse=True)

@@ -47,7 +47,7 @@ def node(page: Page, node_id: str):
 
 def wait_saved(page: Page) -> None:
     """Wait until the save indicator says every change is saved."""
-    expect(page.locator(".save-status")).to_have_attribute("data-status", "saved", timeout=10_000)
+    expect(page.locator(".save-status")).to_have_attribute("data-status", "saved")
 
 
 def stored_spec(page: Page, base_url: str, graph_id: int) -> dict[str, Any]:

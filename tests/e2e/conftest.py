@@ -15,7 +15,7 @@ import pytest
 # still synchronous and safe here (see TRAPS.md).
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright  # noqa: E402
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 from bench.chromium import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
@@ -25,6 +25,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.browser)
+
+
+# The ceiling of every wait, expect() included (Playwright's own default for expect is 5 s,
+# which failed on this shared, often loaded 2-core machine with nothing wrong). Each wait
+# ends as soon as its condition holds, so a ceiling costs nothing when all is well.
+PATIENT_MS = 30_000
+expect.set_options(timeout=PATIENT_MS)
 
 
 @pytest.fixture(scope="session")
@@ -41,9 +48,7 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def context(browser: Browser) -> Iterator[BrowserContext]:
     ctx = browser.new_context(viewport={"width": 1440, "height": 900})
-    # A ceiling for every wait (expect() polls and returns as soon as its condition holds),
-    # generous for a loaded 2-core CI machine.
-    ctx.set_default_timeout(30_000)
+    ctx.set_default_timeout(PATIENT_MS)
     yield ctx
     ctx.close()
 

@@ -6,7 +6,6 @@ Screenshots go to artifacts/ (inbox-*.png)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,19 +23,6 @@ from tests.support.specs import chain, edge, graph, node, run_local, transform
 pytestmark = pytest.mark.django_db(transaction=True)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-# How long an expectation waits: the machine running these is shared and often loaded
-# (Playwright's 5 s default failed here on PostgreSQL with nothing wrong). Each wait ends
-# as soon as its condition holds.
-PATIENT_MS = 20_000
-
-
-@pytest.fixture(autouse=True)
-def _patient_expect() -> Iterator[None]:
-    expect.set_options(timeout=PATIENT_MS)
-    yield
-    expect.set_options(timeout=5_000)  # Playwright's default, for the other modules
-
-
 def approver(username: str) -> User:
     """A member of the approvers group with password ``pw-<username>-1``."""
     for name in ROLES:
@@ -97,7 +83,7 @@ def test_approve_the_refund_from_the_inbox(live_server, page: Page) -> None:
     item = page.get_by_role("button", name="refund").first
     expect(page.get_by_role("tab", name="My groups")).to_contain_text("1")
     page.get_by_role("tab", name="My groups").click()
-    expect(item).to_be_visible(timeout=15_000)
+    expect(item).to_be_visible()
     detail = page.get_by_role("region", name="Request")
     expect(detail.get_by_text("If approved, the run does next")).to_be_visible()
     expect(detail.get_by_text("issue_refund")).to_be_visible()  # the next node's tool, its arguments rendered
@@ -130,7 +116,6 @@ def test_two_approvers_decide_one_request_at_once_and_exactly_one_counts(live_se
     pages = []
     for user in users:
         ctx = browser.new_context(viewport={"width": 1440, "height": 900})
-        ctx.set_default_timeout(15_000)
         p = ctx.new_page()
         login(p, live_server, user)
         p.goto(f"{live_server.url}/approvals/{approval.pk}/")
@@ -163,7 +148,6 @@ def test_a_quorum_of_two(live_server, browser) -> None:
     pages = []
     for user in users:
         ctx = browser.new_context(viewport={"width": 1440, "height": 900})
-        ctx.set_default_timeout(15_000)
         p = ctx.new_page()
         login(p, live_server, user)
         p.goto(f"{live_server.url}/approvals/{approval.pk}/")

@@ -38,7 +38,7 @@ def test_second_save_is_refused_and_kept_as_a_copy(live_server, browser):
 
         node(b, "discard").click()
         b.keyboard.press("Delete")
-        expect(b.locator(".save-status")).to_have_attribute("data-status", "conflict", timeout=10_000)
+        expect(b.locator(".save-status")).to_have_attribute("data-status", "conflict")
         dialog = b.get_by_role("dialog")
         expect(dialog).to_contain_text("ann")
         expect(dialog.get_by_label("Stored version")).to_contain_text("Only here: discard")
@@ -65,7 +65,7 @@ def test_second_save_is_refused_and_kept_as_a_copy(live_server, browser):
         wait_saved(a)
         node(b, "start").click()
         b.keyboard.press("Delete")
-        expect(b.locator(".save-status")).to_have_attribute("data-status", "conflict", timeout=10_000)
+        expect(b.locator(".save-status")).to_have_attribute("data-status", "conflict")
         b.get_by_role("button", name="Load the stored version (drop mine)").click()
         expect(node(b, "start")).to_have_count(1)
         wait_saved(b)

@@ -43,7 +43,7 @@ def test_first_click_on_start_run_starts_the_refund_run(live_server, page: Page)
     expect(dialog.get_by_text("must have required property")).to_have_count(0)
     screenshot(page, "run-dialog-refund-filled")
     dialog.get_by_role("button", name="Start run").click()
-    page.wait_for_url(re.compile(r"/runs/\d+/$"), timeout=5_000)
+    page.wait_for_url(re.compile(r"/runs/\d+/$"))
     run_id = int(re.search(r"/runs/(\d+)/$", page.url).group(1))
     run = page.request.get(f"{live_server.url}/api/v1/runs/{run_id}/").json()
     assert run["input"] == {"order_id": "A-1002", "reason": "arrived broken"}
