@@ -9,6 +9,10 @@ SQLITE_URL ?= sqlite:///var/ballast.sqlite3
 # The channel layer of the live-update browser tests' PostgreSQL pass (test-postgres).
 LIVE_REDIS_URL ?= redis://127.0.0.1:6379/0
 PYTEST_ARGS ?=
+# Python writes its bytecode caches here even where the environment says not to: without
+# them every xdist worker and every process a test starts (qcluster, manage.py, daphne)
+# compiles Django, DRF and the project from source again, about 10 s of CPU each on 2 cores.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install runtime prepare up test test-db test-sqlite test-postgres test-frontend test-chaos frontend static browser crash chaos lint migrate
 
