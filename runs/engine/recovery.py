@@ -234,17 +234,29 @@ class Supervisor(threading.Thread):
         first = True
         interval = settings.BALLAST_RECOVERY_INTERVAL
         next_beat = 0.0
+        failing = False
         while not self.stop_event.is_set():
             try:
                 now = time.monotonic()
                 if now >= next_beat:  # a pass woken by a death does not beat again
-                    recovery_queries.worker_heartbeat(name, HOST, os.getpid(), started)
+                    # The next pass is an interval away even when this beat fails: set
+                    # after the beat, a failing beat (database unreachable, its network
+                    # cut) left next_beat in the past, so the wait below returned at once
+                    # and the thread retried and logged a traceback as fast as
+                    # connections failed.
                     next_beat = now + interval
+                    recovery_queries.worker_heartbeat(name, HOST, os.getpid(), started)
                 recover_once(on_start=first)
                 first = False
                 self.deaths.watch(recovery_queries.pids_to_watch(HOST))
+                if failing:
+                    log.warning("recovery passes succeed again")
+                failing = False
             except Exception:
-                log.exception("recovery pass failed")
+                # One traceback per outage, not one per interval.
+                if not failing:
+                    log.exception("recovery pass failed (retried every %.1fs)", interval)
+                failing = True
                 connections.close_all()
             if self.stop_event.is_set():
                 break
