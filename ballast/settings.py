@@ -16,7 +16,8 @@ Environment:
 - BALLAST_LEASE_SECONDS (default 30): how long a worker's claim on a step lasts without
   a heartbeat.
 - BALLAST_LIVE_OWNER_GRACE_SECONDS (default 60): how long past its expiry recovery leaves
-  a lease whose owner certainly still runs on this host (a late heartbeat, not a lost worker).
+  a lease whose owner certainly still runs on this host, or runs on a host whose heartbeat
+  is fresh (a late heartbeat, not a lost worker).
 - BALLAST_HOST_SILENT_SECONDS (default 3, at most 5 advised): a worker host whose heartbeat
   (written about twice a second by each qcluster's main process, on the database's clock)
   is older than this is dead: its leases are taken back without waiting for them to expire.

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import connections
 
 from runs.engine import clock, dispatch, recovery_queries
-from runs.engine.workers import HOST, current_worker, owner_is_dead
+from runs.engine.workers import HOST, current_worker, owner_is_alive_here, owner_is_dead
 
 log = logging.getLogger("ballast.recovery")
 
@@ -38,9 +38,10 @@ def take_back() -> list[int]:
     or a worker claims them by due order)."""
     me = current_worker()
     dead = owner_dead_predicate()
+    alive = owner_alive_predicate()
     ids: list[int] = []
-    for step_id in recovery_queries.expired_step_ids(dead):
-        ids += recovery_queries.step_recover(step_id, recovered_by=me, owner_is_dead=dead)
+    for step_id in recovery_queries.expired_step_ids(dead, owner_is_alive=alive):
+        ids += recovery_queries.step_recover(step_id, recovered_by=me, owner_is_dead=dead, owner_is_alive=alive)
     return ids
 
 
@@ -53,6 +54,20 @@ def owner_dead_predicate() -> Callable[[str], bool]:
     if not silent:
         return owner_is_dead
     return lambda owner: owner_is_dead(owner) or owner.rsplit(":", 2)[0] in silent
+
+
+def owner_alive_predicate() -> Callable[[str], bool]:
+    """``(lease owner) -> bool``: certainly alive, so its lapsed lease gets the live-owner
+    grace (recovery_queries.lease_lapsed). A process on this host that runs now
+    (workers.owner_is_alive_here), or a process of another host whose heartbeat is fresh
+    on the database's clock (recovery_queries.beating_hosts): its main process beats, so
+    a lease it let lapse is late (a step holding its worker's GIL), not lost. Only a fresh
+    beat earns the grace: a host whose network is cut stops beating, and its steps are
+    taken over once it is silent, not a grace period later. One query."""
+    beating = recovery_queries.beating_hosts(silent_seconds=settings.BALLAST_HOST_SILENT_SECONDS) - {HOST}
+    if not beating:
+        return owner_is_alive_here
+    return lambda owner: owner_is_alive_here(owner) or owner.rsplit(":", 2)[0] in beating
 
 
 class BrokerWatch:
