@@ -113,6 +113,22 @@ def pg_network_options(seconds: float) -> dict[str, object]:
     }
 
 
+def pg_server_network_options(seconds: float) -> str:
+    """The same bound on the server's side of the connection, as libpq's ``options``
+    (``-c`` settings for the session): keepalives and ``tcp_user_timeout`` of the backend.
+    Why: a host cut off in the middle of a transaction leaves its backend idle in that
+    transaction, holding its row locks (a run row, a step row) for as long as the server
+    does not notice the client is gone (the kernel's keepalive default: two hours; in the
+    chaos suite until the host came back), so recovery's take-back waited on those locks.
+    Empty for ``seconds`` <= 0."""
+    if seconds <= 0:
+        return ""
+    whole = max(1, round(seconds))
+    idle = max(1, whole // 3)
+    return (f"-c tcp_keepalives_idle={idle} -c tcp_keepalives_interval=1 -c tcp_keepalives_count={max(1, whole - idle)} "
+            f"-c tcp_user_timeout={int(seconds * 1000)}")
+
+
 def database_from_url(url: str) -> dict:
     """Turn a DATABASE_URL into a Django DATABASES entry.
 
@@ -143,6 +159,12 @@ def database_from_url(url: str) -> dict:
         # The URL's own query options win over the network timeouts' defaults.
         options: dict[str, object] = pg_network_options(PG_NETWORK_TIMEOUT_SECONDS) | {k: v[0] for k, v in parse_qs(parsed.query).items()}
         options["prepare_threshold"] = _prepare_threshold(options.get("prepare_threshold", str(PREPARE_THRESHOLD)))
+        server_side = pg_server_network_options(PG_NETWORK_TIMEOUT_SECONDS)
+        if server_side and options["prepare_threshold"] is not None:
+            # Not behind a transaction pooler (preparing off): pgbouncer refuses an
+            # ``options`` startup parameter, and its server connections are its own.
+            # The URL's own ``-c`` settings come last, so they win.
+            options["options"] = f"{server_side} {options.get('options', '')}".strip()
         return {
             # Behind a transaction pooler (preparing off) a named server-side cursor dies with
             # the transaction the pooler ends under it: .iterator() (the audit export and

@@ -58,3 +58,23 @@ def test_network_timeouts_from_the_url_win_and_zero_means_none():
     assert pg_network_options(0) == {}
     assert pg_network_options(2.5)["tcp_user_timeout"] == 2500
     assert pg_network_options(1)["connect_timeout"] == 2  # libpq's minimum
+
+
+def test_the_server_side_of_a_connection_drops_a_silent_client_too():
+    # A cut host's backend sat idle in its transaction, holding row locks, until the host came back.
+    options = database_from_url("postgres://u@h/db?options=-c%20tcp_keepalives_idle%3D9")["OPTIONS"]
+    assert options["options"].startswith("-c tcp_keepalives_idle=1 ")
+    assert options["options"].endswith("-c tcp_keepalives_idle=9")  # the URL's own win (last)
+    assert "-c tcp_user_timeout=5000" in options["options"]
+    assert "options" not in database_from_url("postgres://u@h/db?prepare_threshold=none")["OPTIONS"]  # a pooler
+
+
+@pytest.mark.django_db
+def test_postgresql_sessions_run_with_the_server_side_network_timeouts():
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's session settings")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('tcp_keepalives_idle'), current_setting('tcp_user_timeout')")
+        assert cursor.fetchone() == ("1", "5000")  # milliseconds
