@@ -31,17 +31,25 @@ log = logging.getLogger("ballast.recovery")
 STALE_DISPATCH_SECONDS = 30.0
 
 
-def take_back() -> list[int]:
+def take_back(*, ring: bool = False) -> list[int]:
     """Hand back, once each, the running steps whose lease expired or whose owner process
     on this host is dead (compare-and-set; a live lease is never taken). Returns the ids
-    now pending again, each in the due place it had; rings no doorbell (the caller does,
-    or a worker claims them by due order)."""
+    now pending again, each in the due place it had. ``ring``: ring each one's doorbell
+    the moment its take-back commits; otherwise none (the caller does, or a worker claims
+    them by due order; the qcluster's start-up take-back must touch no broker before
+    django-q2's fork)."""
     me = current_worker()
     dead = owner_dead_predicate()
     alive = owner_alive_predicate()
     ids: list[int] = []
     for step_id in recovery_queries.expired_step_ids(dead, owner_is_alive=alive):
-        ids += recovery_queries.step_recover(step_id, recovered_by=me, owner_is_dead=dead, owner_is_alive=alive)
+        taken = recovery_queries.step_recover(step_id, recovered_by=me, owner_is_dead=dead, owner_is_alive=alive)
+        if ring:
+            # At once, not at the end of the pass: the rest of the pass (other take-backs,
+            # the re-dispatch scan's row updates) can wait on row locks a cut host's
+            # backend still holds, and a taken-over step should not wait behind them.
+            dispatch.enqueue(taken)
+        ids += taken
     return ids
 
 
@@ -98,7 +106,7 @@ def recover_once(*, on_start: bool = False) -> list[int]:
     """One recovery pass. Returns the step ids whose doorbells it rang (each once).
 
     Each running step whose lease expired or whose owner process on this host is dead is
-    handed back once (a compare-and-set: a second pass, or a second supervisor, finds it
+    handed back once, its doorbell rung as soon as that commits (take_back) (a compare-and-set: a second pass, or a second supervisor, finds it
     pending and does nothing) and keeps its place in the due order. Pending steps whose
     backoff ended or whose hand-off went stale are released. ``on_start``, when a
     cluster died, or when the broker answers again after an outage or a restart
@@ -108,7 +116,8 @@ def recover_once(*, on_start: bool = False) -> list[int]:
     step, so which entries were lost does not matter, and the dead cluster's entries, when
     the broker delivers them again, find nothing due and do nothing.
     """
-    ids = take_back()
+    ids = take_back(ring=True)
+    rung = set(ids)
     dead = recovery_queries.workers_forget_dead(owner_is_dead, silent_seconds=max(STALE_DISPATCH_SECONDS, 10 * settings.BALLAST_RECOVERY_INTERVAL))
     if dead:
         log.warning("cluster(s) %s died: making up the doorbells their queue entries held", dead)
@@ -122,7 +131,7 @@ def recover_once(*, on_start: bool = False) -> list[int]:
         missing = recovery_queries.due_count() - dispatch.queued() - len(ids)
         if missing > 0:
             ids += recovery_queries.due_step_ids(limit=missing, exclude=ids)
-    dispatch.enqueue(ids)
+    dispatch.enqueue([step_id for step_id in ids if step_id not in rung])
     # Each step taken back was logged once by step_recover; a re-dispatch repeats every
     # STALE_DISPATCH_SECONDS for a step nobody claims, so it is a count (INFO only on a
     # cluster start or death), never the ids again.
