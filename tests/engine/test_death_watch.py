@@ -91,6 +91,7 @@ def test_a_failing_pass_waits_its_interval_instead_of_spinning(monkeypatch, sett
     # was set, so the pass's wait got a timeout of 0 and the thread retried at once,
     # logging a traceback each time, as fast as connections failed.
     from django.db import OperationalError
+    from django.utils import timezone
 
     settings.BALLAST_RECOVERY_INTERVAL = 60.0
     beats: list[float] = []
@@ -100,6 +101,8 @@ def test_a_failing_pass_waits_its_interval_instead_of_spinning(monkeypatch, sett
         raise OperationalError("connection timeout expired")
 
     monkeypatch.setattr(recovery.recovery_queries, "worker_heartbeat", unreachable)
+    # No database in this test: the clock too (on PostgreSQL it reads the database's).
+    monkeypatch.setattr(recovery.clock, "now", timezone.now)
     monkeypatch.setattr(recovery.recovery_queries, "worker_remove", lambda name: None)
     supervisor = recovery.Supervisor(wait_for_children=False)
     waits: list[float] = []
