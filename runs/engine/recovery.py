@@ -106,8 +106,9 @@ def recover_once(*, on_start: bool = False) -> list[int]:
     """One recovery pass. Returns the step ids whose doorbells it rang (each once).
 
     Each running step whose lease expired or whose owner process on this host is dead is
-    handed back once, its doorbell rung as soon as that commits (take_back) (a compare-and-set: a second pass, or a second supervisor, finds it
-    pending and does nothing) and keeps its place in the due order. Pending steps whose
+    handed back once (a compare-and-set: a second pass, or a second supervisor, finds it
+    pending and does nothing), its doorbell rung as soon as that commits (take_back), and
+    keeps its place in the due order. Pending steps whose
     backoff ended or whose hand-off went stale are released. ``on_start``, when a
     cluster died, or when the broker answers again after an outage or a restart
     (:class:`BrokerWatch`): the doorbells the queue may have lost (a dead cluster's
