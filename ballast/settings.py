@@ -16,10 +16,14 @@ Environment:
 - BALLAST_LEASE_SECONDS (default 30): how long a worker's claim on a step lasts without
   a heartbeat.
 - BALLAST_LIVE_OWNER_GRACE_SECONDS (default 60): how long past its expiry recovery leaves
-  a lease whose owner certainly still runs on this host (a late heartbeat, not a lost worker).
+  a lease whose owner certainly still runs on this host, or runs on a host whose heartbeat
+  is fresh (a late heartbeat, not a lost worker).
 - BALLAST_HOST_SILENT_SECONDS (default 3, at most 5 advised): a worker host whose heartbeat
   (written about twice a second by each qcluster's main process, on the database's clock)
   is older than this is dead: its leases are taken back without waiting for them to expire.
+- BALLAST_PG_NETWORK_TIMEOUT_SECONDS (default 5; 0: the operating system's defaults): a
+  PostgreSQL connection whose network is silent this long fails instead of hanging (libpq
+  keepalives, tcp_user_timeout and connect_timeout; see pg_network_options).
 """
 from __future__ import annotations
 
@@ -78,6 +82,53 @@ def orm_broker_class(database: dict) -> str:
     return "runs.engine.dispatch.NotifyingOrmBroker"
 
 
+# A worker host whose network is cut must not hang on its PostgreSQL sockets: libpq waits
+# for an answer for as long as the kernel keeps retransmitting (about 15 minutes), so a
+# thread blocked in a query on a cut host stayed blocked long after the link came back
+# (retransmissions back off to many seconds), and that host's heartbeat and recovery
+# stayed silent meanwhile. With these options a connection whose sent data goes
+# unacknowledged for this long (tcp_user_timeout), or that is idle with a silent peer
+# (keepalives), fails with OperationalError, and the caller reconnects. Only silence is
+# punished: a slow query whose request was acknowledged waits as long as it takes.
+PG_NETWORK_TIMEOUT_SECONDS = float(os.environ.get("BALLAST_PG_NETWORK_TIMEOUT_SECONDS", "5"))
+
+
+def pg_network_options(seconds: float) -> dict[str, object]:
+    """libpq options that make a PostgreSQL connection fail within about ``seconds`` of its
+    network going silent: TCP keepalives on idle sockets (first probe after a third of it,
+    then one a second until it is used up) and ``tcp_user_timeout`` (milliseconds) for
+    sent data left unacknowledged, plus ``connect_timeout`` (libpq's minimum is 2 s).
+    ``seconds`` <= 0: no options (the operating system's defaults)."""
+    if seconds <= 0:
+        return {}
+    whole = max(1, round(seconds))
+    idle = max(1, whole // 3)
+    return {
+        "keepalives": 1,
+        "keepalives_idle": idle,
+        "keepalives_interval": 1,
+        "keepalives_count": max(1, whole - idle),
+        "tcp_user_timeout": int(seconds * 1000),
+        "connect_timeout": max(2, whole),
+    }
+
+
+def pg_server_network_options(seconds: float) -> str:
+    """The same bound on the server's side of the connection, as libpq's ``options``
+    (``-c`` settings for the session): keepalives and ``tcp_user_timeout`` of the backend.
+    Why: a host cut off in the middle of a transaction leaves its backend idle in that
+    transaction, holding its row locks (a run row, a step row) for as long as the server
+    does not notice the client is gone (the kernel's keepalive default: two hours; in the
+    chaos suite until the host came back), so recovery's take-back waited on those locks.
+    Empty for ``seconds`` <= 0."""
+    if seconds <= 0:
+        return ""
+    whole = max(1, round(seconds))
+    idle = max(1, whole // 3)
+    return (f"-c tcp_keepalives_idle={idle} -c tcp_keepalives_interval=1 -c tcp_keepalives_count={max(1, whole - idle)} "
+            f"-c tcp_user_timeout={int(seconds * 1000)}")
+
+
 def database_from_url(url: str) -> dict:
     """Turn a DATABASE_URL into a Django DATABASES entry.
 
@@ -105,8 +156,15 @@ def database_from_url(url: str) -> dict:
             "TEST": {"NAME": str(name.with_name(name.stem + "-test.sqlite3"))},
         }
     if parsed.scheme in {"postgres", "postgresql"}:
-        options: dict[str, object] = {k: v[0] for k, v in parse_qs(parsed.query).items()}
+        # The URL's own query options win over the network timeouts' defaults.
+        options: dict[str, object] = pg_network_options(PG_NETWORK_TIMEOUT_SECONDS) | {k: v[0] for k, v in parse_qs(parsed.query).items()}
         options["prepare_threshold"] = _prepare_threshold(options.get("prepare_threshold", str(PREPARE_THRESHOLD)))
+        server_side = pg_server_network_options(PG_NETWORK_TIMEOUT_SECONDS)
+        if server_side and options["prepare_threshold"] is not None:
+            # Not behind a transaction pooler (preparing off): pgbouncer refuses an
+            # ``options`` startup parameter, and its server connections are its own.
+            # The URL's own ``-c`` settings come last, so they win.
+            options["options"] = f"{server_side} {options.get('options', '')}".strip()
         return {
             # Behind a transaction pooler (preparing off) a named server-side cursor dies with
             # the transaction the pooler ends under it: .iterator() (the audit export and

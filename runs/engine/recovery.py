@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import connections
 
 from runs.engine import clock, dispatch, recovery_queries
-from runs.engine.workers import HOST, current_worker, owner_is_dead
+from runs.engine.workers import HOST, current_worker, owner_is_alive_here, owner_is_dead
 
 log = logging.getLogger("ballast.recovery")
 
@@ -31,16 +31,25 @@ log = logging.getLogger("ballast.recovery")
 STALE_DISPATCH_SECONDS = 30.0
 
 
-def take_back() -> list[int]:
+def take_back(*, ring: bool = False) -> list[int]:
     """Hand back, once each, the running steps whose lease expired or whose owner process
     on this host is dead (compare-and-set; a live lease is never taken). Returns the ids
-    now pending again, each in the due place it had; rings no doorbell (the caller does,
-    or a worker claims them by due order)."""
+    now pending again, each in the due place it had. ``ring``: ring each one's doorbell
+    the moment its take-back commits; otherwise none (the caller does, or a worker claims
+    them by due order; the qcluster's start-up take-back must touch no broker before
+    django-q2's fork)."""
     me = current_worker()
     dead = owner_dead_predicate()
+    alive = owner_alive_predicate()
     ids: list[int] = []
-    for step_id in recovery_queries.expired_step_ids(dead):
-        ids += recovery_queries.step_recover(step_id, recovered_by=me, owner_is_dead=dead)
+    for step_id in recovery_queries.expired_step_ids(dead, owner_is_alive=alive):
+        taken = recovery_queries.step_recover(step_id, recovered_by=me, owner_is_dead=dead, owner_is_alive=alive)
+        if ring:
+            # At once, not at the end of the pass: the rest of the pass (other take-backs,
+            # the re-dispatch scan's row updates) can wait on row locks a cut host's
+            # backend still holds, and a taken-over step should not wait behind them.
+            dispatch.enqueue(taken)
+        ids += taken
     return ids
 
 
@@ -53,6 +62,20 @@ def owner_dead_predicate() -> Callable[[str], bool]:
     if not silent:
         return owner_is_dead
     return lambda owner: owner_is_dead(owner) or owner.rsplit(":", 2)[0] in silent
+
+
+def owner_alive_predicate() -> Callable[[str], bool]:
+    """``(lease owner) -> bool``: certainly alive, so its lapsed lease gets the live-owner
+    grace (recovery_queries.lease_lapsed). A process on this host that runs now
+    (workers.owner_is_alive_here), or a process of another host whose heartbeat is fresh
+    on the database's clock (recovery_queries.beating_hosts): its main process beats, so
+    a lease it let lapse is late (a step holding its worker's GIL), not lost. Only a fresh
+    beat earns the grace: a host whose network is cut stops beating, and its steps are
+    taken over once it is silent, not a grace period later. One query."""
+    beating = recovery_queries.beating_hosts(silent_seconds=settings.BALLAST_HOST_SILENT_SECONDS) - {HOST}
+    if not beating:
+        return owner_is_alive_here
+    return lambda owner: owner_is_alive_here(owner) or owner.rsplit(":", 2)[0] in beating
 
 
 class BrokerWatch:
@@ -84,7 +107,8 @@ def recover_once(*, on_start: bool = False) -> list[int]:
 
     Each running step whose lease expired or whose owner process on this host is dead is
     handed back once (a compare-and-set: a second pass, or a second supervisor, finds it
-    pending and does nothing) and keeps its place in the due order. Pending steps whose
+    pending and does nothing), its doorbell rung as soon as that commits (take_back), and
+    keeps its place in the due order. Pending steps whose
     backoff ended or whose hand-off went stale are released. ``on_start``, when a
     cluster died, or when the broker answers again after an outage or a restart
     (:class:`BrokerWatch`): the doorbells the queue may have lost (a dead cluster's
@@ -93,7 +117,8 @@ def recover_once(*, on_start: bool = False) -> list[int]:
     step, so which entries were lost does not matter, and the dead cluster's entries, when
     the broker delivers them again, find nothing due and do nothing.
     """
-    ids = take_back()
+    ids = take_back(ring=True)
+    rung = set(ids)
     dead = recovery_queries.workers_forget_dead(owner_is_dead, silent_seconds=max(STALE_DISPATCH_SECONDS, 10 * settings.BALLAST_RECOVERY_INTERVAL))
     if dead:
         log.warning("cluster(s) %s died: making up the doorbells their queue entries held", dead)
@@ -107,7 +132,7 @@ def recover_once(*, on_start: bool = False) -> list[int]:
         missing = recovery_queries.due_count() - dispatch.queued() - len(ids)
         if missing > 0:
             ids += recovery_queries.due_step_ids(limit=missing, exclude=ids)
-    dispatch.enqueue(ids)
+    dispatch.enqueue([step_id for step_id in ids if step_id not in rung])
     # Each step taken back was logged once by step_recover; a re-dispatch repeats every
     # STALE_DISPATCH_SECONDS for a step nobody claims, so it is a count (INFO only on a
     # cluster start or death), never the ids again.
@@ -234,17 +259,29 @@ class Supervisor(threading.Thread):
         first = True
         interval = settings.BALLAST_RECOVERY_INTERVAL
         next_beat = 0.0
+        failing = False
         while not self.stop_event.is_set():
             try:
                 now = time.monotonic()
                 if now >= next_beat:  # a pass woken by a death does not beat again
-                    recovery_queries.worker_heartbeat(name, HOST, os.getpid(), started)
+                    # The next pass is an interval away even when this beat fails: set
+                    # after the beat, a failing beat (database unreachable, its network
+                    # cut) left next_beat in the past, so the wait below returned at once
+                    # and the thread retried and logged a traceback as fast as
+                    # connections failed.
                     next_beat = now + interval
+                    recovery_queries.worker_heartbeat(name, HOST, os.getpid(), started)
                 recover_once(on_start=first)
                 first = False
                 self.deaths.watch(recovery_queries.pids_to_watch(HOST))
+                if failing:
+                    log.warning("recovery passes succeed again")
+                failing = False
             except Exception:
-                log.exception("recovery pass failed")
+                # One traceback per outage, not one per interval.
+                if not failing:
+                    log.exception("recovery pass failed (retried every %.1fs)", interval)
+                failing = True
                 connections.close_all()
             if self.stop_event.is_set():
                 break

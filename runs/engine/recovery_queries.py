@@ -87,6 +87,11 @@ _SILENT_HOSTS_SQLITE = """
 """
 
 
+# Hosts whose heartbeat is fresh (newer than the silent window) on the database's clock.
+_BEATING_HOSTS_PG = "SELECT host FROM runs_hostheartbeat WHERE beat_at >= statement_timestamp() - make_interval(secs => %(silent)s)"
+_BEATING_HOSTS_SQLITE = "SELECT host FROM runs_hostheartbeat WHERE beat_at >= %(cutoff)s"
+
+
 def _host_params(silent_seconds: float) -> dict[str, Any]:
     if connection.vendor == "postgresql":
         return {"silent": silent_seconds}
@@ -122,6 +127,17 @@ def silent_hosts(me: str, *, silent_seconds: float) -> set[str]:
         return {row[0] for row in cursor.fetchall()}
 
 
+def beating_hosts(*, silent_seconds: float) -> set[str]:
+    """The hosts whose heartbeat is newer than ``silent_seconds`` on the database's clock
+    (their qcluster's main process beats now). Unlike :func:`silent_hosts` it needs no
+    judge: a host with no row, or a stale one, is simply not in it. One query on a table
+    of one row per host."""
+    sql = _BEATING_HOSTS_PG if connection.vendor == "postgresql" else _BEATING_HOSTS_SQLITE
+    with connection.cursor() as cursor:
+        cursor.execute(sql, _host_params(silent_seconds))
+        return {row[0] for row in cursor.fetchall()}
+
+
 def hosts_hold_leases(hosts: set[str]) -> bool:
     """Whether a running step is leased to a worker on one of ``hosts``."""
     if not hosts:
@@ -153,16 +169,20 @@ def steps_leased_to(owners: list[str]) -> list[int]:
 
 
 def live_owner_grace() -> timedelta:
-    """How long past its expiry a lease held by a process that certainly runs on this host
-    is left alone (settings.BALLAST_LIVE_OWNER_GRACE_SECONDS, default 60).
+    """How long past its expiry a lease held by an owner known to be alive is left alone
+    (settings.BALLAST_LIVE_OWNER_GRACE_SECONDS, default 60): a process that certainly runs
+    on this host, or, for recovery's passes, a process of a host whose heartbeat is fresh
+    (runs.engine.recovery.owner_alive_predicate).
 
     Why: a live worker's lease is never stolen (DESIGN.md, Recovery). Its heartbeat can
     be late without the worker being lost: on SQLite it waits up to the busy timeout (20 s)
     for the writer lock, and on a loaded machine a 5 s test lease lapsed that way while
     the step's own commit was waiting too, so the step ran twice inside one live cluster.
     The grace still bounds a process that is alive but hung (django-q2's task timeout
-    kills it in the end); owners on other hosts have no grace: nothing here can tell
-    whether they run."""
+    kills it in the end). An owner on another host gets the grace only while its host
+    beats (database clock): a worker whose step holds the GIL for a minute is late with
+    its lease, its host is not lost; a host cut off, killed or stopped falls silent
+    within BALLAST_HOST_SILENT_SECONDS and gets none, so its steps are taken over then."""
     return timedelta(seconds=float(getattr(settings, "BALLAST_LIVE_OWNER_GRACE_SECONDS", 60)))
 
 

@@ -316,7 +316,9 @@ class Suite:
             log(f"cycle {turn} {kind}: {n} runs, {started}/{self.config.runs}; lost {s['runs_lost']} stuck {s['runs_stuck']} "
                 f"parked {s['steps_parked']} repeats {s['effects_repeated']} committed re-run {s['committed_steps_rerun']} "
                 f"after-commit {s['effects_repeated_after_commit']} 5xx {s['api_5xx']} recovery "
-                f"{[round(r, 2) for r in s['recovery']]} {cycle.detail}")
+                f"{[round(r, 2) for r in s['recovery']]} from start {[round(r, 2) for r in s['recovery_from_start']]} "
+                f"(fault at {datetime.fromtimestamp(cycle.fault_start, UTC).strftime('%H:%M:%S.%f')[:-3]}; "
+                f"interrupted {sorted(st['id'] for st in cycle.interrupted)}) {cycle.detail}")
 
     def ensure_hosts(self, cycle: Cycle | None = None) -> None:
         """Restart any host whose qcluster exited by itself (noted on ``cycle``)."""

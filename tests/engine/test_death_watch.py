@@ -84,3 +84,43 @@ def test_supervisor_takes_a_dead_owners_step_back_within_a_fraction_of_its_inter
         supervisor.join(timeout=10)
     assert not supervisor.is_alive()
     assert run.pk
+
+
+def test_a_failing_pass_waits_its_interval_instead_of_spinning(monkeypatch, settings):
+    # The database unreachable (a cut network): the heartbeat raised before the next beat
+    # was set, so the pass's wait got a timeout of 0 and the thread retried at once,
+    # logging a traceback each time, as fast as connections failed.
+    from django.db import OperationalError
+    from django.utils import timezone
+
+    settings.BALLAST_RECOVERY_INTERVAL = 60.0
+    beats: list[float] = []
+
+    def unreachable(*args: object) -> None:
+        beats.append(time.monotonic())
+        raise OperationalError("connection timeout expired")
+
+    monkeypatch.setattr(recovery.recovery_queries, "worker_heartbeat", unreachable)
+    # No database in this test: the clock too (on PostgreSQL it reads the database's).
+    monkeypatch.setattr(recovery.clock, "now", timezone.now)
+    monkeypatch.setattr(recovery.recovery_queries, "worker_remove", lambda name: None)
+    supervisor = recovery.Supervisor(wait_for_children=False)
+    waits: list[float] = []
+    waited = threading.Event()
+    real_wait = supervisor.deaths.wait
+
+    def wait(timeout: float) -> list[int]:
+        waits.append(timeout)
+        waited.set()
+        return real_wait(timeout)
+
+    monkeypatch.setattr(supervisor.deaths, "wait", wait)
+    supervisor.start()
+    try:
+        assert waited.wait(30), "the supervisor never waited after its failed pass"
+    finally:
+        supervisor.stop()
+        supervisor.join(timeout=10)
+    assert not supervisor.is_alive()
+    assert len(beats) == 1
+    assert waits[0] > 50, waits  # the interval (60 s) less the pass's time, not 0

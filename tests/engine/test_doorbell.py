@@ -137,6 +137,26 @@ def test_a_dead_workers_steps_are_handed_back_once_each_and_first_in_line(settin
     assert all(Step.objects.get(run=run, node_id="start").status == "pending" for run in others)
 
 
+def test_a_taken_back_steps_doorbell_rings_before_the_rest_of_the_pass(monkeypatch):
+    # A cut host's backend can hold row locks the rest of a pass waits on (the re-dispatch
+    # scan's updates): the step taken over must not wait behind them for its doorbell.
+    from django.db import OperationalError
+
+    from runs.engine import recovery, recovery_queries
+
+    _run, pay = run_at_pay()
+    assert engine.step_claim(pay.pk, dead_owner()) is not None
+
+    def stuck(**kwargs: object) -> list[int]:
+        raise OperationalError("canceling statement due to lock timeout")
+
+    monkeypatch.setattr(recovery_queries, "due_pending_steps", stuck)
+    with engine.local_mode() as queue, pytest.raises(OperationalError):
+        recovery.recover_once()
+    assert list(queue) == [pay.pk]
+    assert Step.objects.get(pk=pay.pk).status == "pending"
+
+
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="SKIP LOCKED: PostgreSQL")
 def test_concurrent_claims_skip_each_others_rows():
     """Two claimers in two connections at once take two different steps (SKIP LOCKED), the

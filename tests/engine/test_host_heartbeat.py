@@ -82,6 +82,26 @@ def test_a_live_lease_of_a_silent_host_is_taken_back_and_of_a_beating_host_is_no
     assert Step.objects.get(pk=step.pk).status == StepStatus.PENDING
 
 
+@override_settings(BALLAST_HOST_SILENT_SECONDS=WINDOW, BALLAST_LIVE_OWNER_GRACE_SECONDS=60)
+def test_a_lapsed_lease_gets_the_live_owner_grace_only_while_its_host_beats():
+    # A step holding its worker's GIL lets its lease lapse while the host's main process
+    # beats on: late, not lost. A cut host stops beating: no grace, taken over at once.
+    _run, step = run_at_pay()
+    _lease_to(step, f"{OTHER}:4242:1", expires_in=-5)
+    _rows(**{HOST: (0.1, 60), OTHER: (0.2, 60)})
+    assert recovery.take_back() == []
+    assert Step.objects.get(pk=step.pk).status == StepStatus.RUNNING
+    _lease_to(step, f"{OTHER}:4242:1", expires_in=-61)  # the grace is over: a hung owner loses it
+    assert recovery.take_back() == [step.pk]
+    _lease_to(step, f"{OTHER}:4242:1", expires_in=-5)
+    _rows(**{OTHER: (WINDOW + 0.5, 60)})  # its host fell silent (its network cut)
+    assert recovery.take_back() == [step.pk]
+    HostHeartbeat.objects.filter(host=OTHER).delete()  # no heartbeat at all: its lease rules
+    _lease_to(step, f"{OTHER}:4242:1", expires_in=-5)
+    assert recovery.take_back() == [step.pk]
+    assert Step.objects.get(pk=step.pk).status == StepStatus.PENDING
+
+
 @override_settings(BALLAST_HOST_SILENT_SECONDS=WINDOW)
 def test_the_beat_thread_wakes_recovery_for_a_silent_host_holding_a_lease():
     _run, step = run_at_pay()
