@@ -13,6 +13,7 @@ from accounts.policy import can_decide, decider_q
 from approvals.models import ApprovalRequest, ApprovalStatus, principals_text
 from approvals.nodes import APPROVED, REJECTED, ApprovalNode
 from audit.chain import audit
+from core.errors import ConflictError, ForbiddenError, ServiceError
 from runs.engine import api as engine
 from runs.engine.api import compiled_graph
 from runs.models import Run
@@ -23,24 +24,30 @@ GATE_DECISIONS = {"approve", "reject"}
 RECOVERY_DECISIONS = {"retry", "skip", "fail"}
 
 
-class ApprovalError(Exception):
+class ApprovalError(ServiceError):
     """Base of approval errors; ``code`` is a short machine name."""
 
     code = "approval_error"
 
 
-class AlreadyDecided(ApprovalError):
-    """The request was decided before (deciding twice is an error, not a second resume)."""
+class AlreadyDecided(ApprovalError, ConflictError):
+    """The request was decided before (deciding twice is an error, not a second resume):
+    409 with who decided it, when, and how."""
 
     code = "already_decided"
 
     def __init__(self, request: ApprovalRequest):
         who = request.decided_by_name or "someone"
-        super().__init__(f"approval {request.pk} was already {request.status} by {who} at {request.decided_at:%Y-%m-%d %H:%M:%S}")
+        super().__init__(
+            f"approval {request.pk} was already {request.status} by {who} at {request.decided_at:%Y-%m-%d %H:%M:%S}",
+            decided_by=request.decided_by_name or None,
+            decided_at=request.decided_at.isoformat() if request.decided_at else None,
+            status=request.status,
+        )
         self.request = request
 
 
-class Changed(ApprovalError):
+class Changed(ApprovalError, ConflictError):
     """The request is not what the decider was shown, or not theirs to act on now (409):
     ``code`` is ``changed`` (its version moved on: ``last_change`` says how),
     ``action_changed`` (what approving would do is different now), ``claimed`` (someone
@@ -48,14 +55,14 @@ class Changed(ApprovalError):
     where known. Nothing is decided."""
 
     def __init__(self, code: str, message: str, *, by: str | None = None, at: Any = None, version: str | None = None):
-        super().__init__(message)
+        super().__init__(message, by=by, at=at.isoformat() if at else None, version=version)
         self.code = code
         self.by = by
         self.at = at
         self.version = version
 
 
-class NotAllowed(ApprovalError):
+class NotAllowed(ApprovalError, ForbiddenError):
     """This user may not decide this request."""
 
     code = "not_allowed"
@@ -68,7 +75,7 @@ class BadDecision(ApprovalError):
     code = "bad_decision"
 
     def __init__(self, message: str, *, field: str = "decision"):
-        super().__init__(message)
+        super().__init__(message, fields={field: [message]})
         self.field = field
 
 

@@ -10,22 +10,30 @@ from django.db.models import F
 from django.utils import timezone
 
 from audit.chain import audit
+from core.errors import ServiceError
 from graphs.models import Graph, GraphVersion
 from graphs.spec import GraphSpec, content_hash
 
 
-class GraphInvalid(ValueError):
+class GraphInvalid(ServiceError, ValueError):
     """The spec failed validation; ``issues`` holds the structured errors (LocatedIssue
     objects) and ``fields`` the same as API field errors, each message under its issue's
     path from the spec root (``{"nodes[2].config.set.total": [messages]}``; ``spec`` for
     the document as a whole): the path style of every Ballast error."""
 
+    code = "graph_invalid"
+
     def __init__(self, issues: list[Any]):
-        super().__init__("; ".join(str(i) for i in issues[:10]))
-        self.issues = issues
-        self.fields: dict[str, list[str]] = {}
+        fields: dict[str, list[str]] = {}
         for issue in issues:
-            self.fields.setdefault(getattr(issue, "path", "") or issue.field or "spec", []).append(issue.message)
+            fields.setdefault(getattr(issue, "path", "") or issue.field or "spec", []).append(issue.message)
+        super().__init__(
+            "; ".join(str(i) for i in issues[:10]),
+            message="The graph spec is not valid.",
+            fields=fields,
+            issues=[i.as_dict() for i in issues],
+        )
+        self.issues = issues
 
 
 class DraftConflict(Exception):
