@@ -8,8 +8,9 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from runs.expressions import ExpressionError
-from runs.nodes.base import DueOutcome, Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult, Wait
+from runs.nodes.base import DueOutcome, Issue, NodeConfig, NodeContext, NodeKind, NodeResult, Wait
 from runs.nodes.shared import STATE_KEY_PATTERN, check_template, expression_names
+from runs.vocabulary import NodeError
 
 # _lazy_imports_note: jsonschema (about 0.2 s of CPU) and Jinja2 (0.1 s) are imported
 # where they are used, not here: every worker imports this module at start (the approvals

@@ -5,7 +5,7 @@ Every error response has one shape::
     {"error": {"code": "invalid", "message": "Invalid input.", "fields": {"input.items[0].x": ["..."]}, ...}}
 
 ``fields`` maps a field path (keys joined by dots, list positions in brackets, as
-``runs.nodes.base.field_path`` writes them; ``nodes[2].config.x`` for a graph's node) to
+``core.fields.field_path`` writes them; ``nodes[2].config.x`` for a graph's node) to
 its messages (empty when no field is at fault); some codes add keys (``issues`` for graph
 validation, ``decided_by`` for an approval decided before).
 Service errors (``core.errors.ServiceError``: each carries its status, code, message, fields
@@ -34,7 +34,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from audit.principals import reset_principal, set_principal
 from core.errors import ServiceError
-from runs.nodes.base import field_path
+from core.fields import field_path
 
 log = logging.getLogger("ballast.api")
 
@@ -67,7 +67,7 @@ def bad_request(code: str, message: str, fields: dict[str, list[str]] | None = N
 
 def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     """DRF's nested error detail as ``{"a.b[0].c": ["message", ...]}`` (the field path
-    style of every Ballast error: ``runs.nodes.base.field_path``)."""
+    style of every Ballast error: ``core.fields.field_path``)."""
     out: dict[str, list[str]] = {}
     if isinstance(detail, dict):
         for key, value in detail.items():

@@ -9,9 +9,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.fields import field_path
 from graphs.models import Graph, GraphVersion
 from runs import values
-from runs.nodes.base import field_path
 from runs.values import non_finite_locations, non_finite_message
 
 

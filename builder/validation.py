@@ -88,12 +88,13 @@ from typing import Any
 from django.conf import settings
 from pydantic import ValidationError
 
+from core.fields import field_path
 from graphs.spec import EdgeSpec, GraphSpec, NodeSpec, content_hash, spec_json_schema
 from graphs.topology import Topology
 from runs import schemas
 from runs.expressions import FUNCTION_NAMES
 from runs.nodes import UnknownNodeKind, all_kinds, get_kind
-from runs.nodes.base import Issue, NodeConfig, NodeKind, field_path
+from runs.nodes.base import Issue, NodeConfig, NodeKind
 from runs.nodes.shared import INPUT_KEY_PREFIX, INPUT_KEYS_MARK, unknown_variable_message
 from runs.values import non_finite_locations, non_finite_message
 

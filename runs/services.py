@@ -15,11 +15,11 @@ from django.conf import settings
 from django.db import IntegrityError
 
 from core.errors import ServiceError
+from core.fields import field_path
 from graphs.models import GraphVersion
 from runs import schemas, values
 from runs.engine import api as engine
 from runs.models import Run
-from runs.nodes.base import field_path
 
 
 class RunInputInvalid(ServiceError, ValueError):

@@ -23,8 +23,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from runs.nodes.base import NodeError, StepCancelled, Usage, field_path
+from core.fields import field_path
 from runs.retry_after import parse_retry_after
+from runs.vocabulary import NodeError, StepCancelled, Usage
 
 Role = Literal["system", "user", "assistant", "tool"]
 

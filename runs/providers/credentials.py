@@ -42,10 +42,10 @@ from django.db import transaction
 from django.dispatch import receiver
 
 from runs.models import ProviderCredential, ProviderKind
-from runs.nodes.base import NodeError
 from runs.providers.anthropic_provider import AnthropicProvider
 from runs.providers.base import LLMProvider, LLMRequest, Message, ProviderError, SDKProvider, redact
 from runs.providers.openai_provider import OpenAIProvider
+from runs.vocabulary import NodeError
 
 log = logging.getLogger("ballast.providers")
 

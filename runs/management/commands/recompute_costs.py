@@ -14,9 +14,9 @@ from audit.chain import audit
 from runs.engine.api import run_cost_adjust
 from runs.formatting import format_usd
 from runs.models import AttemptStatus, Run, Step, StepAttempt
-from runs.nodes.base import Usage
 from runs.providers import UnknownProvider, get_provider
 from runs.providers.base import LLMProvider
+from runs.vocabulary import Usage
 
 ACTOR = "recompute_costs"
 # Decimal places of the cost columns: a cost that rounds to what is stored is unchanged.
