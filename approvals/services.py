@@ -9,9 +9,11 @@ from django.db.models.signals import post_save
 from django.dispatch import receiver
 from django.utils import timezone
 
-from accounts.policy import can_decide, decider_q
+from accounts.policy import can_decide, can_reassign, decider_q
+from accounts.roles import is_admin
 from approvals.models import ApprovalRequest, ApprovalStatus, principals_text
-from approvals.nodes import APPROVED, REJECTED, ApprovalNode
+from approvals.nodes import APPROVED, REJECTED, ApprovalNode, edit_errors
+from approvals.notify import notify_on_commit
 from audit.chain import audit
 from core.errors import ConflictError, ForbiddenError, ServiceError
 from runs.engine import api as engine
@@ -122,6 +124,8 @@ def _when(at: Any) -> str:
 def _check_current(request: ApprovalRequest, user: Any, version: str | None) -> None:
     """Refuse (AlreadyDecided, Changed) a decision on a request that moved on from what the
     decider was shown (``version``: the token they were shown; None = trusted, current)."""
+    # Not at import: approvals.preview loads Jinja2, which a worker's start must not
+    # (approvals.nodes: _lazy_imports_note).
     from approvals.preview import action_digest
 
     if request.status != ApprovalStatus.PENDING:
@@ -183,8 +187,7 @@ def approval_decide(
     not know, holds a value JSON cannot carry, or would pass the state size limit
     (nothing is recorded then).
     """
-    from approvals.nodes import edit_errors
-    from approvals.preview import gate_config
+    from approvals.preview import gate_config  # not at import: it loads Jinja2 (_check_current)
 
     name = actor or (user.get_username() if user is not None else "system")
     if "\x00" in comment:
@@ -316,8 +319,6 @@ def approval_claim_many(*, approval_ids: list[int], user: Any) -> dict[str, Any]
 def approval_hand_back(*, approval_id: int, user: Any) -> ApprovalRequest:
     """Give a claimed request back to everyone who may decide it (its claimer, or an
     admin). Raises NotAllowed, AlreadyDecided, Changed (``not_claimed``)."""
-    from accounts.roles import is_admin
-
     name = user.get_username()
     with transaction.atomic():
         request = _lock(approval_id, run_lock=False)
@@ -342,9 +343,6 @@ def approval_reassign(
     or not exactly one of them given)."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
-
-    from accounts.policy import can_reassign
-    from approvals.notify import notify_on_commit
 
     if (to_user is None) == (to_group is None):
         raise BadDecision("give exactly one of to_user or to_group", field="to_user")
@@ -429,8 +427,6 @@ def recovery_request_create(*, run: Any, step: Any, reason: str) -> ApprovalRequ
 def _email_approvers_of_new_gate(sender: Any, instance: ApprovalRequest, created: bool, **kwargs: Any) -> None:
     # A gate's approvers hear of it once the commit that asked them lands.
     if created and instance.purpose == "gate":
-        from approvals.notify import notify_on_commit
-
         notify_on_commit(instance)
 
 

@@ -32,6 +32,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from accounts.models import ApiToken
 from audit.principals import reset_principal, set_principal
 from core.errors import ServiceError
 from core.fields import field_path
@@ -269,7 +270,6 @@ class ApiView(APIView):
             if isinstance(value, int) and not 0 <= value <= MAX_ID:
                 raise exceptions.NotFound()
         super().initial(request, *args, **kwargs)
-        from accounts.models import ApiToken
 
         if isinstance(request.auth, ApiToken):
             set_principal("token", token=request.auth.prefix)

@@ -9,9 +9,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from builder.validation import validation_report
 from core.fields import field_path
 from graphs.models import Graph, GraphVersion
 from runs import values
+from runs.models import Run
 from runs.values import non_finite_locations, non_finite_message
 
 
@@ -227,7 +229,6 @@ class GraphListOutput(serializers.Serializer):
     def get_run_count(self, obj: Graph) -> int:
         if hasattr(obj, "run_count"):  # annotated by builder.selectors.graph_list
             return int(obj.run_count)
-        from runs.models import Run
 
         return Run.objects.filter(graph_version__graph=obj).count()
 
@@ -273,8 +274,6 @@ class GraphDetailOutput(GraphListOutput):
 
     @extend_schema_field(ValidationOutput)
     def get_validation(self, obj: Graph) -> dict[str, Any]:
-        from builder.validation import validation_report
-
         return validation_report(obj.draft)
 
 

@@ -10,6 +10,7 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Not at import: Django imports an app's config before any app's models are ready.
         from audit.chain import register_scope_lock
         from runs.engine.api import is_cluster_main_process, run_lock_for_audit, start_supervisor
 

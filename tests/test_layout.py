@@ -1,0 +1,15 @@
+"""The code's structure as the issue that shaped it fixed it (issue 22): few function-level
+imports of project modules, each saying why."""
+from __future__ import annotations
+
+from tests.support.layout import local_imports
+
+# Outside runs/engine/ (its own issue's): app configs' ready(), modules DRF's settings
+# import before the app registry is ready, and imports kept out of a worker's start.
+MAX_LOCAL_IMPORTS = 15
+
+
+def test_function_level_imports_of_project_modules_are_few_and_say_why() -> None:
+    imports = local_imports()
+    assert len(imports) <= MAX_LOCAL_IMPORTS, [f"{i.path}:{i.line}" for i in imports]
+    assert [f"{i.path}:{i.line} {i.module}" for i in imports if not i.commented] == []
