@@ -44,11 +44,11 @@ from builder.serializers import (
     VersionDiffInput,
     VersionDiffOutput,
     VersionListOutput,
-    has_nul,
 )
 from builder.validation import check_source, validation_report
 from graphs.models import Graph
 from runs.models import Step
+from runs.serializer_fields import has_nul
 
 TAG = ["graphs"]
 NAME_TAKEN = OpenApiResponse(ERROR_BODY, description="Another graph has this name.")

@@ -88,11 +88,11 @@ from typing import Any
 from django.conf import settings
 from pydantic import ValidationError
 
-from builder.estimate import estimate_by_node, estimate_spec
 from core.fields import field_path
 from graphs.spec import EdgeSpec, GraphSpec, NodeSpec, content_hash, spec_json_schema
 from graphs.topology import Topology
 from runs import schemas
+from runs.estimate import estimate_by_node, estimate_spec
 from runs.expressions import FUNCTION_NAMES, ExpressionError, parse_expression
 from runs.nodes import UnknownNodeKind, all_kinds, get_kind
 from runs.nodes.base import Issue, NodeConfig, NodeKind
@@ -956,7 +956,7 @@ def check_source(kind: str, source: str, state_keys: Iterable[str] | None = None
 def validation_report(data: Any) -> dict[str, Any]:
     """What the builder shows for a spec (the API's validation response): ``{"valid",
     "errors", "warnings"}`` as :meth:`ValidationResult.as_dict`, plus ``handles`` (node
-    id -> :func:`node_handles`), ``estimate`` (``builder.estimate.estimate_by_node``;
+    id -> :func:`node_handles`), ``estimate`` (``runs.estimate.estimate_by_node``;
     None when the document did not parse) and ``content_hash`` (what a publish of this
     spec would store, so the builder can tell whether its draft is the published version;
     None when the spec is invalid). Never raises for a bad spec."""

@@ -65,8 +65,24 @@ def local_imports(*, skip_engine: bool = True) -> list[LocalImport]:
     return sorted(set(found), key=lambda i: (i.path, i.line))
 
 
+def mutual_pairs() -> set[tuple[str, str]]:
+    """Pairs of project packages that import each other (a module of either imports a
+    module of the other), each as a sorted tuple."""
+    import grimp  # import-linter's graph builder; only this check needs it
+
+    graph = grimp.build_graph(*PROJECT)
+    edges = {
+        (a, b)
+        for a in PROJECT
+        for b in PROJECT
+        if a != b and graph.direct_import_exists(importer=a, imported=b, as_packages=True)
+    }
+    return {(a, b) for a, b in edges if (b, a) in edges and a < b}
+
+
 if __name__ == "__main__":
     imports = local_imports()
     for item in imports:
         print(f"{item.path}:{item.line}: {item.module}{'' if item.commented else '  (no comment)'}")
+    print("package pairs importing each other:", sorted(mutual_pairs()))
     print(len(imports), "function-level imports of project modules outside runs/engine/,", sum(not i.commented for i in imports), "without a comment")
