@@ -16,6 +16,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY ballast ballast
+COPY core core
 COPY graphs graphs
 COPY audit audit
 COPY accounts accounts

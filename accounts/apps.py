@@ -23,8 +23,6 @@ class AccountsConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
-        from accounts import alerts  # noqa: F401  (connects the run alert receivers: runs fail and park in workers too)
-
         if not getattr(settings, "BALLAST_WORKER_PROCESS", False):
             # Sign-ins happen only in the web process; a worker keeps DRF out of its imports.
             from accounts import authentication  # noqa: F401  (connects the login-failure audit receivers)

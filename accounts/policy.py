@@ -31,6 +31,7 @@ from django.db.models import Exists, OuterRef, Q
 
 from accounts.roles import APPROVERS, BUILDERS, OPERATORS, has_role, is_admin
 from audit.chain import audit_in
+from core.errors import ForbiddenError, NotFoundError
 
 NOTHING = Q(pk__in=[])
 
@@ -161,12 +162,12 @@ def audit_denied(user: Any, obj: Any, *, action: str, status: int, **data: Any) 
     audit_in(scope, name, "access.denied", obj, denied=action, status=status, **data)
 
 
-class RunHidden(Exception):
+class RunHidden(NotFoundError):
     """The user may not read this run (or its step, events, approval): answered as 404,
     so a run's existence is not revealed. Audited before it is raised."""
 
 
-class ActionNotAllowed(Exception):
+class ActionNotAllowed(ForbiddenError):
     """The user may read the run but not take this action on it: answered as 403.
     Audited before it is raised."""
 

@@ -1,4 +1,4 @@
-"""Throttles: API requests per token (or session user), failed token authentications per address and per token prefix, and the sign-in lockout page.
+"""Throttles: API requests per token (or session user), failed token authentications per address and per token prefix, and the sign-in lockout backend.
 
 Every counter lives in Django's default cache (``CACHES``: a table in the project's
 database, or Redis), so every web process sees the same counts. Counters are fixed
@@ -18,8 +18,8 @@ process logs the outage once when it begins and once when Redis answers again
 (:class:`_Counters`).
 
 Failed password sign-ins are django-axes's (settings ``AXES_*``); this module only
-gives it the client address (:func:`client_address`) and the lockout page
-(:func:`lockout_response`).
+gives it the client address (:func:`client_address`); the lockout page is
+``ballast.pages.lockout_response`` (it has the sign-in page's look).
 """
 from __future__ import annotations
 
@@ -33,8 +33,7 @@ from axes.backends import AxesStandaloneBackend
 from django.conf import settings
 from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
-from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
+from django.http import HttpRequest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework import exceptions
@@ -44,7 +43,6 @@ __all__ = [
     "ApiRateThrottle",
     "SignInLockoutBackend",
     "client_address",
-    "lockout_response",
     "token_failure_blocked",
     "token_failure_record",
 ]
@@ -150,6 +148,7 @@ class ApiRateThrottle(BaseThrottle):
         self._wait: float | None = None
 
     def allow_request(self, request: Any, view: Any) -> bool:
+        # Not at import: DRF's settings import this module before the app registry is ready.
         from accounts.models import ApiToken
 
         if isinstance(request.auth, ApiToken):
@@ -225,26 +224,8 @@ def token_throttled(wait: int) -> exceptions.Throttled:
 
 
 # --------------------------------------------------------------------------- sign-in lockout
-
-
-def lockout_response(request: HttpRequest, original_response: HttpResponse | None = None, credentials: dict | None = None) -> HttpResponse:
-    """django-axes's lockout answer (``AXES_LOCKOUT_CALLABLE``): the sign-in page's
-    look with why and for how long, status 429 and ``Retry-After`` (the cool-off in
-    seconds)."""
-    from ballast.pages import page_context
-
-    minutes = float(settings.AXES_COOLOFF_TIME) * 60
-    seconds = max(1, math.ceil(minutes * 60))
-    title = "Sign-in locked"
-    context = {
-        "page_context": page_context(request, "", title=title),
-        "title": title,
-        "failure_limit": settings.AXES_FAILURE_LIMIT,
-        "minutes": max(1, math.ceil(minutes)),
-    }
-    response = TemplateResponse(request, "registration/locked_out.html", context, status=429)
-    response["Retry-After"] = str(seconds)
-    return response.render()
+# The lockout page itself is ballast.pages.lockout_response (AXES_LOCKOUT_CALLABLE): it has
+# the sign-in page's look, which is the project's, above this app.
 
 
 class SignInLockoutBackend(AxesStandaloneBackend):

@@ -7,9 +7,12 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from approvals.models import ApprovalRequest, ApprovalStatus, principals_text
+from approvals.notify import notify_on_commit
 from runs.expressions import ExpressionError
-from runs.nodes.base import DueOutcome, Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult, Wait
+from runs.nodes.base import DueOutcome, Issue, NodeConfig, NodeContext, NodeKind, NodeResult, Wait
 from runs.nodes.shared import STATE_KEY_PATTERN, check_template, expression_names
+from runs.vocabulary import NodeError
 
 # _lazy_imports_note: jsonschema (about 0.2 s of CPU) and Jinja2 (0.1 s) are imported
 # where they are used, not here: every worker imports this module at start (the approvals
@@ -154,8 +157,6 @@ class ApprovalNode(NodeKind[ApprovalConfig]):
         return NodeResult(output={"prompt": prompt}, wait=Wait("approval", payload, due_seconds=due))
 
     def on_wait(self, *, run: Any, step: Any, wait: Wait) -> None:
-        from approvals.models import ApprovalRequest
-
         ApprovalRequest.objects.create(
             run_id=run.pk,
             step_id=step.pk,
@@ -179,9 +180,6 @@ class ApprovalNode(NodeKind[ApprovalConfig]):
         ``escalate_to_user`` or ``escalate_to_group`` (claim cleared, version bumped, the
         new approvers emailed after commit). ``notify``: everyone who may decide it is
         emailed again. Returns None when no pending request is left (nothing to do)."""
-        from approvals.models import ApprovalRequest, ApprovalStatus, principals_text
-        from approvals.notify import notify_on_commit
-
         request = ApprovalRequest.objects.select_for_update().filter(step_id=step.pk, purpose="gate", status=ApprovalStatus.PENDING).first()
         if request is None:
             return None

@@ -9,10 +9,13 @@ from django.db.models.signals import post_save
 from django.dispatch import receiver
 from django.utils import timezone
 
-from accounts.policy import can_decide, decider_q
+from accounts.policy import can_decide, can_reassign, decider_q
+from accounts.roles import is_admin
 from approvals.models import ApprovalRequest, ApprovalStatus, principals_text
-from approvals.nodes import APPROVED, REJECTED, ApprovalNode
+from approvals.nodes import APPROVED, REJECTED, ApprovalNode, edit_errors
+from approvals.notify import notify_on_commit
 from audit.chain import audit
+from core.errors import ConflictError, ForbiddenError, ServiceError
 from runs.engine import api as engine
 from runs.engine.api import compiled_graph
 from runs.models import Run
@@ -23,24 +26,30 @@ GATE_DECISIONS = {"approve", "reject"}
 RECOVERY_DECISIONS = {"retry", "skip", "fail"}
 
 
-class ApprovalError(Exception):
+class ApprovalError(ServiceError):
     """Base of approval errors; ``code`` is a short machine name."""
 
     code = "approval_error"
 
 
-class AlreadyDecided(ApprovalError):
-    """The request was decided before (deciding twice is an error, not a second resume)."""
+class AlreadyDecided(ApprovalError, ConflictError):
+    """The request was decided before (deciding twice is an error, not a second resume):
+    409 with who decided it, when, and how."""
 
     code = "already_decided"
 
     def __init__(self, request: ApprovalRequest):
         who = request.decided_by_name or "someone"
-        super().__init__(f"approval {request.pk} was already {request.status} by {who} at {request.decided_at:%Y-%m-%d %H:%M:%S}")
+        super().__init__(
+            f"approval {request.pk} was already {request.status} by {who} at {request.decided_at:%Y-%m-%d %H:%M:%S}",
+            decided_by=request.decided_by_name or None,
+            decided_at=request.decided_at.isoformat() if request.decided_at else None,
+            status=request.status,
+        )
         self.request = request
 
 
-class Changed(ApprovalError):
+class Changed(ApprovalError, ConflictError):
     """The request is not what the decider was shown, or not theirs to act on now (409):
     ``code`` is ``changed`` (its version moved on: ``last_change`` says how),
     ``action_changed`` (what approving would do is different now), ``claimed`` (someone
@@ -48,14 +57,14 @@ class Changed(ApprovalError):
     where known. Nothing is decided."""
 
     def __init__(self, code: str, message: str, *, by: str | None = None, at: Any = None, version: str | None = None):
-        super().__init__(message)
+        super().__init__(message, by=by, at=at.isoformat() if at else None, version=version)
         self.code = code
         self.by = by
         self.at = at
         self.version = version
 
 
-class NotAllowed(ApprovalError):
+class NotAllowed(ApprovalError, ForbiddenError):
     """This user may not decide this request."""
 
     code = "not_allowed"
@@ -68,7 +77,7 @@ class BadDecision(ApprovalError):
     code = "bad_decision"
 
     def __init__(self, message: str, *, field: str = "decision"):
-        super().__init__(message)
+        super().__init__(message, fields={field: [message]})
         self.field = field
 
 
@@ -115,6 +124,8 @@ def _when(at: Any) -> str:
 def _check_current(request: ApprovalRequest, user: Any, version: str | None) -> None:
     """Refuse (AlreadyDecided, Changed) a decision on a request that moved on from what the
     decider was shown (``version``: the token they were shown; None = trusted, current)."""
+    # Not at import: approvals.preview loads Jinja2, which a worker's start must not
+    # (approvals.nodes: _lazy_imports_note).
     from approvals.preview import action_digest
 
     if request.status != ApprovalStatus.PENDING:
@@ -176,8 +187,7 @@ def approval_decide(
     not know, holds a value JSON cannot carry, or would pass the state size limit
     (nothing is recorded then).
     """
-    from approvals.nodes import edit_errors
-    from approvals.preview import gate_config
+    from approvals.preview import gate_config  # not at import: it loads Jinja2 (_check_current)
 
     name = actor or (user.get_username() if user is not None else "system")
     if "\x00" in comment:
@@ -309,8 +319,6 @@ def approval_claim_many(*, approval_ids: list[int], user: Any) -> dict[str, Any]
 def approval_hand_back(*, approval_id: int, user: Any) -> ApprovalRequest:
     """Give a claimed request back to everyone who may decide it (its claimer, or an
     admin). Raises NotAllowed, AlreadyDecided, Changed (``not_claimed``)."""
-    from accounts.roles import is_admin
-
     name = user.get_username()
     with transaction.atomic():
         request = _lock(approval_id, run_lock=False)
@@ -335,9 +343,6 @@ def approval_reassign(
     or not exactly one of them given)."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
-
-    from accounts.policy import can_reassign
-    from approvals.notify import notify_on_commit
 
     if (to_user is None) == (to_group is None):
         raise BadDecision("give exactly one of to_user or to_group", field="to_user")
@@ -422,8 +427,6 @@ def recovery_request_create(*, run: Any, step: Any, reason: str) -> ApprovalRequ
 def _email_approvers_of_new_gate(sender: Any, instance: ApprovalRequest, created: bool, **kwargs: Any) -> None:
     # A gate's approvers hear of it once the commit that asked them lands.
     if created and instance.purpose == "gate":
-        from approvals.notify import notify_on_commit
-
         notify_on_commit(instance)
 
 

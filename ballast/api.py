@@ -5,10 +5,11 @@ Every error response has one shape::
     {"error": {"code": "invalid", "message": "Invalid input.", "fields": {"input.items[0].x": ["..."]}, ...}}
 
 ``fields`` maps a field path (keys joined by dots, list positions in brackets, as
-``runs.nodes.base.field_path`` writes them; ``nodes[2].config.x`` for a graph's node) to
+``core.fields.field_path`` writes them; ``nodes[2].config.x`` for a graph's node) to
 its messages (empty when no field is at fault); some codes add keys (``issues`` for graph
 validation, ``decided_by`` for an approval decided before).
-Domain exceptions of the services are translated here, so views only call services.
+Service errors (``core.errors.ServiceError``: each carries its status, code, message, fields
+and extra keys) are translated here, so views only call services.
 """
 from __future__ import annotations
 
@@ -31,8 +32,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from accounts.models import ApiToken
 from audit.principals import reset_principal, set_principal
-from runs.nodes.base import field_path
+from core.errors import ServiceError
+from core.fields import field_path
 
 log = logging.getLogger("ballast.api")
 
@@ -65,7 +68,7 @@ def bad_request(code: str, message: str, fields: dict[str, list[str]] | None = N
 
 def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     """DRF's nested error detail as ``{"a.b[0].c": ["message", ...]}`` (the field path
-    style of every Ballast error: ``runs.nodes.base.field_path``)."""
+    style of every Ballast error: ``core.fields.field_path``)."""
     out: dict[str, list[str]] = {}
     if isinstance(detail, dict):
         for key, value in detail.items():
@@ -85,47 +88,11 @@ def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
 
 def _translate(exc: Exception) -> Exception:
     """Map service exceptions to API errors (anything unknown stays as it is)."""
-    from accounts.policy import ActionNotAllowed, RunHidden
-    from approvals.services import AlreadyDecided, BadDecision, Changed, NotAllowed
-    from builder.services import GraphInvalid
-    from runs.engine.api import RunNotFound, StateWriteRefused, StepStateError, TestRunRefused, VersionUnrunnable
-    from runs.services import RunInputInvalid
-
-    if isinstance(exc, GraphInvalid):
-        return bad_request("graph_invalid", "The graph spec is not valid.", exc.fields, issues=[i.as_dict() for i in exc.issues])
-    if isinstance(exc, RunInputInvalid):
-        fields: dict[str, list[str]] = {}
-        for err in exc.errors:
-            fields.setdefault(err["field"], []).append(err["message"])
-        return bad_request("input_invalid", "The run input does not match the graph's input schema.", fields)
-    if isinstance(exc, AlreadyDecided):
-        req = exc.request
-        return conflict(
-            "already_decided",
-            str(exc),
-            decided_by=req.decided_by_name or None,
-            decided_at=req.decided_at.isoformat() if req.decided_at else None,
-            status=req.status,
-        )
-    if isinstance(exc, Changed):
-        return conflict(exc.code, str(exc), by=exc.by, at=exc.at.isoformat() if exc.at else None, version=exc.version)
-    if isinstance(exc, RunHidden):
-        return exceptions.NotFound()
-    if isinstance(exc, (NotAllowed, ActionNotAllowed)):
-        return ApiError(status.HTTP_403_FORBIDDEN, "not_allowed", str(exc))
-    if isinstance(exc, BadDecision):
-        return bad_request("bad_decision", str(exc), {exc.field: [str(exc)]})
-    if isinstance(exc, StateWriteRefused):
-        # A skip's output, a fork's patch or a test run's state that cannot be stored.
-        return bad_request(exc.code, exc.message, exc.fields, **({"details": exc.details} if exc.details else {}))
-    if isinstance(exc, TestRunRefused):
-        return conflict("test_run", str(exc))
-    if isinstance(exc, VersionUnrunnable):
-        # A version stored before a bound it breaks: refused before any row is written.
-        return bad_request(exc.code, exc.message, exc.fields)
-    if isinstance(exc, StepStateError):
-        return conflict("invalid_state", str(exc))
-    if isinstance(exc, (RunNotFound, ObjectDoesNotExist)):
+    if isinstance(exc, ServiceError):
+        # Every app's service errors carry their own answer (core.errors), so this module
+        # knows no app. An APIException, so DRF's handler marks the transaction for rollback.
+        return ApiError(exc.status_code, exc.code, exc.message, exc.fields, **exc.extra)
+    if isinstance(exc, ObjectDoesNotExist):
         return exceptions.NotFound()
     if isinstance(exc, ProtectedError):
         return conflict("protected", "Still in use: runs are pinned to this object's versions; it cannot be deleted.")
@@ -303,7 +270,6 @@ class ApiView(APIView):
             if isinstance(value, int) and not 0 <= value <= MAX_ID:
                 raise exceptions.NotFound()
         super().initial(request, *args, **kwargs)
-        from accounts.models import ApiToken
 
         if isinstance(request.auth, ApiToken):
             set_principal("token", token=request.auth.prefix)

@@ -1,11 +1,14 @@
 """Renders a browser-app page: one template, the page's context as one JSON script tag, the Vite bundle."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import render
+from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from accounts.policy import may_operate_some_graph
@@ -80,3 +83,21 @@ def render_page(request: HttpRequest, page: str, *, title: str, props: dict[str,
     """
     context = page_context(request, page, title=title, props=props)
     return render(request, "app.html", {"page_context": context, "title": title}, status=status)
+
+
+def lockout_response(request: HttpRequest, original_response: HttpResponse | None = None, credentials: dict | None = None) -> HttpResponse:
+    """django-axes's lockout answer (``AXES_LOCKOUT_CALLABLE``): the sign-in page's
+    look with why and for how long, status 429 and ``Retry-After`` (the cool-off in
+    seconds)."""
+    minutes = float(settings.AXES_COOLOFF_TIME) * 60
+    seconds = max(1, math.ceil(minutes * 60))
+    title = "Sign-in locked"
+    context = {
+        "page_context": page_context(request, "", title=title),
+        "title": title,
+        "failure_limit": settings.AXES_FAILURE_LIMIT,
+        "minutes": max(1, math.ceil(minutes)),
+    }
+    response = TemplateResponse(request, "registration/locked_out.html", context, status=429)
+    response["Retry-After"] = str(seconds)
+    return response.render()

@@ -390,7 +390,7 @@ AXES_FAILURE_LIMIT = int(os.environ.get("BALLAST_LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = float(os.environ.get("BALLAST_LOGIN_LOCKOUT_MINUTES", "15")) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_CALLABLE = "accounts.throttling.lockout_response"  # the sign-in page's look, 429, Retry-After
+AXES_LOCKOUT_CALLABLE = "ballast.pages.lockout_response"  # the sign-in page's look, 429, Retry-After
 AXES_VERBOSE = False
 # The same client address as the API's throttles (REMOTE_ADDR, or BALLAST_NUM_PROXIES back
 # in X-Forwarded-For).

@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from accounts import policy
 from accounts.authentication import is_admin
+from approvals.models import ApprovalRequest
 from ballast.pages import page_context, render_page
 from graphs.models import Graph
 from runs.models import Run
@@ -85,8 +86,6 @@ def approval_inbox(request: HttpRequest, approval_id: int | None = None) -> Http
     user may not read (audited)."""
     props: dict[str, Any] = {}
     if approval_id is not None:
-        from approvals.models import ApprovalRequest
-
         approval = ApprovalRequest.objects.select_related("run").filter(pk=approval_id).first()
         if approval is None:
             return _not_found(request, f"approval #{approval_id}", "/approvals/", "The inbox")

@@ -44,10 +44,11 @@ from builder.serializers import (
     VersionDiffInput,
     VersionDiffOutput,
     VersionListOutput,
-    has_nul,
 )
 from builder.validation import check_source, validation_report
 from graphs.models import Graph
+from runs.models import Step
+from runs.serializer_fields import has_nul
 
 TAG = ["graphs"]
 NAME_TAKEN = OpenApiResponse(ERROR_BODY, description="Another graph has this name.")
@@ -341,8 +342,6 @@ class GraphNodeTestApi(ApiView):
         },
     )
     def post(self, request: Any, graph_id: int, node_id: str) -> Response:
-        from runs.models import Step
-
         graph = selectors.graph_get(graph_id=graph_id)
         data = self.validated(NodeTestInput, request.data if request.data else {})
         try:

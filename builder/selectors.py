@@ -6,15 +6,18 @@ from typing import Any
 from django.db.models import Count, IntegerField, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
+from builder.validation import kind_handles
 from graphs.models import Graph, GraphVersion
+from runs.models import Run
+from runs.nodes import all_kinds
+from runs.providers import get_provider, provider_names
+from runs.tools import all_tools
 
 
 def graph_list(*, search: str | None = None) -> QuerySet[Graph]:
     """Graphs by name, with ``latest_number`` (None before the first publish) and
     ``run_count`` (runs pinned to any of its versions, node test runs included: a graph
     with runs cannot be deleted, and the list says so before anyone tries)."""
-    from runs.models import Run
-
     runs = (
         Run.objects.filter(graph_version__graph=OuterRef("pk"))
         .order_by()
@@ -158,9 +161,6 @@ def node_kind_catalogue() -> list[dict[str, Any]]:
     start, end and join), "can_loop" (bool: it has inputs and outputs, so it can be on a
     loop and take ``max_iterations``)}``. A kind without ``title``/``category`` class
     attributes gets its name and ``logic``."""
-    from builder.validation import kind_handles
-    from runs.nodes import all_kinds
-
     out = []
     for name, kind in all_kinds().items():
         handles = kind_handles(kind)
@@ -190,8 +190,6 @@ def node_kind_catalogue() -> list[dict[str, Any]]:
 def tool_catalogue() -> list[dict[str, Any]]:
     """Every registered tool, by name: ``{"name", "description", "args_schema" (JSON
     Schema of its arguments), "repeat_safe"}``."""
-    from runs.tools import all_tools
-
     return [
         {"name": t.name, "description": t.description, "args_schema": t.json_schema(), "repeat_safe": t.repeat_safe}
         for t in all_tools().values()
@@ -222,8 +220,6 @@ def model_catalogue() -> list[dict[str, Any]]:
     prices at that provider (others are accepted, priced as unknown); "none": nothing is
     known (an OpenAI-compatible server with its own models), any name is accepted.
     A provider whose settings are broken is listed with ``error``."""
-    from runs.providers import get_provider, provider_names
-
     out = []
     for name in provider_names():
         try:

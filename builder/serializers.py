@@ -1,71 +1,16 @@
 """Input and output serializers of the graph API (one pair per operation; outputs are read-only)."""
 from __future__ import annotations
 
-from collections.abc import MutableMapping
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from builder.validation import validation_report
 from graphs.models import Graph, GraphVersion
-from runs import values
-from runs.nodes.base import field_path
-from runs.values import non_finite_locations, non_finite_message
-
-
-def has_nul(value: Any) -> bool:
-    """Whether a JSON value holds a NUL character in any string or key (PostgreSQL's
-    jsonb refuses them; checked before anything is stored). Iterative: no recursion."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
-
-
-def writable_context(serializer: serializers.BaseSerializer[Any]) -> MutableMapping[str, Any]:
-    """The context a serializer shares with its whole tree (DRF hands every nested
-    serializer its root's dict), for a list serializer to fill once per page. The stubs type
-    ``context`` read-only; TypeError if the caller passed a read-only mapping."""
-    context = serializer.context
-    if not isinstance(context, MutableMapping):
-        raise TypeError(f"{type(serializer).__name__}: the serializer context is read-only")
-    return context
-
-
-@extend_schema_field(OpenApiTypes.OBJECT)
-class JSONObjectField(serializers.JSONField):
-    """A JSON object (dict) without NUL characters or numbers that are not finite (the
-    body parser reads ``1e999`` as Infinity: not a JSON number, and no JSON column
-    stores it); anything else is a field error naming where (``position.x: ...``)."""
-
-    default_error_messages = {"not_object": "Must be a JSON object.", "nul": "Strings may not contain NUL (\\u0000) characters."}
-
-    def to_internal_value(self, data: Any) -> Any:
-        numbers = non_finite_locations(data)  # before DRF's own check, which says only "Value must be valid JSON."
-        if numbers:
-            raise serializers.ValidationError(
-                [f"{field_path(loc) or '(value)'}: {non_finite_message(number)}" for loc, number in numbers], code="not_finite"
-            )
-        value = super().to_internal_value(data)
-        if not isinstance(value, dict):
-            self.fail("not_object")
-        if has_nul(value):
-            try:
-                values.check(value)
-            except values.InvalidValue as exc:  # say where: "notes.text: Strings may not ..."
-                raise serializers.ValidationError(f"{exc.path}: {self.error_messages['nul']}" if exc.path else self.error_messages["nul"], code="nul") from None
-            self.fail("nul")
-        return value
+from runs.models import Run
+from runs.serializer_fields import JSONObjectField
 
 
 class UsernamesField(serializers.ListField):
@@ -227,7 +172,6 @@ class GraphListOutput(serializers.Serializer):
     def get_run_count(self, obj: Graph) -> int:
         if hasattr(obj, "run_count"):  # annotated by builder.selectors.graph_list
             return int(obj.run_count)
-        from runs.models import Run
 
         return Run.objects.filter(graph_version__graph=obj).count()
 
@@ -273,8 +217,6 @@ class GraphDetailOutput(GraphListOutput):
 
     @extend_schema_field(ValidationOutput)
     def get_validation(self, obj: Graph) -> dict[str, Any]:
-        from builder.validation import validation_report
-
         return validation_report(obj.draft)
 
 

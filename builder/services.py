@@ -10,22 +10,36 @@ from django.db.models import F
 from django.utils import timezone
 
 from audit.chain import audit
+from builder.validation import INPUT_NAME, LocatedIssue, validate_spec
+from core.errors import ServiceError
 from graphs.models import Graph, GraphVersion
 from graphs.spec import GraphSpec, content_hash
+from runs.expressions import FUNCTION_NAMES
+from runs.models import Run
+from runs.nodes import UnknownNodeKind, get_kind
+from runs.nodes.base import ChildCall, NodeKind
+from runs.services import node_test_run
 
 
-class GraphInvalid(ValueError):
+class GraphInvalid(ServiceError, ValueError):
     """The spec failed validation; ``issues`` holds the structured errors (LocatedIssue
     objects) and ``fields`` the same as API field errors, each message under its issue's
     path from the spec root (``{"nodes[2].config.set.total": [messages]}``; ``spec`` for
     the document as a whole): the path style of every Ballast error."""
 
+    code = "graph_invalid"
+
     def __init__(self, issues: list[Any]):
-        super().__init__("; ".join(str(i) for i in issues[:10]))
-        self.issues = issues
-        self.fields: dict[str, list[str]] = {}
+        fields: dict[str, list[str]] = {}
         for issue in issues:
-            self.fields.setdefault(getattr(issue, "path", "") or issue.field or "spec", []).append(issue.message)
+            fields.setdefault(getattr(issue, "path", "") or issue.field or "spec", []).append(issue.message)
+        super().__init__(
+            "; ".join(str(i) for i in issues[:10]),
+            message="The graph spec is not valid.",
+            fields=fields,
+            issues=[i.as_dict() for i in issues],
+        )
+        self.issues = issues
 
 
 class DraftConflict(Exception):
@@ -125,8 +139,6 @@ def graph_publish_draft(*, graph: Graph, user: Any = None, actor: str = "system"
     that content was published before, maybe by a concurrent call): the answer comes
     from the insert itself, not from a count read before it, which two racing publishers
     would both pass."""
-    from builder.validation import validate_spec
-
     result = validate_spec(graph.draft)
     if not result.ok or result.spec is None:  # (ok implies a spec; said for mypy)
         raise GraphInvalid(result.issues)
@@ -171,8 +183,6 @@ def draft_has_unpublished_edits(graph: Graph) -> bool:
     (layout included: notes and positions are part of the content hash) from the latest
     version, or nothing was published and the draft has nodes or notes. An invalid draft
     with content counts as edits. An empty draft (a graph just created) does not."""
-    from builder.validation import validate_spec
-
     draft = graph.draft
     if not isinstance(draft, dict) or not (draft.get("nodes") or draft.get("notes")):
         return False
@@ -206,8 +216,6 @@ def graph_import(*, spec: dict[str, Any], user: Any = None, actor: str = "system
     import (the CLI's run_graph, the browser's Import JSON, load_examples at every
     ``make up``) must never throw away someone's unsaved work. Raises GraphInvalid (nothing
     saved) when the spec is invalid."""
-    from builder.validation import validate_spec
-
     result = validate_spec(spec)
     if not result.ok or result.spec is None:  # (ok implies a spec; said for mypy)
         raise GraphInvalid(result.issues)
@@ -313,8 +321,6 @@ def graph_update(
 def graph_delete(*, graph: Graph, user: Any = None, actor: str | None = None) -> None:
     """Delete a graph and its versions (audited). Raises GraphHasRuns when a run (a node
     test run too) is pinned to one of its versions: runs are kept, so is their graph."""
-    from runs.models import Run
-
     with transaction.atomic():
         runs = Run.objects.filter(graph_version__graph=graph)
         total = runs.count()
@@ -353,8 +359,6 @@ def _unsafe_effects(kind: Any, node: Any, config: Any) -> list[str]:
     """What running this configured node would do that is not safe to repeat: the node
     itself (its ``repeat_safe`` override or its kind's rule, e.g. a tool node's tool) and,
     for a node with ``tools`` it may call as child steps (an agent), each such tool."""
-    from runs.nodes.base import ChildCall
-
     effects = []
     safe = kind.is_step_repeat_safe(config, node.repeat_safe)
     if not safe:
@@ -395,8 +399,6 @@ def _draft_with_node(draft: Any, node_id: str, node_spec: dict[str, Any]) -> Any
     """``draft`` with its node ``node_id`` replaced by ``node_spec`` (appended when the
     draft has no such node yet: one added in the editor since the last save). Raises
     GraphInvalid when ``node_spec`` names another id. The stored draft is not changed."""
-    from builder.validation import LocatedIssue
-
     if node_spec.get("id", node_id) != node_id:
         raise GraphInvalid([LocatedIssue(node_id, "id", f"the node sent is {node_spec.get('id')!r}, not {node_id!r}", "invalid", "node.id")])
     out = copy.deepcopy(draft) if isinstance(draft, dict) else {}
@@ -441,12 +443,6 @@ def graph_node_test(
     ``state_too_large`` for values the state cannot hold).
     """
     from pydantic import ValidationError
-
-    from builder.validation import INPUT_NAME, LocatedIssue, validate_spec
-    from runs.expressions import FUNCTION_NAMES
-    from runs.nodes import UnknownNodeKind, get_kind
-    from runs.nodes.base import NodeKind
-    from runs.services import node_test_run
 
     draft = graph.draft if node_spec is None else _draft_with_node(graph.draft, node_id, node_spec)
     try:

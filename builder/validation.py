@@ -88,13 +88,16 @@ from typing import Any
 from django.conf import settings
 from pydantic import ValidationError
 
+from core.fields import field_path
 from graphs.spec import EdgeSpec, GraphSpec, NodeSpec, content_hash, spec_json_schema
 from graphs.topology import Topology
 from runs import schemas
-from runs.expressions import FUNCTION_NAMES
+from runs.estimate import estimate_by_node, estimate_spec
+from runs.expressions import FUNCTION_NAMES, ExpressionError, parse_expression
 from runs.nodes import UnknownNodeKind, all_kinds, get_kind
-from runs.nodes.base import Issue, NodeConfig, NodeKind, field_path
+from runs.nodes.base import Issue, NodeConfig, NodeKind
 from runs.nodes.shared import INPUT_KEY_PREFIX, INPUT_KEYS_MARK, unknown_variable_message
+from runs.templating import template_names
 from runs.values import non_finite_locations, non_finite_message
 
 # Names an expression always sees besides state keys: the run input and the functions.
@@ -927,9 +930,6 @@ def check_source(kind: str, source: str, state_keys: Iterable[str] | None = None
     [variables read, sorted]}``; line and column are 1-based in ``source`` (None when
     the parser gives no place). Raises ValueError for an unknown ``kind``.
     """
-    from runs.expressions import ExpressionError, parse_expression
-    from runs.templating import template_names
-
     if kind not in SOURCE_KINDS:
         raise ValueError(f"kind must be one of {', '.join(SOURCE_KINDS)}")
     try:
@@ -956,12 +956,10 @@ def check_source(kind: str, source: str, state_keys: Iterable[str] | None = None
 def validation_report(data: Any) -> dict[str, Any]:
     """What the builder shows for a spec (the API's validation response): ``{"valid",
     "errors", "warnings"}`` as :meth:`ValidationResult.as_dict`, plus ``handles`` (node
-    id -> :func:`node_handles`), ``estimate`` (``builder.estimate.estimate_by_node``;
+    id -> :func:`node_handles`), ``estimate`` (``runs.estimate.estimate_by_node``;
     None when the document did not parse) and ``content_hash`` (what a publish of this
     spec would store, so the builder can tell whether its draft is the published version;
     None when the spec is invalid). Never raises for a bad spec."""
-    from builder.estimate import estimate_by_node, estimate_spec
-
     result = validate_spec(data)
     report = result.as_dict()
     report["handles"] = result.handles

@@ -22,13 +22,12 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import permissions, serializers
 from rest_framework.response import Response
 
-from accounts import alerts
 from accounts.authentication import IsAdmin, is_admin
 from accounts.policy import may_operate_some_graph
 from audit.chain import audit_verify
 from ballast.api import ApiError, ApiView
 from graphs.models import Graph
-from runs import selectors
+from runs import alerts, selectors
 from runs.formatting import CsvWriter
 from runs.report_serializers import (
     AuditExportInput,

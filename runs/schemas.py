@@ -27,7 +27,7 @@ from jsonschema.validators import Draft202012Validator, validator_for
 from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 
-from runs.nodes.base import field_path
+from core.fields import field_path
 
 REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
 REMOTE_REF = "remote $ref is not allowed: a schema may only refer inside itself (#/$defs/name, #/properties/key)"

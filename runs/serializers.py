@@ -8,7 +8,6 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from audit.models import AuditEntry
-from builder.serializers import JSONObjectField, writable_context
 from graphs.bounds import BUDGET_USD_DECIMAL_PLACES, BUDGET_USD_MAX_DIGITS, MAX_BIGINT
 from runs.engine.api import steps_worker_alive
 from runs.models import Run, RunStatus, Step, StepAttempt, StepStatus
@@ -26,6 +25,7 @@ from runs.selectors import (
     run_waiting_for,
     runs_started_from,
 )
+from runs.serializer_fields import JSONObjectField, writable_context
 
 MAX_INT = MAX_BIGINT
 

@@ -14,19 +14,29 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError
 
+from core.errors import ServiceError
+from core.fields import field_path
 from graphs.models import GraphVersion
 from runs import schemas, values
 from runs.engine import api as engine
 from runs.models import Run
-from runs.nodes.base import field_path
 
 
-class RunInputInvalid(ValueError):
+class RunInputInvalid(ServiceError, ValueError):
     """The run input does not satisfy the graph's input schema; ``errors`` lists
     ``{"field": path, "message": text}`` (``input.items[0].sku``: ``field_path``)."""
 
+    code = "input_invalid"
+
     def __init__(self, errors: list[dict[str, str]]):
-        super().__init__("; ".join(f"{e['field']}: {e['message']}" for e in errors))
+        fields: dict[str, list[str]] = {}
+        for err in errors:
+            fields.setdefault(err["field"], []).append(err["message"])
+        super().__init__(
+            "; ".join(f"{e['field']}: {e['message']}" for e in errors),
+            message="The run input does not match the graph's input schema.",
+            fields=fields,
+        )
         self.errors = errors
 
 

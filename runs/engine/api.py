@@ -52,7 +52,8 @@ from runs.engine.types import (
 )
 from runs.engine.writes import lock_run, lock_run_for_audit, run_cost_adjust
 from runs.models import Run, RunStatus, Step
-from runs.nodes.base import NodeError, NodeResult
+from runs.nodes.base import NodeResult
+from runs.vocabulary import NodeError
 
 __all__ = [
     "HOST",

@@ -17,8 +17,9 @@ from django.conf import settings
 
 from runs.engine.scheduler import CompiledGraph
 from runs.engine.types import StateTooLarge, StateWriteRefused
-from runs.nodes.base import ChildCall, NodeError, NodeResult, Wait
+from runs.nodes.base import ChildCall, NodeResult, Wait
 from runs.values import InvalidValue, check, encoded_size, key_path
+from runs.vocabulary import NodeError
 
 # Default of settings.BALLAST_MAX_STATE_BYTES: 8 MiB. A commit writes only the keys its
 # step changed (runs.engine.state), but a reader of the whole state (a claim on the

@@ -21,7 +21,8 @@ from runs.engine import claims, clock, commit, deadlines, dispatch, faults, reco
 from runs.engine.types import ClaimedStep, CommitOutcome
 from runs.engine.workers import current_worker, owner_is_dead, stop_requested
 from runs.nodes import get_kind
-from runs.nodes.base import NodeContext, NodeError, NodeResult, StateView
+from runs.nodes.base import NodeContext, NodeResult, StateView
+from runs.vocabulary import NodeError
 
 log = logging.getLogger("ballast.engine")
 

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from audit.chain import audit, audit_new, audit_new_rows
 from audit.models import AuditChain, AuditEntry
+from core.fields import field_path
 from graphs.bounds import run_limit_problems
 from graphs.models import GraphVersion
 from runs.engine import clock, limits, scheduler
@@ -43,7 +44,7 @@ from runs.models import (
     Step,
     StepStatus,
 )
-from runs.nodes.base import NodeResult, field_path
+from runs.nodes.base import NodeResult
 from runs.signals import steps_requeued
 from runs.values import InvalidValue
 

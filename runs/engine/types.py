@@ -10,19 +10,23 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from core.errors import ConflictError, NotFoundError, ServiceError
+
 if TYPE_CHECKING:
     from graphs.spec import NodeSpec
     from runs.models import Run
     from runs.nodes.base import ChildCall
 
 
-class RunNotFound(LookupError):
+class RunNotFound(NotFoundError, LookupError):
     """No run with that id."""
 
 
-class StepStateError(RuntimeError):
+class StepStateError(ConflictError, RuntimeError):
     """A step or run is not in the status an operation needs (e.g. resuming a step that is
-    not waiting, deciding twice, forking at a step nothing follows)."""
+    not waiting, deciding twice, forking at a step nothing follows): 409 ``invalid_state``."""
+
+    code = "invalid_state"
 
 
 class TestRunRefused(StepStateError):
@@ -31,10 +35,11 @@ class TestRunRefused(StepStateError):
     re-running it would run the harness (its internal end node), not the graph. The node is
     tested again from the builder instead. The API answers 409 ``test_run``."""
 
+    code = "test_run"
     __test__ = False  # not a pytest class
 
 
-class StateWriteRefused(ValueError):
+class StateWriteRefused(ServiceError, ValueError):
     """Values offered to a run's state from outside a step (a skipped step's given output,
     a fork's state patch, a run's input or a test run's state) cannot be stored.
 
@@ -46,14 +51,14 @@ class StateWriteRefused(ValueError):
     """
 
     def __init__(self, code: str, message: str, fields: dict[str, list[str]] | None = None, details: dict[str, Any] | None = None):
-        super().__init__(message)
+        super().__init__(message, fields=fields)
+        if details:  # ``details`` joins the body only when there are some
+            self.extra["details"] = details
         self.code = code
-        self.message = message
-        self.fields = fields or {}
         self.details = details or {}
 
 
-class VersionUnrunnable(ValueError):
+class VersionUnrunnable(ServiceError, ValueError):
     """A graph version cannot start a run: its stored spec no longer parses (stored before
     a bound it breaks existed, e.g. ``settings.budget_usd`` past 8 integer digits), or a
     limit the run would store does not fit the run's row (graphs.bounds). ``fields`` maps
@@ -63,9 +68,7 @@ class VersionUnrunnable(ValueError):
     code = "version_invalid"
 
     def __init__(self, message: str, fields: dict[str, list[str]]):
-        super().__init__(message)
-        self.message = message
-        self.fields = fields
+        super().__init__(message, fields=fields)
 
 
 class StateTooLarge(StateWriteRefused):

@@ -31,8 +31,9 @@ from runs.models import (
     StepAttempt,
     StepStatus,
 )
-from runs.nodes.base import NodeResult, Usage
+from runs.nodes.base import NodeResult
 from runs.signals import run_finished, step_parked
+from runs.vocabulary import Usage
 
 
 def lease_delta() -> timedelta:

@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from runs.nodes import llm_call
-from runs.nodes.base import ChildCall, Issue, NodeContext, NodeError, NodeResult
+from runs.nodes.base import ChildCall, Issue, NodeContext, NodeResult
 from runs.nodes.llm_call import LLMCallConfig, LLMCallKind, prompt_messages
 from runs.nodes.shared import STATE_KEY_PATTERN, expression_names
 from runs.providers.base import (
@@ -39,6 +39,7 @@ from runs.providers.base import (
     ToolDefinition,
 )
 from runs.tools import ToolContext, UnknownTool, get_tool, require_tool
+from runs.vocabulary import NodeError
 
 MODEL_TURN = "model_turn"
 TOOL_CALL = "tool_call"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar, Generic, TypeVar
@@ -17,10 +17,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from runs.sandbox.errors import clip
-
-# Longest message of an Issue or a NodeError: an expression error's 1000 characters plus
-# where it happened; they reach API responses, step errors and run events.
-NODE_ERROR_CHARS = 2000
+from runs.vocabulary import NODE_ERROR_CHARS, StepCancelled, Usage
 
 
 class NodeConfig(BaseModel):
@@ -32,21 +29,6 @@ class NodeConfig(BaseModel):
 # The config model of one node kind: NodeKind[ConfigT]'s methods take a ConfigT, so a kind
 # types its config exactly without narrowing the base class's signatures.
 ConfigT = TypeVar("ConfigT", bound=NodeConfig)
-
-
-def field_path(loc: Iterable[str | int], prefix: str = "") -> str:
-    """The one style of a field's path in every error Ballast reports (validation issues,
-    API field errors, run input, tool arguments, provider options): keys joined by dots,
-    list positions in brackets. ``("cases", 0, "expression")`` -> ``cases[0].expression``;
-    with ``prefix="config"``: ``config.cases[0].expression``; ``()`` -> ``prefix``.
-    Pydantic, jsonschema and DRF locations are such sequences (ints are positions)."""
-    out = prefix
-    for part in loc:
-        if isinstance(part, int) and not isinstance(part, bool):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
 
 
 @dataclass(frozen=True)
@@ -74,48 +56,6 @@ class Issue:
     def __str__(self) -> str:
         where = f"{self.node_id}.{self.field}" if self.node_id else self.field
         return f"{where}: {self.message}"
-
-
-@dataclass
-class Usage:
-    """Token usage of one LLM call, as the provider reports it (counts of tokens).
-
-    ``input_tokens`` includes ``cached_input_tokens`` (prompt-cache reads) and
-    ``cache_write_tokens`` (prompt-cache writes, Anthropic's ``cache_creation_input_tokens``,
-    of which ``cache_write_1h_tokens`` were written with the one-hour lifetime), and
-    ``output_tokens`` includes ``reasoning_tokens`` (OpenAI's convention; providers
-    normalise to it). Cache reads and writes have their own prices (see
-    :mod:`runs.providers.pricing`), so they are kept apart from plain input.
-    ``price_version`` names the price data the cost of this usage came from
-    (``genai-prices 0.2.3``; "" when nothing priced it).
-    """
-
-    provider: str
-    model: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
-    reasoning_tokens: int = 0
-    cache_write_tokens: int = 0
-    cache_write_1h_tokens: int = 0
-    price_version: str = ""
-
-    @property
-    def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "provider": self.provider,
-            "model": self.model,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cached_input_tokens": self.cached_input_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-            "cache_write_1h_tokens": self.cache_write_1h_tokens,
-            "price_version": self.price_version,
-        }
 
 
 @dataclass
@@ -188,61 +128,6 @@ class NodeResult:
 
     def recorded_output(self) -> Any:
         return self.updates if self.output is None else self.output
-
-
-class NodeError(Exception):
-    """A node failed. ``retryable`` says whether the step's retry policy may try again.
-
-    ``code`` is a short machine name (``timeout``, ``expression``, ``http_error``,
-    ``rate_limited``, ``budget_exceeded`` ...) that retry policies match on. ``usage`` and
-    ``cost_usd`` carry what the attempt spent before it failed.
-
-    ``not_sent``: the attempt certainly had no effect outside the run (the request never
-    left: a refused connection; or the service refused it without acting on it, as a 429
-    says). Only then is a step that is not safe to repeat retried by its policy; after any
-    other retryable failure (a timeout, a dropped connection, a 5xx) its side effect may
-    have happened, and the engine parks the step for a person, as after a crash.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: str = "error",
-        retryable: bool = True,
-        details: Any = None,
-        usage: Usage | None = None,
-        cost_usd: Decimal | None = None,
-        not_sent: bool = False,
-    ):
-        # The message lands in step errors and run events; it may quote user values
-        # (an expression error, a reply body), so it is bounded like every quotation.
-        message = clip(message, NODE_ERROR_CHARS, fold=False)
-        super().__init__(message)
-        self.message = message
-        self.code = code
-        self.retryable = retryable
-        self.details = details
-        self.not_sent = not_sent
-        # What the failed attempt spent before failing (an LLM call whose reply was
-        # invalid): recorded on the attempt so retries' cost is visible.
-        self.usage = usage
-        self.cost_usd = cost_usd
-
-    def as_dict(self) -> dict[str, Any]:
-        data = {"code": self.code, "message": self.message, "retryable": self.retryable}
-        if self.details is not None:
-            data["details"] = self.details
-        if self.not_sent:
-            data["not_sent"] = True
-        return data
-
-
-class StepCancelled(NodeError):
-    """Raised by :meth:`NodeContext.check_cancelled` when the run was cancelled or the lease lost."""
-
-    def __init__(self, message: str = "step cancelled"):
-        super().__init__(message, code="cancelled", retryable=False)
 
 
 class StateView(Mapping[str, Any]):

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from pydantic import Field
 
 from runs.expressions import ExpressionError
-from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeError, NodeKind, Usage
+from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeKind
 from runs.nodes.shared import STATE_KEY_PATTERN, check_template
 from runs.providers import UnknownProvider, get_provider
 from runs.providers.base import (
@@ -21,6 +21,7 @@ from runs.providers.base import (
     estimate_tokens,
 )
 from runs.templating import render_template
+from runs.vocabulary import NodeError, Usage
 
 # The name of an environment variable (never its value: keys stay out of graphs).
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"

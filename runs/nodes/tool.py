@@ -6,11 +6,13 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from core.fields import field_path
 from runs.expressions import ExpressionError
-from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult, field_path
+from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeKind, NodeResult
 from runs.nodes.shared import STATE_KEY_PATTERN, expression_names, unknown_variables
 from runs.templating import render_value, value_names
 from runs.tools import ToolContext, UnknownTool, get_tool, require_tool
+from runs.vocabulary import NodeError
 
 
 class ToolConfig(NodeConfig):

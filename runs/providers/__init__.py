@@ -16,6 +16,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
+from runs.models import ProviderCredential
 from runs.providers.base import LLMProvider
 
 
@@ -54,8 +55,6 @@ def _registered(name: str) -> LLMProvider:
 def provider_names() -> list[str]:
     """Every provider name a node may use: those registered in settings (settings order),
     then those added in the app (by name; one query)."""
-    from runs.models import ProviderCredential
-
     names = list(settings.BALLAST_PROVIDERS)
     stored = ProviderCredential.objects.exclude(name__in=names).order_by("name").values_list("name", flat=True)
     return names + list(stored)

@@ -19,7 +19,6 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runs.nodes.base import Usage
 from runs.providers.base import (
     INVALID_ARGUMENTS_KEY,
     LLMRequest,
@@ -29,6 +28,7 @@ from runs.providers.base import (
     StopReason,
     ToolCall,
 )
+from runs.vocabulary import Usage
 
 # stop_reason -> Ballast stop reason.
 _STOP_REASONS: dict[str, StopReason] = {

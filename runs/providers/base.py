@@ -23,8 +23,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from runs.nodes.base import NodeError, StepCancelled, Usage, field_path
+from core.fields import field_path
+from runs.providers import pricing
 from runs.retry_after import parse_retry_after
+from runs.vocabulary import NodeError, StepCancelled, Usage
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -636,13 +638,9 @@ class SDKProvider(LLMProvider):
 
     def price(self, model: str, usage: Usage, *, at: datetime | None = None) -> Decimal | None:
         """Cost from genai-prices (None when it does not know the model)."""
-        from runs.providers import pricing
-
         return pricing.cost(usage, model=model, provider_id=self.price_provider(), api_url=self.base_url, at=at)
 
     def price_version(self, model: str) -> str:
-        from runs.providers import pricing
-
         if pricing.find_model(model, provider_id=self.price_provider(), api_url=self.base_url) is None:
             return ""
         return pricing.price_version()

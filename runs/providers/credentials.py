@@ -42,10 +42,12 @@ from django.db import transaction
 from django.dispatch import receiver
 
 from runs.models import ProviderCredential, ProviderKind
-from runs.nodes.base import NodeError
+from runs.providers import get_provider
 from runs.providers.anthropic_provider import AnthropicProvider
 from runs.providers.base import LLMProvider, LLMRequest, Message, ProviderError, SDKProvider, redact
+from runs.providers.mock import MockProvider
 from runs.providers.openai_provider import OpenAIProvider
+from runs.vocabulary import NodeError
 
 log = logging.getLogger("ballast.providers")
 
@@ -274,8 +276,6 @@ def _env_names() -> set[str]:
 def default_model_of(provider: LLMProvider) -> str | None:
     """The model a settings-configured provider is tested with when none is named: the
     mock's ``mock-1``, else the first of the models its settings list, else None."""
-    from runs.providers.mock import MockProvider
-
     if isinstance(provider, MockProvider):
         return "mock-1"
     models = provider.models()
@@ -284,8 +284,6 @@ def default_model_of(provider: LLMProvider) -> str | None:
 
 def _describe(name: str, provider: LLMProvider) -> dict[str, Any]:
     """Catalogue entry of a provider configured in settings or the environment."""
-    from runs.providers.mock import MockProvider
-
     base_url = getattr(provider, "base_url", None)
     if isinstance(provider, MockProvider):
         kind = "mock"
@@ -324,8 +322,6 @@ def provider_catalogue() -> list[dict[str, Any]]:
     model), ``default_model`` (or None), ``base_url`` (or None), ``source``
     (``settings``, ``environment``, ``app``) and ``ready`` (a key is available). Never a
     key. A stored credential whose name settings took later is left out (settings win)."""
-    from runs.providers import get_provider
-
     items = []
     for name in settings.BALLAST_PROVIDERS:
         try:

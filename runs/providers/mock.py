@@ -31,8 +31,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from runs.nodes.base import StepCancelled, Usage
 from runs.providers.base import LLMProvider, LLMRequest, LLMResponse, ModelPrice, ProviderError, StopReason, ToolCall
+from runs.vocabulary import StepCancelled, Usage
 
 # SIMULATED prices in USD per million tokens: no money is spent; they exist so budget
 # and cost-reporting paths run end to end with the mock.

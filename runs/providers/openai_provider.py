@@ -23,7 +23,6 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from runs import values
-from runs.nodes.base import Usage
 from runs.providers.base import (
     INVALID_ARGUMENTS_KEY,
     LLMRequest,
@@ -35,6 +34,7 @@ from runs.providers.base import (
     StopReason,
     ToolCall,
 )
+from runs.vocabulary import Usage
 
 log = logging.getLogger("ballast.providers")
 

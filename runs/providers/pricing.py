@@ -5,7 +5,7 @@ price lists of OpenAI, Anthropic, Groq, OpenRouter, Together and others, includi
 cached-input, reasoning and tiered (long-context) prices and their history (prices that
 changed on a date are kept with that date). Ballast prices every LLM call with it:
 
-- :func:`cost` turns a Ballast :class:`~runs.nodes.base.Usage` into USD (exact Decimal)
+- :func:`cost` turns a Ballast :class:`~runs.vocabulary.Usage` into USD (exact Decimal)
   or None when the library does not know the model ("unknown", never $0).
 - :func:`price_version` names the data used (``genai-prices 0.2.3``, plus the snapshot
   time when prices were auto-updated), stored with every cost so a recompute after a
@@ -28,7 +28,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from runs.nodes.base import Usage
+from runs.vocabulary import Usage
 
 log = logging.getLogger("ballast.providers")
 

@@ -12,13 +12,18 @@ import inspect
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints, overload
 
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
+from core.fields import field_path
 from runs import values
-from runs.nodes.base import NodeContext, NodeError, field_path
+from runs.vocabulary import NodeError
+
+if TYPE_CHECKING:
+    # For a type only: tools read a step's context; they stand below the node kinds, which call them.
+    from runs.nodes.base import NodeContext
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -178,7 +183,7 @@ def all_tools() -> dict[str, RegisteredTool]:
 
 def field_errors(exc: ValidationError) -> list[dict[str, str]]:
     """Pydantic errors as ``[{"field": "items[0].sku", "message": ..., "type": ...}]``
-    (paths in the ``runs.nodes.base.field_path`` style)."""
+    (paths in the ``core.fields.field_path`` style)."""
     return [{"field": field_path(e["loc"]), "message": e["msg"], "type": e["type"]} for e in exc.errors(include_url=False)]
 
 

@@ -22,9 +22,9 @@ from django.core.validators import validate_email
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runs import values
-from runs.nodes.base import NodeError
 from runs.retry_after import parse_retry_after
 from runs.tools import ToolContext, outbound, tool
+from runs.vocabulary import NodeError
 
 # Response headers worth keeping in run state; the rest are noise (and can be large).
 KEPT_RESPONSE_HEADERS = (

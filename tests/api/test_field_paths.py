@@ -1,4 +1,4 @@
-"""One style for error field paths everywhere (``runs.nodes.base.field_path``): keys joined
+"""One style for error field paths everywhere (``core.fields.field_path``): keys joined
 by dots, list positions in brackets, as the validator writes ``nodes[0].config.x``. API
 field errors, graph import errors, run input errors, node config errors, tool arguments
 and provider options all use it."""
@@ -10,7 +10,7 @@ import pytest
 
 from ballast.api import flatten_errors
 from builder.validation import validate_spec
-from runs.nodes.base import field_path
+from core.fields import field_path
 from runs.nodes.tool import ToolNode
 from runs.providers import get_provider
 from tests.api.conftest import World

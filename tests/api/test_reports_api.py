@@ -13,10 +13,10 @@ from django.core import mail
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from accounts.alerts import alert_set
 from accounts.authentication import ROLES
 from audit.models import AuditEntry
 from graphs.models import Graph
+from runs.alerts import alert_set
 from runs.engine import api as engine
 from runs.models import Step, Worker
 from runs.services import run_start

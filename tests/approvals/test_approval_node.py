@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from approvals.nodes import APPROVED, REJECTED, ApprovalNode
-from runs.nodes.base import NodeContext, NodeError
+from runs.nodes.base import NodeContext
+from runs.vocabulary import NodeError
 
 KIND = ApprovalNode()
 

@@ -13,9 +13,9 @@ from genai_prices import extract_usage
 
 from runs.management.commands.cost_report import cost_rows
 from runs.models import Run, Step, StepAttempt
-from runs.nodes.base import Usage
 from runs.nodes.llm import LLMNode
 from runs.providers import pricing
+from runs.vocabulary import Usage
 from tests.support.llm_server import Reply, assert_stored_cost
 from tests.support.specs import chain, graph, node, run_local
 

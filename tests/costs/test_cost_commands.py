@@ -271,6 +271,6 @@ def test_zero_costs_print_as_0_in_the_commands(sdk_providers):
         assert "0.000000" not in table, table
     rows = list(csv.DictReader(io.StringIO(report("--by", "run", "--csv"))))
     assert [r["usd"] for r in rows if r["run"] == str(run.pk)] == ["0"]
-    from runs.management.commands.run_graph import run_summary
+    from builder.management.commands.run_graph import run_summary
 
     assert run_summary(run)["cost_usd"] == "0"

@@ -9,9 +9,9 @@ import pytest
 from genai_prices import Usage as GenaiUsage
 from genai_prices import calc_price, extract_usage
 
-from runs.nodes.base import Usage
 from runs.providers import get_provider, pricing
 from runs.providers.base import LLMRequest, Message
+from runs.vocabulary import Usage
 from tests.support.llm_server import Reply
 
 CASES = [

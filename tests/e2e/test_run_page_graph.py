@@ -24,8 +24,8 @@ from approvals.services import approval_decide
 from runs.engine import api as engine
 from runs.engine import workers
 from runs.models import Run, Step, StepAttempt
-from runs.nodes.base import NodeError
 from runs.services import run_start
+from runs.vocabulary import NodeError
 from tests.api.conftest import approval_spec, failing_spec
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_live_run_page import Daphne, admin_page, daphne  # noqa: F401 (fixture)

@@ -8,9 +8,10 @@ import pytest
 
 from runs.nodes import get_kind
 from runs.nodes.agent import MODEL_TURN, TOOL_CALL, AgentNode
-from runs.nodes.base import ChildCall, NodeContext, NodeError
+from runs.nodes.base import ChildCall, NodeContext
 from runs.providers import get_provider
 from runs.providers.base import INVALID_ARGUMENTS_KEY
+from runs.vocabulary import NodeError
 
 TURN0 = {"turn": 0, "reply": "", "tool_calls": [
     {"id": "call_a", "name": "order_lookup", "arguments": {"order_id": "A-1001"}},
@@ -199,7 +200,7 @@ def test_child_estimate_is_the_turns_messages_plus_max_tokens_at_the_price():
     usd, tokens = node.estimate_child_cost(cfg, call, {})
     assert tokens > 1000 + 500
     mock = get_provider("mock")
-    from runs.nodes.base import Usage
+    from runs.vocabulary import Usage
 
     assert usd == mock.price("mock-1", Usage("mock", "mock-1", input_tokens=tokens - 500, output_tokens=500))
     assert node.estimate_child_cost(cfg, ChildCall("tool-0-a", TOOL_CALL, {}), {}) == (Decimal(0), 0)

@@ -8,9 +8,10 @@ import pytest
 from genai_prices import extract_usage
 
 from runs.models import Step, StepAttempt
-from runs.nodes.base import NodeContext, NodeError, Usage
+from runs.nodes.base import NodeContext
 from runs.nodes.llm import LLMNode
 from runs.providers import get_provider, pricing
+from runs.vocabulary import NodeError, Usage
 from tests.support.llm_server import Fault, Reply, assert_stored_cost
 from tests.support.specs import edge, graph, node, run_local
 

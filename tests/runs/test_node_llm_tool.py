@@ -9,12 +9,13 @@ from pydantic import BaseModel, ValidationError
 
 import runs.tools as tools
 from runs.nodes import get_kind
-from runs.nodes.base import NodeContext, NodeError, StepCancelled
+from runs.nodes.base import NodeContext
 from runs.nodes.llm import LLMNode
 from runs.nodes.tool import ToolNode
 from runs.providers import get_provider
 from runs.providers.base import ProviderError
 from runs.tools import ToolContext, get_tool, tool
+from runs.vocabulary import NodeError, StepCancelled
 
 SCHEMA = {
     "type": "object",

@@ -6,10 +6,10 @@ from decimal import Decimal
 
 import pytest
 
-from runs.nodes.base import NodeError, StepCancelled, Usage
 from runs.providers import UnknownProvider, get_provider
 from runs.providers.base import LLMProvider, LLMRequest, Message, ModelPrice, ProviderError, ToolDefinition
 from runs.providers.mock import MOCK_PRICES, MockProvider
+from runs.vocabulary import NodeError, StepCancelled, Usage
 
 
 def request(prompt="hello", *, system=None, **kwargs):

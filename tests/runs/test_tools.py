@@ -15,10 +15,10 @@ from django.core.mail.backends.base import BaseEmailBackend
 from pydantic import BaseModel
 
 import runs.tools as tools
-from runs.nodes.base import NodeError
 from runs.retry_after import MAX_RETRY_AFTER_SECONDS
 from runs.tools import RegisteredTool, ToolContext, UnknownTool, all_tools, get_tool, tool
 from runs.tools.builtins import message_id_for
+from runs.vocabulary import NodeError
 
 CTX = ToolContext(idempotency_key="run-1:step-7", run_id=1, step_id=7, node_id="fetch", attempt=1)
 

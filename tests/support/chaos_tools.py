@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
-from runs.nodes.base import NodeError
 from runs.tools import ToolContext, tool
+from runs.vocabulary import NodeError
 
 # Seconds a call may wait for the effect server (a cut network makes it wait this long).
 CALL_TIMEOUT = 10.0

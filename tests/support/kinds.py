@@ -6,7 +6,8 @@ import os
 
 from pydantic import Field
 
-from runs.nodes.base import ChildCall, NodeConfig, NodeContext, NodeError, NodeKind, NodeResult
+from runs.nodes.base import ChildCall, NodeConfig, NodeContext, NodeKind, NodeResult
+from runs.vocabulary import NodeError
 from tests.support.tools import effects_path
 
 

@@ -11,8 +11,8 @@ import time
 
 from pydantic import BaseModel
 
-from runs.nodes.base import NodeError
 from runs.tools import ToolContext, tool
+from runs.vocabulary import NodeError
 
 
 def effects_path() -> str:

@@ -18,8 +18,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import ApprovalError, approval_decide
+from builder.management.commands.run_graph import EXIT_SUCCEEDED, exit_code, run_summary, wait_or_drive
 from runs.engine.api import StateWriteRefused, drive_local, local_mode, workers_alive
-from runs.management.commands.run_graph import EXIT_SUCCEEDED, exit_code, run_summary, wait_or_drive
 from runs.models import TERMINAL_RUN_STATUSES, Run
 
 POLL_SECONDS = 0.1

@@ -9,8 +9,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from builder.estimate import estimate_spec
 from builder.validation import validate_spec
+from runs.estimate import estimate_spec
 from runs.formatting import format_usd
 
 

@@ -13,10 +13,11 @@ from django.db import transaction
 from audit.chain import audit
 from runs.engine.api import run_cost_adjust
 from runs.formatting import format_usd
+from runs.management.commands.cost_report import _parse_date
 from runs.models import AttemptStatus, Run, Step, StepAttempt
-from runs.nodes.base import Usage
 from runs.providers import UnknownProvider, get_provider
 from runs.providers.base import LLMProvider
+from runs.vocabulary import Usage
 
 ACTOR = "recompute_costs"
 # Decimal places of the cost columns: a cost that rounds to what is stored is unchanged.
@@ -183,8 +184,6 @@ class Command(BaseCommand):
             raise CommandError("--batch-size must be at least 1")
         qs = StepAttempt.objects.filter(usage__isnull=False)
         if since:
-            from runs.management.commands.cost_report import _parse_date
-
             qs = qs.filter(started_at__gte=_parse_date(since, "--since"))
         if run is not None:
             qs = qs.filter(step__run_id=run)

@@ -16,8 +16,9 @@ from django.utils import timezone
 
 from runs.engine import api as engine
 from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
-from runs.nodes.base import NodeError, NodeResult
+from runs.nodes.base import NodeResult
 from runs.services import run_start
+from runs.vocabulary import NodeError
 from tests.support.specs import chain, edge, graph, node, publish, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)

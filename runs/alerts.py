@@ -1,5 +1,8 @@
 """Run alerts: a graph's owners ask for an email when one of its runs fails or is parked; sent after the change commits.
 
+The subscriptions are rows of accounts (``RunAlertSubscription``); sending them reacts to
+the engine's signals, so it lives here, above accounts in the stack.
+
 Who owns a graph (and so may subscribe): staff, builders (they edit every graph), the
 user who created it, and its operators (``accounts.policy.can_operate_graph``). The
 email goes through Django's email backend (``EMAIL_BACKEND``) once the transaction that
@@ -20,6 +23,7 @@ from django.dispatch import receiver
 from accounts.models import RunAlertSubscription
 from accounts.policy import can_operate_graph, can_read_run
 from accounts.roles import BUILDERS, has_role, is_admin
+from runs.models import Run
 from runs.signals import run_finished, step_parked
 
 log = logging.getLogger("ballast.alerts")
@@ -61,8 +65,6 @@ def alerts_send(*, run_id: int, event: str, detail: str = "") -> int:
     """Email every subscriber of the run's graph who asked for ``event`` ("failed" or
     "parked"), may read the run and has an address. Returns the number of emails sent.
     Each email is sent on its own: one refused address does not stop the others."""
-    from runs.models import Run  # the run row as committed now
-
     run = Run.objects.select_related("graph_version__graph").get(pk=run_id)
     graph = run.graph_version.graph
     flag = {"failed": "on_failed", "parked": "on_parked"}[event]

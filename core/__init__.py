@@ -1,0 +1,1 @@
+"""Ground-floor code every app may use: it imports no app (errors, field paths)."""

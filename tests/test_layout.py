@@ -1,0 +1,21 @@
+"""The code's structure as the issue that shaped it fixed it (issue 22): few function-level
+imports of project modules, each saying why."""
+from __future__ import annotations
+
+from tests.support.layout import local_imports, mutual_pairs
+
+# Outside runs/engine/ (its own issue's): app configs' ready(), modules DRF's settings
+# import before the app registry is ready, and imports kept out of a worker's start.
+MAX_LOCAL_IMPORTS = 15
+
+
+def test_function_level_imports_of_project_modules_are_few_and_say_why() -> None:
+    imports = local_imports()
+    assert len(imports) <= MAX_LOCAL_IMPORTS, [f"{i.path}:{i.line}" for i in imports]
+    assert [f"{i.path}:{i.line} {i.module}" for i in imports if not i.commented] == []
+
+
+def test_the_apps_import_each_other_in_one_direction_only_but_for_the_api_base() -> None:
+    # ballast.api (the API base every app's views build on) sits in the top package; it
+    # imports no app's errors, but it has yet to move below the apps (issue 22).
+    assert mutual_pairs() <= {("approvals", "ballast"), ("ballast", "runs")}
