@@ -28,6 +28,7 @@ from runs import live
 from runs.engine import events as run_events
 from runs.models import Run, RunEvent, RunEventKind
 from tests.api.conftest import World, failing_spec, linear_spec
+from tests.support.bounded import assert_took_under
 from tests.support.specs import chain, graph, node, run_local, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -147,7 +148,7 @@ def test_subscribe_from_seq_n_gets_every_later_event_in_order_then_live(world: W
     assert backlog == have[n:]
     assert live_seqs == list(range(len(have) + 1, len(have) + 6))
     if layer == "redis":
-        assert took < 2.5, took  # pushed, not found by the 3 s safety poll
+        assert_took_under(took, 2.5, "live events")  # pushed, not found by the 3 s safety poll
 
 
 def test_reconnect_after_a_drop_gets_the_missed_events_none_twice(world: World, layer: str) -> None:

@@ -69,7 +69,7 @@ def advance(run: Run, node_id: str, *, pause: float = 0.0) -> Step:
     step = Step.objects.get(run=run, node_id=node_id, status="pending")
     claimed = engine.step_claim(step.pk, WORKER)
     assert claimed is not None, node_id
-    time.sleep(pause)
+    time.sleep(pause)  # scenario: the step runs this long, so the page has a duration to show
     result = engine.execute_node(claimed)
     outcome = engine.step_commit(claimed, result, keep_next=False) if not isinstance(result, Exception) else engine.step_fail(claimed, result)
     assert outcome.committed, node_id
@@ -166,11 +166,11 @@ def test_a_finished_fan_out_shows_branches_side_by_side_colours_attempts_and_the
     assert all(claims.values()), claims
     # b's first attempt fails (a 503 from upstream): it is retried at once, while a and c still run.
     assert engine.step_fail(claims["b"], NodeError("upstream answered 503", code="http_error")).committed
-    time.sleep(0.2)
+    time.sleep(0.2)  # scenario: the failed attempt and the retry are apart in time, as the page draws them
     claims["b"] = engine.step_claim(branches["b"].pk, WORKER)
     assert claims["b"] is not None and claims["b"].attempt == 2
     for n in "abc":
-        time.sleep(0.3)
+        time.sleep(0.3)  # scenario: the branches finish one after another, with durations to show
         claimed = claims[n]
         assert claimed is not None and engine.step_commit(claimed, engine.execute_node(claimed), keep_next=False).committed, n
     advance(run, "join")
