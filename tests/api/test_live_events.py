@@ -27,9 +27,9 @@ from ballast.asgi import application
 from runs import live
 from runs.engine import events as run_events
 from runs.models import Run, RunEvent, RunEventKind
-from tests.api.conftest import World, failing_spec, linear_spec
 from tests.support.bounded import assert_took_under
 from tests.support.specs import chain, graph, node, run_local, transform
+from tests.support.world import World, failing_spec, linear_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TIMEOUT = 10

@@ -26,25 +26,13 @@ from runs.engine import api as engine
 from runs.engine import claims, deadlines
 from runs.engine.recovery_queries import due_pending_steps
 from runs.models import Run, RunEvent, Step
+from tests.support.approvals import deadline_spec
 from tests.support.cluster import test_database_url
-from tests.support.specs import chain, continue_local, edge, graph, node, run_local, transform
+from tests.support.specs import continue_local, run_local
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def deadline_spec(escalation: str = "timeout", *, deadline: str | None = "2s", wire_timeout: bool = True, **config) -> dict:
-    """start -> review (approval with a deadline) -> send | discard | late -> end."""
-    review = {"prompt": "Send it?", "deadline": deadline, "escalation": escalation, **config}
-    nodes = [node("start", "start"), node("review", "approval", config=review), transform("send", sent="'yes'"),
-             transform("discard", sent="'no'"), transform("late", sent="'late'"), node("end", "end")]
-    edges = chain("start", "review") + [edge("review", "send", "approved"), edge("review", "discard", "rejected"),
-                                        edge("send", "end"), edge("discard", "end"), edge("late", "end")]
-    if wire_timeout:
-        edges.append(edge("review", "late", "timeout"))
-    else:
-        nodes = [n for n in nodes if n["id"] != "late"]
-        edges = [e for e in edges if "late" not in (e["source"], e["target"])]
-    return graph(nodes, edges)
 
 
 def overdue(run: Run) -> Step:

@@ -8,7 +8,8 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
-from tests.e2e.builder_steps import (
+from tests.support.browser import screenshot, sign_in
+from tests.support.builder_steps import (
     edge_count,
     example,
     make_graph,
@@ -18,7 +19,6 @@ from tests.e2e.builder_steps import (
     stored_spec,
     wait_saved,
 )
-from tests.e2e.conftest import screenshot, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

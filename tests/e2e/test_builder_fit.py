@@ -12,9 +12,9 @@ from playwright.sync_api import Page, expect
 
 from runs.engine import api as engine
 from runs.services import run_start
-from tests.e2e.builder_steps import EXAMPLES, example, make_graph, make_user, node, open_builder
-from tests.e2e.conftest import screenshot, sign_in
-from tests.e2e.test_live_run_page import Daphne, admin_page, daphne  # noqa: F401 (fixture)
+from tests.support.browser import screenshot, sign_in
+from tests.support.builder_steps import EXAMPLES, example, make_graph, make_user, node, open_builder, sample_input
+from tests.support.live_daphne import Daphne, admin_page
 from tests.support.specs import publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -81,17 +81,6 @@ def expect_whole(page: Page, spec: dict, where: str) -> None:
     assert not hidden, (where, zoom(page), hidden)
 
 
-def sample_input(schema: dict) -> object:
-    """A value ``schema`` accepts: its required properties only, strings matching the examples' one pattern."""
-    if schema.get("type") == "object":
-        return {
-            k: sample_input(v) for k, v in (schema.get("properties") or {}).items() if k in schema.get("required", [])
-        }
-    if "pattern" in schema:
-        return "A-1001"  # the refund example's order id
-    return {"number": 1, "integer": 1, "boolean": True, "array": []}.get(
-        schema.get("type", "string"), "ada@example.com"
-    )
 
 
 def test_every_example_opens_whole_in_the_builder(live_server, page):

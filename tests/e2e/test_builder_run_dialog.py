@@ -9,8 +9,8 @@ from playwright.sync_api import Page, expect
 
 from builder.services import graph_publish
 from graphs.models import Graph
-from tests.e2e.builder_steps import example, make_graph, make_user, open_builder
-from tests.e2e.conftest import screenshot, sign_in
+from tests.support.browser import screenshot, sign_in
+from tests.support.builder_steps import example, make_graph, make_user, open_builder
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

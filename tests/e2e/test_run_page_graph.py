@@ -26,10 +26,10 @@ from runs.engine import workers
 from runs.models import Run, Step, StepAttempt
 from runs.nodes.base import NodeError
 from runs.services import run_start
-from tests.api.conftest import approval_spec, failing_spec
-from tests.e2e.conftest import screenshot
-from tests.e2e.test_live_run_page import Daphne, admin_page, daphne  # noqa: F401 (fixture)
+from tests.support.browser import screenshot
+from tests.support.live_daphne import Daphne, admin_page
 from tests.support.specs import chain, edge, effect, graph, node, publish, run_local, transform
+from tests.support.world import approval_spec, failing_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 EXAMPLE = json.loads((Path(__file__).resolve().parents[2] / "examples" / "agent_tools.json").read_text())

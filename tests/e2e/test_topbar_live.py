@@ -12,11 +12,10 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from runs.services import run_cancel
-from tests.api.conftest import approval_spec
-from tests.e2e.conftest import screenshot, sign_in
-from tests.e2e.test_live_run_page import Daphne, daphne  # noqa: F401  (fixture)
-from tests.e2e.test_reports import make_user
+from tests.support.browser import make_user, screenshot, sign_in
+from tests.support.live_daphne import Daphne
 from tests.support.specs import run_local
+from tests.support.world import approval_spec
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
