@@ -12,8 +12,17 @@ from playwright.sync_api import Page, expect
 
 from runs.engine import api as engine
 from runs.services import run_start
-from tests.support.browser import screenshot, sign_in
-from tests.support.builder_steps import EXAMPLES, example, make_graph, make_user, node, open_builder, sample_input
+from tests.support.browser import screenshot, sign_in, wait_until_still
+from tests.support.builder_steps import (
+    EXAMPLES,
+    example,
+    make_graph,
+    make_user,
+    node,
+    open_builder,
+    sample_input,
+    viewport_settled,
+)
 from tests.support.live_daphne import Daphne, admin_page
 from tests.support.specs import publish
 
@@ -196,11 +205,13 @@ def test_minimap_pans_zooms_and_follows_a_drop(live_server, page):
     z = zoom(page)
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.mouse.wheel(0, -300)
-    page.wait_for_timeout(300)
+    page.wait_for_function(
+        "z => parseFloat((/scale\\(([\\d.]+)\\)/.exec(document.querySelector('.react-flow__viewport').getAttribute('style') || '') || [])[1]) > z", arg=z)
     assert zoom(page) > z
     # A node drag leaves the minimap alone until the drop, which it then shows.
     page.keyboard.press("f")
-    page.wait_for_timeout(400)
+    viewport_settled(page)
+    wait_until_still(page, ".react-flow__minimap-node", measure="d")
     drawn = nodes_path.get_attribute("d")
     card = node(page, "t1").bounding_box()
     assert card

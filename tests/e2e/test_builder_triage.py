@@ -17,6 +17,7 @@ from tests.support.builder_steps import (
     node,
     open_builder,
     stored_spec,
+    viewport_settled,
     wait_saved,
 )
 
@@ -74,7 +75,7 @@ def in_view(page: Page, node_id: str) -> None:
         if on_canvas and not any(_overlaps(box, page.locator(o).bounding_box()) for o in overlays):
             return
         page.locator(".react-flow__controls-zoomout").click()
-        page.wait_for_timeout(150)
+        viewport_settled(page)
 
 
 def select_node(page: Page, node_id: str) -> None:

@@ -18,7 +18,7 @@ from runs.engine import api as engine
 from runs.engine import workers as engine_workers
 from runs.models import Worker
 from tests.support.audit import tamper
-from tests.support.browser import format_usd, login, make_user, screenshot
+from tests.support.browser import format_usd, login, make_user, screenshot, wait_until_still
 from tests.support.costs import make_spend, sql_by, sql_totals
 from tests.support.leases import pay_version, run_at_pay
 from tests.support.llm_server import llm_server, sdk_providers  # noqa: F401  (fixtures)
@@ -69,7 +69,7 @@ def test_cost_page_shows_the_same_totals_as_the_database(live_server, page, sdk_
     expect(page.get_by_role("table", name="Spend by model").get_by_role("row").filter(has_text="my-finetune-7b").get_by_role("cell").nth(1)).to_have_text("unknown")
     page.get_by_role("group", name="Break down by").get_by_role("button", name="Graph").click()
     expect(page.locator(".chart canvas").first).to_be_visible()
-    page.wait_for_timeout(300)  # the charts' chunk has loaded and drawn
+    wait_until_still(page, ".chart canvas", measure="pixels")  # the charts' chunk has loaded and drawn
     screenshot(page, "costs")
 
     # The CSV link carries the page's filters and downloads the same rows.

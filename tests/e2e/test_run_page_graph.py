@@ -26,7 +26,7 @@ from runs.engine import workers
 from runs.models import Run, Step, StepAttempt
 from runs.nodes.base import NodeError
 from runs.services import run_start
-from tests.support.browser import screenshot
+from tests.support.browser import screenshot, wait_until_still
 from tests.support.live_daphne import Daphne, admin_page
 from tests.support.specs import chain, edge, effect, graph, node, publish, run_local, transform
 from tests.support.world import approval_spec, failing_spec
@@ -58,7 +58,7 @@ def screenshots(page: Page, name: str) -> None:
     before = page.viewport_size
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
-        page.wait_for_timeout(400)  # React Flow fits the graph to its new size
+        wait_until_still(page, ".react-flow__viewport", measure="style")  # React Flow fits the graph to its new size
         screenshot(page, f"run-page-{name}-{width}")
     if before:
         page.set_viewport_size(before)

@@ -1,6 +1,7 @@
-"""Browser test helpers: screenshots into artifacts/, signing in, users, and Playwright's patience."""
+"""Browser test helpers: screenshots into artifacts/, signing in, users, Playwright's patience, and waits on the page's own state (motion stopped, a socket's first message) instead of fixed pauses."""
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -81,3 +82,68 @@ def approver(username: str) -> User:
     user = User.objects.create_user(username, password=f"pw-{username}-1", email=f"{username}@example.com")
     user.groups.add(Group.objects.get(name="approvers"))
     return user
+
+
+# Polls of the page for wait_until_still: often enough to see every frame of an animation.
+_STILL_POLL_MS = 16
+_STILL_JS = """([selector, measure, quiet, key]) => {
+  const el = document.querySelector(selector);
+  let value = null;
+  if (el) {
+    if (measure === "box") {
+      const r = el.getBoundingClientRect();
+      value = [r.x, r.y, r.width, r.height].join(",");
+    } else if (measure === "pixels") {
+      value = el.toDataURL();
+    } else {
+      value = el.getAttribute(measure);
+    }
+  }
+  const store = (window.__ballastStill ??= {});
+  const now = performance.now();
+  const seen = store[key];
+  if (!seen || seen.value !== value) {
+    store[key] = { value, since: now };
+    return false;
+  }
+  return el !== null && now - seen.since >= quiet;
+}"""
+
+
+def wait_until_still(page: Page, selector: str, *, measure: str = "box", quiet_ms: int = 100, timeout_ms: int = 10_000) -> None:
+    """Wait until the first element matching ``selector`` exists and its ``measure`` has
+    not changed for ``quiet_ms`` milliseconds of the page's clock: ``"box"`` (its bounding
+    box), ``"pixels"`` (a canvas's drawing) or an attribute name (say ``"style"``, where
+    React Flow keeps its pan and zoom). For animations (fit view, auto-layout, a drop, a
+    chart drawing): it ends when the motion has stopped, and fails after ``timeout_ms``
+    if it never does."""
+    page.wait_for_function(_STILL_JS, arg=[selector, measure, quiet_ms, uuid.uuid4().hex], polling=_STILL_POLL_MS, timeout=timeout_ms)
+
+
+def next_paint(page: Page) -> None:
+    """Return once the page has painted twice more: state set by a handler that already
+    ran (a socket message, a response) has been rendered by then."""
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(null))))")
+
+
+# Counts the messages each WebSocket of the page received, by path (window.__socketFrames),
+# for waits on a socket's first message. Playwright adds it to every document it loads.
+COUNT_SOCKET_FRAMES = """(() => {
+  const Native = window.WebSocket;
+  window.__socketFrames = {};
+  window.WebSocket = class extends Native {
+    constructor(url, protocols) {
+      super(url, protocols);
+      const path = new URL(url, window.location.href).pathname;
+      this.addEventListener("message", () => { window.__socketFrames[path] = (window.__socketFrames[path] || 0) + 1; });
+    }
+  };
+})();"""
+
+
+def wait_for_socket_message(page: Page, path: str, *, timeout_ms: int = 20_000) -> None:
+    """Wait until a WebSocket of the page at ``path`` (say ``/ws/approvals/``) has received
+    a message, then for it to be rendered; the page must have been loaded after
+    ``page.add_init_script(COUNT_SOCKET_FRAMES)``."""
+    page.wait_for_function("(path) => (window.__socketFrames || {})[path] > 0", arg=path, timeout=timeout_ms)
+    next_paint(page)

@@ -9,6 +9,7 @@ from django.contrib.auth.models import Group, User
 from playwright.sync_api import Page, expect
 
 from builder.services import graph_create
+from tests.support.browser import wait_until_still
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MOD = "Control"
@@ -65,14 +66,7 @@ def drag_kind(page: Page, kind: str, x: float, y: float) -> None:
 def viewport_settled(page: Page, timeout_ms: int = 3_000) -> None:
     """Wait until the canvas's pan and zoom stop changing (fit view, auto-layout and a
     selection's centring animate it; a drag aimed at handles measured mid-animation misses)."""
-    viewport = page.locator(".react-flow__viewport").first
-    before = viewport.get_attribute("style")
-    for _ in range(timeout_ms // 100):
-        page.wait_for_timeout(100)
-        now = viewport.get_attribute("style")
-        if now == before:
-            return
-        before = now
+    wait_until_still(page, ".react-flow__viewport", measure="style", quiet_ms=100, timeout_ms=timeout_ms)
 
 
 def connect(page: Page, source: str, target: str, handle: str | None = None) -> None:
