@@ -70,7 +70,7 @@ def add_event(run_id: int, n: int = 1, pause: float = 0.0) -> None:
     ``pause`` seconds apart."""
     for i in range(n):
         if i and pause:
-            time.sleep(pause)
+            time.sleep(pause)  # scenario: events committed apart in time
         run_events.create(run_id=run_id, kind=RunEventKind.STEP_REQUEUED, data={"by": "test", "i": i})
 
 

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -164,13 +163,12 @@ def test_approve_errors_name_the_pending_approvals(tmp_path, effects_file):
 
 
 def _kill_group_at_fault(proc: subprocess.Popen, fault_file: Path, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not (fault_file.exists() and fault_file.read_text().strip()):
+    def reached() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"exited ({proc.returncode}) before the fault: {proc.communicate()}")
-        if time.monotonic() > deadline:
-            raise AssertionError("fault point not reached")
-        time.sleep(0.02)
+        return fault_file.exists() and bool(fault_file.read_text().strip())
+
+    wait_until(reached, timeout, "the fault point")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
 

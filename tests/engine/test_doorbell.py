@@ -198,7 +198,7 @@ def test_an_idle_pusher_is_woken_by_the_doorbell_not_by_its_poll(monkeypatch):
 
     def ring() -> None:
         try:
-            time.sleep(0.1)
+            time.sleep(0.1)  # scenario: the bell rings while the pull is already waiting
             dispatch.enqueue([12345])
         finally:
             connections.close_all()
