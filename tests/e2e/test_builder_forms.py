@@ -71,12 +71,13 @@ def test_transform_rows_end_output_and_catalogue_labels(live_server, page, build
     output = page.locator('[id="config.output"]')
     expect(output).to_contain_text("Output state keys")
     expect(output).to_contain_text("Leave empty to return the whole state")
-    # The change is validated (a debounced POST) and saved: wait for both, then for the page to show it.
-    with page.expect_response(lambda r: r.url.endswith("/api/v1/graphs/validate/") and r.request.method == "POST"):
-        output.get_by_role("button", name="Add").click()
+    output.get_by_role("button", name="Add").click()
     expect(output.get_by_label("State key")).to_be_focused()
-    wait_saved(page)
+    # Whatever the new row set off has finished: the debounced validation ("checking…"
+    # while a POST is out) and the autosave.
     next_paint(page)
+    expect(page.get_by_role("region", name="Problems").last).not_to_contain_text("checking…")
+    wait_saved(page)
     expect(output.locator(".field-errors")).to_have_count(0)
     expect(page.locator(".node-panel .panel-issues")).to_have_count(0)
     screenshot(page, "builder-end-output")
