@@ -19,8 +19,8 @@ from rest_framework.test import APIClient
 
 from accounts import throttling
 from accounts.tokens import token_create
-from tests.accounts.test_throttling import rates
 from tests.support.redis_server import RedisServer, private_redis  # noqa: F401  (fixture)
+from tests.support.throttling import rates
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -22,24 +22,11 @@ from rest_framework.test import APIClient
 from accounts.tokens import token_create
 from audit.models import AuditEntry
 from tests.support.cluster import test_database_url
+from tests.support.throttling import rates
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def rates(**overrides: str) -> dict:
-    """REST_FRAMEWORK with some throttle rates replaced. Rates here are per hour, and a
-    test starting in the last minute of an hour waits for the next one: counters are
-    fixed windows, and a window ending mid-test would reset the count it checks."""
-    import time
-
-    from django.conf import settings
-
-    left = 3600 - time.time() % 3600
-    if left < 60:
-        time.sleep(left + 0.5)
-    config = dict(settings.REST_FRAMEWORK)
-    config["DEFAULT_THROTTLE_RATES"] = {**config["DEFAULT_THROTTLE_RATES"], **overrides}
-    return config
 
 
 def token_client(user, address: str = "127.0.0.1") -> tuple[APIClient, object, str]:

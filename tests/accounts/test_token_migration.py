@@ -3,37 +3,18 @@ migrates without losing a token, its key or the permissions granted on it, and b
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from accounts.authentication import token_for_key
 from accounts.tokens import KEY_PREFIX, hash_key
+from tests.support.migrations import latest, migrate, migrate_to, models_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("runs", "0006_provider_credential"), ("accounts", None)]
 
 
-def _state(executor, targets):
-    """The models as of ``targets`` (an app at None: not there), with auth and contenttypes
-    at their latest (their early states do not match the tables any more)."""
-    contrib = [n for n in executor.loader.graph.leaf_nodes() if n[0] in ("auth", "contenttypes")]
-    return executor.loader.project_state([t for t in targets if t[1] is not None] + contrib).apps
-
-
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.migrate(targets)
-    return _state(MigrationExecutor(connection), targets)
-
-
-def _latest():
-    executor = MigrationExecutor(connection)
-    return executor.loader.graph.leaf_nodes()
-
-
 def test_tokens_survive_the_move_to_accounts():
-    old = _migrate(BEFORE)
+    old = migrate_to(BEFORE)
     try:
         User = old.get_model("auth", "User")
         OldToken = old.get_model("runs", "ApiToken")
@@ -52,7 +33,7 @@ def test_tokens_survive_the_move_to_accounts():
         group = Group.objects.create(name="token-viewers")
         group.permissions.add(permission)
     finally:
-        new = _migrate(_latest())
+        new = migrate_to(latest())
 
     NewToken = new.get_model("accounts", "ApiToken")
     assert NewToken._meta.db_table == "runs_apitoken"
@@ -64,12 +45,12 @@ def test_tokens_survive_the_move_to_accounts():
 
 
 def test_the_move_reverses():
-    _migrate(BEFORE)
+    migrate(BEFORE)
     try:
-        old = _state(MigrationExecutor(connection), BEFORE)
+        old = models_at(BEFORE)
         assert old.get_model("runs", "ApiToken")._meta.db_table == "runs_apitoken"
         with pytest.raises(LookupError):
             old.get_model("accounts", "ApiToken")
     finally:
-        new = _migrate(_latest())
+        new = migrate_to(latest())
     assert new.get_model("accounts", "ApiToken")._meta.db_table == "runs_apitoken"

@@ -11,8 +11,8 @@ from approvals.models import ApprovalRequest
 from audit.models import AuditEntry
 from runs.engine import api as engine
 from runs.models import RunEvent, Step
-from tests.api.conftest import World, client_with_token
 from tests.support.approvals import version_of
+from tests.support.world import World, client_with_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

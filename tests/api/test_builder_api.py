@@ -14,9 +14,9 @@ from audit.models import AuditEntry
 from graphs.models import Graph, GraphVersion
 from graphs.spec import GraphSpec
 from runs.models import Run, Step
-from tests.api.conftest import World, linear_spec
 from tests.support.specs import chain, edge, graph, node, transform
 from tests.support.tools import read_effects
+from tests.support.world import World, linear_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

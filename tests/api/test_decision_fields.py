@@ -10,8 +10,8 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from runs.engine import api as engine
-from tests.api.conftest import World
 from tests.support.approvals import version_of
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,8 +13,8 @@ from builder.validation import validate_spec
 from core.fields import field_path
 from runs.nodes.tool import ToolNode
 from runs.providers import get_provider
-from tests.api.conftest import World
 from tests.support.specs import chain, graph, node, publish, transform
+from tests.support.world import World
 
 
 def test_field_path():

@@ -6,8 +6,8 @@ import pytest
 
 from audit.models import AuditEntry
 from graphs.models import Graph, GraphVersion
-from tests.api.conftest import World, linear_spec
 from tests.support.specs import node, transform
+from tests.support.world import World, linear_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,9 +17,9 @@ from approvals.models import ApprovalRequest
 from audit.models import AuditEntry
 from runs.engine import api as engine
 from runs.models import Run, RunStateKey, Step
-from tests.api.conftest import NAME_INPUT, World, client_with_token
 from tests.support.approvals import version_of
 from tests.support.specs import chain, edge, graph, node, publish, run_local, transform
+from tests.support.world import NAME_INPUT, World, client_with_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -248,7 +248,7 @@ def test_approve_with_edited_values_through_the_node_schema(world: World) -> Non
 
 
 def test_parked_steps_are_listed_for_operators_with_retry_skip_and_fail(world: World, effects_file) -> None:
-    from tests.api.test_races import parked_run
+    from tests.support.world import parked_run
 
     run, request = parked_run()
     operator = world.clients["operator"]

@@ -27,8 +27,9 @@ from ballast.asgi import application
 from runs import live
 from runs.engine import events as run_events
 from runs.models import Run, RunEvent, RunEventKind
-from tests.api.conftest import World, failing_spec, linear_spec
+from tests.support.bounded import assert_took_under
 from tests.support.specs import chain, graph, node, run_local, transform
+from tests.support.world import World, failing_spec, linear_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TIMEOUT = 10
@@ -69,7 +70,7 @@ def add_event(run_id: int, n: int = 1, pause: float = 0.0) -> None:
     ``pause`` seconds apart."""
     for i in range(n):
         if i and pause:
-            time.sleep(pause)
+            time.sleep(pause)  # scenario: events committed apart in time
         run_events.create(run_id=run_id, kind=RunEventKind.STEP_REQUEUED, data={"by": "test", "i": i})
 
 
@@ -147,7 +148,7 @@ def test_subscribe_from_seq_n_gets_every_later_event_in_order_then_live(world: W
     assert backlog == have[n:]
     assert live_seqs == list(range(len(have) + 1, len(have) + 6))
     if layer == "redis":
-        assert took < 2.5, took  # pushed, not found by the 3 s safety poll
+        assert_took_under(took, 2.5, "live events")  # pushed, not found by the 3 s safety poll
 
 
 def test_reconnect_after_a_drop_gets_the_missed_events_none_twice(world: World, layer: str) -> None:

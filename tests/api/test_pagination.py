@@ -9,7 +9,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from tests.api.conftest import World
+from tests.support.world import World
 
 
 def ids(page: dict) -> list[int]:

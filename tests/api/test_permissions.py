@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from runs.engine import api as engine
-from tests.api.conftest import ROLE_NAMES, World, linear_spec
 from tests.support.approvals import version_of
 from tests.support.specs import graph, node, publish
+from tests.support.world import ROLE_NAMES, World, linear_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -310,7 +310,7 @@ def test_session_auth_enforces_csrf_and_docs_need_a_login(world: World) -> None:
 def test_revoked_token_and_inactive_user_are_refused(world: World) -> None:
     from accounts.models import ApiToken
     from accounts.tokens import token_revoke
-    from tests.api.conftest import client_with_token
+    from tests.support.world import client_with_token
 
     client = client_with_token(world.users["viewer"])
     assert client.get("/api/v1/graphs/").status_code == 200

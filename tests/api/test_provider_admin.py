@@ -8,8 +8,8 @@ from django.test import Client
 from audit.models import AuditEntry
 from runs.models import ProviderCredential
 from runs.providers.credentials import decrypt_api_key
-from tests.api.conftest import World
 from tests.support.llm_server import TEST_KEY, Fault, LLMServer
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,8 +8,8 @@ from django.db import connection
 
 from audit.models import AuditEntry
 from runs.models import ProviderCredential
-from tests.api.conftest import World
 from tests.support.llm_server import TEST_KEY, Fault, LLMServer
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,9 +14,8 @@ from django.db import connection
 from approvals.models import ApprovalRequest
 from runs.engine import api as engine
 from runs.models import Run, Step
-from tests.api.conftest import World, client_with_token
 from tests.support.approvals import version_of
-from tests.support.leases import begun
+from tests.support.world import World, client_with_token, parked_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -125,24 +124,6 @@ def test_two_decisions_at_once_one_wins(world: World) -> None:
         assert ApprovalRequest.objects.get(pk=approval.pk).status in ("approved", "rejected")
 
 
-def parked_run():
-    """A run whose not-safe-to-repeat step 'pay' was interrupted: parked, one recovery request."""
-    from runs.nodes.base import NodeResult
-    from runs.services import run_start
-    from tests.support.specs import chain, effect, graph, node, publish
-
-    version = publish(graph([node("start", "start"), effect("pay", unsafe=True), node("end", "end")], chain("start", "pay", "end")))
-    with engine.local_mode():
-        run = run_start(version=version, run_input={})
-    start = engine.step_claim(Step.objects.get(run=run, node_id="start").pk, "livehost:1:1")
-    engine.step_commit(start, NodeResult(), keep_next=False)
-    pay = Step.objects.get(run=run, node_id="pay")
-    begun(engine.step_claim(pay.pk, "deadhost:1:1"))  # a worker that then died
-    Step.objects.filter(pk=pay.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
-    with engine.local_mode():
-        engine.recover_once()
-    assert Step.objects.get(pk=pay.pk).status == "parked"
-    return run, ApprovalRequest.objects.get(run=run, purpose="recovery", status="pending")
 
 
 def test_a_recovery_decision_and_a_resume_of_the_parked_run_at_once_requeue_once(world: World, effects_file) -> None:

@@ -19,9 +19,9 @@ from audit.models import AuditEntry
 from ballast.asgi import application
 from runs.engine import api as engine
 from runs.models import Run
-from tests.api.conftest import ROLE_NAMES, World, client_with_token, linear_spec
 from tests.support.approvals import version_of
 from tests.support.specs import chain, graph, node, publish, run_local
+from tests.support.world import ROLE_NAMES, World, client_with_token, linear_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 USERS = [r for r in ROLE_NAMES if r != "anonymous"]

@@ -27,6 +27,7 @@ from websockets.sync.client import connect
 
 from accounts.tokens import token_create
 from runs.models import RunEvent
+from tests.support.bounded import wait_until
 from tests.support.cluster import test_database_url
 from tests.support.redis_server import RedisServer, free_port, private_redis  # noqa: F401  (fixture)
 from tests.support.specs import chain, graph, node, run_local
@@ -54,14 +55,13 @@ class Daphne:
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "ballast.asgi:application"],
             cwd=ROOT, env=_env(server, BALLAST_LOG_LEVEL="INFO", **env), stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True,
         )
-        deadline = time.monotonic() + 60
-        while True:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            assert self.proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "daphne did not start"
-            time.sleep(0.05)
+        wait_until(lambda: self._accepts(log), 60, "daphne to accept connections", poll=0.05, describe=lambda: log.read_text()[-3000:])
+
+    def _accepts(self, log: Path) -> bool:
+        """Whether daphne accepts a connection yet; fails at once if it has exited."""
+        assert self.proc.poll() is None, log.read_text()[-3000:]
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", self.port)) == 0
 
     def kill(self) -> None:
         if self.proc.poll() is None:

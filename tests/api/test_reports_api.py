@@ -20,10 +20,10 @@ from runs.alerts import alert_set
 from runs.engine import api as engine
 from runs.models import Step, Worker
 from runs.services import run_start
-from tests.costs.conftest import llm_server, sdk_providers  # noqa: F401  (fixtures)
 from tests.support.audit import tamper
 from tests.support.costs import MICRO, crash_rerun_run, llm_spec, make_spend, sql_by, sql_totals
 from tests.support.leases import begun, dead_owner, pay_version, run_at_pay
+from tests.support.llm_server import llm_server, sdk_providers  # noqa: F401  (fixtures)
 from tests.support.specs import chain, graph, node, publish, run_local, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,25 +7,8 @@ from typing import Any
 
 from runs.engine import api as engine
 from runs.models import Run, RunStateKey, Step
-from tests.api.conftest import World
-from tests.support.specs import chain, graph, node, publish, run_local, transform
-
-XZ = {"type": "object", "properties": {"x": {"type": "integer"}, "zero": {"type": "integer"}, "name": {"type": "string"}}}
-
-
-def priced_spec() -> dict[str, Any]:
-    """start -> draft -> boom (fails when zero is 0) -> ask (a priced mock LLM call) -> end."""
-    return graph(
-        [
-            node("start", "start"),
-            transform("draft", greeting="'Hi ' + name"),
-            transform("boom", y="x / zero"),
-            node("ask", "llm", config={"prompt": "Say {{ greeting }}", "model": "mock-1", "max_tokens": 50}),
-            node("end", "end"),
-        ],
-        chain("start", "draft", "boom", "ask", "end"),
-        input_schema=XZ,
-    )
+from tests.support.specs import publish, run_local
+from tests.support.world import World, priced_spec
 
 
 def step_rows(run: Run) -> list[tuple[Any, ...]]:
@@ -179,7 +162,7 @@ def test_compare_two_runs_of_a_graph(world: World) -> None:
 
 
 def test_resume_preview_of_a_parked_run_is_what_the_resume_requeues(world: World, effects_file) -> None:
-    from tests.api.test_races import parked_run
+    from tests.support.world import parked_run
 
     run, _request = parked_run()
     client = world.clients["operator"]

@@ -16,8 +16,8 @@ from audit.models import AuditEntry
 from ballast.asgi import application
 from runs import selectors
 from runs.models import Run
-from tests.api.conftest import World, linear_spec
 from tests.support.specs import publish, run_local
+from tests.support.world import World, linear_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

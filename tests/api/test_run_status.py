@@ -16,9 +16,9 @@ from runs.engine import workers
 from runs.models import Run, Step, Worker
 from runs.nodes.base import NodeResult
 from runs.services import run_start
-from tests.api.conftest import World
 from tests.support.leases import begun, dead_owner, pay_version, run_at_pay
 from tests.support.specs import chain, edge, effect, graph, node, publish
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,8 +12,8 @@ from django.db.models import Sum
 from runs.engine import api as engine
 from runs.models import Run, RunEvent, StepAttempt
 from runs.services import run_start
-from tests.api.conftest import World, client_with_token
 from tests.support.specs import chain, graph, node, publish, run_local
+from tests.support.world import World, client_with_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

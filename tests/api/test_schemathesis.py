@@ -32,7 +32,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from runs.engine import api as engine
-from tests.api.conftest import World
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

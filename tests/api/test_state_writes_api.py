@@ -13,10 +13,10 @@ from runs.engine.api import StateWriteRefused
 from runs.models import Run, Step
 from runs.nodes.base import NodeResult
 from runs.services import RunInputInvalid, run_start
-from tests.api.conftest import World
 from tests.support.approvals import version_of
 from tests.support.leases import begun
 from tests.support.specs import chain, graph, node, publish
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

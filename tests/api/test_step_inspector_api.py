@@ -12,8 +12,8 @@ from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEntry
 from runs.models import Step
-from tests.api.conftest import World
 from tests.support.specs import chain, graph, node, run_local, transform
+from tests.support.world import World
 
 EXAMPLE = json.loads((Path(__file__).resolve().parents[2] / "examples" / "agent_tools.json").read_text())
 

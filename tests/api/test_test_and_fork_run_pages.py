@@ -4,23 +4,10 @@ and fork on it (409 ``test_run``, nothing re-run); a forked run's origin and the
 kept from its source."""
 from __future__ import annotations
 
-from typing import Any
-
-from builder.services import graph_create, graph_node_test
+from builder.services import graph_node_test
 from runs.engine import api as engine
 from runs.models import Run, Step
-from tests.api.conftest import World
-from tests.support.specs import chain, graph, node, transform
-
-
-def failing_draft() -> Any:
-    """start -> boom (divides by zero when zero is 0) -> end, as a builder draft."""
-    spec = graph(
-        [node("start", "start"), transform("boom", y="x / zero"), node("end", "end")],
-        chain("start", "boom", "end"),
-        input_schema={"type": "object", "properties": {"x": {"type": "integer"}, "zero": {"type": "integer"}}},
-    )
-    return graph_create(name=spec["name"], draft=spec)
+from tests.support.world import World, failing_draft
 
 
 def failed_test_run() -> Run:
@@ -90,8 +77,8 @@ def test_a_published_runs_graph_is_its_version(world: World) -> None:
 
 
 def test_a_forked_runs_detail_names_its_origin_and_the_nodes_it_kept(world: World) -> None:
-    from tests.api.test_run_actions_api import priced_spec
     from tests.support.specs import publish, run_local
+    from tests.support.world import priced_spec
 
     source = run_local(publish(priced_spec()), {"x": 1, "zero": 2, "name": "Ada"}, user=world.users["starter"])
     draft = Step.objects.get(run=source, node_id="draft")

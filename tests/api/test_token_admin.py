@@ -8,7 +8,7 @@ from django.test import Client
 
 from accounts.models import ApiToken
 from audit.models import AuditEntry
-from tests.api.conftest import World, client_with_token
+from tests.support.world import World, client_with_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,7 +19,7 @@ from django.db import connection
 from accounts.tokens import token_create, token_revoke
 from ballast.asgi import application
 from runs.models import RunEvent
-from tests.api.conftest import ROLE_NAMES, World
+from tests.support.world import ROLE_NAMES, World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -26,25 +25,14 @@ from runs.engine import api as engine
 from runs.engine import claims, deadlines
 from runs.engine.recovery_queries import due_pending_steps
 from runs.models import Run, RunEvent, Step
+from tests.support.approvals import deadline_spec
+from tests.support.bounded import wait_until
 from tests.support.cluster import test_database_url
-from tests.support.specs import chain, continue_local, edge, graph, node, run_local, transform
+from tests.support.specs import continue_local, run_local
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def deadline_spec(escalation: str = "timeout", *, deadline: str | None = "2s", wire_timeout: bool = True, **config) -> dict:
-    """start -> review (approval with a deadline) -> send | discard | late -> end."""
-    review = {"prompt": "Send it?", "deadline": deadline, "escalation": escalation, **config}
-    nodes = [node("start", "start"), node("review", "approval", config=review), transform("send", sent="'yes'"),
-             transform("discard", sent="'no'"), transform("late", sent="'late'"), node("end", "end")]
-    edges = chain("start", "review") + [edge("review", "send", "approved"), edge("review", "discard", "rejected"),
-                                        edge("send", "end"), edge("discard", "end"), edge("late", "end")]
-    if wire_timeout:
-        edges.append(edge("review", "late", "timeout"))
-    else:
-        nodes = [n for n in nodes if n["id"] != "late"]
-        edges = [e for e in edges if "late" not in (e["source"], e["target"])]
-    return graph(nodes, edges)
 
 
 def overdue(run: Run) -> Step:
@@ -240,11 +228,11 @@ def test_a_worker_killed_while_firing_a_deadline_fires_it_exactly_once(tmp_path)
     code = "import django; django.setup(); from runs.engine import claims; claims.step_claim_due('doomed:1:1')"
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while not (hits.exists() and hits.read_text().strip()):
+        def reached() -> bool:
             assert proc.poll() is None, "the firing process exited before the fault point"
-            assert time.monotonic() < deadline, "the fault point was never reached"
-            time.sleep(0.05)
+            return hits.exists() and bool(hits.read_text().strip())
+
+        wait_until(reached, 60, "the fault point", poll=0.05)
         assert json.loads(hits.read_text().splitlines()[0])["step_id"] == step.pk
     finally:
         os.killpg(proc.pid, signal.SIGKILL)

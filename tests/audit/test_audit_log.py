@@ -19,10 +19,10 @@ from runs.engine import api as engine
 from runs.models import Run, Step
 from runs.nodes.base import NodeResult
 from runs.services import run_start
-from tests.api.conftest import World, client_with_token, linear_spec
 from tests.support.approvals import version_of
 from tests.support.leases import begun
 from tests.support.specs import chain, effect, graph, node, publish
+from tests.support.world import World, client_with_token, linear_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 POSTGRES = connection.vendor == "postgresql"

@@ -9,33 +9,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from audit.chain import GENESIS, audit, audit_verify, entry_hash
 from audit.models import AuditChain, AuditEntry
+from tests.support.migrations import latest, migrate, migrate_to, models_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # Before the move: runs with the audit models (its latest migration before 0019), no audit app.
 BEFORE = [("runs", "0017_host_heartbeats"), ("audit", None)]
 MODELS = ("auditentry", "auditchain")
-
-
-def _state(executor, targets):
-    """The models as of ``targets`` (an app at None: not there), with auth and contenttypes
-    at their latest (their early states do not match the tables any more)."""
-    contrib = [n for n in executor.loader.graph.leaf_nodes() if n[0] in ("auth", "contenttypes")]
-    return executor.loader.project_state([t for t in targets if t[1] is not None] + contrib).apps
-
-
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.migrate(targets)
-    return _state(MigrationExecutor(connection), targets)
-
-
-def _latest():
-    return MigrationExecutor(connection).loader.graph.leaf_nodes()
 
 
 def _old_chains(old) -> dict[str, list[str]]:
@@ -70,7 +53,7 @@ def _old_chains(old) -> dict[str, list[str]]:
 
 
 def test_entries_chains_and_content_types_survive_the_move_to_audit():
-    old = _migrate(BEFORE)
+    old = migrate_to(BEFORE)
     try:
         chains = _old_chains(old)
         entries = list(old.get_model("runs", "AuditEntry").objects.order_by("id").values_list("id", "scope", "seq", "hash"))
@@ -85,7 +68,7 @@ def test_entries_chains_and_content_types_survive_the_move_to_audit():
         group = old.get_model("auth", "Group").objects.create(name="auditors")
         group.permissions.add(permission)
     finally:
-        new = _migrate(_latest())
+        new = migrate_to(latest())
 
     # The rows are the rows they were, read through the moved models.
     assert AuditEntry._meta.db_table == "runs_auditentry" and AuditChain._meta.db_table == "runs_auditchain"
@@ -109,9 +92,9 @@ def test_entries_chains_and_content_types_survive_the_move_to_audit():
 
 
 def test_the_move_reverses():
-    _migrate(BEFORE)
+    migrate(BEFORE)
     try:
-        old = _state(MigrationExecutor(connection), BEFORE)
+        old = models_at(BEFORE)
         assert old.get_model("runs", "AuditEntry")._meta.db_table == "runs_auditentry"
         assert old.get_model("runs", "AuditChain")._meta.db_table == "runs_auditchain"
         with pytest.raises(LookupError):
@@ -122,7 +105,7 @@ def test_the_move_reverses():
         assert set(types.filter(app_label="runs", model__in=MODELS).values_list("model", flat=True)) == set(MODELS)
         chains = _old_chains(old)
     finally:
-        new = _migrate(_latest())
+        new = migrate_to(latest())
     assert new.get_model("audit", "AuditEntry")._meta.db_table == "runs_auditentry"
     assert set(ContentType.objects.filter(app_label="audit", model__in=MODELS).values_list("model", flat=True)) == set(MODELS)
     assert audit_verify().ok and AuditChain.objects.get(scope="run:5").hash == chains["run:5"][-1]

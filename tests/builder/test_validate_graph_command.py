@@ -18,7 +18,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from tests.builder.test_validation import _no_end, _unknown_var_transform, _unwired, baseline
+from tests.support.validation import _no_end, _unknown_var_transform, _unwired, baseline
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,56 +11,19 @@ import pytest
 from builder.validation import ValidationResult, export_schemas, validate_spec
 from graphs.spec import GraphSpec
 from runs.nodes.base import Issue
+from tests.support.validation import _no_end, _unknown_var_transform, _unwired, baseline, edge, graph, node, transform
 
 # --- builders -----------------------------------------------------------------------------
 
 
-def node(node_id: str, kind: str, **config: Any) -> dict[str, Any]:
-    return {"id": node_id, "kind": kind, "config": config}
 
 
-def transform(node_id: str, **assignments: str) -> dict[str, Any]:
-    return node(node_id, "transform", set=assignments)
 
 
-def edge(source: str, target: str, handle: str | None = None) -> dict[str, Any]:
-    data = {"source": source, "target": target}
-    if handle is not None:
-        data["source_handle"] = handle
-    return data
 
 
-def graph(nodes: list[dict], edges: list[dict], **extra: Any) -> dict[str, Any]:
-    data = {
-        "name": "test graph",
-        "input_schema": {"type": "object", "properties": {"x": {"type": "number"}}},
-        "nodes": nodes,
-        "edges": edges,
-    }
-    data.update(extra)
-    return data
 
 
-def baseline() -> dict[str, Any]:
-    """start -> calc -> check --true--> big -> done; check --false--> done (an OR-merge of
-    exclusive branches). Edge indexes: 0 start>calc, 1 calc>check, 2 check.true>big,
-    3 check.false>done, 4 big>done."""
-    return graph(
-        [
-            node("start", "start"),
-            transform("calc", total="x + 1"),
-            node("check", "condition", expression="total > 10"),
-            transform("big", label="'big'"),
-            node("done", "end", output=["total", "label"]),
-        ],
-        [
-            edge("start", "calc"),
-            edge("calc", "check"),
-            edge("check", "big", "true"),
-            edge("check", "done", "false"),
-            edge("big", "done"),
-        ],
-    )
 
 
 def fan_out(*branches: dict[str, Any], state: dict | None = None, join: bool = True) -> dict[str, Any]:
@@ -111,8 +74,6 @@ def _two_starts(g):
     g["edges"].append(edge("start2", "calc"))
 
 
-def _no_end(g):
-    g["nodes"][-1] = node("done", "join")
 
 
 def _unknown_kind(g):
@@ -182,8 +143,6 @@ def _missing_handle(g):
     g["edges"][3].pop("source_handle")
 
 
-def _unwired(g):
-    del g["edges"][3]
 
 
 def _dup_case_handle(g):
@@ -217,8 +176,6 @@ def _bad_expression(g):
     g["nodes"][1]["config"]["set"]["total"] = "x +"
 
 
-def _unknown_var_transform(g):
-    g["nodes"][1]["config"]["set"]["total"] = "y + 1"
 
 
 def _unknown_var_condition(g):

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from approvals.models import ApprovalRequest
 from runs.engine import api as engine
 from runs.models import Run, Step, Worker
 from runs.services import run_start
+from tests.support.bounded import assert_took_under, stopwatch
 from tests.support.cluster import REPO_ROOT, test_database_url, wait_until
 from tests.support.specs import chain, edge, effect, graph, node, publish, transform
 from tests.support.tools import read_effects
@@ -111,10 +111,11 @@ def test_run_graph_wait_exits_5_when_its_timeout_runs_out(tmp_path, effects_file
     # run to a queue nobody serves and polls until --timeout.
     now = timezone.now()
     Worker.objects.create(name="silent:1:1", host="silent", pid=1, started_at=now + timezone.timedelta(minutes=5), heartbeat_at=now + timezone.timedelta(minutes=5))
-    began = time.monotonic()
+    watch = stopwatch()
     proc = manage(effects_file, "run_graph", path, "--wait", "--timeout", "1")
     assert proc.returncode == 5, proc.stderr
-    assert summary(proc.stdout)["status"] == "queued" and time.monotonic() - began < 60
+    assert summary(proc.stdout)["status"] == "queued"
+    assert_took_under(watch.elapsed, 60, "run_graph --wait --timeout 1")
 
 
 def test_approve_timeout_waits_for_the_run_to_reach_its_gate(tmp_path, effects_file):
@@ -162,13 +163,12 @@ def test_approve_errors_name_the_pending_approvals(tmp_path, effects_file):
 
 
 def _kill_group_at_fault(proc: subprocess.Popen, fault_file: Path, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not (fault_file.exists() and fault_file.read_text().strip()):
+    def reached() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"exited ({proc.returncode}) before the fault: {proc.communicate()}")
-        if time.monotonic() > deadline:
-            raise AssertionError("fault point not reached")
-        time.sleep(0.02)
+        return fault_file.exists() and bool(fault_file.read_text().strip())
+
+    wait_until(reached, timeout, "the fault point")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
 

@@ -17,8 +17,9 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright  # noqa: E402
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 from bench.chromium import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.support.browser import PATIENT_MS  # noqa: E402
+from tests.support.live_daphne import daphne  # noqa: E402, F401  (fixture: daphne serving the built front end)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -27,10 +28,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.browser)
 
 
-# The ceiling of every wait, expect() included (Playwright's own default for expect is 5 s,
-# which failed on this shared, often loaded 2-core machine with nothing wrong). Each wait
-# ends as soon as its condition holds, so a ceiling costs nothing when all is well.
-PATIENT_MS = 30_000
+# One ceiling for every wait, expect() included (tests.support.browser.PATIENT_MS says why).
 expect.set_options(timeout=PATIENT_MS)
 
 
@@ -58,18 +56,5 @@ def page(context: BrowserContext) -> Page:
     return context.new_page()
 
 
-def screenshot(page: Page, name: str) -> Path:
-    """Save a full-page PNG as artifacts/<name>.png and return its path."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    return path
 
 
-def sign_in(page: Page, base_url: str, username: str, password: str) -> None:
-    """Sign in through the app's own login page and wait for the home page."""
-    page.goto(f"{base_url}/accounts/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{base_url}/")

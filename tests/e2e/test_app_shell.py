@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from accounts.authentication import ROLES
 from graphs.models import Graph
-from tests.e2e.conftest import screenshot, sign_in
+from tests.support.browser import screenshot, sign_in
 from tests.support.specs import chain, graph, node, run_local, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)

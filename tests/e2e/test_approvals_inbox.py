@@ -9,27 +9,19 @@ import json
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
-from accounts.authentication import ROLES
 from approvals.models import ApprovalRequest
 from audit.models import AuditEntry
 from runs.engine import api as engine
 from runs.models import Run, Step
-from tests.e2e.conftest import screenshot, sign_in
+from tests.support.browser import approver, screenshot, sign_in
 from tests.support.specs import chain, edge, graph, node, run_local, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-def approver(username: str) -> User:
-    """A member of the approvers group with password ``pw-<username>-1``."""
-    for name in ROLES:
-        Group.objects.get_or_create(name=name)
-    user = User.objects.create_user(username, password=f"pw-{username}-1", email=f"{username}@example.com")
-    user.groups.add(Group.objects.get(name="approvers"))
-    return user
 
 
 def login(page: Page, live_server, user: User) -> None:

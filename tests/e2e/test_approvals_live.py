@@ -25,13 +25,12 @@ from approvals.models import ApprovalRequest
 from audit.models import AuditEntry
 from runs.models import Run, RunEvent, Step
 from runs.services import run_start
-from tests.api.conftest import approval_spec
-from tests.approvals.test_deadlines import deadline_spec
-from tests.e2e.conftest import PATIENT_MS, screenshot, sign_in
-from tests.e2e.test_approvals_inbox import approver
-from tests.e2e.test_live_run_page import Daphne, daphne  # noqa: F401  (fixture)
+from tests.support.approvals import deadline_spec
+from tests.support.browser import PATIENT_MS, approver, screenshot, sign_in
 from tests.support.cluster import Cluster, cluster_factory, wait_for_status  # noqa: F401  (fixture)
+from tests.support.live_daphne import Daphne
 from tests.support.specs import publish, run_local
+from tests.support.world import approval_spec
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 

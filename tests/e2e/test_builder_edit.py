@@ -6,7 +6,8 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.builder_steps import (
+from tests.support.browser import screenshot, sign_in, wait_until_still
+from tests.support.builder_steps import (
     MOD,
     connect,
     csrf_headers,
@@ -18,7 +19,6 @@ from tests.e2e.builder_steps import (
     stored_spec,
     wait_saved,
 )
-from tests.e2e.conftest import screenshot, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -96,7 +96,7 @@ def test_drags_land_where_dropped_and_undo_one_step_each(live_server, page, buil
     stored_at_start = {n["id"]: n["position"] for n in spec["nodes"]}
 
     _drag(page, "classify", 100, 60)
-    page.wait_for_timeout(300)  # a snap back would come with the next render
+    wait_until_still(page, '.react-flow__node[data-id="classify"]', quiet_ms=300)  # a snap back would come with the next render
     first = _corner(page, "classify")
     assert _near(first, (start["classify"][0] + 100, start["classify"][1] + 60)), (start, first)
     wait_saved(page)
@@ -108,7 +108,8 @@ def test_drags_land_where_dropped_and_undo_one_step_each(live_server, page, buil
     page.keyboard.up("Shift")
     expect(page.locator(".react-flow__node.selected")).to_have_count(2)
     _drag(page, "route", -80, 40)
-    page.wait_for_timeout(300)
+    wait_until_still(page, '.react-flow__node[data-id="classify"]', quiet_ms=300)
+    wait_until_still(page, '.react-flow__node[data-id="route"]', quiet_ms=300)
     assert _near(_corner(page, "classify"), (first[0] - 80, first[1] + 40))
     assert _near(_corner(page, "route"), (start["route"][0] - 80, start["route"][1] + 40))
     wait_saved(page)

@@ -8,7 +8,8 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
-from tests.e2e.builder_steps import (
+from tests.support.browser import screenshot, sign_in
+from tests.support.builder_steps import (
     edge_count,
     example,
     make_graph,
@@ -18,7 +19,6 @@ from tests.e2e.builder_steps import (
     stored_spec,
     wait_saved,
 )
-from tests.e2e.conftest import screenshot, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,6 +27,9 @@ def test_typed_state_key_name_is_unsaved_until_committed_and_guards_leaving(live
     user = make_user("fay", "builders")
     spec = {"name": "keys", "nodes": [], "edges": [], "state": {"key": {"reducer": "replace"}}}
     graph_id = make_graph("keys", spec, user)
+    # The page's timers run on Playwright's clock (time flows as usual until run_for jumps it),
+    # so the autosave debounce can be passed without waiting for it.
+    page.clock.install()
     sign_in(page, live_server.url, "fay", "pw-fay-1")
     open_builder(page, live_server.url, graph_id)
     wait_saved(page)
@@ -35,7 +38,7 @@ def test_typed_state_key_name_is_unsaved_until_committed_and_guards_leaving(live
     # Still focused, not committed: the indicator must not say "All changes saved".
     expect(page.locator(".save-status")).to_have_attribute("data-status", "unsaved")
     expect(page.locator(".save-status")).to_have_text("Unsaved changes")
-    page.wait_for_timeout(1500)  # longer than the autosave debounce: still unsaved
+    page.clock.run_for(1500)  # past the autosave debounce, its timers fired: still unsaved
     expect(page.locator(".save-status")).to_have_attribute("data-status", "unsaved")
     screenshot(page, "builder-state-key-unsaved")
     dialogs: list[str] = []

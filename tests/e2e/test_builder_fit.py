@@ -12,9 +12,18 @@ from playwright.sync_api import Page, expect
 
 from runs.engine import api as engine
 from runs.services import run_start
-from tests.e2e.builder_steps import EXAMPLES, example, make_graph, make_user, node, open_builder
-from tests.e2e.conftest import screenshot, sign_in
-from tests.e2e.test_live_run_page import Daphne, admin_page, daphne  # noqa: F401 (fixture)
+from tests.support.browser import screenshot, sign_in, wait_until_still
+from tests.support.builder_steps import (
+    EXAMPLES,
+    example,
+    make_graph,
+    make_user,
+    node,
+    open_builder,
+    sample_input,
+    viewport_settled,
+)
+from tests.support.live_daphne import Daphne, admin_page
 from tests.support.specs import publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -81,17 +90,6 @@ def expect_whole(page: Page, spec: dict, where: str) -> None:
     assert not hidden, (where, zoom(page), hidden)
 
 
-def sample_input(schema: dict) -> object:
-    """A value ``schema`` accepts: its required properties only, strings matching the examples' one pattern."""
-    if schema.get("type") == "object":
-        return {
-            k: sample_input(v) for k, v in (schema.get("properties") or {}).items() if k in schema.get("required", [])
-        }
-    if "pattern" in schema:
-        return "A-1001"  # the refund example's order id
-    return {"number": 1, "integer": 1, "boolean": True, "array": []}.get(
-        schema.get("type", "string"), "ada@example.com"
-    )
 
 
 def test_every_example_opens_whole_in_the_builder(live_server, page):
@@ -207,11 +205,13 @@ def test_minimap_pans_zooms_and_follows_a_drop(live_server, page):
     z = zoom(page)
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.mouse.wheel(0, -300)
-    page.wait_for_timeout(300)
+    page.wait_for_function(
+        "z => parseFloat((/scale\\(([\\d.]+)\\)/.exec(document.querySelector('.react-flow__viewport').getAttribute('style') || '') || [])[1]) > z", arg=z)
     assert zoom(page) > z
     # A node drag leaves the minimap alone until the drop, which it then shows.
     page.keyboard.press("f")
-    page.wait_for_timeout(400)
+    viewport_settled(page)
+    wait_until_still(page, ".react-flow__minimap-node", measure="d")
     drawn = nodes_path.get_attribute("d")
     card = node(page, "t1").bounding_box()
     assert card

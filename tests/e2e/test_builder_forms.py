@@ -7,8 +7,18 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.builder_steps import MOD, example, make_graph, make_user, node, open_builder, stored_spec, wait_saved
-from tests.e2e.conftest import screenshot, sign_in
+from tests.support.browser import next_paint, screenshot, sign_in
+from tests.support.builder_steps import (
+    MOD,
+    example,
+    make_graph,
+    make_user,
+    node,
+    open_builder,
+    stored_spec,
+    viewport_settled,
+    wait_saved,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,7 +73,11 @@ def test_transform_rows_end_output_and_catalogue_labels(live_server, page, build
     expect(output).to_contain_text("Leave empty to return the whole state")
     output.get_by_role("button", name="Add").click()
     expect(output.get_by_label("State key")).to_be_focused()
-    page.wait_for_timeout(800)  # past the autosave and the validation it triggers
+    # Whatever the new row set off has finished: the debounced validation ("checking…"
+    # while a POST is out) and the autosave.
+    next_paint(page)
+    expect(page.get_by_role("region", name="Problems").last).not_to_contain_text("checking…")
+    wait_saved(page)
     expect(output.locator(".field-errors")).to_have_count(0)
     expect(page.locator(".node-panel .panel-issues")).to_have_count(0)
     screenshot(page, "builder-end-output")
@@ -140,10 +154,10 @@ def test_fit_view_keeps_a_300_node_chain_readable(live_server, page, builder_use
     sign_in(page, live_server.url, "bea", "pw-bea-1")
     open_builder(page, live_server.url, graph_id)
     page.get_by_role("button", name="Fit", exact=True).click()
-    page.wait_for_timeout(400)  # the fit animates for 200 ms
+    viewport_settled(page)  # the fit animates for 200 ms
     assert viewport_zoom(page) >= 0.5 - 1e-6
     page.keyboard.press("f")
-    page.wait_for_timeout(400)
+    viewport_settled(page)
     assert viewport_zoom(page) >= 0.5 - 1e-6
     # Readable: a node's label is drawn at least at half its size.
     visible = page.locator(".react-flow__node .bnode__label").first

@@ -10,8 +10,8 @@ from playwright.sync_api import Page, expect
 
 from builder.services import graph_create, graph_draft_save, graph_publish
 from graphs.models import Graph
-from tests.e2e.conftest import screenshot, sign_in
-from tests.e2e.test_builder_panel import SPEC
+from tests.support.browser import screenshot, sign_in
+from tests.support.builder_steps import SPEC
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,7 +12,8 @@ from playwright.sync_api import Page, expect
 
 from builder.services import graph_create, graph_publish
 from graphs.models import Graph
-from tests.e2e.conftest import screenshot, sign_in
+from tests.support.browser import screenshot, sign_in
+from tests.support.builder_steps import SPEC
 
 FRONTEND = Path(__file__).resolve().parents[2] / "frontend" / "src" / "builder"
 BUILDER_PAGE = FRONTEND / "BuilderPage.tsx"
@@ -23,27 +24,6 @@ pytestmark = [
 ]
 MOD = "Control"
 
-SPEC: dict[str, Any] = {
-    "name": "Panel demo",
-    "input_schema": {
-        "type": "object",
-        "required": ["ticket"],
-        "properties": {"ticket": {"type": "string", "title": "Ticket"}, "priority": {"type": "integer", "default": 3}},
-    },
-    "nodes": [
-        {"id": "start", "kind": "start", "config": {}, "position": {"x": 0, "y": 0}},
-        {"id": "calc", "kind": "transform", "config": {"set": {"score": "priority * 2"}}, "position": {"x": 250, "y": 0}},
-        {"id": "route", "kind": "condition", "config": {"expression": "score > 4"}, "position": {"x": 500, "y": 0}},
-        {"id": "high", "kind": "end", "config": {}, "position": {"x": 750, "y": -80}},
-        {"id": "low", "kind": "end", "config": {}, "position": {"x": 750, "y": 80}},
-    ],
-    "edges": [
-        {"source": "start", "target": "calc"},
-        {"source": "calc", "target": "route"},
-        {"source": "route", "source_handle": "true", "target": "high"},
-        {"source": "route", "source_handle": "false", "target": "low"},
-    ],
-}
 
 
 @pytest.fixture

@@ -11,10 +11,9 @@ from playwright.sync_api import Page, expect
 
 from runs.engine import api as engine
 from runs.services import run_start
-from tests.e2e.builder_steps import example, make_graph, make_user, open_builder
-from tests.e2e.conftest import sign_in
-from tests.e2e.test_builder_fit import sample_input
-from tests.e2e.test_live_run_page import Daphne, admin_page, daphne  # noqa: F401 (fixture)
+from tests.support.browser import sign_in
+from tests.support.builder_steps import example, make_graph, make_user, open_builder, sample_input
+from tests.support.live_daphne import Daphne, admin_page
 from tests.support.specs import publish
 
 pytestmark = pytest.mark.django_db(transaction=True)

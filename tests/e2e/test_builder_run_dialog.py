@@ -9,8 +9,8 @@ from playwright.sync_api import Page, expect
 
 from builder.services import graph_publish
 from graphs.models import Graph
-from tests.e2e.builder_steps import example, make_graph, make_user, open_builder
-from tests.e2e.conftest import screenshot, sign_in
+from tests.support.browser import screenshot, sign_in, wait_until_still
+from tests.support.builder_steps import example, make_graph, make_user, open_builder, viewport_settled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -116,9 +116,12 @@ def test_a_loop_back_edge_is_drawn_as_a_detour_below_the_nodes(live_server, page
     sign_in(page, live_server.url, "pat", "pw-pat-1")
     open_builder(page, live_server.url, graph_id)
     page.get_by_role("button", name="Auto-layout").click()
-    page.wait_for_timeout(800)
     loop = page.locator("path.bedge-loop")
     expect(loop.first).to_be_attached()
+    # The layout animates the nodes and the fit: measure once both have stopped.
+    viewport_settled(page)
+    wait_until_still(page, '.react-flow__node[data-id="lookup"]')
+    wait_until_still(page, "path.bedge-loop", measure="d")
     # The refund example retries the lookup: found --false--> lookup goes back left.
     box = loop.first.bounding_box()
     lookup = page.locator('.react-flow__node[data-id="lookup"]').bounding_box()

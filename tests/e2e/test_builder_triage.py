@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.e2e.builder_steps import (
+from tests.support.browser import screenshot, sign_in
+from tests.support.builder_steps import (
     connect_until_drawn,
     drag_kind,
     example,
@@ -16,9 +17,9 @@ from tests.e2e.builder_steps import (
     node,
     open_builder,
     stored_spec,
+    viewport_settled,
     wait_saved,
 )
-from tests.e2e.conftest import screenshot, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,7 +75,7 @@ def in_view(page: Page, node_id: str) -> None:
         if on_canvas and not any(_overlaps(box, page.locator(o).bounding_box()) for o in overlays):
             return
         page.locator(".react-flow__controls-zoomout").click()
-        page.wait_for_timeout(150)
+        viewport_settled(page)
 
 
 def select_node(page: Page, node_id: str) -> None:

@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from playwright.sync_api import Page
 
 from ballast.csp import POLICY
-from tests.e2e.conftest import screenshot, sign_in
+from tests.support.browser import screenshot, sign_in
 from tests.support.specs import chain, graph, node, publish, run_local, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)

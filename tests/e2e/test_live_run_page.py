@@ -22,13 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -36,89 +30,29 @@ from typing import Any
 import pytest
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from playwright.sync_api import Page, expect
 
-from approvals.models import ApprovalRequest
-from approvals.services import approval_decide
-from runs.engine import api as engine
 from runs.engine import events as run_events
 from runs.models import Run, RunEventKind, Step, StepAttempt
 from runs.services import run_start
-from tests.api.conftest import approval_spec
-from tests.e2e.conftest import screenshot, sign_in
-from tests.e2e.run_page import LIVE_TIMEOUT_MS, RunPageView
+from tests.support.browser import screenshot
 from tests.support.cluster import cluster_factory, describe_db, test_database_url, wait_for_status  # noqa: F401  (fixture)
+from tests.support.live_daphne import START_TIMEOUT_S, Daphne, admin_page, approve_and_drive
+from tests.support.run_page import LIVE_TIMEOUT_MS, RunPageView
 from tests.support.specs import chain, effect, graph, node, publish, run_local
 from tests.support.tools import read_effects
+from tests.support.world import approval_spec
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live, pytest.mark.timeout(240)]
-ROOT = Path(__file__).resolve().parents[2]
-# Ceilings for processes on a loaded machine (condition-based waits: they end as soon as
-# the condition holds).
-START_TIMEOUT_S = 90.0
 RUN_TIMEOUT_S = 90.0
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
-class Daphne:
-    """daphne serving ballast.asgi on the test database, in its own process group."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> Daphne:
-        env = {
-            **os.environ,
-            "DATABASE_URL": test_database_url(),
-            "BALLAST_DEBUG": "1",
-            "BALLAST_LOG_LEVEL": "WARNING",
-            "BALLAST_LIVE_POLL_SECONDS": "0.2",
-            # With Redis the page must be served by the push path, not the safety poll.
-            "BALLAST_LIVE_SAFETY_SECONDS": "120",
-            # Runs started from the page are validated here: the test tools must exist.
-            "BALLAST_EXTRA_TOOL_MODULES": "tests.support.tools",
-        }
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "ballast.asgi:application"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            with socket.socket() as sock:
-                sock.settimeout(0.2)
-                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return self
-            assert self.proc.poll() is None, "daphne exited"
-            time.sleep(0.05)
-        raise AssertionError(f"daphne did not accept connections within {START_TIMEOUT_S} s")
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
 
 
-@pytest.fixture
-def daphne(transactional_db: None) -> Iterator[Daphne]:
-    server = Daphne(free_port()).start()
-    yield server
-    server.kill()
 
 
-def admin_page(page: Page, daphne: Daphne) -> None:
-    get_user_model().objects.create_superuser("ada", "ada@localhost", "pw-ada-live-1")
-    sign_in(page, daphne.url, "ada", "pw-ada-live-1")
 
 
 def expect_every_event_once(view: RunPageView, run: Run) -> None:
@@ -220,10 +154,6 @@ def test_a_killed_worker_shows_the_run_interrupted_then_finished_after_a_restart
     screenshot(page, "run-live-recovered")
 
 
-def approve_and_drive(run: Run) -> None:
-    with engine.local_mode() as queue:
-        approval_decide(approval_id=ApprovalRequest.objects.get(run=run, status="pending").pk, decision="approve", actor="tester")
-        engine.drive_local(run.pk, queue=queue, timeout=30)
 
 
 def test_server_drops_the_socket_and_the_page_shows_missed_events_none_twice(daphne: Daphne, page: Page) -> None:

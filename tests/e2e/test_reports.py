@@ -8,53 +8,29 @@ from __future__ import annotations
 import os
 import re
 from datetime import timedelta
-from decimal import Decimal
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from accounts.authentication import ROLES
 from audit.models import AuditEntry
 from runs.engine import api as engine
 from runs.engine import workers as engine_workers
 from runs.models import Worker
-from tests.costs.conftest import llm_server, sdk_providers  # noqa: F401  (fixtures)
-from tests.e2e.conftest import screenshot, sign_in
 from tests.support.audit import tamper
+from tests.support.browser import format_usd, login, make_user, screenshot, wait_until_still
 from tests.support.costs import make_spend, sql_by, sql_totals
 from tests.support.leases import pay_version, run_at_pay
+from tests.support.llm_server import llm_server, sdk_providers  # noqa: F401  (fixtures)
 from tests.support.specs import chain, graph, node, publish, run_local, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def make_user(username: str, *groups: str, staff: bool = False) -> User:
-    user = User.objects.filter(username=username).first() or User.objects.create_user(username, password=f"pw-{username}-1")
-    user.set_password(f"pw-{username}-1")
-    user.is_staff = user.is_superuser = staff
-    user.save()
-    for name in ROLES:
-        Group.objects.get_or_create(name=name)
-    user.groups.set(Group.objects.filter(name__in=groups))
-    return user
 
 
-def login(page, live_server, user: User) -> None:
-    sign_in(page, live_server.url, user.username, f"pw-{user.username}-1")
 
 
-def format_usd(value: Decimal) -> str:
-    """The front end's formatUsd (frontend/src/shell/format.ts): $0; two decimals from $1;
-    below, four significant digits with trailing zeros dropped, in plain notation (as
-    JavaScript prints numbers from 1e-7 up)."""
-    if value == 0:
-        return "$0"
-    if abs(value) >= 1:
-        return f"${value:.2f}"
-    rounded = value.quantize(Decimal(1).scaleb(value.adjusted() - 3))
-    return "$" + format(rounded.normalize(), "f")
 
 
 def stat(page, name: str):
@@ -93,7 +69,7 @@ def test_cost_page_shows_the_same_totals_as_the_database(live_server, page, sdk_
     expect(page.get_by_role("table", name="Spend by model").get_by_role("row").filter(has_text="my-finetune-7b").get_by_role("cell").nth(1)).to_have_text("unknown")
     page.get_by_role("group", name="Break down by").get_by_role("button", name="Graph").click()
     expect(page.locator(".chart canvas").first).to_be_visible()
-    page.wait_for_timeout(300)  # the charts' chunk has loaded and drawn
+    wait_until_still(page, ".chart canvas", measure="pixels")  # the charts' chunk has loaded and drawn
     screenshot(page, "costs")
 
     # The CSV link carries the page's filters and downloads the same rows.

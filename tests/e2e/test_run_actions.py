@@ -15,10 +15,9 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from runs.models import Run, RunStateKey, Step
-from tests.api.test_run_actions_api import priced_spec
-from tests.e2e.conftest import screenshot
-from tests.e2e.test_reports import login, make_user
+from tests.support.browser import login, make_user, screenshot
 from tests.support.specs import continue_local, publish, run_local
+from tests.support.world import priced_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -164,7 +163,7 @@ def test_compare_two_runs_from_the_run_list_and_the_run_page(page: Page, live_se
 
 
 def test_resume_a_parked_run_after_its_preview(page: Page, live_server, effects_file) -> None:
-    from tests.api.test_races import parked_run
+    from tests.support.world import parked_run
 
     operator = make_user("opal", "operators")
     run, _request = parked_run()

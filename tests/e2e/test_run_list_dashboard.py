@@ -18,12 +18,10 @@ from playwright.sync_api import Page, expect
 from approvals.selectors import inbox_counts
 from runs import selectors
 from runs.models import Run
-from tests.api.conftest import approval_spec
-from tests.api.test_run_actions_api import priced_spec
-from tests.e2e.conftest import screenshot, sign_in
-from tests.e2e.test_live_run_page import Daphne, approve_and_drive, daphne  # noqa: F401  (fixture)
-from tests.e2e.test_reports import format_usd, make_user
+from tests.support.browser import format_usd, make_user, screenshot, sign_in
+from tests.support.live_daphne import Daphne, approve_and_drive
 from tests.support.specs import publish, run_local
+from tests.support.world import approval_spec, priced_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,7 +35,7 @@ def badge(page: Page, run: Run):
 
 
 def test_run_list_filters_search_bulk_cancel_live_status_and_parked(daphne: Daphne, page: Page, effects_file) -> None:  # noqa: F811
-    from tests.api.test_races import parked_run
+    from tests.support.world import parked_run
 
     admin = make_user("ada", staff=True)
     gate = publish(approval_spec())
@@ -90,7 +88,7 @@ def test_run_list_filters_search_bulk_cancel_live_status_and_parked(daphne: Daph
     # A status changes live, without a reload.
     page.evaluate("window.__notReloaded = true")
     approve_and_drive(live)
-    expect(badge(page, live)).to_have_text("succeeded", timeout=15_000)
+    expect(badge(page, live)).to_have_text("succeeded")
     assert page.evaluate("window.__notReloaded") is True
 
     # Bulk cancel of two runs.

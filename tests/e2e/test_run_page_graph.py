@@ -26,10 +26,10 @@ from runs.engine import workers
 from runs.models import Run, Step, StepAttempt
 from runs.services import run_start
 from runs.vocabulary import NodeError
-from tests.api.conftest import approval_spec, failing_spec
-from tests.e2e.conftest import screenshot
-from tests.e2e.test_live_run_page import Daphne, admin_page, daphne  # noqa: F401 (fixture)
+from tests.support.browser import screenshot, wait_until_still
+from tests.support.live_daphne import Daphne, admin_page
 from tests.support.specs import chain, edge, effect, graph, node, publish, run_local, transform
+from tests.support.world import approval_spec, failing_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 EXAMPLE = json.loads((Path(__file__).resolve().parents[2] / "examples" / "agent_tools.json").read_text())
@@ -58,7 +58,7 @@ def screenshots(page: Page, name: str) -> None:
     before = page.viewport_size
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
-        page.wait_for_timeout(400)  # React Flow fits the graph to its new size
+        wait_until_still(page, ".react-flow__viewport", measure="style")  # React Flow fits the graph to its new size
         screenshot(page, f"run-page-{name}-{width}")
     if before:
         page.set_viewport_size(before)
@@ -69,7 +69,7 @@ def advance(run: Run, node_id: str, *, pause: float = 0.0) -> Step:
     step = Step.objects.get(run=run, node_id=node_id, status="pending")
     claimed = engine.step_claim(step.pk, WORKER)
     assert claimed is not None, node_id
-    time.sleep(pause)
+    time.sleep(pause)  # scenario: the step runs this long, so the page has a duration to show
     result = engine.execute_node(claimed)
     outcome = engine.step_commit(claimed, result, keep_next=False) if not isinstance(result, Exception) else engine.step_fail(claimed, result)
     assert outcome.committed, node_id
@@ -166,11 +166,11 @@ def test_a_finished_fan_out_shows_branches_side_by_side_colours_attempts_and_the
     assert all(claims.values()), claims
     # b's first attempt fails (a 503 from upstream): it is retried at once, while a and c still run.
     assert engine.step_fail(claims["b"], NodeError("upstream answered 503", code="http_error")).committed
-    time.sleep(0.2)
+    time.sleep(0.2)  # scenario: the failed attempt and the retry are apart in time, as the page draws them
     claims["b"] = engine.step_claim(branches["b"].pk, WORKER)
     assert claims["b"] is not None and claims["b"].attempt == 2
     for n in "abc":
-        time.sleep(0.3)
+        time.sleep(0.3)  # scenario: the branches finish one after another, with durations to show
         claimed = claims[n]
         assert claimed is not None and engine.step_commit(claimed, engine.execute_node(claimed), keep_next=False).committed, n
     advance(run, "join")

@@ -16,11 +16,9 @@ from playwright.sync_api import Page, expect
 from builder.services import graph_node_test
 from runs.models import Run, Step
 from runs.services import run_fork
-from tests.api.test_run_actions_api import priced_spec
-from tests.api.test_test_and_fork_run_pages import failing_draft
-from tests.e2e.conftest import screenshot
-from tests.e2e.test_reports import login, make_user
+from tests.support.browser import login, make_user, screenshot
 from tests.support.specs import continue_local, publish, run_local
+from tests.support.world import failing_draft, priced_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

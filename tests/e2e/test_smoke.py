@@ -2,7 +2,7 @@
 import pytest
 from django.contrib.auth.models import User
 
-from tests.e2e.conftest import screenshot, sign_in
+from tests.support.browser import screenshot, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

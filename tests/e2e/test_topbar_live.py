@@ -12,11 +12,10 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from runs.services import run_cancel
-from tests.api.conftest import approval_spec
-from tests.e2e.conftest import screenshot, sign_in
-from tests.e2e.test_live_run_page import Daphne, daphne  # noqa: F401  (fixture)
-from tests.e2e.test_reports import make_user
+from tests.support.browser import COUNT_SOCKET_FRAMES, make_user, screenshot, sign_in, wait_for_socket_message
+from tests.support.live_daphne import Daphne
 from tests.support.specs import run_local
+from tests.support.world import approval_spec
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
@@ -34,12 +33,13 @@ def test_the_approvals_count_follows_a_gate_and_a_cancel_live_on_the_run_list(da
     # The sockets of one load of the run list (the home page's, opened after sign-in, are not counted).
     sockets: list[str] = []
     page.on("websocket", lambda ws: sockets.append(ws.url))
+    page.add_init_script(COUNT_SOCKET_FRAMES)
     page.reload()
     page.evaluate("window.__notReloaded = true")
     nav = page.get_by_role("navigation", name="Main")
     approvals = nav.get_by_role("link", name="Approvals")
     expect(live).to_be_visible(timeout=20_000)
-    page.wait_for_timeout(500)  # the inbox socket's first snapshot
+    wait_for_socket_message(page, "/ws/approvals/")  # the inbox socket's first snapshot
     expect(approvals.locator(".topnav-count")).to_have_count(0)
 
     run = run_local(approval_spec(), {"name": "Ada"})

@@ -15,7 +15,7 @@ from django.utils import timezone
 from runs.engine import api as engine
 from runs.engine.events import CounterBusy
 from runs.models import Run, RunEvent, RunStatus, Step, StepAttempt
-from tests.engine.conformance.test_store import started
+from tests.support.conformance import started
 from tests.support.specs import chain, graph, node, transform
 
 pytestmark = [

@@ -11,21 +11,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
 
 from runs.engine import workers
+from tests.support.bounded import wait_until
 from tests.support.leases import dead_owner
-
-
-def _await(condition, *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def test_live_and_reaped_processes():
@@ -49,7 +41,7 @@ def test_killed_but_unreaped_owner_counts_as_dead():
         owner = workers.worker_id(proc.pid)
         proc.send_signal(signal.SIGKILL)
         # Killed; we do not wait() for it, so it stays a zombie.
-        _await(lambda: psutil.Process(proc.pid).status() == psutil.STATUS_ZOMBIE, timeout=5, what="the killed child to be a zombie")
+        wait_until(lambda: psutil.Process(proc.pid).status() == psutil.STATUS_ZOMBIE, 5, "the killed child to be a zombie", poll=0.01)
         assert workers.owner_is_dead(owner)
     finally:
         proc.wait()

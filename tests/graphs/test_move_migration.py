@@ -13,13 +13,13 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from accounts.models import RunAlertSubscription
 from builder.services import graph_import
 from graphs.models import Graph, GraphVersion
 from graphs.spec import GraphSpec, content_hash
 from runs.models import Run, RunStatus
+from tests.support.migrations import applied_models, latest, migrate
 from tests.support.specs import chain, node, run_local, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,18 +28,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # 0003, builder 0004 and whatever came after them): the database as the old code left it.
 BEFORE = [("graphs", None)]
 TABLES = {"builder_graph", "builder_graphversion", "builder_graph_approvers", "builder_graph_operators", "builder_graph_operator_groups"}
-
-
-def _migrate(targets: list[tuple[str, str | None]]) -> Any:
-    """Migrate to ``targets`` and return the models as the applied migrations define them."""
-    MigrationExecutor(connection).migrate(targets)
-    executor = MigrationExecutor(connection)  # a fresh loader: it reads what is applied now
-    applied = [key for key in executor.loader.applied_migrations if key in executor.loader.graph.nodes]
-    return executor.loader.project_state(applied).apps
-
-
-def _latest() -> list[tuple[str, str]]:
-    return MigrationExecutor(connection).loader.graph.leaf_nodes()
 
 
 def _spec(name: str, value: str = "1") -> dict[str, Any]:
@@ -98,12 +86,13 @@ def _old_database(old: Any) -> dict[str, Any]:
 
 
 def test_graphs_versions_runs_and_content_types_survive_the_move() -> None:
-    old = _migrate(BEFORE)
+    migrate(BEFORE)
+    old = applied_models()  # BEFORE names only graphs: every other app stands where its absence leaves it
     try:
         assert old.get_model("runs", "Run")._meta.get_field("graph_version").related_model._meta.label == "builder.GraphVersion"
         made = _old_database(old)
     finally:
-        _migrate(_latest())
+        migrate(latest())
     ContentType.objects.clear_cache()
 
     # The tables are the old ones, and no new one was made.
@@ -151,7 +140,8 @@ def test_the_move_reverses() -> None:
     graph = graph_import(spec=_spec("reversible")).version.graph
     ContentType.objects.get_for_model(Graph)  # the type exists, as after any migrate
     graph_type = ContentType.objects.get(app_label="graphs", model="graph").pk
-    old = _migrate(BEFORE)
+    migrate(BEFORE)
+    old = applied_models()
     try:
         OldGraph = old.get_model("builder", "Graph")
         assert OldGraph._meta.db_table == "builder_graph"
@@ -162,7 +152,8 @@ def test_the_move_reverses() -> None:
         assert OldContentType.objects.get(app_label="builder", model="graph").pk == graph_type
         assert not OldContentType.objects.filter(app_label="graphs").exists()
     finally:
-        new = _migrate(_latest())
+        migrate(latest())
+        new = applied_models()
     ContentType.objects.clear_cache()
     assert new.get_model("graphs", "Graph").objects.get().pk == graph.pk
     assert ContentType.objects.get_for_model(Graph).pk == graph_type

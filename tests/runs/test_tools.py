@@ -1,14 +1,10 @@
 """Tests of the tool registry and the built-in tools (http_request against a local server, send_email)."""
 
-import json
 import smtplib
 import socket
-import threading
 import time
 from decimal import Decimal
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 from django.core.mail.backends.base import BaseEmailBackend
@@ -19,6 +15,8 @@ from runs.retry_after import MAX_RETRY_AFTER_SECONDS
 from runs.tools import RegisteredTool, ToolContext, UnknownTool, all_tools, get_tool, tool
 from runs.tools.builtins import message_id_for
 from runs.vocabulary import NodeError
+from tests.support.bounded import finishes_within
+from tests.support.http_server import Handler
 
 CTX = ToolContext(idempotency_key="run-1:step-7", run_id=1, step_id=7, node_id="fetch", attempt=1)
 
@@ -164,66 +162,7 @@ def test_non_json_result_and_crashing_tool(registry):
     assert caught.value.code == "tool_error" and "kaput" in caught.value.message
 
 
-# --- http_request against a real local server ----------------------------------------
-class Handler(BaseHTTPRequestHandler):
-    received: list = []
-
-    def log_message(self, *args):  # keep test output clean
-        pass
-
-    def _handle(self):
-        url = urlparse(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        Handler.received.append({"method": self.command, "path": url.path, "headers": dict(self.headers), "body": body})
-        if url.path == "/json":
-            payload = {
-                "method": self.command,
-                "query": parse_qs(url.query),
-                "body": json.loads(body) if body else None,
-                "idempotency_key": self.headers.get("Idempotency-Key"),
-            }
-            self._send(200, json.dumps(payload).encode(), "application/json", {"X-Request-Id": "abc", "X-Noise": "1"})
-        elif url.path == "/text":
-            self._send(200, ("é" * 50).encode(), "text/plain; charset=utf-8")
-        elif url.path.startswith("/status/"):
-            status = int(url.path.rsplit("/", 1)[1])
-            extra = {"Retry-After": parse_qs(url.query).get("retry_after", ["7"])[0]} if status == 429 else {}
-            self._send(status, b'{"error": "nope"}', "application/json", extra)
-        elif url.path == "/slow":
-            time.sleep(2)
-            self._send(200, b"late", "text/plain")
-        elif url.path == "/redirect":
-            self._send(302, b"", "text/plain", {"Location": "/json"})
-        else:
-            self._send(404, b"not found", "text/plain")
-
-    def _send(self, status, body, content_type, headers=None):
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_GET = do_POST = do_PUT = do_DELETE = _handle
-
-
-@pytest.fixture
-def server(settings):
-    """A local HTTP server on 127.0.0.1, which tools may reach only because the
-    allow-list names it (loopback is refused by default)."""
-    settings.BALLAST_OUTBOUND_ALLOW = ["127.0.0.1"]
-    Handler.received = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
-
-
+# --- http_request against a real local server (tests/support/http_server.py) ------
 def http(args, ctx=CTX):
     return get_tool("http_request").call(args, ctx)
 
@@ -308,10 +247,8 @@ def test_http_retry_after_is_read_as_the_providers_read_it(server):
 
 
 def test_http_timeout_is_retryable(server):
-    started = time.monotonic()
-    with pytest.raises(NodeError) as caught:
+    with finishes_within(1.5, "a 2 s answer under a 0.2 s timeout"), pytest.raises(NodeError) as caught:
         http({"url": f"{server}/slow", "timeout": 0.2})
-    assert time.monotonic() - started < 1.5
     assert (caught.value.code, caught.value.retryable) == ("http_timeout", True)
 
 

@@ -6,14 +6,14 @@ HTTP server that counts the requests it receives."""
 from __future__ import annotations
 
 import socket
-import time
 
 import pytest
 
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from runs.models import RunEventKind, Step
-from tests.runs.test_tools import Handler, server  # noqa: F401 (the fixture)
+from tests.support.bounded import wait_until
+from tests.support.http_server import Handler
 from tests.support.specs import chain, graph, node, run_local
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,12 +32,18 @@ def post_spec(url: str, **fields) -> dict:
 
 
 def posts(path: str) -> list[dict]:
+    """The POST requests to ``path`` the server received, in order of arrival."""
     return [r for r in Handler.received if r["method"] == "POST" and r["path"] == path]
 
 
-def test_a_timed_out_post_is_parked_for_a_decision_not_sent_again(server):  # noqa: F811
+def answered(path: str) -> list[dict]:
+    """The POST requests to ``path`` the server has answered, in order of arrival."""
+    return [r for r in Handler.received if r["method"] == "POST" and r["path"] == path and any(a is r for a in Handler.answered)]
+
+
+def test_a_timed_out_post_is_parked_for_a_decision_not_sent_again(server):
     run = run_local(post_spec(f"{server}/slow", timeout_seconds=1), timeout=30)
-    time.sleep(2.5)  # the server finishes the request it was sent
+    wait_until(lambda: answered("/slow") == posts("/slow"), 30, "the server to finish the requests it was sent")
     assert len(posts("/slow")) == 1
     assert run.status == "waiting", run.error
     step = Step.objects.get(run=run, node_id="call")
@@ -51,18 +57,18 @@ def test_a_timed_out_post_is_parked_for_a_decision_not_sent_again(server):  # no
     from tests.support.specs import continue_local
 
     run = continue_local(run, timeout=30)
-    time.sleep(2.5)
+    wait_until(lambda: answered("/slow") == posts("/slow"), 30, "the server to finish the requests it was sent")
     assert len(posts("/slow")) == 2 and len({p["headers"]["Idempotency-Key"] for p in posts("/slow")}) == 1
     assert Step.objects.get(pk=step.pk).status == "parked"
 
 
-def test_a_5xx_answer_to_a_post_is_parked_too(server):  # noqa: F811
+def test_a_5xx_answer_to_a_post_is_parked_too(server):
     run = run_local(post_spec(f"{server}/status/503"), timeout=30)
     assert len(posts("/status/503")) == 1
     assert run.status == "waiting" and Step.objects.get(run=run, node_id="call").status == "parked"
 
 
-def test_a_post_that_was_certainly_not_sent_is_retried_by_its_policy(server):  # noqa: F811
+def test_a_post_that_was_certainly_not_sent_is_retried_by_its_policy(server):
     limited = run_local(post_spec(f"{server}/status/429?retry_after=0"), timeout=30)
     assert limited.status == "failed" and limited.error["code"] == "rate_limited", limited.error
     assert len(posts("/status/429")) == 3
@@ -75,7 +81,7 @@ def test_a_post_that_was_certainly_not_sent_is_retried_by_its_policy(server):  #
     assert step.attempt == 3 and step.error["not_sent"] is True
 
 
-def test_a_node_that_declares_itself_repeat_safe_keeps_its_retries(server):  # noqa: F811
+def test_a_node_that_declares_itself_repeat_safe_keeps_its_retries(server):
     run = run_local(post_spec(f"{server}/status/503", repeat_safe=True), timeout=30)
     assert run.status == "failed" and run.error["code"] == "http_5xx"
     assert len(posts("/status/503")) == 3

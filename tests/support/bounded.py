@@ -1,11 +1,18 @@
-"""Shared check for sandboxed evaluation: it fails fast, with the right code, and leaves the state alone."""
+"""Every wall-clock bound of the suite: stopwatches, took-under/at-least checks, waits on a condition, and the sandbox's fails-fast check.
+
+Tests measure wall time with :func:`stopwatch` and check it with :func:`assert_took_under`
+or :func:`assert_took_at_least` (or :func:`finishes_within` around a block), and wait for
+a condition with :func:`wait_until` instead of sleeping and then asserting, so every
+bound is in one place and a failure says what was measured against what.
+"""
 from __future__ import annotations
 
 import copy
 import os
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -15,6 +22,55 @@ from runs.sandbox.process import pool
 
 # Wall-clock slack for a machine shared with other work (CPU time is checked exactly).
 TIME_SLACK = float(os.environ.get("BALLAST_TEST_TIME_SLACK", "4"))
+
+
+class Stopwatch:
+    """Wall-clock seconds (``time.monotonic``) since it was made."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the stopwatch was made."""
+        return time.monotonic() - self.started
+
+
+def stopwatch() -> Stopwatch:
+    """A :class:`Stopwatch` started now."""
+    return Stopwatch()
+
+
+def assert_took_under(took: float, limit: float, what: str = "") -> None:
+    """Fail unless ``took`` (seconds of wall time) is strictly under ``limit`` seconds."""
+    assert took < limit, f"{what or 'it'} took {took:.3f} s, not under {limit:.3f} s"
+
+
+def assert_took_at_least(took: float, floor: float, what: str = "") -> None:
+    """Fail unless ``took`` (seconds of wall time) is at least ``floor`` seconds (it really waited)."""
+    assert took >= floor, f"{what or 'it'} took {took:.3f} s, less than {floor:.3f} s"
+
+
+@contextmanager
+def finishes_within(limit: float, what: str = "") -> Iterator[Stopwatch]:
+    """The block's wall time is under ``limit`` seconds, checked when it ends without raising."""
+    watch = Stopwatch()
+    yield watch
+    assert_took_under(watch.elapsed, limit, what)
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str, *, poll: float = 0.02, describe: Callable[[], str] | None = None) -> Any:
+    """Poll ``predicate`` until it returns something true and return that; fail after
+    ``timeout`` seconds, saying ``what`` was awaited (and ``describe()``'s account of the
+    state, if given). A ceiling, not a pause: the wait ends as soon as the condition holds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if value := predicate():
+            return value
+        if time.monotonic() > deadline:
+            detail = f"\n{describe()}" if describe is not None else ""
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}{detail}")
+        time.sleep(poll)
 
 
 def _evaluator_cpu() -> dict[int, float]:

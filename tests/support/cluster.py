@@ -29,6 +29,7 @@ import pytest
 from django.db import connection
 
 from runs.engine.api import process_group_members
+from tests.support import bounded
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -315,15 +316,8 @@ def describe_db(run_id: int | None = None) -> str:
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str, *, clusters: list[Cluster] = (), run_id: int | None = None, poll: float = 0.05) -> None:
-    """Poll ``predicate`` until true; on timeout fail with the clusters' logs and the DB."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return
-        if time.monotonic() > deadline:
-            logs = "\n".join(c.log_tail() for c in clusters)
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{describe_db(run_id)}\n{logs}")
-        time.sleep(poll)
+    """Poll ``predicate`` until true; on timeout fail with the clusters' logs and the DB (bounded.wait_until)."""
+    bounded.wait_until(predicate, timeout, what, poll=poll, describe=lambda: describe_db(run_id) + "\n" + "\n".join(c.log_tail() for c in clusters))
 
 
 def wait_for_status(run: Any, statuses: str | tuple[str, ...], *, timeout: float = 30.0, clusters: list[Cluster] = ()) -> Any:

@@ -19,12 +19,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from tests.support.conformance import BRANCH_MARKER, PARALLEL_MARKER
+
 # Text that only the fast paths' fixed SQL contains (the ORM quotes its identifiers).
 FAST_MARKERS = {"postgresql": "WITH locked_run AS", "sqlite": "UPDATE runs_run SET state"}
-# Text only the parallel fast path's run lock contains (fastpath.parallel_commit), on both.
-PARALLEL_MARKER = "AND budget_usd IS NULL AND budget_tokens IS NULL"
-# Text only a branch's one-statement commit from its snapshot contains (PostgreSQL).
-BRANCH_MARKER = "%(expect_active)s"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from runs.engine import api as engine
 from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.nodes.base import NodeResult
 from runs.vocabulary import NodeError
-from tests.engine.conformance.test_store import W2, W, kinds, last_event_id, started, step, version
+from tests.support.conformance import W2, W, kinds, last_event_id, started, step, version
 from tests.support.specs import edge, graph, node, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -206,7 +206,7 @@ def _count(queries, marker):
 
 @pg_only
 def test_an_in_process_fan_out_commits_each_branch_in_one_statement():
-    from tests.engine.conformance.conftest import BRANCH_MARKER, PARALLEL_MARKER
+    from tests.support.conformance import BRANCH_MARKER, PARALLEL_MARKER
 
     run, _ = started(fanout(4))
     with engine.local_mode() as queue, CaptureQueriesContext(connection) as queries:
@@ -224,7 +224,7 @@ def test_an_in_process_fan_out_commits_each_branch_in_one_statement():
 
 @pg_only
 def test_a_branch_whose_run_moved_since_its_snapshot_takes_the_locked_path():
-    from tests.engine.conformance.conftest import BRANCH_MARKER, PARALLEL_MARKER
+    from tests.support.conformance import BRANCH_MARKER, PARALLEL_MARKER
 
     run, start_id = started(fanout(3))
     with engine.local_mode():
@@ -256,7 +256,7 @@ def test_a_branch_snapshot_is_checked_against_the_active_steps_not_only_the_vers
     writes nothing and the locked path, reading the rows, does not release it twice."""
     from django.utils import timezone
 
-    from tests.engine.conformance.conftest import BRANCH_MARKER, PARALLEL_MARKER
+    from tests.support.conformance import BRANCH_MARKER, PARALLEL_MARKER
 
     run, start_id = started(fanout(3, settings={"max_parallelism": 2}))
     with engine.local_mode():
@@ -279,7 +279,7 @@ def test_a_sibling_claimed_by_another_worker_does_not_spoil_the_snapshot():
     """A claim moves a dispatched sibling from pending to running without moving the run
     version: both count against the bound alike, so the branch still commits in one
     statement, and takes no sibling another worker holds."""
-    from tests.engine.conformance.conftest import BRANCH_MARKER, PARALLEL_MARKER
+    from tests.support.conformance import BRANCH_MARKER, PARALLEL_MARKER
 
     run, start_id = started(fanout(3))
     with engine.local_mode():

@@ -17,40 +17,26 @@ from django.utils import timezone
 from runs.engine import api as engine
 from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.nodes.base import NodeResult
-from runs.services import run_start
 from runs.vocabulary import NodeError
-from tests.support.specs import chain, edge, graph, node, publish, transform
+from tests.support.conformance import W2, W, kinds, last_event_id, started, step, version
+from tests.support.specs import chain, edge, graph, node, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-W, W2 = "thishost:1:1", "thishost:2:2"
 
 
 def linear(*ids: str, **extra):
     return graph([node("start", "start"), *[transform(i, **{i: "1"}) for i in ids], node("end", "end")], chain("start", *ids, "end"), **extra)
 
 
-def started(spec, run_input=None):
-    """(run, start step id): a run committed, its start step's hand-off kept local."""
-    with engine.local_mode():
-        run = run_start(version=publish(spec), run_input=run_input or {})
-    return run, Step.objects.get(run=run, node_id="start").pk
 
 
-def step(run, node_id):
-    return Step.objects.get(run=run, node_id=node_id)
 
 
-def kinds(run, after=0):
-    return list(RunEvent.objects.filter(run=run, id__gt=after).order_by("id").values_list("kind", flat=True))
 
 
-def last_event_id(run):
-    return RunEvent.objects.filter(run=run).order_by("-id").values_list("id", flat=True).first() or 0
 
 
-def version(run):
-    return Run.objects.values_list("version", flat=True).get(pk=run.pk)
 
 
 # --------------------------------------------------------------------------- claim

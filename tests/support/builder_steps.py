@@ -9,6 +9,7 @@ from django.contrib.auth.models import Group, User
 from playwright.sync_api import Page, expect
 
 from builder.services import graph_create
+from tests.support.browser import wait_until_still
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MOD = "Control"
@@ -65,14 +66,7 @@ def drag_kind(page: Page, kind: str, x: float, y: float) -> None:
 def viewport_settled(page: Page, timeout_ms: int = 3_000) -> None:
     """Wait until the canvas's pan and zoom stop changing (fit view, auto-layout and a
     selection's centring animate it; a drag aimed at handles measured mid-animation misses)."""
-    viewport = page.locator(".react-flow__viewport").first
-    before = viewport.get_attribute("style")
-    for _ in range(timeout_ms // 100):
-        page.wait_for_timeout(100)
-        now = viewport.get_attribute("style")
-        if now == before:
-            return
-        before = now
+    wait_until_still(page, ".react-flow__viewport", measure="style", quiet_ms=100, timeout_ms=timeout_ms)
 
 
 def connect(page: Page, source: str, target: str, handle: str | None = None) -> None:
@@ -111,6 +105,7 @@ def connect_until_drawn(page: Page, source: str, target: str, handle: str | None
 
 
 def edge_count(page: Page) -> int:
+    """How many edges the canvas draws."""
     return page.locator(".react-flow__edge").count()
 
 
@@ -118,3 +113,39 @@ def csrf_headers(page: Page) -> dict[str, str]:
     """The CSRF header the session needs for unsafe API calls made from the test."""
     token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
     return {"X-CSRFToken": token, "Content-Type": "application/json"}
+
+
+SPEC: dict[str, Any] = {
+    "name": "Panel demo",
+    "input_schema": {
+        "type": "object",
+        "required": ["ticket"],
+        "properties": {"ticket": {"type": "string", "title": "Ticket"}, "priority": {"type": "integer", "default": 3}},
+    },
+    "nodes": [
+        {"id": "start", "kind": "start", "config": {}, "position": {"x": 0, "y": 0}},
+        {"id": "calc", "kind": "transform", "config": {"set": {"score": "priority * 2"}}, "position": {"x": 250, "y": 0}},
+        {"id": "route", "kind": "condition", "config": {"expression": "score > 4"}, "position": {"x": 500, "y": 0}},
+        {"id": "high", "kind": "end", "config": {}, "position": {"x": 750, "y": -80}},
+        {"id": "low", "kind": "end", "config": {}, "position": {"x": 750, "y": 80}},
+    ],
+    "edges": [
+        {"source": "start", "target": "calc"},
+        {"source": "calc", "target": "route"},
+        {"source": "route", "source_handle": "true", "target": "high"},
+        {"source": "route", "source_handle": "false", "target": "low"},
+    ],
+}
+
+
+def sample_input(schema: dict) -> object:
+    """A value ``schema`` accepts: its required properties only, strings matching the examples' one pattern."""
+    if schema.get("type") == "object":
+        return {
+            k: sample_input(v) for k, v in (schema.get("properties") or {}).items() if k in schema.get("required", [])
+        }
+    if "pattern" in schema:
+        return "A-1001"  # the refund example's order id
+    return {"number": 1, "integer": 1, "boolean": True, "array": []}.get(
+        schema.get("type", "string"), "ada@example.com"
+    )
