@@ -31,8 +31,34 @@ from accounts.roles import APPROVERS, BUILDERS, OPERATORS, ROLES, has_role, is_a
 from accounts.throttling import client_address, token_failure_blocked, token_failure_record, token_throttled
 from accounts.tokens import PREFIX_LENGTH, hash_key
 from audit.chain import audit
+from audit.principals import reset_principal, set_principal
+from core.principals import register_request_principal
 
 # --------------------------------------------------------------------------- tokens
+
+
+class TokenPrincipal:
+    """The principal of an API request (core.principals.RequestPrincipal): none until the request
+    is authenticated, then the API token's prefix when it came with one, so its audit
+    entries are recorded as ``actor_type="token"``."""
+
+    def enter(self) -> Any:
+        """Clear the context's principal for this request (the handle restores it)."""
+        return set_principal(None)
+
+    def authenticated(self, request: Any) -> None:
+        """A request authenticated with an API token is audited as that token."""
+        if isinstance(request.auth, ApiToken):
+            set_principal("token", token=request.auth.prefix)
+
+    def leave(self, handle: Any) -> None:
+        """Restore the principal :meth:`enter` cleared."""
+        reset_principal(handle)
+
+
+# Registered on import: the accounts app's ready() imports this module in every web
+# process, and DRF's settings name its TokenAuthentication, so it is in place before any view runs.
+register_request_principal(TokenPrincipal())
 
 
 def token_for_key(key: str) -> ApiToken | None:

@@ -20,7 +20,7 @@ from approvals.serializers import (
     InboxCountsOutput,
     InboxQueryInput,
 )
-from ballast.api import PAGE_PARAMETERS, ApiView, paginated
+from core.api import PAGE_PARAMETERS, ApiView, paginated
 from runs.models import RunStateKey
 
 TAG = ["approvals"]

@@ -343,9 +343,9 @@ REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "DEFAULT_PAGINATION_CLASS": "ballast.api.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "core.api.Pagination",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "ballast.api.exception_handler",
+    "EXCEPTION_HANDLER": "core.api.exception_handler",
     # Every API request counts against its token (scope "token") or, signed in by
     # session, its user ("user"); counters live in the shared cache (CACHES).
     "DEFAULT_THROTTLE_CLASSES": ["accounts.throttling.ApiRateThrottle"],
@@ -374,7 +374,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "ballast.api.add_error_responses"],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "core.api.add_error_responses"],
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "runs.models.RunStatus",
         "StepStatusEnum": "runs.models.StepStatus",

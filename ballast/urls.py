@@ -8,7 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 import runs.provider_admin  # noqa: F401  (registers the LLM provider admin before admin.site.urls is built)
 from ballast import views
-from ballast.api import api_not_found
+from core.api import api_not_found
 
 api_v1 = [
     path("", include("builder.urls")),

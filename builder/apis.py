@@ -19,7 +19,6 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
 from accounts.authentication import IsBuilder
-from ballast.api import ERROR_BODY, PAGE_PARAMETERS, ApiError, ApiView, bad_request, conflict, paginated
 from builder import selectors, services
 from builder.serializers import (
     DraftOutput,
@@ -46,6 +45,7 @@ from builder.serializers import (
     VersionListOutput,
 )
 from builder.validation import check_source, validation_report
+from core.api import ERROR_BODY, PAGE_PARAMETERS, ApiError, ApiView, bad_request, conflict, paginated
 from graphs.models import Graph
 from runs.models import Step
 from runs.serializer_fields import has_nul

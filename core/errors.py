@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 class ServiceError(Exception):
     """An error a service raises for its caller, carrying its own API answer, so the API
-    layer (``ballast.api``) maps this one class and knows no app.
+    layer (``core.api``) maps this one class and knows no app.
 
     The answer is ``status_code`` with the body ``{"code", "message", "fields", **extra}``:
 

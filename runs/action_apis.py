@@ -15,7 +15,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from accounts import policy
-from ballast.api import ERROR_BODY, ApiView, bad_request
+from core.api import ERROR_BODY, ApiView, bad_request
 from runs import previews, selectors
 from runs.compare import run_compare
 from runs.models import Run, RunStatus, Step, StepStatus

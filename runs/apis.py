@@ -20,7 +20,7 @@ from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from accounts import policy
 from accounts.authentication import IsAdmin
-from ballast.api import (
+from core.api import (
     CURSOR_PARAMETERS,
     ERROR_BODY,
     PAGE_PARAMETERS,

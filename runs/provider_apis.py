@@ -14,7 +14,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from accounts.authentication import IsAdmin
-from ballast.api import ERROR_BODY, ApiError, ApiView, bad_request, conflict
+from core.api import ERROR_BODY, ApiError, ApiView, bad_request, conflict
 from runs import provider_services
 from runs.models import ProviderCredential, ProviderKind
 from runs.providers import UnknownProvider, get_provider

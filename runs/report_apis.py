@@ -25,7 +25,7 @@ from rest_framework.response import Response
 from accounts.authentication import IsAdmin, is_admin
 from accounts.policy import may_operate_some_graph
 from audit.chain import audit_verify
-from ballast.api import ApiError, ApiView
+from core.api import ApiError, ApiView
 from graphs.models import Graph
 from runs import alerts, selectors
 from runs.formatting import CsvWriter

@@ -489,8 +489,8 @@ def test_nul_characters_are_refused_before_anything_is_stored(world: World) -> N
 
 
 def test_a_name_taken_between_the_check_and_the_insert_is_a_409_not_a_500(world: World) -> None:
-    from ballast.api import ApiError
     from builder.apis import _name_taken_as_conflict
+    from core.api import ApiError
 
     Graph.objects.create(name="race-name", draft={})
     # What a concurrent request does between _check_name_free and the insert: the unique

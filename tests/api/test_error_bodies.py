@@ -11,9 +11,9 @@ from rest_framework.renderers import JSONRenderer
 from accounts.policy import ActionNotAllowed, RunHidden
 from approvals.models import ApprovalRequest
 from approvals.services import AlreadyDecided, BadDecision, Changed, NotAllowed
-from ballast.api import exception_handler
 from builder.services import GraphInvalid
 from builder.validation import LocatedIssue
+from core.api import exception_handler
 from runs.engine.api import RunNotFound, StateWriteRefused, StepStateError, TestRunRefused, VersionUnrunnable
 from runs.engine.types import StateTooLarge
 from runs.services import RunInputInvalid

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ballast.api import flatten_errors
 from builder.validation import validate_spec
+from core.api import flatten_errors
 from core.fields import field_path
 from runs.nodes.tool import ToolNode
 from runs.providers import get_provider

@@ -10,6 +10,10 @@ its messages (empty when no field is at fault); some codes add keys (``issues`` 
 validation, ``decided_by`` for an approval decided before).
 Service errors (``core.errors.ServiceError``: each carries its status, code, message, fields
 and extra keys) are translated here, so views only call services.
+
+This module is ground floor (core imports no app): who a request runs as for the audit log
+is the app's business that owns tokens and principals, registered with
+:func:`core.principals.register_request_principal` (accounts registers it).
 """
 from __future__ import annotations
 
@@ -32,8 +36,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from accounts.models import ApiToken
-from audit.principals import reset_principal, set_principal
+from core import principals
 from core.errors import ServiceError
 from core.fields import field_path
 
@@ -241,7 +244,8 @@ def _encoded(cursor: Any) -> str:
 
 class ApiView(APIView):
     """Base of every API view: ids in the path bounded, and the request's principal set
-    for the audit entries its services write (a token user is audited as ``token``)."""
+    for the audit entries its services write (a token user is audited as ``token``, by
+    the hook registered with :func:`core.principals.register_request_principal`)."""
 
     #: Permission classes required per HTTP method, on top of IsAuthenticated.
     method_permissions: dict[str, list[Any]] = {}
@@ -259,20 +263,19 @@ class ApiView(APIView):
         return serializer.validated_data
 
     def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
-        self._principal_token = set_principal(None)
+        principal = principals.request_principal()
+        handle = principal.enter()
         try:
             return super().dispatch(request, *args, **kwargs)
         finally:
-            reset_principal(self._principal_token)
+            principal.leave(handle)
 
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
         for value in kwargs.values():
             if isinstance(value, int) and not 0 <= value <= MAX_ID:
                 raise exceptions.NotFound()
         super().initial(request, *args, **kwargs)
-
-        if isinstance(request.auth, ApiToken):
-            set_principal("token", token=request.auth.prefix)
+        principals.request_principal().authenticated(request)
 
     def paginate(self, queryset: Any, serializer_class: Any, *, prepare: Any = None, **context: Any) -> Response:
         """A numbered page of ``queryset`` serialised with ``serializer_class`` (:class:`Pagination`);
