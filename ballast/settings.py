@@ -399,7 +399,7 @@ AXES_CLIENT_IP_CALLABLE = "accounts.throttling.client_address"
 # API tokens: a used token's last_used_at is written at most this often (seconds).
 BALLAST_TOKEN_TOUCH_SECONDS = 60
 
-# Live run events (runs.engine.events, runs.live): the database is the source. With
+# Live run events (runs.engine.events, runs.live.hub): the database is the source. With
 # BALLAST_CHANNELS_REDIS_URL (or BALLAST_REDIS_URL) set, commits also push their events
 # through Redis to every web process (low latency) and the web process's one shared poller
 # only checks for gaps every BALLAST_LIVE_SAFETY_SECONDS; without Redis that poller reads

@@ -14,10 +14,10 @@ from builder.validation import INPUT_NAME, LocatedIssue, validate_spec
 from core.errors import ServiceError
 from graphs.models import Graph, GraphVersion
 from graphs.spec import GraphSpec, content_hash
-from runs.expressions import FUNCTION_NAMES
 from runs.models import Run
 from runs.nodes import UnknownNodeKind, get_kind
 from runs.nodes.base import ChildCall, NodeKind
+from runs.sandbox.expressions import FUNCTION_NAMES
 from runs.services import node_test_run
 
 

@@ -91,14 +91,14 @@ from pydantic import ValidationError
 from core.fields import field_path
 from graphs.spec import EdgeSpec, GraphSpec, NodeSpec, content_hash, spec_json_schema
 from graphs.topology import Topology
-from runs import schemas
-from runs.estimate import estimate_by_node, estimate_spec
-from runs.expressions import FUNCTION_NAMES, ExpressionError, parse_expression
 from runs.nodes import UnknownNodeKind, all_kinds, get_kind
 from runs.nodes.base import Issue, NodeConfig, NodeKind
 from runs.nodes.shared import INPUT_KEY_PREFIX, INPUT_KEYS_MARK, unknown_variable_message
-from runs.templating import template_names
-from runs.values import non_finite_locations, non_finite_message
+from runs.reports.estimate import estimate_by_node, estimate_spec
+from runs.sandbox import schemas
+from runs.sandbox.expressions import FUNCTION_NAMES, ExpressionError, parse_expression
+from runs.sandbox.templating import template_names
+from runs.sandbox.values import non_finite_locations, non_finite_message
 
 # Names an expression always sees besides state keys: the run input and the functions.
 # A node or state key with one of these names would shadow it.
@@ -922,7 +922,7 @@ def _line_column(text: str, offset: int) -> tuple[int, int]:
 def check_source(kind: str, source: str, state_keys: Iterable[str] | None = None) -> dict[str, Any]:
     """Check one expression (``kind`` "expression": conditions, transforms) or template
     (``kind`` "template": prompts, tool arguments) the way graph validation does, with
-    the same parsers (``runs.expressions.parse_expression``, ``runs.templating.
+    the same parsers (``runs.sandbox.expressions.parse_expression``, ``runs.sandbox.templating.
     template_names``) and the same names known (``state_keys`` plus ``input`` and the
     expression functions; ``state_keys`` None skips the unknown-name check).
 
@@ -956,7 +956,7 @@ def check_source(kind: str, source: str, state_keys: Iterable[str] | None = None
 def validation_report(data: Any) -> dict[str, Any]:
     """What the builder shows for a spec (the API's validation response): ``{"valid",
     "errors", "warnings"}`` as :meth:`ValidationResult.as_dict`, plus ``handles`` (node
-    id -> :func:`node_handles`), ``estimate`` (``runs.estimate.estimate_by_node``;
+    id -> :func:`node_handles`), ``estimate`` (``runs.reports.estimate.estimate_by_node``;
     None when the document did not parse) and ``content_hash`` (what a publish of this
     spec would store, so the builder can tell whether its draft is the published version;
     None when the spec is invalid). Never raises for a bad spec."""

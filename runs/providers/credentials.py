@@ -1,6 +1,6 @@
 """Providers added in the app: API keys encrypted at rest, a stored credential as a provider, the catalogue and the connection test.
 
-The audited writes (create, update, delete) are in :mod:`runs.provider_services`, so the
+The audited writes (create, update, delete) are in :mod:`runs.providers.services`, so the
 node kinds, which resolve providers through this module, never import the audit writer.
 
 Keys are encrypted with Fernet (the ``cryptography`` library: AES-128-CBC + HMAC-SHA256)

@@ -22,7 +22,6 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runs import values
 from runs.providers.base import (
     INVALID_ARGUMENTS_KEY,
     LLMRequest,
@@ -34,6 +33,7 @@ from runs.providers.base import (
     StopReason,
     ToolCall,
 )
+from runs.sandbox import values
 from runs.vocabulary import Usage
 
 log = logging.getLogger("ballast.providers")

@@ -1,4 +1,4 @@
-"""The sandbox shared by expressions (runs.expressions) and templates (runs.templating).
+"""The sandbox shared by expressions (runs.sandbox.expressions) and templates (runs.sandbox.templating).
 
 Modules, in dependency order:
 

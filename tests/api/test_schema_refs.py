@@ -18,7 +18,7 @@ from graphs.models import GraphVersion
 from runs.engine.graphs import compiled_graph
 from runs.models import Run
 from runs.nodes.llm import _parse_and_validate
-from runs.schemas import schema_problems, validator
+from runs.sandbox.schemas import schema_problems, validator
 from runs.vocabulary import NodeError
 from tests.support.specs import chain, graph, node, publish
 

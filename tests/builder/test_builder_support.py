@@ -7,7 +7,7 @@ from decimal import Decimal
 from builder.selectors import spec_diff
 from builder.validation import check_source, node_handles, validate_spec
 from graphs.spec import GraphSpec
-from runs.estimate import estimate_spec
+from runs.reports.estimate import estimate_spec
 from tests.support.specs import chain, edge, graph, node, transform
 
 

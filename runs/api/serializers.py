@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from audit.models import AuditEntry
 from graphs.bounds import BUDGET_USD_DECIMAL_PLACES, BUDGET_USD_MAX_DIGITS, MAX_BIGINT
+from runs.api.serializer_fields import JSONObjectField, writable_context
 from runs.engine.api import steps_worker_alive
 from runs.models import Run, RunStatus, Step, StepAttempt, StepStatus
 from runs.selectors import (
@@ -25,7 +26,6 @@ from runs.selectors import (
     run_waiting_for,
     runs_started_from,
 )
-from runs.serializer_fields import JSONObjectField, writable_context
 
 MAX_INT = MAX_BIGINT
 
@@ -544,7 +544,7 @@ def _run_steps(run: Run) -> Any:
 
 class EventOutput(serializers.Serializer):
     """One run event; ``id`` is the cursor for ``?after=``; ``seq`` numbers the run's events
-    1, 2, 3... with no gaps in commit order (the WebSocket cursor, runs.consumers)."""
+    1, 2, 3... with no gaps in commit order (the WebSocket cursor, runs.live.consumers)."""
 
     id = serializers.IntegerField()
     seq = serializers.IntegerField()

@@ -5,7 +5,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from runs.serializers import AuditQueryInput, DecimalDigits
+from runs.api.serializers import AuditQueryInput, DecimalDigits
 
 MONEY: DecimalDigits = {"max_digits": 20, "decimal_places": 6}
 

@@ -27,9 +27,11 @@ from accounts.policy import may_operate_some_graph
 from audit.chain import audit_verify
 from ballast.api import ApiError, ApiView
 from graphs.models import Graph
-from runs import alerts, selectors
-from runs.formatting import CsvWriter
-from runs.report_serializers import (
+from runs import selectors
+from runs.api.serializers import AuditEntryOutput, CostQueryInput, CostRowOutput, CostTotalsQueryInput, cost_filters
+from runs.reports import alerts
+from runs.reports.formatting import CsvWriter
+from runs.reports.serializers import (
     AuditExportInput,
     AuditFacetsOutput,
     AuditVerifyInput,
@@ -41,7 +43,6 @@ from runs.report_serializers import (
     RunAlertOutput,
     WorkersOutput,
 )
-from runs.serializers import AuditEntryOutput, CostQueryInput, CostRowOutput, CostTotalsQueryInput, cost_filters
 
 COSTS = ["costs"]
 AUDIT = ["audit"]

@@ -32,10 +32,8 @@ from ballast.api import (
 )
 from graphs.models import Graph, GraphVersion
 from runs import selectors, services
-from runs.action_apis import checked_fork_step
-from runs.engine import api as engine
-from runs.models import Run, RunStatus, StepStatus
-from runs.serializers import (
+from runs.api.actions import checked_fork_step
+from runs.api.serializers import (
     AuditEntryOutput,
     AuditQueryInput,
     BulkCancelOutput,
@@ -61,6 +59,8 @@ from runs.serializers import (
     cost_filters,
     run_filter,
 )
+from runs.engine import api as engine
+from runs.models import Run, RunStatus, StepStatus
 
 TAG = ["runs"]
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")  # printable ASCII, no spaces
