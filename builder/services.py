@@ -10,7 +10,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from audit.chain import audit
-from builder.validation import INPUT_NAME, LocatedIssue, validate_spec
+from builder.graph_checks import INPUT_NAME
+from builder.issues import LocatedIssue
+from builder.validation import validate_spec
 from core.errors import ServiceError
 from graphs.models import Graph, GraphVersion
 from graphs.spec import GraphSpec, content_hash

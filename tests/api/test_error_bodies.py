@@ -12,8 +12,8 @@ from accounts.policy import ActionNotAllowed, RunHidden
 from approvals.models import ApprovalRequest
 from approvals.services import AlreadyDecided, BadDecision, Changed, NotAllowed
 from ballast.api import exception_handler
+from builder.issues import LocatedIssue
 from builder.services import GraphInvalid
-from builder.validation import LocatedIssue
 from runs.engine.api import RunNotFound, StateWriteRefused, StepStateError, TestRunRefused, VersionUnrunnable
 from runs.engine.types import StateTooLarge
 from runs.services import RunInputInvalid
