@@ -61,6 +61,7 @@ from runs.api.serializers import (
 )
 from runs.engine import api as engine
 from runs.models import Run, RunStatus, StepStatus
+from runs.reports import selectors as report_selectors
 
 TAG = ["runs"]
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")  # printable ASCII, no spaces
@@ -355,7 +356,7 @@ class CostListApi(ApiView):
     @extend_schema(tags=["costs"], operation_id="costs_aggregate", parameters=[CostQueryInput, *PAGE_PARAMETERS], responses=paginated(CostRowOutput, "CostRow"))
     def get(self, request: Any) -> Response:
         q = self.validated(CostQueryInput, request.query_params)
-        rows = selectors.cost_aggregate(viewer=request.user, group_by=q["group_by"], order=q["order"], **cost_filters(q))
+        rows = report_selectors.cost_aggregate(viewer=request.user, group_by=q["group_by"], order=q["order"], **cost_filters(q))
         return self.paginate(rows, CostRowOutput)
 
 
@@ -367,4 +368,4 @@ class AuditListApi(ApiView):
     @extend_schema(tags=["audit"], operation_id="audit_list", parameters=[AuditQueryInput, *CURSOR_PARAMETERS], responses=cursor_paginated(AuditEntryOutput, "AuditEntry"))
     def get(self, request: Any) -> Response:
         q = self.validated(AuditQueryInput, request.query_params)
-        return self.paginate_cursor(selectors.audit_list(**q), AuditEntryOutput, ordering="-id")
+        return self.paginate_cursor(report_selectors.audit_list(**q), AuditEntryOutput, ordering="-id")

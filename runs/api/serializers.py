@@ -12,13 +12,10 @@ from graphs.bounds import BUDGET_USD_DECIMAL_PLACES, BUDGET_USD_MAX_DIGITS, MAX_
 from runs.api.serializer_fields import JSONObjectField, writable_context
 from runs.engine.api import steps_worker_alive
 from runs.models import Run, RunStatus, Step, StepAttempt, StepStatus
+from runs.reports.selectors import COST_GROUPS, COST_ORDERS, audit_version_id, audit_versions
 from runs.selectors import (
-    COST_GROUPS,
-    COST_ORDERS,
     WAITING_FOR,
     RunFilter,
-    audit_version_id,
-    audit_versions,
     day_bounds,
     run_fork_origin,
     run_started_from,
