@@ -34,11 +34,7 @@ from graphs.models import Graph, GraphVersion
 from runs import selectors, services
 from runs.api.actions import checked_fork_step
 from runs.api.serializers import (
-    AuditEntryOutput,
-    AuditQueryInput,
     BulkCancelOutput,
-    CostQueryInput,
-    CostRowOutput,
     EventOutput,
     EventPageOutput,
     EventsQueryInput,
@@ -56,12 +52,12 @@ from runs.api.serializers import (
     StepDetailOutput,
     StepOutput,
     StepStateOutput,
-    cost_filters,
     run_filter,
 )
 from runs.engine import api as engine
 from runs.models import Run, RunStatus, StepStatus
 from runs.reports import selectors as report_selectors
+from runs.reports.serializers import AuditEntryOutput, AuditQueryInput, CostQueryInput, CostRowOutput, cost_filters
 
 TAG = ["runs"]
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")  # printable ASCII, no spaces

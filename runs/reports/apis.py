@@ -27,21 +27,25 @@ from accounts.policy import may_operate_some_graph
 from audit.chain import audit_verify
 from ballast.api import ApiError, ApiView
 from graphs.models import Graph
-from runs.api.serializers import AuditEntryOutput, CostQueryInput, CostRowOutput, CostTotalsQueryInput, cost_filters
 from runs.reports import alerts
 from runs.reports import selectors as report_selectors
 from runs.reports.formatting import CsvWriter
 from runs.reports.serializers import (
+    AuditEntryOutput,
     AuditExportInput,
     AuditFacetsOutput,
     AuditVerifyInput,
     AuditVerifyOutput,
     CostBudgetOutput,
     CostExportInput,
+    CostQueryInput,
+    CostRowOutput,
     CostTotalsOutput,
+    CostTotalsQueryInput,
     RunAlertInput,
     RunAlertOutput,
     WorkersOutput,
+    cost_filters,
 )
 
 COSTS = ["costs"]
