@@ -528,7 +528,7 @@ BALLAST_PROVIDERS = {
     "openai": "runs.providers.openai_provider.OpenAIProvider",
     "anthropic": "runs.providers.anthropic_provider.AnthropicProvider",
 }
-# Per provider name: runs.providers.base.SDKSettings (base_url, api_key_env,
+# Per provider name: runs.providers.sdk.SDKSettings (base_url, api_key_env,
 # allowed_api_key_envs, timeout, price_provider, ...). Keys are read from the environment
 # at call time (OPENAI_API_KEY, ANTHROPIC_API_KEY or the variable a node names, if
 # allowed here); a key never belongs in a graph.

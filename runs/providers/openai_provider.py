@@ -28,11 +28,10 @@ from runs.providers.base import (
     LLMResponse,
     Message,
     ProviderError,
-    SDKProvider,
-    SDKSettings,
     StopReason,
     ToolCall,
 )
+from runs.providers.sdk import SDKProvider, SDKSettings
 from runs.sandbox import values
 from runs.vocabulary import Usage
 
