@@ -45,9 +45,9 @@ class RunAlertSubscription(models.Model):
     """One user's request for an email when a run of one graph fails or is parked (a
     crash interrupted a step that is not safe to repeat and a person must decide).
 
-    Per graph and per user (one row at most); kept by ``runs.alerts`` and read there
+    Per graph and per user (one row at most); kept by ``runs.reports.alerts`` and read there
     when a run's status changes, after that change committed. Only a graph's owners may
-    hold one (``runs.alerts.may_subscribe``)."""
+    hold one (``runs.reports.alerts.may_subscribe``)."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="run_alerts")
     graph = models.ForeignKey("graphs.Graph", on_delete=models.CASCADE, related_name="run_alerts")

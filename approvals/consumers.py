@@ -12,7 +12,7 @@ says who decided), the newest ``MAX_ITEMS`` of each kind per wake-up, then
 ``{"type": "approval.more", "count": k}`` for the k more left out (fetch the list again).
 A reconnect gets a fresh snapshot, so nothing is lost.
 Close codes: 4401 not authenticated; 4415 a binary frame, 4400 a text frame that is not
-JSON (runs.consumers.JsonFramesConsumer; the inbox reads no message, but a bad one must
+JSON (runs.live.consumers.JsonFramesConsumer; the inbox reads no message, but a bad one must
 not raise inside the server).
 
 Rows first, so it works whichever process created or decided a request. The database is
@@ -39,7 +39,7 @@ from django.db.models import Count, Max, Sum
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import approval_list, approval_list_for_user
 from approvals.serializers import ApprovalOutput
-from runs.consumers import JsonFramesConsumer
+from runs.live.consumers import JsonFramesConsumer
 from runs.models import RunStateKey
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class ApprovalInboxConsumer(JsonFramesConsumer):
     """Streams the caller's pending approvals: a snapshot, then arrivals, changes and departures."""
 
     # No channel-layer channel of its own (the inbox is read from rows; see
-    # runs.consumers.RunEventsConsumer: a Redis error there closed the socket with 1011).
+    # runs.live.consumers.RunEventsConsumer: a Redis error there closed the socket with 1011).
     channel_layer_alias = None
 
     async def connect(self) -> None:

@@ -9,9 +9,9 @@ from pydantic import Field
 
 from approvals.models import ApprovalRequest, ApprovalStatus, principals_text
 from approvals.notify import notify_on_commit
-from runs.expressions import ExpressionError
 from runs.nodes.base import DueOutcome, Issue, NodeConfig, NodeContext, NodeKind, NodeResult, Wait
 from runs.nodes.shared import STATE_KEY_PATTERN, check_template, expression_names
+from runs.sandbox.expressions import ExpressionError
 from runs.vocabulary import NodeError
 
 # _lazy_imports_note: jsonschema (about 0.2 s of CPU) and Jinja2 (0.1 s) are imported
@@ -144,7 +144,7 @@ class ApprovalNode(NodeKind[ApprovalConfig]):
 
     def execute(self, config: ApprovalConfig, ctx: NodeContext) -> NodeResult:
         """Render the prompt and wait. Raises NodeError(code="template", not retryable)."""
-        from runs.templating import render_template  # not at import: see _lazy_imports_note
+        from runs.sandbox.templating import render_template  # not at import: see _lazy_imports_note
 
         try:
             prompt = render_template(config.prompt, expression_names(ctx))
@@ -263,7 +263,7 @@ def edit_errors(config: ApprovalConfig, values: Any) -> dict[str, list[str]]:
     extra = sorted(set(values) - allowed)
     if extra:
         return {"values": [f"not editable here: {', '.join(extra)} (editable: {', '.join(sorted(allowed)) or 'none'})"]}
-    from runs import schemas  # not at import: see _lazy_imports_note
+    from runs.sandbox import schemas  # not at import: see _lazy_imports_note
 
     errors: dict[str, list[str]] = {}
     try:
@@ -277,7 +277,7 @@ def edit_errors(config: ApprovalConfig, values: Any) -> dict[str, list[str]]:
 
 
 def _check_edit_schema(node_id: str, schema: dict[str, Any]) -> list[Issue]:
-    from runs import schemas  # not at import: see _lazy_imports_note
+    from runs.sandbox import schemas  # not at import: see _lazy_imports_note
 
     field = "config.edit_schema"
     problems = schemas.schema_problems(schema)  # not valid, or a remote or dangling $ref

@@ -8,7 +8,7 @@ from typing import Any
 from approvals.models import ApprovalRequest
 from approvals.nodes import APPROVED, ApprovalConfig
 from runs.engine.api import compiled_graph
-from runs.templating import TemplateError, render_template
+from runs.sandbox.templating import TemplateError, render_template
 
 # A rendered argument longer than this is cut in the preview (the digest sees it whole).
 MAX_SHOWN_CHARS = 2000

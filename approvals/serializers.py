@@ -8,7 +8,7 @@ from rest_framework import serializers
 from approvals import preview
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import GATE_DECISIONS, RECOVERY_DECISIONS, user_may_decide
-from runs.serializer_fields import JSONObjectField, writable_context
+from runs.api.serializer_fields import JSONObjectField, writable_context
 
 # A request's version token as the API shows it (approvals.preview.version_token:
 # "<row version>:<digest>"); anything else is a malformed request (400), not a stale one (409).

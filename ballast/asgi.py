@@ -16,7 +16,7 @@ from django.urls import path, re_path  # noqa: E402
 
 from accounts.authentication import websocket_auth  # noqa: E402
 from approvals.consumers import ApprovalInboxConsumer  # noqa: E402
-from runs.consumers import RunEventsConsumer  # noqa: E402
+from runs.live.consumers import RunEventsConsumer  # noqa: E402
 
 
 class NoSuchSocket(AsyncWebsocketConsumer):
@@ -24,7 +24,7 @@ class NoSuchSocket(AsyncWebsocketConsumer):
     code 4404, as for a run the caller may not read; without this route Channels'
     URLRouter raised ValueError and daphne answered 500."""
 
-    channel_layer_alias = None  # no channel of its own (runs.consumers.RunEventsConsumer)
+    channel_layer_alias = None  # no channel of its own (runs.live.consumers.RunEventsConsumer)
 
     async def connect(self) -> None:
         await self.close(code=4404)

@@ -399,7 +399,7 @@ AXES_CLIENT_IP_CALLABLE = "accounts.throttling.client_address"
 # API tokens: a used token's last_used_at is written at most this often (seconds).
 BALLAST_TOKEN_TOUCH_SECONDS = 60
 
-# Live run events (runs.engine.events, runs.live): the database is the source. With
+# Live run events (runs.engine.events, runs.live.hub): the database is the source. With
 # BALLAST_CHANNELS_REDIS_URL (or BALLAST_REDIS_URL) set, commits also push their events
 # through Redis to every web process (low latency) and the web process's one shared poller
 # only checks for gaps every BALLAST_LIVE_SAFETY_SECONDS; without Redis that poller reads
@@ -528,7 +528,7 @@ BALLAST_PROVIDERS = {
     "openai": "runs.providers.openai_provider.OpenAIProvider",
     "anthropic": "runs.providers.anthropic_provider.AnthropicProvider",
 }
-# Per provider name: runs.providers.base.SDKSettings (base_url, api_key_env,
+# Per provider name: runs.providers.sdk.SDKSettings (base_url, api_key_env,
 # allowed_api_key_envs, timeout, price_provider, ...). Keys are read from the environment
 # at call time (OPENAI_API_KEY, ANTHROPIC_API_KEY or the variable a node names, if
 # allowed here); a key never belongs in a graph.

@@ -6,7 +6,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-import runs.provider_admin  # noqa: F401  (registers the LLM provider admin before admin.site.urls is built)
+import runs.providers.admin  # noqa: F401  (registers the LLM provider admin before admin.site.urls is built)
 from ballast import views
 from core.api import api_not_found
 

@@ -279,7 +279,7 @@ _INCLUSIVE = {
     "json.__init__.dumps",
     "json.__init__.loads",
     "copy.deepcopy",
-    "runs.expressions.evaluate",
+    "runs.sandbox.expressions.evaluate",
     "runs.nodes.transform.execute",
     "pydantic.main.model_validate",
 }

@@ -131,8 +131,8 @@ def case_run_list(rep: Reporter, db: str, n: int | None, runs: int) -> None:
     from django.test import Client
 
     from runs import selectors
+    from runs.api.serializers import RunListFilterInput, run_filter
     from runs.models import Run
-    from runs.serializers import RunListFilterInput, run_filter
 
     count = n or 100_000
     t0 = time.perf_counter()

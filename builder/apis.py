@@ -47,8 +47,8 @@ from builder.serializers import (
 from builder.validation import check_source, validation_report
 from core.api import ERROR_BODY, PAGE_PARAMETERS, ApiError, ApiView, bad_request, conflict, paginated
 from graphs.models import Graph
+from runs.api.serializer_fields import has_nul
 from runs.models import Step
-from runs.serializer_fields import has_nul
 
 TAG = ["graphs"]
 NAME_TAKEN = OpenApiResponse(ERROR_BODY, description="Another graph has this name.")

@@ -6,7 +6,7 @@ from typing import Any
 from django.db.models import Count, IntegerField, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from builder.validation import kind_handles
+from builder.graph_checks import kind_handles
 from graphs.models import Graph, GraphVersion
 from runs.models import Run
 from runs.nodes import all_kinds

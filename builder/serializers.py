@@ -9,8 +9,8 @@ from rest_framework import serializers
 
 from builder.validation import validation_report
 from graphs.models import Graph, GraphVersion
+from runs.api.serializer_fields import JSONObjectField
 from runs.models import Run
-from runs.serializer_fields import JSONObjectField
 
 
 class UsernamesField(serializers.ListField):

@@ -10,14 +10,16 @@ from django.db.models import F
 from django.utils import timezone
 
 from audit.chain import audit
-from builder.validation import INPUT_NAME, LocatedIssue, validate_spec
+from builder.graph_checks import INPUT_NAME
+from builder.issues import LocatedIssue
+from builder.validation import validate_spec
 from core.errors import ServiceError
 from graphs.models import Graph, GraphVersion
 from graphs.spec import GraphSpec, content_hash
-from runs.expressions import FUNCTION_NAMES
 from runs.models import Run
 from runs.nodes import UnknownNodeKind, get_kind
 from runs.nodes.base import ChildCall, NodeKind
+from runs.sandbox.expressions import FUNCTION_NAMES
 from runs.services import node_test_run
 
 

@@ -18,7 +18,7 @@ class RunsConfig(AppConfig):
         # order every engine commit of the run takes its locks in (no deadlock between them).
         register_scope_lock("run", run_lock_for_audit)
         # Connects the run alert receivers (runs fail and park in workers too).
-        from runs import alerts  # noqa: F401
+        from runs.reports import alerts  # noqa: F401
 
         if is_cluster_main_process(sys.argv):
             start_supervisor()

@@ -17,9 +17,9 @@ from django.db import IntegrityError
 from core.errors import ServiceError
 from core.fields import field_path
 from graphs.models import GraphVersion
-from runs import schemas, values
 from runs.engine import api as engine
 from runs.models import Run
+from runs.sandbox import schemas, values
 
 
 class RunInputInvalid(ServiceError, ValueError):
@@ -82,7 +82,7 @@ def _depth(value: Any) -> int:
 def input_errors(version: GraphVersion, run_input: Any) -> list[dict[str, str]]:
     """Validate ``run_input`` against the version's input JSON Schema; [] when valid.
     Raises VersionUnrunnable when the stored schema has a ``$ref`` that does not resolve
-    inside it (runs.schemas)."""
+    inside it (runs.sandbox.schemas)."""
     if not isinstance(run_input, dict):
         return [{"field": "input", "message": "must be a JSON object"}]
     if _depth(run_input) > MAX_INPUT_DEPTH:

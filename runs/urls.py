@@ -1,7 +1,10 @@
 """Run, step, event, cost, audit and provider API routes (mounted at /api/v1/)."""
 from django.urls import path
 
-from runs import action_apis, apis, provider_apis, report_apis
+from runs.api import actions as action_apis
+from runs.api import apis
+from runs.providers import apis as provider_apis
+from runs.reports import apis as report_apis
 
 urlpatterns = [
     path("runs/", apis.RunCollectionApi.as_view(), name="runs"),

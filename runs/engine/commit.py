@@ -38,7 +38,7 @@ from runs.engine.writes import (
 from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.nodes import get_kind
 from runs.nodes.base import NodeResult
-from runs.values import InvalidValue, canonical, safe_text
+from runs.sandbox.values import InvalidValue, canonical, safe_text
 from runs.vocabulary import NodeError
 
 log = logging.getLogger("ballast.engine")

@@ -27,7 +27,7 @@ push channel layer is configured (settings.BALLAST_LIVE_PUSH, channels-redis), t
 are sent to the group :func:`group_name` by one background thread per process, so the
 commit path never waits for Redis. A lost or dropped message (channels-redis drops
 messages for a channel at capacity) is harmless: readers notice the gap by seq and read
-the rows (runs.live). Without Redis nothing is published; the web process polls.
+the rows (runs.live.hub). Without Redis nothing is published; the web process polls.
 
 Wire form of an event (:func:`wire`): ``{"id", "seq", "run", "step", "kind", "data",
 "created_at"}`` with ``created_at`` ISO 8601 in UTC ending in ``Z``.
@@ -175,7 +175,7 @@ def last_seqs(run_ids: Iterable[int]) -> dict[int, int]:
 
 def newest_run_id() -> int:
     """The id of the newest committed run (0 when there is none): one index lookup. The
-    live run list hears "new runs" when it grows (runs.live.Hub.watch_new_runs). A run
+    live run list hears "new runs" when it grows (runs.live.hub.Hub.watch_new_runs). A run
     whose transaction commits after a newer run's is announced with the next new run."""
     return Run.objects.order_by("-id").values_list("id", flat=True).first() or 0
 

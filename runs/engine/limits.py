@@ -1,4 +1,4 @@
-"""What a commit may store: results checked as JSON (runs.values) and the run's total state size, kept per key.
+"""What a commit may store: results checked as JSON (runs.sandbox.values) and the run's total state size, kept per key.
 
 Every step result passes :func:`checked_result` before its commit (portable and fast
 paths alike, before any transaction), so a value JSON cannot carry faithfully fails the
@@ -18,7 +18,7 @@ from django.conf import settings
 from runs.engine.scheduler import CompiledGraph
 from runs.engine.types import StateTooLarge, StateWriteRefused
 from runs.nodes.base import ChildCall, NodeResult, Wait
-from runs.values import InvalidValue, check, encoded_size, key_path
+from runs.sandbox.values import InvalidValue, check, encoded_size, key_path
 from runs.vocabulary import NodeError
 
 # Default of settings.BALLAST_MAX_STATE_BYTES: 8 MiB. A commit writes only the keys its

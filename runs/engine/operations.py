@@ -45,8 +45,8 @@ from runs.models import (
     StepStatus,
 )
 from runs.nodes.base import NodeResult
+from runs.sandbox.values import InvalidValue
 from runs.signals import steps_requeued
-from runs.values import InvalidValue
 
 
 def _startable(version: GraphVersion, **overrides: Any) -> tuple[scheduler.CompiledGraph, dict[str, Any]]:

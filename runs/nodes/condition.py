@@ -7,10 +7,10 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from runs.expressions import ExpressionError, evaluate
 from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeKind, NodeResult
 from runs.nodes.shared import check_expression, expression_names
-from runs.values import InvalidValue, canonical
+from runs.sandbox.expressions import ExpressionError, evaluate
+from runs.sandbox.values import InvalidValue, canonical
 from runs.vocabulary import NodeError
 
 HANDLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"

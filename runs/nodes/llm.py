@@ -14,7 +14,6 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from runs import schemas, values
 from runs.nodes.base import NodeContext, NodeResult
 from runs.nodes.llm_call import (
     LLMCallConfig,
@@ -29,6 +28,7 @@ from runs.nodes.llm_call import (
 )
 from runs.nodes.shared import expression_names
 from runs.providers.base import MESSAGE_OVERHEAD_TOKENS, LLMRequest, LLMResponse, Message
+from runs.sandbox import schemas, values
 from runs.vocabulary import NodeError, Usage
 
 # The re-ask message. Validation errors are capped so that its size, and so the

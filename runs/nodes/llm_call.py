@@ -8,7 +8,6 @@ from typing import Any, TypeVar
 
 from pydantic import Field
 
-from runs.expressions import ExpressionError
 from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeKind
 from runs.nodes.shared import STATE_KEY_PATTERN, check_template
 from runs.providers import UnknownProvider, get_provider
@@ -20,7 +19,8 @@ from runs.providers.base import (
     ToolDefinition,
     estimate_tokens,
 )
-from runs.templating import render_template
+from runs.sandbox.expressions import ExpressionError
+from runs.sandbox.templating import render_template
 from runs.vocabulary import NodeError, Usage
 
 # The name of an environment variable (never its value: keys stay out of graphs).

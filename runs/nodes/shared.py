@@ -6,8 +6,8 @@ import ast
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from runs.expressions import ExpressionError, check_constant_parts, parse_expression
 from runs.nodes.base import Issue, NodeContext
+from runs.sandbox.expressions import ExpressionError, check_constant_parts, parse_expression
 
 # A key written by a node must be usable as a name in later expressions.
 STATE_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -56,7 +56,7 @@ class _Names(Mapping[str, Any]):
 def check_expression(node_id: str, field: str, source: str, known_names: set[str]) -> list[Issue]:
     """Issues of one expression: ``invalid_expression`` when it does not parse (or breaks a
     static limit), ``expression_limit`` when a part made only of constants exceeds the
-    evaluation limits (``runs.expressions.check_constant_parts``), else one
+    evaluation limits (``runs.sandbox.expressions.check_constant_parts``), else one
     ``unknown_variable`` per name outside ``known_names`` (sorted)."""
     try:
         parsed = parse_expression(source)
@@ -116,7 +116,7 @@ def check_template(node_id: str, field: str, source: str, known_names: set[str])
     ``unknown_variable`` per name outside ``known_names`` (sorted)."""
     # Imported here, not at module level: Jinja2 costs a restarted worker about 0.1 s of
     # CPU at start (every node kind imports this module), and a worker checks no template.
-    from runs.templating import template_names
+    from runs.sandbox.templating import template_names
 
     try:
         names = template_names(source)

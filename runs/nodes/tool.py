@@ -7,10 +7,10 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from core.fields import field_path
-from runs.expressions import ExpressionError
 from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeKind, NodeResult
 from runs.nodes.shared import STATE_KEY_PATTERN, expression_names, unknown_variables
-from runs.templating import render_value, value_names
+from runs.sandbox.expressions import ExpressionError
+from runs.sandbox.templating import render_value, value_names
 from runs.tools import ToolContext, UnknownTool, get_tool, require_tool
 from runs.vocabulary import NodeError
 

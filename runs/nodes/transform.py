@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from runs.expressions import ExpressionError, evaluate
 from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeKind, NodeResult
 from runs.nodes.shared import STATE_KEY_PATTERN, check_expression, expression_names
+from runs.sandbox.expressions import ExpressionError, evaluate
 from runs.vocabulary import NodeError
 
 

@@ -19,15 +19,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runs.providers.base import (
-    INVALID_ARGUMENTS_KEY,
-    LLMRequest,
-    LLMResponse,
-    Message,
-    SDKProvider,
-    StopReason,
-    ToolCall,
-)
+from runs.providers.base import INVALID_ARGUMENTS_KEY, LLMRequest, LLMResponse, Message, StopReason, ToolCall
+from runs.providers.sdk import SDKProvider
 from runs.vocabulary import Usage
 
 # stop_reason -> Ballast stop reason.

@@ -1,6 +1,6 @@
 """Providers added in the app: API keys encrypted at rest, a stored credential as a provider, the catalogue and the connection test.
 
-The audited writes (create, update, delete) are in :mod:`runs.provider_services`, so the
+The audited writes (create, update, delete) are in :mod:`runs.providers.services`, so the
 node kinds, which resolve providers through this module, never import the audit writer.
 
 Keys are encrypted with Fernet (the ``cryptography`` library: AES-128-CBC + HMAC-SHA256)
@@ -13,7 +13,7 @@ decrypt there.
 
 A key leaves this module only inside the provider object that calls the vendor's SDK:
 never in a return value meant for display, a log line, an error message (provider
-messages go through :func:`runs.providers.base.redact` with the key) or an audit entry.
+messages go through :func:`runs.providers.sdk.redact` with the key) or an audit entry.
 
 Names: a stored credential may not take a name that settings or the environment
 configure (``settings.BALLAST_PROVIDERS``: ``mock``, ``openai``, ``anthropic``, the
@@ -44,9 +44,10 @@ from django.dispatch import receiver
 from runs.models import ProviderCredential, ProviderKind
 from runs.providers import get_provider
 from runs.providers.anthropic_provider import AnthropicProvider
-from runs.providers.base import LLMProvider, LLMRequest, Message, ProviderError, SDKProvider, redact
+from runs.providers.base import LLMProvider, LLMRequest, Message, ProviderError
 from runs.providers.mock import MockProvider
 from runs.providers.openai_provider import OpenAIProvider
+from runs.providers.sdk import SDKProvider, redact
 from runs.vocabulary import NodeError
 
 log = logging.getLogger("ballast.providers")

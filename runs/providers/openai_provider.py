@@ -22,18 +22,17 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runs import values
 from runs.providers.base import (
     INVALID_ARGUMENTS_KEY,
     LLMRequest,
     LLMResponse,
     Message,
     ProviderError,
-    SDKProvider,
-    SDKSettings,
     StopReason,
     ToolCall,
 )
+from runs.providers.sdk import SDKProvider, SDKSettings
+from runs.sandbox import values
 from runs.vocabulary import Usage
 
 log = logging.getLogger("ballast.providers")

@@ -20,7 +20,7 @@ from runs.sandbox.whitelist import DICT_METHODS, SEQ_METHODS, STR_METHODS, fn_ra
 __all__ = ["COMPARE_HOOK", "CONCAT_HOOK", "ENV", "GLOBAL_NAMES", "JINJA_COMPARISONS", "LOOP_HOOK",
            "BoundedEnvironment"]
 
-# Environment attributes a template's parsed tree is rewritten to call (runs.templating):
+# Environment attributes a template's parsed tree is rewritten to call (runs.sandbox.templating):
 # around every for-loop iterable, instead of the ~ operator, and instead of comparisons
 # (the sandbox intercepts arithmetic operators only, and == or `in` over large values
 # cannot be interrupted once inside C).

@@ -37,8 +37,8 @@ __all__ = ["EVALUATORS", "EvaluatorPool", "EvaluatorProcess", "ResultUnpickler",
 # What the child can run: kind -> (module, function(source, state, limits)). The child
 # imports each module before it lowers its memory limit.
 EVALUATORS: dict[str, tuple[str, str]] = {
-    "expr": ("runs.expressions", "evaluate_inline"),
-    "template": ("runs.templating", "render_inline"),
+    "expr": ("runs.sandbox.expressions", "evaluate_inline"),
+    "template": ("runs.sandbox.templating", "render_inline"),
 }
 
 _HEADER = struct.Struct("!I")

@@ -5,12 +5,12 @@ re-implemented nearly every handler to add the guard's checks; the six it still 
 from simpleeval (constant, unary operator, boolean operator, comparison, conditional
 expression, slice) are a few lines each and are written here too, so no simpleeval code
 remains and simpleeval is no longer a dependency. (Its constant handler's check on
-literals over 100_000 characters is moot: runs.expressions refuses sources over 2,000
+literals over 100_000 characters is moot: runs.sandbox.expressions refuses sources over 2,000
 characters before they are parsed.) What simpleeval offered beyond that
-does not fit: it parses with ``ast.parse`` as we do (runs.expressions), its limits are
+does not fit: it parses with ``ast.parse`` as we do (runs.sandbox.expressions), its limits are
 module globals shared by every caller (TRAPS.md) and do not cover what
 runs.sandbox.guard checks, and its name, function and attribute rules are replaced by
-the static checks of runs.expressions and the whitelist of runs.sandbox.whitelist.
+the static checks of runs.sandbox.expressions and the whitelist of runs.sandbox.whitelist.
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ class Walker:
 
     ``text`` is the expression as parsed (node positions refer to it), ``names`` the
     snapshot of the run state it reads, ``guard`` the evaluation's guard. The tree must
-    have passed runs.expressions' checks: only whitelisted node types, functions and
+    have passed runs.sandbox.expressions' checks: only whitelisted node types, functions and
     methods, no private attributes. :meth:`eval` returns the value of a node or raises
     ExpressionError whose message quotes the innermost failing sub-expression.
     """

@@ -18,7 +18,7 @@ from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
 from core.fields import field_path
-from runs import values
+from runs.sandbox import values
 from runs.vocabulary import NodeError
 
 if TYPE_CHECKING:

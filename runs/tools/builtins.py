@@ -21,8 +21,8 @@ from django.core.mail import BadHeaderError, EmailMessage
 from django.core.validators import validate_email
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from runs import values
 from runs.retry_after import parse_retry_after
+from runs.sandbox import values
 from runs.tools import ToolContext, outbound, tool
 from runs.vocabulary import NodeError
 

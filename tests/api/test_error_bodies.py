@@ -11,8 +11,8 @@ from rest_framework.renderers import JSONRenderer
 from accounts.policy import ActionNotAllowed, RunHidden
 from approvals.models import ApprovalRequest
 from approvals.services import AlreadyDecided, BadDecision, Changed, NotAllowed
+from builder.issues import LocatedIssue
 from builder.services import GraphInvalid
-from builder.validation import LocatedIssue
 from core.api import exception_handler
 from runs.engine.api import RunNotFound, StateWriteRefused, StepStateError, TestRunRefused, VersionUnrunnable
 from runs.engine.types import StateTooLarge

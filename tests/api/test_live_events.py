@@ -24,8 +24,8 @@ from django.test.utils import CaptureQueriesContext
 
 from accounts.tokens import token_create
 from ballast.asgi import application
-from runs import live
 from runs.engine import events as run_events
+from runs.live import hub as live_hub
 from runs.models import Run, RunEvent, RunEventKind
 from tests.support.bounded import assert_took_under
 from tests.support.specs import chain, graph, node, run_local, transform
@@ -240,7 +240,7 @@ def test_a_full_channel_layer_buffer_loses_nothing(world: World, settings: Any) 
     async def body() -> tuple[list[int], dict[str, int]]:
         ws = await connect(f"/ws/runs/{run.pk}/?after={last}&token={key}")
         await asyncio.sleep(0.3)  # the consumer follows the run just after the handshake
-        hub = live.hub()
+        hub = live_hub.hub()
         hub.stats["pushes"] = 0
         hub.stats["gaps"] = 0
         # Block the hub's receiver so that the pushes pile up in Redis past capacity.
@@ -329,7 +329,7 @@ def _measure(runs: list[Run], sockets_per_run: int, key: str, seconds: float) ->
         for r in runs:
             for _ in range(sockets_per_run):
                 clients.append(await connect(f"/ws/runs/{r.pk}/?after={after[r.pk]}&token={key}"))
-        hub = live.hub()
+        hub = live_hub.hub()
         await asyncio.sleep(0.5)
         polls_before = hub.stats["polls"]
         async with counting() as captured:
@@ -368,7 +368,7 @@ def test_200_sockets_on_200_runs_read_o1_queries_per_poll_while_events_commit(wo
 
     async def body() -> dict[str, Any]:
         clients = [(r, await connect(f"/ws/runs/{r.pk}/?after=1&token={key}")) for r in runs]
-        hub = live.hub()
+        hub = live_hub.hub()
         await asyncio.sleep(0.5)
         polls_before = hub.stats["polls"]
         async with counting() as captured:

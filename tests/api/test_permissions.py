@@ -76,7 +76,7 @@ def provider_payload() -> dict[str, Any]:
 
 def stored_provider() -> str:
     """The name of a fresh provider added in the app."""
-    from runs.provider_services import provider_credential_create
+    from runs.providers.services import provider_credential_create
 
     return provider_credential_create(data=provider_payload()).name
 

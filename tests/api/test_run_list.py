@@ -16,6 +16,7 @@ from audit.models import AuditEntry
 from ballast.asgi import application
 from runs import selectors
 from runs.models import Run
+from runs.reports import selectors as report_selectors
 from tests.support.specs import publish, run_local
 from tests.support.world import World, linear_spec
 
@@ -88,7 +89,7 @@ def test_one_run_filter_serves_lists_and_cost_reports(world: World) -> None:
     run_local(linear_spec(), {"x": 1}, user=world.users["starter"])
     f = selectors.RunFilter(graph_id=world.approval_version.graph_id)
     listed = set(selectors.run_list(viewer=None, filters=f).values_list("pk", flat=True))
-    costed = set(selectors.cost_attempts(viewer=None, filters=f).values_list("step__run_id", flat=True))
+    costed = set(report_selectors.cost_attempts(viewer=None, filters=f).values_list("step__run_id", flat=True))
     assert listed == {r.pk for r in Run.objects.filter(graph_version__graph_id=f.graph_id)}
     assert costed <= listed
 

@@ -69,7 +69,7 @@ def seeded_ids(world: World) -> dict[str, Any]:
 
 def _stored_provider() -> str:
     """A provider added in the app (nothing listens at its URL: a test of it fails fast)."""
-    from runs.provider_services import provider_credential_create
+    from runs.providers.services import provider_credential_create
 
     data = {"name": "seeded", "kind": "openai_compatible", "base_url": "http://127.0.0.1:9/v1", "default_model": "local-7b"}
     return provider_credential_create(data=data).name

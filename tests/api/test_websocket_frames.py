@@ -17,7 +17,7 @@ from channels.testing import WebsocketCommunicator
 
 from accounts.tokens import token_create
 from ballast.asgi import application
-from runs.consumers import CLOSE_BINARY_FRAME, CLOSE_NOT_JSON
+from runs.live.consumers import CLOSE_BINARY_FRAME, CLOSE_NOT_JSON
 from tests.support.daphne import DaphneServer, close_code_after_sending
 from tests.support.world import World
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from builder.graph_checks import node_handles
 from builder.selectors import spec_diff
-from builder.validation import check_source, node_handles, validate_spec
+from builder.validation import check_source, validate_spec
 from graphs.spec import GraphSpec
-from runs.estimate import estimate_spec
+from runs.reports.estimate import estimate_spec
 from tests.support.specs import chain, edge, graph, node, transform
 
 

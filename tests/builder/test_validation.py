@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from builder.validation import ValidationResult, export_schemas, validate_spec
+from builder.issues import ValidationResult
+from builder.validation import export_schemas, validate_spec
 from graphs.spec import GraphSpec
 from runs.nodes.base import Issue
 from tests.support.validation import _no_end, _unknown_var_transform, _unwired, baseline, edge, graph, node, transform

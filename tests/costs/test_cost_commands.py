@@ -248,7 +248,7 @@ def test_estimate_picks_the_costlier_branch_and_names_unpriced_nodes(tmp_path, s
     [(Decimal("0E-12"), "0"), (Decimal("-0.000000"), "0"), (Decimal("0.001250000000"), "0.00125"), (Decimal("1E+2"), "100"), (Decimal("12.5"), "12.5")],
 )
 def test_decimal_amounts_print_without_exponents(value, text):
-    from runs.formatting import format_decimal, format_usd
+    from runs.reports.formatting import format_decimal, format_usd
 
     assert format_decimal(value) == text
     assert format_usd(value) == f"${text}" and format_usd(None) == "unknown"

@@ -18,6 +18,7 @@ from playwright.sync_api import Page, expect
 from approvals.selectors import inbox_counts
 from runs import selectors
 from runs.models import Run
+from runs.reports import selectors as report_selectors
 from tests.support.browser import format_usd, make_user, screenshot, sign_in
 from tests.support.live_daphne import Daphne, approve_and_drive
 from tests.support.specs import publish, run_local
@@ -144,7 +145,7 @@ def test_dashboard_shows_the_databases_counts_spend_and_failures_with_links(daph
     expect(nav.get_by_role("link", name="Audit")).to_be_visible()
 
     start, end = selectors.day_bounds(timezone.now().date(), timezone.now().date())
-    today = selectors.cost_totals(viewer=admin, filters=selectors.RunFilter(start=start, end=end))
+    today = report_selectors.cost_totals(viewer=admin, filters=selectors.RunFilter(start=start, end=end))
     assert today["cost_usd"] > 0
     spend = region("Spend today").locator(".stat-figure")
     expect(spend).to_have_text(format_usd(today["cost_usd"]))

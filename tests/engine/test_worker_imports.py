@@ -30,7 +30,7 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 WEB = ("rest_framework", "drf_spectacular", "channels", "daphne", "twisted", "axes", "django.contrib.admin",
-       "django.contrib.staticfiles", "ballast.views", "ballast.urls", "runs.apis", "runs.consumers", "approvals.apis",
+       "django.contrib.staticfiles", "ballast.views", "ballast.urls", "runs.api.apis", "runs.live.consumers", "approvals.apis",
        "builder.apis", "accounts.authentication")
 
 

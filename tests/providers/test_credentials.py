@@ -14,9 +14,8 @@ from django.db import connection
 
 from audit.models import AuditEntry
 from builder.validation import validate_spec
-from runs import provider_services
 from runs.models import ProviderCredential, Step
-from runs.providers import UnknownProvider, get_provider
+from runs.providers import UnknownProvider, get_provider, services
 from runs.providers import credentials as store
 from tests.support.llm_server import TEST_KEY, Fault, LLMServer, Reply
 from tests.support.specs import edge, graph, node, run_local
@@ -38,7 +37,7 @@ def add(name="local-openai", *, server=None, kind="openai", api_key=TEST_KEY, **
         base_url = server.anthropic_base_url if kind == "anthropic" else server.openai_base_url
     data = {"name": name, "kind": kind, "api_key": api_key, "base_url": base_url or "", "default_model": fields.pop("default_model", "gpt-4o-mini")}
     data.update(fields)
-    return provider_services.provider_credential_create(data=data)
+    return services.provider_credential_create(data=data)
 
 
 def raw_row(name):
@@ -157,7 +156,7 @@ def test_validation_knows_stored_names_their_models_and_refuses_key_variables(ll
     assert ("ask", "config.model", "unknown_model") in issues
     issues = {(i.node_id, i.field) for i in validate_spec(llm_graph("local-openai", api_key_env="OPENAI_API_KEY")).issues}
     assert ("ask", "config.api_key_env") in issues  # a stored provider reads no environment variable
-    provider_services.provider_credential_delete(credential=ProviderCredential.objects.get(name="local-openai"))
+    services.provider_credential_delete(credential=ProviderCredential.objects.get(name="local-openai"))
     issues = {(i.node_id, i.field, i.code) for i in validate_spec(llm_graph("local-openai")).issues}
     assert ("ask", "config.provider", "unknown_provider") in issues
     with pytest.raises(UnknownProvider):
@@ -197,7 +196,7 @@ def test_a_changed_key_is_used_by_the_next_call(llm_server):
     bad = run_local(llm_graph("local-openai"), {"who": "Ada"})
     assert bad.status == "failed" and bad.error["code"] == "provider_rejected"
     assert "sk-old-key-0123456789" not in json.dumps(bad.error)
-    provider_services.provider_credential_update(credential=credential, data={"api_key": TEST_KEY})
+    services.provider_credential_update(credential=credential, data={"api_key": TEST_KEY})
     good = run_local(llm_graph("local-openai"), {"who": "Ada"})
     assert good.status == "succeeded", good.error
 
@@ -207,9 +206,9 @@ def test_a_changed_key_is_used_by_the_next_call(llm_server):
 
 def test_audit_entries_record_changes_without_the_key():
     credential = add(label="Local")
-    provider_services.provider_credential_update(credential=credential, data={"api_key": "sk-second-key-0123456789", "label": "Renamed"})
-    provider_services.provider_credential_update(credential=credential, data={"label": "Renamed"})  # no change: no entry
-    provider_services.provider_credential_delete(credential=credential)
+    services.provider_credential_update(credential=credential, data={"api_key": "sk-second-key-0123456789", "label": "Renamed"})
+    services.provider_credential_update(credential=credential, data={"label": "Renamed"})  # no change: no entry
+    services.provider_credential_delete(credential=credential)
     entries = list(AuditEntry.objects.filter(scope="provider:local-openai").order_by("seq"))
     assert [e.action for e in entries] == ["provider.create", "provider.update", "provider.delete"]
     assert sorted(entries[1].data["changed"]) == ["api_key", "label"]

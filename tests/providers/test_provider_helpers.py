@@ -7,9 +7,10 @@ import pytest
 from pydantic import ValidationError
 
 from runs.providers import get_provider
-from runs.providers.base import LLMRequest, Message, conservative_tokens, redact
+from runs.providers.base import LLMRequest, Message
 from runs.providers.mock import MockProvider
 from runs.providers.openai_provider import OpenAIProvider
+from runs.providers.sdk import conservative_tokens, redact
 from runs.retry_after import parse_retry_after
 
 

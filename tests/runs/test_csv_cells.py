@@ -1,11 +1,11 @@
-"""CSV cells a spreadsheet will not run as formulas (runs.formatting.csv_cell; OWASP "CSV Injection")."""
+"""CSV cells a spreadsheet will not run as formulas (runs.reports.formatting.csv_cell; OWASP "CSV Injection")."""
 from __future__ import annotations
 
 import io
 
 import pytest
 
-from runs.formatting import CsvWriter, csv_cell
+from runs.reports.formatting import CsvWriter, csv_cell
 
 
 @pytest.mark.parametrize(

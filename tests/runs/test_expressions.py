@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from runs.expressions import (
+from runs.sandbox.expressions import (
     FUNCTION_NAMES,
     ExpressionError,
     evaluate,

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from runs import values
 from runs.models import Step, StepAttempt
 from runs.nodes.base import NodeContext
 from runs.nodes.llm import LLMNode
 from runs.providers.base import INVALID_ARGUMENTS_KEY
 from runs.providers.openai_provider import _arguments
+from runs.sandbox import values
 from tests.support.specs import edge, graph, node, run_local
 
 NUMBER_SCHEMA = {"type": "object", "properties": {"score": {"type": "number"}}, "required": ["score"]}

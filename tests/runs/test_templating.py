@@ -5,8 +5,8 @@ import copy
 
 import pytest
 
-from runs.expressions import ExpressionError
-from runs.templating import TemplateError, render_template, render_value, template_names, value_names
+from runs.sandbox.expressions import ExpressionError
+from runs.sandbox.templating import TemplateError, render_template, render_value, template_names, value_names
 from tests.support.bounded import assert_fails_fast
 
 pytestmark = pytest.mark.timeout(60)

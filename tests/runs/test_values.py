@@ -1,4 +1,4 @@
-"""The JSON value check (runs/values.py): canonical form, encoded size, and the path and reason of what fails."""
+"""The JSON value check (runs/sandbox/values.py): canonical form, encoded size, and the path and reason of what fails."""
 from __future__ import annotations
 
 import enum
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from runs.values import MAX_DEPTH, InvalidValue, check, encoded_size
+from runs.sandbox.values import MAX_DEPTH, InvalidValue, check, encoded_size
 
 
 class Colour(enum.StrEnum):

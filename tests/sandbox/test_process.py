@@ -9,11 +9,11 @@ import threading
 
 import pytest
 
-from runs.expressions import evaluate
 from runs.sandbox.errors import ExpressionError
+from runs.sandbox.expressions import evaluate
 from runs.sandbox.limits import LIMITS, Limits
 from runs.sandbox.process import EVALUATORS, ResultUnpickler, pool, run_isolated
-from runs.templating import TEMPLATE_LIMITS
+from runs.sandbox.templating import TEMPLATE_LIMITS
 from tests.support.bounded import assert_fails_fast
 
 pytestmark = pytest.mark.timeout(60)

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from runs.expressions import check_constant_parts, evaluate, evaluate_inline
 from runs.sandbox.errors import MAX_MESSAGE_CHARS, ExpressionError, Fault
+from runs.sandbox.expressions import check_constant_parts, evaluate, evaluate_inline
 from runs.sandbox.guard import Guard
 from runs.sandbox.limits import LIMITS, MIB, Limits
 from runs.sandbox.process import pool, run_isolated
-from runs.templating import TEMPLATE_LIMITS, render_template
+from runs.sandbox.templating import TEMPLATE_LIMITS, render_template
 from tests.support.bounded import assert_fails_fast
 
 pytestmark = pytest.mark.timeout(120)
@@ -261,7 +261,7 @@ _RLIMIT_SCRIPT = textwrap.dedent("""
         if pid:
             sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) % 256)
         resource.setrlimit(resource.RLIMIT_CPU, tuple(int(v) for v in cpu_limit.split(":")))
-    from runs.expressions import ExpressionError
+    from runs.sandbox.expressions import ExpressionError
     from runs.sandbox.limits import LIMITS, Limits
     from runs.sandbox import process
     from runs.sandbox.process import pool, run_isolated
@@ -360,7 +360,7 @@ _HARD_KILL_SCRIPT = textwrap.dedent("""
     used = resource.getrusage(resource.RUSAGE_SELF)
     limit = math.ceil(used.ru_utime + used.ru_stime) + 3
     resource.setrlimit(resource.RLIMIT_CPU, (limit, limit))
-    from runs.expressions import ExpressionError
+    from runs.sandbox.expressions import ExpressionError
     from runs.sandbox.limits import Limits
     from runs.sandbox.process import run_isolated
     try:

@@ -5,7 +5,7 @@ import ast
 
 import pytest
 
-from runs.expressions import parse_expression
+from runs.sandbox.expressions import parse_expression
 from runs.sandbox.guard import guarded
 from runs.sandbox.limits import LIMITS
 from runs.sandbox.walker import Walker

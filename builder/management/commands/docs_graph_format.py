@@ -55,13 +55,13 @@ A minimal graph:
 ```
 
 Expressions (conditions, transforms) are a whitelisted subset of Python evaluated over
-the run state (`runs/expressions.py`); templates (prompts, tool arguments) are Jinja2
-rendered in a bounded sandbox (`runs/templating.py`).
+the run state (`runs/sandbox/expressions.py`); templates (prompts, tool arguments) are Jinja2
+rendered in a bounded sandbox (`runs/sandbox/templating.py`).
 
 JSON Schemas in a graph (`input_schema`, an approval's `edit_schema`, an LLM node's
 `output_schema`) may only refer inside themselves (`"$ref": "#/$defs/name"`): a remote
 `$ref` (a URL, another file) is a validation issue, as is a local one that points at
-nothing; nothing is ever fetched (`runs/schemas.py`). Every number must be a finite
+nothing; nothing is ever fetched (`runs/sandbox/schemas.py`). Every number must be a finite
 JSON number: one too large for a float (`1e999`, which a JSON parser reads as Infinity)
 is an `invalid_spec` issue at its path (`nodes[0].position.x`, `state.total.default`).
 """

@@ -17,8 +17,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from builder.services import GraphInvalid, graph_import
 from runs.engine.api import StateWriteRefused, drive_local, local_mode, workers_alive
-from runs.formatting import format_decimal
 from runs.models import TERMINAL_RUN_STATUSES, Run, RunStatus
+from runs.reports.formatting import format_decimal
 from runs.selectors import CLI_ACTOR, run_status_now
 from runs.services import RunInputInvalid, run_start
 

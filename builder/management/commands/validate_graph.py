@@ -10,8 +10,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from builder.validation import validate_spec
-from runs.estimate import estimate_spec
-from runs.formatting import format_usd
+from runs.reports.estimate import estimate_spec
+from runs.reports.formatting import format_usd
 
 
 class Command(BaseCommand):

@@ -1,4 +1,4 @@
-// Live run events over one WebSocket (ws/runs/, runs/consumers.py): follow runs from the last seq seen,
+// Live run events over one WebSocket (ws/runs/, runs/live/consumers.py): follow runs from the last seq seen,
 // reconnect with backoff, and hand each event over exactly once, in seq order.
 
 /** One committed run event; ``seq`` numbers a run's events 1, 2, 3... with no gaps. */

@@ -19,7 +19,7 @@ interface ChildStep {
   error: unknown; usage: Usage | null; cost_usd: string | null; started_at: string | null; finished_at: string | null;
 }
 
-/** GET /api/v1/steps/<id>/ (runs/serializers.py StepDetailOutput). */
+/** GET /api/v1/steps/<id>/ (runs/api/serializers.py StepDetailOutput). */
 export interface StepDetail {
   id: number; run: number; parent: number | null; node_id: string; kind: string; iteration: number; status: string;
   attempt: number; max_attempts: number; lease_owner: string; lease_expires_at: string | null; worker_alive: boolean | null;

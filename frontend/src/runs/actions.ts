@@ -101,7 +101,7 @@ export interface StateProblem {
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-/** ``base`` extended by key ``key`` the way the server writes paths (runs/values.py key_path). */
+/** ``base`` extended by key ``key`` the way the server writes paths (runs/sandbox/values.py key_path). */
 export function keyPath(base: string, key: string): string {
   if (IDENT.test(key)) return base ? `${base}.${key}` : key;
   return `${base}[${JSON.stringify(key)}]`;

@@ -7,7 +7,7 @@ import type { StepSummary } from "../shell/types";
 
 export type NodeState = NodeRunMark["state"];
 
-/** The run-page fields of a step (runs/serializers.py RunStepOutput): a step summary's, less its
+/** The run-page fields of a step (runs/api/serializers.py RunStepOutput): a step summary's, less its
  * output and lease, plus when it was created and each attempt's own span. */
 export interface RunStep extends Omit<StepSummary, "output" | "lease_expires_at"> {
   created_at?: string;

@@ -1,4 +1,4 @@
-// Shapes of the API answers the pages read (builder/serializers.py, runs/serializers.py).
+// Shapes of the API answers the pages read (builder/serializers.py, runs/api/serializers.py).
 
 export interface GraphSummary {
   id: number;

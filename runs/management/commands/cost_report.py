@@ -12,8 +12,8 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, TruncDate
 from django.utils import timezone
 
-from runs.formatting import CsvWriter, format_decimal
 from runs.models import AttemptStatus, StepAttempt
+from runs.reports.formatting import CsvWriter, format_decimal
 
 GROUPINGS = ("step", "run", "graph", "model", "day")
 MICRO = Decimal(1).scaleb(-StepAttempt._meta.get_field("cost_usd").decimal_places)  # the cost columns' precision

@@ -12,11 +12,11 @@ from django.db import transaction
 
 from audit.chain import audit
 from runs.engine.api import run_cost_adjust
-from runs.formatting import format_usd
 from runs.management.commands.cost_report import _parse_date
 from runs.models import AttemptStatus, Run, Step, StepAttempt
 from runs.providers import UnknownProvider, get_provider
 from runs.providers.base import LLMProvider
+from runs.reports.formatting import format_usd
 from runs.vocabulary import Usage
 
 ACTOR = "recompute_costs"

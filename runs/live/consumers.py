@@ -1,4 +1,4 @@
-"""Run events over a WebSocket, gap-free and committed only (runs.engine.events, runs.live).
+"""Run events over a WebSocket, gap-free and committed only (runs.engine.events, runs.live.hub).
 
 Two routes:
 
@@ -13,7 +13,7 @@ Two routes:
 
 Events are sent as ``{"type": "event", "event": {id, seq, run, step, kind, data,
 created_at}}``, per run in seq order with no gaps and no repeats: the backlog is read from
-the table, then the web process's shared hub (runs.live) hands over what commits next.
+the table, then the web process's shared hub (runs.live.hub) hands over what commits next.
 A client that reconnects with the last seq it saw loses nothing and sees nothing twice.
 
 Refusals: close codes 4401 not authenticated, 4400 bad ``after``, 4404 no such run or one
@@ -33,9 +33,9 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from accounts import policy
-from runs import values
-from runs.live import Follower, hub
+from runs.live.hub import Follower, hub
 from runs.models import Run
+from runs.sandbox import values
 
 # Runs one socket may follow at once (a page of the run list is 50).
 MAX_FOLLOWED = 500
@@ -83,7 +83,7 @@ class JsonFramesConsumer(AsyncJsonWebsocketConsumer):
     """An ``AsyncJsonWebsocketConsumer`` that closes the socket on a frame it cannot read
     instead of raising inside the server (a traceback and close code 1011): a binary frame
     closes with :data:`CLOSE_BINARY_FRAME`, text that is not strict JSON (NaN and
-    Infinity included, as everywhere in Ballast: ``runs.values.loads``) with
+    Infinity included, as everywhere in Ballast: ``runs.sandbox.values.loads``) with
     :data:`CLOSE_NOT_JSON`. Messages that parse go to ``receive_json`` as before."""
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
@@ -102,7 +102,7 @@ class RunEventsConsumer(JsonFramesConsumer):
     """Streams the events of one run (``run_id`` in the route) or of the runs the client follows."""
 
     # No channel of its own: nothing is ever sent to one socket (the process's hub joins
-    # the runs' groups, runs.live). With the Redis layer a channel per socket meant one
+    # the runs' groups, runs.live.hub). With the Redis layer a channel per socket meant one
     # blocking Redis read per socket, and a Redis error there (a restart, an outage, a
     # socket time-out) ended the consumer and closed the socket with 1011. A layer alias
     # that is not configured gives the consumer no layer (channels.layers.get_channel_layer).

@@ -2,7 +2,7 @@
 
 A preview is the engine's own plan of the action (``runs.engine.api.run_*_preview``: the
 same function the action applies, so what is shown cannot drift from what happens) with
-the pre-run cost estimator's worst case (``runs.estimate``) for the steps that run
+the pre-run cost estimator's worst case (``runs.reports.estimate``) for the steps that run
 again and the costliest path after them. Nothing here writes.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ from decimal import Decimal
 from typing import Any
 
 from runs.engine import api as engine
-from runs.estimate import costliest_path, node_costs
 from runs.models import Run, Step, StepStatus
+from runs.reports.estimate import costliest_path, node_costs
 
 
 def _estimates(run: Run, state: dict[str, Any]) -> tuple[Any, dict[str, dict[str, Any]]]:

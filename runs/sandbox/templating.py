@@ -12,8 +12,8 @@ from jinja2 import Template, TemplateSyntaxError, UndefinedError, meta, nodes
 from jinja2.exceptions import SecurityError, TemplateAssertionError
 from jinja2.visitor import NodeTransformer
 
-from runs.expressions import evaluate, parse_expression
 from runs.sandbox.errors import ExpressionError, Fault, clip, describe
+from runs.sandbox.expressions import evaluate, parse_expression
 from runs.sandbox.guard import guarded
 from runs.sandbox.jinja_env import COMPARE_HOOK, CONCAT_HOOK, ENV, GLOBAL_NAMES, LOOP_HOOK
 from runs.sandbox.limits import MIB, Limits, effective_limits, isolation
@@ -317,7 +317,7 @@ def render_value(value: Any, names: Mapping[str, Any]) -> Any:
     """Render an argument value against the run state, recursively through dicts, lists and tuples.
 
     A string that is exactly one ``{{ expr }}`` (surrounding whitespace allowed) whose
-    expression is Python syntax is evaluated with :func:`runs.expressions.evaluate` and
+    expression is Python syntax is evaluated with :func:`runs.sandbox.expressions.evaluate` and
     returns the native value (``"{{ order_id }}"`` gives the int). A string using Jinja-only
     syntax (``|filter``, ``is test``, ``~``, lowercase ``true``/``none``), or other text with
     ``{{``/``{%``, renders with :func:`render_template` to a string. Anything else is

@@ -1,6 +1,6 @@
 """The web process's live-event hub: ONE shared reader of committed run events for every open socket.
 
-Each WebSocket consumer (runs.consumers) registers the runs it follows with the hub of
+Each WebSocket consumer (runs.live.consumers) registers the runs it follows with the hub of
 its event loop (one per web process). The hub keeps, per followed run, the highest seq it
 has handed out, and finds new committed events in two ways:
 

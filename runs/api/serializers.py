@@ -1,4 +1,4 @@
-"""Input and output serializers of the run API: runs, steps, events, costs, audit entries."""
+"""Input and output serializers of the run API: runs, steps, events (costs and audit entries: runs.reports.serializers)."""
 from __future__ import annotations
 
 from typing import Any, TypedDict, cast
@@ -7,25 +7,19 @@ from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from audit.models import AuditEntry
 from graphs.bounds import BUDGET_USD_DECIMAL_PLACES, BUDGET_USD_MAX_DIGITS, MAX_BIGINT
+from runs.api.serializer_fields import JSONObjectField, writable_context
 from runs.engine.api import steps_worker_alive
 from runs.models import Run, RunStatus, Step, StepAttempt, StepStatus
 from runs.selectors import (
-    COST_GROUPS,
-    COST_ORDERS,
     WAITING_FOR,
     RunFilter,
-    audit_version_id,
-    audit_versions,
-    day_bounds,
     run_fork_origin,
     run_started_from,
     run_tested_node,
     run_waiting_for,
     runs_started_from,
 )
-from runs.serializer_fields import JSONObjectField, writable_context
 
 MAX_INT = MAX_BIGINT
 
@@ -91,14 +85,6 @@ def run_filter(q: dict[str, Any]) -> RunFilter:
         end=q.get("created_before"),
         include_tests=q["include_tests"],
     )
-
-
-def cost_filters(q: dict[str, Any]) -> dict[str, Any]:
-    """The selector arguments of a validated cost query (CostQueryInput): the runs it
-    covers as one :class:`RunFilter` (its UTC day range as a time range) and the model."""
-    start, end = day_bounds(q.get("since"), q.get("until"))
-    runs = RunFilter(run_id=q.get("run"), graph_id=q.get("graph"), start=start, end=end, include_tests=q["include_tests"])
-    return {"filters": runs, "model": q.get("model")}
 
 
 class RunStartInput(serializers.Serializer):
@@ -187,45 +173,6 @@ class EventsQueryInput(serializers.Serializer):
         if "page_size" in attrs and "limit" in attrs and attrs["page_size"] != attrs["limit"]:
             raise serializers.ValidationError({"limit": ["Give page_size or limit (its older name), not two different sizes."]})
         attrs["page_size"] = attrs.get("page_size", attrs.get("limit", 100))
-        return attrs
-
-
-class CostQueryInput(serializers.Serializer):
-    group_by = serializers.ChoiceField(choices=COST_GROUPS, required=False, default="run")
-    run = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False)
-    graph = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False)
-    model = serializers.CharField(max_length=200, required=False)
-    since = serializers.DateField(required=False, help_text="First day (UTC), inclusive.")
-    until = serializers.DateField(required=False, help_text="Last day (UTC), inclusive.")
-    include_tests = serializers.BooleanField(required=False, default=False, help_text="Also count one-node test runs from the builder.")
-    order = serializers.ChoiceField(choices=COST_ORDERS, required=False, default="key", help_text="key: by the group; -cost_usd: costliest first.")
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if attrs.get("since") and attrs.get("until") and attrs["since"] > attrs["until"]:
-            raise serializers.ValidationError({"until": ["The last day comes before the first day (since)."]})
-        return attrs
-
-
-class CostTotalsQueryInput(CostQueryInput):
-    """The filters of the cost rows, without grouping or order."""
-
-    group_by = None  # type: ignore[assignment]  # DRF drops an inherited field set to None
-    order = None  # type: ignore[assignment]  # DRF drops an inherited field set to None
-
-
-class AuditQueryInput(serializers.Serializer):
-    action = serializers.CharField(max_length=64, required=False)
-    actor = serializers.CharField(max_length=200, required=False)
-    actor_type = serializers.CharField(max_length=16, required=False)
-    object_type = serializers.CharField(max_length=64, required=False)
-    object_id = serializers.CharField(max_length=64, required=False)
-    scope = serializers.CharField(max_length=100, required=False)
-    since = serializers.DateField(required=False, help_text="First day (UTC) an entry was written, inclusive.")
-    until = serializers.DateField(required=False, help_text="Last day (UTC), inclusive.")
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if attrs.get("since") and attrs.get("until") and attrs["since"] > attrs["until"]:
-            raise serializers.ValidationError({"until": ["The last day comes before the first day (since)."]})
         return attrs
 
 
@@ -544,7 +491,7 @@ def _run_steps(run: Run) -> Any:
 
 class EventOutput(serializers.Serializer):
     """One run event; ``id`` is the cursor for ``?after=``; ``seq`` numbers the run's events
-    1, 2, 3... with no gaps in commit order (the WebSocket cursor, runs.consumers)."""
+    1, 2, 3... with no gaps in commit order (the WebSocket cursor, runs.live.consumers)."""
 
     id = serializers.IntegerField()
     seq = serializers.IntegerField()
@@ -564,85 +511,3 @@ class EventPageOutput(serializers.Serializer):
     has_more = serializers.BooleanField()
     run_status = serializers.ChoiceField(choices=RunStatus.choices)
     run_waiting_for = serializers.ChoiceField(choices=WAITING_FOR, allow_null=True, help_text="The run's waiting_for, read with run_status.")
-
-
-class CostRowOutput(serializers.Serializer):
-    """Spend of one group: ``key`` is the step/run/graph id, the model name or the day."""
-
-    key = serializers.SerializerMethodField()
-    label = serializers.SerializerMethodField()  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
-    run = serializers.IntegerField(required=False, help_text="The step's run (group_by=step).")
-    graph = serializers.IntegerField(required=False, help_text="The node's graph (group_by=node).")
-    cost_usd = serializers.DecimalField(max_digits=20, decimal_places=6, help_text="Spend of the priced attempts.")
-    unpriced_attempts = serializers.IntegerField(help_text="Attempts with usage but no known price: their cost is unknown, not in cost_usd.")
-    input_tokens = serializers.IntegerField()
-    output_tokens = serializers.IntegerField()
-    cached_input_tokens = serializers.IntegerField(help_text="Prompt-cache reads (inside input_tokens).")
-    cache_write_tokens = serializers.IntegerField(help_text="Prompt-cache writes (inside input_tokens).")
-    attempts = serializers.IntegerField()
-    retry_cost_usd = serializers.DecimalField(max_digits=20, decimal_places=6, help_text="Part of cost_usd spent by retries (the attempt before failed).")
-    retry_attempts = serializers.IntegerField()
-    retry_unpriced_attempts = serializers.IntegerField()
-    crash_rerun_cost_usd = serializers.DecimalField(max_digits=20, decimal_places=6, help_text="Part of cost_usd spent re-running steps whose worker died.")
-    crash_rerun_attempts = serializers.IntegerField()
-    crash_rerun_unpriced_attempts = serializers.IntegerField()
-
-    def get_key(self, row: dict[str, Any]) -> str:
-        value = row.get("key")
-        return "" if value is None else (value.isoformat() if hasattr(value, "isoformat") else str(value))
-
-    def get_label(self, row: dict[str, Any]) -> str:
-        return "" if row.get("label") is None else str(row["label"])
-
-
-class AuditListOutput(serializers.ListSerializer):
-    """Audit entries in a list: the graph versions they name are read once for the whole page."""
-
-    def to_representation(self, data: Any) -> list[Any]:
-        entries = list(data.all() if hasattr(data, "all") else data)
-        writable_context(self)["versions"] = audit_versions(entries=entries)
-        return super().to_representation(entries)
-
-
-class AuditVersionOutput(serializers.Serializer):
-    """The graph version an audit entry names, as people know it (its graph and number)."""
-
-    id = serializers.IntegerField()
-    number = serializers.IntegerField(help_text="The version's number in its graph (0: a node-test snapshot).")
-    graph = serializers.IntegerField()
-    graph_name = serializers.CharField()
-    is_test = serializers.BooleanField()
-
-
-class AuditEntryOutput(serializers.Serializer):
-    """One audit entry with its place in its hash chain."""
-
-    class Meta:
-        list_serializer_class = AuditListOutput
-
-    id = serializers.IntegerField()
-    created_at = serializers.DateTimeField()
-    actor_type = serializers.CharField()
-    actor = serializers.CharField()
-    action = serializers.CharField()
-    object_type = serializers.CharField()
-    object_id = serializers.CharField()
-    data = serializers.JSONField()  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
-    scope = serializers.CharField()
-    seq = serializers.IntegerField()
-    prev_hash = serializers.CharField()
-    hash = serializers.CharField()
-    version = serializers.SerializerMethodField(
-        help_text="The graph version the entry names (its object, or data.graph_version), with its graph and number; "
-        "null when it names none or the version was deleted. Not part of the chained entry."
-    )
-
-    @extend_schema_field(AuditVersionOutput(allow_null=True))
-    def get_version(self, obj: AuditEntry) -> dict[str, Any] | None:
-        version_id = audit_version_id(obj)
-        if version_id is None:
-            return None
-        known = self.context.get("versions")
-        if known is None:
-            known = audit_versions(entries=[obj])
-        return known.get(version_id)

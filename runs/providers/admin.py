@@ -14,15 +14,15 @@ from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 
-from runs import provider_services
 from runs.models import ProviderCredential
 from runs.providers import credentials as store
+from runs.providers import services
 
 
 class ProviderCredentialForm(forms.ModelForm):
     """Name, kind, URL, models; ``api_key`` is write-only (empty on a change keeps the
     stored key; "Remove the stored key" deletes it). Checked by the same rules as the API
-    (``provider_services.credential_clean``)."""
+    (``services.credential_clean``)."""
 
     api_key = forms.CharField(
         label="API key",
@@ -85,7 +85,7 @@ class ProviderCredentialForm(forms.ModelForm):
             return cleaned
         existing = self.instance if self.instance.pk is not None else None
         try:
-            provider_services.credential_clean(self.credential_data(), existing=existing)
+            services.credential_clean(self.credential_data(), existing=existing)
         except store.CredentialInvalid as exc:
             targets = {"model_names": "models_text"}
             for name, problems in exc.fields.items():
@@ -124,19 +124,19 @@ class ProviderCredentialAdmin(admin.ModelAdmin):
     def save_model(self, request: Any, obj: ProviderCredential, form: ProviderCredentialForm, change: bool) -> None:
         data = form.credential_data()
         if change:
-            saved = provider_services.provider_credential_update(credential=obj, data=data, user=request.user)
+            saved = services.provider_credential_update(credential=obj, data=data, user=request.user)
         else:
-            saved = provider_services.provider_credential_create(data=data, user=request.user)
+            saved = services.provider_credential_create(data=data, user=request.user)
         for f in ProviderCredential._meta.concrete_fields:
             setattr(obj, f.attname, getattr(saved, f.attname))
         obj._state.adding = False
 
     def delete_model(self, request: Any, obj: ProviderCredential) -> None:
-        provider_services.provider_credential_delete(credential=obj, user=request.user)
+        services.provider_credential_delete(credential=obj, user=request.user)
 
     def delete_queryset(self, request: Any, queryset: Any) -> None:
         for credential in queryset:
-            provider_services.provider_credential_delete(credential=credential, user=request.user)
+            services.provider_credential_delete(credential=credential, user=request.user)
 
     # ----------------------------------------------------------------- test connection
     def get_urls(self) -> list[Any]:

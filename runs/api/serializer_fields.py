@@ -9,8 +9,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.fields import field_path
-from runs import values
-from runs.values import non_finite_locations, non_finite_message
+from runs.sandbox import values
+from runs.sandbox.values import non_finite_locations, non_finite_message
 
 
 def has_nul(value: Any) -> bool:

@@ -32,15 +32,9 @@ from core.api import (
 )
 from graphs.models import Graph, GraphVersion
 from runs import selectors, services
-from runs.action_apis import checked_fork_step
-from runs.engine import api as engine
-from runs.models import Run, RunStatus, StepStatus
-from runs.serializers import (
-    AuditEntryOutput,
-    AuditQueryInput,
+from runs.api.actions import checked_fork_step
+from runs.api.serializers import (
     BulkCancelOutput,
-    CostQueryInput,
-    CostRowOutput,
     EventOutput,
     EventPageOutput,
     EventsQueryInput,
@@ -58,9 +52,12 @@ from runs.serializers import (
     StepDetailOutput,
     StepOutput,
     StepStateOutput,
-    cost_filters,
     run_filter,
 )
+from runs.engine import api as engine
+from runs.models import Run, RunStatus, StepStatus
+from runs.reports import selectors as report_selectors
+from runs.reports.serializers import AuditEntryOutput, AuditQueryInput, CostQueryInput, CostRowOutput, cost_filters
 
 TAG = ["runs"]
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")  # printable ASCII, no spaces
@@ -355,7 +352,7 @@ class CostListApi(ApiView):
     @extend_schema(tags=["costs"], operation_id="costs_aggregate", parameters=[CostQueryInput, *PAGE_PARAMETERS], responses=paginated(CostRowOutput, "CostRow"))
     def get(self, request: Any) -> Response:
         q = self.validated(CostQueryInput, request.query_params)
-        rows = selectors.cost_aggregate(viewer=request.user, group_by=q["group_by"], order=q["order"], **cost_filters(q))
+        rows = report_selectors.cost_aggregate(viewer=request.user, group_by=q["group_by"], order=q["order"], **cost_filters(q))
         return self.paginate(rows, CostRowOutput)
 
 
@@ -367,4 +364,4 @@ class AuditListApi(ApiView):
     @extend_schema(tags=["audit"], operation_id="audit_list", parameters=[AuditQueryInput, *CURSOR_PARAMETERS], responses=cursor_paginated(AuditEntryOutput, "AuditEntry"))
     def get(self, request: Any) -> Response:
         q = self.validated(AuditQueryInput, request.query_params)
-        return self.paginate_cursor(selectors.audit_list(**q), AuditEntryOutput, ordering="-id")
+        return self.paginate_cursor(report_selectors.audit_list(**q), AuditEntryOutput, ordering="-id")

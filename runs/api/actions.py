@@ -16,10 +16,11 @@ from rest_framework.response import Response
 
 from accounts import policy
 from core.api import ERROR_BODY, ApiView, bad_request
-from runs import previews, selectors
-from runs.compare import run_compare
+from runs import selectors
+from runs.api import previews
+from runs.api.compare import run_compare
+from runs.api.serializers import MAX_INT, RunForkInput
 from runs.models import Run, RunStatus, Step, StepStatus
-from runs.serializers import MAX_INT, RunForkInput
 
 TAG = ["runs"]
 CONFLICT = OpenApiResponse(ERROR_BODY, description="The run is not in a status that allows this.")

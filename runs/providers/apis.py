@@ -15,9 +15,8 @@ from rest_framework.response import Response
 
 from accounts.authentication import IsAdmin
 from core.api import ERROR_BODY, ApiError, ApiView, bad_request, conflict
-from runs import provider_services
 from runs.models import ProviderCredential, ProviderKind
-from runs.providers import UnknownProvider, get_provider
+from runs.providers import UnknownProvider, get_provider, services
 from runs.providers import credentials as store
 
 TAG = ["providers"]
@@ -142,7 +141,7 @@ class ProviderCollectionApi(ApiView):
     def post(self, request: Any) -> Response:
         data = self.validated(ProviderCreateInput, request.data)
         try:
-            credential = provider_services.provider_credential_create(data=_service_data(data), user=request.user)
+            credential = services.provider_credential_create(data=_service_data(data), user=request.user)
         except store.CredentialInvalid as exc:
             raise _invalid(exc) from None
         return Response(ProviderOutput(store.catalogue_item(credential)).data, status=status.HTTP_201_CREATED)
@@ -159,7 +158,7 @@ class ProviderDetailApi(ApiView):
         credential = _stored(name)
         data = self.validated(ProviderUpdateInput, request.data)
         try:
-            credential = provider_services.provider_credential_update(credential=credential, data=_service_data(data), user=request.user)
+            credential = services.provider_credential_update(credential=credential, data=_service_data(data), user=request.user)
         except store.CredentialInvalid as exc:
             raise _invalid(exc) from None
         except ProviderCredential.DoesNotExist:
@@ -168,7 +167,7 @@ class ProviderDetailApi(ApiView):
 
     @extend_schema(tags=TAG, operation_id="providers_delete", request=None, responses={204: None, 409: CONFLICT})
     def delete(self, request: Any, name: str) -> Response:
-        if not provider_services.provider_credential_delete(credential=_stored(name), user=request.user):
+        if not services.provider_credential_delete(credential=_stored(name), user=request.user):
             raise ApiError(status.HTTP_404_NOT_FOUND, "not_found", f"No provider named {name!r}.")
         return Response(status=status.HTTP_204_NO_CONTENT)
 

@@ -27,21 +27,26 @@ from accounts.policy import may_operate_some_graph
 from audit.chain import audit_verify
 from core.api import ApiError, ApiView
 from graphs.models import Graph
-from runs import alerts, selectors
-from runs.formatting import CsvWriter
-from runs.report_serializers import (
+from runs.reports import alerts
+from runs.reports import selectors as report_selectors
+from runs.reports.formatting import CsvWriter
+from runs.reports.serializers import (
+    AuditEntryOutput,
     AuditExportInput,
     AuditFacetsOutput,
     AuditVerifyInput,
     AuditVerifyOutput,
     CostBudgetOutput,
     CostExportInput,
+    CostQueryInput,
+    CostRowOutput,
     CostTotalsOutput,
+    CostTotalsQueryInput,
     RunAlertInput,
     RunAlertOutput,
     WorkersOutput,
+    cost_filters,
 )
-from runs.serializers import AuditEntryOutput, CostQueryInput, CostRowOutput, CostTotalsQueryInput, cost_filters
 
 COSTS = ["costs"]
 AUDIT = ["audit"]
@@ -56,7 +61,7 @@ class CostTotalsApi(ApiView):
     @extend_schema(tags=COSTS, operation_id="costs_totals", parameters=[CostTotalsQueryInput], responses=CostTotalsOutput)
     def get(self, request: Any) -> Response:
         q = self.validated(CostTotalsQueryInput, request.query_params)
-        return Response(CostTotalsOutput(selectors.cost_totals(viewer=request.user, **cost_filters(q))).data)
+        return Response(CostTotalsOutput(report_selectors.cost_totals(viewer=request.user, **cost_filters(q))).data)
 
 
 class CostBudgetsApi(ApiView):
@@ -66,7 +71,7 @@ class CostBudgetsApi(ApiView):
     @extend_schema(tags=COSTS, operation_id="costs_budgets", parameters=[CostTotalsQueryInput], responses=CostBudgetOutput(many=True))
     def get(self, request: Any) -> Response:
         q = self.validated(CostTotalsQueryInput, request.query_params)
-        rows = selectors.cost_budgets(viewer=request.user, filters=cost_filters(q)["filters"])
+        rows = report_selectors.cost_budgets(viewer=request.user, filters=cost_filters(q)["filters"])
         return Response(CostBudgetOutput(rows, many=True).data)
 
 
@@ -91,7 +96,7 @@ class CostExportApi(ApiView):
     def get(self, request: Any) -> HttpResponse:
         q = self.validated(CostQueryInput, request.query_params)
         self.validated(CostExportInput, request.query_params)
-        rows = selectors.cost_aggregate(viewer=request.user, group_by=q["group_by"], order=q["order"], **cost_filters(q))
+        rows = report_selectors.cost_aggregate(viewer=request.user, group_by=q["group_by"], order=q["order"], **cost_filters(q))
         out = io.StringIO()
         writer = CsvWriter(out)
         columns = ["key", "label"] + (["run"] if q["group_by"] == "step" else []) + (["graph"] if q["group_by"] == "node" else [])
@@ -149,7 +154,7 @@ class AuditFacetsApi(ApiView):
 
     @extend_schema(tags=AUDIT, operation_id="audit_facets", responses=AuditFacetsOutput)
     def get(self, request: Any) -> Response:
-        return Response(AuditFacetsOutput(selectors.audit_facets()).data)
+        return Response(AuditFacetsOutput(report_selectors.audit_facets()).data)
 
 
 AUDIT_COLUMNS = ("id", "created_at", "actor_type", "actor", "action", "object_type", "object_id", "scope", "seq", "prev_hash", "hash", "data")
@@ -177,7 +182,7 @@ class AuditExportApi(ApiView):
     def get(self, request: Any) -> StreamingHttpResponse:
         q = dict(self.validated(AuditExportInput, request.query_params))
         fmt = q.pop("kind")
-        entries = selectors.audit_list(**q).iterator(chunk_size=2000)
+        entries = report_selectors.audit_list(**q).iterator(chunk_size=2000)
 
         def rows() -> Iterator[dict[str, Any]]:
             for entry in entries:
@@ -219,7 +224,7 @@ class WorkersApi(ApiView):
 
     @extend_schema(tags=["workers"], operation_id="workers_list", responses=WorkersOutput)
     def get(self, request: Any) -> Response:
-        return Response(WorkersOutput(selectors.workers_overview(viewer=request.user)).data)
+        return Response(WorkersOutput(report_selectors.workers_overview(viewer=request.user)).data)
 
 
 def _alert_body(user: Any, graph: Graph) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""Reports: cost totals, budgets, estimates and exports; audit verification; workers; run alerts."""
