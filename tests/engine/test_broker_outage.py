@@ -97,7 +97,8 @@ def test_a_commit_while_redis_is_down_keeps_its_successor_and_rings_the_rest_whe
     status, body = api_start(private_redis, version.graph_id, key)
     assert status == 201, body
     second = json.loads(body)["id"]
-    assert len(labels(effects_file)) == 2  # the two other siblings wait for their doorbells
+    # The two other siblings wait for their doorbells.
+    assert len(labels(effects_file)) == 2, (read_effects(str(effects_file)), cluster.log_tail())
 
     private_redis.start()  # the same port; an empty Redis (nothing was saved)
     back, back_wall = time.monotonic(), time.time()
