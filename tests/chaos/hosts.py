@@ -133,6 +133,22 @@ class Host:
             except ProcessLookupError:
                 pass
 
+    def log_size(self) -> int:
+        """The log's size in bytes now (0 before the first start)."""
+        try:
+            return self.log_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def log_since(self, offset: int) -> str:
+        """What the log got after ``offset`` bytes (:meth:`log_size`)."""
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(offset)
+                return fh.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
     def log_tail(self, chars: int = 4000) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-chars:]

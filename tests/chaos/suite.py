@@ -39,7 +39,9 @@ killed, cut or stopped host is one with steps in flight, when there is one); a s
 ends parked has no recovery time and counts as parked. Takeover time: from the fault's
 start to the commit of the take-back that marked the interrupted attempt lost
 (PostgreSQL's commit timestamp), whether it re-queued the step or parked it (a step not
-safe to repeat): the moment another host acted, counted for parked steps too.
+safe to repeat): the moment another host acted, counted for parked steps too. Late
+commits refused: commits the fence refused on a host the fault hit (its log's "lease
+lost, result discarded"), e.g. a stopped host's steps finishing after it resumed.
 """
 from __future__ import annotations
 
@@ -62,6 +64,7 @@ from tests.chaos.infra import ChaosSetupError, Layout, Stack
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAULT_KINDS = ("sigkill", "sigterm", "db_blip", "redis", "clock", "netcut", "sigstop")
 PROCESS_DEATH_KINDS = {"sigkill", "sigterm"}
+LEASE_LOST = "lease lost, result discarded"  # runs.engine.commit logs it when the fence refuses a commit
 
 
 def _env_float(name: str, default: float) -> float:
@@ -187,6 +190,7 @@ class Cycle:
     settled_at: float = 0.0
     process_deaths: int = 0  # by the fault
     unexpected_exits: list[str] = field(default_factory=list)  # hosts that died by themselves
+    late_commits_refused: int = 0  # the fence refused a commit on a host the fault hit (its log says so)
     detail: str = ""
 
 
@@ -360,9 +364,13 @@ class Suite:
             # A host with steps in flight, when one has any: a fault on an idle host measures no takeover.
             busy = [h for h in self.hosts if any(s["lease_owner"].startswith(h.name + ":") for s in cycle.interrupted)]
             victim = self.rng.choice(busy) if busy else victim
+        log_sizes = {h.name: h.log_size() for h in self.hosts}
         cycle.fault_start = time.time()
         self.inject(kind, victim, cycle)
         self.settle(cycle)
+        cycle.late_commits_refused = sum(
+            h.log_since(log_sizes[h.name]).count(LEASE_LOST) for h in self.hosts if h.name in cycle.affected_hosts
+        )
         # Undo what the fault left, outside the measured window.
         if kind == "sigkill":
             victim.start()
@@ -561,6 +569,7 @@ def summarize_cycle(cycle: Cycle, suite: Suite) -> dict[str, Any]:
         "interrupted": len([s for s in cycle.interrupted if s["lease_owner"].split(":", 1)[0] in cycle.affected_hosts]),
         "unrecovered": unrecovered,
         "unexpected_exits": len(cycle.unexpected_exits),
+        "late_commits_refused": cycle.late_commits_refused,
     }
 
 
@@ -623,6 +632,7 @@ COLUMNS = [
     ("recovery_p95", "rec p95 s"), ("recovery_max", "rec max s"), ("from_start_p50", "from start p50"),
     ("from_start_p95", "from start p95"), ("from_start_max", "from start max"), ("takeover_count", "taken over"),
     ("takeover_p50", "takeover p50"), ("takeover_p95", "takeover p95"), ("takeover_max", "takeover max"), ("unrecovered", "unrecovered"),
+    ("late_commits_refused", "late commits refused"),
     ("unexpected_exits", "host self-exits"),
 ]
 
