@@ -159,17 +159,20 @@ TARGETS: dict[str, Target] = {
     "no_runs_stuck": Target("runs_stuck", 0, FAULT_KINDS, True, "0 runs stuck"),
     "no_committed_rerun": Target("committed_steps_rerun", 0, FAULT_KINDS, True, "0 committed steps re-run"),
     "no_repeat_after_commit": Target("effects_repeated_after_commit", 0, FAULT_KINDS, True, "0 side effects repeated after a commit"),
-    # Issue 23's targets, reported until the work that meets them lands.
-    "db_blip_no_repeat": Target("effects_repeated_no_death", 0, ("db_blip",), False, "0 side effects repeated because of a database blip alone"),
-    "db_blip_no_park": Target("steps_parked_no_death", 0, ("db_blip",), False, "0 steps parked because of a database blip alone"),
+    # Issue 23's count targets: enforced since three short runs in a row met them (a
+    # database or Redis blip alone repeats or parks nothing, no 5xx, a skewed clock steals
+    # no lease). Its timing targets are reported only: two samples on a loaded 2-core CI
+    # machine are not a p95 (the long run, make chaos, measures them).
+    "db_blip_no_repeat": Target("effects_repeated_no_death", 0, ("db_blip",), True, "0 side effects repeated because of a database blip alone"),
+    "db_blip_no_park": Target("steps_parked_no_death", 0, ("db_blip",), True, "0 steps parked because of a database blip alone"),
     "db_blip_recovery_p95": Target("recovery_p95", 2.0, ("db_blip",), False, "a step interrupted by a database blip committed or re-run within 2 s (p95)"),
-    "redis_no_repeat": Target("effects_repeated_no_death", 0, ("redis",), False, "0 side effects repeated because of a Redis outage alone"),
-    "redis_no_park": Target("steps_parked_no_death", 0, ("redis",), False, "0 steps parked because of a Redis outage alone"),
-    "redis_no_5xx": Target("api_5xx", 0, ("redis",), False, "0 5xx from the API during a Redis outage"),
+    "redis_no_repeat": Target("effects_repeated_no_death", 0, ("redis",), True, "0 side effects repeated because of a Redis outage alone"),
+    "redis_no_park": Target("steps_parked_no_death", 0, ("redis",), True, "0 steps parked because of a Redis outage alone"),
+    "redis_no_5xx": Target("api_5xx", 0, ("redis",), True, "0 5xx from the API during a Redis outage"),
     # From the fault's start: a cut or stopped host's step must be taken over (or finished)
     # within 5 s of the cut or the stop, not only once the link is back or the host resumed.
     "takeover_p95": Target("from_start_p95", 5.0, ("sigkill", "netcut", "sigstop"), False, "cross-host takeover within 5 s (p95) of the kill, the cut or the stop"),
-    "clock_no_stolen_lease": Target("effects_repeated_no_death", 0, ("clock",), False, "0 takeovers of a live host whose clock is skewed by 60 s"),
+    "clock_no_stolen_lease": Target("effects_repeated_no_death", 0, ("clock",), True, "0 takeovers of a live host whose clock is skewed by 60 s"),
 }
 
 
