@@ -113,8 +113,13 @@ class Cluster:
         recovery_interval: float = 0.2,
         workers: int = 2,
         extra_env: dict[str, str] | None = None,
+        hostname: str | None = None,
     ) -> None:
         self.name = name
+        # A host name of its own (a UTS namespace, ``unshare --uts``; needs root): the
+        # cluster is another worker host to the engine (worker ids, host heartbeats),
+        # though it shares this machine's network and database.
+        self.hostname = hostname
         self.workdir = Path(workdir)
         self.effects_file = Path(effects_file)
         self.database_url = database_url
@@ -167,9 +172,13 @@ class Cluster:
         log = open(self.log_path, "ab")
         log.write(f"\n===== start #{self.starts} fault={fault} at {time.strftime('%H:%M:%S')} =====\n".encode())
         log.flush()
+        command = [sys.executable, "manage.py", "qcluster"]
+        if self.hostname:
+            # unshare and sh exec into the qcluster: the Popen pid stays its main pid.
+            command = ["unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', self.hostname, *command]
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "manage.py", "qcluster"],
+                command,
                 cwd=REPO_ROOT,
                 env=self.env(fault),
                 stdin=subprocess.DEVNULL,
