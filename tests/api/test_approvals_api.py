@@ -14,7 +14,7 @@ from runs.models import RunEvent, Step
 from tests.support.approvals import version_of
 from tests.support.world import World, client_with_token
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 
 def _current(approval_id: int) -> str:

@@ -18,7 +18,7 @@ from tests.support.specs import chain, edge, graph, node, transform
 from tests.support.tools import read_effects
 from tests.support.world import World, linear_spec
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -13,7 +13,7 @@ from runs.engine import api as engine
 from tests.support.approvals import version_of
 from tests.support.world import World
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 
 def decide(world: World, approval: ApprovalRequest, body: dict[str, Any]) -> Any:

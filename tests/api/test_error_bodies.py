@@ -18,6 +18,8 @@ from runs.engine.api import RunNotFound, StateWriteRefused, StepStateError, Test
 from runs.engine.types import StateTooLarge
 from runs.services import RunInputInvalid
 
+pytestmark = pytest.mark.usefixtures("fast_passwords")
+
 AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 

@@ -16,6 +16,8 @@ from runs.providers import get_provider
 from tests.support.specs import chain, graph, node, publish, transform
 from tests.support.world import World
 
+pytestmark = pytest.mark.usefixtures("fast_passwords")
+
 
 def test_field_path():
     assert field_path(("cases", 0, "expression")) == "cases[0].expression"

@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from builder.validation import validate_spec
+
+pytestmark = pytest.mark.usefixtures("fast_passwords")
 
 
 def post_raw(world, path: str, body: str):

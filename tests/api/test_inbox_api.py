@@ -21,7 +21,7 @@ from tests.support.approvals import version_of
 from tests.support.specs import chain, edge, graph, node, publish, run_local, transform
 from tests.support.world import NAME_INPUT, World, client_with_token
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 
 def gate_spec(**gate: Any) -> dict[str, Any]:

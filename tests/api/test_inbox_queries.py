@@ -1,11 +1,14 @@
 """The approvals inbox costs a fixed number of queries, however many requests wait."""
 from __future__ import annotations
 
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from approvals.models import ApprovalRequest
 from approvals.services import user_may_decide
+
+pytestmark = pytest.mark.usefixtures("fast_passwords")
 
 
 def inbox_queries(world, role: str) -> tuple[int, int]:

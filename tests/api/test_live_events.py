@@ -31,7 +31,7 @@ from tests.support.bounded import assert_took_under
 from tests.support.specs import chain, graph, node, run_local, transform
 from tests.support.world import World, failing_spec, linear_spec
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 TIMEOUT = 10
 
 

@@ -3,9 +3,13 @@ a key the draft does not know is 400 unknown_state_key, a state.input that is no
 object a 400 field error (it was silently replaced by {}); nothing is recorded."""
 from __future__ import annotations
 
+import pytest
+
 from builder.services import graph_create
 from runs.models import Run
 from tests.support.specs import chain, graph, node, transform
+
+pytestmark = pytest.mark.usefixtures("fast_passwords")
 
 
 def draft_graph():

@@ -8,6 +8,8 @@ import pytest
 from graphs.models import Graph
 from runs.models import Run
 
+pytestmark = pytest.mark.usefixtures("fast_passwords")
+
 GOOD_NODES = '[{"id":"start","kind":"start"},{"id":"end","kind":"end"}]'
 EDGES = '[{"source":"start","target":"end"}]'
 

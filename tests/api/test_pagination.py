@@ -11,6 +11,8 @@ import pytest
 
 from tests.support.world import World
 
+pytestmark = pytest.mark.usefixtures("fast_passwords")
+
 
 def ids(page: dict) -> list[int]:
     return [item["id"] for item in page["results"]]

@@ -15,7 +15,7 @@ from tests.support.approvals import version_of
 from tests.support.specs import graph, node, publish
 from tests.support.world import ROLE_NAMES, World, linear_spec
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 USERS = ROLE_NAMES[1:]
 _names = itertools.count()

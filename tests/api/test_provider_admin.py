@@ -11,7 +11,7 @@ from runs.providers.credentials import decrypt_api_key
 from tests.support.llm_server import TEST_KEY, Fault, LLMServer
 from tests.support.world import World
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 
 @pytest.fixture

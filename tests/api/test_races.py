@@ -17,7 +17,7 @@ from runs.models import Run, Step
 from tests.support.approvals import version_of
 from tests.support.world import World, client_with_token, parked_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 ROUNDS = 4  # independent races per pair, each on a fresh run
 

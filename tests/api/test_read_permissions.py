@@ -23,7 +23,7 @@ from tests.support.approvals import version_of
 from tests.support.specs import chain, graph, node, publish, run_local
 from tests.support.world import ROLE_NAMES, World, client_with_token, linear_spec
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 USERS = [r for r in ROLE_NAMES if r != "anonymous"]
 
 

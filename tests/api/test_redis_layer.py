@@ -29,10 +29,10 @@ from accounts.tokens import token_create
 from runs.models import RunEvent
 from tests.support.bounded import wait_until
 from tests.support.cluster import test_database_url
-from tests.support.redis_server import RedisServer, free_port, private_redis  # noqa: F401  (fixture)
+from tests.support.redis_server import RedisServer, free_port
 from tests.support.specs import chain, graph, node, run_local
 
-pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("fast_passwords")]
 ROOT = Path(__file__).resolve().parents[2]
 # Past every time-out of the pair (5 s read, 5 s socket time-out by default) several times over.
 IDLE_SECONDS = float(os.environ.get("BALLAST_TEST_IDLE_SOCKET_SECONDS", "40"))

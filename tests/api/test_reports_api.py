@@ -23,10 +23,9 @@ from runs.services import run_start
 from tests.support.audit import tamper
 from tests.support.costs import MICRO, crash_rerun_run, llm_spec, make_spend, sql_by, sql_totals
 from tests.support.leases import begun, dead_owner, pay_version, run_at_pay
-from tests.support.llm_server import llm_server, sdk_providers  # noqa: F401  (fixtures)
 from tests.support.specs import chain, graph, node, publish, run_local, transform
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 
 def client_for(user: User) -> APIClient:

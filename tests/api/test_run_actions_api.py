@@ -5,10 +5,14 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import pytest
+
 from runs.engine import api as engine
 from runs.models import Run, RunStateKey, Step
 from tests.support.specs import publish, run_local
 from tests.support.world import World, priced_spec
+
+pytestmark = pytest.mark.usefixtures("fast_passwords")
 
 
 def step_rows(run: Run) -> list[tuple[Any, ...]]:

@@ -20,7 +20,7 @@ from runs.reports import selectors as report_selectors
 from tests.support.specs import publish, run_local
 from tests.support.world import World, linear_spec
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 
 def ids(response) -> list[int]:

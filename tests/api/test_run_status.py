@@ -20,7 +20,7 @@ from tests.support.leases import begun, dead_owner, pay_version, run_at_pay
 from tests.support.specs import chain, edge, effect, graph, node, publish
 from tests.support.world import World
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 
 def parked_run() -> Run:

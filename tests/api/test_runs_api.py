@@ -15,7 +15,7 @@ from runs.services import run_start
 from tests.support.specs import chain, graph, node, publish, run_local
 from tests.support.world import World, client_with_token
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 
 def start(client, world: World, key: str | None = None, **body):

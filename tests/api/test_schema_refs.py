@@ -22,6 +22,8 @@ from runs.sandbox.schemas import schema_problems, validator
 from runs.vocabulary import NodeError
 from tests.support.specs import chain, graph, node, publish
 
+pytestmark = pytest.mark.usefixtures("fast_passwords")
+
 
 class Listener:
     """An HTTP server on a free port of 127.0.0.1 that records every request it gets."""

@@ -34,7 +34,7 @@ from schemathesis.specs.openapi.checks import (
 from runs.engine import api as engine
 from tests.support.world import World
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 MAX_EXAMPLES = 8
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance, response_schema_conformance]

@@ -16,6 +16,8 @@ from runs.models import Run, Step
 from runs.services import run_start
 from tests.support.specs import chain, graph, node, publish, run_local, transform
 
+pytestmark = pytest.mark.usefixtures("fast_passwords")
+
 MAX_BUDGET_USD = BUDGET_USD_LIMIT - Decimal("0.000001")  # the run API's largest
 
 

@@ -18,7 +18,7 @@ from tests.support.leases import begun
 from tests.support.specs import chain, graph, node, publish
 from tests.support.world import World
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 NUL = "a\u0000b"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -14,6 +15,8 @@ from audit.models import AuditEntry
 from runs.models import Step
 from tests.support.specs import chain, graph, node, run_local, transform
 from tests.support.world import World
+
+pytestmark = pytest.mark.usefixtures("fast_passwords")
 
 EXAMPLE = json.loads((Path(__file__).resolve().parents[2] / "examples" / "agent_tools.json").read_text())
 

@@ -4,10 +4,14 @@ and fork on it (409 ``test_run``, nothing re-run); a forked run's origin and the
 kept from its source."""
 from __future__ import annotations
 
+import pytest
+
 from builder.services import graph_node_test
 from runs.engine import api as engine
 from runs.models import Run, Step
 from tests.support.world import World, failing_draft
+
+pytestmark = pytest.mark.usefixtures("fast_passwords")
 
 
 def failed_test_run() -> Run:

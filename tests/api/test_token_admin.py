@@ -10,7 +10,7 @@ from accounts.models import ApiToken
 from audit.models import AuditEntry
 from tests.support.world import World, client_with_token
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 
 def test_admin_creates_and_revokes_tokens_with_audit(world: World) -> None:

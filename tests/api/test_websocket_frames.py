@@ -21,7 +21,7 @@ from runs.live.consumers import CLOSE_BINARY_FRAME, CLOSE_NOT_JSON
 from tests.support.daphne import DaphneServer, close_code_after_sending
 from tests.support.world import World
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 TIMEOUT = 10
 
 BAD_FRAMES = [

@@ -21,7 +21,7 @@ from ballast.asgi import application
 from runs.models import RunEvent
 from tests.support.world import ROLE_NAMES, World
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 10
 

@@ -36,7 +36,7 @@ from runs.engine import events as run_events
 from runs.models import Run, RunEventKind, Step, StepAttempt
 from runs.services import run_start
 from tests.support.browser import screenshot
-from tests.support.cluster import cluster_factory, describe_db, test_database_url, wait_for_status  # noqa: F401  (fixture)
+from tests.support.cluster import describe_db, wait_for_status
 from tests.support.live_daphne import START_TIMEOUT_S, Daphne, admin_page, approve_and_drive
 from tests.support.run_page import LIVE_TIMEOUT_MS, RunPageView
 from tests.support.specs import chain, effect, graph, node, publish, run_local

@@ -25,7 +25,7 @@ from runs.engine.recovery import STALE_DISPATCH_SECONDS
 from runs.models import StepAttempt
 from runs.services import run_start
 from tests.support.cluster import test_database_url, wait_for_status, wait_until
-from tests.support.redis_server import RedisServer, private_redis  # noqa: F401  (fixture)
+from tests.support.redis_server import RedisServer
 from tests.support.specs import chain, edge, graph, node, publish
 from tests.support.tools import read_effects
 

@@ -17,7 +17,6 @@ from runs.providers.base import LLMRequest, Message
 from runs.tools import ToolContext, get_tool
 from runs.tools.outbound import AllowList, address_refusal
 from runs.vocabulary import NodeError
-from tests.support.llm_server import llm_server, sdk_providers  # noqa: F401  (fixtures)
 
 CTX = ToolContext(idempotency_key="run-1:step-7")
 
