@@ -22,7 +22,7 @@ from runs.models import RunEvent
 from tests.support.world import ROLE_NAMES, World
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TIMEOUT = 10
 
 
@@ -62,7 +62,7 @@ def test_websocket_permission_matrix(world: World) -> None:
 
     got = run_async(body)
     # Every signed-in user may open the inbox; a run's stream only who may read the run
-    # (the outsider "viewer" may not: tests/api/test_read_permissions.py has the rule).
+    # (the outsider "viewer" may not: tests/accounts/test_read_permissions.py has the rule).
     assert got == {
         (role, path): role != "anonymous" and not (role == "viewer" and path.startswith("/ws/runs/"))
         for role in ROLE_NAMES

@@ -140,7 +140,7 @@ ENDPOINTS = [
     Endpoint("runs_start", "post", lambda w: ("/api/v1/runs/", {"graph": _g(w), "input": {"name": "Ada"}}), allowed(201, "operator", "admin")),
     Endpoint("runs_read", "get", lambda w: (f"/api/v1/runs/{w.waiting_run().pk}/", None), reads()),
     Endpoint("runs_cancel", "post", lambda w: (f"/api/v1/runs/{w.queued_run().pk}/cancel/", {"reason": "test"}), acts(200)),
-    # 200 for every user: refusals are per run in the body (tests/api/test_run_list.py checks them).
+    # 200 for every user: refusals are per run in the body (tests/runs/api/test_run_list.py checks them).
     Endpoint("runs_cancel_bulk", "post", lambda w: ("/api/v1/runs/cancel/", {"runs": [w.queued_run().pk], "reason": "test"}), allowed(200)),
     Endpoint("runs_summary", "get", lambda w: ("/api/v1/runs/summary/?hours=24", None), allowed(200)),
     Endpoint("runs_resume", "post", lambda w: (f"/api/v1/runs/{w.failed_run().pk}/resume/", {}), acts(200)),

@@ -18,7 +18,7 @@ from tests.support.world import World
 
 pytestmark = pytest.mark.usefixtures("fast_passwords")
 
-EXAMPLE = json.loads((Path(__file__).resolve().parents[2] / "examples" / "agent_tools.json").read_text())
+EXAMPLE = json.loads((Path(__file__).resolve().parents[3] / "examples" / "agent_tools.json").read_text())
 
 
 def counter_chain(n: int) -> dict:

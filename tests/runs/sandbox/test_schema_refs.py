@@ -126,7 +126,7 @@ def test_a_stored_version_with_a_bad_input_ref_is_a_400_that_fetches_nothing(wor
 def test_every_json_schema_validator_is_built_by_runs_schemas():
     # One function builds validators (with the registry that never retrieves): no other
     # module may construct one, or its $refs would be fetched again.
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     pattern = re.compile(r"Draft\d+Validator|validator_for|RefResolver|import jsonschema")
     offenders = []
     for path in [*root.glob("runs/**/*.py"), *root.glob("builder/**/*.py"), *root.glob("approvals/**/*.py"), *root.glob("ballast/**/*.py")]:
