@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.process  # every test here starts a fresh interpreter
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 # What `manage.py qcluster` has loaded once it could run steps: setup, the task module,
 # the cluster and every node kind. Checked in a fresh interpreter that believes it is one.

@@ -20,7 +20,7 @@ from tests.support.specs import edge, graph, node, run_local
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-EXAMPLE = json.loads((Path(__file__).resolve().parents[2] / "examples" / "agent_tools.json").read_text())
+EXAMPLE = json.loads((Path(__file__).resolve().parents[3] / "examples" / "agent_tools.json").read_text())
 QUESTION = {"question": "Can I get my money back?", "order_id": "A-1001"}
 TOOL_TURN = Reply(
     tool_calls=[

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 OTHER = "other-host"
 WINDOW = 3.0
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def _rows(**ages: tuple[float, float]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.process  # every test here starts a fresh interpreter
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 # A fresh interpreter: what warm_push does to a process that has not published yet.
 PROBE = """

@@ -8,8 +8,8 @@ On restart the two committed tool calls and the finished model turns are neither
 again (effects file, the server's request log) nor billed again (attempt rows, the run's
 cost equal to one call per model turn at genai-prices' price).
 
-    DATABASE_URL=sqlite:///var/prov.sqlite3 .venv/bin/pytest tests/providers/test_agent_crash.py -q
-    for i in $(seq 20); do .venv/bin/pytest tests/providers/test_agent_crash.py -q -p no:cacheprovider || break; done
+    DATABASE_URL=sqlite:///var/prov.sqlite3 .venv/bin/pytest tests/runs/nodes/test_agent_crash.py -q
+    for i in $(seq 20); do .venv/bin/pytest tests/runs/nodes/test_agent_crash.py -q -p no:cacheprovider || break; done
 """
 
 from __future__ import annotations

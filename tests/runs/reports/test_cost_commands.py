@@ -23,7 +23,7 @@ from runs.providers.base import ModelPrice
 from tests.support.llm_server import Fault, Reply, assert_stored_cost
 from tests.support.specs import run_local
 
-EXAMPLE = json.loads((Path(__file__).resolve().parents[2] / "examples" / "agent_tools.json").read_text())
+EXAMPLE = json.loads((Path(__file__).resolve().parents[3] / "examples" / "agent_tools.json").read_text())
 QUESTION = {"question": "Refund?", "order_id": "A-1001"}
 MICRO = Decimal("0.000001")
 

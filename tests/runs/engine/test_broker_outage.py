@@ -30,7 +30,7 @@ from tests.support.specs import chain, edge, graph, node, publish
 from tests.support.tools import read_effects
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # Long: a lapse of a lease (and recovery's take-back) must not be what runs the kept successor.
 LEASE_SECONDS = 30
 # The siblings must run well before recovery's re-ring of a stale hand-off

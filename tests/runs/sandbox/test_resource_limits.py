@@ -22,7 +22,7 @@ from tests.support.bounded import assert_fails_fast
 
 pytestmark = pytest.mark.timeout(120)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(params=["inline", "process"])
