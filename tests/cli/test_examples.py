@@ -13,7 +13,7 @@ from builder.validation import validate_spec
 from runs.models import Run, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def run_graph(name: str, run_input: dict) -> tuple[Run, dict]:
