@@ -18,7 +18,7 @@ from channels.testing import WebsocketCommunicator
 from accounts.tokens import token_create
 from ballast.asgi import application
 from runs.live.consumers import CLOSE_BINARY_FRAME, CLOSE_NOT_JSON
-from tests.support.daphne import DaphneServer, close_code_after_sending
+from tests.support.daphne import Daphne, close_code_after_sending
 from tests.support.world import World
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
@@ -82,14 +82,14 @@ def test_a_good_message_after_the_change_is_still_read(world: World) -> None:
 
 
 @pytest.fixture
-def server(transactional_db: None, tmp_path: Path) -> Iterator[DaphneServer]:
-    daphne = DaphneServer(tmp_path / "daphne.log").start()
+def server(transactional_db: None, tmp_path: Path) -> Iterator[Daphne]:
+    daphne = Daphne(tmp_path / "daphne.log").start()
     yield daphne
     daphne.stop()
 
 
 @pytest.mark.process
-def test_over_the_wire_a_real_client_gets_the_code_and_the_server_logs_no_traceback(world: World, server: DaphneServer) -> None:
+def test_over_the_wire_a_real_client_gets_the_code_and_the_server_logs_no_traceback(world: World, server: Daphne) -> None:
     cases = [(path, frame, code) for path in paths(world) for frame, code in BAD_FRAMES[:1] + BAD_FRAMES[2:3]]
 
     got = [close_code_after_sending(server.port, path, frame)[0] for path, frame, _ in cases]
