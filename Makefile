@@ -90,9 +90,17 @@ up:
 # (pytest-django suffixes the name per worker: test_ballast_gw0, ...-test.sqlite3_gw0).
 # The browser tier gets its own pytest run: Playwright keeps an event loop in its worker's
 # thread, which the database tier's async_to_sync calls must not share.
-test:
-	$(MAKE) --no-print-directory -j2 --output-sync=target lint test-frontend
-	$(MAKE) --no-print-directory test-sqlite test-postgres test-chaos
+# Two lanes side by side (make -j2): much of each pass waits on processes (qclusters,
+# daphne, Chromium, PostgreSQL), so the two cores are not full with one lane. What both
+# lanes need is installed first, once (two installs into one venv at once would race).
+test: install frontend browser frontend/node_modules/.installed
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-lane-sqlite test-lane-postgres
+
+.PHONY: test-lane-sqlite test-lane-postgres
+test-lane-sqlite:
+	$(MAKE) --no-print-directory lint test-sqlite
+test-lane-postgres:
+	$(MAKE) --no-print-directory test-frontend test-postgres test-chaos
 
 XDIST ?= -n 2 --dist loadfile
 # The database tier: no browser, no real processes (marker process: manage.py, qcluster,

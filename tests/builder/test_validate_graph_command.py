@@ -8,16 +8,14 @@ covered without paying an interpreter and a Django start per case.
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
-from django.core.management.base import CommandError
 
+from tests.support.commands import call_manage
 from tests.support.validation import _no_end, _unknown_var_transform, _unwired, baseline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,22 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def manage(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run the command in this process: its exit code, stdout and stderr as a real run gives them."""
-    out, err = io.StringIO(), io.StringIO()
-    returncode = 0
-    saved_stdin = sys.stdin
-    if stdin is not None:
-        sys.stdin = io.StringIO(stdin)
-    try:
-        call_command(*args, stdout=out, stderr=err)
-    except SystemExit as exc:
-        returncode = exc.code if isinstance(exc.code, int) else 1
-    except CommandError as exc:
-        # What BaseCommand.run_from_argv does with it under manage.py.
-        returncode = exc.returncode
-        err.write(f"CommandError: {exc}\n")
-    finally:
-        sys.stdin = saved_stdin
-    return subprocess.CompletedProcess(list(args), returncode, out.getvalue(), err.getvalue())
+    return call_manage(*args, stdin=stdin)
 
 
 def manage_process(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

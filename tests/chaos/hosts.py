@@ -118,6 +118,37 @@ class Host:
             time.sleep(0.05)
         self.kill()
 
+    def stop_tree(self) -> None:
+        """SIGSTOP the host's whole process tree (its process group: main process,
+        sentinel, monitor, pusher, workers), as a host frozen by its hypervisor or a
+        debugger would be; :meth:`continue_tree` resumes it."""
+        if self.proc is not None and self.alive:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def continue_tree(self) -> None:
+        """SIGCONT the host's process group (undoes :meth:`stop_tree`; harmless otherwise)."""
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+    def log_size(self) -> int:
+        """The log's size in bytes now (0 before the first start)."""
+        try:
+            return self.log_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def log_since(self, offset: int) -> str:
+        """What the log got after ``offset`` bytes (:meth:`log_size`)."""
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(offset)
+                return fh.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
     def log_tail(self, chars: int = 4000) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-chars:]

@@ -19,6 +19,10 @@ Fault kinds:
 - ``clock``: one host's qcluster restarted under libfaketime ``CHAOS_SKEW`` (``+60s``)
   before the cycle's runs start, and restarted unskewed after the cycle.
 - ``netcut``: one host's link set down inside its namespace for ``CHAOS_NETCUT`` seconds.
+- ``sigstop``: one host's whole qcluster process tree SIGSTOPped for ``CHAOS_SIGSTOP``
+  seconds (longer than BALLAST_HOST_SILENT_SECONDS), then SIGCONT: the other host takes
+  its steps over while it is stopped, and the fence refuses its late commits once it runs
+  again (a stopped host is not dead: it comes back believing it still holds its leases).
 
 Figures per kind (see :func:`summarize`): runs lost (failed, or ended neither succeeded nor
 parked), stuck (neither ended nor parked after the settle time), committed steps re-run
@@ -31,8 +35,13 @@ tree gone; the database: the terminate returned; Redis and the network: restored
 interrupted step's commit or the effect call of its next attempt, whichever is first
 (and the same from the fault's start: for a cut network, what a takeover target means).
 An interrupted step is one running at the fault's start on a host the fault hit (the
-killed or cut host is one with steps in flight, when there is one); a step that ends
-parked has no recovery time and counts as parked.
+killed, cut or stopped host is one with steps in flight, when there is one); a step that
+ends parked has no recovery time and counts as parked. Takeover time: from the fault's
+start to the commit of the take-back that marked the interrupted attempt lost
+(PostgreSQL's commit timestamp), whether it re-queued the step or parked it (a step not
+safe to repeat): the moment another host acted, counted for parked steps too. Late
+commits refused: commits the fence refused on a host the fault hit (its log's "lease
+lost, result discarded"), e.g. a stopped host's steps finishing after it resumed.
 """
 from __future__ import annotations
 
@@ -53,8 +62,9 @@ from tests.chaos import infra
 from tests.chaos.infra import ChaosSetupError, Layout, Stack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FAULT_KINDS = ("sigkill", "sigterm", "db_blip", "redis", "clock", "netcut")
+FAULT_KINDS = ("sigkill", "sigterm", "db_blip", "redis", "clock", "netcut", "sigstop")
 PROCESS_DEATH_KINDS = {"sigkill", "sigterm"}
+LEASE_LOST = "lease lost, result discarded"  # runs.engine.commit logs it when the fence refuses a commit
 
 
 def _env_float(name: str, default: float) -> float:
@@ -82,6 +92,7 @@ class Config:
     live_owner_grace_seconds: str | None = None  # [CHAOS_LIVE_OWNER_GRACE_SECONDS]
     redis_down: tuple[float, float] = (2.0, 6.0)  # [CHAOS_REDIS_DOWN] "2-6" seconds
     netcut: tuple[float, float] = (5.0, 10.0)  # [CHAOS_NETCUT] "5-10" seconds
+    sigstop: tuple[float, float] = (8.0, 12.0)  # [CHAOS_SIGSTOP] "8-12" seconds stopped
     skew: str = "+60s"  # [CHAOS_SKEW] libfaketime offset of the skewed host
     report: str | None = None  # [CHAOS_REPORT] JSON path; default var/chaos/report-<time>.json
     enforce: tuple[str, ...] = ()  # [CHAOS_ENFORCE] targets to enforce besides the default ones ("all")
@@ -109,6 +120,7 @@ class Config:
             live_owner_grace_seconds=os.environ.get("CHAOS_LIVE_OWNER_GRACE_SECONDS") or None,
             redis_down=_env_range("CHAOS_REDIS_DOWN", "2-6"),
             netcut=_env_range("CHAOS_NETCUT", "5-10"),
+            sigstop=_env_range("CHAOS_SIGSTOP", "8-12"),
             skew=os.environ.get("CHAOS_SKEW", "+60s"),
             report=os.environ.get("CHAOS_REPORT") or None,
             enforce=tuple(t.strip() for t in os.environ.get("CHAOS_ENFORCE", "").split(",") if t.strip()),
@@ -147,17 +159,20 @@ TARGETS: dict[str, Target] = {
     "no_runs_stuck": Target("runs_stuck", 0, FAULT_KINDS, True, "0 runs stuck"),
     "no_committed_rerun": Target("committed_steps_rerun", 0, FAULT_KINDS, True, "0 committed steps re-run"),
     "no_repeat_after_commit": Target("effects_repeated_after_commit", 0, FAULT_KINDS, True, "0 side effects repeated after a commit"),
-    # Issue 23's targets, reported until the work that meets them lands.
-    "db_blip_no_repeat": Target("effects_repeated_no_death", 0, ("db_blip",), False, "0 side effects repeated because of a database blip alone"),
-    "db_blip_no_park": Target("steps_parked_no_death", 0, ("db_blip",), False, "0 steps parked because of a database blip alone"),
+    # Issue 23's count targets: enforced since three short runs in a row met them (a
+    # database or Redis blip alone repeats or parks nothing, no 5xx, a skewed clock steals
+    # no lease). Its timing targets are reported only: two samples on a loaded 2-core CI
+    # machine are not a p95 (the long run, make chaos, measures them).
+    "db_blip_no_repeat": Target("effects_repeated_no_death", 0, ("db_blip",), True, "0 side effects repeated because of a database blip alone"),
+    "db_blip_no_park": Target("steps_parked_no_death", 0, ("db_blip",), True, "0 steps parked because of a database blip alone"),
     "db_blip_recovery_p95": Target("recovery_p95", 2.0, ("db_blip",), False, "a step interrupted by a database blip committed or re-run within 2 s (p95)"),
-    "redis_no_repeat": Target("effects_repeated_no_death", 0, ("redis",), False, "0 side effects repeated because of a Redis outage alone"),
-    "redis_no_park": Target("steps_parked_no_death", 0, ("redis",), False, "0 steps parked because of a Redis outage alone"),
-    "redis_no_5xx": Target("api_5xx", 0, ("redis",), False, "0 5xx from the API during a Redis outage"),
-    # From the fault's start: a cut host's step must be taken over (or finished) within 5 s
-    # of the cut, not only once the link is back.
-    "takeover_p95": Target("from_start_p95", 5.0, ("sigkill", "netcut"), False, "cross-host takeover within 5 s (p95) of the kill or the cut"),
-    "clock_no_stolen_lease": Target("effects_repeated_no_death", 0, ("clock",), False, "0 takeovers of a live host whose clock is skewed by 60 s"),
+    "redis_no_repeat": Target("effects_repeated_no_death", 0, ("redis",), True, "0 side effects repeated because of a Redis outage alone"),
+    "redis_no_park": Target("steps_parked_no_death", 0, ("redis",), True, "0 steps parked because of a Redis outage alone"),
+    "redis_no_5xx": Target("api_5xx", 0, ("redis",), True, "0 5xx from the API during a Redis outage"),
+    # From the fault's start: a cut or stopped host's step must be taken over (or finished)
+    # within 5 s of the cut or the stop, not only once the link is back or the host resumed.
+    "takeover_p95": Target("from_start_p95", 5.0, ("sigkill", "netcut", "sigstop"), False, "cross-host takeover within 5 s (p95) of the kill, the cut or the stop"),
+    "clock_no_stolen_lease": Target("effects_repeated_no_death", 0, ("clock",), True, "0 takeovers of a live host whose clock is skewed by 60 s"),
 }
 
 
@@ -178,6 +193,7 @@ class Cycle:
     settled_at: float = 0.0
     process_deaths: int = 0  # by the fault
     unexpected_exits: list[str] = field(default_factory=list)  # hosts that died by themselves
+    late_commits_refused: int = 0  # the fence refused a commit on a host the fault hit (its log says so)
     detail: str = ""
 
 
@@ -317,6 +333,7 @@ class Suite:
                 f"parked {s['steps_parked']} repeats {s['effects_repeated']} committed re-run {s['committed_steps_rerun']} "
                 f"after-commit {s['effects_repeated_after_commit']} 5xx {s['api_5xx']} recovery "
                 f"{[round(r, 2) for r in s['recovery']]} from start {[round(r, 2) for r in s['recovery_from_start']]} "
+                f"taken over {[round(r, 2) for r in s['takeover']]} "
                 f"(fault at {datetime.fromtimestamp(cycle.fault_start, UTC).strftime('%H:%M:%S.%f')[:-3]}; "
                 f"interrupted {sorted(st['id'] for st in cycle.interrupted)}) {cycle.detail}")
 
@@ -346,13 +363,17 @@ class Suite:
             time.sleep(self.rng.uniform(0.05, 0.3))
         time.sleep(self.rng.uniform(0.2, 3 * self.config.step_seconds + 0.5))
         cycle.interrupted = self.running_steps(cycle.run_ids)
-        if kind in ("sigkill", "netcut"):
+        if kind in ("sigkill", "netcut", "sigstop"):
             # A host with steps in flight, when one has any: a fault on an idle host measures no takeover.
             busy = [h for h in self.hosts if any(s["lease_owner"].startswith(h.name + ":") for s in cycle.interrupted)]
             victim = self.rng.choice(busy) if busy else victim
+        log_sizes = {h.name: h.log_size() for h in self.hosts}
         cycle.fault_start = time.time()
         self.inject(kind, victim, cycle)
         self.settle(cycle)
+        cycle.late_commits_refused = sum(
+            h.log_since(log_sizes[h.name]).count(LEASE_LOST) for h in self.hosts if h.name in cycle.affected_hosts
+        )
         # Undo what the fault left, outside the measured window.
         if kind == "sigkill":
             victim.start()
@@ -406,6 +427,16 @@ class Suite:
             cycle.affected_hosts = (victim.name,)
             cycle.fault_end = time.time()
             cycle.detail = f"{victim.name} cut {down:.1f} s"
+        elif kind == "sigstop":
+            down = self.rng.uniform(*self.config.sigstop)
+            victim.stop_tree()
+            try:
+                time.sleep(down)
+            finally:
+                victim.continue_tree()
+            cycle.affected_hosts = (victim.name,)
+            cycle.fault_end = time.time()
+            cycle.detail = f"{victim.name} stopped {down:.1f} s"
         else:  # pragma: no cover - Config.from_env checks the names
             raise ValueError(kind)
 
@@ -499,6 +530,7 @@ def summarize_cycle(cycle: Cycle, suite: Suite) -> dict[str, Any]:
 
     recovery: list[float] = []
     from_start: list[float] = []
+    takeover: list[float] = []
     unrecovered = 0
     by_id = {s["id"]: s for s in steps}
     for s in cycle.interrupted:
@@ -513,6 +545,11 @@ def summarize_cycle(cycle: Cycle, suite: Suite) -> dict[str, Any]:
             from_start.append(max(0.0, min(events) - cycle.fault_start))
         elif by_id.get(s["id"], {}).get("status") != "parked":
             unrecovered += 1
+        # Taken over: the commit of the take-back that marked the interrupted attempt lost
+        # (re-queued or parked alike; a step its host finished itself has none).
+        lost_at = [t for n, st, t in attempts.get(s["id"], []) if n == s["attempt"] and st == "lost" and t is not None]
+        if lost_at:
+            takeover.append(max(0.0, lost_at[0] - cycle.fault_start))
 
     death = cycle.kind in PROCESS_DEATH_KINDS or bool(cycle.unexpected_exits)
     answers = suite.poller.between(cycle.fault_start, cycle.settled_at) if suite.poller else []
@@ -531,9 +568,11 @@ def summarize_cycle(cycle: Cycle, suite: Suite) -> dict[str, Any]:
         "api_no_answer": sum(1 for a in answers if a == 0),
         "recovery": recovery,
         "recovery_from_start": from_start,
+        "takeover": takeover,
         "interrupted": len([s for s in cycle.interrupted if s["lease_owner"].split(":", 1)[0] in cycle.affected_hosts]),
         "unrecovered": unrecovered,
         "unexpected_exits": len(cycle.unexpected_exits),
+        "late_commits_refused": cycle.late_commits_refused,
     }
 
 
@@ -549,10 +588,10 @@ def summarize(per_cycle: list[tuple[str, dict]]) -> dict[str, dict[str, Any]]:
     """Sum the cycles' figures per fault kind; recovery as count, p50, p95, max (seconds)."""
     kinds: dict[str, dict[str, Any]] = {}
     for kind, figures in per_cycle:
-        agg = kinds.setdefault(kind, {"cycles": 0, "recovery": [], "recovery_from_start": []})
+        agg = kinds.setdefault(kind, {"cycles": 0, "recovery": [], "recovery_from_start": [], "takeover": []})
         agg["cycles"] += 1
         for key, value in figures.items():
-            if key in ("recovery", "recovery_from_start"):
+            if key in ("recovery", "recovery_from_start", "takeover"):
                 agg.setdefault(key, []).extend(value)
             else:
                 agg[key] = agg.get(key, 0) + value
@@ -567,6 +606,11 @@ def summarize(per_cycle: list[tuple[str, dict]]) -> dict[str, dict[str, Any]]:
         agg["from_start_p50"] = percentile(rec, 0.50)
         agg["from_start_p95"] = percentile(rec, 0.95)
         agg["from_start_max"] = max(rec) if rec else None
+        rec = agg.pop("takeover")
+        agg["takeover_count"] = len(rec)
+        agg["takeover_p50"] = percentile(rec, 0.50)
+        agg["takeover_p95"] = percentile(rec, 0.95)
+        agg["takeover_max"] = max(rec) if rec else None
     return kinds
 
 
@@ -589,7 +633,9 @@ COLUMNS = [
     ("steps_parked_no_death", "parked, no death"), ("api_5xx", "API 5xx"), ("api_no_answer", "API no answer"),
     ("api_requests", "API requests"), ("recovery_count", "recovered"), ("recovery_p50", "rec p50 s"),
     ("recovery_p95", "rec p95 s"), ("recovery_max", "rec max s"), ("from_start_p50", "from start p50"),
-    ("from_start_p95", "from start p95"), ("from_start_max", "from start max"), ("unrecovered", "unrecovered"),
+    ("from_start_p95", "from start p95"), ("from_start_max", "from start max"), ("takeover_count", "taken over"),
+    ("takeover_p50", "takeover p50"), ("takeover_p95", "takeover p95"), ("takeover_max", "takeover max"), ("unrecovered", "unrecovered"),
+    ("late_commits_refused", "late commits refused"),
     ("unexpected_exits", "host self-exits"),
 ]
 

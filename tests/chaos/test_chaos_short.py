@@ -3,10 +3,12 @@
 It runs ``python -m tests.chaos`` (tests/chaos/suite.py) as a subprocess with short
 leases (so a lost step comes back within seconds, not the default 30 + 60 s), on its own
 ports and subnet, and passes when every *enforced* target of
-:data:`tests.chaos.suite.TARGETS` holds: today 0 runs lost or stuck, 0 committed steps
-re-run, 0 side effects repeated after a commit. The other figures (repeats and parks with
-no process death, API 5xx, recovery times) are printed (``-rP`` shows them) and written
-to the JSON report; fixers enforce theirs by flipping ``enforced`` in TARGETS.
+:data:`tests.chaos.suite.TARGETS` holds: 0 runs lost or stuck, 0 committed steps re-run,
+0 side effects repeated after a commit; 0 side effects repeated and 0 steps parked because
+of a database or Redis blip alone, 0 API 5xx during a Redis outage, 0 leases stolen by a
+host whose clock is skewed. The timing figures (recovery and takeover times) are printed
+(``-rP`` shows them) and written to the JSON report, not enforced: two samples per kind
+on a loaded machine are not a p95.
 
 It needs root (network namespaces, initdb as the postgres user) and skips unless
 ``BALLAST_CHAOS=1``, which only ``make test-chaos`` sets: the other passes of
@@ -27,17 +29,18 @@ pytestmark = [pytest.mark.chaos, pytest.mark.timeout(420)]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-# One cycle per fault kind, two runs each; a lost step is taken back 4 + 6 s after its
+# One cycle per fault kind (seven), two runs each; a lost step is taken back 4 + 6 s after its
 # last heartbeat instead of 30 + 60 s. Ports and subnet differ from make chaos's defaults
 # so a long run and the short one can run at once.
 SHORT_RUN = {
-    "CHAOS_RUNS": "12",
+    "CHAOS_RUNS": "14",
     "CHAOS_RUNS_PER_FAULT": "2",
     "CHAOS_LEASE_SECONDS": "4",
     "CHAOS_LIVE_OWNER_GRACE_SECONDS": "6",
     "CHAOS_SETTLE_SECONDS": "45",
     "CHAOS_REDIS_DOWN": "2-4",
     "CHAOS_NETCUT": "4-6",
+    "CHAOS_SIGSTOP": "4-6",  # longer than BALLAST_HOST_SILENT_SECONDS (3 s by default)
     "CHAOS_PORT_BASE": "25450",
     "CHAOS_SUBNET": "10.231.76",
     "CHAOS_PREFIX": "chaost",

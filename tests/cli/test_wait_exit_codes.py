@@ -1,7 +1,12 @@
-"""``run_graph --wait`` and ``approve`` as real processes on the test database: exit 0 when
-the run succeeded, 1 when it failed or was cancelled, 3 at an approval gate, 4 parked for a
-decision after a crash, 5 when --timeout ran out; ``approve --timeout`` waits for the run
-to reach its approval, and approve's errors name the pending approvals."""
+"""``run_graph --wait`` and ``approve`` on the test database: exit 0 when the run succeeded,
+1 when it failed or was cancelled, 3 at an approval gate, 4 parked for a decision after a
+crash, 5 when --timeout ran out; ``approve --timeout`` waits for the run to reach its
+approval, and approve's errors name the pending approvals.
+
+The exit codes and streams are checked in this process (``call_command``, as
+tests/support/commands.py turns SystemExit into a return code); the two crash tests kill
+real processes (marker ``process``), and one of them runs ``run_graph --wait`` as a real
+``manage.py`` so the way the exit code reaches a shell stays covered."""
 from __future__ import annotations
 
 import json
@@ -20,10 +25,11 @@ from runs.models import Run, Step, Worker
 from runs.services import run_start
 from tests.support.bounded import assert_took_under, stopwatch
 from tests.support.cluster import REPO_ROOT, test_database_url, wait_until
+from tests.support.commands import call_manage
 from tests.support.specs import chain, edge, effect, graph, node, publish, transform
 from tests.support.tools import read_effects
 
-pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
 
 def manage_env(effects_file: Path, **extra: str) -> dict[str, str]:
@@ -41,11 +47,10 @@ def manage_env(effects_file: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def manage(effects_file: Path, *args: str, timeout: float = 90, **env: str) -> subprocess.CompletedProcess[str]:
-    """``python manage.py ARGS`` on the test database; returns the finished process."""
-    return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=REPO_ROOT, env=manage_env(effects_file, **env), capture_output=True, text=True, timeout=timeout
-    )
+def manage(effects_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``manage.py ARGS`` in this process on the test database (the test tools are loaded
+    and ``effects_file`` is the effects log already); returns what a real process gives."""
+    return call_manage(*args)
 
 
 def summary(out: str) -> dict:
@@ -173,6 +178,7 @@ def _kill_group_at_fault(proc: subprocess.Popen, fault_file: Path, timeout: floa
     proc.wait(timeout=10)
 
 
+@pytest.mark.process
 def test_approve_timeout_recovers_a_crashed_run_here_and_decides_its_recovery_request(tmp_path, effects_file):
     waiting = manage(effects_file, "run_graph", write_graph(tmp_path, gate_then_pay()), "--wait")
     assert waiting.returncode == 3, waiting.stderr
@@ -202,6 +208,7 @@ def test_approve_timeout_recovers_a_crashed_run_here_and_decides_its_recovery_re
     assert [e["label"] for e in read_effects(str(effects_file))] == ["pay"]  # once, after the person chose retry
 
 
+@pytest.mark.process
 def test_run_graph_wait_exits_4_when_its_run_is_parked_after_a_crash(tmp_path, effects_file, cluster_factory):
     # A skip writes only state keys the graph knows: 'paid' is declared.
     path = write_graph(tmp_path, graph([node("start", "start"), effect("pay", unsafe=True), node("end", "end")], chain("start", "pay", "end"), state={"paid": {}}))

@@ -16,11 +16,12 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -112,8 +113,13 @@ class Cluster:
         recovery_interval: float = 0.2,
         workers: int = 2,
         extra_env: dict[str, str] | None = None,
+        hostname: str | None = None,
     ) -> None:
         self.name = name
+        # A host name of its own (a UTS namespace, ``unshare --uts``; needs root): the
+        # cluster is another worker host to the engine (worker ids, host heartbeats),
+        # though it shares this machine's network and database.
+        self.hostname = hostname
         self.workdir = Path(workdir)
         self.effects_file = Path(effects_file)
         self.database_url = database_url
@@ -166,9 +172,13 @@ class Cluster:
         log = open(self.log_path, "ab")
         log.write(f"\n===== start #{self.starts} fault={fault} at {time.strftime('%H:%M:%S')} =====\n".encode())
         log.flush()
+        command = [sys.executable, "manage.py", "qcluster"]
+        if self.hostname:
+            # unshare and sh exec into the qcluster: the Popen pid stays its main pid.
+            command = ["unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', self.hostname, *command]
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "manage.py", "qcluster"],
+                command,
                 cwd=REPO_ROOT,
                 env=self.env(fault),
                 stdin=subprocess.DEVNULL,
@@ -229,9 +239,11 @@ class Cluster:
 
     # ------------------------------------------------------------------ waiting
 
-    def wait_ready(self, timeout: float = WAIT_CEILING) -> None:
+    def wait_ready(self, timeout: float = WAIT_CEILING, *, busy_pids: Iterable[int] = ()) -> None:
         """Wait until this cluster's supervisor registered its Worker row (it is up and
-        has run its start-up recovery pass)."""
+        has run its start-up recovery pass) and each worker process finished its claim at
+        start. ``busy_pids``: worker processes known to hold a step (a held tool) that
+        their claim at start may have taken; they are not waited for."""
         from runs.models import Worker
 
         def ready() -> bool:
@@ -243,11 +255,14 @@ class Cluster:
         # from here on the cluster runs only what its queue's doorbells bring.
         from runs.engine.cluster import WORKER_READY
 
+        busy = set(busy_pids)
+
         def workers_started() -> bool:
             if self.fault_file.exists() and self.fault_file.read_text().strip():
                 return True  # a worker hangs at the armed fault, maybe in its claim at start
             text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-            return text.rsplit("===== start #", 1)[-1].count(WORKER_READY) >= self.workers
+            ready = {int(m) for m in re.findall(rf"{WORKER_READY}: worker [^:\s]+:(\d+):", text.rsplit("===== start #", 1)[-1])}
+            return len(ready - busy) >= self.workers - len(busy)
 
         wait_until(workers_started, timeout, f"cluster {self.name}'s {self.workers} worker(s) to start", clusters=[self])
 

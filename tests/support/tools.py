@@ -60,6 +60,25 @@ def _record(args: EffectArgs, ctx: ToolContext) -> dict:
     return {"label": args.label}
 
 
+class GilArgs(BaseModel):
+    label: str
+    seconds: float
+
+
+@tool("gil_hold", description="Record an effect, then hold the GIL for some seconds (tests).", repeat_safe=True)
+def gil_hold(args: GilArgs, ctx: ToolContext) -> dict:
+    """Record that this step executed, then block the worker's whole interpreter for
+    ``seconds``: libc's ``usleep`` called through ``ctypes.PyDLL``, which keeps the GIL
+    for the call (a pure-Python loop would give it up every switch interval), so no other
+    thread of the worker process (its lease heartbeat) runs meanwhile, as with a C
+    extension that computes without releasing the GIL."""
+    import ctypes
+
+    _record(EffectArgs(label=args.label), ctx)
+    ctypes.PyDLL(None).usleep(int(args.seconds * 1_000_000))
+    return {"label": args.label}
+
+
 class HeldEffectArgs(BaseModel):
     label: str
     release: str  # a file path: the step finishes once it exists

@@ -88,9 +88,10 @@ def test_a_commit_while_redis_is_down_keeps_its_successor_and_rings_the_rest_whe
         extra_env={"BALLAST_Q_BROKER": "redis", "BALLAST_REDIS_URL": private_redis.url(), "BALLAST_DOORBELL_DRAIN_SECONDS": "0"},
     ).start()
     wait_until(lambda: labels(effects_file) == ["a"], 90, "step a to start", clusters=[cluster], run_id=run.pk)
-    # Every worker past its claim at start (under load that can come after a started): from
-    # here on a sibling runs only when a doorbell or a kept successor brings it.
-    cluster.wait_ready()
+    # Every other worker past its claim at start (under load that can come after a started;
+    # a's own may be the claim that runs it): from here on a sibling runs only when a
+    # doorbell or a kept successor brings it.
+    cluster.wait_ready(busy_pids=[read_effects(str(effects_file))[0]["pid"]])
 
     private_redis.kill()
     release_a.touch()
