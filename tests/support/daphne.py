@@ -1,7 +1,4 @@
-"""A real daphne serving ballast.asgi on the test database, in its own process group: the
-browser tests' live pages (the ``daphne`` fixture, with the built front end), and the
-wire for tests that need it (close codes as a real ``websockets`` client receives them,
-the server's own log)."""
+"""A real daphne on the test database, for the browser tests' live pages (the ``daphne`` fixture) and for tests of the wire (close codes a real client receives, the server's log)."""
 from __future__ import annotations
 
 import os
