@@ -28,12 +28,17 @@ EXAMPLE_GRAPH = EXAMPLES / EXAMPLE_PACKAGE / "graph.json"
 def extra_tool_modules(settings: Any, *modules: str, path: Path | None = None) -> Iterator[None]:
     """Within the block, ``modules`` follow the built-ins in ``settings.BALLAST_TOOL_MODULES``
     (as BALLAST_EXTRA_TOOL_MODULES puts them there) and ``path``, if given, leads sys.path.
-    After it: the tool registry and its set of loaded modules as they were, the modules the
-    block imported from those packages dropped from sys.modules (so a later block imports
-    them, and registers their tools, afresh) and sys.path restored. ``settings`` is
-    pytest-django's fixture, which restores the setting itself."""
-    registry, loaded, path_before = dict(tools._REGISTRY), set(tools._loaded_modules), list(sys.path)
+    After it: the tools of those modules' packages gone from the registry and their modules
+    from its set of loaded modules and from sys.modules (so a later block imports them, and
+    registers their tools, afresh), and sys.path restored. What else the block loaded (the
+    built-ins, on a process's first lookup) stays: Python would not import it again.
+    ``settings`` is pytest-django's fixture, which restores the setting itself."""
+    path_before = list(sys.path)
     packages = {m.split(".")[0] for m in modules}
+
+    def ours(module: str) -> bool:
+        return module.split(".")[0] in packages
+
     if path is not None:
         sys.path.insert(0, str(path))
         importlib.invalidate_caches()  # a directory's listing may be cached from before its files were written
@@ -41,11 +46,10 @@ def extra_tool_modules(settings: Any, *modules: str, path: Path | None = None) -
     try:
         yield
     finally:
-        tools._REGISTRY.clear()
-        tools._REGISTRY.update(registry)
-        tools._loaded_modules.clear()
-        tools._loaded_modules.update(loaded)
-        for name in [n for n in sys.modules if n.split(".")[0] in packages]:
+        for name in [n for n, t in tools._REGISTRY.items() if ours(t.fn.__module__)]:
+            del tools._REGISTRY[name]
+        tools._loaded_modules.difference_update([m for m in tools._loaded_modules if ours(m)])
+        for name in [n for n in sys.modules if ours(n)]:
             del sys.modules[name]
         sys.path[:] = path_before
 
