@@ -81,6 +81,22 @@ def _test_node_kinds():
 
 
 @pytest.fixture(autouse=True)
+def _fast_passwords(request):
+    """Every test in this process hashes passwords with MD5: PBKDF2 at full strength costs
+    about 0.3 s per user created or signed in, hundreds of seconds over the suite, and no
+    test checks the hasher. Not in tests that start processes (marker ``process``): a
+    daphne or qcluster of their own checks passwords with the product's hashers, which
+    know no MD5."""
+    if request.node.get_closest_marker("process") is not None:
+        yield
+        return
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
+
+
+@pytest.fixture(autouse=True)
 def _fresh_version_caches(request):
     """The engine caches each graph version's compiled spec and state keys by id, for the
     life of the process (a committed version never changes). A test's rolled-back
