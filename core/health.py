@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.recorder import MigrationRecorder
 
@@ -75,14 +76,14 @@ def forget() -> None:
     _all_applied = False
 
 
-def pending_migrations() -> list[str]:
-    """The graph's leaf migrations not recorded as applied on the default database, as
-    ``"app.name"`` (empty: up to date). One read of ``django_migrations``, skipped once
-    a read found nothing pending."""
+def pending_migrations(connection: BaseDatabaseWrapper | None = None) -> list[str]:
+    """The graph's leaf migrations not recorded as applied on ``connection`` (default: the
+    default database), as ``"app.name"`` (empty: up to date). One read of
+    ``django_migrations``, skipped once a read found nothing pending."""
     global _all_applied
     if _all_applied:
         return []
-    applied = set(MigrationRecorder(connection).applied_migrations())
+    applied = set(MigrationRecorder(connection or connections[DEFAULT_DB_ALIAS]).applied_migrations())
     pending = [
         f"{app}.{name}" for (app, name), replaces in _migration_leaves().items()
         if (app, name) not in applied and not (replaces and all(r in applied for r in replaces))
@@ -92,15 +93,16 @@ def pending_migrations() -> list[str]:
     return pending
 
 
-def database_checks() -> tuple[Check, Check]:
-    """The database (one ``SELECT 1``) and its migrations (:func:`pending_migrations`), in
+def database_checks(using: str = DEFAULT_DB_ALIAS) -> tuple[Check, Check]:
+    """The database ``using`` (one ``SELECT 1``) and its migrations (:func:`pending_migrations`), in
     one short transaction that is rolled back (it writes nothing; on PostgreSQL it carries
     a ``statement_timeout`` of :data:`DATABASE_TIMEOUT_MS`, which the roll-back undoes,
     inside a caller's transaction too). When the database does not answer, the migrations
     are not known: both fail."""
+    connection = connections[using]
     started = time.perf_counter()
     try:
-        with transaction.atomic():
+        with transaction.atomic(using=using):
             with connection.cursor() as cursor:
                 if connection.vendor == "postgresql":
                     cursor.execute("SET LOCAL statement_timeout = %s", [DATABASE_TIMEOUT_MS])
@@ -109,13 +111,13 @@ def database_checks() -> tuple[Check, Check]:
                 database = Check(ok=True, ms=(time.perf_counter() - started) * 1000)
                 started = time.perf_counter()
                 try:
-                    pending = pending_migrations()
+                    pending = pending_migrations(connection)
                     migrations = Check(ok=not pending, ms=(time.perf_counter() - started) * 1000,
                                        error=f"{len(pending)} migration(s) not applied" if pending else "",
                                        extra={"pending": pending} if pending else {})
                 except DatabaseError as exc:
                     migrations = Check(ok=False, ms=(time.perf_counter() - started) * 1000, error=_error_text(exc))
-            transaction.set_rollback(True)
+            transaction.set_rollback(True, using=using)
     except DatabaseError as exc:
         if not connection.in_atomic_block:
             connection.close_if_unusable_or_obsolete()  # the next request opens a new one

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, connections
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.recorder import MigrationRecorder
 from django.test import Client, override_settings
@@ -155,6 +155,27 @@ def test_readyz_is_bounded_when_redis_accepts_but_never_answers() -> None:
         check = health.redis_check(url)
     assert response.status_code == 503
     assert not check.ok and check.error.startswith("TimeoutError"), check.error
+
+
+@pytest.mark.every_db
+def test_an_unreachable_database_fails_both_database_checks(django_db_blocker, tmp_path) -> None:
+    # The configured database's engine, where nothing answers: PostgreSQL on a closed
+    # port, SQLite in a directory that does not exist.
+    conf = dict(connections["default"].settings_dict)
+    if conf["ENGINE"].endswith("sqlite3"):
+        conf["NAME"] = str(tmp_path / "no-such-dir" / "db.sqlite3")
+    else:
+        conf["PORT"] = str(free_port())
+    connections.settings["down"] = conf
+    try:
+        with django_db_blocker.unblock(), finishes_within(5 * TIME_SLACK, "a probe of a closed database"):
+            database, migrations = health.database_checks(using="down")
+    finally:
+        connections["down"].close()
+        del connections["down"]
+        del connections.settings["down"]
+    assert not database.ok and database.error.startswith("OperationalError"), database.error
+    assert (migrations.ok, migrations.error) == (False, "database unreachable")
 
 
 # --------------------------------------------------------------------------- detail
