@@ -18,11 +18,11 @@ from django.test.utils import CaptureQueriesContext
 from accounts.tokens import token_create
 from ballast import health as probes
 from core import health
-from runs.engine import api as engine_api
 from runs.engine import clock
 from runs.models import HostHeartbeat, Worker
 from tests.support.bounded import TIME_SLACK, finishes_within
 from tests.support.redis_server import RedisServer, free_port, private_redis  # noqa: F401  (fixture)
+from tests.support.throttling import rates
 
 # A load balancer probes by the address it reaches: a Host no ALLOWED_HOSTS names.
 PROBE_HOST = "10.0.3.7:8000"
@@ -242,6 +242,12 @@ def test_readyz_detail_names_the_failing_redis_with_its_latency() -> None:
     assert body["checks"]["redis:queue"]["error"].startswith("ConnectionError") and body["checks"]["redis:queue"]["ms"] >= 0
 
 
-def test_readyz_detail_reads_workers_through_the_engine_api() -> None:
-    # The view's worker section is the engine's read (no query of its own).
-    assert probes.engine_api.workers_health is engine_api.workers_health
+@pytest.mark.django_db
+def test_probes_are_not_throttled_where_the_api_is() -> None:
+    key = _admin_key()
+    client = Client()
+    with override_settings(REST_FRAMEWORK=rates(token="2/hour")):
+        codes = [client.get(path, HTTP_AUTHORIZATION=f"Token {key}").status_code for path in ["/readyz?detail=1", "/readyz", "/healthz"] * 4]
+        assert codes == [200] * 12
+        # The same token on the API is past its rate.
+        assert [client.get("/api/v1/graphs/", HTTP_AUTHORIZATION=f"Token {key}").status_code for _ in range(3)] == [200, 200, 429]
