@@ -7,12 +7,13 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, connections
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.recorder import MigrationRecorder
-from django.test import Client, override_settings
+from django.test import AsyncClient, Client, override_settings
 from django.test.utils import CaptureQueriesContext
 
 from accounts.tokens import token_create
@@ -65,6 +66,11 @@ def test_healthz_answers_without_database_session_or_allowed_host() -> None:
     assert client.post("/healthz").status_code == 405
     # The same host on any other page is refused: the probe's pass is its own.
     assert Client(raise_request_exception=False).get("/accounts/login/", HTTP_HOST=PROBE_HOST).status_code == 400
+
+
+def test_healthz_through_the_asgi_handler_daphne_serves() -> None:
+    response = async_to_sync(AsyncClient().get)("/healthz", headers={"host": PROBE_HOST})
+    assert (response.status_code, response.content) == (200, b"ok")
 
 
 @override_settings(SECURE_SSL_REDIRECT=True)
