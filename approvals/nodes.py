@@ -17,7 +17,7 @@ from runs.vocabulary import NodeError
 # _lazy_imports_note: jsonschema (about 0.2 s of CPU) and Jinja2 (0.1 s) are imported
 # where they are used, not here: every worker imports this module at start (the approvals
 # app connects its receivers), and a restarted worker's start is what recovery waits for
-# (tests/engine/test_worker_imports.py keeps them out of its start).
+# (tests/runs/engine/test_worker_imports.py keeps them out of its start).
 
 # The handles of an approval node: a decision takes exactly one.
 APPROVED = "approved"

@@ -213,7 +213,7 @@ INSTALLED_APPS = [
 # A worker cluster (``manage.py qcluster``) runs steps and nothing else: it loads the apps
 # that hold models and node kinds, not the web stack (daphne and Twisted, the admin and
 # its autodiscovery, DRF, drf-spectacular, axes, sessions, messages, static files), so a
-# restarted worker is ready in a fraction of a second (tests/engine/test_worker_imports.py
+# restarted worker is ready in a fraction of a second (tests/runs/engine/test_worker_imports.py
 # keeps those modules out of its import path). django-q2 forks its workers from this
 # process after setup: they inherit exactly this.
 BALLAST_WORKER_PROCESS = len(sys.argv) > 1 and sys.argv[1] == "qcluster" and os.environ.get("BALLAST_WORKER_FULL_APPS") != "1"

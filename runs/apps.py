@@ -1,8 +1,10 @@
 """Django app config for runs: registers the run row as the lock of a run's audit chain,
-connects the run alerts, and starts the recovery supervisor inside ``manage.py qcluster``."""
+connects the run alerts, registers the tool modules' system check, and starts the
+recovery supervisor inside ``manage.py qcluster``."""
 import sys
 
 from django.apps import AppConfig
+from django.core import checks
 
 
 class RunsConfig(AppConfig):
@@ -19,6 +21,12 @@ class RunsConfig(AppConfig):
         register_scope_lock("run", run_lock_for_audit)
         # Connects the run alert receivers (runs fail and park in workers too).
         from runs.reports import alerts  # noqa: F401
+
+        # Not at import (it imports the tool registry); ready() is where checks register.
+        from runs.tools.checks import TOOL_MODULES_TAG, tool_modules_importable
+
+        # A tool module that fails to import stops manage.py commands at start, naming it.
+        checks.register(tool_modules_importable, TOOL_MODULES_TAG)
 
         if is_cluster_main_process(sys.argv):
             start_supervisor()

@@ -22,6 +22,18 @@ import pytest
 
 import tests.support.tools  # noqa: F401  (registers the test tools in this process)
 
+# Fixtures that tests in several directories use, from tests/support/ (one module each):
+# the API tests' world of users and runs, real qcluster process groups, the local
+# OpenAI/Anthropic protocol server, the local HTTP server of the http_request tool, a private
+# redis-server. A test asks for one by name; none is autouse.
+pytest_plugins = [
+    "tests.support.world",
+    "tests.support.cluster",
+    "tests.support.llm_server",
+    "tests.support.http_server",
+    "tests.support.redis_server",
+]
+
 # Fixtures that start real processes: a test using one is in the ``process`` tier.
 PROCESS_FIXTURES = frozenset({"cluster_factory", "private_redis", "daphne"})
 # Fixtures that give a test the database (pytest-django's; item.fixturenames is the closure,

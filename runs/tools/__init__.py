@@ -1,8 +1,11 @@
 """The tool registry: ``@tool`` functions with pydantic argument models, looked up by name.
 
 A tool is a plain function ``fn(args: ArgsModel, ctx: ToolContext) -> JSON value``.
-Modules listed in settings.BALLAST_TOOL_MODULES are imported on the first lookup, and
-their ``@tool`` decorators register the functions; nothing is imported at Django start.
+Modules listed in settings.BALLAST_TOOL_MODULES (the built-ins and
+BALLAST_EXTRA_TOOL_MODULES) are imported on the first lookup, and their ``@tool``
+decorators register the functions; a web or worker process does not import them as
+Django starts, but the system check of runs.tools.checks, which ``manage.py`` commands
+run at start, imports them all and names a module that fails.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import importlib
 import inspect
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints, overload
 
 from django.conf import settings
@@ -19,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from core.fields import field_path
 from runs.sandbox import values
-from runs.vocabulary import NodeError
+from runs.vocabulary import NodeError, StepCancelled
 
 if TYPE_CHECKING:
     # For a type only: tools read a step's context; they stand below the node kinds, which call them.
@@ -32,6 +35,21 @@ class UnknownTool(KeyError):
     """No tool is registered under that name (after importing BALLAST_TOOL_MODULES)."""
 
 
+class ToolModuleError(ImportError):
+    """A module of BALLAST_TOOL_MODULES failed to import: it does not exist, raised while
+    importing, or one of its ``@tool`` registrations was refused (a first parameter that
+    is not a pydantic model, a name another function took). ``module`` names it; the
+    original exception is ``__cause__``."""
+
+    def __init__(self, module: str, cause: BaseException):
+        self.module = module
+        super().__init__(
+            f"tool module {module!r} (BALLAST_TOOL_MODULES, BALLAST_EXTRA_TOOL_MODULES) failed to import: "
+            f"{type(cause).__name__}: {cause}",
+            name=module,
+        )
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """What a tool may know about the step calling it.
@@ -40,6 +58,13 @@ class ToolContext:
       system (Idempotency-Key header, Message-ID) so a repeated call is recognised.
     - ``timeout``: seconds left for the step (None = no limit); tools bound their own
       network waits by it.
+    - ``cancelled``: the step's cancel signal (``NodeContext.cancel_event``), set when
+      the run is cancelled, the step's lease is lost (its heartbeat failed: another
+      worker may own it now) or its ``timeout_seconds`` ran out. A long tool waits on it
+      (``ctx.cancelled.wait(seconds)`` instead of ``time.sleep``) or calls
+      :meth:`check_cancelled` between pieces of work, and stops; whatever it returns
+      after that is not stored for a run that ended. A context made by hand gets an
+      event of its own that nothing sets.
     """
 
     idempotency_key: str
@@ -48,13 +73,29 @@ class ToolContext:
     node_id: str = ""
     attempt: int = 1
     timeout: float | None = None
+    cancelled: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
 
     @classmethod
     def for_step(cls, ctx: NodeContext) -> ToolContext:
         """The context of a tool called by a step (a ``tool`` node, or an agent's tool-call
-        child step): that step's idempotency key, ids and attempt, and its time left as
-        ``timeout`` (None when the step has no deadline)."""
-        return cls(ctx.idempotency_key, ctx.run_id, ctx.step_id, ctx.node_id, ctx.attempt, timeout=ctx.time_left())
+        child step): that step's idempotency key, ids and attempt, its time left as
+        ``timeout`` (None when the step has no deadline) and its cancel event as
+        ``cancelled`` (the same object: set for the node, seen by the tool)."""
+        return cls(
+            ctx.idempotency_key,
+            ctx.run_id,
+            ctx.step_id,
+            ctx.node_id,
+            ctx.attempt,
+            timeout=ctx.time_left(),
+            cancelled=ctx.cancel_event,
+        )
+
+    def check_cancelled(self) -> None:
+        """Raise :class:`StepCancelled` (code ``cancelled``, not retryable: the error the
+        node kinds raise) if the step's cancel signal is set; else return."""
+        if self.cancelled.is_set():
+            raise StepCancelled()
 
 
 @dataclass(frozen=True)
@@ -187,17 +228,30 @@ def field_errors(exc: ValidationError) -> list[dict[str, str]]:
     return [{"field": field_path(e["loc"]), "message": e["msg"], "type": e["type"]} for e in exc.errors(include_url=False)]
 
 
-def _load_modules() -> None:
-    # Compared against the setting on every lookup (cheap) so that a module added by a
-    # test's settings override is imported too.
-    wanted = [m for m in settings.BALLAST_TOOL_MODULES if m not in _loaded_modules]
-    if not wanted:
+def import_tool_module(module: str) -> None:
+    """Import the tool module ``module`` (a dotted name) once, registering its tools.
+
+    Raises ToolModuleError naming ``module`` for anything raised while importing it:
+    ModuleNotFoundError, an error in its code, a refused ``@tool`` registration. A module
+    that failed is tried again on the next call (Python keeps no half-imported module)."""
+    if module in _loaded_modules:
         return
     with _lock:
-        for module in wanted:
-            if module not in _loaded_modules:
-                importlib.import_module(module)
-                _loaded_modules.add(module)
+        if module in _loaded_modules:
+            return
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            raise ToolModuleError(module, exc) from exc
+        _loaded_modules.add(module)
+
+
+def _load_modules() -> None:
+    # Compared against the setting on every lookup (cheap) so that a module added by a
+    # test's settings override is imported too. Raises ToolModuleError naming the module.
+    for module in settings.BALLAST_TOOL_MODULES:
+        if module not in _loaded_modules:
+            import_tool_module(module)
 
 
 def _args_model(fn: Callable[..., Any]) -> type[BaseModel]:

@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 
 from accounts import throttling
 from accounts.tokens import token_create
-from tests.support.redis_server import RedisServer, private_redis  # noqa: F401  (fixture)
+from tests.support.redis_server import RedisServer
 from tests.support.throttling import rates
 
 pytestmark = pytest.mark.django_db(transaction=True)

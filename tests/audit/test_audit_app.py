@@ -20,6 +20,8 @@ from runs.engine.api import run_lock_for_audit
 from runs.models import Run, Step
 from tests.support.specs import chain, graph, node, run_local
 
+pytestmark = pytest.mark.usefixtures("fast_passwords")
+
 VECTOR = dict(
     scope="run:42", seq=3, prev_hash="ab" * 32, actor_type="token", actor="ada", action="run.cancel", object_type="run",
     object_id="42", data={"token": "bal_ab12cd34", "n": [1, 2.5, None, True], "s": "é☃"},

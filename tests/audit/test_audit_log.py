@@ -24,7 +24,7 @@ from tests.support.leases import begun
 from tests.support.specs import chain, effect, graph, node, publish
 from tests.support.world import World, client_with_token, linear_spec
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 POSTGRES = connection.vendor == "postgresql"
 
 

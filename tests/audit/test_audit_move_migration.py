@@ -14,7 +14,7 @@ from audit.chain import GENESIS, audit, audit_verify, entry_hash
 from audit.models import AuditChain, AuditEntry
 from tests.support.migrations import latest, migrate, migrate_to, models_at
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 # Before the move: runs with the audit models (its latest migration before 0019), no audit app.
 BEFORE = [("runs", "0017_host_heartbeats"), ("audit", None)]

@@ -19,7 +19,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_play
 
 from bench.chromium import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from tests.support.browser import PATIENT_MS  # noqa: E402
-from tests.support.live_daphne import daphne  # noqa: E402, F401  (fixture: daphne serving the built front end)
+from tests.support.daphne import daphne  # noqa: E402, F401  (fixture: daphne serving the built front end)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -8,29 +8,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.urls import NoReverseMatch, reverse
 from playwright.sync_api import expect
 
-from accounts.authentication import ROLES
 from graphs.models import Graph
-from tests.support.browser import screenshot, sign_in
+from tests.support.browser import login, make_user, screenshot, sign_in
 from tests.support.specs import chain, graph, node, run_local, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def make_user(username: str, *groups: str, staff: bool = False) -> User:
-    """A user with password ``pw-<username>-1`` in the given role groups."""
-    user = User.objects.create_user(username, password=f"pw-{username}-1", is_staff=staff, is_superuser=staff)
-    for name in ROLES:
-        Group.objects.get_or_create(name=name)
-    user.groups.set(Group.objects.filter(name__in=groups))
-    return user
-
-
-def login(page, live_server, user: User) -> None:
-    sign_in(page, live_server.url, user.username, f"pw-{user.username}-1")
 
 
 def linear(name: str) -> dict:

@@ -9,23 +9,18 @@ import json
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
 from approvals.models import ApprovalRequest
 from audit.models import AuditEntry
 from runs.engine import api as engine
 from runs.models import Run, Step
-from tests.support.browser import approver, screenshot, sign_in
+from tests.support.browser import approver, login, screenshot
 from tests.support.specs import chain, edge, graph, node, run_local, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def login(page: Page, live_server, user: User) -> None:
-    sign_in(page, live_server.url, user.username, f"pw-{user.username}-1")
 
 
 def refund_waiting() -> Run:

@@ -27,8 +27,8 @@ from runs.models import Run, RunEvent, Step
 from runs.services import run_start
 from tests.support.approvals import deadline_spec
 from tests.support.browser import PATIENT_MS, approver, screenshot, sign_in
-from tests.support.cluster import Cluster, cluster_factory, wait_for_status  # noqa: F401  (fixture)
-from tests.support.live_daphne import Daphne
+from tests.support.cluster import Cluster, wait_for_status
+from tests.support.daphne import Daphne
 from tests.support.specs import publish, run_local
 from tests.support.world import approval_spec
 

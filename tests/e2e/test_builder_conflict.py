@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.support.browser import screenshot, sign_in
-from tests.support.builder_steps import example, make_graph, make_user, node, open_builder, stored_spec, wait_saved
+from tests.support.browser import make_user, screenshot, sign_in
+from tests.support.builder_steps import example, make_graph, node, open_builder, stored_spec, wait_saved
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

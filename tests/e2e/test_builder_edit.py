@@ -6,14 +6,13 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.browser import screenshot, sign_in, wait_until_still
+from tests.support.browser import make_user, screenshot, sign_in, wait_until_still
 from tests.support.builder_steps import (
     MOD,
     connect,
     csrf_headers,
     example,
     make_graph,
-    make_user,
     node,
     open_builder,
     stored_spec,

@@ -8,12 +8,11 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
-from tests.support.browser import screenshot, sign_in
+from tests.support.browser import make_user, screenshot, sign_in
 from tests.support.builder_steps import (
     edge_count,
     example,
     make_graph,
-    make_user,
     node,
     open_builder,
     stored_spec,

@@ -12,18 +12,17 @@ from playwright.sync_api import Page, expect
 
 from runs.engine import api as engine
 from runs.services import run_start
-from tests.support.browser import screenshot, sign_in, wait_until_still
+from tests.support.browser import admin_page, make_user, screenshot, sign_in, wait_until_still
 from tests.support.builder_steps import (
     EXAMPLES,
     example,
     make_graph,
-    make_user,
     node,
     open_builder,
     sample_input,
     viewport_settled,
 )
-from tests.support.live_daphne import Daphne, admin_page
+from tests.support.daphne import Daphne
 from tests.support.specs import publish
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,12 +7,11 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.browser import next_paint, screenshot, sign_in
+from tests.support.browser import make_user, next_paint, screenshot, sign_in
 from tests.support.builder_steps import (
     MOD,
     example,
     make_graph,
-    make_user,
     node,
     open_builder,
     stored_spec,

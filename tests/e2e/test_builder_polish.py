@@ -11,9 +11,9 @@ from playwright.sync_api import Page, expect
 
 from runs.engine import api as engine
 from runs.services import run_start
-from tests.support.browser import sign_in
-from tests.support.builder_steps import example, make_graph, make_user, open_builder, sample_input
-from tests.support.live_daphne import Daphne, admin_page
+from tests.support.browser import admin_page, make_user, sign_in
+from tests.support.builder_steps import example, make_graph, open_builder, sample_input
+from tests.support.daphne import Daphne
 from tests.support.specs import publish
 
 pytestmark = pytest.mark.django_db(transaction=True)

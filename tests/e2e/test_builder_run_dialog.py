@@ -9,8 +9,8 @@ from playwright.sync_api import Page, expect
 
 from builder.services import graph_publish
 from graphs.models import Graph
-from tests.support.browser import screenshot, sign_in, wait_until_still
-from tests.support.builder_steps import example, make_graph, make_user, open_builder, viewport_settled
+from tests.support.browser import make_user, screenshot, sign_in, wait_until_still
+from tests.support.builder_steps import example, make_graph, open_builder, viewport_settled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

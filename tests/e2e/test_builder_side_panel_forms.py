@@ -7,8 +7,8 @@ from playwright.sync_api import expect
 
 from builder.services import graph_publish
 from graphs.models import Graph
-from tests.support.browser import ARTIFACTS, screenshot, sign_in
-from tests.support.builder_steps import make_graph, make_user, node, open_builder, stored_spec, wait_saved
+from tests.support.browser import ARTIFACTS, make_user, screenshot, sign_in
+from tests.support.builder_steps import make_graph, node, open_builder, stored_spec, wait_saved
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

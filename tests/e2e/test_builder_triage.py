@@ -7,13 +7,12 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.support.browser import screenshot, sign_in
+from tests.support.browser import make_user, screenshot, sign_in
 from tests.support.builder_steps import (
     connect_until_drawn,
     drag_kind,
     example,
     make_graph,
-    make_user,
     node,
     open_builder,
     stored_spec,

@@ -35,9 +35,9 @@ from playwright.sync_api import Page, expect
 from runs.engine import events as run_events
 from runs.models import Run, RunEventKind, Step, StepAttempt
 from runs.services import run_start
-from tests.support.browser import screenshot
-from tests.support.cluster import cluster_factory, describe_db, test_database_url, wait_for_status  # noqa: F401  (fixture)
-from tests.support.live_daphne import START_TIMEOUT_S, Daphne, admin_page, approve_and_drive
+from tests.support.browser import admin_page, approve_and_drive, screenshot
+from tests.support.cluster import describe_db, wait_for_status
+from tests.support.daphne import START_TIMEOUT_S, Daphne
 from tests.support.run_page import LIVE_TIMEOUT_MS, RunPageView
 from tests.support.specs import chain, effect, graph, node, publish, run_local
 from tests.support.tools import read_effects
@@ -168,7 +168,7 @@ def test_server_drops_the_socket_and_the_page_shows_missed_events_none_twice(dap
     expect(page.locator(".react-flow__node").first).to_be_visible()
     view.mark_loaded()
 
-    daphne.kill()  # the server drops the socket: the web process is gone
+    daphne.stop()  # the server drops the socket: the web process is gone
     expect(view.connection("Reconnecting")).to_be_visible(timeout=LIVE_TIMEOUT_MS)
     for i in range(3):  # events commit while no web process serves the page
         run_events.create(run_id=run.pk, kind=RunEventKind.STEP_REQUEUED, data={"by": f"while down {i}"})

@@ -21,7 +21,6 @@ from tests.support.audit import tamper
 from tests.support.browser import format_usd, login, make_user, screenshot, wait_until_still
 from tests.support.costs import make_spend, sql_by, sql_totals
 from tests.support.leases import pay_version, run_at_pay
-from tests.support.llm_server import llm_server, sdk_providers  # noqa: F401  (fixtures)
 from tests.support.specs import chain, graph, node, publish, run_local, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)

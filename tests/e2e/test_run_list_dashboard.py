@@ -19,8 +19,8 @@ from approvals.selectors import inbox_counts
 from runs import selectors
 from runs.models import Run
 from runs.reports import selectors as report_selectors
-from tests.support.browser import format_usd, make_user, screenshot, sign_in
-from tests.support.live_daphne import Daphne, approve_and_drive
+from tests.support.browser import approve_and_drive, format_usd, make_user, screenshot, sign_in
+from tests.support.daphne import Daphne
 from tests.support.specs import publish, run_local
 from tests.support.world import approval_spec, priced_spec
 

@@ -26,8 +26,8 @@ from runs.engine import workers
 from runs.models import Run, Step, StepAttempt
 from runs.services import run_start
 from runs.vocabulary import NodeError
-from tests.support.browser import screenshot, wait_until_still
-from tests.support.live_daphne import Daphne, admin_page
+from tests.support.browser import admin_page, screenshot, wait_until_still
+from tests.support.daphne import Daphne
 from tests.support.specs import chain, edge, effect, graph, node, publish, run_local, transform
 from tests.support.world import approval_spec, failing_spec
 

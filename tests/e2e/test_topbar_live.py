@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 
 from runs.services import run_cancel
 from tests.support.browser import COUNT_SOCKET_FRAMES, make_user, screenshot, sign_in, wait_for_socket_message
-from tests.support.live_daphne import Daphne
+from tests.support.daphne import Daphne
 from tests.support.specs import run_local
 from tests.support.world import approval_spec
 

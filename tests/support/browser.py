@@ -5,10 +5,16 @@ import uuid
 from decimal import Decimal
 from pathlib import Path
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, User
 from playwright.sync_api import Page
 
 from accounts.authentication import ROLES
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
+from runs.engine import api as engine
+from runs.models import Run
+from tests.support.daphne import Daphne
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
@@ -45,6 +51,19 @@ def make_user(username: str, *groups: str, staff: bool = False) -> User:
 def login(page, live_server, user: User) -> None:
     """Sign ``user`` in on the live server (password as :func:`make_user` sets it)."""
     sign_in(page, live_server.url, user.username, f"pw-{user.username}-1")
+
+
+def admin_page(page: Page, daphne: Daphne) -> None:
+    """Make superuser 'ada' and sign ``page`` in on ``daphne``."""
+    get_user_model().objects.create_superuser("ada", "ada@localhost", "pw-ada-live-1")
+    sign_in(page, daphne.url, "ada", "pw-ada-live-1")
+
+
+def approve_and_drive(run: Run) -> None:
+    """Approve ``run``'s pending approval and run its remaining steps here (local mode)."""
+    with engine.local_mode() as queue:
+        approval_decide(approval_id=ApprovalRequest.objects.get(run=run, status="pending").pk, decision="approve", actor="tester")
+        engine.drive_local(run.pk, queue=queue, timeout=30)
 
 
 def format_usd(value: Decimal) -> str:

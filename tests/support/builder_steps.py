@@ -1,11 +1,11 @@
-"""Steps the builder browser tests share: users, graphs, opening the canvas, dragging kinds, drawing edges."""
+"""Steps the builder browser tests share: graphs, opening the canvas, dragging kinds, drawing edges."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
 
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
 from builder.services import graph_create
@@ -18,14 +18,6 @@ MOD = "Control"
 def example(name: str = "support_triage") -> dict[str, Any]:
     """An example graph spec from examples/<name>.json."""
     return json.loads((EXAMPLES / f"{name}.json").read_text())
-
-
-def make_user(username: str, *groups: str, staff: bool = False) -> User:
-    """A user with password ``pw-<username>-1`` in the given groups (created when missing)."""
-    user = User.objects.create_user(username, password=f"pw-{username}-1", is_staff=staff)
-    for name in groups:
-        user.groups.add(Group.objects.get_or_create(name=name)[0])
-    return user
 
 
 def make_graph(name: str, spec: dict[str, Any] | None = None, user: User | None = None) -> int:

@@ -417,7 +417,7 @@ def _anthropic_message(body: dict[str, Any], reply: Reply, turn: int) -> dict[st
 
 
 # ---------------------------------------------------------------------- pytest fixtures
-# Imported by the conftest of tests/providers and tests/costs.
+# A plugin of every test (pytest_plugins in tests/conftest.py): a test asks for them by name.
 import pytest  # noqa: E402
 
 

@@ -140,14 +140,15 @@ def make_users() -> dict[str, Any]:
     return users
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def fast_passwords(settings: Any) -> None:
-    """PBKDF2 at full strength costs ~0.3 s per user; these tests do not test hashing."""
+    """PBKDF2 at full strength costs ~0.3 s per user: a module whose tests do not test
+    hashing asks for MD5 with ``pytest.mark.usefixtures("fast_passwords")``."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture
-def world(transactional_db: Any) -> World:
+def world(transactional_db: Any, fast_passwords: None) -> World:
     """The :class:`World` in a transactional test database."""
     users = make_users()
     keys: dict[Any, str] = {}

@@ -64,11 +64,17 @@ export function ForkDialog({ run, stepId, onClose, navigate }: ForkDialogProps) 
 
   // The edited state previewed by the server (its own checks: values JSON cannot carry, the size limit).
   useEffect(() => {
-    if (!base || blocking || local.patch === null) return;
+    if (!base || blocking || local.patch === null) {
+      setPreviewing(false);
+      return;
+    }
     const mine = ++sequence.current;
+    // Stale from this keystroke until the server has previewed this patch: Fork waits for
+    // it (enabled during the delay, a click could fork what the preview never showed, and
+    // a button disabled under the pointer when the delay ends swallows the click).
+    setPreviewing(true);
     const controller = new AbortController();
     const timer = window.setTimeout(() => {
-      setPreviewing(true);
       api<ActionPreview>(`runs/${run.id}/fork/preview/`, { method: "POST", body: { step: base.step, state_patch: local.patch }, signal: controller.signal })
         .then((p) => {
           if (mine !== sequence.current) return;

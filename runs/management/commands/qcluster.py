@@ -15,14 +15,18 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from runs.engine import api as engine
+from runs.tools.checks import TOOL_MODULES_TAG
 
 
 class Command(BaseCommand):
     help = "Start a worker cluster (django-q2) that runs Ballast's steps; SIGTERM stops it gracefully."
     # Django's system checks import the URLconf, so every view, DRF and the admin: seconds
     # of a restarted worker's start for nothing it runs. `migrate`, `check` and the web
-    # server run them; a worker does not (ballast.settings.BALLAST_WORKER_PROCESS).
-    requires_system_checks: list[str] = []
+    # server run them all; a worker runs one, the tool modules' (runs.tools.checks): a
+    # module of BALLAST_EXTRA_TOOL_MODULES that fails to import stops it at start, named,
+    # instead of failing its first step. The modules it imports are the ones every step
+    # needs, imported once here before django-q2 forks its workers.
+    requires_system_checks: list[str] = [TOOL_MODULES_TAG]
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--run-once", action="store_true", help="Start, then stop at once.")

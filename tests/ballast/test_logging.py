@@ -1,0 +1,43 @@
+"""The settings' LOGGING configures the logger django-q2 really uses, so CLI commands do not print its INFO lines."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.process  # every test here starts a fresh interpreter
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRIPT = """
+import logging
+import django
+django.setup()
+from django_q.conf import logger  # the logger django-q2 logs to
+from django_q.tasks import async_task  # noqa: F401 - importing the queue API, as commands do
+logger.info("queue info line")
+logger.warning("queue warning line")
+print("name=" + logger.name)
+"""
+
+
+def _run(**env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k != "BALLAST_Q_LOG_LEVEL"}
+    environ.update({"DJANGO_SETTINGS_MODULE": "ballast.settings", **env})
+    return subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=60)
+
+
+def test_queue_info_lines_are_off_by_default_and_warnings_still_show():
+    done = _run()
+    assert done.returncode == 0, done.stderr
+    assert "name=django-q" in done.stdout
+    assert "queue info line" not in done.stderr
+    assert "queue warning line" in done.stderr
+
+
+def test_queue_info_lines_show_when_asked():
+    done = _run(BALLAST_Q_LOG_LEVEL="INFO")
+    assert done.returncode == 0, done.stderr
+    assert "queue info line" in done.stderr

@@ -1,0 +1,104 @@
+"""Schemathesis against the OpenAPI schema, in-process through the WSGI app: no 500s, and
+every response matches the schema (status code, content type, headers, body).
+
+Bounded: each operation gets ``MAX_EXAMPLES`` positive and as many negative (schema-
+violating) requests, half of them aimed at objects that exist (seeded graph, versions,
+runs in each status, steps, approvals) so the 2xx paths are exercised, not just 404s.
+The whole module takes seconds per database.
+
+Not checked: schemathesis' ``negative_data_rejection`` and ``positive_data_acceptance``.
+The API deliberately treats an empty query parameter as absent and an unusable page size
+as the default (DRF's conventions), and answers semantic refusals (a graph that does not
+validate, a run in the wrong status) with 400/409: those are choices, not schema breaks.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import schemathesis
+from django.core.wsgi import get_wsgi_application
+from drf_spectacular.generators import SchemaGenerator
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from runs.engine import api as engine
+from tests.support.world import World
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
+
+MAX_EXAMPLES = 8
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance, response_schema_conformance]
+
+RAW_SCHEMA = SchemaGenerator().get_schema(request=None, public=True)
+SCHEMA = schemathesis.openapi.from_dict(RAW_SCHEMA)
+SCHEMA.app = get_wsgi_application()  # in-process: requests go straight to Django's WSGI handler
+OPERATIONS = {result.ok().label: result.ok() for result in SCHEMA.get_all_operations()}
+
+
+def test_the_schema_is_served_and_documents_every_api_route(world: World) -> None:
+    served = world.clients["viewer"].get("/api/schema/?format=json")
+    assert served.status_code == 200
+    assert served.json()["paths"].keys() == RAW_SCHEMA["paths"].keys()
+    assert len(OPERATIONS) == 64  # + runs_summary, runs_cancel_bulk, steps_state, runs_graph
+
+
+def seeded_ids(world: World) -> dict[str, Any]:
+    """Path parameter values that name existing objects."""
+    version = world.approval_version
+    run = world.waiting_run()
+    return {
+        "graph_id": version.graph_id,
+        "number": 1,
+        "run_id": run.pk,
+        "step_id": world.step(run, "draft").pk,
+        "approval_id": world.approval_of(world.waiting_run()).pk,
+        "name": _stored_provider(),
+        "node_id": "draft",
+    }
+
+
+def _stored_provider() -> str:
+    """A provider added in the app (nothing listens at its URL: a test of it fails fast)."""
+    from runs.providers.services import provider_credential_create
+
+    data = {"name": "seeded", "kind": "openai_compatible", "base_url": "http://127.0.0.1:9/v1", "default_model": "local-7b"}
+    return provider_credential_create(data=data).name
+
+
+@pytest.mark.parametrize("label", sorted(OPERATIONS))
+def test_api_conforms_to_its_schema(world: World, label: str) -> None:
+    operation = OPERATIONS[label]
+    world.failed_run()
+    world.succeeded_run()
+    ids = seeded_ids(world)
+    existing = {p.name: ids[p.name] for p in operation.path_parameters if p.name in ids}
+    headers = {"Authorization": f"Token {world.token('admin')}"}
+    strategies = []
+    for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+        strategies.append(operation.as_strategy(generation_mode=mode))
+        if existing:
+            strategies.append(operation.as_strategy(generation_mode=mode, path_parameters=existing))
+
+    @hsettings(
+        max_examples=MAX_EXAMPLES * len(strategies),
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=st.one_of(*strategies))
+    def check(case: Any) -> None:
+        with engine.local_mode():  # started runs stay rows; nothing goes to django-q
+            case.call_and_validate(headers=headers, checks=CHECKS)
+
+    check()
