@@ -122,7 +122,8 @@ def readyz(request: HttpRequest) -> HttpResponse:
     response = JsonResponse({
         "status": "ready" if ready else "unready",
         "checks": {name: check.as_dict() for name, check in checks.items()},
-        "workers": _workers(),
+        # Not read again from a database that just failed (a second connect time-out).
+        "workers": _workers() if checks["database"].ok else {"error": "database unreachable"},
     }, status=status)
     response["Cache-Control"] = "no-store"
     if status >= 500:
