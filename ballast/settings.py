@@ -232,6 +232,9 @@ if BALLAST_WORKER_PROCESS:
     INSTALLED_APPS = WORKER_APPS
 
 MIDDLEWARE = [
+    # First: /healthz and /readyz answer before host checks, redirects and sessions (a load
+    # balancer probes by IP address; ballast/health.py).
+    "ballast.health.HealthProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves static files (the built front end included) from daphne/gunicorn in production.
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -1,4 +1,4 @@
-"""Top-level URL routes: the browser app's pages, sign-in, admin, the REST API under /api/v1/, its schema and docs."""
+"""Top-level URL routes: health probes, the browser app's pages, sign-in, admin, the REST API under /api/v1/, its schema and docs."""
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
 from django.templatetags.static import static
@@ -7,7 +7,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 import runs.providers.admin  # noqa: F401  (registers the LLM provider admin before admin.site.urls is built)
-from ballast import views
+from ballast import health, views
 from core.api import api_not_found
 
 api_v1 = [
@@ -17,6 +17,10 @@ api_v1 = [
 ]
 
 urlpatterns = [
+    # Health probes: answered by ballast.health.HealthProbeMiddleware before host checks and
+    # sessions; named here so reverse() and the URL list know them.
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     path("", views.home, name="home"),
     path("graphs/", views.graph_list, name="graphs-page"),
     path("graphs/<int:graph_id>/", views.graph_builder, name="graph-builder"),

@@ -125,6 +125,8 @@ steps_worker_alive = liveness.steps_worker_alive
 # this host is certainly gone (psutil). For the workers page.
 HOST = workers.HOST
 heartbeat_window = liveness.heartbeat_window
+# Liveness of worker hosts and their clusters (manage.py check_health, /readyz's detail).
+workers_health = liveness.workers_health
 owner_is_dead = workers.owner_is_dead
 is_cluster_main_process = recovery.is_cluster_main_process
 start_supervisor = recovery.start_supervisor

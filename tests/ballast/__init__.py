@@ -1,0 +1,1 @@
+"""Tests of the ballast package: settings, URLs and the health probes."""
