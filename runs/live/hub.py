@@ -71,13 +71,19 @@ class Hub:
         self.new_run_watchers: set[Callable[[], None]] = set()
         self.newest_run: int | None = None
         self.rejoined = float("-inf")  # loop time of the last rejoin
+        # While the channel layer's receive fails, no push comes: the rows are read at the
+        # poll interval, not the safety interval (interval()).
+        self.layer_down = False
 
     @staticmethod
     def push() -> bool:
         return run_events.push_enabled()
 
     def interval(self) -> float:
-        if self.push():
+        """Seconds between two reads of the rows: the safety interval while pushes come
+        (they deliver; the read only makes up for a lost one), else the poll interval (no
+        channel layer, or its receive is failing)."""
+        if self.push() and not self.layer_down:
             return float(getattr(settings, "BALLAST_LIVE_SAFETY_SECONDS", 1.0))
         return float(getattr(settings, "BALLAST_LIVE_POLL_SECONDS", 0.2))
 
@@ -267,6 +273,7 @@ class Hub:
                     await self.rejoin()
                     log.warning("live events: the channel layer answers again after %.1fs", asyncio.get_running_loop().time() - down_since)
                     down_since = None
+                    self.layer_down = False
                     self.wake.set()  # pushes sent meanwhile are lost: read the rows
                 message = await self.layer.receive(self.channel)
             except asyncio.CancelledError:
@@ -276,6 +283,8 @@ class Hub:
                     down_since = asyncio.get_running_loop().time()
                     expected = type(exc).__module__.startswith("redis")
                     log.warning("live events: receive from the channel layer failed (%s); polling the rows until it answers", exc, exc_info=not expected)
+                    self.layer_down = True
+                    self.wake.set()  # the poller takes the poll interval from now on
                 await asyncio.sleep(self.interval())
                 continue
             if message.get("type") != "run.events":

@@ -390,3 +390,29 @@ def test_200_sockets_on_200_runs_read_o1_queries_per_poll_while_events_commit(wo
     # At most two queries per poll: the counters, and the new events of the runs that moved.
     # (The test's own commits ran on this thread too: only the SELECTs are counted.)
     assert got["polls"] <= got["reads"] <= 2 * got["polls"] + 2, {k: v for k, v in got.items() if k != "received"}
+
+
+def test_while_the_channel_layer_is_down_the_rows_are_read_at_the_poll_interval(world: World, settings: Any) -> None:
+    """No push comes while the layer's receive fails: the hub reads the rows at the poll
+    interval, not the safety interval (30 s here, three times the socket's wait)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]  # nothing listens here once the probe is closed
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [f"redis://127.0.0.1:{closed}/0"]}}
+    }
+    settings.BALLAST_LIVE_PUSH = True
+    settings.BALLAST_LIVE_SAFETY_SECONDS = 30.0
+    run = world.succeeded_run()
+    key = token_create(user=world.users["starter"], name="ws")[1]
+    last = run.read_event_seq()
+
+    async def body() -> list[int]:
+        ws = await connect(f"/ws/runs/{run.pk}/?after={last}&token={key}")
+        assert await ws.receive_nothing(0.5)  # the consumer follows the run and reads its backlog
+        await database_sync_to_async(add_event)(run.pk, 2)
+        got = [e["seq"] for e in await receive_events(ws, 2)]
+        await ws.disconnect()
+        return got
+
+    assert async_to_sync(body)() == [last + 1, last + 2]
