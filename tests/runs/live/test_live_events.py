@@ -222,9 +222,14 @@ def test_an_uncommitted_or_rolled_back_event_is_never_sent(world: World, layer: 
 
 
 @pytest.mark.skipif(not redis_up(), reason="Redis is not running at 127.0.0.1:6379")
-def test_a_full_channel_layer_buffer_loses_nothing(world: World, settings: Any) -> None:
+def test_a_full_channel_layer_buffer_loses_nothing(world: World, settings: Any, caplog: Any) -> None:
     """channels-redis drops messages for a channel at capacity; the hub sees the gap in seq
-    and reads the rows: the socket still gets every event once, in order."""
+    and reads the rows: the socket still gets every event once, in order.
+
+    Cancelling the receiver mid-read can leave its Redis connection broken, so that the
+    restarted receive fails once: the hub then reads the rows at the poll interval until
+    the layer answers, and a push arriving after that read finds no gap. Either way the
+    dropped pushes cost nothing; the test accepts either path and says which it took."""
     settings.CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -261,7 +266,9 @@ def test_a_full_channel_layer_buffer_loses_nothing(world: World, settings: Any) 
 
     got, stats = async_to_sync(body)()
     assert got == list(range(last + 1, last + 32))
-    assert stats["gaps"] >= 1, stats  # messages really were dropped
+    assert stats["pushes"] < 31, stats  # the layer kept at most its capacity of the 30
+    layer_failed = "receive from the channel layer failed" in caplog.text
+    assert stats["gaps"] >= 1 or layer_failed, stats  # the gap seen, or the rows read while it was down
 
 
 def test_a_socket_follows_several_runs_and_only_readable_ones(world: World, layer: str) -> None:
