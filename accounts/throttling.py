@@ -43,6 +43,7 @@ __all__ = [
     "ApiRateThrottle",
     "SignInLockoutBackend",
     "client_address",
+    "rate_counted",
     "token_failure_blocked",
     "token_failure_record",
 ]
@@ -179,6 +180,16 @@ def _failure_keys(address: str, prefix: str, now: float) -> list[tuple[str, str,
         key, limit, duration, left = _window(scope, ident, now)
         out.append((scope, key, limit, duration, left))
     return out
+
+
+def rate_counted(scope: str, ident: str) -> int | None:
+    """Count one request of ``ident`` against the rate ``scope`` of
+    DEFAULT_THROTTLE_RATES (a fixed window, as every counter here): None when within the
+    rate, else the seconds until the window ends (for ``Retry-After``)."""
+    key, limit, duration, left = _window(scope, ident, time.time())
+    if _count(key, duration) > limit:
+        return max(1, math.ceil(left))
+    return None
 
 
 def token_failure_blocked(*, address: str, prefix: str) -> int | None:

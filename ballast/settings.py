@@ -206,6 +206,7 @@ INSTALLED_APPS = [
     "builder",
     "runs",
     "approvals",
+    "triggers",  # webhook triggers per graph
     # After runs: runs' qcluster command (bounded graceful stop) replaces django-q2's.
     "django_q",
 ]
@@ -359,6 +360,8 @@ REST_FRAMEWORK: dict[str, Any] = {
         # client address and per token prefix presented: past the rate, 429.
         "token_failure_address": os.environ.get("BALLAST_TOKEN_FAILURE_RATE_ADDRESS", "20/minute"),
         "token_failure_prefix": os.environ.get("BALLAST_TOKEN_FAILURE_RATE_PREFIX", "10/minute"),
+        # Deliveries to one webhook trigger (triggers app), accepted or not: past the rate, 429.
+        "webhook": os.environ.get("BALLAST_WEBHOOK_RATE", "120/minute"),
     },
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",

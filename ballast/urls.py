@@ -14,6 +14,7 @@ api_v1 = [
     path("", include("builder.urls")),
     path("", include("runs.urls")),
     path("", include("approvals.urls")),
+    path("", include("triggers.urls")),
 ]
 
 urlpatterns = [

@@ -155,6 +155,9 @@ class Run(models.Model):
     cost_usd = models.DecimalField(max_digits=24, decimal_places=12, default=Decimal(0))
     idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
     is_test = models.BooleanField(default=False)
+    # Who or what started the run when not a user at the API or browser: "webhook <name>"
+    # for a webhook trigger (triggers app); "" for runs started directly.
+    source = models.CharField(max_length=200, blank=True, default="")
     forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
     forked_from_step = models.ForeignKey("runs.Step", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

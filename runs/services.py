@@ -117,13 +117,15 @@ def run_start(
     budget_usd: Decimal | None = None,
     budget_tokens: int | None = None,
     idempotency_key: str | None = None,
+    source: str = "",
 ) -> Run:
     """Start a run of a published (hence validated) graph version.
 
     The run and its start step commit before anything executes; the start step is handed
     to the queue after the commit. ``run_input`` defaults to ``{}``. Raises RunInputInvalid;
     IntegrityError when ``idempotency_key`` is already taken (run_start_idempotent, the
-    entry point for keyed starts, turns that into the earlier run).
+    entry point for keyed starts, turns that into the earlier run). ``source`` names what
+    started the run ("webhook <name>"), shown in the run API.
     """
     run_input = {} if run_input is None else run_input
     errors = input_errors(version, run_input)
@@ -139,6 +141,7 @@ def run_start(
         idempotency_key=idempotency_key,
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
+        source=source,
     )
 
 
@@ -152,6 +155,7 @@ def run_start_idempotent(
     actor: str | None = None,
     budget_usd: Decimal | None = None,
     budget_tokens: int | None = None,
+    source: str = "",
 ) -> RunStarted:
     """Start a run once per ``idempotency_key`` (the caller scopes keys, e.g. per user).
 
@@ -185,6 +189,7 @@ def run_start_idempotent(
             budget_usd=budget_usd,
             budget_tokens=budget_tokens,
             idempotency_key=idempotency_key,
+            source=source,
         )
     except IntegrityError:
         # A concurrent request with the same key won the race: it must be the same request.

@@ -374,6 +374,8 @@ class RunOutput(serializers.Serializer):
     graph_name = serializers.CharField(source="graph_version.graph.name")
     version = serializers.IntegerField(source="graph_version.number")
     status = serializers.ChoiceField(choices=RunStatus.choices)
+    # A field named like Field.source: DRF's metaclass takes declared fields out of the class.
+    source = serializers.CharField(help_text='What started the run when not a user directly: "webhook <name>"; "" otherwise.')  # type: ignore[assignment]
     waiting_for = serializers.SerializerMethodField(
         help_text="What a live run waits for: 'decision' when a step was parked after a crash (not safe to repeat: "
         "retry, skip or fail), else 'approval' when a step waits at an approval gate, else null. Parked is not a run "

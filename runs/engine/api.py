@@ -161,10 +161,12 @@ def run_start(
     idempotency_key: str | None = None,
     budget_usd: Decimal | None = None,
     budget_tokens: int | None = None,
+    source: str = "",
 ) -> Run:
     """Commit a new run of ``version`` (validated graph, validated JSON-object input) with its
     start step pending, audited as ``run.start``; the start step goes to the queue after
-    commit. ``budget_usd``/``budget_tokens`` override the graph's settings. The run exists
+    commit. ``budget_usd``/``budget_tokens`` override the graph's settings; ``source``
+    names what started it ("webhook <name>"; "" for a direct start). The run exists
     before anything executes. Raises IntegrityError when ``idempotency_key`` is already
     taken (the service turns that into the earlier run); StateWriteRefused when the input
     holds a value JSON cannot carry or the initial state passes BALLAST_MAX_STATE_BYTES;
@@ -179,6 +181,7 @@ def run_start(
         idempotency_key=idempotency_key,
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
+        source=source,
     )
     _dispatch_on_commit(started.step_ids)
     return started.run

@@ -93,6 +93,7 @@ def run_create(
     idempotency_key: str | None = None,
     budget_usd: Decimal | None = None,
     budget_tokens: int | None = None,
+    source: str = "",
 ) -> StartedRun:
     """Commit a new run and its start step (pending, marked dispatched) in one transaction.
 
@@ -118,6 +119,7 @@ def run_create(
         step_count=1,
         created_by=created_by,
         idempotency_key=idempotency_key,
+        source=source,
     )
     start = graph.topology.nodes[graph.start_id()]
     if connection.vendor == "postgresql" and getattr(settings, "BALLAST_FAST_COMMIT", True) and not connection.in_atomic_block:
