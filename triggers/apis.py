@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -81,6 +82,7 @@ class WebhookCreatedOutput(WebhookOutput):
 
 class WebhookCreateInput(serializers.Serializer):
     name = serializers.CharField(max_length=100)
+    run_as = serializers.CharField(required=False, max_length=150, help_text="The username runs act as (an operator of the graph); default: the creator.")
     enabled = serializers.BooleanField(default=True)
     version = serializers.IntegerField(required=False, allow_null=True, default=None, help_text="A version number; null or absent: latest published.")
     signed = serializers.BooleanField(default=True)
@@ -90,6 +92,7 @@ class WebhookCreateInput(serializers.Serializer):
 
 class WebhookUpdateInput(serializers.Serializer):
     name = serializers.CharField(max_length=100, required=False)
+    run_as = serializers.CharField(required=False, max_length=150)
     enabled = serializers.BooleanField(required=False)
     version = serializers.IntegerField(required=False, allow_null=True)
     timestamp_window_seconds = serializers.IntegerField(required=False)
@@ -124,6 +127,15 @@ def _version(graph: Graph, number: int | None) -> GraphVersion | None:
     return version
 
 
+def _user(username: str | None) -> Any:
+    if username is None:
+        return None
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is None:
+        raise services.TriggerInvalid("no such user", fields={"run_as": ["No such active user."]})
+    return user
+
+
 def _url(request: Any, token: str) -> str:
     return str(request.build_absolute_uri(f"/api/v1/hooks/{token}/"))
 
@@ -146,7 +158,7 @@ class WebhookCollectionApi(ApiView):
         created = services.trigger_create(
             graph=graph, name=data["name"], user=request.user, version=_version(graph, data["version"]),
             input_mapping=data["input_mapping"], signed=data["signed"], enabled=data["enabled"],
-            timestamp_window_seconds=data["timestamp_window_seconds"],
+            timestamp_window_seconds=data["timestamp_window_seconds"], run_as=_user(data.get("run_as")),
         )
         body = {**WebhookOutput(created.trigger).data, "url": _url(request, created.token), "secret": created.secret}
         return Response(body, status=status.HTTP_201_CREATED)
@@ -168,6 +180,8 @@ class WebhookDetailApi(ApiView):
         data = self.validated(WebhookUpdateInput, request.data)
         if "version" in data:
             data["version"] = _version(trigger.graph, data["version"])
+        if "run_as" in data:
+            data["run_as"] = _user(data["run_as"])
         trigger = services.trigger_update(trigger=trigger, user=request.user, **data)
         return Response(WebhookOutput(trigger).data)
 

@@ -26,6 +26,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from accounts import policy
 from accounts.roles import BUILDERS
 from accounts.throttling import rate_counted
 from audit.chain import audit
@@ -182,6 +183,12 @@ def require_builder(user: Any, graph: Graph) -> None:
         raise ForbiddenError(f"{user} may not manage the webhooks of graph {graph.pk}", message="Only builders may manage a graph's webhooks.")
 
 
+def _check_run_as(graph: Graph, run_as: Any) -> None:
+    if not policy.can_operate_graph(run_as, graph):
+        raise TriggerInvalid(f"{run_as} may not start runs of graph {graph.pk}", message="The webhook's runs would act as a user who may not start them.",
+                             fields={"run_as": [f"{run_as.get_username()} may not start runs of this graph (not an operator of it)."]})
+
+
 def _checked(graph: Graph, version: GraphVersion | None, mapping: dict[str, str], window: int) -> None:
     if version is not None and version.graph_id != graph.pk:
         raise TriggerInvalid("version of another graph", fields={"version": ["No such published version of this graph."]})
@@ -213,6 +220,7 @@ def trigger_create(
     require_builder(user, graph)
     mapping = input_mapping or {}
     _checked(graph, version, mapping, timestamp_window_seconds)
+    _check_run_as(graph, run_as or user)
     if WebhookTrigger.objects.filter(graph=graph, name=name).exists():
         raise TriggerInvalid("name taken", fields={"name": ["This graph has a webhook of this name."]})
     token = secrets.token_urlsafe(32)
@@ -235,10 +243,13 @@ _UNSET: Any = object()
 
 def trigger_update(
     *, trigger: WebhookTrigger, user: Any, enabled: bool | None = None, version: Any = _UNSET, input_mapping: dict[str, str] | None = None,
-    timestamp_window_seconds: int | None = None, name: str | None = None,
+    timestamp_window_seconds: int | None = None, name: str | None = None, run_as: Any = None,
 ) -> WebhookTrigger:
     """Change a trigger (``version=None``: latest published), validated as at creation; audited ``webhook.update``."""
     require_builder(user, trigger.graph)
+    if run_as is not None:
+        _check_run_as(trigger.graph, run_as)
+        trigger.run_as = run_as
     new_version = trigger.version if version is _UNSET else version
     mapping = trigger.input_mapping if input_mapping is None else input_mapping
     window = trigger.timestamp_window_seconds if timestamp_window_seconds is None else timestamp_window_seconds
@@ -247,7 +258,8 @@ def trigger_update(
         if WebhookTrigger.objects.filter(graph_id=trigger.graph_id, name=name).exists():
             raise TriggerInvalid("name taken", fields={"name": ["This graph has a webhook of this name."]})
         trigger.name = name
-    changed: dict[str, Any] = {"enabled": enabled, "version": None if new_version is None else new_version.number, "input_mapping": input_mapping, "name": name}
+    changed: dict[str, Any] = {"enabled": enabled, "version": None if new_version is None else new_version.number, "input_mapping": input_mapping, "name": name,
+                               "run_as": None if run_as is None else run_as.get_username()}
     if enabled is not None:
         trigger.enabled = enabled
     trigger.version = new_version
@@ -319,6 +331,8 @@ def _body(trigger: WebhookTrigger, raw: bytes) -> Any:
 
 
 def _start(trigger: WebhookTrigger, delivery_id: str, run_input: Any) -> tuple[Run, bool]:
+    if not policy.can_operate_graph(trigger.run_as, trigger.graph):  # lost the role (or was deactivated) since the save
+        raise DeliveryRefused(403, "run_as_not_allowed", f"The user this webhook acts as, {trigger.run_as.get_username()}, may no longer start runs of this graph.")
     version = version_of(trigger)
     if version is None:
         raise DeliveryRefused(409, "no_published_version", "The graph has no published version.")
@@ -359,7 +373,7 @@ def delivery_receive(*, token: str, body: bytes, headers: Any, wait: float | Non
     202 ``{"run", "status"}`` once the run is committed (a repeated delivery id: the same
     run); with ``wait`` (seconds, at most MAX_WAIT_SECONDS), 200 with the run's
     ``output`` and ``error`` if it ends by then. Refusals are answers too, never raised."""
-    trigger = WebhookTrigger.objects.select_related("run_as", "version").filter(token_hash=token_hash(token)).first()
+    trigger = WebhookTrigger.objects.select_related("run_as", "version", "graph").filter(token_hash=token_hash(token)).first()
     if trigger is None:
         return Answer(404, {"detail": "Not found."})
     delivery_id = ""

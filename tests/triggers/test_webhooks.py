@@ -21,8 +21,10 @@ pytestmark = pytest.mark.usefixtures("fast_passwords")
 
 @pytest.fixture
 def hook(world: Any) -> dict[str, Any]:
-    """A signed webhook on a published graph, created through the API by a builder."""
+    """A signed webhook on a published graph, created through the API by a builder who
+    operates it (its runs act as the creator)."""
     version = publish(order_spec())
+    version.graph.operators.add(world.users["builder"])
     response = world.clients["builder"].post(f"/api/v1/graphs/{version.graph_id}/webhooks/", {"name": "orders"}, format="json")
     assert response.status_code == 201, response.content
     body = response.json()
@@ -96,6 +98,7 @@ def test_schema_errors_answer_400_with_fields_and_no_run(world: Any, hook: dict[
 
 def test_mapping_takes_fields_from_the_body_and_headers(world: Any) -> None:
     version = publish(order_spec())
+    version.graph.operators.add(world.users["builder"])
     client = world.clients["builder"]
     refused = client.post(f"/api/v1/graphs/{version.graph_id}/webhooks/", {"name": "m", "signed": False, "input_mapping": {"event": "header:X-Event"}}, format="json")
     assert refused.status_code == 400
@@ -217,3 +220,22 @@ def test_rotate_update_deliveries_and_delete(world: Any, hook: dict[str, Any]) -
     assert post(hook["path"], body, **signed_headers(new_secret, body)).status_code == 404
     actions = set(AuditEntry.objects.filter(object_type="webhooktrigger").values_list("action", flat=True))
     assert {"webhook.create", "webhook.rotate_secret", "webhook.update", "webhook.delete", "webhook.delivery"} <= actions
+
+
+def test_runs_act_as_an_operator_of_the_graph(world: Any, hook: dict[str, Any]) -> None:
+    client = world.clients["builder"]
+    base = f"/api/v1/graphs/{hook['graph']}/webhooks/"
+    refused = client.post(base, {"name": "as-viewer", "run_as": "viewer"}, format="json")
+    assert refused.status_code == 400 and "run_as" in refused.json()["error"]["fields"]
+    assert client.post(base, {"name": "as-nobody", "run_as": "nobody"}, format="json").json()["error"]["fields"] == {"run_as": ["No such active user."]}
+    graph = hook["version"].graph
+    graph.operators.add(world.users["operator"])  # the graph names its operators: the group alone no longer counts
+    service = client.post(base, {"name": "as-operator", "run_as": "operator", "signed": False}, format="json")
+    assert service.status_code == 201, service.content
+    path = service.json()["url"].split("testserver", 1)[1]
+    run = Run.objects.get(pk=post(path, dumps({"x": 1})).json()["run"])
+    assert run.created_by == world.users["operator"]
+    graph.operators.remove(world.users["operator"])  # the service user loses its role: deliveries are refused, nothing starts
+    lost = post(path, dumps({"x": 1}))
+    assert lost.status_code == 403 and lost.json()["error"]["code"] == "run_as_not_allowed"
+    assert Run.objects.count() == 1
