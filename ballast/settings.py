@@ -362,6 +362,8 @@ REST_FRAMEWORK: dict[str, Any] = {
         "token_failure_prefix": os.environ.get("BALLAST_TOKEN_FAILURE_RATE_PREFIX", "10/minute"),
         # Deliveries to one webhook trigger (triggers app), accepted or not: past the rate, 429.
         "webhook": os.environ.get("BALLAST_WEBHOOK_RATE", "120/minute"),
+        # Deliveries to tokens that name no webhook, per client address: past the rate, 429.
+        "webhook_unknown": os.environ.get("BALLAST_WEBHOOK_UNKNOWN_RATE", "60/minute"),
     },
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",

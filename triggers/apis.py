@@ -14,6 +14,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from accounts.authentication import IsBuilder
+from accounts.throttling import client_address
 from core.api import ApiView, paginated
 from graphs.models import Graph, GraphVersion
 from triggers import services
@@ -37,7 +38,7 @@ def hook_receive(request: HttpRequest, token: str) -> JsonResponse:
         if not 0 <= wait <= services.MAX_WAIT_SECONDS:  # NaN fails too
             error = {"code": "invalid", "message": f"wait must be 0 to {services.MAX_WAIT_SECONDS:g} seconds.", "fields": {"wait": ["Out of range."]}}
             return JsonResponse({"error": error}, status=400)
-    answer = services.delivery_receive(token=token, body=request.body, headers=request.headers, wait=wait)
+    answer = services.delivery_receive(token=token, body=request.body, headers=request.headers, wait=wait, address=client_address(request))
     response = JsonResponse(answer.body, status=answer.status)
     for name, value in answer.headers.items():
         response[name] = value

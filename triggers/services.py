@@ -367,14 +367,20 @@ def _record(trigger: WebhookTrigger, delivery_id: str, status: int, run: Run | N
     return delivery
 
 
-def delivery_receive(*, token: str, body: bytes, headers: Any, wait: float | None = None) -> Answer:
+def delivery_receive(*, token: str, body: bytes, headers: Any, wait: float | None = None, address: str = "") -> Answer:
     """Handle one delivery to the trigger whose URL token is ``token`` (module docstring).
 
     202 ``{"run", "status"}`` once the run is committed (a repeated delivery id: the same
     run); with ``wait`` (seconds, at most MAX_WAIT_SECONDS), 200 with the run's
-    ``output`` and ``error`` if it ends by then. Refusals are answers too, never raised."""
+    ``output`` and ``error`` if it ends by then. Refusals are answers too, never raised.
+    ``address`` (the client's) counts deliveries to unknown tokens (rate ``webhook_unknown``)."""
     trigger = WebhookTrigger.objects.select_related("run_as", "version", "graph").filter(token_hash=token_hash(token)).first()
     if trigger is None:
+        # Counted per client address, so a scan of tokens costs its sender a 429 soon.
+        blocked = rate_counted("webhook_unknown", address) if address else None
+        if blocked is not None:
+            error = DeliveryRefused(429, "throttled", f"Too many deliveries to unknown webhooks; wait {blocked} s.")
+            return Answer(429, {"error": error.body()}, {"Retry-After": str(blocked)})
         return Answer(404, {"detail": "Not found."})
     delivery_id = ""
     try:

@@ -239,3 +239,12 @@ def test_runs_act_as_an_operator_of_the_graph(world: Any, hook: dict[str, Any]) 
     lost = post(path, dumps({"x": 1}))
     assert lost.status_code == 403 and lost.json()["error"]["code"] == "run_as_not_allowed"
     assert Run.objects.count() == 1
+
+
+def test_deliveries_to_unknown_tokens_are_counted_per_address(world: Any) -> None:
+    with override_settings(REST_FRAMEWORK=rates(webhook_unknown="2/hour")):
+        codes = [post(f"/api/v1/hooks/guess-{n}/", dumps({}), REMOTE_ADDR="192.0.2.7") for n in range(3)]
+        elsewhere = post("/api/v1/hooks/guess-x/", dumps({}), REMOTE_ADDR="192.0.2.8")
+    assert [c.status_code for c in codes] == [404, 404, 429]
+    assert int(codes[2]["Retry-After"]) > 0
+    assert elsewhere.status_code == 404
