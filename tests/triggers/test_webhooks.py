@@ -9,6 +9,7 @@ from django.db import connection
 from django.test import Client, override_settings
 
 from audit.models import AuditEntry
+from builder.services import graph_draft_save, graph_publish
 from runs.models import Run, Step
 from tests.support.bounded import wait_until
 from tests.support.specs import continue_local, publish
@@ -248,3 +249,17 @@ def test_deliveries_to_unknown_tokens_are_counted_per_address(world: Any) -> Non
     assert [c.status_code for c in codes] == [404, 404, 429]
     assert int(codes[2]["Retry-After"]) > 0
     assert elsewhere.status_code == 404
+
+
+def test_an_unpinned_webhook_runs_the_latest_published_version_and_a_pinned_one_its_own(world: Any, hook: dict[str, Any]) -> None:
+    graph = hook["version"].graph
+    spec = {**graph.draft, "description": "v2"}
+    graph = graph_draft_save(graph=graph, spec=spec, base_revision=graph.draft_revision)
+    v2 = graph_publish(graph=graph)
+    assert v2.number == 2
+    body = dumps({"x": 1})
+    latest = post(hook["path"], body, **signed_headers(hook["secret"], body))
+    assert Run.objects.get(pk=latest.json()["run"]).graph_version == v2
+    world.clients["builder"].patch(f"/api/v1/graphs/{hook['graph']}/webhooks/{hook['id']}/", {"version": 1}, format="json")
+    pinned = post(hook["path"], body, **signed_headers(hook["secret"], body))
+    assert Run.objects.get(pk=pinned.json()["run"]).graph_version == hook["version"]
