@@ -20,7 +20,8 @@ class WebhookTrigger(models.Model):
     graph = models.ForeignKey("graphs.Graph", on_delete=models.CASCADE, related_name="webhook_triggers")
     name = models.CharField(max_length=100)
     enabled = models.BooleanField(default=True)
-    version = models.ForeignKey("graphs.GraphVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    # CASCADE: a version goes only with its graph, and the graph's webhooks go with it.
+    version = models.ForeignKey("graphs.GraphVersion", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     token_hash = models.CharField(max_length=64, unique=True)
     secret_encrypted = models.TextField(blank=True, default="")
     timestamp_window_seconds = models.PositiveIntegerField(default=300)

@@ -263,3 +263,11 @@ def test_an_unpinned_webhook_runs_the_latest_published_version_and_a_pinned_one_
     world.clients["builder"].patch(f"/api/v1/graphs/{hook['graph']}/webhooks/{hook['id']}/", {"version": 1}, format="json")
     pinned = post(hook["path"], body, **signed_headers(hook["secret"], body))
     assert Run.objects.get(pk=pinned.json()["run"]).graph_version == hook["version"]
+
+
+def test_deleting_a_graph_deletes_its_webhooks_even_pinned_ones(world: Any, hook: dict[str, Any]) -> None:
+    client = world.clients["builder"]
+    client.patch(f"/api/v1/graphs/{hook['graph']}/webhooks/{hook['id']}/", {"version": 1}, format="json")
+    deleted = client.delete(f"/api/v1/graphs/{hook['graph']}/")
+    assert deleted.status_code == 204, deleted.content
+    assert not WebhookTrigger.objects.exists()
