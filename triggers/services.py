@@ -17,12 +17,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import re
 import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.db import transaction
 
@@ -36,6 +38,8 @@ from runs import services as run_services
 from runs.models import TERMINAL_RUN_STATUSES, Run
 from runs.providers.credentials import cipher
 from triggers.models import WebhookDelivery, WebhookTrigger
+
+log = logging.getLogger("ballast.triggers")
 
 SIGNATURE_HEADER = "X-Ballast-Signature"
 TIMESTAMP_HEADER = "X-Ballast-Timestamp"
@@ -305,7 +309,12 @@ def _verify(trigger: WebhookTrigger, body: bytes, headers: Any) -> None:
     if abs(time.time() - int(stamp)) > trigger.timestamp_window_seconds:
         raise DeliveryRefused(401, "timestamp_stale", f"{TIMESTAMP_HEADER} is more than {trigger.timestamp_window_seconds} s from the server's clock.",
                               fields={TIMESTAMP_HEADER: ["Outside the window."]})
-    expected = signature(_decrypt_secret(trigger), stamp, body)
+    try:
+        secret = _decrypt_secret(trigger)
+    except (InvalidToken, ValueError, UnicodeError, KeyError, TypeError):
+        log.error("webhook trigger %s: its secret does not decrypt with the configured BALLAST_CREDENTIALS_KEY keys", trigger.pk)
+        raise DeliveryRefused(500, "secret_unreadable", "This webhook's secret cannot be read on the server; its owner must rotate it.") from None
+    expected = signature(secret, stamp, body)
     if not hmac.compare_digest(expected.encode(), sent.strip().encode("utf-8", "replace")):
         raise DeliveryRefused(401, "signature_invalid", "The signature does not match the body and timestamp.", fields={SIGNATURE_HEADER: ["Does not match."]})
 
