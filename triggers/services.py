@@ -313,7 +313,7 @@ def _verify(trigger: WebhookTrigger, body: bytes, headers: Any) -> None:
         secret = _decrypt_secret(trigger)
     except (InvalidToken, ValueError, UnicodeError, KeyError, TypeError):
         log.error("webhook trigger %s: its secret does not decrypt with the configured BALLAST_CREDENTIALS_KEY keys", trigger.pk)
-        raise DeliveryRefused(500, "secret_unreadable", "This webhook's secret cannot be read on the server; its owner must rotate it.") from None
+        raise DeliveryRefused(503, "secret_unreadable", "This webhook's secret cannot be read on the server; its owner must rotate it.") from None
     expected = signature(secret, stamp, body)
     if not hmac.compare_digest(expected.encode(), sent.strip().encode("utf-8", "replace")):
         raise DeliveryRefused(401, "signature_invalid", "The signature does not match the body and timestamp.", fields={SIGNATURE_HEADER: ["Does not match."]})

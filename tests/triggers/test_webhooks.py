@@ -273,10 +273,10 @@ def test_deleting_a_graph_deletes_its_webhooks_even_pinned_ones(world: Any, hook
     assert not WebhookTrigger.objects.exists()
 
 
-def test_a_secret_that_no_key_decrypts_is_refused_with_a_500_that_says_so(world: Any, hook: dict[str, Any]) -> None:
+def test_a_secret_that_no_key_decrypts_is_refused_with_a_503_that_says_so(world: Any, hook: dict[str, Any]) -> None:
     WebhookTrigger.objects.filter(pk=hook["id"]).update(secret_encrypted="gAAAAA-not-a-fernet-token")
     body = dumps({"x": 1})
     response = post(hook["path"], body, **signed_headers(hook["secret"], body))
-    assert response.status_code == 500
+    assert response.status_code == 503
     assert response.json()["error"]["code"] == "secret_unreadable"
     assert not Run.objects.exists()
