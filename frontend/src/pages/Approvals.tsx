@@ -5,6 +5,7 @@ import { validator } from "../lib/formValidator";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { api, ApiError } from "../lib/api";
 import { usePageContext } from "../lib/context";
+import { shortcutsBlocked } from "../lib/shortcuts";
 import { useInboxLive } from "../lib/inboxLive";
 import { useConnection, useDebounced, useRunsChanged } from "../lib/useLiveEvents";
 import { APPROVALS_CHANGED } from "../shell/TopBar";
@@ -125,8 +126,7 @@ export default function Approvals({ approvalId }: Props) {
 
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
-      const typing = e.target instanceof HTMLElement && e.target.closest("input, textarea, select, [contenteditable=true]");
-      if (e.key === "/" && !typing) {
+      if (e.key === "/" && !shortcutsBlocked(e)) {
         e.preventDefault();
         search.current?.focus();
       }
