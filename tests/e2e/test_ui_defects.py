@@ -1,11 +1,15 @@
-"""Browser tests of issue 25's defects: the Publish dialog's focus, shortcuts that stay quiet while a dialog, a field or an editor has focus."""
+"""Browser tests of issue 25's defects: the Publish dialog's focus, shortcuts that stay quiet while a dialog, a field or an editor has focus, the run graph's wheel."""
 from __future__ import annotations
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.support.browser import make_user, screenshot, sign_in
-from tests.support.builder_steps import example, make_graph, node, open_builder, viewport_settled
+from runs.engine import api as engine
+from runs.services import run_start
+from tests.support.browser import admin_page, make_user, screenshot, sign_in, wait_until_still
+from tests.support.builder_steps import example, make_graph, node, open_builder, sample_input, viewport_settled
+from tests.support.daphne import Daphne
+from tests.support.specs import publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,3 +72,31 @@ def test_single_key_shortcuts_are_quiet_in_dialogs_fields_and_editors(live_serve
     page.locator(".react-flow__pane").click(position={"x": 5, "y": 5})
     page.keyboard.press("n")
     expect(page.locator(".bnote")).to_have_count(1)
+
+
+def test_the_wheel_over_the_run_graph_scrolls_the_page_and_ctrl_wheel_zooms(daphne: Daphne, page: Page) -> None:  # noqa: F811 (the daphne fixture)
+    with engine.local_mode():
+        run = run_start(version=publish(example()), run_input=sample_input(example()["input_schema"]))
+    admin_page(page, daphne)
+    page.set_viewport_size({"width": 1024, "height": 600})
+    page.goto(f"{daphne.url}/runs/{run.pk}/")
+    graph = page.locator(".react-flow").first
+    expect(page.locator(".react-flow__node").first).to_be_visible()
+    wait_until_still(page, ".react-flow__viewport", measure="style")
+    before = _transform(page)
+    box = graph.bounding_box()
+    assert box
+    top = box["y"]
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, 200)
+    # The page moved up under the pointer; the graph's zoom did not change.
+    page.wait_for_function("top => document.querySelector('.react-flow').getBoundingClientRect().y < top - 50", arg=top)
+    assert _transform(page) == before
+    screenshot(page, "run-page-scrolled-over-graph")
+    box = graph.bounding_box()
+    assert box
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, -200)
+    page.keyboard.up("Control")
+    page.wait_for_function("before => document.querySelector('.react-flow__viewport').style.transform !== before", arg=before)

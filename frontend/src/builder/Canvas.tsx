@@ -504,6 +504,11 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
         defaultEdgeOptions={DEFAULT_EDGE_OPTIONS}
         minZoom={0.1}
         maxZoom={2}
+        // On the run page the graph sits in a page that scrolls: the wheel scrolls the page,
+        // Ctrl+wheel (a trackpad pinch) and the +/− controls zoom. The builder's canvas fills
+        // its screen, so there the wheel zooms.
+        zoomOnScroll={!runMarks}
+        preventScrolling={!runMarks}
         proOptions={PRO_OPTIONS}
       >
         <Background gap={20} size={1} />
