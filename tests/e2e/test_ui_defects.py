@@ -7,7 +7,16 @@ from playwright.sync_api import Page, expect
 from runs.engine import api as engine
 from runs.services import run_start
 from tests.support.browser import admin_page, make_user, screenshot, sign_in, wait_until_still
-from tests.support.builder_steps import example, make_graph, node, open_builder, sample_input, viewport_settled
+from tests.support.builder_steps import (
+    example,
+    make_graph,
+    node,
+    open_builder,
+    sample_input,
+    stored_spec,
+    viewport_settled,
+    wait_saved,
+)
 from tests.support.daphne import Daphne
 from tests.support.specs import publish
 
@@ -100,3 +109,25 @@ def test_the_wheel_over_the_run_graph_scrolls_the_page_and_ctrl_wheel_zooms(daph
     page.mouse.wheel(0, -200)
     page.keyboard.up("Control")
     page.wait_for_function("before => document.querySelector('.react-flow__viewport').style.transform !== before", arg=before)
+
+
+def test_a_renamed_input_field_made_required_is_saved_as_shown(live_server, page: Page) -> None:
+    # The rename (committed on blur as the click on Required began) was lost: the Required
+    # edit was computed from the panel's deferred copy of the schema, which still had the old
+    # name, so the draft kept "ticket" while the panel showed "order".
+    make_user("pia", "builders")
+    spec = example()
+    spec["input_schema"]["required"] = []
+    graph_id = make_graph("triage", spec)
+    sign_in(page, live_server.url, "pia", "pw-pia-1")
+    open_builder(page, live_server.url, graph_id)
+    field = page.get_by_role("listitem", name="Input field ticket")
+    field.get_by_label("Field name").fill("order")  # one input event
+    field.get_by_label("Required").click()
+    wait_saved(page)
+    shown = page.get_by_role("listitem", name="Input field order")
+    expect(shown.get_by_label("Field name")).to_have_value("order")
+    expect(shown.get_by_label("Required")).to_be_checked()
+    schema = stored_spec(page, live_server.url, graph_id)["input_schema"]
+    assert list(schema["properties"]) == ["order"], schema
+    assert schema["required"] == ["order"], schema
