@@ -56,5 +56,11 @@ urlpatterns = [
     # The UIs are pages for a logged-in browser: anonymous visitors go to the login page.
     path("api/docs/", login_required(SpectacularSwaggerView.as_view(url_name="schema")), name="api-docs"),
     path("api/redoc/", login_required(SpectacularRedocView.as_view(url_name="schema")), name="api-redoc"),
-    re_path(r"^api/", api_not_found),  # last: unmatched API URLs answer JSON too
+    re_path(r"^api/", api_not_found),  # unmatched API URLs answer JSON too
+    # Last: any other URL is the app's own 404 page, whatever DEBUG says (Django's debug
+    # 404 lists every URL pattern, also to a visitor who is not signed in).
+    re_path(r"^", views.page_not_found),
 ]
+
+# Http404 raised outside the API while DEBUG is off: the same page.
+handler404 = "ballast.views.page_not_found"

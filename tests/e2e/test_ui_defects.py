@@ -131,3 +131,16 @@ def test_a_renamed_input_field_made_required_is_saved_as_shown(live_server, page
     schema = stored_spec(page, live_server.url, graph_id)["input_schema"]
     assert list(schema["properties"]) == ["order"], schema
     assert schema["required"] == ["order"], schema
+
+
+def test_an_unknown_address_shows_the_apps_404_page_signed_in_or_not(live_server, page: Page) -> None:
+    page.goto(f"{live_server.url}/no/such/page/")
+    expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
+    expect(page.get_by_role("link", name="Sign in")).to_be_visible()
+    screenshot(page, "not-found-anonymous")
+    make_user("pia", "builders")
+    sign_in(page, live_server.url, "pia", "pw-pia-1")
+    page.goto(f"{live_server.url}/no/such/page/")
+    expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
+    expect(page.get_by_role("link", name="Go to home")).to_be_visible()
+    screenshot(page, "not-found-signed-in")
