@@ -32,11 +32,15 @@ urlpatterns = [
     path("costs/", views.costs, name="costs-page"),
     path("audit/", views.audit_log, name="audit-page"),
     path("workers/", views.workers, name="workers-page"),
-    # Django's auth views for every user, staff or not: login and password change with the
-    # app's page context (top bar, CSS); logout (POST only) and password reset as Django has them.
+    # Django's auth views for every user, staff or not: login, password change and password
+    # reset with the app's page context (top bar, CSS) and templates; logout (POST only) as Django has it.
     path("accounts/login/", views.login, name="login"),
     path("accounts/password_change/", views.password_change, name="password_change"),
     path("accounts/password_change/done/", views.password_change_done, name="password_change_done"),
+    path("accounts/password_reset/", views.password_reset, name="password_reset"),
+    path("accounts/password_reset/done/", views.password_reset_done, name="password_reset_done"),
+    path("accounts/reset/<uidb64>/<token>/", views.password_reset_confirm, name="password_reset_confirm"),
+    path("accounts/reset/done/", views.password_reset_complete, name="password_reset_complete"),
     path("accounts/", include("django.contrib.auth.urls")),
     # Graphs moved from the builder app to graphs (graphs 0001): old admin links and
     # bookmarks land on the same pages. Before admin.site.urls, which would answer 404.

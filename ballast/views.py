@@ -159,6 +159,11 @@ def _with_page_context(view: Any, title: str) -> Any:
 login = _with_page_context(auth_views.LoginView, "Sign in")
 password_change = login_required(_with_page_context(auth_views.PasswordChangeView, "Change password"))
 password_change_done = login_required(_with_page_context(auth_views.PasswordChangeDoneView, "Password changed"))
+# Password reset by email (the console backend in development prints the mail), signed in or not.
+password_reset = _with_page_context(auth_views.PasswordResetView, "Reset your password")
+password_reset_done = _with_page_context(auth_views.PasswordResetDoneView, "Check your email")
+password_reset_confirm = _with_page_context(auth_views.PasswordResetConfirmView, "Choose a new password")
+password_reset_complete = _with_page_context(auth_views.PasswordResetCompleteView, "Password reset")
 
 
 def admin_moved(request: HttpRequest, rest: str, to: str) -> HttpResponse:

@@ -1,6 +1,8 @@
 """Browser tests of issue 25's defects: the Publish dialog's focus, shortcuts that stay quiet while a dialog, a field or an editor has focus, the run graph's wheel."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -144,3 +146,33 @@ def test_an_unknown_address_shows_the_apps_404_page_signed_in_or_not(live_server
     expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
     expect(page.get_by_role("link", name="Go to home")).to_be_visible()
     screenshot(page, "not-found-signed-in")
+
+
+def test_forgotten_password_reset_by_email_in_the_apps_pages(live_server, page: Page, mailoutbox) -> None:
+    user = make_user("pia", "builders")
+    user.email = "pia@example.com"
+    user.save()
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.get_by_role("link", name="Forgot your password?").click()
+    expect(page.get_by_role("heading", name="Reset your password")).to_be_visible()
+    assert page.locator("#site-name, #django-admin").count() == 0  # not the admin's page
+    screenshot(page, "password-reset-form")
+    page.get_by_label("Email").fill("pia@example.com")
+    page.get_by_role("button", name="Send the reset link").click()
+    expect(page.get_by_role("heading", name="Check your email")).to_be_visible()
+    screenshot(page, "password-reset-done")
+    assert len(mailoutbox) == 1 and mailoutbox[0].to == ["pia@example.com"]
+    link = re.search(r"https?://\S+/accounts/reset/\S+/", mailoutbox[0].body)
+    assert link, mailoutbox[0].body
+    page.goto(link.group(0))
+    expect(page.get_by_role("heading", name="Choose a new password")).to_be_visible()
+    screenshot(page, "password-reset-confirm")
+    page.get_by_label("New password", exact=True).fill("a-new-pw-for-pia-7")
+    page.get_by_label("New password confirmation").fill("a-new-pw-for-pia-7")
+    page.get_by_role("button", name="Set the new password").click()
+    expect(page.get_by_role("heading", name="Password reset")).to_be_visible()
+    screenshot(page, "password-reset-complete")
+    sign_in(page, live_server.url, "pia", "a-new-pw-for-pia-7")
+    # The link worked once.
+    page.goto(link.group(0))
+    expect(page.get_by_role("heading", name="This link no longer works")).to_be_visible()
