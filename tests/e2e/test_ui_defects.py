@@ -139,6 +139,7 @@ def test_an_unknown_address_shows_the_apps_404_page_signed_in_or_not(live_server
     page.goto(f"{live_server.url}/no/such/page/")
     expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
     expect(page.get_by_role("link", name="Sign in")).to_be_visible()
+    expect(page.locator("header.topbar .brand")).to_be_visible()
     screenshot(page, "not-found-anonymous")
     make_user("pia", "builders")
     sign_in(page, live_server.url, "pia", "pw-pia-1")
