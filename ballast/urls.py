@@ -33,11 +33,15 @@ urlpatterns = [
     path("costs/", views.costs, name="costs-page"),
     path("audit/", views.audit_log, name="audit-page"),
     path("workers/", views.workers, name="workers-page"),
-    # Django's auth views for every user, staff or not: login and password change with the
-    # app's page context (top bar, CSS); logout (POST only) and password reset as Django has them.
+    # Django's auth views for every user, staff or not: login, password change and password
+    # reset with the app's page context (top bar, CSS) and templates; logout (POST only) as Django has it.
     path("accounts/login/", views.login, name="login"),
     path("accounts/password_change/", views.password_change, name="password_change"),
     path("accounts/password_change/done/", views.password_change_done, name="password_change_done"),
+    path("accounts/password_reset/", views.password_reset, name="password_reset"),
+    path("accounts/password_reset/done/", views.password_reset_done, name="password_reset_done"),
+    path("accounts/reset/<uidb64>/<token>/", views.password_reset_confirm, name="password_reset_confirm"),
+    path("accounts/reset/done/", views.password_reset_complete, name="password_reset_complete"),
     path("accounts/", include("django.contrib.auth.urls")),
     # Graphs moved from the builder app to graphs (graphs 0001): old admin links and
     # bookmarks land on the same pages. Before admin.site.urls, which would answer 404.
@@ -57,5 +61,11 @@ urlpatterns = [
     # The UIs are pages for a logged-in browser: anonymous visitors go to the login page.
     path("api/docs/", login_required(SpectacularSwaggerView.as_view(url_name="schema")), name="api-docs"),
     path("api/redoc/", login_required(SpectacularRedocView.as_view(url_name="schema")), name="api-redoc"),
-    re_path(r"^api/", api_not_found),  # last: unmatched API URLs answer JSON too
+    re_path(r"^api/", api_not_found),  # unmatched API URLs answer JSON too
+    # Last: any other URL is the app's own 404 page, whatever DEBUG says (Django's debug
+    # 404 lists every URL pattern, also to a visitor who is not signed in).
+    re_path(r"^", views.page_not_found),
 ]
+
+# Http404 raised outside the API while DEBUG is off: the same page.
+handler404 = "ballast.views.page_not_found"

@@ -10,15 +10,17 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
+from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
-from django.urls import reverse
+from django.urls import Resolver404, resolve, reverse
 
 from accounts import policy
 from accounts.authentication import is_admin
 from approvals.models import ApprovalRequest
 from ballast.pages import page_context, render_page
+from core.api import api_not_found
 from graphs.models import Graph
 from runs.models import Run
 
@@ -28,6 +30,24 @@ def _not_found(request: HttpRequest, what: str, back: str, back_label: str) -> H
     answer for an object that does not exist and one the user may not read, and never
     Django's technical 404 page (which lists the URL patterns while DEBUG is on)."""
     return render_page(request, "notfound", title="Not found", props={"what": what, "back": back, "backLabel": back_label}, status=404)
+
+
+def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Any URL no route matches (the last route, so DEBUG's technical 404 with its list of
+    URL patterns never shows) and ``handler404``: the app's own 404 page, signed in or not;
+    under ``/api/`` the API's JSON 404. A page URL missing its final slash whose slashed
+    form is a page is redirected there, as CommonMiddleware's APPEND_SLASH would (a
+    catch-all route makes every path resolve, so the middleware no longer does)."""
+    if request.path_info.startswith("/api/"):
+        return api_not_found(request)
+    if settings.APPEND_SLASH and not request.path_info.endswith("/"):
+        try:
+            match = resolve(request.path_info + "/")
+        except Resolver404:
+            match = None
+        if match is not None and match.func is not page_not_found:
+            return HttpResponsePermanentRedirect(request.get_full_path(force_append_slash=True))
+    return render_page(request, "notfound", title="Not found", props={"address": request.path}, status=404)
 
 
 @login_required
@@ -139,6 +159,11 @@ def _with_page_context(view: Any, title: str) -> Any:
 login = _with_page_context(auth_views.LoginView, "Sign in")
 password_change = login_required(_with_page_context(auth_views.PasswordChangeView, "Change password"))
 password_change_done = login_required(_with_page_context(auth_views.PasswordChangeDoneView, "Password changed"))
+# Password reset by email (the console backend in development prints the mail), signed in or not.
+password_reset = _with_page_context(auth_views.PasswordResetView, "Reset your password")
+password_reset_done = _with_page_context(auth_views.PasswordResetDoneView, "Check your email")
+password_reset_confirm = _with_page_context(auth_views.PasswordResetConfirmView, "Choose a new password")
+password_reset_complete = _with_page_context(auth_views.PasswordResetCompleteView, "Password reset")
 
 
 def admin_moved(request: HttpRequest, rest: str, to: str) -> HttpResponse:

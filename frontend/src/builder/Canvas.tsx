@@ -22,6 +22,7 @@ import { freshId, type EdgeSpec, type NodeSpec, type Position } from "./spec";
 import { edgeKey, useBuilder, type ValidationIssue } from "./store";
 import { CANVAS_INSETS, FIT_VIEW, fitViewport } from "./viewport";
 import { RUN_STATE_COLOURS } from "./runStateColours";
+import { inTextField, shortcutsBlocked } from "../lib/shortcuts";
 
 const nodeTypes = { ballast: NodeCard, note: NoteNode };
 // One edge type: a smooth step, or a detour below the nodes for a loop back (FlowEdge.tsx).
@@ -87,13 +88,6 @@ export const SHORTCUTS: Shortcut[] = [
   { keys: ["Escape"], what: "clear the selection, close dialogs" },
   { keys: ["?"], what: "this help" },
 ];
-
-/** True when the key event belongs to a text field (its own undo, copy and paste apply). */
-function inTextField(target: EventTarget | null): boolean {
-  const el = target as HTMLElement | null;
-  if (!el || !el.tagName) return false;
-  return el.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(el.tagName) || !!el.closest?.(".cm-editor");
-}
 
 /** Same members, any order. */
 function sameSet(a: readonly string[], b: readonly string[]): boolean {
@@ -450,7 +444,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
       e.preventDefault();
     };
     const onKey = (e: KeyboardEvent) => {
-      if (inTextField(e.target) || document.querySelector("[role=dialog]")) return;
+      if (shortcutsBlocked(e)) return;
       const mod = e.ctrlKey || e.metaKey;
       const key = e.key.toLowerCase();
       const api = bRef.current;
@@ -510,6 +504,11 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
         defaultEdgeOptions={DEFAULT_EDGE_OPTIONS}
         minZoom={0.1}
         maxZoom={2}
+        // On the run page the graph sits in a page that scrolls: the wheel scrolls the page,
+        // Ctrl+wheel (a trackpad pinch) and the +/− controls zoom. The builder's canvas fills
+        // its screen, so there the wheel zooms.
+        zoomOnScroll={!runMarks}
+        preventScrolling={!runMarks}
         proOptions={PRO_OPTIONS}
       >
         <Background gap={20} size={1} />

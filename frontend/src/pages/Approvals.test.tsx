@@ -73,6 +73,41 @@ describe("Approvals inbox", () => {
     await waitFor(() => expect(calls.some((c) => c.path.includes("q=A-1"))).toBe(true));
     expect(listPath("group", " x ")).toBe("approvals/inbox/?list=group&page_size=50&q=x");
   });
+
+  it("reloads, and does not hang on 'Loading requests…', when the selected tab is clicked again", async () => {
+    const user = userEvent.setup();
+    const calls = stubFetch({
+      "GET /api/v1/approvals/inbox/": () => ({ body: page([approval(2)]) }),
+      "GET /api/v1/approvals/inbox/counts/": () => ({ body: { ...counts, group: 1 } }),
+      "GET /api/v1/approvals/2/": () => ({ body: approval(2) }),
+    });
+    renderWith(<Approvals />, makeContext({ approve: true }, "approvals"));
+    expect(await screen.findByText("Refund 2", { selector: ".inbox-item-graph" })).toBeTruthy();
+    const lists = () => calls.filter((c) => c.path.startsWith("/api/v1/approvals/inbox/?")).length;
+    const before = lists();
+    await user.click(screen.getByRole("tab", { name: /My groups/ }));
+    await waitFor(() => expect(lists()).toBeGreaterThan(before));
+    expect(screen.getByText("Refund 2", { selector: ".inbox-item-graph" })).toBeTruthy();
+    expect(screen.queryByText("Loading requests…")).toBeNull();
+  });
+
+  it("opens 'My groups' when a request arrives there while 'Assigned to me' is empty and no list was picked", async () => {
+    let arrived = false;
+    stubFetch({
+      "GET /api/v1/approvals/inbox/": (c) => ({ body: page(arrived && c.path.includes("list=group") ? [approval(2)] : []) }),
+      "GET /api/v1/approvals/inbox/counts/": () => {
+        const body = arrived ? { ...counts, group: 1 } : { assigned: 0, group: 0, decided: 0, waiting: 0 };
+        return { body };
+      },
+      "GET /api/v1/approvals/2/": () => ({ body: approval(2) }),
+    });
+    renderWith(<Approvals />, makeContext({ approve: true }, "approvals"));
+    expect(await screen.findByText("Nothing is assigned to you")).toBeTruthy();
+    arrived = true;
+    // No live socket in jsdom: the inbox polls, and the next fetch sees the request.
+    expect(await screen.findByText("Refund 2", { selector: ".inbox-item-graph" }, { timeout: 15_000 })).toBeTruthy();
+    expect(screen.getByRole("tab", { name: /My groups/ }).getAttribute("aria-selected")).toBe("true");
+  }, 20_000);
 });
 
 describe("inbox helpers", () => {

@@ -5,6 +5,7 @@ import { validator } from "../lib/formValidator";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { api, ApiError } from "../lib/api";
 import { usePageContext } from "../lib/context";
+import { shortcutsBlocked } from "../lib/shortcuts";
 import { useInboxLive } from "../lib/inboxLive";
 import { useConnection, useDebounced, useRunsChanged } from "../lib/useLiveEvents";
 import { APPROVALS_CHANGED } from "../shell/TopBar";
@@ -58,13 +59,17 @@ export default function Approvals({ approvalId }: Props) {
         if (id !== seq.current) return;
         setCounts(c);
         setListError(null);
-        // First visit with nothing assigned but requests waiting for a group: open that list.
-        if (!tabChosen.current && approvalId === undefined) {
-          tabChosen.current = true;
-          if (which === "assigned" && c.assigned === 0 && c.group > 0) {
+        // Until the user picks a list, the inbox shows the first of "Assigned to me" and
+        // "My groups" that has requests; while both are empty it stays on "Assigned to me"
+        // and keeps watching, so a request that arrives later for a group opens that list.
+        if (!tabChosen.current && approvalId === undefined && which === "assigned" && c.assigned === 0) {
+          if (c.group > 0) {
+            tabChosen.current = true;
             setWhich("group");
             return;
           }
+        } else if (approvalId === undefined) {
+          tabChosen.current = true;
         }
         setItems(list.results);
       })
@@ -121,8 +126,7 @@ export default function Approvals({ approvalId }: Props) {
 
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
-      const typing = e.target instanceof HTMLElement && e.target.closest("input, textarea, select, [contenteditable=true]");
-      if (e.key === "/" && !typing) {
+      if (e.key === "/" && !shortcutsBlocked(e)) {
         e.preventDefault();
         search.current?.focus();
       }
@@ -159,7 +163,13 @@ export default function Approvals({ approvalId }: Props) {
           <div role="tablist" aria-label="Lists" className="inbox-tabs">
             {LISTS.map((l) => (
               <button key={l.key} role="tab" type="button" aria-selected={which === l.key} className="inbox-tab"
-                onClick={() => { tabChosen.current = true; setWhich(l.key); setItems(null); setSelected(null); setChecked(new Set()); }}>
+                onClick={() => {
+                  tabChosen.current = true;
+                  // The list on screen: fetch it again, keeping its rows (clearing them would wait
+                  // for a fetch that never comes, since ``which`` does not change).
+                  if (l.key === which) { loadList(); return; }
+                  setWhich(l.key); setItems(null); setSelected(null); setChecked(new Set());
+                }}>
                 {l.label} <span className="count" aria-label={`${counts?.[l.key] ?? 0} items`}>{counts ? counts[l.key] : "…"}</span>
               </button>
             ))}

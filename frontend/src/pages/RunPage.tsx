@@ -215,7 +215,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
       <div className={`run-main${inspected.step !== null || inspected.node !== null ? " run-main--inspecting" : ""}`}>
         <section className="card run-graph" aria-labelledby="run-graph">
           <div className="run-graph__head">
-            <h2 id="run-graph">Graph <span className="muted small">{ran.test ? "the tested node alone" : `v${run.version}`}, read-only: click a node to inspect its step</span></h2>
+            <h2 id="run-graph">Graph <span className="muted small">{ran.test ? "the tested node alone" : `v${run.version}`}, read-only: click a node to inspect its step; Ctrl+scroll or the +/− buttons zoom</span></h2>
             <ul className="state-legend" aria-label="Node states">
               {runLegend(run).map(([state, words]) => <li key={state} className={`state-legend__item state-legend__item--${state}`}>{words}</li>)}
             </ul>

@@ -204,7 +204,7 @@ export function GraphSettings() {
         {readOnly ? (
           <pre className="readonly-value">{displayValue(spec.input_schema ?? { type: "object" })}</pre>
         ) : (
-          <InputSchemaEditor schema={spec.input_schema ?? { type: "object" }} onChange={(input_schema, key) => b.change((s) => ({ ...s, input_schema }), key)} />
+          <InputSchemaEditor schema={spec.input_schema ?? { type: "object" }} onChange={(edit, key) => b.change((s) => ({ ...s, input_schema: edit(s.input_schema ?? { type: "object" }) }), key)} />
         )}
         {errs("input_schema").map((m, i) => (
           <p key={i} className="field-errors">

@@ -7,10 +7,20 @@ import { FIELD_TYPES, freshFieldName, keptSummary, readInputSchema, withType, wr
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
+/** An edit of the input schema: from the schema as it is now to the next one. */
+export type SchemaEdit = (current: Record<string, unknown>) => Record<string, unknown>;
+
 interface Props {
+  /** The schema to show (the side panel's copy, which can lag the builder's state). */
   schema: Record<string, unknown>;
-  /** A new schema as an undo step; ``key`` coalesces typing in one input. */
-  onChange(next: Record<string, unknown>, key: string): void;
+  /**
+   * An edit as an undo step; ``key`` coalesces typing in one input. Edits are functions of
+   * the builder's current schema, never of ``schema``: the panel renders a deferred copy, so
+   * a field list captured at render time can miss an edit made a moment before (a rename
+   * committed on blur, then Required ticked by the same click), and writing it back would
+   * undo that edit in the draft while the panel still showed it.
+   */
+  onChange(edit: SchemaEdit, key: string): void;
 }
 
 function NameInput({ id, field, fields, onRename }: { id: string; field: InputField; fields: readonly InputField[]; onRename(name: string): void }) {
@@ -144,11 +154,11 @@ export function InputSchemaEditor({ schema, onChange }: Props) {
           onChange={(value) => {
             if (value === undefined) {
               setJsonError(null);
-              return onChange({ type: "object" }, "graph:input_schema");
+              return onChange(() => ({ type: "object" }), "graph:input_schema");
             }
             if (typeof value !== "object" || value === null || Array.isArray(value)) return setJsonError("The input schema must be a JSON object.");
             setJsonError(null);
-            onChange(value as Record<string, unknown>, "graph:input_schema");
+            onChange(() => value as Record<string, unknown>, "graph:input_schema");
           }}
         />
         {jsonError && <p className="field-errors">{jsonError}</p>}
@@ -157,8 +167,14 @@ export function InputSchemaEditor({ schema, onChange }: Props) {
   }
 
   const fields = read.fields;
-  const put = (next: InputField[], key: string) => onChange(writeInputSchema(schema, next), `graph:input_schema:${key}`);
-  const update = (i: number, patch: Partial<InputField>, key: string) => put(fields.map((f, j) => (j === i ? { ...f, ...patch } : f)), `${fields[i]?.name}:${key}`);
+  // Every edit reads the current schema's fields and changes them by position.
+  const put = (edit: (current: InputField[]) => InputField[], key: string) =>
+    onChange((current) => {
+      const now = readInputSchema(current);
+      return now.ok ? writeInputSchema(current, edit(now.fields)) : current;
+    }, `graph:input_schema:${key}`);
+  const patchAt = (i: number, patch: (f: InputField) => InputField) => (current: InputField[]) => current.map((g, j) => (j === i ? patch(g) : g));
+  const update = (i: number, patch: Partial<InputField>, key: string) => put(patchAt(i, (g) => ({ ...g, ...patch })), `${fields[i]?.name}:${key}`);
   return (
     <div className="input-schema" id="graph.input_schema" tabIndex={-1}>
       {toggle}
@@ -170,10 +186,10 @@ export function InputSchemaEditor({ schema, onChange }: Props) {
           return (
             <li key={`${i}`} className="input-field" aria-label={`Input field ${f.name}`}>
               <div className="input-field__top">
-                <NameInput id={`${base}.name`} field={f} fields={fields} onRename={(name) => put(fields.map((g, j) => (j === i ? { ...g, name } : g)), `rename:${f.name}`)} />
+                <NameInput id={`${base}.name`} field={f} fields={fields} onRename={(name) => put(patchAt(i, (g) => ({ ...g, name })), `rename:${f.name}`)} />
                 <div className="form-field">
                   <label htmlFor={`${base}.type`}>Type</label>
-                  <select id={`${base}.type`} value={f.type} onChange={(e) => put(fields.map((g, j) => (j === i ? withType(g, e.target.value as FieldType) : g)), `${f.name}:type`)}>
+                  <select id={`${base}.type`} value={f.type} onChange={(e) => { const type = e.target.value as FieldType; put(patchAt(i, (g) => withType(g, type)), `${f.name}:type`); }}>
                     {FIELD_TYPES.map((t) => (
                       <option key={t.value} value={t.value}>
                         {t.label}
@@ -184,7 +200,7 @@ export function InputSchemaEditor({ schema, onChange }: Props) {
                 <label className="input-field__required">
                   <input type="checkbox" checked={f.required} onChange={(e) => update(i, { required: e.target.checked }, "required")} /> Required
                 </label>
-                <button type="button" className="btn btn-small" aria-label={`Remove input field ${f.name}`} onClick={() => put(fields.filter((_, j) => j !== i), `remove:${f.name}`)}>
+                <button type="button" className="btn btn-small" aria-label={`Remove input field ${f.name}`} onClick={() => put((current) => current.filter((_, j) => j !== i), `remove:${f.name}`)}>
                   ✕
                 </button>
               </div>
@@ -202,9 +218,10 @@ export function InputSchemaEditor({ schema, onChange }: Props) {
                     value={(f.enum ?? []).join("\n")}
                     onText={(t) => {
                       const values = [...new Set(t.split("\n").map((v) => v.trim()).filter((v) => v !== ""))];
-                      const dflt = typeof f.default === "string" && values.length > 0 && !values.includes(f.default) ? undefined : f.default;
-                      const patch: Partial<InputField> = { enum: values.length > 0 ? values : undefined, default: dflt };
-                      update(i, patch, "enum");
+                      put(patchAt(i, (g) => {
+                        const dflt = typeof g.default === "string" && values.length > 0 && !values.includes(g.default) ? undefined : g.default;
+                        return { ...g, enum: values.length > 0 ? values : undefined, default: dflt };
+                      }), `${f.name}:enum`);
                     }}
                   />
                 </div>
@@ -217,7 +234,7 @@ export function InputSchemaEditor({ schema, onChange }: Props) {
       </ol>
       <button type="button" className="btn" onClick={() => {
         const name = freshFieldName(fields);
-        put([...fields, { name, type: "string", required: false, description: "", raw: { type: "string" } }], `add:${name}`);
+        put((current) => [...current, { name: freshFieldName(current), type: "string", required: false, description: "", raw: { type: "string" } }], `add:${name}`);
       }}>
         Add input field
       </button>

@@ -96,7 +96,7 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate, note
     <div className="run-dialog-backdrop" onMouseDown={(e) => e.target === e.currentTarget && onClose()}>
       <div
         ref={dialog}
-        className="run-dialog"
+        className="run-dialog nokey"
         role="dialog"
         aria-modal="true"
         aria-labelledby="start-run-title"
