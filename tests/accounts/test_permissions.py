@@ -113,6 +113,14 @@ def _g(world: World) -> int:
     return world.approval_version.graph_id
 
 
+def webhook(world: World) -> int:
+    """A fresh signed webhook trigger of the World's approval graph (made by its admin)."""
+    from triggers.services import trigger_create
+
+    graph = world.approval_version.graph
+    return trigger_create(graph=graph, name=f"matrix-hook-{next(_names)}", user=world.users["admin"]).trigger.pk
+
+
 ENDPOINTS = [
     Endpoint("graphs_list", "get", lambda w: ("/api/v1/graphs/", None), allowed(200)),
     Endpoint("graphs_create", "post", lambda w: ("/api/v1/graphs/", {"name": f"new-{next(_names)}"}), allowed(201, "builder", "admin")),
@@ -136,6 +144,16 @@ ENDPOINTS = [
     Endpoint("tools", "get", lambda w: ("/api/v1/tools/", None), allowed(200)),
     Endpoint("models", "get", lambda w: ("/api/v1/models/", None), allowed(200)),
     Endpoint("expressions_check", "post", lambda w: ("/api/v1/expressions/check/", {"kind": "expression", "source": "x + 1", "state_keys": ["x"]}), allowed(200)),
+    Endpoint("webhooks_list", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/", None), allowed(200, "builder", "admin")),
+    Endpoint("webhooks_create", "post", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/", {"name": f"hook-{next(_names)}"}),
+             # A builder who is no operator of the graph may not make its runs act as himself:
+             # 400 naming run_as (he may name an operator).
+             {**allowed(201, "builder", "admin"), "builder": 400}),
+    Endpoint("webhooks_read", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/", None), allowed(200, "builder", "admin")),
+    Endpoint("webhooks_update", "patch", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/", {"enabled": False}), allowed(200, "builder", "admin")),
+    Endpoint("webhooks_delete", "delete", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/", None), allowed(204, "builder", "admin")),
+    Endpoint("webhooks_rotate_secret", "post", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/rotate-secret/", None), allowed(200, "builder", "admin")),
+    Endpoint("webhooks_deliveries", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/deliveries/", None), allowed(200, "builder", "admin")),
     Endpoint("runs_list", "get", lambda w: ("/api/v1/runs/?status=waiting", None), allowed(200)),
     Endpoint("runs_start", "post", lambda w: ("/api/v1/runs/", {"graph": _g(w), "input": {"name": "Ada"}}), allowed(201, "operator", "admin")),
     Endpoint("runs_read", "get", lambda w: (f"/api/v1/runs/{w.waiting_run().pk}/", None), reads()),
@@ -249,7 +267,8 @@ def test_the_matrix_covers_every_api_operation() -> None:
         "models_list", "expressions_check", "approvals_inbox", "approvals_inbox_counts", "approvals_claim",
         "approvals_claim_many", "approvals_hand_back", "approvals_reassign",
         "costs_totals", "costs_budgets", "costs_export", "audit_verify", "audit_facets", "audit_export", "workers_list",
-        "graphs_alerts_get", "graphs_alerts_set",
+        "graphs_alerts_get", "graphs_alerts_set", "webhooks_list", "webhooks_create", "webhooks_read", "webhooks_update",
+        "webhooks_delete", "webhooks_rotate_secret", "webhooks_deliveries",
     }  # fmt: skip
     assert operations == covered
 
