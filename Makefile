@@ -103,19 +103,22 @@ test-lane-postgres:
 	$(MAKE) --no-print-directory test-frontend test-postgres test-chaos
 
 XDIST ?= -n 2 --dist loadfile
+# pyproject's addopts keep test databases between runs (--reuse-db, the quick local loop);
+# make's passes always build them afresh from the migrations.
+PYTEST := $(BIN)/pytest --create-db
 # The database tier: no browser, no real processes (marker process: manage.py, qcluster,
 # daphne, redis-server, fresh interpreters), no crash or chaos tests.
 TIER_DB := not browser and not process
 test-db: install
-	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(BIN)/pytest -m "$(TIER_DB)" $(XDIST) $(PYTEST_ARGS)
-	BALLAST_TEST_DB_ONLY=1 DATABASE_URL=$(PG_URL) $(BIN)/pytest -m "$(TIER_DB)" $(XDIST) $(PYTEST_ARGS)
+	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(PYTEST) -m "$(TIER_DB)" $(XDIST) $(PYTEST_ARGS)
+	BALLAST_TEST_DB_ONLY=1 DATABASE_URL=$(PG_URL) $(PYTEST) -m "$(TIER_DB)" $(XDIST) $(PYTEST_ARGS)
 
 # SQLite, the embedded default: the database tier and the crash tier (a real qcluster
 # SIGKILLed on the default database), then the whole browser suite (the embedded poller as
 # the live path). The rest of the process tier runs once, on PostgreSQL.
 test-sqlite: install frontend browser
-	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(BIN)/pytest -m "not browser and (not process or crash)" $(XDIST) $(PYTEST_ARGS)
-	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(BIN)/pytest -m browser $(XDIST) $(PYTEST_ARGS)
+	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(PYTEST) -m "not browser and (not process or crash)" $(XDIST) $(PYTEST_ARGS)
+	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(PYTEST) -m browser $(XDIST) $(PYTEST_ARGS)
 
 # PostgreSQL: everything but the browser suite (database, process and crash tiers), then only
 # the live-update browser tests (marker live) again with Redis as the channel layer (the push
@@ -124,11 +127,11 @@ test-sqlite: install frontend browser
 # SQLite pass and are left out here (tests/conftest.py; marker every_db keeps one that
 # depends on the database anyway).
 test-postgres: install frontend browser
-	BALLAST_TEST_DB_ONLY=1 DATABASE_URL=$(PG_URL) $(BIN)/pytest -m "not browser" $(XDIST) $(PYTEST_ARGS)
-	DATABASE_URL=$(PG_URL) BALLAST_CHANNELS_REDIS_URL=$(LIVE_REDIS_URL) $(BIN)/pytest -m live tests/e2e $(PYTEST_ARGS)
+	BALLAST_TEST_DB_ONLY=1 DATABASE_URL=$(PG_URL) $(PYTEST) -m "not browser" $(XDIST) $(PYTEST_ARGS)
+	DATABASE_URL=$(PG_URL) BALLAST_CHANNELS_REDIS_URL=$(LIVE_REDIS_URL) $(PYTEST) -m live tests/e2e $(PYTEST_ARGS)
 
 crash: install
-	DATABASE_URL=$(PG_URL) $(BIN)/pytest -m crash $(PYTEST_ARGS)
+	DATABASE_URL=$(PG_URL) $(PYTEST) -m crash $(PYTEST_ARGS)
 
 # The chaos suite (tests/chaos, README "Chaos suite"; needs root, iproute2, faketime and
 # redis-server, which .ci/run installs). test-chaos: its short run (under 3 minutes, part of
@@ -136,7 +139,7 @@ crash: install
 # CHAOS_* variables in tests/chaos/suite.py tune it); figures in var/chaos/report-*.json.
 CHAOS_RUNS ?= 1000
 test-chaos: install
-	BALLAST_CHAOS=1 DATABASE_URL=$(PG_URL) $(BIN)/pytest -m chaos -rP tests/chaos $(PYTEST_ARGS)
+	BALLAST_CHAOS=1 DATABASE_URL=$(PG_URL) $(PYTEST) -m chaos -rP tests/chaos $(PYTEST_ARGS)
 
 chaos: install
 	CHAOS_RUNS=$(CHAOS_RUNS) $(BIN)/python -m tests.chaos

@@ -13,7 +13,7 @@ from graphs.models import Graph
 from runs.models import Run, RunEvent, Step, StepAttempt
 from tests.support.specs import chain, edge, graph, node, run_local
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture

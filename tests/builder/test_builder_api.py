@@ -18,7 +18,7 @@ from tests.support.specs import chain, edge, graph, node, transform
 from tests.support.tools import read_effects
 from tests.support.world import World, linear_spec
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -501,6 +501,7 @@ def test_a_name_taken_between_the_check_and_the_insert_is_a_409_not_a_500(world:
     assert Graph.objects.filter(name="race-name").count() == 1
 
 
+@pytest.mark.django_db(transaction=True)  # six threads, each on its own connection, race to commit
 def test_concurrent_creates_duplicates_and_imports_of_one_name_answer_201_once(world: World) -> None:
     import threading
     from concurrent.futures import ThreadPoolExecutor

@@ -9,7 +9,7 @@ from graphs.models import Graph, GraphVersion
 from tests.support.specs import node, transform
 from tests.support.world import World, linear_spec
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 
 def test_draft_lifecycle_publish_versions_and_diff(world: World) -> None:
