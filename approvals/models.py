@@ -55,7 +55,7 @@ class ApprovalRequest(models.Model):
     reason = models.CharField(max_length=200, blank=True, default="")
     values = models.JSONField(null=True, blank=True)
     # The node's deadline: when it falls due (the waiting step's own due_at holds the
-    # engine's copy, runs.engine.deadlines) and what then happens (``escalation``:
+    # engine's copy, runs.engine.store.deadlines) and what then happens (``escalation``:
     # notify, reassign or timeout); ``escalated_at`` once it did. No deadline: all empty.
     due_at = models.DateTimeField(null=True, blank=True)
     escalation = models.CharField(max_length=16, blank=True, default="")

@@ -49,7 +49,7 @@ def env_bool(name: str, default: bool = False) -> bool:
 
 # psycopg's own default. Django opens PostgreSQL connections with prepare_threshold=None
 # (for connection poolers), and then psycopg prepares nothing, not even the engine's
-# commit statement that asks for it (runs.engine.fastpath_postgresql). Django's cursors
+# commit statement that asks for it (runs.engine.store.fastpath_postgresql). Django's cursors
 # bind parameters on the client and never prepare, so this reaches only server-binding
 # cursors: the engine's commit (prepared on first use) and, with the
 # ``server_side_binding`` option, every query seen this many times on a connection.
@@ -407,7 +407,7 @@ AXES_CLIENT_IP_CALLABLE = "accounts.throttling.client_address"
 # API tokens: a used token's last_used_at is written at most this often (seconds).
 BALLAST_TOKEN_TOUCH_SECONDS = 60
 
-# Live run events (runs.engine.events, runs.live.hub): the database is the source. With
+# Live run events (runs.engine.store.events, runs.live.hub): the database is the source. With
 # BALLAST_CHANNELS_REDIS_URL (or BALLAST_REDIS_URL) set, commits also push their events
 # through Redis to every web process (low latency) and the web process's one shared poller
 # only checks for gaps every BALLAST_LIVE_SAFETY_SECONDS; without Redis that poller reads
@@ -486,7 +486,7 @@ BALLAST_STOP_GRACE_SECONDS = float(os.environ.get("BALLAST_STOP_GRACE_SECONDS", 
 # Seconds a worker whose database connection was lost with a finished step in hand goes
 # on reconnecting and trying the same fenced commit again (a restart, a failover, a pooler
 # recycling connections) before it gives up and the step's lease runs out instead
-# (runs.engine.reconnect).
+# (runs.engine.store.reconnect).
 BALLAST_COMMIT_RETRY_SECONDS = float(os.environ.get("BALLAST_COMMIT_RETRY_SECONDS", "30"))
 # Seconds a qcluster worker (and its monitor and pusher) keeps a database connection
 # (CONN_MAX_AGE in those processes only, with health checks; "none": for the process's

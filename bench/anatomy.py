@@ -50,7 +50,7 @@ def case_queries(rep: Reporter, db: str, n: int | None, runs: int) -> dict[str, 
 
     # Tracing wraps the engine's internal functions where the loop looks them up (this
     # profiler is the one place outside the engine that reaches past runs.engine.api).
-    from runs.engine import claims, commit, operations, recovery_queries
+    from runs.engine.store import claims, commit, operations, recovery_queries
 
     owners = {"run_create": operations, "step_claim": claims, "step_commit": commit, "step_fail": commit,
               "due_pending_steps": recovery_queries, "expired_step_ids": recovery_queries}
@@ -69,7 +69,7 @@ def case_queries(rep: Reporter, db: str, n: int | None, runs: int) -> dict[str, 
     durations: dict[str, list[float]] = defaultdict(list)  # ms per statement text
     # PostgreSQL: after each fast-path commit, how many times its session has executed the
     # commit as a prepared statement (pg_prepared_statements; 0: parsed and planned anew).
-    from runs.engine.fastpath_postgresql import COMMIT_SQL
+    from runs.engine.store.fastpath_postgresql import COMMIT_SQL
 
     prepared_runs: list[int] = []
 

@@ -59,7 +59,8 @@ def _patch_after_setup() -> None:
     from django_q.brokers import orm
 
     from runs import tasks
-    from runs.engine import claims, dispatch, recovery, recovery_queries
+    from runs.engine import dispatch, loop, recovery
+    from runs.engine.store import recovery_queries
     from runs.management.commands import qcluster
 
     _wrap(qcluster.Command, "handle", "handle")
@@ -86,7 +87,7 @@ def _patch_after_setup() -> None:
     _wrap(recovery_queries, "worker_heartbeat", "heartbeat", limit=3)
     _wrap(recovery, "recover_once", "recover", after="recover_done", limit=3)
     _wrap(tasks, "step_execute", "task", limit=3)
-    original_claim = claims.step_claim_due
+    original_claim = loop.step_claim_due
 
     def claim(*args, **kwargs):
         mark("claim_call")
@@ -95,7 +96,7 @@ def _patch_after_setup() -> None:
             mark("claimed", limit=10, step_id=claimed.step_id, node_id=claimed.node_id, attempt=claimed.attempt)
         return claimed
 
-    claims.step_claim_due = claim
+    loop.step_claim_due = claim
 
 
 def main() -> None:

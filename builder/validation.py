@@ -65,7 +65,7 @@ which the builder should point out. ``undeclared_input_key``: an expression read
 ``input.x`` (or ``input["x"]``) but the input schema does not declare ``x``; a run whose
 input has no ``x`` fails at that node, but a caller may still pass it. ``unsafe_retry``:
 a node not safe to repeat with both a retry policy and ``timeout_seconds``: a timeout
-parks it for a person rather than retrying it (runs.engine.commit.step_fail), which a
+parks it for a person rather than retrying it (runs.engine.store.commit.step_fail), which a
 builder who set the policy may not expect.
 
 Concurrency model (for parallel_merge and parallel_writes): a fan-out is a node with two or

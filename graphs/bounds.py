@@ -2,7 +2,7 @@
 
 They live with the graph format, which imports no other app: a graph's ``settings``
 (graphs.spec.GraphSettings) declare these limits first. The settings, the run API's
-overrides (runs.api.serializers) and the run writes (runs.engine.operations) all check a
+overrides (runs.api.serializers) and the run writes (runs.engine.store.operations) all check a
 budget or a limit against these same figures, so a value one of them accepts always fits the
 column it lands in: ``Run.budget_usd`` is ``DecimalField(max_digits=24,
 decimal_places=12)``, ``Run.budget_tokens`` a ``BigIntegerField``, ``max_parallelism``

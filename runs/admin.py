@@ -92,7 +92,7 @@ class StepAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="worker alive", boolean=True)
     def worker_alive(self, obj: Step) -> bool | None:
-        """Worked out when read (runs.engine.liveness); empty when the step is not running."""
+        """Worked out when read (runs.engine.store.liveness); empty when the step is not running."""
         return steps_worker_alive([obj])[obj.pk]
 
 

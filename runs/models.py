@@ -71,7 +71,7 @@ class RunEventKind(models.TextChoices):
       ``{by, reason: "worker stopping"}`` (a step leased to a stopping worker, handed back
       before it ran).
     - ``step_deadline``: ``{node_id, action, ...}``: a waiting step's deadline passed and
-      fired once (runs.engine.deadlines): ``action`` ``timeout`` (followed by its
+      fired once (runs.engine.store.deadlines): ``action`` ``timeout`` (followed by its
       ``run_resumed``), ``reassign`` (``to``) or ``notify`` (``emailed``).
     - ``approval_changed``: ``{approval, version, change}``: a request of the run was
       claimed, handed back, reassigned or voted on (approvals.services), so its watchers
@@ -119,7 +119,7 @@ class Run(models.Model):
 
     ``state`` is the committed run state (JSON object). It is not a column: each key is
     kept in :class:`RunStateKey` rows, one per version, so a commit writes only the keys
-    its step changed (runs.engine.state). Reading ``run.state`` loads the latest version
+    its step changed (runs.engine.store.state). Reading ``run.state`` loads the latest version
     of every key once per instance (one query); the engine sets it from its own snapshot.
     ``scheduler`` holds the engine's bookkeeping committed with it (join arrivals, loop
     iterations, ended flag); the reducer contributions of order-sensitive keys live with
@@ -237,7 +237,7 @@ class Step(models.Model):
     committed top-level step, the run version its commit produced, which is also the
     ``seq`` of the RunStateKey rows it wrote: the state right after the step is the latest
     version of each key with ``seq <= state_seq`` (None: committed before state was kept
-    per key; runs.engine.state replays its writes instead). ``effect_attempt``: for a step
+    per key; runs.engine.store.state replays its writes instead). ``effect_attempt``: for a step
     not safe to repeat, the attempt that was about to begin its side effect, committed
     before the node ran (runs.engine.loop): recovery parks a step whose current attempt
     got that far and re-queues one whose attempt never did (leased, never started).
@@ -389,8 +389,8 @@ class RunEvent(models.Model):
     """Append-only record of what happened in a run.
 
     ``seq`` numbers a run's events 1, 2, 3... with no gaps, in commit order (assigned by
-    runs.engine.events from the run's :class:`RunEventCounter`): the live-update cursor.
-    Write events only through runs.engine.events.
+    runs.engine.store.events from the run's :class:`RunEventCounter`): the live-update cursor.
+    Write events only through runs.engine.store.events.
     """
 
     # No index of its own: runevent_run_cursor and runevent_run_seq lead with run_id (three
@@ -486,11 +486,11 @@ class ProviderCredential(models.Model):
 
 
 class RunEventCounter(models.Model):
-    """A run's event counter: ``last`` is the seq of its last event (runs.engine.events).
+    """A run's event counter: ``last`` is the seq of its last event (runs.engine.store.events).
 
     A row of its own, not a column of the run: bumping it takes this row's lock, not the
     run row's, so a claim numbering its "step started" event never waits for a committer
-    that holds the run row (runs.engine.claims). Bumped in the transaction that writes the
+    that holds the run row (runs.engine.store.claims). Bumped in the transaction that writes the
     events, so the row lock orders writers and a rollback takes the bump back."""
 
     run = models.OneToOneField(Run, primary_key=True, on_delete=models.CASCADE, related_name="+")

@@ -106,7 +106,7 @@ def _fresh_version_caches(request):
     graph under its own version's id."""
     yield
     if uses_database(request.node):
-        from runs.engine.graphs import compiled_graph, state_keys
+        from runs.engine.store.graphs import compiled_graph, state_keys
 
         compiled_graph.cache_clear()
         state_keys.cache_clear()

@@ -19,26 +19,16 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 
 from graphs.models import GraphVersion
-from runs.engine import (
-    claims,
-    cluster,
-    commit,
-    dispatch,
-    liveness,
-    loop,
-    operations,
-    recovery,
-    recovery_queries,
-    workers,
-)
-from runs.engine import state as state_store
-from runs.engine.graphs import compiled_graph, state_keys
-from runs.engine.operations import ForkPlan, ReopenedStep, ResumePlan
+from runs.engine import cluster, dispatch, loop, recovery, workers
 from runs.engine.scheduler import CompiledGraph
-from runs.engine.state import StepState
+from runs.engine.store import claims, commit, connections, events, liveness, operations, recovery_queries, selectors
+from runs.engine.store import state as state_store
+from runs.engine.store.graphs import compiled_graph, state_keys
+from runs.engine.store.operations import ForkPlan, ReopenedStep, ResumePlan
+from runs.engine.store.state import StepState
+from runs.engine.store.writes import lock_run, lock_run_for_audit, run_cost_adjust
 from runs.engine.types import (
     ClaimedStep,
     CommitOutcome,
@@ -50,7 +40,6 @@ from runs.engine.types import (
     TestRunRefused,
     VersionUnrunnable,
 )
-from runs.engine.writes import lock_run, lock_run_for_audit, run_cost_adjust
 from runs.models import Run, RunStatus, Step
 from runs.nodes.base import NodeResult
 from runs.vocabulary import NodeError
@@ -137,7 +126,7 @@ cluster_serve = cluster.serve
 
 def _dispatch_on_commit(step_ids: list[int]) -> list[int]:
     if step_ids:
-        transaction.on_commit(lambda: dispatch.enqueue(step_ids))
+        connections.on_commit(lambda: dispatch.enqueue(step_ids))
     return step_ids
 
 
@@ -308,7 +297,7 @@ def _not_a_test(run_id: int, action: str) -> None:
     """Raise TestRunRefused when run ``run_id`` is a node-test run (``action``: "resumed",
     "retried", "forked" for the message); RunNotFound when there is no such run.
     ``is_test`` never changes after the run is created, so no lock is needed."""
-    is_test = Run.objects.filter(pk=run_id).values_list("is_test", flat=True).first()
+    is_test = selectors.run_is_test(run_id)
     if is_test is None:
         raise RunNotFound(run_id)
     if is_test:
@@ -329,7 +318,7 @@ def run_resume(
 
 def _retry_allowed(run_id: int) -> None:
     _not_a_test(run_id, "retried")
-    status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+    status = selectors.run_status_or_none(run_id)
     if status is None:
         raise RunNotFound(run_id)
     if status != RunStatus.FAILED:
@@ -390,9 +379,9 @@ def fork_kept_steps(source: Run, anchor: Step) -> list[Step]:
 def step_state(step_id: int) -> StepState:
     """The state of a run right after its committed top-level step ``step_id``, and what
     that step changed (``StepState.changed``: key -> before/after), for the run page:
-    two queries, no replay (runs.engine.state). Raises StepStateError when the step does
+    two queries, no replay (runs.engine.store.state). Raises StepStateError when the step does
     not exist or is not a succeeded top-level step."""
-    step = Step.objects.filter(pk=step_id).first()
+    step = selectors.step_or_none(step_id)
     if step is None:
         raise StepStateError(f"step {step_id} does not exist")
     try:
@@ -441,7 +430,5 @@ def workers_alive() -> bool:
 def run_event_append(run_id: int, *, kind: str, data: dict[str, Any], step_id: int | None = None) -> None:
     """Append one event (``kind``: a RunEventKind value, ``data`` its JSON payload) to run
     ``run_id`` in the caller's transaction; it is numbered with the run's other events and
-    reaches live viewers after the commit, like the engine's own (runs.engine.events)."""
-    from runs.engine.events import create
-
-    create(run_id=run_id, step_id=step_id, kind=kind, data=data)
+    reaches live viewers after the commit, like the engine's own (runs.engine.store.events)."""
+    events.create(run_id=run_id, step_id=step_id, kind=kind, data=data)

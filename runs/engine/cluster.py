@@ -23,7 +23,7 @@ open in the forking thread would be shared by parent and child, one socket (or o
 SQLite file handle) used by two processes, and a child that closed it would end the
 parent's session (psycopg sends Terminate). So no connection crosses a fork: right
 before each fork in the main process and the sentinel, the forking thread closes its
-connections (:func:`_close_before_fork`; django-q2's sentinel also does so before it
+connections (runs.engine.store.connections.close_before_fork; django-q2's sentinel also does so before it
 spawns, the main process did not). Connections of other threads are never reachable
 from the child (Django's are thread-local, and the forked child has only the forking
 thread); their sockets are inherited as descriptors that the child never reads or
@@ -54,10 +54,10 @@ from types import FrameType
 
 import psutil
 from django.conf import settings
-from django.db import connections
 
 from runs import nodes, tools
-from runs.engine import dispatch, events, loop, recovery, recovery_queries, workers
+from runs.engine import dispatch, loop, recovery, workers
+from runs.engine.store import connections, events, recovery_queries
 
 log = logging.getLogger("ballast.worker")
 
@@ -75,30 +75,11 @@ def _note_stop(signum: int, frame: FrameType | None) -> None:
     workers.note_stop()
 
 
-def _close_before_fork(main_pid: int) -> None:
-    """Close the forking thread's database connections before the main process forks the
-    sentinel or the sentinel forks a worker, monitor or pusher (see the module docstring).
-
-    Any other fork (a worker's expression sandbox) keeps them: its child never uses them,
-    and closing would cost the worker a reconnect. A thread inside a transaction keeps
-    its connection (closing it would lose the transaction); django-q2 forks from none."""
-    if os.getpid() != main_pid and os.getppid() != main_pid:
-        return
-    for conn in connections.all(initialized_only=True):
-        if not conn.in_atomic_block:
-            conn.close()
-
-
 def _keep_connections() -> None:
-    """In the sentinel, a worker, the monitor or the pusher (this process only: the settings dict is the
-    process's own copy after the fork), let database connections live for
-    ``BALLAST_WORKER_CONN_MAX_AGE`` seconds (None: for the process's lifetime) with health
-    checks, instead of being closed by django-q2's ``close_old_connections()`` after every
-    task and queue poll. Read by Django when a connection is opened."""
-    max_age = settings.BALLAST_WORKER_CONN_MAX_AGE
-    for alias in connections:
-        connections.settings[alias]["CONN_MAX_AGE"] = max_age
-        connections.settings[alias]["CONN_HEALTH_CHECKS"] = max_age != 0
+    """In the sentinel, a worker, the monitor or the pusher (this process only), let
+    database connections live for ``BALLAST_WORKER_CONN_MAX_AGE`` seconds (None: for the
+    process's lifetime) with health checks (see the module docstring)."""
+    connections.keep_for(settings.BALLAST_WORKER_CONN_MAX_AGE)
 
 
 def _after_fork_in_child(main_pid: int) -> None:
@@ -111,7 +92,7 @@ def _after_fork_in_child(main_pid: int) -> None:
         # dying of it mid-stop is what hangs the main process. A blocked signal stays
         # blocked whatever handler is set, and a fork drops the pending ones.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        _keep_connections()  # its forks close them first (_close_before_fork)
+        _keep_connections()  # its forks close them first (connections.close_before_fork)
         return
     try:
         grandparent = psutil.Process(parent).ppid()
@@ -247,7 +228,7 @@ def serve(*, grace_seconds: float | None = None, run_once: bool = False) -> int:
     def on_signal(signum: int, frame: FrameType | None) -> None:
         signals.append(signal.Signals(signum).name)
 
-    os.register_at_fork(before=functools.partial(_close_before_fork, main_pid), after_in_child=functools.partial(_after_fork_in_child, main_pid))
+    os.register_at_fork(before=functools.partial(connections.close_before_fork, main_pid), after_in_child=functools.partial(_after_fork_in_child, main_pid))
     dispatch.on_worker_start(_claim_at_start)
     _take_back_at_start()
     cluster = dispatch.QueueCluster()

@@ -8,7 +8,7 @@ way). Points: ``during_execute`` (lease held, node about to run; a step not safe
 its attempt marked begun, claims.mark_effect_begun), ``before_commit``
 (node ran, nothing committed), ``after_commit`` (committed, successors not handed to
 the queue), ``deadline_before_commit`` (a waiting step's deadline fired: its
-writes made, not committed; runs.engine.deadlines).
+writes made, not committed; runs.engine.store.deadlines).
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from runs.sandbox.values import InvalidValue, check, encoded_size, key_path
 from runs.vocabulary import NodeError
 
 # Default of settings.BALLAST_MAX_STATE_BYTES: 8 MiB. A commit writes only the keys its
-# step changed (runs.engine.state), but a reader of the whole state (a claim on the
+# step changed (runs.engine.store.state), but a reader of the whole state (a claim on the
 # slow path, the run page, a fork) still reads all of it, and one key's value stays one
 # jsonb/JSON value (jsonb: 255 MB at most).
 DEFAULT_MAX_STATE_BYTES = 8 * 1024 * 1024

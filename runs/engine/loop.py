@@ -8,23 +8,28 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
-from django.db import DataError, connections
 
-from runs.engine import claims, clock, commit, deadlines, dispatch, faults, reconnect, recovery_queries
+from runs.engine import dispatch, faults
+from runs.engine.store import claims, clock, commit, connections, deadlines, reconnect, recovery_queries, selectors
 from runs.engine.types import ClaimedStep, CommitOutcome
 from runs.engine.workers import current_worker, owner_is_dead, stop_requested
+from runs.models import RunStatus
 from runs.nodes import get_kind
 from runs.nodes.base import NodeContext, NodeResult, StateView
 from runs.vocabulary import NodeError
 
 log = logging.getLogger("ballast.engine")
+# How long a deadline that raised while firing waits before it is tried again.
+DEADLINE_RETRY_SECONDS = 60
 
 
 @dataclass
@@ -51,8 +56,6 @@ class _Heartbeats:
         self._pid = 0
 
     def track(self, claimed: ClaimedStep, cancel: threading.Event) -> None:
-        import os
-
         with self._lock:
             self._steps[claimed.step_id] = _Tracked(claimed, cancel, time.monotonic())
             if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
@@ -216,7 +219,7 @@ def run_claimed(claimed: ClaimedStep) -> ClaimedStep | None:
 
     A finished result is never thrown away by a lost database connection: the commit is
     tried again on a fresh connection, same attempt and same fence, for up to
-    ``BALLAST_COMMIT_RETRY_SECONDS`` (runs.engine.reconnect); only a lost fence ends it.
+    ``BALLAST_COMMIT_RETRY_SECONDS`` (runs.engine.store.reconnect); only a lost fence ends it.
     Any other failure of the commit hands the lease back at once (re-queued, or parked
     when not safe to repeat, as recovery does for a stopped worker) and re-raises, so no
     step is left running under a live owner.
@@ -254,7 +257,7 @@ def _commit(claimed: ClaimedStep, value: NodeResult | NodeError) -> CommitOutcom
         return commit.step_fail(claimed, value)
     try:
         return commit.step_commit(claimed, value)
-    except DataError as exc:
+    except connections.DataError as exc:
         # The database refused a value the checks let through (they should not): the
         # same result would be refused again, so the step fails with the database's
         # reason instead of escaping as an exception that leaves it running until its
@@ -271,7 +274,7 @@ def _hand_back(claimed: ClaimedStep) -> None:
     under this live worker until lease and live-owner grace run out. Never raises (the
     database may be what failed: then the lease runs out)."""
     try:
-        _drop_broken_connections()
+        connections.drop_broken()
         mine = claimed.worker
         due = recovery_queries.step_recover(claimed.step_id, recovered_by=mine, owner_is_dead=lambda owner: owner == mine)
         dispatch.enqueue(due)
@@ -296,6 +299,38 @@ def execute_step(step_id: int, *, worker: str | None = None) -> None:
     _run_chain(claims.step_claim(step_id, worker), worker, task_end=_task_end())
 
 
+def step_claim_due(worker: str) -> ClaimedStep | None:
+    """Claim the pending step that has been due the longest, for ``worker``; None when no
+    step is due. What a queue message (a doorbell) does: which message arrives, in what
+    order, twice or never, cannot change which step runs next (the pick and the claim:
+    runs.engine.store.claims.claim_oldest_due).
+
+    Before each pick, a waiting step whose deadline passed (an approval's:
+    runs.engine.store.deadlines) is fired, once, and the pick starts again: a deadline is
+    late by definition, and firing it runs no node. It costs the claim one indexed read
+    that finds nothing.
+    """
+    while True:
+        now = clock.now()
+        due_waiting = deadlines.next_due_waiting(now)
+        if due_waiting is not None:
+            # A waiting step's deadline passed: fire it (one transaction of its own, run
+            # row first, as every writer of the run) and pick again. Not under this
+            # claim's step lock: the firing takes the run row, and waiting for it while
+            # holding a picked step could deadlock with that run's committer.
+            try:
+                dispatch.enqueue(deadlines.step_fire_due(due_waiting, worker=worker))
+            except Exception:
+                # A deadline that cannot fire must not block every doorbell behind it
+                # (it is the oldest due row): try it again in a minute.
+                log.exception("deadline of step %s failed to fire; trying again in %ss", due_waiting, DEADLINE_RETRY_SECONDS)
+                deadlines.deadline_postpone(due_waiting, now + timedelta(seconds=DEADLINE_RETRY_SECONDS))
+            continue
+        claimed = claims.claim_oldest_due(worker, now)
+        if not isinstance(claimed, claims.PickAgain):
+            return claimed
+
+
 def execute_due(hint: int, *, worker: str | None = None) -> None:
     """Answer one doorbell: claim the step that has been due longest (whichever step
     ``hint``, the id the doorbell was rung for, names), run it and any successor leased
@@ -315,7 +350,7 @@ def execute_due(hint: int, *, worker: str | None = None) -> None:
     deadline = time.monotonic() + settings.BALLAST_DOORBELL_DRAIN_SECONDS
     task_end = _task_end()
     while True:
-        claimed = claims.step_claim_due(worker)
+        claimed = step_claim_due(worker)
         if claimed is None or not _run_chain(claimed, worker, task_end=task_end):
             return
         now = time.monotonic()
@@ -361,18 +396,6 @@ def _run_chain(claimed: ClaimedStep | None, worker: str, *, task_end: float | No
     return not stop_requested()
 
 
-def _drop_broken_connections() -> None:
-    """Close this thread's connections that had a database error and no longer answer
-    (what ``close_old_connections()`` checks, without closing a healthy connection for
-    its age), so a step's broken connection is replaced before the next query."""
-    for conn in connections.all(initialized_only=True):
-        if conn.connection is not None and conn.errors_occurred and not conn.in_atomic_block:
-            if conn.is_usable():
-                conn.errors_occurred = False
-            else:
-                conn.close()
-
-
 def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when_waiting: bool = True, timeout: float | None = None) -> str:
     """Run one run's steps in this process until it ends (or waits at a gate).
 
@@ -382,7 +405,7 @@ def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when
     The thread's database connection is kept for the whole drive, and left open when it
     returns, as the status read always left it: the caller's own lifecycle closes it (a
     request's end, the command's exit). Only a connection that had an error and fails a
-    liveness check is dropped between steps (:func:`_drop_broken_connections`). Django's
+    liveness check is dropped between steps (runs.engine.store.connections.drop_broken). Django's
     ``close_old_connections()``, which this loop called after every burst of steps, also
     closes a healthy connection once ``CONN_MAX_AGE`` (0 here, outside workers) has
     passed: a new connection (a server backend fork, about 6 ms) per in-process run,
@@ -397,15 +420,13 @@ def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when
     ``subprocess`` (fork and exec, descriptors closed), and the heartbeat and timed-step
     threads use and close connections of their own (Django's are per thread).
     """
-    from runs.models import Run, RunStatus
-
     deadline = None if timeout is None else time.monotonic() + timeout
     worker = current_worker()
     while True:
         while queue:
             execute_step(queue.popleft(), worker=worker)
-        _drop_broken_connections()
-        status = Run.objects.values_list("status", flat=True).get(pk=run_id)
+        connections.drop_broken()
+        status = selectors.run_status(run_id)
         if status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED):
             return status
         if status == RunStatus.WAITING and stop_when_waiting:
@@ -413,7 +434,7 @@ def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when
         if deadline is not None and time.monotonic() > deadline:
             return status
         # A deadline of this run that passed fires here (in a cluster, the doorbell's
-        # claim by due time fires it: claims.step_claim_due).
+        # claim by due time fires it: step_claim_due).
         while (due_waiting := deadlines.next_due_waiting(clock.now(), run_id=run_id)) is not None:
             queue.extend(deadlines.step_fire_due(due_waiting, worker=worker))
         due = recovery_queries.due_pending_steps(stale_seconds=0, run_id=run_id)

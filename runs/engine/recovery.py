@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import connections
 
-from runs.engine import clock, dispatch, recovery_queries
+from runs.engine import dispatch
+from runs.engine.store import clock, connections, recovery_queries
 from runs.engine.workers import HOST, current_worker, owner_is_alive_here, owner_is_dead
 
 log = logging.getLogger("ballast.recovery")
@@ -371,7 +371,7 @@ def start_supervisor() -> Supervisor:
     if _supervisor is None or not _supervisor.is_alive():
         _supervisor = Supervisor()
         _supervisor.start()
-        if connections["default"].vendor == "postgresql" and (_host_beat is None or not _host_beat.is_alive()):
+        if connections.is_postgresql() and (_host_beat is None or not _host_beat.is_alive()):
             _host_beat = HostBeat(_supervisor)
             _host_beat.start()
         atexit.register(_stop_supervisor_at_exit)

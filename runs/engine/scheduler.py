@@ -12,7 +12,7 @@ Bookkeeping (``Run.scheduler``) is a JSON object:
 - ``joins``: {join_id: {"arrived": [edge keys], "depth": int}} for armed joins;
 - ``contrib``: {key: [[depth, node_id, iteration, value], ...]} writes to keys with an
   order-sensitive reducer (persisted with those keys' rows, not in ``Run.scheduler``:
-  runs.engine.state). An entry with a fifth item ``"set"`` is a value set from outside
+  runs.engine.store.state). An entry with a fifth item ``"set"`` is a value set from outside
   the reducer (an approver's edited value, a fork's patch): it replaces what the
   entries before it accumulated, and the later ones reduce onto it (:data:`SET`);
 - ``ended``: true once an end node committed.
@@ -73,7 +73,7 @@ class Transition:
 
 
 class CompiledGraph:
-    """A GraphSpec with its Topology and reducers, cached per graph version (runs.engine.graphs)."""
+    """A GraphSpec with its Topology and reducers, cached per graph version (runs.engine.store.graphs)."""
 
     def __init__(self, spec: GraphSpec):
         self.spec = spec

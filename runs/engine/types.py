@@ -166,7 +166,7 @@ class ClaimedStep:
     @property
     def node(self) -> NodeSpec:
         """The spec node this step executes."""
-        from runs.engine.graphs import compiled_graph
+        from runs.engine.store.graphs import compiled_graph
 
         return compiled_graph(self.version_id).topology.nodes[self.spec_node_id]
 

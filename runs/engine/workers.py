@@ -86,7 +86,7 @@ def owner_is_alive_here(owner: str) -> bool:
     """True only when ``owner`` certainly names a process on this host that runs now (the
     same pid and start time); False for other hosts, malformed owners, dead processes and
     processes whose liveness cannot be determined. Recovery gives such an owner's lapsed
-    lease a grace period (runs.engine.recovery_queries.lease_lapsed)."""
+    lease a grace period (runs.engine.store.recovery_queries.lease_lapsed)."""
     try:
         host, pid_text, start = owner.rsplit(":", 2)
         pid = int(pid_text)

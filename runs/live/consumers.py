@@ -1,4 +1,4 @@
-"""Run events over a WebSocket, gap-free and committed only (runs.engine.events, runs.live.hub).
+"""Run events over a WebSocket, gap-free and committed only (runs.engine.store.events, runs.live.hub).
 
 Two routes:
 

@@ -11,7 +11,7 @@ has handed out, and finds new committed events in two ways:
   poller runs only every BALLAST_LIVE_SAFETY_SECONDS, to catch pushes the channel layer
   dropped;
 - with Redis, a receiver: the hub's one channel joins each followed run's group
-  (runs.engine.events.group_name) and gets the events the committing process published
+  (runs.engine.store.events.group_name) and gets the events the committing process published
   after its commit; a push that does not continue the hub's seq (a dropped message) wakes
   the poller instead, which reads the rows.
 
@@ -33,7 +33,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from runs.engine import events as run_events
+from runs.engine.store import events as run_events
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ REJOIN_SECONDS = 5.0
 
 class Subscriber(Protocol):
     """What the hub hands events to: ``deliver`` takes one run's events in seq order
-    (wire form, runs.engine.events.wire) and must not block."""
+    (wire form, runs.engine.store.events.wire) and must not block."""
 
     def deliver(self, run_id: int, events: list[dict[str, Any]]) -> None: ...
 

@@ -22,8 +22,9 @@ from approvals.services import approval_decide
 from audit.models import AuditEntry
 from builder.validation import validate_spec
 from runs.engine import api as engine
-from runs.engine import claims, deadlines
-from runs.engine.recovery_queries import due_pending_steps
+from runs.engine import loop as engine_loop
+from runs.engine.store import deadlines
+from runs.engine.store.recovery_queries import due_pending_steps
 from runs.models import Run, RunEvent, Step
 from tests.support.approvals import deadline_spec
 from tests.support.bounded import wait_until
@@ -116,13 +117,13 @@ def test_a_deadline_follows_the_timeout_edge_once_through_the_claim_by_due_time(
     # The deadline is the waiting step's own due row, copied to the request for the inbox.
     assert step.due_at is not None and request.due_at == step.due_at and request.escalation == "timeout"
     assert 1.0 < (step.due_at - timezone.now()).total_seconds() <= 2.0
-    assert claims.step_claim_due("w:1:1") is None  # not due yet: nothing fires
+    assert engine_loop.step_claim_due("w:1:1") is None  # not due yet: nothing fires
     assert deadline_events(run) == []
 
     overdue(run)
     with engine.local_mode():
         # One claim fires the deadline, then claims what it released: the timeout successor.
-        claimed = claims.step_claim_due("w:1:1")
+        claimed = engine_loop.step_claim_due("w:1:1")
         assert claimed is not None and claimed.node_id == "late"
         engine.step_commit(claimed, engine.execute_node(claimed))
     run = continue_local(run, [])
@@ -168,14 +169,14 @@ def test_reassign_gives_the_request_to_the_group_and_emails_it(settings):
     request = ApprovalRequest.objects.get(run=run)
     mail.outbox.clear()
     step = overdue(run)
-    assert claims.step_claim_due("w:1:1") is None
+    assert engine_loop.step_claim_due("w:1:1") is None
     request.refresh_from_db()
     assert (request.status, request.approver_groups, request.principals) == ("pending", ["finance"], "|group:finance|")
     assert request.escalated_at is not None and "reassigned to group finance" in request.last_change
     assert [m.to for m in mail.outbox] == [["fin@example.com"]] and mail.outbox[0].subject.startswith("[Ballast] Overdue")
     assert Step.objects.get(pk=step.pk).status == "waiting" and Step.objects.get(pk=step.pk).due_at is None
     assert [e["action"] for e in deadline_events(run)] == ["reassign"]
-    assert claims.step_claim_due("w:1:1") is None and len(deadline_events(run)) == 1  # once only
+    assert engine_loop.step_claim_due("w:1:1") is None and len(deadline_events(run)) == 1  # once only
 
 
 @pytestmark_db
@@ -187,7 +188,7 @@ def test_notify_emails_the_approvers_again_and_keeps_waiting(settings):
     version = ApprovalRequest.objects.get(run=run).version
     mail.outbox.clear()
     overdue(run)
-    claims.step_claim_due("w:1:1")
+    engine_loop.step_claim_due("w:1:1")
     request = ApprovalRequest.objects.get(run=run)
     assert request.status == "pending" and request.version == version  # a reminder changes nothing decided on
     assert [m.subject.split(":")[0] for m in mail.outbox] == ["[Ballast] Overdue"]
@@ -225,7 +226,7 @@ def test_a_worker_killed_while_firing_a_deadline_fires_it_exactly_once(tmp_path)
     hits = tmp_path / "faults.jsonl"
     env = {**os.environ, "DATABASE_URL": test_database_url(), "BALLAST_FAULT": "deadline_before_commit", "BALLAST_FAULT_FILE": str(hits),
            "DJANGO_SETTINGS_MODULE": "ballast.settings"}
-    code = "import django; django.setup(); from runs.engine import claims; claims.step_claim_due('doomed:1:1')"
+    code = "import django; django.setup(); from runs.engine import loop; loop.step_claim_due('doomed:1:1')"
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, start_new_session=True)
     try:
         def reached() -> bool:
@@ -241,7 +242,7 @@ def test_a_worker_killed_while_firing_a_deadline_fires_it_exactly_once(tmp_path)
     assert (fresh.status, fresh.due_at is not None) == ("waiting", True)  # rolled back: still due
     assert deadline_events(run) == [] and ApprovalRequest.objects.get(run=run).status == "pending"
     with engine.local_mode():
-        claimed = claims.step_claim_due("w:2:2")  # the next doorbell fires it, and takes its successor
+        claimed = engine_loop.step_claim_due("w:2:2")  # the next doorbell fires it, and takes its successor
         assert claimed is not None and claimed.node_id == "late"
         engine.step_commit(claimed, engine.execute_node(claimed))
         assert deadlines.step_fire_due(step.pk, worker="w:2:2") == []

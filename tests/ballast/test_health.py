@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from accounts.tokens import token_create
 from ballast import health as probes
 from core import health
-from runs.engine import clock
+from runs.engine.store import clock
 from runs.models import HostHeartbeat, Worker
 from tests.support.bounded import TIME_SLACK, finishes_within
 from tests.support.redis_server import RedisServer, free_port

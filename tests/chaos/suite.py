@@ -64,7 +64,7 @@ from tests.chaos.infra import ChaosSetupError, Layout, Stack
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAULT_KINDS = ("sigkill", "sigterm", "db_blip", "redis", "clock", "netcut", "sigstop")
 PROCESS_DEATH_KINDS = {"sigkill", "sigterm"}
-LEASE_LOST = "lease lost, result discarded"  # runs.engine.commit logs it when the fence refuses a commit
+LEASE_LOST = "lease lost, result discarded"  # runs.engine.store.commit logs it when the fence refuses a commit
 
 
 def _env_float(name: str, default: float) -> float:

@@ -79,10 +79,10 @@ import functools, json, multiprocessing, os
 import django
 django.setup()
 from django.db import connection
-from runs.engine import cluster
+from runs.engine.store import connections
 
 if os.environ.get("PROBE_HOOK") == "1":  # what cluster.serve registers
-    os.register_at_fork(before=functools.partial(cluster._close_before_fork, os.getpid()))
+    os.register_at_fork(before=functools.partial(connections.close_before_fork, os.getpid()))
 connection.ensure_connection()  # open in the forking thread, as a sentinel's may be
 
 

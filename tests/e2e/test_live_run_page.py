@@ -32,7 +32,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from playwright.sync_api import Page, expect
 
-from runs.engine import events as run_events
+from runs.engine.store import events as run_events
 from runs.models import Run, RunEventKind, Step, StepAttempt
 from runs.services import run_start
 from tests.support.browser import admin_page, approve_and_drive, screenshot

@@ -11,7 +11,7 @@ from audit.models import AuditEntry
 from graphs.bounds import BUDGET_USD_LIMIT, run_limit_problems
 from graphs.models import Graph, GraphVersion
 from runs.engine import api as engine
-from runs.engine.graphs import compiled_graph
+from runs.engine.store.graphs import compiled_graph
 from runs.models import Run, Step
 from runs.services import run_start
 from tests.support.specs import chain, graph, node, publish, run_local, transform

@@ -28,9 +28,9 @@ def run_at_pay(version: GraphVersion | None = None) -> tuple[Run, Step]:
 
 def begun(claimed):
     """``claimed`` as the loop leaves it right before its node runs: a step not safe to
-    repeat has its attempt marked begun (runs.engine.claims.mark_effect_begun), so a
+    repeat has its attempt marked begun (runs.engine.store.claims.mark_effect_begun), so a
     crash from here on parks it instead of re-queueing it. Returns ``claimed``."""
-    from runs.engine import claims
+    from runs.engine.store import claims
 
     assert claimed is not None and claims.mark_effect_begun(claimed)
     return claimed

@@ -10,7 +10,8 @@ from django.db import connection
 from django.utils import timezone
 
 from runs.engine import api as engine
-from runs.engine import claims
+from runs.engine import loop as engine_loop
+from runs.engine.store import claims
 from runs.models import Step
 from runs.services import run_start
 from tests.support.specs import chain, graph, node, publish, transform
@@ -32,11 +33,11 @@ def test_a_step_whose_claim_raises_does_not_block_the_steps_due_after_it(monkeyp
         return real(run, step, state)
 
     monkeypatch.setattr(claims, "budget_refusal", unreadable)
-    claimed = claims.step_claim_due("worker-1")
+    claimed = engine_loop.step_claim_due("worker-1")
     assert claimed is not None and claimed.run_id == healthy.pk
     stuck = Step.objects.get(run=poisoned)
     assert stuck.status == "pending" and stuck.attempt == 0 and stuck.available_at > timezone.now()
-    assert claims.step_claim_due("worker-1") is None  # set aside, not retried at once
+    assert engine_loop.step_claim_due("worker-1") is None  # set aside, not retried at once
 
 
 def test_a_run_row_sqlite_cannot_read_back_does_not_block_other_runs():
@@ -50,6 +51,6 @@ def test_a_run_row_sqlite_cannot_read_back_does_not_block_other_runs():
         healthy = run_start(version=version, budget_usd=Decimal("1"))
     with connection.cursor() as cursor:
         cursor.execute("UPDATE runs_run SET budget_usd = %s WHERE id = %s", [1e13, poisoned.pk])
-    claimed = claims.step_claim_due("worker-1")
+    claimed = engine_loop.step_claim_due("worker-1")
     assert claimed is not None and claimed.run_id == healthy.pk
     assert Step.objects.get(run=poisoned).status == "pending"

@@ -2,7 +2,7 @@
 
 A step that is its run's only active step commits, with the lease of its successor, as
 one statement on PostgreSQL and as six fixed statements in one transaction on SQLite (seven
-when the step wrote state keys: their versions, runs.engine.state).
+when the step wrote state keys: their versions, runs.engine.store.state).
 On PostgreSQL that statement is a server-side prepared statement (issue 11), and it goes
 through Django's cursor wrapper so ``execute_wrapper`` hooks count it.
 """
@@ -50,7 +50,7 @@ def test_round_trips_per_node_commit():
 def test_fast_path_commits_are_seen_by_execute_wrappers():
     # What `python -m bench queries` and any instrumentation hook count: a bare psycopg
     # cursor would bypass connection.execute_wrapper and the commits would count as 0.
-    from runs.engine import fastpath_postgresql, fastpath_sqlite
+    from runs.engine.store import fastpath_postgresql, fastpath_sqlite
 
     n = 6
     version = publish(linear(n))
@@ -184,7 +184,7 @@ def test_fast_path_generic_plan_finds_rows_by_their_keys(which, analysed, monkey
     from psycopg._queries import PostgresQuery  # noqa: PLC2701 (psycopg's own placeholder conversion)
     from psycopg.adapt import Transformer
 
-    from runs.engine import fastpath_postgresql
+    from runs.engine.store import fastpath_postgresql
 
     captured: list[dict] = []
     name = "commit" if which == "COMMIT_SQL" else "finish"

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from runs import tasks
 from runs.engine import api as engine
+from runs.engine import loop as engine_loop
 from runs.models import RunEvent, RunEventKind, Step, StepAttempt, Worker
 from runs.services import run_start
 from tests.support.bounded import assert_took_under, stopwatch
@@ -143,7 +144,8 @@ def test_a_taken_back_steps_doorbell_rings_before_the_rest_of_the_pass(monkeypat
     # scan's updates): the step taken over must not wait behind them for its doorbell.
     from django.db import OperationalError
 
-    from runs.engine import recovery, recovery_queries
+    from runs.engine import recovery
+    from runs.engine.store import recovery_queries
 
     _run, pay = run_at_pay()
     assert engine.step_claim(pay.pk, dead_owner()) is not None
@@ -166,7 +168,6 @@ def test_concurrent_claims_skip_each_others_rows():
 
     from django.db import connections, transaction
 
-    from runs.engine import claims
 
     version = one_step_version()
     with engine.local_mode():
@@ -179,7 +180,7 @@ def test_concurrent_claims_skip_each_others_rows():
     def slow_claimer() -> None:
         try:
             with transaction.atomic():
-                claimed = claims.step_claim_due("slow:1:1")
+                claimed = engine_loop.step_claim_due("slow:1:1")
                 got["slow"] = claimed.step_id if claimed else None
                 inside.set()
                 release.wait(10)
@@ -190,7 +191,7 @@ def test_concurrent_claims_skip_each_others_rows():
     thread.start()
     assert inside.wait(10)
     try:
-        claimed = claims.step_claim_due("fast:1:1")  # must not block on the slow one's row lock
+        claimed = engine_loop.step_claim_due("fast:1:1")  # must not block on the slow one's row lock
         got["fast"] = claimed.step_id if claimed else None
     finally:
         release.set()
@@ -248,8 +249,7 @@ def test_a_claim_never_waits_for_a_committer_holding_its_run():
 
     from django.db import connections, transaction
 
-    from runs.engine import claims
-    from runs.engine.writes import lock_run
+    from runs.engine.store.writes import lock_run
 
     run, pay = run_at_pay()
     locked = threading.Event()
@@ -269,7 +269,7 @@ def test_a_claim_never_waits_for_a_committer_holding_its_run():
     assert locked.wait(10)
     try:
         started = stopwatch()
-        claimed = claims.step_claim_due("claimer:1:1")
+        claimed = engine_loop.step_claim_due("claimer:1:1")
         took = started.elapsed
     finally:
         release.set()

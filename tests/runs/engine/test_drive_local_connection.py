@@ -10,7 +10,7 @@ import pytest
 from django.db import OperationalError, connection
 
 from runs.engine import api as engine
-from runs.engine.loop import _drop_broken_connections
+from runs.engine.store.connections import drop_broken as _drop_broken_connections
 from runs.services import run_start
 from tests.support.specs import chain, graph, node, publish, transform
 

@@ -13,7 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from runs.engine import api as engine
-from runs.engine.events import CounterBusy
+from runs.engine import loop as engine_loop
+from runs.engine.store.events import CounterBusy
 from runs.models import Run, RunEvent, RunStatus, Step, StepAttempt
 from tests.support.conformance import started
 from tests.support.specs import chain, graph, node, transform
@@ -96,7 +97,7 @@ def test_a_busy_event_counter_writes_nothing_and_the_claim_waits_its_turn():
 
     import psycopg
 
-    from runs.engine import claims
+    from runs.engine.store import claims
 
     run, start_id = started(_spec())
     params = connection.get_connection_params()
@@ -119,29 +120,27 @@ def test_a_busy_event_counter_writes_nothing_and_the_claim_waits_its_turn():
 
 
 def test_a_doorbell_picks_and_claims_the_oldest_due_step_in_one_statement():
-    from runs.engine import claims
 
     first, first_start = started(_spec())
     second, second_start = started(_spec())
     with CaptureQueriesContext(connection) as queries:
-        claimed = claims.step_claim_due(W)
+        claimed = engine_loop.step_claim_due(W)
     picks = [q["sql"] for q in queries.captured_queries if "WITH pick AS" in q["sql"]]
     assert claimed is not None and claimed.step_id == first_start and claimed.snapshot is not None
     assert len(picks) == 1 and "SKIP LOCKED" in picks[0]
     # Not due any more: the next doorbell takes the second run's start, the one after finds nothing.
-    assert claims.step_claim_due("host:2:2").step_id == second_start
+    assert engine_loop.step_claim_due("host:2:2").step_id == second_start
     with CaptureQueriesContext(connection) as queries:
-        assert claims.step_claim_due(W) is None
+        assert engine_loop.step_claim_due(W) is None
     assert len([q for q in queries.captured_queries if "WITH pick AS" in q["sql"]]) == 1
     assert not any("FOR NO KEY UPDATE SKIP LOCKED" in q["sql"] and '"runs_step"' in q["sql"] for q in queries.captured_queries)
 
 
 def test_a_due_step_the_one_statement_cannot_claim_is_claimed_by_the_portable_pick():
-    from runs.engine import claims
 
     run, start_id = started(_spec())
     Run.objects.filter(pk=run.pk).update(budget_usd=5)
-    claimed = claims.step_claim_due(W)
+    claimed = engine_loop.step_claim_due(W)
     assert claimed is not None and claimed.step_id == start_id and claimed.budget_remaining_usd == 5
     assert StepAttempt.objects.filter(step_id=start_id).count() == 1
-    assert claims.step_claim_due(W) is None
+    assert engine_loop.step_claim_due(W) is None

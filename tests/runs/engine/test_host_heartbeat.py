@@ -11,7 +11,8 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from runs.engine import clock, recovery, recovery_queries
+from runs.engine import recovery
+from runs.engine.store import clock, recovery_queries
 from runs.engine.workers import HOST
 from runs.models import HostHeartbeat, Step, StepStatus
 from tests.support.cluster import test_database_url
@@ -133,7 +134,7 @@ def test_a_host_clock_skewed_by_a_minute_takes_no_live_lease_and_keeps_no_dead_o
         pytest.skip("SQLite is one host: its clock is the host's")
     _run, step = run_at_pay()
     # The skewed process sees the database's time, not its own.
-    out = _skewed("from runs.engine import clock\nfrom django.utils import timezone\n"
+    out = _skewed("from runs.engine.store import clock\nfrom django.utils import timezone\n"
                   "print((timezone.now() - clock.now()).total_seconds())", skew)
     host_ahead = float(out.split()[-1])
     assert abs(host_ahead - float(skew.rstrip("s"))) < 5
@@ -144,7 +145,7 @@ def test_a_host_clock_skewed_by_a_minute_takes_no_live_lease_and_keeps_no_dead_o
     assert taken.split()[-1] == "[]"
     assert Step.objects.get(pk=step.pk).status == StepStatus.RUNNING
     # A lease the skewed host renews is written on the database's clock.
-    renewed = _skewed(f"from runs.engine import claims\nprint(claims.step_heartbeat({step.pk}, 1, '{OTHER}:4242:1'))", skew)
+    renewed = _skewed(f"from runs.engine.store import claims\nprint(claims.step_heartbeat({step.pk}, 1, '{OTHER}:4242:1'))", skew)
     assert renewed.split()[-1] == "True"
     left = (Step.objects.get(pk=step.pk).lease_expires_at - clock.now()).total_seconds()
     assert abs(left - 30) < 5, left  # BALLAST_LEASE_SECONDS from the database's now

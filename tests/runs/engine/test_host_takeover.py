@@ -27,7 +27,7 @@ import pytest
 from django.db import connection
 
 from runs.engine import api as engine
-from runs.engine import clock, recovery_queries
+from runs.engine.store import clock, recovery_queries
 from runs.models import HostHeartbeat, RunEventKind, Step, StepAttempt, StepStatus
 from runs.services import run_start
 from tests.support.cluster import Cluster, wait_for_status, wait_until

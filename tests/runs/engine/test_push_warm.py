@@ -19,7 +19,7 @@ PROBE = """
 import json, sys, time
 import django
 django.setup()
-from runs.engine import events
+from runs.engine.store import events
 before = "channels_redis.core" in sys.modules
 events.warm_push()
 deadline = time.monotonic() + 60  # the import runs in the publisher's thread

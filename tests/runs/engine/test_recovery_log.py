@@ -82,7 +82,7 @@ def test_an_unsafe_step_leased_but_never_begun_is_requeued_and_one_begun_is_park
 
 
 def test_a_worker_whose_lease_was_taken_back_does_not_begin_the_step():
-    from runs.engine import claims
+    from runs.engine.store import claims
 
     run, pay = run_at_pay(pay_version(unsafe=True))
     stale = engine.step_claim(pay.pk, dead_owner())

@@ -1,4 +1,4 @@
-"""Run state kept per key (runs.engine.state): a commit writes only the keys its step
+"""Run state kept per key (runs.engine.store.state): a commit writes only the keys its step
 changed, the state after any step is read back without replay, reducers keep their
 semantics on both commit paths, and fork starts from the versioned state."""
 from __future__ import annotations

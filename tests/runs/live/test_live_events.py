@@ -24,7 +24,7 @@ from django.test.utils import CaptureQueriesContext
 
 from accounts.tokens import token_create
 from ballast.asgi import application
-from runs.engine import events as run_events
+from runs.engine.store import events as run_events
 from runs.live import hub as live_hub
 from runs.models import Run, RunEvent, RunEventKind
 from tests.support.bounded import assert_took_under

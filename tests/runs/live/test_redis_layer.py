@@ -87,7 +87,7 @@ def commit_event(server: RedisServer, run_id: int, label: str) -> None:
     commit as a worker does (waiting for the push to be sent, or to fail)."""
     script = (
         "import django; django.setup();"
-        "import time; from runs.engine import events; from runs.models import RunEventKind;"
+        "import time; from runs.engine.store import events; from runs.models import RunEventKind;"
         f"events.create(run_id={run_id}, kind=RunEventKind.RUN_RESUMED, data={{'by': {label!r}}});"
         "deadline = time.monotonic() + 10\n"
         "while not events._publisher.queue.empty() and time.monotonic() < deadline: time.sleep(0.05)\n"

@@ -15,7 +15,7 @@ import pytest
 from approvals.nodes import ApprovalNode, edit_errors
 from builder.validation import validate_spec
 from graphs.models import GraphVersion
-from runs.engine.graphs import compiled_graph
+from runs.engine.store.graphs import compiled_graph
 from runs.models import Run
 from runs.nodes.llm import _parse_and_validate
 from runs.sandbox.schemas import schema_problems, validator

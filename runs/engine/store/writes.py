@@ -15,9 +15,9 @@ from django.db.models import F, QuerySet
 from django.utils.module_loading import import_string
 
 from audit.chain import audit
-from runs.engine import clock
-from runs.engine.events import create as create_event
-from runs.engine.events import event as event  # re-exported: the engine builds events with writes.event
+from runs.engine.store import clock
+from runs.engine.store.events import create as create_event
+from runs.engine.store.events import event as event  # re-exported: the engine builds events with writes.event
 from runs.engine.types import ActiveStep
 from runs.models import (
     ACTIVE_STEP_STATUSES,
@@ -123,9 +123,9 @@ def save_steps(run: Run, new_steps: list[Step]) -> None:
 
 def save_run_totals(run: Run, now: datetime, **fields: Any) -> None:
     """Write the run's per-key size map, bookkeeping (without the reducer contributions,
-    which go with their keys' rows: runs.engine.state), step count and usage totals as
+    which go with their keys' rows: runs.engine.store.state), step count and usage totals as
     held in ``run`` (plus ``fields``), in one UPDATE. The state's keys are written by
-    runs.engine.state.write, only those a step changed."""
+    runs.engine.store.state.write, only those a step changed."""
     bump_run(
         Run.objects.filter(pk=run.pk),
         state_sizes=run.state_sizes,

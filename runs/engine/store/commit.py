@@ -4,7 +4,7 @@ A commit stores the step's output, usage and cost, merges its writes into the ru
 creates the successor steps (one may be leased to the committing worker), appends the
 events and updates the run's totals and status, all under the run's row lock. A lease
 that is no longer ours makes it write nothing. The sequential case first tries a fast
-path (runs.engine.fastpath); everything else, and every fast-path miss, lands here.
+path (runs.engine.store.fastpath); everything else, and every fast-path miss, lands here.
 """
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Q
 
-from runs.engine import clock, fastpath, graphs, limits, scheduler
-from runs.engine import state as state_store
-from runs.engine.claims import budget_refusal, lease_to, start_kept
-from runs.engine.events import append as append_events
-from runs.engine.events import create as create_event
-from runs.engine.types import ActiveStep, ClaimedStep, CommitOutcome, StateTooLarge, spec_node_id, step_idempotency_key
-from runs.engine.writes import (
+from runs.engine import limits, scheduler
+from runs.engine.store import clock, fastpath, graphs
+from runs.engine.store import state as state_store
+from runs.engine.store.claims import budget_refusal, lease_to, start_kept
+from runs.engine.store.events import append as append_events
+from runs.engine.store.events import create as create_event
+from runs.engine.store.writes import (
     active_steps,
     add_usage,
     bump_run,
@@ -35,6 +35,7 @@ from runs.engine.writes import (
     save_run_usage,
     save_steps,
 )
+from runs.engine.types import ActiveStep, ClaimedStep, CommitOutcome, StateTooLarge, spec_node_id, step_idempotency_key
 from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.nodes import get_kind
 from runs.nodes.base import NodeResult
@@ -90,7 +91,7 @@ def _commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, i
         status = StepStatus.WAITING if result.wait else StepStatus.SUCCEEDED
         due_at = now + timedelta(seconds=result.wait.due_seconds) if result.wait and result.wait.due_seconds else None
         # A top-level step that succeeds commits the state version run.version + 1
-        # (advance writes its keys' rows at that seq; runs.engine.state).
+        # (advance writes its keys' rows at that seq; runs.engine.store.state).
         state_seq = run.version + 1 if claimed.parent_id is None and not result.wait else None
         written = fenced(claimed.step_id, claimed.attempt, claimed.worker).update(
             status=status,
@@ -180,7 +181,7 @@ def advance(
     Inside the caller's transaction. ``worker`` may keep one successor (None: all go to
     the queue). ``written_sizes``: encoded size per written key (limits.checked_result).
     The caller recorded ``Step.state_seq`` = ``run.version + 1`` with the step's status;
-    the rows of the keys the step wrote are inserted at that seq (runs.engine.state),
+    the rows of the keys the step wrote are inserted at that seq (runs.engine.store.state),
     nothing else of the state is written. Raises StateTooLarge, before writing anything
     to the run, when the merged state would pass the state size limit: the caller's
     transaction must roll back."""

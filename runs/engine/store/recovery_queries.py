@@ -17,12 +17,12 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 
 from audit.chain import audit
-from runs.engine import clock
-from runs.engine.claims import due_steps
-from runs.engine.events import create as create_event
-from runs.engine.graphs import step_repeat_safe
+from runs.engine.store import clock
+from runs.engine.store.claims import due_steps
+from runs.engine.store.events import create as create_event
+from runs.engine.store.graphs import step_repeat_safe
+from runs.engine.store.writes import lock_run, park
 from runs.engine.workers import owner_is_alive_here
-from runs.engine.writes import lock_run, park
 from runs.models import AttemptStatus, HostHeartbeat, Run, RunEventKind, Step, StepAttempt, StepStatus, Worker
 from runs.nodes.base import ChildCall
 
@@ -228,7 +228,7 @@ def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead,
             return []
         run = lock_run(step.run_id)
         # An attempt that never began its side effect (leased, e.g. in its predecessor's
-        # commit, and never started: no effect_attempt mark, runs.engine.claims) runs again.
+        # commit, and never started: no effect_attempt mark, runs.engine.store.claims) runs again.
         began = step.effect_attempt == step.attempt
         target = StepStatus.PENDING if not began or _repeat_safe(run, step) or run.is_terminal else StepStatus.PARKED
         # The fence includes the mark: a worker that marks meanwhile makes this miss (the
@@ -315,7 +315,7 @@ def _ring_for_deadlines(now: datetime, stale: datetime, run_id: int | None) -> l
     """Waiting steps whose deadline (``due_at``) passed and that no doorbell was rung for
     since (or whose doorbell went stale): marked dispatched now; their ids are returned
     so the caller rings for them. The doorbell's claim fires the deadline
-    (claims.step_claim_due -> runs.engine.deadlines); this pass only rings, as it does
+    (claims.step_claim_due -> runs.engine.store.deadlines); this pass only rings, as it does
     for a retry whose backoff ended, so no scanner of deadlines exists apart from it."""
     qs = Step.objects.filter(status=StepStatus.WAITING, due_at__lte=now).filter(
         Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=F("due_at")) | Q(dispatched_at__lt=stale)

@@ -18,7 +18,7 @@ statements. That is why no gap and no reordering can happen:
 
 The counter is a row of its own, not a column of the run, so numbering events never needs
 the run row: a claim holding its picked step takes the counter with NOWAIT (``nowait``
-below) and never waits for a committer holding the run (runs.engine.claims says why).
+below) and never waits for a committer holding the run (runs.engine.store.claims says why).
 Writers bump the counter as their last lock of the transaction (events are appended once
 the rows they describe are written), so its lock is held only from there to the commit.
 

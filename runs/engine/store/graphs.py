@@ -9,7 +9,7 @@ from typing import Any
 from graphs.models import GraphVersion
 from graphs.spec import GraphSpec, NodeSpec
 from runs.engine import scheduler
-from runs.engine import state as state_store
+from runs.engine.store import state as state_store
 from runs.engine.types import spec_node_id
 from runs.models import Run
 from runs.nodes import get_kind
@@ -52,7 +52,7 @@ def transition(run: Run, *, node_id: str, iteration: int, depth: int, result: No
     ``run`` as held in memory (state, bookkeeping, step count); ``other_active``: spec node
     ids of the run's other active steps. Pure apart from the cached graph lookup and,
     for keys with order-sensitive reducers the instance does not hold the
-    contributions of yet, one read of those (runs.engine.state.load_contributions)."""
+    contributions of yet, one read of those (runs.engine.store.state.load_contributions)."""
     graph = compiled_graph(run.graph_version_id)
     if result.updates:
         state_store.load_contributions(run, graph, result.updates)

@@ -19,12 +19,14 @@ from audit.models import AuditChain, AuditEntry
 from core.fields import field_path
 from graphs.bounds import run_limit_problems
 from graphs.models import GraphVersion
-from runs.engine import clock, limits, scheduler
-from runs.engine import state as state_store
-from runs.engine.commit import advance, child_finished
-from runs.engine.events import create as create_event
-from runs.engine.events import publish, push_enabled, wire
-from runs.engine.graphs import compiled_graph, state_keys, step_node
+from runs.engine import limits, scheduler
+from runs.engine.store import clock
+from runs.engine.store import state as state_store
+from runs.engine.store.commit import advance, child_finished
+from runs.engine.store.events import create as create_event
+from runs.engine.store.events import publish, push_enabled, wire
+from runs.engine.store.graphs import compiled_graph, state_keys, step_node
+from runs.engine.store.writes import bump_run, event, finish_run, lock_run, save_steps
 from runs.engine.types import (
     RunNotFound,
     StartedRun,
@@ -33,7 +35,6 @@ from runs.engine.types import (
     VersionUnrunnable,
     step_idempotency_key,
 )
-from runs.engine.writes import bump_run, event, finish_run, lock_run, save_steps
 from runs.models import (
     Run,
     RunEvent,
@@ -167,7 +168,7 @@ def _create_postgresql(
     ``idempotency_key``), with nothing written. Like ``bulk_create`` it sends no
     pre_save/post_save signals: no receiver listens to these models (approvals listens
     to ApprovalRequest only)."""
-    from runs.engine import fastpath_postgresql  # psycopg on first use (fastpath.fast_commit says why)
+    from runs.engine.store import fastpath_postgresql  # psycopg on first use (fastpath.fast_commit says why)
 
     run.pk = fastpath_postgresql.next_id(Run)
     run.state = state
@@ -285,7 +286,7 @@ def step_complete_waiting(step_id: int, result: NodeResult, *, actor: str, reaso
         updates=result.updates or None,
         finished_at=now,
         lease_owner="",
-        state_seq=None if step.parent_id is not None else run.version + 1,  # what advance commits (runs.engine.state)
+        state_seq=None if step.parent_id is not None else run.version + 1,  # what advance commits (runs.engine.store.state)
     )
     if not written:
         raise StepStateError(f"step {step_id} is {step.status}, not waiting")

@@ -2,10 +2,10 @@
 
 A step that is its run's only active step, with one successor, commits from the snapshot
 its worker's previous commit left (checked by ``Run.version``), without reading the run,
-and writes of the state only the keys the step changed (runs.engine.state):
+and writes of the state only the keys the step changed (runs.engine.store.state):
 one statement on PostgreSQL (fastpath_postgresql), fixed statements in one transaction
 on SQLite and other databases (fastpath_sqlite). Anything else, or a failed check,
-returns None and the portable commit (runs.engine.commit) takes over.
+returns None and the portable commit (runs.engine.store.commit) takes over.
 ``settings.BALLAST_FAST_COMMIT = False`` turns the fast path off (the conformance suite
 runs the portable path that way).
 """
@@ -20,13 +20,14 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 
-from runs.engine import clock, events, fastpath_sqlite, graphs, limits, scheduler
-from runs.engine import state as state_store
-from runs.engine.claims import claim_details
-from runs.engine.clock import db_time
-from runs.engine.graphs import compiled_graph
+from runs.engine import limits, scheduler
+from runs.engine.store import clock, events, fastpath_sqlite, graphs
+from runs.engine.store import state as state_store
+from runs.engine.store.claims import claim_details
+from runs.engine.store.clock import db_time
+from runs.engine.store.graphs import compiled_graph
+from runs.engine.store.writes import add_usage, lease_delta, price_version
 from runs.engine.types import ActiveStep, BranchSnapshot, ClaimedStep, CommitOutcome, spec_node_id, step_idempotency_key
-from runs.engine.writes import add_usage, lease_delta, price_version
 from runs.models import (
     ACTIVE_STEP_STATUSES,
     FINISHED_EVENT_KINDS,
@@ -66,7 +67,7 @@ def _dumps(value: Any) -> str | None:
 
 
 def _wires(run_id: int, rows: list[tuple[int, str, str | None]], last_seq: int, ids: list[int], now: Any) -> list[dict[str, Any]]:
-    """Committed events in wire form (runs.engine.events.wire), for the push: ``rows`` are
+    """Committed events in wire form (runs.engine.store.events.wire), for the push: ``rows`` are
     (step id, kind, JSON data) in seq order, ``ids`` their primary keys in the same order,
     the last one numbered ``last_seq``."""
     first = last_seq - len(rows) + 1
@@ -112,7 +113,7 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
         "step": claimed.step_id,
         "attempt": claimed.attempt,
         "owner": claimed.worker,
-        # Only the keys the step wrote are encoded and stored (runs.engine.state); the
+        # Only the keys the step wrote are encoded and stored (runs.engine.store.state); the
         # bookkeeping without the reducer contributions, which go with those keys.
         **_result_params(result, transition, sizes, now),
         "done_event": _dumps({"node_id": claimed.node_id, "iteration": claimed.iteration, "route": result.route}),
@@ -121,7 +122,7 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
     if connection.vendor == "postgresql":
         # Imported on first use: psycopg costs a worker about 0.25 s of CPU at start, and
         # a worker on SQLite never needs it.
-        from runs.engine import fastpath_postgresql as backend
+        from runs.engine.store import fastpath_postgresql as backend
     if finishing:
         return _finish(backend, run, result, common, sizes=sizes, transition=transition, step_id=claimed.step_id, now=now)
     act = transition.activations[0]
@@ -226,7 +227,7 @@ def _param_time(value: datetime | None) -> Any:
 def parallel_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, int] | None = None) -> CommitOutcome | None:
     """Commit a top-level step whose run has other active steps (a branch of a fan-out, or
     a step that fans out), or whose snapshot is stale: the portable commit's decisions
-    (runs.engine.commit.advance: the join rule, the parallelism bound, the run status) from
+    (runs.engine.store.commit.advance: the join rule, the parallelism bound, the run status) from
     rows read in the commit's own transaction, written in fixed statements.
 
     One transaction, fenced by lease owner and attempt like every commit: the run row is
@@ -250,7 +251,7 @@ def parallel_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dic
         return None
     backend: ModuleType = fastpath_sqlite
     if connection.vendor == "postgresql":
-        from runs.engine import fastpath_postgresql as backend  # on first use, as fast_commit
+        from runs.engine.store import fastpath_postgresql as backend  # on first use, as fast_commit
     now = clock.now()
     base: dict[str, Any] = {**ENUM_PARAMS, "run": claimed.run_id, "step": claimed.step_id, "attempt": claimed.attempt, "owner": claimed.worker}
     outcome = None

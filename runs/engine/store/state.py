@@ -160,7 +160,7 @@ def replayed_state(step: Step) -> tuple[dict[str, Any], dict[str, Any]]:
     """(state after ``step``, state before it) replayed from the run's recorded writes
     onto its initial state, with the graph's reducers (steps committed before state was
     kept per key). O(steps before it)."""
-    from runs.engine.graphs import compiled_graph
+    from runs.engine.store.graphs import compiled_graph
 
     run = Run.objects.get(pk=step.run_id)
     graph = compiled_graph(run.graph_version_id)

@@ -1,7 +1,7 @@
 """Deadlines of waiting steps: a due waiting step (an approval's deadline) fires once, in one transaction.
 
 A step that waits with a deadline keeps it as its own ``Step.due_at``; there is no timer
-and no scanner of its own. The claim-by-due-time (claims.step_claim_due) finds it among
+and no scanner of its own. The claim-by-due-time (runs.engine.loop.step_claim_due) finds it among
 the due rows and calls :func:`step_fire_due`; the recovery pass rings a doorbell for it
 when it falls due (recovery_queries.due_pending_steps), as it does for a retry whose
 backoff ended.
@@ -21,11 +21,12 @@ from datetime import datetime
 from django.db import transaction
 
 from audit.chain import audit
-from runs.engine import clock, faults
-from runs.engine.events import create as create_event
-from runs.engine.graphs import step_node
-from runs.engine.operations import step_complete_waiting
-from runs.engine.writes import lock_run
+from runs.engine import faults
+from runs.engine.store import clock
+from runs.engine.store.events import create as create_event
+from runs.engine.store.graphs import step_node
+from runs.engine.store.operations import step_complete_waiting
+from runs.engine.store.writes import lock_run
 from runs.models import RunEventKind, Step, StepStatus
 from runs.nodes import get_kind
 
@@ -47,6 +48,13 @@ def next_due_waiting(now: datetime, *, run_id: int | None = None) -> int | None:
     return qs.order_by("due_at", "id").values_list("id", flat=True).first()
 
 
+def deadline_postpone(step_id: int, until: datetime) -> None:
+    """Move the deadline of waiting step ``step_id`` to ``until`` (a deadline that raised
+    while firing is tried again then, so it never blocks every doorbell behind it).
+    Nothing when the step is no longer waiting."""
+    Step.objects.filter(pk=step_id, status=StepStatus.WAITING).update(due_at=until)
+
+
 def step_fire_due(step_id: int, *, worker: str) -> list[int]:
     """Fire the deadline of waiting step ``step_id`` if it is still due; return the step
     ids to hand to the queue after commit (a ``timeout`` that followed its edge).
@@ -55,7 +63,7 @@ def step_fire_due(step_id: int, *, worker: str) -> list[int]:
     clear its ``due_at``, let its kind escalate (:meth:`NodeKind.on_due`), append a
     ``step_deadline`` event (``{node_id, action, ...details}``) and an audit entry
     ``step.deadline`` (actor ``deadline``; ``worker``, ``escalation``, the details), and, when the kind returned a
-    result, finish the step with it (runs.engine.operations.step_complete_waiting: the
+    result, finish the step with it (runs.engine.store.operations.step_complete_waiting: the
     ``run_resumed`` event, successors, run status). Anything else (decided, cancelled,
     fired by another worker in between, no such step): nothing is written, returns [].
     Raises what the kind or the commit raises; the transaction then rolls back and the

@@ -21,7 +21,7 @@ UPDATE runs_run SET state_sizes = %(state_sizes)s, scheduler = %(scheduler)s,
 WHERE id = %(run)s AND version = %(version)s
 """
 RUN_SQL = _RUN_FENCE.format(run_set="step_count = step_count + 1, status = %(run_running)s")
-# The run's event counter row (runs.engine.events), bumped by the number of events the
+# The run's event counter row (runs.engine.store.events), bumped by the number of events the
 # transaction writes, after the run and step rows are written.
 SEQ_SQL = """
 INSERT INTO runs_runeventcounter (run_id, last) VALUES (%(run)s, %(n_events)s)
@@ -34,7 +34,7 @@ UPDATE runs_step SET status = %(st_succeeded)s, output = %(output)s, updates = %
     state_seq = %(version)s + 1
 WHERE id = %(step)s AND status = %(st_running)s AND attempt = %(attempt)s AND lease_owner = %(owner)s
 """
-# The versions of the keys the step wrote (runs.engine.state), from one JSON parameter.
+# The versions of the keys the step wrote (runs.engine.store.state), from one JSON parameter.
 STATE_SQL = """
 INSERT INTO runs_runstatekey (run_id, key, seq, value, size, contrib)
 SELECT %(run)s, w.key, %(version)s + 1, w.value -> '$.v', w.value ->> '$.s', w.value ->> '$.c'
@@ -141,7 +141,7 @@ class _Stale(Exception):
 def commit(params: dict[str, Any]) -> tuple[int, int, list[int]] | None:
     """Run the fenced commit: (the new step's id, the last event seq, the three event ids
     in seq order), or None when the version or lease check failed. The events' seq come
-    from the run's counter, bumped by SEQ_SQL in this transaction (runs.engine.events)."""
+    from the run's counter, bumped by SEQ_SQL in this transaction (runs.engine.store.events)."""
     params["n_events"] = 3
     try:
         with transaction.atomic(), connection.cursor() as cursor:

@@ -17,13 +17,13 @@ from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from graphs.spec import NodeSpec
-from runs.engine import clock
-from runs.engine.events import CounterBusy, publish, push_enabled, wire
-from runs.engine.events import append as append_events
-from runs.engine.events import create as create_event
-from runs.engine.graphs import spawns_children, step_node
+from runs.engine.store import clock
+from runs.engine.store.events import CounterBusy, publish, push_enabled, wire
+from runs.engine.store.events import append as append_events
+from runs.engine.store.events import create as create_event
+from runs.engine.store.graphs import spawns_children, step_node
+from runs.engine.store.writes import bump_run, event, fenced, finish_run, lease_delta, lost_attempts
 from runs.engine.types import ClaimedStep
-from runs.engine.writes import bump_run, event, fenced, finish_run, lease_delta, lost_attempts
 from runs.models import (
     TERMINAL_RUN_STATUSES,
     AttemptStatus,
@@ -39,8 +39,6 @@ from runs.nodes import get_kind
 from runs.nodes.base import ChildCall
 
 log = logging.getLogger("ballast.engine")
-# How long a deadline that raised while firing waits before it is tried again.
-DEADLINE_RETRY_SECONDS = 60
 # How long a due step whose claim raised is set aside before it is tried again.
 CLAIM_RETRY_SECONDS = 60
 
@@ -149,7 +147,7 @@ def _fast_claim(step_id: int | None, worker: str, now: datetime) -> ClaimedStep 
     written) as :func:`_claim` does."""
     if connection.vendor != "postgresql" or not getattr(settings, "BALLAST_FAST_COMMIT", True) or connection.in_atomic_block:
         return _PORTABLE
-    from runs.engine import fastpath_postgresql  # psycopg on first use (fastpath.fast_commit says why)
+    from runs.engine.store import fastpath_postgresql  # psycopg on first use (fastpath.fast_commit says why)
 
     step_cols, run_cols = _columns(Step), _columns(Run)
     params = {
@@ -226,10 +224,20 @@ def due_steps(now: datetime) -> QuerySet[Step]:
     )
 
 
-def step_claim_due(worker: str) -> ClaimedStep | None:
-    """Claim the pending step that has been due the longest, for ``worker``; None when no
-    step is due. What a queue message (a doorbell) does: which message arrives, in what
-    order, twice or never, cannot change which step runs next.
+# What :func:`claim_oldest_due` returns when the pick must start again (a claim refused
+# or set aside, the event counter busy): the caller fires due deadlines first, then picks.
+class PickAgain:
+    pass
+
+
+PICK_AGAIN = PickAgain()
+
+
+def claim_oldest_due(worker: str, now: datetime) -> ClaimedStep | PickAgain | None:
+    """One pick of the pending step due the longest (at ``now``) and its claim for
+    ``worker``: the claimed step, None when no step is due, or PICK_AGAIN when the pick
+    must start again. The doorbell's claim (runs.engine.loop.step_claim_due) loops over it,
+    firing any deadline that fell due before each pick.
 
     PostgreSQL: ``SELECT ... ORDER BY due_at, id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED``,
     so concurrent claimers take different steps without waiting on each other (run rows
@@ -237,15 +245,11 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
     transaction is IMMEDIATE (settings), so it holds the single writer lock from BEGIN
     and the select and the update cannot interleave with another claimer. A step the
     claim then refuses (run ended, budget, interrupted too often) is settled as
-    :func:`step_claim` settles it and the next due step is tried, so a doorbell is never
+    :func:`step_claim` settles it and PICK_AGAIN is returned, so a doorbell is never
     spent on a step that cannot run. A step whose claim raises (its run row cannot be
     read back, its version no longer parses) is set aside for CLAIM_RETRY_SECONDS (its
-    ``available_at``, as a backoff) and the next due step is tried: one bad row never
+    ``available_at``, as a backoff) and PICK_AGAIN is returned: one bad row never
     leaves every other run queued.
-
-    First, a waiting step whose deadline passed (an approval's: runs.engine.deadlines)
-    is fired, once, and the pick starts again: a deadline is late by definition, and
-    firing it runs no node. It costs the claim one indexed read that finds nothing.
 
     On PostgreSQL the pick and a first claim are one statement (:func:`_fast_claim`:
     fastpath_postgresql.CLAIM_SQL with PICK_DUE); a picked step that statement does not
@@ -259,66 +263,47 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
     moment later; a writer holds the counter only from its last write to its commit. The
     seq stays gap-free: whoever bumps the counter holds its row lock until it commits.
     """
-    from runs.engine import deadlines, dispatch  # deadlines -> operations -> commit -> claims
-
-    while True:
-        now = clock.now()
-        due_waiting = deadlines.next_due_waiting(now)
-        if due_waiting is not None:
-            # A waiting step's deadline passed: fire it (one transaction of its own, run
-            # row first, as every writer of the run) and pick again. Not under this
-            # claim's step lock: the firing takes the run row, and waiting for it while
-            # holding a picked step could deadlock with that run's committer.
+    try:
+        fast = _fast_claim(None, worker, now)
+        if fast is None:
+            return None  # nothing due
+        if isinstance(fast, ClaimedStep):
+            return fast
+        with transaction.atomic():
+            pick = due_steps(now).values_list("id", flat=True)
+            if connection.features.has_select_for_update_skip_locked:
+                pick = pick.select_for_update(skip_locked=True, no_key=True)
+            step_id = pick.first()
+            if step_id is None:
+                return None
             try:
-                dispatch.enqueue(deadlines.step_fire_due(due_waiting, worker=worker))
+                with transaction.atomic():  # a savepoint: the pick's transaction stays usable
+                    claimed = _claim(step_id, worker, now)
+            except (CounterBusy, DatabaseError):
+                raise  # the counter is busy, or the database is (a lock, a lost connection): pick again later
             except Exception:
-                # A deadline that cannot fire must not block every doorbell behind it
-                # (it is the oldest due row): try it again in a minute.
-                log.exception("deadline of step %s failed to fire; trying again in %ss", due_waiting, DEADLINE_RETRY_SECONDS)
-                Step.objects.filter(pk=due_waiting, status=StepStatus.WAITING).update(due_at=now + timedelta(seconds=DEADLINE_RETRY_SECONDS))
-            continue
-        try:
-            fast = _fast_claim(None, worker, now)
-            if fast is None:
-                return None  # nothing due
-            if isinstance(fast, ClaimedStep):
-                return fast
-            with transaction.atomic():
-                pick = due_steps(now).values_list("id", flat=True)
-                if connection.features.has_select_for_update_skip_locked:
-                    pick = pick.select_for_update(skip_locked=True, no_key=True)
-                step_id = pick.first()
-                if step_id is None:
-                    return None
-                try:
-                    with transaction.atomic():  # a savepoint: the pick's transaction stays usable
-                        claimed = _claim(step_id, worker, now)
-                except (CounterBusy, DatabaseError):
-                    raise  # the counter is busy, or the database is (a lock, a lost connection): pick again later
-                except Exception:
-                    # A step whose claim raises otherwise (a run row whose value cannot be
-                    # read back, a version whose spec no longer parses) is the oldest due
-                    # row: it must not fail every doorbell behind it and leave every run
-                    # queued. It is set aside like a backoff (recovery rings for it again)
-                    # and the next due step is picked.
-                    log.exception("claim of step %s failed; trying it again in %ss", step_id, CLAIM_RETRY_SECONDS)
-                    Step.objects.filter(pk=step_id, status=StepStatus.PENDING).update(
-                        available_at=now + timedelta(seconds=CLAIM_RETRY_SECONDS)
-                    )
-                    continue
-        except CounterBusy:
-            # Another writer is numbering this run's events: let go of the step (that
-            # writer may be about to update it) and pick again in a moment.
-            time.sleep(0.002)
-            continue
-        if claimed is not None:
-            return claimed
+                # A step whose claim raises otherwise (a run row whose value cannot be
+                # read back, a version whose spec no longer parses) is the oldest due
+                # row: it must not fail every doorbell behind it and leave every run
+                # queued. It is set aside like a backoff (recovery rings for it again)
+                # and the next due step is picked.
+                log.exception("claim of step %s failed; trying it again in %ss", step_id, CLAIM_RETRY_SECONDS)
+                Step.objects.filter(pk=step_id, status=StepStatus.PENDING).update(
+                    available_at=now + timedelta(seconds=CLAIM_RETRY_SECONDS)
+                )
+                return PICK_AGAIN
+    except CounterBusy:
+        # Another writer is numbering this run's events: let go of the step (that
+        # writer may be about to update it) and pick again in a moment.
+        time.sleep(0.002)
+        return PICK_AGAIN
+    return claimed if claimed is not None else PICK_AGAIN
 
 
 def _claim(step_id: int, worker: str, now: datetime) -> ClaimedStep | None:
     """The claim of :func:`step_claim`, inside the caller's transaction. Raises
     CounterBusy when another transaction holds the run's event counter (the claim numbers
-    its events last, with NOWAIT: see :func:`step_claim_due`); the caller rolls back."""
+    its events last, with NOWAIT: see :func:`claim_oldest_due`); the caller rolls back."""
     claimed = (
         Step.objects.filter(pk=step_id, status=StepStatus.PENDING)
         .filter(Q(available_at__isnull=True) | Q(available_at__lte=now))

@@ -1,7 +1,7 @@
 """The sequential fast path on PostgreSQL: the whole commit as ONE fenced data-modifying CTE.
 
 For a step that is its run's only active step: its output, the versions of the state
-keys it wrote (runs.engine.state: one row per key, ``jsonb_each`` over one parameter;
+keys it wrote (runs.engine.store.state: one row per key, ``jsonb_each`` over one parameter;
 the rest of the state is not touched), the run's size map, bookkeeping and totals,
 its single successor leased to the same worker, the attempts and the events, in one
 statement in autocommit mode (one round trip), prepared once per connection. The end
@@ -25,7 +25,7 @@ from django.db import connection
 # lease is still ours. If either check fails the statement writes nothing and returns
 # NULL: the caller takes the slow path, which re-reads everything. The events take
 # their seq from the run's counter row, bumped by the same statement, after the run and
-# step rows are locked (runs.engine.events: no gaps). ``{run_set}``: what the run row
+# step rows are locked (runs.engine.store.events: no gaps). ``{run_set}``: what the run row
 # takes besides the usage totals, size map, bookkeeping and version; ``{n_events}``: how
 # many events the statement numbers; ``{pre}``: CTEs that run between the fence and the
 # run update (parallel_commit's claim of a sibling, counted into ``{n_events}``);
@@ -252,7 +252,7 @@ def _parallel_sql(run_check: str = "") -> str:
     WHERE id = ANY(%(dispatch_old)s) AND run_id = %(run)s AND EXISTS (SELECT 1 FROM step_upd)
 ), events AS (
     INSERT INTO runs_runevent (run_id, seq, step_id, kind, data, created_at)
-    -- ids in seq order, as every other writer numbers them (runs.engine.events).
+    -- ids in seq order, as every other writer numbers them (runs.engine.store.events).
     SELECT * FROM (
         (SELECT %(run)s, (SELECT last FROM seq_upd) - (SELECT count(*) FROM picked) - %(n_events)s + e.ord,
             COALESCE(ns.id, %(step)s), e.kind, e.data, %(now)s

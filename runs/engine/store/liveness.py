@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.db import connection
 
-from runs.engine import clock
+from runs.engine.store import clock
 from runs.engine.workers import HOST, owner_is_dead
 from runs.models import HostHeartbeat, StepStatus, Worker
 
