@@ -39,16 +39,16 @@ def start_inprocess(version, run_input: dict | None = None, timeout: float = RUN
 
 def start_queued(version, run_input: dict | None = None) -> int:
     """Start a run whose start step goes to the django-q2 queue (a qcluster runs it)."""
-    from runs.engine import api as engine
+    from runs.engine import dispatch
     from runs.services import run_start
 
-    assert not engine.in_local_mode()
+    assert not dispatch.in_local_mode()
     return run_start(version=version, run_input=run_input or {}).pk
 
 
 def create_held(version, count: int, run_input: dict | None = None) -> tuple[list[int], list[int]]:
     """Create ``count`` runs whose start steps are NOT handed to the queue yet;
-    (run ids, start step ids). ``engine.steps_dispatch(step ids)`` releases them."""
+    (run ids, start step ids). ``dispatch.enqueue(step ids)`` releases them."""
     from runs.engine import api as engine
     from runs.services import run_start
 
@@ -444,7 +444,7 @@ def case_throughput(rep: Reporter, db: str, n: int | None, runs: int, nodes: int
     from django.db.models import Max
 
     from bench.core import settings_variant
-    from runs.engine import api as engine
+    from runs.engine import dispatch
     from runs.models import Run, Step
 
     count = n or 200
@@ -461,7 +461,7 @@ def case_throughput(rep: Reporter, db: str, n: int | None, runs: int, nodes: int
                 batch = max(4, count // 20) if rep_i == 0 else count
                 run_ids, step_ids = create_held(version, batch)
                 t0 = time.time()
-                engine.steps_dispatch(step_ids)
+                dispatch.enqueue(step_ids)
                 wait_terminal(run_ids, cluster=cluster, poll=0.05)
                 for rid, state, status in ((r.pk, r.state, r.status) for r in Run.objects.filter(pk__in=run_ids)):
                     check(status == "succeeded" and state.get("i") == nodes, f"run {rid}: {status} i={state.get('i')}")
@@ -624,6 +624,7 @@ def case_approvals(rep: Reporter, db: str, n: int | None, runs: int) -> None:
     from approvals.models import ApprovalRequest
     from approvals.services import approval_decide
     from runs.engine import api as engine
+    from runs.engine import recovery
     from runs.models import Run, Step
 
     count = n or 10_000
@@ -673,7 +674,7 @@ def case_approvals(rep: Reporter, db: str, n: int | None, runs: int) -> None:
     samples = []
     for _ in range(runs * 4):
         t = time.perf_counter()
-        handed = engine.recover_once()
+        handed = recovery.recover_once()
         samples.append((time.perf_counter() - t) * 1000)
         check(handed == [], f"recovery handed waiting steps to the queue: {handed[:5]}")
     rep.emit("approvals.recovery_pass", n=count, runs=len(samples), samples=samples, unit="ms",
@@ -747,7 +748,7 @@ def case_live(rep: Reporter, db: str, n: int | None, runs: int) -> None:
 
     from accounts.tokens import token_create
     from bench.cluster import WebServer, free_port
-    from runs.engine import api as engine
+    from runs.engine import dispatch
     from runs.models import RunEvent
 
     size = n or 50
@@ -770,7 +771,7 @@ def case_live(rep: Reporter, db: str, n: int | None, runs: int) -> None:
                 first = _json.loads(ws.recv(timeout=10))  # run_created, already committed
                 got.append((time.time(), first["event"]))
                 released = time.time()
-                engine.steps_dispatch(step_ids)
+                dispatch.enqueue(step_ids)
                 while got[-1][1]["kind"] not in ("run_succeeded", "run_failed", "run_cancelled"):
                     message = _json.loads(ws.recv(timeout=60))
                     got.append((time.time(), message["event"]))

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.core import REPO, WORK_DIR, child_env
-from runs.engine.api import process_group_members
+from runs.engine.workers import process_group_members
 
 _LIVE_GROUPS: set[int] = set()
 

@@ -49,7 +49,7 @@ def case_live_events(rep: Reporter, db: str, n: int | None, runs: int) -> None:
     from websockets.sync.client import connect
 
     from accounts.tokens import token_create
-    from runs.engine import api as engine
+    from runs.engine import dispatch
     from runs.models import Run, RunEvent
 
     size = n or 30
@@ -74,7 +74,7 @@ def case_live_events(rep: Reporter, db: str, n: int | None, runs: int) -> None:
                 with connect(f"ws://127.0.0.1:{port}/ws/runs/{rid}/?after=0&token={key}", open_timeout=10) as ws:
                     got.append((time.time(), json.loads(ws.recv(timeout=10))["event"]))  # run_created
                     released = time.time()
-                    engine.steps_dispatch(step_ids)
+                    dispatch.enqueue(step_ids)
                     while got[-1][1]["kind"] not in ("run_succeeded", "run_failed", "run_cancelled"):
                         got.append((time.time(), json.loads(ws.recv(timeout=60))["event"]))
                 check_linear(rid, size)

@@ -5,7 +5,12 @@ and hands the steps it made runnable to the queue only after that commit
 (``transaction.on_commit``): a crash between the two loses nothing, since recovery
 dispatches pending steps no queue entry holds. Step ids returned are informational; the
 caller never dispatches them itself. Value types and errors live in runs.engine.types
-and are re-exported here.
+(import them from there; the two the product's callers catch are re-exported here).
+
+These are the operations code outside the engine calls, and nothing else: the
+step-level entry points (claim, commit, fail, recover one step) and the worker plumbing
+tests drive directly are where they live (runs.engine.loop, runs.engine.store), gathered
+for tests in tests/support/engine.py.
 
 Invariants every function keeps: a committed step's output is a fact and never computed
 again; a commit lands only under the lease it was claimed with (owner + attempt); every
@@ -14,7 +19,6 @@ change to a run row bumps ``Run.version``; audit rows commit with the change the
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -22,19 +26,16 @@ from django.conf import settings
 
 from graphs.models import GraphVersion
 from runs.engine import cluster, dispatch, loop, recovery, workers
-from runs.engine.scheduler import CompiledGraph
-from runs.engine.store import claims, commit, connections, events, liveness, operations, recovery_queries, selectors
+from runs.engine.store import connections, events, liveness, operations, recovery_queries, selectors
 from runs.engine.store import state as state_store
 from runs.engine.store.graphs import compiled_graph, state_keys
-from runs.engine.store.operations import ForkPlan, ReopenedStep, ResumePlan
+from runs.engine.store.operations import ForkPlan
 from runs.engine.store.state import StepState
 from runs.engine.store.writes import lock_run, lock_run_for_audit, run_cost_adjust
 from runs.engine.types import (
-    ClaimedStep,
-    CommitOutcome,
+    ResumePlan,
     RunNotFound,
     StartedRun,
-    StateTooLarge,
     StateWriteRefused,
     StepStateError,
     TestRunRefused,
@@ -42,40 +43,22 @@ from runs.engine.types import (
 )
 from runs.models import Run, RunStatus, Step
 from runs.nodes.base import NodeResult
-from runs.vocabulary import NodeError
 
 __all__ = [
     "HOST",
-    "ClaimedStep",
-    "CommitOutcome",
-    "CompiledGraph",
-    "ForkPlan",
-    "ReopenedStep",
-    "ResumePlan",
-    "RunNotFound",
-    "StartedRun",
-    "StateTooLarge",
     "StateWriteRefused",
-    "StepState",
-    "StepStateError",
-    "TestRunRefused",
     "VersionUnrunnable",
-    "abandoned_steps",
-    "fork_kept_steps",
     "cluster_serve",
     "compiled_graph",
-    "current_worker",
     "drive_local",
-    "execute_node",
+    "fork_kept_steps",
     "heartbeat_window",
-    "in_local_mode",
     "is_cluster_main_process",
     "local_mode",
     "owner_is_dead",
-    "process_group_members",
-    "recover_once",
     "run_cancel",
     "run_cost_adjust",
+    "run_event_append",
     "run_fork",
     "run_fork_preview",
     "run_lock",
@@ -87,27 +70,20 @@ __all__ = [
     "run_start",
     "run_start_node_test",
     "start_supervisor",
-    "step_claim",
-    "step_commit",
+    "state_keys",
     "step_complete_waiting",
-    "step_execute",
-    "step_fail",
+    "step_execute_due",
     "step_fail_parked",
-    "step_recover",
     "step_requeue_parked",
     "step_skip_parked",
     "step_state",
-    "steps_dispatch",
-    "state_keys",
     "steps_worker_alive",
     "workers_alive",
+    "workers_health",
 ]
 
 # Local execution (run_graph without a worker, tests) and worker identity.
 local_mode = dispatch.local_mode
-in_local_mode = dispatch.in_local_mode
-current_worker = workers.current_worker
-process_group_members = workers.process_group_members
 # Read-side liveness of running steps' workers (API, admin): {step id: alive, or None}.
 steps_worker_alive = liveness.steps_worker_alive
 # Seconds after which a cluster's heartbeat row counts as silent; whether a lease owner on
@@ -119,8 +95,6 @@ workers_health = liveness.workers_health
 owner_is_dead = workers.owner_is_dead
 is_cluster_main_process = recovery.is_cluster_main_process
 start_supervisor = recovery.start_supervisor
-execute_node = loop.execute_node
-abandoned_steps = loop.abandoned_steps
 cluster_serve = cluster.serve
 
 
@@ -128,13 +102,6 @@ def _dispatch_on_commit(step_ids: list[int]) -> list[int]:
     if step_ids:
         connections.on_commit(lambda: dispatch.enqueue(step_ids))
     return step_ids
-
-
-def steps_dispatch(step_ids: list[int]) -> None:
-    """Hand committed pending steps to the queue now (to release steps created while their
-    hand-off was held, e.g. in :func:`local_mode`). Duplicates are harmless: a claim is a
-    compare-and-set."""
-    dispatch.enqueue(step_ids)
 
 
 # --------------------------------------------------------------------------- start
@@ -199,14 +166,7 @@ def run_start_node_test(
     return started
 
 
-# --------------------------------------------------------------------------- claim and run
-
-
-def step_execute(step_id: int, *, worker: str | None = None) -> None:
-    """Claim step ``step_id`` for ``worker`` (default: this process), execute it outside any
-    transaction, commit it, and go on with any successor the commit leased to this worker.
-    Safe to call twice for one step (a step that is not pending is left alone)."""
-    loop.execute_step(step_id, worker=worker)
+# --------------------------------------------------------------------------- run
 
 
 def step_execute_due(hint: int, *, worker: str | None = None) -> None:
@@ -215,34 +175,6 @@ def step_execute_due(hint: int, *, worker: str | None = None) -> None:
     any successor the commit leased to this worker. Nothing due: does nothing, so a
     duplicate, late or reordered delivery changes nothing."""
     loop.execute_due(hint, worker=worker)
-
-
-def step_claim(step_id: int, worker: str) -> ClaimedStep | None:
-    """Compare-and-set step ``step_id`` from pending to running under a new lease of
-    ``worker`` (``host:pid:start``) and a new attempt number (the fencing token). None when
-    it is not claimable (not pending, backoff not over, run ended, budget exhausted,
-    interrupted too often): a duplicate delivery does nothing."""
-    return claims.step_claim(step_id, worker)
-
-
-def step_commit(claimed: ClaimedStep, result: NodeResult, *, keep_next: bool = True) -> CommitOutcome:
-    """Commit a finished attempt in one fenced transaction: output, usage, cost, merged state,
-    successor rows, events, run status. Nothing is written when the lease is no longer
-    ours (``committed`` False). A result that is not JSON, or whose writes would pass the
-    state size limit, fails the step instead (``invalid_output``, ``state_too_large``). With ``keep_next`` one successor is leased to the same
-    worker (``next_step``); the others go to the queue after commit."""
-    outcome = commit.step_commit(claimed, result, keep_next=keep_next)
-    _dispatch_on_commit(outcome.dispatch)
-    return outcome
-
-
-def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
-    """Record a failed attempt (fenced): retry per the node's policy (pending again after the
-    backoff or Retry-After), wake an agent-like parent when a child fails for good, else
-    fail the run. Nothing is written when the lease is no longer ours."""
-    outcome = commit.step_fail(claimed, error)
-    _dispatch_on_commit(outcome.dispatch)
-    return outcome
 
 
 def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when_waiting: bool = True, timeout: float | None = None) -> str:
@@ -404,21 +336,6 @@ def run_lock_for_audit(key: str) -> None:
 
 
 # --------------------------------------------------------------------------- recover
-
-
-def recover_once(*, on_start: bool = False) -> list[int]:
-    """One recovery pass: steps whose lease expired or whose owner process on this host is
-    dead go back to pending (or are parked when not safe to repeat), and pending steps no
-    queue entry holds are dispatched. A live worker's lease is never taken. Returns the
-    step ids handed to the queue."""
-    return recovery.recover_once(on_start=on_start)
-
-
-def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: Callable[[str], bool]) -> list[int]:
-    """Take back one running step if its lease expired or ``owner_is_dead(owner)``; re-queue
-    it or park it. Returns step ids handed to the queue after commit (none when the lease
-    is live)."""
-    return _dispatch_on_commit(recovery_queries.step_recover(step_id, recovered_by=recovered_by, owner_is_dead=owner_is_dead))
 
 
 def workers_alive() -> bool:

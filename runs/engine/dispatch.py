@@ -1,7 +1,7 @@
 """Queue hand-off: the only django_q import. The queue is a doorbell; the database is the truth.
 
 Each queue entry is a doorbell: one is rung per step that became due, and the worker
-that takes it claims the step that has been due longest (claims.step_claim_due), not the
+that takes it claims the step that has been due longest (loop.step_claim_due), not the
 step the entry names (the id is a hint for logs). So the broker's order (django-q2's ORM
 broker takes rows in no order on PostgreSQL), a duplicate delivery (finds nothing due,
 does nothing) and a lost entry (another doorbell or recovery's deficit count rings for
@@ -34,12 +34,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
 import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, connections, transaction
+from django.utils import timezone
 
 _local = threading.local()
 log = logging.getLogger("ballast.dispatch")
@@ -68,9 +73,8 @@ def enqueue(step_ids: Iterable[int]) -> None:
 
 def _ring(ids: list[int]) -> None:
     """Put one doorbell per id on the broker (raises what the broker's client raises)."""
-    from django.db import transaction
-    from django_q.conf import Conf
-    from django_q.tasks import async_task
+    from django_q.conf import Conf  # the queue, on first use (module docstring)
+    from django_q.tasks import async_task  # the queue, on first use (module docstring)
 
     # The ORM broker's doorbells of one hand-off (a fan-out's branches) in one transaction:
     # one commit (one WAL flush) for all of them instead of one each, and PostgreSQL
@@ -116,7 +120,6 @@ class _Ringer:
                 self._thread.start()
 
     def _run(self) -> None:
-        from django.db import connections
 
         delay = 0.1
         while True:
@@ -146,7 +149,7 @@ _brokers: dict[int, object] = {}
 def _broker() -> Any:
     """This process's broker client for the supervisor's checks, made once (a new one per
     call would open a new Redis connection pool every pass)."""
-    from django_q.brokers import get_broker
+    from django_q.brokers import get_broker  # the queue, on first use (module docstring)
 
     broker = _brokers.get(os.getpid())
     if broker is None:
@@ -162,7 +165,7 @@ def broker_incarnation() -> str | None:
     when the broker does not answer. Read by the supervisor each pass (one round trip)."""
     if in_local_mode():
         return "local"
-    from django_q.brokers.redis_broker import Redis
+    from django_q.brokers.redis_broker import Redis  # the queue, on first use (module docstring)
 
     try:
         broker = _broker()
@@ -193,15 +196,14 @@ def queued() -> int:
     queue = getattr(_local, "queue", None)
     if queue is not None:
         return len(queue)
-    from django.utils import timezone
-    from django_q.brokers import get_broker
-    from django_q.brokers.orm import ORM
-    from django_q.conf import Conf
+    from django_q.brokers import get_broker  # the queue, on first use (module docstring)
+    from django_q.brokers.orm import ORM  # the queue, on first use (module docstring)
+    from django_q.conf import Conf  # the queue, on first use (module docstring)
 
     try:
         broker = get_broker()
         if isinstance(broker, ORM):
-            from django_q.models import OrmQ
+            from django_q.models import OrmQ  # the queue, on first use (module docstring)
 
             return OrmQ.objects.using(Conf.ORM).filter(lock__lte=timezone.now()).count()
         return int(broker.queue_size() or 0)
@@ -229,7 +231,7 @@ class QueueCluster:
     replaces (runs.engine.cluster)."""
 
     def __init__(self) -> None:
-        from django_q.cluster import Cluster
+        from django_q.cluster import Cluster  # the queue, on first use (module docstring)
 
         self._cluster = Cluster()
 
@@ -254,7 +256,7 @@ def on_worker_start(callback: Callable[[], None]) -> None:
     its first task (django-q2's ``post_spawn`` signal, sent by each worker, the first
     ones and every one the sentinel starts later, and by no other process). Connect it
     in the cluster's main process before the cluster starts: the forks inherit it."""
-    from django_q.signals import post_spawn
+    from django_q.signals import post_spawn  # the queue, on first use (module docstring)
 
     def receiver(sender: object, **kwargs: object) -> None:
         callback()
@@ -270,7 +272,6 @@ def task_budget_seconds() -> float | None:
     without a timeout."""
     if in_local_mode():
         return None
-    from django.conf import settings
 
     timeout = float(str(settings.Q_CLUSTER.get("timeout") or 0))
     return None if timeout <= 0 else timeout / 2
@@ -285,11 +286,10 @@ def worker_recycle() -> bool:
     to 1 KB in this process only. Returns False, and does nothing, outside a django-q2
     worker process (in-process mode, the web server, the cluster's main process).
     """
-    import multiprocessing
 
     if in_local_mode() or multiprocessing.parent_process() is None:
         return False
-    from django_q.conf import Conf
+    from django_q.conf import Conf  # the queue, on first use (module docstring)
 
     Conf.MAX_RSS = 1
     return True
@@ -322,11 +322,9 @@ def _reconnecting_orm_broker() -> type:
 
     Built on first use (module ``__getattr__``): importing this module must not import
     django-q2's models before the app registry is ready."""
-    import logging
 
-    from django.db import DatabaseError, connections
-    from django_q.brokers.orm import ORM
-    from django_q.conf import Conf
+    from django_q.brokers.orm import ORM  # the queue, on first use (module docstring)
+    from django_q.conf import Conf  # the queue, on first use (module docstring)
 
     log = logging.getLogger("ballast.engine")
 
@@ -376,12 +374,9 @@ def _notifying_orm_broker() -> type:
 
     Built on first use (``NotifyingOrmBroker`` below, module ``__getattr__``): importing
     this module must not import django-q2's models before the app registry is ready."""
-    import os
 
-    import psycopg
-    from django.db import connections
-    from django.utils import timezone
-    from django_q.conf import Conf
+    import psycopg  # the driver, on first use (module docstring)
+    from django_q.conf import Conf  # the queue, on first use (module docstring)
 
     class NotifyingOrmBroker(_broker_class("ReconnectingOrmBroker")):  # type: ignore[misc]
         """The ORM broker with a push wake-up on PostgreSQL (see _notifying_orm_broker)."""
@@ -449,8 +444,8 @@ def _redis_broker() -> type:
     and exits for its sentinel to start another, which keeps a cluster deaf for up to
     10 s after Redis is back. One warning per outage and pusher process. Built on first
     use, as NotifyingOrmBroker."""
-    import redis
-    from django_q.brokers.redis_broker import Redis
+    import redis  # the driver, on first use (module docstring)
+    from django_q.brokers.redis_broker import Redis  # the queue, on first use (module docstring)
 
     class RedisBroker(Redis):
         """The Redis broker of a pusher that outlives Redis outages (see _redis_broker)."""

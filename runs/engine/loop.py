@@ -19,7 +19,17 @@ from datetime import timedelta
 from django.conf import settings
 
 from runs.engine import dispatch, faults
-from runs.engine.store import claims, clock, commit, connections, deadlines, reconnect, recovery_queries, selectors
+from runs.engine.store import (
+    claims,
+    clock,
+    commit,
+    connections,
+    deadlines,
+    graphs,
+    reconnect,
+    recovery_queries,
+    selectors,
+)
 from runs.engine.types import ClaimedStep, CommitOutcome
 from runs.engine.workers import current_worker, owner_is_dead, stop_requested
 from runs.models import RunStatus
@@ -158,7 +168,7 @@ def _run_with_deadline(target: Callable[[], NodeResult], seconds: float, claimed
 
 
 def _context(claimed: ClaimedStep) -> NodeContext:
-    node = claimed.node
+    node = graphs.step_node(claimed.version_id, claimed.node_id)
     return NodeContext(
         run_id=claimed.run_id,
         run_uuid=claimed.run_uuid,
@@ -184,7 +194,7 @@ def execute_node(claimed: ClaimedStep) -> NodeResult | NodeError:
     a thread, and the fenced commit guarantees an abandoned attempt's late result is
     never stored.
     """
-    node = claimed.node
+    node = graphs.step_node(claimed.version_id, claimed.node_id)
     kind = get_kind(node.kind)
     ctx = _context(claimed)
     _heartbeats.track(claimed, ctx.cancel_event)

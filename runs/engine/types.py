@@ -1,7 +1,7 @@
 """The engine's public value types and errors: what a claim hands the loop and a commit returns.
 
-Importable from outside the engine (with ``runs.engine.api``); no queries run here except
-the cached graph lookup behind :attr:`ClaimedStep.node`.
+Importable from outside the engine (with ``runs.engine.api``); no queries run here (a
+claimed step's spec node: runs.engine.store.graphs.step_node).
 """
 from __future__ import annotations
 
@@ -11,11 +11,10 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from core.errors import ConflictError, NotFoundError, ServiceError
+from runs.nodes.base import ChildCall
 
 if TYPE_CHECKING:
-    from graphs.spec import NodeSpec
     from runs.models import Run
-    from runs.nodes.base import ChildCall
 
 
 class RunNotFound(NotFoundError, LookupError):
@@ -163,17 +162,8 @@ class ClaimedStep:
         """The spec node this step executes (a child step executes its parent's node)."""
         return spec_node_id(self.node_id)
 
-    @property
-    def node(self) -> NodeSpec:
-        """The spec node this step executes."""
-        from runs.engine.store.graphs import compiled_graph
-
-        return compiled_graph(self.version_id).topology.nodes[self.spec_node_id]
-
     def child_call(self) -> ChildCall:
         """The ChildCall of a child step (key, label, input)."""
-        from runs.nodes.base import ChildCall
-
         return ChildCall(key=self.child_key, label=self.kind, input=self.child_input or {})
 
 
@@ -195,3 +185,30 @@ class StartedRun:
 
     run: Run
     step_ids: list[int]
+
+
+@dataclass(frozen=True)
+class ReopenedStep:
+    """A step a resume or retry sends back to work: ``status`` it gets (``pending``, or
+    ``suspended`` for an agent-like parent whose failed children re-run) and its new
+    ``max_attempts``."""
+
+    step_id: int
+    node_id: str
+    iteration: int
+    parent_id: int | None
+    status: str
+    max_attempts: int
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """What :func:`runs.engine.api.run_resume` does to a run: ``mode`` ``failed`` (reopen the failed step
+    and what its failure cancelled) or ``parked`` (re-queue the parked steps); ``reopen``
+    the steps it sends back, in id order; ``kept`` the ids of the committed steps that
+    stay facts (never run again)."""
+
+    run_id: int
+    mode: str
+    reopen: list[ReopenedStep]
+    kept: list[int]

@@ -21,11 +21,11 @@ from approvals.nodes import ApprovalNode, parse_duration
 from approvals.services import approval_decide
 from audit.models import AuditEntry
 from builder.validation import validate_spec
-from runs.engine import api as engine
 from runs.engine import loop as engine_loop
 from runs.engine.store import deadlines
 from runs.engine.store.recovery_queries import due_pending_steps
 from runs.models import Run, RunEvent, Step
+from tests.support import engine
 from tests.support.approvals import deadline_spec
 from tests.support.bounded import wait_until
 from tests.support.cluster import test_database_url

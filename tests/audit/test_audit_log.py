@@ -15,10 +15,10 @@ from django.test import Client
 
 from audit.chain import GENESIS, audit, audit_verify
 from audit.models import AuditChain, AuditEntry
-from runs.engine import api as engine
 from runs.models import Run, Step
 from runs.nodes.base import NodeResult
 from runs.services import run_start
+from tests.support import engine
 from tests.support.approvals import version_of
 from tests.support.leases import begun
 from tests.support.specs import chain, effect, graph, node, publish

@@ -174,7 +174,7 @@ def test_graph_operators_are_named_in_the_admin(browser: Client) -> None:
 
 
 def test_the_run_list_tells_parked_runs_from_runs_at_a_gate(browser: Client) -> None:
-    from runs.engine import api as engine
+    from tests.support import engine
     from tests.support.leases import begun, dead_owner, pay_version, run_at_pay
 
     gate = _waiting_run()

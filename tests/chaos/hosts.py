@@ -88,7 +88,7 @@ class Host:
         """SIGKILL the host's whole process tree and wait until none of it is left."""
         if self.proc is None:
             return
-        from runs.engine.api import process_group_members
+        from tests.support.engine import process_group_members
 
         self.expected_exit = True
         pgid = self.proc.pid
@@ -106,7 +106,7 @@ class Host:
         (SIGKILL after ``timeout``: the qcluster promises to be gone within its grace)."""
         if self.proc is None or not self.alive:
             return
-        from runs.engine.api import process_group_members
+        from tests.support.engine import process_group_members
 
         self.expected_exit = True
         try:

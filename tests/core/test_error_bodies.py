@@ -14,9 +14,9 @@ from approvals.services import AlreadyDecided, BadDecision, Changed, NotAllowed
 from builder.issues import LocatedIssue
 from builder.services import GraphInvalid
 from core.api import exception_handler
-from runs.engine.api import RunNotFound, StateWriteRefused, StepStateError, TestRunRefused, VersionUnrunnable
 from runs.engine.types import StateTooLarge
 from runs.services import RunInputInvalid
+from tests.support.engine import RunNotFound, StateWriteRefused, StepStateError, TestRunRefused, VersionUnrunnable
 
 pytestmark = pytest.mark.usefixtures("fast_passwords")
 

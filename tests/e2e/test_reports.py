@@ -14,9 +14,9 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from audit.models import AuditEntry
-from runs.engine import api as engine
 from runs.engine import workers as engine_workers
 from runs.models import Worker
+from tests.support import engine
 from tests.support.audit import tamper
 from tests.support.browser import format_usd, login, make_user, screenshot, wait_until_still
 from tests.support.costs import make_spend, sql_by, sql_totals

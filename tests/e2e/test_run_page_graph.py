@@ -21,11 +21,11 @@ from playwright.sync_api import Page, expect
 
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
-from runs.engine import api as engine
 from runs.engine import workers
 from runs.models import Run, Step, StepAttempt
 from runs.services import run_start
 from runs.vocabulary import NodeError
+from tests.support import engine
 from tests.support.browser import admin_page, screenshot, wait_until_still
 from tests.support.daphne import Daphne
 from tests.support.specs import chain, edge, effect, graph, node, publish, run_local, transform

@@ -12,9 +12,9 @@ import pytest
 from django.conf import settings
 from django.db import connection, connections
 
-from runs.engine import api as engine_api
 from runs.engine.store import clock
 from runs.models import HostHeartbeat, Worker
+from tests.support import engine as engine_api
 from tests.support.cluster import test_database_url
 from tests.support.commands import call_manage
 

@@ -29,8 +29,8 @@ from urllib.parse import quote
 import pytest
 from django.db import connection
 
-from runs.engine.api import process_group_members
 from tests.support import bounded
+from tests.support.engine import process_group_members
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,10 +12,10 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import connection
 
-from runs.engine import api as engine
 from runs.models import Run, Step
 from runs.nodes.base import NodeResult
 from runs.services import run_start
+from tests.support import engine
 from tests.support.leases import dead_owner
 from tests.support.specs import chain, graph, node, publish, run_local
 

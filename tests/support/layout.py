@@ -65,6 +65,36 @@ def local_imports(*, skip_engine: bool = True) -> list[LocalImport]:
     return sorted(set(found), key=lambda i: (i.path, i.line))
 
 
+def engine_local_imports() -> list[LocalImport]:
+    """The function-level imports of project modules inside ``runs/engine/``."""
+    return [i for i in local_imports(skip_engine=False) if i.path.startswith("runs/engine/")]
+
+
+def engine_files_over(lines: int) -> dict[str, int]:
+    """The engine's modules longer than ``lines`` lines: {path: line count}."""
+    found = {}
+    for path in sorted((ROOT / "runs" / "engine").rglob("*.py")):
+        count = len(path.read_text().splitlines())
+        if count > lines:
+            found[path.relative_to(ROOT).as_posix()] = count
+    return found
+
+
+def engine_circles() -> set[tuple[str, str]]:
+    """Pairs of engine modules each of which reaches the other through imports (a circle,
+    however long), each as a sorted tuple; function-level imports count too."""
+    import grimp  # import-linter's graph builder; only this check needs it
+
+    graph = grimp.build_graph("runs")
+    modules = [m for m in graph.modules if m.startswith("runs.engine.")]
+    return {
+        tuple(sorted((m, d)))  # type: ignore[misc]
+        for m in modules
+        for d in graph.find_modules_directly_imported_by(m)
+        if d.startswith("runs.engine.") and graph.chain_exists(importer=d, imported=m)
+    }
+
+
 def mutual_pairs() -> set[tuple[str, str]]:
     """Pairs of project packages that import each other (a module of either imports a
     module of the other), each as a sorted tuple."""

@@ -4,11 +4,11 @@ from __future__ import annotations
 import subprocess
 
 from graphs.models import GraphVersion
-from runs.engine import api as engine
 from runs.engine import workers
 from runs.models import Run, Step
 from runs.nodes.base import NodeResult
 from runs.services import run_start
+from tests.support import engine
 from tests.support.specs import chain, effect, graph, node, publish
 
 

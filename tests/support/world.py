@@ -15,9 +15,9 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from builder.services import graph_create
 from graphs.models import GraphVersion
-from runs.engine import api as engine
 from runs.models import Run, Step
 from runs.services import run_start
+from tests.support import engine
 from tests.support.leases import begun
 from tests.support.specs import chain, edge, graph, node, publish, run_local, transform
 

@@ -17,15 +17,17 @@ queue ones, each with a comment saying why)::
 What is in here, by what it stores:
 
     claims              pending -> running under a lease (compare-and-set), heartbeats,
-                        releases; the pick of the step due longest (a doorbell's claim)
+                        releases; one pick of the step due longest (a doorbell's claim;
+                        runs.engine.loop.step_claim_due fires due deadlines between picks)
     commit              THE commit entry point: ``step_commit`` / ``step_fail`` assemble a
                         finished attempt's output, transition, successors, events, audit
                         and cost in one fenced transaction, taking a fast path when one
                         applies and the portable ORM path otherwise
-    paths               the commit paths behind one interface: the portable path (commit),
-                        and each database's fast path (fastpath: the decisions; its fixed
-                        statements in fastpath_sqlite, and fastpath_postgresql, imported
-                        with psycopg on first use)
+    paths               the commit paths behind one interface (FastPath): the portable
+                        path (commit, claims, operations: the ORM) and each database's
+                        fast path (fastpath decides; fastpath_sqlite and
+                        fastpath_postgresql write, the latter imported with psycopg on
+                        first use, the engine's one lazy import of its own modules)
     writes              the small writes every path shares (run row, events, usage, cost)
     events              the run's event log: numbering, append, reads, push after commit
     state               the run state kept per key; the state after a committed step

@@ -17,7 +17,7 @@ from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from graphs.spec import NodeSpec
-from runs.engine.store import clock
+from runs.engine.store import clock, paths
 from runs.engine.store.events import CounterBusy, publish, push_enabled, wire
 from runs.engine.store.events import append as append_events
 from runs.engine.store.events import create as create_event
@@ -145,9 +145,9 @@ def _fast_claim(step_id: int | None, worker: str, now: datetime) -> ClaimedStep 
     for every other step, on SQLite, with the fast path off (settings.BALLAST_FAST_COMMIT)
     or inside a transaction: the portable claim decides. Raises CounterBusy (nothing
     written) as :func:`_claim` does."""
-    if connection.vendor != "postgresql" or not getattr(settings, "BALLAST_FAST_COMMIT", True) or connection.in_atomic_block:
+    if not paths.is_postgresql() or not paths.enabled() or connection.in_atomic_block:
         return _PORTABLE
-    from runs.engine.store import fastpath_postgresql  # psycopg on first use (fastpath.fast_commit says why)
+    fastpath_postgresql = paths.postgresql()
 
     step_cols, run_cols = _columns(Step), _columns(Run)
     params = {

@@ -195,7 +195,7 @@ def advance(
 
     graph = graphs.compiled_graph(run.graph_version_id)
     active = active_steps(run.pk, exclude=step.pk)
-    transition = graphs.transition(
+    transition = state_store.transition(
         run, node_id=step.node_id, iteration=step.iteration, depth=step.depth, result=result, other_active=[spec_node_id(a.node_id) for a in active]
     )
     if transition.failure:
@@ -308,7 +308,7 @@ def _commit_spawn(run: Run, claimed: ClaimedStep, result: NodeResult, now: datet
     add_usage(run, result)
     events = [event(run.pk, RunEventKind.STEP_SUSPENDED, claimed.step_id, node_id=claimed.node_id, children=[c.key for c in result.spawn])]
     existing = set(Step.objects.filter(parent_id=claimed.step_id).values_list("child_key", flat=True))
-    node = claimed.node
+    node = graphs.step_node(claimed.version_id, claimed.node_id)
     new_steps = []
     for call in result.spawn:
         if call.key in existing:
@@ -440,7 +440,7 @@ def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
     nothing (``committed`` False).
     """
     now = clock.now()
-    policy = claimed.node.retry
+    policy = graphs.step_node(claimed.version_id, claimed.node_id).retry
     usage, cost_usd = error.usage, error.cost_usd
     with transaction.atomic():
         run = lock_run(claimed.run_id)

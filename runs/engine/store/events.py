@@ -226,7 +226,9 @@ class _Publisher:
         out. Built before the first batch, too: building it at the first publish held a
         fresh worker's first events back by up to a second under load (see warm_push).
         Nothing connects here."""
-        from channels.layers import get_channel_layer
+        from channels.layers import (
+            get_channel_layer,  # the push broker, on first push: a process that never pushes never imports channels
+        )
 
         try:
             get_channel_layer()
@@ -234,7 +236,9 @@ class _Publisher:
             log.warning("live events: the channel layer could not be built", exc_info=True)
 
     def _main(self) -> None:
-        from channels.layers import get_channel_layer
+        from channels.layers import (
+            get_channel_layer,  # the push broker, on first push: a process that never pushes never imports channels
+        )
 
         loop = asyncio.new_event_loop()
         while True:

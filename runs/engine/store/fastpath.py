@@ -14,14 +14,12 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from decimal import Decimal
-from types import ModuleType
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, transaction
 
 from runs.engine import limits, scheduler
-from runs.engine.store import clock, events, fastpath_sqlite, graphs
+from runs.engine.store import clock, events, paths
 from runs.engine.store import state as state_store
 from runs.engine.store.claims import claim_details
 from runs.engine.store.clock import db_time
@@ -55,9 +53,7 @@ ENUM_PARAMS: dict[str, str] = {
 }
 
 
-def enabled() -> bool:
-    """Whether sequential commits try the fast path (settings.BALLAST_FAST_COMMIT, default on)."""
-    return bool(getattr(settings, "BALLAST_FAST_COMMIT", True))
+enabled = paths.enabled
 
 
 def _dumps(value: Any) -> str | None:
@@ -88,7 +84,7 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
     if not enabled() or run.budget_usd is not None or run.budget_tokens is not None or transaction.get_connection().in_atomic_block:
         return None
     graph = compiled_graph(run.graph_version_id)
-    transition = graphs.transition(run, node_id=claimed.node_id, iteration=claimed.iteration, depth=claimed.depth, result=result, other_active=[])
+    transition = state_store.transition(run, node_id=claimed.node_id, iteration=claimed.iteration, depth=claimed.depth, result=result, other_active=[])
     # The end node ending the run with nothing else active: the run succeeds (finish).
     finishing = (
         transition.ended and not transition.activations and bool(transition.bookkeeping.get("ended"))
@@ -118,11 +114,7 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
         **_result_params(result, transition, sizes, now),
         "done_event": _dumps({"node_id": claimed.node_id, "iteration": claimed.iteration, "route": result.route}),
     }
-    backend: ModuleType = fastpath_sqlite
-    if connection.vendor == "postgresql":
-        # Imported on first use: psycopg costs a worker about 0.25 s of CPU at start, and
-        # a worker on SQLite never needs it.
-        from runs.engine.store import fastpath_postgresql as backend
+    backend = paths.fast_path()
     if finishing:
         return _finish(backend, run, result, common, sizes=sizes, transition=transition, step_id=claimed.step_id, now=now)
     act = transition.activations[0]
@@ -249,9 +241,7 @@ def parallel_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dic
         return None
     if transaction.get_connection().in_atomic_block:
         return None
-    backend: ModuleType = fastpath_sqlite
-    if connection.vendor == "postgresql":
-        from runs.engine.store import fastpath_postgresql as backend  # on first use, as fast_commit
+    backend = paths.fast_path()
     now = clock.now()
     base: dict[str, Any] = {**ENUM_PARAMS, "run": claimed.run_id, "step": claimed.step_id, "attempt": claimed.attempt, "owner": claimed.worker}
     outcome = None
@@ -263,7 +253,7 @@ def parallel_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dic
     # A chain of branches on a run other workers commit to as well would miss every
     # time: after one miss its later commits go straight to the locked path.
     contended = snap is not None and snap.contended
-    if snap is not None and not contended and backend is not fastpath_sqlite and snap.run.pk == claimed.run_id:
+    if snap is not None and not contended and backend.BRANCH_FROM_SNAPSHOT and snap.run.pk == claimed.run_id:
         # ONE statement in autocommit from what this worker's previous commit left; when
         # the run moved since (or the lease is gone) it wrote nothing: the locked path.
         try:
@@ -411,7 +401,7 @@ def _decide(
     version, sizes, max_parallelism = run.version, run.state_sizes, run.max_parallelism
     assert sizes is not None
     graph = compiled_graph(claimed.version_id)
-    transition = graphs.transition(
+    transition = state_store.transition(
         run, node_id=claimed.node_id, iteration=claimed.iteration, depth=claimed.depth, result=result,
         other_active=[spec_node_id(a.node_id) for a in active],
     )
@@ -502,7 +492,7 @@ def _decide(
     fresh = kept_step is not None and not active and len(new_steps) == 1
     outcome = CommitOutcome(committed=True, dispatch=dispatch, run_status=RunStatus.RUNNING)
     branch = None
-    if kept_step is not None and not fresh and backend is not fastpath_sqlite:
+    if kept_step is not None and not fresh and backend.BRANCH_FROM_SNAPSHOT:
         branch = _snapshot_after(run, result, new_sizes, len(new_steps), active, new_steps, new_ids, picked, set(plan.dispatch_old), now)
     return _Committed(outcome, version + 1, branch), wires, run, kept_step, fresh
 
@@ -544,7 +534,7 @@ def _snapshot_after(
 def _result_params(result: NodeResult, transition: Any, sizes: dict[str, int], now: datetime) -> dict[str, Any]:
     """The parameters both fast commits (sequential and parallel) write for a step's result:
     the written state keys and their sizes, the bookkeeping, usage, cost, output and updates.
-    ``result``: the NodeResult; ``transition``: graphs.transition's; ``sizes``: bytes per key after it."""
+    ``result``: the NodeResult; ``transition``: state.transition's; ``sizes``: bytes per key after it."""
     usage = result.usage
     return {
         "writes": state_store.written_rows(result.updates, transition.state, sizes, transition.bookkeeping),

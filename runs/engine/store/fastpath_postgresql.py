@@ -16,6 +16,12 @@ from typing import Any
 
 import psycopg
 from django.db import connection
+from django.db.models import AutoField
+from django.db.models.sql import InsertQuery
+
+# A parallel branch commits from its worker's snapshot in one statement (BRANCH_SQL). See
+# runs.engine.store.paths.FastPath.
+BRANCH_FROM_SNAPSHOT = True
 
 # The fence every fast-path commit opens with (D1: one prefix, three statements). The run
 # row is locked first (the order recovery and the slow path use; NO KEY UPDATE as
@@ -309,8 +315,6 @@ def insert_rows(inserts: list[tuple[Any, list[Any], bool]]) -> list[int | None]:
     statement is atomic). Returns per group the first new row's id, or None when not
     asked. Foreign keys among the groups must be set by the caller (known ids); they are
     checked at the end of the statement (deferred constraints)."""
-    from django.db.models import AutoField
-    from django.db.models.sql import InsertQuery
 
     parts: list[str] = []
     params: list[Any] = []

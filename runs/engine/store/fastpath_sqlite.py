@@ -11,6 +11,10 @@ from typing import Any
 
 from django.db import connection, transaction
 
+# A parallel branch locks the run first (one writer at a time: nothing to gain from a
+# snapshot statement). See runs.engine.store.paths.FastPath.
+BRANCH_FROM_SNAPSHOT = False
+
 # The run update every fast-path commit opens with (D3: one fence, three commits): the usage
 # totals, size map, bookkeeping and version, only if the version is the one the worker
 # read; ``{run_set}`` is what the run row takes besides.

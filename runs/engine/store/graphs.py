@@ -2,18 +2,15 @@
 the scheduler's decision for a run as committed."""
 from __future__ import annotations
 
-from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
 from graphs.models import GraphVersion
 from graphs.spec import GraphSpec, NodeSpec
 from runs.engine import scheduler
-from runs.engine.store import state as state_store
 from runs.engine.types import spec_node_id
-from runs.models import Run
 from runs.nodes import get_kind
-from runs.nodes.base import ChildCall, NodeKind, NodeResult
+from runs.nodes.base import ChildCall, NodeKind
 
 
 @lru_cache(maxsize=512)
@@ -45,31 +42,6 @@ def step_repeat_safe(version_id: int, step_node_id: str, *, child: ChildCall | N
 def spawns_children(kind: Any) -> bool:
     """Whether a node kind runs through child steps (it overrides ``execute_child``)."""
     return type(kind).execute_child is not NodeKind.execute_child
-
-
-def transition(run: Run, *, node_id: str, iteration: int, depth: int, result: NodeResult, other_active: Iterable[str]) -> scheduler.Transition:
-    """scheduler.apply_step for ``result`` of step (``node_id``, ``iteration``, ``depth``) on
-    ``run`` as held in memory (state, bookkeeping, step count); ``other_active``: spec node
-    ids of the run's other active steps. Pure apart from the cached graph lookup and,
-    for keys with order-sensitive reducers the instance does not hold the
-    contributions of yet, one read of those (runs.engine.store.state.load_contributions)."""
-    graph = compiled_graph(run.graph_version_id)
-    if result.updates:
-        state_store.load_contributions(run, graph, result.updates)
-    return scheduler.apply_step(
-        graph,
-        state=run.state,
-        bookkeeping=run.scheduler,
-        node_id=node_id,
-        iteration=iteration,
-        depth=depth,
-        updates=result.updates,
-        sets=result.sets,
-        route=result.route,
-        other_active=other_active,
-        step_count=run.step_count,
-        max_steps=run.max_steps,
-    )
 
 
 @lru_cache(maxsize=512)

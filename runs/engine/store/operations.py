@@ -20,7 +20,7 @@ from core.fields import field_path
 from graphs.bounds import run_limit_problems
 from graphs.models import GraphVersion
 from runs.engine import limits, scheduler
-from runs.engine.store import clock
+from runs.engine.store import clock, paths
 from runs.engine.store import state as state_store
 from runs.engine.store.commit import advance, child_finished
 from runs.engine.store.events import create as create_event
@@ -28,6 +28,8 @@ from runs.engine.store.events import publish, push_enabled, wire
 from runs.engine.store.graphs import compiled_graph, state_keys, step_node
 from runs.engine.store.writes import bump_run, event, finish_run, lock_run, save_steps
 from runs.engine.types import (
+    ReopenedStep,
+    ResumePlan,
     RunNotFound,
     StartedRun,
     StateWriteRefused,
@@ -168,7 +170,7 @@ def _create_postgresql(
     ``idempotency_key``), with nothing written. Like ``bulk_create`` it sends no
     pre_save/post_save signals: no receiver listens to these models (approvals listens
     to ApprovalRequest only)."""
-    from runs.engine.store import fastpath_postgresql  # psycopg on first use (fastpath.fast_commit says why)
+    fastpath_postgresql = paths.postgresql()
 
     run.pk = fastpath_postgresql.next_id(Run)
     run.state = state
@@ -378,33 +380,6 @@ def run_cancel(run_id: int, *, actor: str, actor_type: str = "user", reason: str
             node_id=at[0] if at else None, node_ids=at, status_before=before, status_after=RunStatus.CANCELLED,
         )  # fmt: skip
     return True
-
-
-@dataclass(frozen=True)
-class ReopenedStep:
-    """A step a resume or retry sends back to work: ``status`` it gets (``pending``, or
-    ``suspended`` for an agent-like parent whose failed children re-run) and its new
-    ``max_attempts``."""
-
-    step_id: int
-    node_id: str
-    iteration: int
-    parent_id: int | None
-    status: str
-    max_attempts: int
-
-
-@dataclass(frozen=True)
-class ResumePlan:
-    """What :func:`run_resume` does to a run: ``mode`` ``failed`` (reopen the failed step
-    and what its failure cancelled) or ``parked`` (re-queue the parked steps); ``reopen``
-    the steps it sends back, in id order; ``kept`` the ids of the committed steps that
-    stay facts (never run again)."""
-
-    run_id: int
-    mode: str
-    reopen: list[ReopenedStep]
-    kept: list[int]
 
 
 def _resume_plan(run: Run) -> ResumePlan:

@@ -38,7 +38,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runs.engine import scheduler
+from runs.engine.store.graphs import compiled_graph
 from runs.models import Run, RunStateKey, Step, StepStatus
+from runs.nodes.base import NodeResult
 
 # Bookkeeping keys kept elsewhere: contributions live with their key's rows.
 CONTRIB = "contrib"
@@ -160,8 +162,6 @@ def replayed_state(step: Step) -> tuple[dict[str, Any], dict[str, Any]]:
     """(state after ``step``, state before it) replayed from the run's recorded writes
     onto its initial state, with the graph's reducers (steps committed before state was
     kept per key). O(steps before it)."""
-    from runs.engine.store.graphs import compiled_graph
-
     run = Run.objects.get(pk=step.run_id)
     graph = compiled_graph(run.graph_version_id)
     state = scheduler.initial_state(graph, run.input)
@@ -171,3 +171,28 @@ def replayed_state(step: Step) -> tuple[dict[str, Any], dict[str, Any]]:
         before = dict(state)
         scheduler.merge_updates(graph, state, book, w.updates, node_id=w.node_id, iteration=w.iteration, depth=w.depth)
     return state, before
+
+
+def transition(run: Run, *, node_id: str, iteration: int, depth: int, result: NodeResult, other_active: Iterable[str]) -> scheduler.Transition:
+    """scheduler.apply_step for ``result`` of step (``node_id``, ``iteration``, ``depth``) on
+    ``run`` as held in memory (state, bookkeeping, step count); ``other_active``: spec node
+    ids of the run's other active steps. Pure apart from the cached graph lookup and,
+    for keys with order-sensitive reducers the instance does not hold the
+    contributions of yet, one read of those (:func:`load_contributions`)."""
+    graph = compiled_graph(run.graph_version_id)
+    if result.updates:
+        load_contributions(run, graph, result.updates)
+    return scheduler.apply_step(
+        graph,
+        state=run.state,
+        bookkeeping=run.scheduler,
+        node_id=node_id,
+        iteration=iteration,
+        depth=depth,
+        updates=result.updates,
+        sets=result.sets,
+        route=result.route,
+        other_active=other_active,
+        step_count=run.step_count,
+        max_steps=run.max_steps,
+    )

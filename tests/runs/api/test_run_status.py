@@ -11,11 +11,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from runs.engine import api as engine
 from runs.engine import workers
 from runs.models import Run, Step, Worker
 from runs.nodes.base import NodeResult
 from runs.services import run_start
+from tests.support import engine
 from tests.support.leases import begun, dead_owner, pay_version, run_at_pay
 from tests.support.specs import chain, edge, effect, graph, node, publish
 from tests.support.world import World

@@ -8,12 +8,12 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from approvals.services import BadDecision, approval_decide
-from runs.engine import api as engine
-from runs.engine.api import StateWriteRefused
 from runs.models import Run, Step
 from runs.nodes.base import NodeResult
 from runs.services import RunInputInvalid, run_start
+from tests.support import engine
 from tests.support.approvals import version_of
+from tests.support.engine import StateWriteRefused
 from tests.support.leases import begun
 from tests.support.specs import chain, graph, node, publish
 from tests.support.world import World

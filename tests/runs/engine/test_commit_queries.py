@@ -12,9 +12,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs.engine import api as engine
 from runs.models import Step
 from runs.services import run_start
+from tests.support import engine
 from tests.support.specs import chain, graph, node, publish, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -48,9 +48,9 @@ def test_wake_interrupts_a_wait():
 
 @pytest.mark.django_db(transaction=True)
 def test_supervisor_takes_a_dead_owners_step_back_within_a_fraction_of_its_interval(settings):
-    from runs.engine import api as engine
     from runs.models import Step, Worker
     from runs.services import run_start
+    from tests.support import engine
     from tests.support.specs import chain, graph, node, publish, transform
 
     # An interval far longer than the test may take: only the death can wake the pass.

@@ -15,10 +15,10 @@ from django.db import connection
 from django.utils import timezone
 
 from runs import tasks
-from runs.engine import api as engine
 from runs.engine import loop as engine_loop
 from runs.models import RunEvent, RunEventKind, Step, StepAttempt, Worker
 from runs.services import run_start
+from tests.support import engine
 from tests.support.bounded import assert_took_under, stopwatch
 from tests.support.leases import dead_owner, pay_version, run_at_pay
 from tests.support.specs import chain, graph, node, publish

@@ -6,10 +6,10 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from approvals.services import AlreadyDecided, approval_decide
-from runs.engine import api as engine
 from runs.models import RunEvent, Step, StepAttempt
 from runs.nodes.base import NodeResult
 from runs.services import run_cancel, run_start
+from tests.support import engine
 from tests.support.bounded import TIME_SLACK, assert_took_under, stopwatch
 from tests.support.leases import begun
 from tests.support.specs import chain, edge, effect, graph, node, publish, run_local, transform

@@ -12,10 +12,10 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from runs.engine import api as engine
 from runs.engine import loop as engine_loop
 from runs.engine.store.events import CounterBusy
 from runs.models import Run, RunEvent, RunStatus, Step, StepAttempt
+from tests.support import engine
 from tests.support.conformance import started
 from tests.support.specs import chain, graph, node, transform
 

@@ -8,9 +8,9 @@ import logging
 import pytest
 from django.utils import timezone
 
-from runs.engine import api as engine
 from runs.engine import recovery
 from runs.models import Step, Worker
+from tests.support import engine
 from tests.support.leases import begun, dead_owner, pay_version, run_at_pay
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -5,10 +5,10 @@ import time
 
 import pytest
 
-from runs.engine import api as engine
 from runs.engine import dispatch, loop
 from runs.models import Step
 from runs.services import run_start
+from tests.support import engine
 from tests.support.specs import chain, graph, node, publish, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)

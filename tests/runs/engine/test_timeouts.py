@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from runs.engine import api as engine
 from runs.models import Step
+from tests.support import engine
 from tests.support.specs import chain, effect, graph, node, run_local
 from tests.support.tools import read_effects
 

@@ -10,11 +10,11 @@ import pytest
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from builder.validation import validate_spec
-from runs.engine import api as engine
 from runs.models import Step
 from runs.nodes.agent import MODEL_TURN, TOOL_CALL, AgentNode
 from runs.nodes.base import ChildCall
 from runs.services import run_start
+from tests.support import engine
 from tests.support.leases import begun
 from tests.support.specs import chain, continue_local, graph, node, publish
 from tests.support.tools import read_effects

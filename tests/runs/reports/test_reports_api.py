@@ -16,10 +16,10 @@ from rest_framework.test import APIClient
 from accounts.authentication import ROLES
 from audit.models import AuditEntry
 from graphs.models import Graph
-from runs.engine import api as engine
 from runs.models import Step, Worker
 from runs.reports.alerts import alert_set
 from runs.services import run_start
+from tests.support import engine
 from tests.support.audit import tamper
 from tests.support.costs import MICRO, crash_rerun_run, llm_spec, make_spend, sql_by, sql_totals
 from tests.support.leases import begun, dead_owner, pay_version, run_at_pay

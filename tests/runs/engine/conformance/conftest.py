@@ -1,4 +1,10 @@
-"""The store conformance suite's backends: every test here runs once per commit path.
+"""The store conformance suite's backends: every store test runs once per commit path.
+
+A test of the store (claims, commits, state, child steps, fan-out, values) lives in this
+folder and takes the ``store_path`` fixture, so it runs over the portable path and the
+fast path of the database under test; the few that exercise one path's own statements
+say so (test_fanout's one-statement branches, PostgreSQL's one-statement claim in
+tests/runs/engine/test_fast_claim.py, which compares it with the portable claim).
 
 - ``portable``: the ORM commit alone (``BALLAST_FAST_COMMIT = False``), on any database;
 - ``postgresql``: the one-statement fast path for sequential commits (PostgreSQL only);

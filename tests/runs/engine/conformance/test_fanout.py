@@ -11,10 +11,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs.engine import api as engine
 from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.nodes.base import NodeResult
 from runs.vocabulary import NodeError
+from tests.support import engine
 from tests.support.conformance import W2, W, kinds, last_event_id, started, step, version
 from tests.support.specs import edge, graph, node, transform
 

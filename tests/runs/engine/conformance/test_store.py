@@ -14,10 +14,10 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from runs.engine import api as engine
 from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.nodes.base import NodeResult
 from runs.vocabulary import NodeError
+from tests.support import engine
 from tests.support.conformance import W2, W, kinds, last_event_id, started, step, version
 from tests.support.specs import chain, edge, graph, node, transform
 

@@ -1,14 +1,14 @@
 """Run state kept per key (runs.engine.store.state): a commit writes only the keys its step
 changed, the state after any step is read back without replay, reducers keep their
-semantics on both commit paths, and fork starts from the versioned state."""
+semantics on every commit path (each test runs once per path: conftest.py), and fork
+starts from the versioned state."""
 from __future__ import annotations
 
 import pytest
-from django.test import override_settings
 
-from runs.engine import api as engine
 from runs.models import RunStateKey, Step
 from runs.nodes.base import StateView
+from tests.support import engine
 from tests.support.specs import chain, edge, graph, node, run_local, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,10 +25,8 @@ def counter_chain(n: int, **state):
     )
 
 
-@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "portable"])
-def test_a_key_no_step_writes_is_stored_once_and_each_step_records_its_version(fast):
-    with override_settings(BALLAST_FAST_COMMIT=fast):
-        run = run_local(counter_chain(5))
+def test_a_key_no_step_writes_is_stored_once_and_each_step_records_its_version(store_path):
+    run = run_local(counter_chain(5))
     assert run.status == "succeeded", run.error
     assert run.state["i"] == 5 and run.state["blob"] == BLOB
     versions = dict(RunStateKey.objects.filter(run=run, key="blob").values_list("seq", "size"))
@@ -41,10 +39,8 @@ def test_a_key_no_step_writes_is_stored_once_and_each_step_records_its_version(f
     assert run.state_sizes["blob"] == versions[0] and run.state_sizes["i"] == 1
 
 
-@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "portable"])
-def test_state_after_each_step_and_its_difference(fast):
-    with override_settings(BALLAST_FAST_COMMIT=fast):
-        run = run_local(counter_chain(3))
+def test_state_after_each_step_and_its_difference(store_path):
+    run = run_local(counter_chain(3))
     steps = {s.node_id: s for s in Step.objects.filter(run=run)}
     start = engine.step_state(steps["start"].pk)
     assert start.state["i"] == 0 and start.changed == {}
@@ -55,7 +51,7 @@ def test_state_after_each_step_and_its_difference(fast):
     assert engine.step_state(steps["end"].pk).state["i"] == 3
 
 
-def test_state_of_a_step_that_did_not_commit_is_refused():
+def test_state_of_a_step_that_did_not_commit_is_refused(store_path):
     run = run_local(counter_chain(1))
     with pytest.raises(engine.StepStateError):
         engine.step_state(10**9)
@@ -73,10 +69,8 @@ def append_loop(n: int):
     )
 
 
-@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "portable"])
-def test_append_reducer_keeps_its_order_and_every_version(fast):
-    with override_settings(BALLAST_FAST_COMMIT=fast):
-        run = run_local(append_loop(4))
+def test_append_reducer_keeps_its_order_and_every_version(store_path):
+    run = run_local(append_loop(4))
     assert run.status == "succeeded", run.error
     assert run.state["log"] == ["a1", "a2", "a3", "a4"] and run.state["seen"] == 4
     steps = {s.node_id: s for s in Step.objects.filter(run=run)}
@@ -87,7 +81,7 @@ def test_append_reducer_keeps_its_order_and_every_version(fast):
     assert [entry[3] for entry in latest.contrib] == ["a1", "a2", "a3", "a4"]  # contributions live with the key
 
 
-def test_fan_out_append_merges_in_the_same_order_on_both_paths():
+def test_fan_out_append_merges_in_the_same_order_on_both_paths(store_path):
     spec = graph(
         [
             node("start", "start"),
@@ -109,7 +103,7 @@ def test_fan_out_append_merges_in_the_same_order_on_both_paths():
     assert engine.step_state(join.pk).state["results"] == ["a", "b", "c"]
 
 
-def test_fork_starts_from_the_versioned_state_with_reducer_contributions():
+def test_fork_starts_from_the_versioned_state_with_reducer_contributions(store_path):
     run = run_local(append_loop(3))
     from runs.services import run_fork
 
@@ -124,7 +118,7 @@ def test_fork_starts_from_the_versioned_state_with_reducer_contributions():
     assert RunStateKey.latest(fork.pk).get(key="log").contrib is not None
 
 
-def test_replayed_state_for_a_step_committed_before_state_was_kept_per_key():
+def test_replayed_state_for_a_step_committed_before_state_was_kept_per_key(store_path):
     run = run_local(append_loop(3))
     Step.objects.filter(run=run).update(state_seq=None)  # as the migration leaves older steps
     a2 = Step.objects.get(run=run, node_id="a2")
@@ -133,7 +127,7 @@ def test_replayed_state_for_a_step_committed_before_state_was_kept_per_key():
     assert replayed.changed["log"]["after"] == ["a1", "a2"]
 
 
-def test_a_node_reads_private_copies_of_only_the_keys_it_reads():
+def test_a_node_reads_private_copies_of_only_the_keys_it_reads(store_path):
     state = {"big": [{"n": 1}], "small": 1}
     view = StateView(state)
     got = view["big"]
@@ -160,23 +154,21 @@ def fan_out_appends():
     )
 
 
-@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "portable"])
-def test_a_fork_patch_on_a_reducer_key_is_the_value_later_writes_reduce_onto(fast):
+def test_a_fork_patch_on_a_reducer_key_is_the_value_later_writes_reduce_onto(store_path):
     from runs.services import run_fork
 
-    with override_settings(BALLAST_FAST_COMMIT=fast):
-        run = run_local(fan_out_appends())
-        assert run.state["f"] == ["seed", "A", "B"] and run.state["g"] == ["seed", "G"]
-        start = Step.objects.get(run=run, node_id="start")
-        with engine.local_mode() as queue:
-            fork = run_fork(run=run, step_id=start.pk, state_patch={"f": ["P1"], "g": ["P2"]}, actor="tester")
-            engine.drive_local(fork.pk, queue=queue, timeout=20)
+    run = run_local(fan_out_appends())
+    assert run.state["f"] == ["seed", "A", "B"] and run.state["g"] == ["seed", "G"]
+    start = Step.objects.get(run=run, node_id="start")
+    with engine.local_mode() as queue:
+        fork = run_fork(run=run, step_id=start.pk, state_patch={"f": ["P1"], "g": ["P2"]}, actor="tester")
+        engine.drive_local(fork.pk, queue=queue, timeout=20)
     fork.refresh_from_db()
     assert fork.status == "succeeded", fork.error
     assert fork.state["f"] == ["P1", "A", "B"] and fork.state["g"] == ["P2", "G"]
     # Forked later than the appends: the patch replaces what they had accumulated.
     join = Step.objects.get(run=run, node_id="join")
-    with override_settings(BALLAST_FAST_COMMIT=fast), engine.local_mode() as queue:
+    with engine.local_mode() as queue:
         fork = run_fork(run=run, step_id=join.pk, state_patch={"f": ["only"]}, actor="tester")
         engine.drive_local(fork.pk, queue=queue, timeout=20)
     fork.refresh_from_db()
@@ -184,7 +176,7 @@ def test_a_fork_patch_on_a_reducer_key_is_the_value_later_writes_reduce_onto(fas
     assert fork.state["f"] == ["only"] and fork.state["g"] == ["seed", "G"]
 
 
-def test_a_fork_patch_of_the_wrong_type_for_its_reducer_is_refused():
+def test_a_fork_patch_of_the_wrong_type_for_its_reducer_is_refused(store_path):
     from runs.services import run_fork
 
     run = run_local(fan_out_appends())
@@ -194,8 +186,7 @@ def test_a_fork_patch_of_the_wrong_type_for_its_reducer_is_refused():
     assert refused.value.code == "reducer_mismatch" and list(refused.value.fields) == ["state_patch.f"]
 
 
-@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "portable"])
-def test_an_approvers_edited_value_of_a_reducer_key_replaces_it_as_a_fork_patch_does(fast):
+def test_an_approvers_edited_value_of_a_reducer_key_replaces_it_as_a_fork_patch_does(store_path):
     from approvals.models import ApprovalRequest
     from approvals.services import approval_decide
     from runs.services import run_fork
@@ -213,19 +204,18 @@ def test_an_approvers_edited_value_of_a_reducer_key_replaces_it_as_a_fork_patch_
         [*chain("start", "a", "gate"), edge("gate", "after", "approved"), *chain("after", "end")],
         state={"f": {"reducer": "append", "default": ["seed"]}},
     )
-    with override_settings(BALLAST_FAST_COMMIT=fast):
-        run = run_local(spec)
-        assert run.status == "waiting" and run.state["f"] == ["seed", "A"]
-        request = ApprovalRequest.objects.get(run=run)
-        approval_decide(approval_id=request.pk, decision="approve", actor="tester", values={"f": ["EDITED"]})
-        run = continue_local(run)
+    run = run_local(spec)
+    assert run.status == "waiting" and run.state["f"] == ["seed", "A"]
+    request = ApprovalRequest.objects.get(run=run)
+    approval_decide(approval_id=request.pk, decision="approve", actor="tester", values={"f": ["EDITED"]})
+    run = continue_local(run)
     assert run.status == "succeeded", run.error
     assert run.state["f"] == ["EDITED", "after"]
     gate = Step.objects.get(run=run, node_id="gate")
     assert engine.step_state(gate.pk).state["f"] == ["EDITED"]
     assert run.state_sizes["f"] == len('["EDITED","after"]')
     # Forked after the gate, the edited value is still what later appends reduce onto.
-    with override_settings(BALLAST_FAST_COMMIT=fast), engine.local_mode() as queue:
+    with engine.local_mode() as queue:
         fork = run_fork(run=run, step_id=gate.pk, state_patch={}, actor="tester")
         engine.drive_local(fork.pk, queue=queue, timeout=20)
     fork.refresh_from_db()

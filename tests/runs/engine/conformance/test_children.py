@@ -1,12 +1,12 @@
-"""Child steps (the agent node's durable shape): spawn, suspend, replay, never re-run a finished child."""
+"""Child steps (the agent node's durable shape): spawn, suspend, replay, never re-run a finished child; on every commit path (conftest.py)."""
 from __future__ import annotations
 
 import pytest
 
 from approvals.models import ApprovalRequest
-from runs.engine import api as engine
 from runs.models import Step
 from runs.services import run_start
+from tests.support import engine
 from tests.support.leases import begun
 from tests.support.specs import chain, graph, node, publish, run_local
 from tests.support.tools import read_effects
@@ -18,7 +18,7 @@ def spawner_graph(**config):
     return graph([node("start", "start"), node("agent", "spawner", config=config), node("end", "end")], chain("start", "agent", "end"))
 
 
-def test_children_run_in_rounds_and_parent_replays_with_their_results(effects_file):
+def test_children_run_in_rounds_and_parent_replays_with_their_results(effects_file, store_path):
     run = run_local(spawner_graph(rounds=[["turn-0"], ["tool-a", "tool-b"], ["turn-1"]]))
     assert run.status == "succeeded", run.error
     assert run.state["children"] == {"turn-0": "succeeded", "tool-a": "succeeded", "tool-b": "succeeded", "turn-1": "succeeded"}
@@ -31,20 +31,20 @@ def test_children_run_in_rounds_and_parent_replays_with_their_results(effects_fi
     assert keys == {f"{run.uuid}:agent#0/{label}:0" for label in labels}  # one idempotency key per child
 
 
-def test_failed_child_is_reported_to_the_parent_not_the_run(effects_file):
+def test_failed_child_is_reported_to_the_parent_not_the_run(effects_file, store_path):
     run = run_local(spawner_graph(rounds=[["a", "b"]], fail=["b"]))
     assert run.status == "succeeded", run.error
     assert run.state["children"] == {"a": "succeeded", "b": "failed"}
 
 
-def test_parallelism_bound_applies_to_children(effects_file):
+def test_parallelism_bound_applies_to_children(effects_file, store_path):
     spec = spawner_graph(rounds=[[f"c{i}" for i in range(6)]])
     spec["settings"] = {"max_parallelism": 2}
     run = run_local(spec)
     assert run.status == "succeeded" and len(run.state["children"]) == 6
 
 
-def test_crashed_unsafe_child_parks_and_finished_children_never_rerun(effects_file):
+def test_crashed_unsafe_child_parks_and_finished_children_never_rerun(effects_file, store_path):
     version = publish(spawner_graph(rounds=[["safe"], ["pay"]], unsafe=["pay"]))
     with engine.local_mode() as queue:
         run = run_start(version=version, run_input={})
