@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,15 +44,24 @@ def local_imports(*, skip_engine: bool = True) -> list[LocalImport]:
     """Every import of a project module inside a function body of the product tree
     (outside ``runs/engine/`` when ``skip_engine``), with whether a comment on its line or
     the line above says why (``TYPE_CHECKING`` blocks are module level, so not counted)."""
+    return [i for i in _all_local_imports() if not (skip_engine and i.path.startswith("runs/engine/"))]
+
+
+@functools.lru_cache(maxsize=1)
+def _all_local_imports() -> tuple[LocalImport, ...]:
+    """:func:`local_imports` of the whole product tree, the engine included: parsed once
+    per process (each parse is one more chance for CPython 3.11.7's AST recursion-depth
+    bug, ``SystemError: AST constructor recursion depth mismatch``, to strike when another
+    thread compiles at the same moment, as an abandoned expression thread may)."""
     found: list[LocalImport] = []
     for package in PROJECT:
         for path in sorted((ROOT / package).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if any(part in SKIP_PARTS for part in path.parts) or (skip_engine and rel.startswith("runs/engine/")):
+            if any(part in SKIP_PARTS for part in path.parts):
                 continue
             source = path.read_text()
             lines = source.splitlines()
-            tree = ast.parse(source)
+            tree = _parse(source)
             for func in ast.walk(tree):
                 if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     continue
@@ -62,7 +72,17 @@ def local_imports(*, skip_engine: bool = True) -> list[LocalImport]:
                         if module.split(".")[0] in PROJECT:
                             found.append(LocalImport(rel, node.lineno, module, _commented(lines, node.lineno)))
     # A nested function inside a function is walked twice: keep each import once.
-    return sorted(set(found), key=lambda i: (i.path, i.line))
+    return tuple(sorted(set(found), key=lambda i: (i.path, i.line)))
+
+
+def _parse(source: str) -> ast.Module:
+    """``ast.parse(source)``, tried once more on CPython 3.11.7's spurious ``SystemError``
+    (gh-106905: the AST recursion depth is shared between threads; a parse racing another
+    thread's compile fails though the source is fine)."""
+    try:
+        return ast.parse(source)
+    except SystemError:
+        return ast.parse(source)
 
 
 def engine_local_imports() -> list[LocalImport]:
