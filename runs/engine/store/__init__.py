@@ -20,9 +20,10 @@ What is in here, by what it stores:
                         releases; one pick of the step due longest (a doorbell's claim;
                         runs.engine.loop.step_claim_due fires due deadlines between picks)
     commit              THE commit entry point: ``step_commit`` / ``step_fail`` assemble a
-                        finished attempt's output, transition, successors, events, audit
-                        and cost in one fenced transaction, taking a fast path when one
-                        applies and the portable ORM path otherwise
+                        finished attempt's output, usage and cost, its transition (state,
+                        successors, run status), its events and the audit entry where one
+                        is due (a park) in one fenced transaction, taking a fast path
+                        when one applies and the portable ORM path otherwise
     paths               the commit paths behind one interface (FastPath): the portable
                         path (commit, claims, operations: the ORM) and each database's
                         fast path (fastpath decides; fastpath_sqlite and
