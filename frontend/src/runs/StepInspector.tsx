@@ -52,7 +52,8 @@ function short(value: unknown, max = 160): string {
 function backoffText(a: Attempt): string {
   const from = epochMs(a.finished_at);
   const to = epochMs(a.retry_at);
-  return from === null || to === null ? "" : `backoff ${formatSpan(Math.max(0, to - from))}`;
+  // A retry due at once waited for nothing: no backoff to tell.
+  return from === null || to === null || to - from < 1 ? "" : `backoff ${formatSpan(to - from)}`;
 }
 
 /** The attempts table: each attempt's own worker, usage, cost and time (to the ms, and its offset from ``runStart``), and the backoff after a failed one. */

@@ -66,7 +66,8 @@ export function RunTable({ runs, compact = false, selection, label = "Runs" }: {
               <td className="col-graph"><a className="cell-graph" href={graphUrl(r.graph)} title={r.graph_name}>{r.graph_name}</a></td>
               <td>{versionText(r)}</td>
               {compact ? null : <td>{startedBy(r)}</td>}
-              <td className="col-started"><When at={r.started_at ?? r.created_at} date /></td>
+              {/* Compact (the home page's card): the clock, with the day and how long ago under it, so the graph's column keeps its width. */}
+              <td className="col-started">{compact ? <When at={r.started_at ?? r.created_at} date ago /> : <When at={r.started_at ?? r.created_at} date />}</td>
               {compact ? null : <td><When at={r.finished_at} date /></td>}
               {compact ? null : <td>{formatDuration(r.started_at, r.finished_at)}</td>}
               <td className="num">{formatUsd(r.cost_usd)}</td>

@@ -69,7 +69,7 @@ export function LiveStatus({ connection, pollSeconds }: { connection: string; po
 
 /**
  * A time as the run pages show it: the clock to the millisecond ("20:31:05.123", local time;
- * ``date``: with the day before it), then, muted, where it falls from ``origin`` ("+1.250 s
+ * ``date``: with the day, before it or, with ``ago``, after it), then, muted, where it falls from ``origin`` ("+1.250 s
  * from run start", written "+1.250 s" when ``short``) or, with ``ago``, how long ago (ticking
  * each second). The full date and both readings are in its title. "—" when missing.
  */
@@ -78,10 +78,12 @@ export function When({ at, origin, ago: showAgo = false, date = false, short = f
   if (epochMs(at) === null) return <>—</>;
   const from = origin ? formatFromStart(at, origin) : "";
   const ago = showAgo ? formatAgo(at, now) : "";
-  const extra = showAgo ? ago : short ? from.replace(/ from run start$/, "") : from;
+  const full = formatDateTime(at);
+  // With "ago" the day moves under the clock (a narrow fact column); alone it leads the clock on one line (a table).
+  const extra = showAgo ? (date ? `${full.slice(0, 10)} · ${ago}` : ago) : short ? from.replace(/ from run start$/, "") : from;
   return (
     <span className="when">
-      <time dateTime={at ?? undefined} title={[formatDateTime(at), from, ago].filter(Boolean).join(" · ")} className="nowrap">{date ? formatDateTime(at) : formatClock(at)}</time>
+      <time dateTime={at ?? undefined} title={[full, from, ago].filter(Boolean).join(" · ")} className="nowrap">{date && !showAgo ? full : formatClock(at)}</time>
       {extra ? <> <span className="muted small nowrap when__rel">{extra}</span></> : null}
     </span>
   );
