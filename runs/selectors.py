@@ -17,7 +17,6 @@ from django.db.models import (
     CharField,
     Count,
     Exists,
-    IntegerField,
     Max,
     OuterRef,
     Prefetch,
@@ -308,10 +307,12 @@ def attempts_with_retry(attempts: QuerySet[StepAttempt]) -> QuerySet[StepAttempt
     ``step_retrying`` event of that attempt recorded; None otherwise). No extra query: the
     retry time is a correlated subquery on the step's own events (runevent's step index),
     so a prefetch over a whole run stays one query however many attempts it has."""
+    # Compared as text on both sides: a value that is not a number (an event written by
+    # hand, an older payload) then matches nothing instead of failing PostgreSQL's cast.
     retry = (
         RunEvent.objects.filter(step_id=OuterRef("step_id"), kind=RunEventKind.STEP_RETRYING)
-        .annotate(after_attempt=Cast(KT("data__error__attempt"), IntegerField()))
-        .filter(after_attempt=OuterRef("number"))
+        .annotate(after_attempt=Cast(KT("data__error__attempt"), TextField()))
+        .filter(after_attempt=Cast(OuterRef("number"), TextField()))
         .order_by("-id")
         .values(due=KT("data__available_at"))[:1]
     )

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs.models import Step
+from runs.models import RunEvent, Step
 from tests.support.specs import chain, graph, node, run_local
 from tests.support.world import World
 
@@ -65,3 +65,15 @@ def test_the_run_read_is_a_fixed_number_of_queries_however_many_attempts(world: 
         counts.append(len([q["sql"] for q in ctx.captured_queries if "runs_" in q["sql"]]))
     assert counts[0] == counts[1], counts
     assert Step.objects.filter(run__graph_version__graph__name="flaky-4-2", node_id="d").get().attempt == 3
+
+
+def test_a_retry_event_without_a_readable_attempt_number_leaves_retry_at_null(world: World) -> None:
+    run = run_local(flaky_chain(["ask"], fail_times=1, backoff=0), {})
+    # An older payload (before events carried the attempt) or one edited by hand: no number to match.
+    for text in ("first", None):
+        event = RunEvent.objects.get(run=run, kind="step_retrying")
+        RunEvent.objects.filter(pk=event.pk).update(data=event.data | {"error": event.data["error"] | {"attempt": text}})
+        response = world.clients["admin"].get(f"/api/v1/runs/{run.pk}/")
+        assert response.status_code == 200, response.content
+        step = next(s for s in response.json()["steps"] if s["node_id"] == "ask")
+        assert [(a["error_code"], a["retry_at"]) for a in step["attempts"]] == [("flaky", None), (None, None)]
