@@ -35,6 +35,7 @@ from builder.serializers import (
     NodeKindsOutput,
     NodeTestInput,
     NodeTestOutput,
+    PublishCheckOutput,
     PublishInput,
     PublishOutput,
     RestoreInput,
@@ -216,6 +217,18 @@ class GraphVersionCollectionApi(ApiView):
         # Only a new version changes what "latest published" means to the triggers that follow it.
         warnings = [w.as_dict() for w in publish_checks.publish_warnings(version=version)] if created else []
         return Response({**VersionDetailOutput(version).data, "warnings": warnings}, status=code)
+
+
+class GraphPublishCheckApi(ApiView):
+    """GET: the warnings publishing the stored draft now would answer with (the Publish
+    dialog shows them before the user publishes); nothing is published. Builders."""
+
+    permission_classes = ApiView.permission_classes + [IsBuilder]
+
+    @extend_schema(tags=TAG, operation_id="graph_publish_check", responses=PublishCheckOutput)
+    def get(self, request: Any, graph_id: int) -> Response:
+        graph = selectors.graph_get(graph_id=graph_id)
+        return Response({"warnings": [w.as_dict() for w in publish_checks.draft_publish_warnings(graph=graph)]})
 
 
 class GraphVersionDetailApi(ApiView):

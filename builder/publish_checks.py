@@ -11,7 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphs.models import GraphVersion
+from builder.validation import validate_spec
+from graphs.models import Graph, GraphVersion
+from graphs.spec import content_hash
 
 log = logging.getLogger("ballast.builder")
 
@@ -51,11 +53,13 @@ def previous_version(version: GraphVersion) -> GraphVersion | None:
     return GraphVersion.objects.filter(graph_id=version.graph_id, is_test=False, number__lt=version.number).order_by("-number").first()
 
 
-def publish_warnings(*, version: GraphVersion) -> list[PublishWarning]:
-    """Every registered check's warnings about ``version``, a version just published. The
-    version is committed already, so a check that raises is logged and skipped: a
-    broken check must not turn a done publish into an error."""
-    previous = previous_version(version)
+def publish_warnings(*, version: GraphVersion, previous: Any = None) -> list[PublishWarning]:
+    """Every registered check's warnings about ``version``, a version just published (or
+    about to be: :func:`draft_publish_warnings`), against ``previous`` (default: the
+    published version before it). A check that raises is logged and skipped: a broken
+    check must not turn a done publish into an error."""
+    if previous is None:
+        previous = previous_version(version)
     found: list[PublishWarning] = []
     for check in list(_checks):
         try:
@@ -63,3 +67,19 @@ def publish_warnings(*, version: GraphVersion) -> list[PublishWarning]:
         except Exception:
             log.exception("publish check %r failed on version %s of graph %s", check, version.number, version.graph_id)
     return found
+
+
+def draft_publish_warnings(*, graph: Graph) -> list[PublishWarning]:
+    """What publishing ``graph``'s stored draft now would warn about, before it is
+    published: [] when the draft is invalid (the publish would be refused anyway) or holds
+    the content of the latest version (nothing new would be published). Reads only."""
+    result = validate_spec(graph.draft)
+    if not result.ok or result.spec is None:  # (ok implies a spec; said for mypy)
+        return []
+    spec = result.spec.model_dump(mode="json", exclude_none=False)
+    latest = graph.latest_version()
+    if latest is not None and latest.content_hash == content_hash(spec):
+        return []
+    # Never saved: the checks read its graph, number and spec only.
+    candidate = GraphVersion(graph=graph, number=(latest.number if latest else 0) + 1, spec=spec, content_hash=content_hash(spec))
+    return publish_warnings(version=candidate, previous=latest)

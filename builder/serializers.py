@@ -293,6 +293,12 @@ class PublishOutput(VersionDetailOutput):
     warnings = PublishWarningOutput(many=True)
 
 
+class PublishCheckOutput(serializers.Serializer):
+    """What publishing the stored draft now would warn about (nothing is published)."""
+
+    warnings = PublishWarningOutput(many=True)
+
+
 class ImportOutput(serializers.Serializer):
     """The graph and version an import saved (``created`` False: same content existed)."""
 

@@ -131,17 +131,41 @@ def test_listen_for_a_test_event_pins_its_input_for_the_run_dialog(live_server, 
     screenshot(page, "triggers-run-dialog-prefilled")
 
 
-def test_publish_names_the_webhook_a_new_schema_breaks(live_server, page: Page) -> None:
-    graph_id, pat = orders_graph()
-    graph = Graph.objects.get(pk=graph_id)
-    trigger_create(graph=graph, name="orders", user=pat)
+def breaking_draft(graph: Graph) -> None:
+    """Save a draft whose input schema also requires ``customer`` (a body-as-input webhook breaks)."""
     spec = copy.deepcopy(graph.draft)
     spec["input_schema"] = {"type": "object", "properties": {"x": {"type": "integer"}, "customer": {"type": "string"}}, "required": ["x", "customer"]}
     graph_draft_save(graph=graph, spec=spec, base_revision=graph.draft_revision)
+
+
+def test_the_publish_dialog_names_the_webhook_a_new_schema_breaks_before_publishing(live_server, page: Page) -> None:
+    graph_id, pat = orders_graph()
+    graph = Graph.objects.get(pk=graph_id)
+    trigger_create(graph=graph, name="orders", user=pat)
+    breaking_draft(graph)
     sign_in(page, live_server.url, "pat", "pw-pat-1")
     open_builder(page, live_server.url, graph_id)
     page.get_by_role("button", name="Publish", exact=True).click()
-    page.get_by_role("dialog", name="Publish a version").get_by_role("button", name="Publish").click()
+    dialog = page.get_by_role("dialog", name="Publish a version")
+    expect(dialog.get_by_text("This version breaks a trigger that follows the latest version.")).to_be_visible()
+    expect(dialog.get_by_role("alert")).to_contain_text("Webhook “orders”: input.customer: Version 2 requires 'customer'")
+    screenshot(page, "triggers-publish-warning-ahead")
+    dialog.get_by_role("button", name="Publish").click()
+    expect(page.get_by_role("status").filter(has_text="Published version 2.")).to_be_visible()
+
+
+def test_a_webhook_added_while_the_dialog_was_open_is_named_after_the_publish(live_server, page: Page) -> None:
+    graph_id, pat = orders_graph()
+    graph = Graph.objects.get(pk=graph_id)
+    breaking_draft(graph)
+    sign_in(page, live_server.url, "pat", "pw-pat-1")
+    open_builder(page, live_server.url, graph_id)
+    page.get_by_role("button", name="Publish", exact=True).click()
+    dialog = page.get_by_role("dialog", name="Publish a version")
+    expect(dialog.locator("form")).to_have_attribute("data-checked", "true")
+    expect(dialog.get_by_role("alert")).to_have_count(0)
+    trigger_create(graph=graph, name="orders", user=pat)  # someone else, meanwhile
+    dialog.get_by_role("button", name="Publish").click()
     warned = page.get_by_role("dialog", name="Published version 2, with warnings")
     expect(warned.get_by_role("alert")).to_contain_text("Webhook “orders”")
     expect(warned.get_by_role("alert")).to_contain_text("input.customer: Version 2 requires 'customer'")

@@ -45,8 +45,14 @@ def test_a_new_required_field_warns_about_body_webhooks_following_latest(world: 
     _webhook(world, graph, name="pinned", version=1)
     _webhook(world, graph, name="off", enabled=False)
     _draft(world, graph, {"type": "object", "properties": {"x": {"type": "integer"}, "customer": {"type": "string"}}, "required": ["x", "customer"]})
+    # Asked before publishing, the draft's check names the same webhook and publishes nothing.
+    before = world.clients["builder"].get(f"/api/v1/graphs/{graph.pk}/publish-check/")
+    assert before.status_code == 200
+    assert [w["subject"]["name"] for w in before.json()["warnings"]] == ["follows"]
+    assert graph.versions.filter(is_test=False).count() == 1
     answer = _publish(world, graph)
     assert answer["number"] == 2
+    assert world.clients["builder"].get(f"/api/v1/graphs/{graph.pk}/publish-check/").json() == {"warnings": []}
     assert answer["warnings"] == [{
         "code": "trigger_input",
         "message": "Webhook 'follows' follows the latest version, and version 2 breaks its input: "

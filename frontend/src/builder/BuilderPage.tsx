@@ -422,6 +422,17 @@ function PublishDialog({ graphId, flush, onClose, onPublished, onVersion, onShow
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [warned, setWarned] = useState<{ number: number; warnings: PublishWarning[] } | null>(null);
+  // What publishing the draft would break, asked once the draft is saved: shown before the click.
+  const [ahead, setAhead] = useState<PublishWarning[]>([]);
+  const [checked, setChecked] = useState(false);
+  useEffect(() => {
+    let live = true;
+    void flush()
+      .then((saved) => (saved ? api<{ warnings: PublishWarning[] }>(`graphs/${graphId}/publish-check/`) : { warnings: [] }))
+      .then((check) => { if (live) { setAhead(check.warnings); setChecked(true); } })
+      .catch(() => { if (live) setChecked(true); /* the publish answer carries the same warnings */ });
+    return () => { live = false; };
+  }, [flush, graphId]);
   const publish = async () => {
     setBusy(true);
     setError(null);
@@ -430,7 +441,7 @@ function PublishDialog({ graphId, flush, onClose, onPublished, onVersion, onShow
       const v = await api<{ number: number; warnings?: PublishWarning[] }>(`graphs/${graphId}/versions/`, { method: "POST", body: { message } });
       onVersion(v.number);
       // A publish that breaks a trigger is done, and says so: the dialog stays to name them.
-      if (v.warnings && v.warnings.length > 0) setWarned({ number: v.number, warnings: v.warnings });
+      if (v.warnings && v.warnings.length > 0 && ahead.length === 0) setWarned({ number: v.number, warnings: v.warnings });
       else onPublished(v.number, message);
     } catch (err) {
       const fields = err instanceof ApiError ? Object.entries(err.fields).map(([k, m]) => `${k}: ${m.join(", ")}`) : [];
@@ -448,14 +459,7 @@ function PublishDialog({ graphId, flush, onClose, onPublished, onVersion, onShow
             : `${warned.warnings.length} triggers that follow the latest version. Their deliveries may now be refused (400) until you fix them or pin them`}{" "}
           to an older version:
         </p>
-        <ul className="publish-warnings" role="alert">
-          {warned.warnings.map((w, i) => (
-            <li key={i}>
-              <strong>{w.subject.kind === "webhook" ? "Webhook" : w.subject.kind ?? "Trigger"} “{w.subject.name ?? w.subject.id}”</strong>:{" "}
-              {Object.entries(w.fields).map(([k, m]) => `${k}: ${m.join(" ")}`).join("; ") || w.message}
-            </li>
-          ))}
-        </ul>
+        <PublishWarnings warnings={warned.warnings} />
         <div className="dialog__actions">
           <button type="button" className="button" onClick={onClose}>Close</button>
           <button type="button" className="button button--primary" onClick={onShowTriggers}>Open Triggers</button>
@@ -465,13 +469,22 @@ function PublishDialog({ graphId, flush, onClose, onPublished, onVersion, onShow
   }
   return (
     <Dialog title="Publish a version" onClose={onClose}>
-      <form onSubmit={(e) => { e.preventDefault(); void publish(); }}>
+      <form onSubmit={(e) => { e.preventDefault(); void publish(); }} data-checked={checked ? "true" : undefined}>
         <label className="field">
           <span>What changed?</span>
           <textarea value={message} onChange={(e) => setMessage(e.target.value)} rows={3} autoFocus
             placeholder="e.g. Route urgent tickets to on-call" />
         </label>
         <p className="muted">The draft is saved, then published as an immutable version that runs can use.</p>
+        {ahead.length > 0 && (
+          <div className="publish-ahead">
+            <p>
+              <strong>This version breaks {ahead.length === 1 ? "a trigger that follows" : `${ahead.length} triggers that follow`} the latest version.</strong>{" "}
+              You can still publish; then fix {ahead.length === 1 ? "it" : "them"} in Triggers, or first pin {ahead.length === 1 ? "it" : "them"} to the current version.
+            </p>
+            <PublishWarnings warnings={ahead} />
+          </div>
+        )}
         {error && <pre role="alert" className="alert">{error}</pre>}
         <div className="dialog__actions">
           <button type="button" className="button" onClick={onClose}>Cancel</button>
@@ -479,6 +492,20 @@ function PublishDialog({ graphId, flush, onClose, onPublished, onVersion, onShow
         </div>
       </form>
     </Dialog>
+  );
+}
+
+/** Each trigger a version breaks, named, with the fields at fault. */
+function PublishWarnings({ warnings }: { warnings: PublishWarning[] }) {
+  return (
+    <ul className="publish-warnings" role="alert">
+      {warnings.map((w, i) => (
+        <li key={i}>
+          <strong>{w.subject.kind === "webhook" ? "Webhook" : w.subject.kind ?? "Trigger"} “{w.subject.name ?? w.subject.id}”</strong>:{" "}
+          {Object.entries(w.fields).map(([k, m]) => `${k}: ${m.join(" ")}`).join("; ") || w.message}
+        </li>
+      ))}
+    </ul>
   );
 }
 

@@ -268,7 +268,7 @@ function WebhookCard({ hook, base, onChanged, onRotated, onPin }: {
         </div>
       )}
       {error && <p className="panel-error" role="alert">{error}</p>}
-      {showDeliveries && <Deliveries key={deliveriesKey} base={base} />}
+      {showDeliveries && <Deliveries key={deliveriesKey} base={base} onPin={onPin} />}
     </li>
   );
 }
@@ -286,6 +286,13 @@ function Listen({ hook, base, onPin, onCaptured }: {
   pin.current = onPin;
   const captureRef = useRef(onCaptured);
   captureRef.current = onCaptured;
+  // Closing the panel mid-listen stops the listen: nobody would pin what it caught, and a
+  // disabled webhook would answer a sender 202 for an event that then goes nowhere.
+  const openListen = useRef(false);
+  openListen.current = state !== null;
+  useEffect(() => () => {
+    if (openListen.current) void api(`${base}listen/`, { method: "DELETE" }).catch(() => undefined);
+  }, [base]);
 
   useEffect(() => {
     if (!state) return;
@@ -368,8 +375,8 @@ function Listen({ hook, base, onPin, onCaptured }: {
   );
 }
 
-/** The webhook's latest deliveries, refreshed every second while shown. */
-function Deliveries({ base }: { base: string }) {
+/** The webhook's latest deliveries, refreshed every two seconds while shown; a captured one can be pinned again. */
+function Deliveries({ base, onPin }: { base: string; onPin?: (payload: Record<string, unknown> | null) => void }) {
   const [rows, setRows] = useState<Delivery[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
@@ -400,7 +407,12 @@ function Deliveries({ base }: { base: string }) {
           <tr key={d.id}>
             <td><time dateTime={d.received_at} title={`${new Date(d.received_at).toLocaleString()}${d.delivery_id ? ` · id ${d.delivery_id}` : ""}`}>{timeAgo(d.received_at)}</time></td>
             <td><span className={`badge ${d.status_code < 300 ? "badge-ok" : "badge-bad"}`}>{d.status_code}</span></td>
-            <td>{d.run !== null ? <a href={`/runs/${d.run}/`}>{deliveryOutcome(d)}</a> : <span className="muted">{deliveryOutcome(d)}</span>}</td>
+            <td>
+              {d.run !== null ? <a href={`/runs/${d.run}/`}>{deliveryOutcome(d)}</a> : <span className="muted">{deliveryOutcome(d)}</span>}
+              {d.payload && onPin && (
+                <>{" "}<button type="button" className="link-button" title="Pin this delivery's input as the draft's test input" onClick={() => onPin(d.payload)}>Pin input</button></>
+              )}
+            </td>
           </tr>
         ))}
       </tbody>
