@@ -459,20 +459,20 @@ function CreateWebhookDialog({ base, latestVersion, fields, onClose, onCreated }
   return (
     <Dialog title="New webhook" onClose={onClose} wide>
       <form className="webhook-form" onSubmit={(e) => { e.preventDefault(); void submit(); }} noValidate>
-        <label className="field">
-          <span>Name</span>
-          <input value={name} onChange={(e) => setName(e.target.value)} placeholder="e.g. orders" maxLength={100}
+        <div className="field">
+          <label htmlFor="hook-name">Name</label>
+          <input id="hook-name" value={name} onChange={(e) => setName(e.target.value)} placeholder="e.g. orders" maxLength={100}
             aria-invalid={errors.byField.name ? true : undefined} aria-describedby={errors.byField.name ? "hook-name-error" : undefined} />
           {fieldError("name")}
-        </label>
-        <label className="field">
-          <span>Version</span>
-          <select value={version} onChange={(e) => setVersion(e.target.value)} aria-invalid={errors.byField.version ? true : undefined}>
+        </div>
+        <div className="field">
+          <label htmlFor="hook-version">Version</label>
+          <select id="hook-version" value={version} onChange={(e) => setVersion(e.target.value)} aria-invalid={errors.byField.version ? true : undefined}>
             <option value="latest">Latest published (follows each publish)</option>
             {versions.map((n) => <option key={n} value={String(n)}>Version {n} (pinned)</option>)}
           </select>
           {fieldError("version")}
-        </label>
+        </div>
         <label className="checkbox-field">
           <input type="checkbox" checked={signed} onChange={(e) => setSigned(e.target.checked)} />
           <span>Require a signature (HMAC-SHA256 with a secret shown once)</span>
