@@ -77,7 +77,10 @@ export function TriggersPanel({ graphId, latestVersion, inputSchema, testInput, 
     <section className="versions-panel triggers-panel" aria-label="Triggers">
       <header className="panel-header">
         <h2>Triggers</h2>
-        <p className="field-help">A webhook starts a run of this graph for each POST to its URL, checked against the input schema.</p>
+        <p className="field-help">
+          A webhook starts a run of this graph for each POST to its URL, checked against the input schema. Its URL and secret
+          are shown once, when it is made (a secret can be rotated; a lost URL means a new webhook).
+        </p>
       </header>
       {testInput && (
         <div className="pinned-input" role="region" aria-label="Pinned test input">
