@@ -424,7 +424,9 @@ def delivery_receive(*, token: str, body: bytes, headers: Any, wait: float | Non
     delivery_id = ""
     captured: dict[str, Any] | None = None
     try:
-        if not trigger.enabled and trigger.listening_until is None:
+        # A disabled webhook answers as an unknown one unless a listen is open now (database
+        # clock: a window that lapsed leaves its timestamp behind, and must reveal nothing).
+        if not trigger.enabled and (trigger.listening_until is None or not trigger_is_listening(trigger)):
             raise DeliveryRefused(404, "disabled", "Not found.")
         wait_rate = rate_counted("webhook", trigger.token_hash[:32])  # never reused, unlike an id
         if wait_rate is not None:

@@ -98,6 +98,8 @@ def test_stop_and_expiry_end_a_listen(world: Any) -> None:
     # A window in the past (database clock) is closed: nothing captured, 404 as disabled.
     WebhookTrigger.objects.filter(pk=hook["id"]).update(listening_until="2000-01-01T00:00:00Z")
     assert post(hook["path"], body, **signed_headers(hook["secret"], body)).status_code == 404
+    # Unsigned, too: a lapsed window says nothing about the webhook (404, not 401).
+    assert post(hook["path"], body).json() == {"detail": "Not found."}
     assert not WebhookDelivery.objects.filter(payload__isnull=False).exists()
 
 
