@@ -154,6 +154,10 @@ ENDPOINTS = [
     Endpoint("webhooks_delete", "delete", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/", None), allowed(204, "builder", "admin")),
     Endpoint("webhooks_rotate_secret", "post", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/rotate-secret/", None), allowed(200, "builder", "admin")),
     Endpoint("webhooks_deliveries", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/deliveries/", None), allowed(200, "builder", "admin")),
+    Endpoint("graph_publish_check", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/publish-check/", None), allowed(200, "builder", "admin")),
+    Endpoint("webhooks_listen", "post", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/listen/", {"seconds": 5}), allowed(200, "builder", "admin")),
+    Endpoint("webhooks_listen_state", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/listen/?after=0", None), allowed(200, "builder", "admin")),
+    Endpoint("webhooks_listen_stop", "delete", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/listen/", None), allowed(204, "builder", "admin")),
     Endpoint("runs_list", "get", lambda w: ("/api/v1/runs/?status=waiting", None), allowed(200)),
     Endpoint("runs_start", "post", lambda w: ("/api/v1/runs/", {"graph": _g(w), "input": {"name": "Ada"}}), allowed(201, "operator", "admin")),
     Endpoint("runs_read", "get", lambda w: (f"/api/v1/runs/{w.waiting_run().pk}/", None), reads()),
@@ -268,7 +272,8 @@ def test_the_matrix_covers_every_api_operation() -> None:
         "approvals_claim_many", "approvals_hand_back", "approvals_reassign",
         "costs_totals", "costs_budgets", "costs_export", "audit_verify", "audit_facets", "audit_export", "workers_list",
         "graphs_alerts_get", "graphs_alerts_set", "webhooks_list", "webhooks_create", "webhooks_read", "webhooks_update",
-        "webhooks_delete", "webhooks_rotate_secret", "webhooks_deliveries",
+        "webhooks_delete", "webhooks_rotate_secret", "webhooks_deliveries", "webhooks_listen", "webhooks_listen_state", "webhooks_listen_stop",
+        "graph_publish_check",
     }  # fmt: skip
     assert operations == covered
 

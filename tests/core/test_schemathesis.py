@@ -49,7 +49,7 @@ def test_the_schema_is_served_and_documents_every_api_route(world: World) -> Non
     served = world.clients["viewer"].get("/api/schema/?format=json")
     assert served.status_code == 200
     assert served.json()["paths"].keys() == RAW_SCHEMA["paths"].keys()
-    assert len(OPERATIONS) == 71  # + runs_summary, runs_cancel_bulk, steps_state, runs_graph; + 7 webhook management operations
+    assert len(OPERATIONS) == 75  # + runs_summary, runs_cancel_bulk, steps_state, runs_graph; + 7 webhook management operations; + 3 webhook listen operations, graph_publish_check
 
 
 def seeded_ids(world: World) -> dict[str, Any]:
