@@ -82,6 +82,9 @@ def test_create_a_webhook_send_a_signed_delivery_and_follow_its_run(live_server,
     run_link.click()
     page.wait_for_url(re.compile(rf"/runs/{answer['run']}/$"))
     expect(page.get_by_role("heading", level=1)).to_contain_text(f"Run #{answer['run']}")
+    # The run says what started it: the webhook, and the user it ran as.
+    expect(page.locator("dt", has_text="Started by").locator("xpath=following-sibling::dd[1]")).to_have_text("webhook orders, as pat")
+    screenshot(page, "triggers-run-started-by-webhook")
 
 
 def test_disable_rotate_and_delete_from_the_panel(live_server, page: Page) -> None:

@@ -1,7 +1,15 @@
 import { statusKey } from "../lib/statusTokens";
-import { formatCost, formatDuration, formatSpend, formatTokens, formatUsd, statusLabel, versionText } from "./format";
+import { formatCost, formatDuration, formatSpend, formatTokens, formatUsd, startedBy, statusLabel, versionText } from "./format";
 
 describe("format", () => {
+  it("names who started a run, and the trigger before the user it ran as", () => {
+    expect(startedBy({ created_by: "pat" })).toBe("pat");
+    expect(startedBy({ created_by: null, started_from: "command line" })).toBe("command line");
+    expect(startedBy({ created_by: null })).toBe("—");
+    expect(startedBy({ created_by: "pat", source: "webhook orders" })).toBe("webhook orders, as pat");
+    expect(startedBy({ created_by: null, source: "webhook orders" })).toBe("webhook orders");
+    expect(startedBy({ created_by: "pat", source: "" })).toBe("pat");
+  });
   it("formats durations at each scale and dashes missing ends", () => {
     const t0 = "2026-12-01T10:00:00.000Z";
     expect(formatDuration(t0, "2026-12-01T10:00:00.250Z")).toBe("250 ms");

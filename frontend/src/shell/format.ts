@@ -53,14 +53,20 @@ export function formatCost(figure: CostFigure | null | undefined): string {
   return `${formatUsd(figure.usd)} · ${formatTokens(figure.tokens)}`;
 }
 
-/** Who started a run, the same words in the run list and on its page: the user, else where it came from ("command line"), else "—". */
 /** The version a run ran, as a list or a comparison names it: "v3", or "test" for a node-test run (its hidden snapshot is numbered 0: no published version). */
 export function versionText(run: { version: number; is_test?: boolean }): string {
   return run.is_test ? "test" : `v${run.version}`;
 }
 
-export function startedBy(run: { created_by: string | null; started_from?: string | null }): string {
-  return run.created_by ?? run.started_from ?? "—";
+/**
+ * Who started a run, the same words in the run list and on its page: the user, else where it
+ * came from ("command line"), else "—"; a run a trigger started names the trigger first and
+ * the user it ran as after it ("webhook orders, as pat").
+ */
+export function startedBy(run: { created_by: string | null; started_from?: string | null; source?: string }): string {
+  const who = run.created_by ?? run.started_from ?? null;
+  if (run.source) return who ? `${run.source}, as ${who}` : run.source;
+  return who ?? "—";
 }
 
 /** A run or step status, e.g. "waiting_approval", as words: "waiting approval". */
