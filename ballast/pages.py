@@ -65,6 +65,8 @@ def page_context(request: HttpRequest, page: str, *, title: str, props: dict[str
             "costs": reverse("costs-page"),
             "audit": reverse("audit-page"),
             "workers": reverse("workers-page"),
+            "tokens": reverse("tokens-page"),
+            "users": reverse("users-page"),
             "login": reverse("login"),
             "logout": reverse("logout"),
             "password_change": reverse("password_change"),
