@@ -67,6 +67,7 @@ def page_context(request: HttpRequest, page: str, *, title: str, props: dict[str
             "workers": reverse("workers-page"),
             "tokens": reverse("tokens-page"),
             "users": reverse("users-page"),
+            "providers": reverse("providers-page"),
             "login": reverse("login"),
             "logout": reverse("logout"),
             "password_change": reverse("password_change"),

@@ -36,6 +36,7 @@ urlpatterns = [
     path("workers/", views.workers, name="workers-page"),
     path("tokens/", views.tokens, name="tokens-page"),
     path("users/", views.users, name="users-page"),
+    path("providers/", views.providers, name="providers-page"),
     # Django's auth views for every user, staff or not: login, password change and password
     # reset with the app's page context (top bar, CSS) and templates; logout (POST only) as Django has it.
     path("accounts/login/", views.login, name="login"),

@@ -164,12 +164,14 @@ def test_the_principal_search_offers_users_and_groups_to_builders(world: World) 
     assert "approver" not in {p["name"] for p in world.clients["builder"].get("/api/v1/principals/?q=approver").json()["results"]}
 
 
-def test_the_users_page_is_for_staff_and_the_tokens_page_for_everyone(world: World) -> None:
+def test_the_users_and_providers_pages_are_for_staff_and_the_tokens_page_for_everyone(world: World) -> None:
     browser = Client()
-    assert browser.get("/users/").status_code == 302
-    assert browser.get("/tokens/").status_code == 302
+    for path in ("/users/", "/tokens/", "/providers/"):
+        assert browser.get(path).status_code == 302
     browser.force_login(world.users["viewer"])
     assert browser.get("/users/").status_code == 403
+    assert browser.get("/providers/").status_code == 403
     assert browser.get("/tokens/").status_code == 200
     browser.force_login(world.users["admin"])
     assert browser.get("/users/").status_code == 200
+    assert browser.get("/providers/").status_code == 200

@@ -112,3 +112,41 @@ def test_staff_create_a_user_with_a_group_and_a_token_and_pick_them_as_approver(
     assert list(graph.operator_groups.values_list("name", flat=True)) == ["finance"]
     actions = set(AuditEntry.objects.filter(actor="ada").values_list("action", flat=True))
     assert {"user.create", "group.members", "token.create", "token.revoke"} <= actions
+
+
+def test_staff_add_a_provider_test_its_connection_and_rotate_its_key(live_server, page: Page, llm_server) -> None:
+    from runs.models import ProviderCredential
+    from tests.support.llm_server import TEST_KEY
+
+    make_user("ada", staff=True)
+    sign_in(page, live_server.url, "ada", "pw-ada-1")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Providers").click()
+    expect(page.get_by_role("heading", name="LLM providers")).to_be_visible()
+    page.get_by_role("button", name="Add provider").click()
+    dialog = page.get_by_role("dialog", name="Add an LLM provider")
+    dialog.get_by_label("Name").fill("local")
+    dialog.get_by_label("Kind").select_option("openai_compatible")
+    dialog.get_by_label("Base URL").fill(llm_server.openai_base_url)
+    dialog.get_by_label(re.compile("^API key")).fill("sk-wrong-key")
+    dialog.get_by_label("Default model").fill("local-7b")
+    screenshot(page, "admin-add-provider")
+    dialog.get_by_role("button", name="Add provider").click()
+    row = page.get_by_role("row").filter(has_text="local-7b")
+    expect(row).to_contain_text("added here")
+    assert "sk-wrong-key" not in page.content()
+
+    row.get_by_role("button", name="Test connection of local").click()
+    expect(row.get_by_role("status")).to_contain_text("Failed")
+    row.get_by_role("button", name="Rotate key of local").click()
+    rotate = page.get_by_role("dialog", name="New API key for local")
+    rotate.get_by_label("New API key").fill(TEST_KEY)
+    screenshot(page, "admin-rotate-key")
+    rotate.get_by_role("button", name="Replace key").click()
+    expect(rotate).to_have_count(0)
+    row.get_by_role("button", name="Test connection of local").click()
+    expect(row.get_by_role("status")).to_contain_text("Connected")
+    screenshot(page, "admin-providers")
+    assert ProviderCredential.objects.get(name="local").has_key
+    actions = list(AuditEntry.objects.filter(action__startswith="provider.").order_by("id").values_list("action", flat=True))
+    assert actions == ["provider.create", "provider.update"]
+    assert TEST_KEY not in str(list(AuditEntry.objects.values_list("data", flat=True)))

@@ -18,6 +18,7 @@ export const pages: Record<string, PageComponent> = {
   workers: lazy(() => import("./Workers")),
   tokens: lazy(() => import("./Tokens")),
   users: lazy(() => import("./Users")),
+  providers: lazy(() => import("./Providers")),
   forbidden: lazy(() => import("./Forbidden")),
   notfound: lazy(() => import("./NotFound")),
   builder: lazy(() => import("../builder/BuilderPage")),
