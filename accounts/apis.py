@@ -245,6 +245,8 @@ class TokenCollectionApi(ApiView):
             owner = get_user_model().objects.filter(username=name).first()
             if owner is None:
                 raise bad_request("invalid", f"Invalid input: user: no user named {name!r}.", {"user": [f"No user named {name!r}."]})
+            # A token acts as its user: one for a staff or superuser account only from a superuser.
+            services.require_may_manage(by=request.user, user=owner)
         if not owner.is_active:
             raise bad_request("invalid", "Invalid input: user: the user is deactivated.", {"user": ["The user is deactivated."]})
         token, key = token_create(user=owner, name=data["name"], by=request.user.get_username(), actor_type="user")

@@ -21,7 +21,7 @@ from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
 from audit.chain import audit
-from core.errors import ConflictError, ServiceError
+from core.errors import ConflictError, ForbiddenError, ServiceError
 
 
 class AccountInvalid(ServiceError):
@@ -34,6 +34,19 @@ class AccountConflict(ConflictError):
     """A username or group name that is taken: 409 with the field at fault."""
 
     code = "name_taken"
+
+
+class NotSuperuser(ForbiddenError):
+    """A staff user who is not a superuser acted on a staff or superuser account: 403."""
+
+
+def require_may_manage(*, by: Any, user: Any) -> None:
+    """Raise NotSuperuser unless ``by`` may change ``user``'s account or act as them (an
+    invite link, a token for them): a staff or superuser account only by a superuser, so
+    a staff user cannot take over an account with more rights than theirs; anyone else
+    by any staff user (the caller checks ``by`` is staff)."""
+    if (user.is_staff or user.is_superuser) and not by.is_superuser and user.pk != by.pk:
+        raise NotSuperuser(f"{by.get_username()} may not change {user.get_username()}: only a superuser may change a staff or superuser account.")
 
 
 def _invalid(field: str, message: str) -> AccountInvalid:
@@ -89,10 +102,12 @@ def user_create(
 def user_update(*, user: Any, by: Any, is_active: bool | None = None, groups: list[Group] | None = None,
                 email: str | None = None, first_name: str | None = None, last_name: str | None = None) -> Any:
     """Change a user's active flag, groups, email or names (each given field; None keeps
-    it). Deactivating yourself is refused (400 naming ``is_active``): an admin must not lock
+    it). A staff or superuser account needs a superuser (:func:`require_may_manage`, 403).
+    Deactivating yourself is refused (400 naming ``is_active``): an admin must not lock
     themself out. Audited ``user.update`` with what changed (nothing changed: no entry).
     A deactivated user's session ends at their next request and their API tokens stop
     authenticating (``token_for_key`` checks ``is_active``). Returns the user."""
+    require_may_manage(by=by, user=user)
     if is_active is False and user.pk == by.pk:
         raise _invalid("is_active", "You cannot deactivate yourself.")
     with transaction.atomic():
@@ -117,7 +132,10 @@ def user_update(*, user: Any, by: Any, is_active: bool | None = None, groups: li
 
 def user_invite(*, user: Any, by: Any) -> str:
     """A fresh invite (set-password) link path for ``user`` (audited ``user.invite``; the
-    link itself is not recorded). Refused for an inactive user (400 naming ``is_active``)."""
+    link itself is not recorded). Refused for an inactive user (400 naming ``is_active``);
+    for a staff or superuser account unless ``by`` is a superuser (403): the link sets the
+    account's password, so it is a way into the account."""
+    require_may_manage(by=by, user=user)
     if not user.is_active:
         raise _invalid("is_active", "Reactivate the user first.")
     with transaction.atomic():

@@ -175,3 +175,24 @@ def test_the_users_and_providers_pages_are_for_staff_and_the_tokens_page_for_eve
     browser.force_login(world.users["admin"])
     assert browser.get("/users/").status_code == 200
     assert browser.get("/providers/").status_code == 200
+
+
+def test_a_staff_user_who_is_no_superuser_cannot_take_over_a_staff_or_superuser_account(world: World) -> None:
+    from tests.support.world import client_with_token
+
+    User = get_user_model()
+    clerk = User.objects.create_user("clerk", password="pw-clerk", is_staff=True)
+    other_staff = User.objects.create_user("other-staff", password="pw-other", is_staff=True)
+    api = client_with_token(clerk)
+    superuser = world.users["admin"]
+    for target in (superuser, other_staff):
+        assert api.patch(f"/api/v1/users/{target.pk}/", {"is_active": False}, format="json").status_code == 403
+        assert api.post(f"/api/v1/users/{target.pk}/invite/").status_code == 403
+        assert api.post("/api/v1/tokens/", {"name": "x", "user": target.get_username()}, format="json").status_code == 403
+    superuser.refresh_from_db()
+    assert superuser.is_active and not ApiToken.objects.filter(user__in=[superuser, other_staff], name="x").exists()
+    assert not AuditEntry.objects.filter(action__in=["user.update", "user.invite", "token.create"], actor="clerk").exists()
+    # Other users are the clerk's to manage; a superuser manages staff.
+    assert api.patch(f"/api/v1/users/{world.users['viewer'].pk}/", {"groups": ["builders"]}, format="json").status_code == 200
+    assert api.post("/api/v1/tokens/", {"name": "for viewer", "user": "viewer"}, format="json").status_code == 201
+    assert world.clients["admin"].patch(f"/api/v1/users/{other_staff.pk}/", {"is_active": False}, format="json").status_code == 200
