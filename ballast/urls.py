@@ -15,6 +15,7 @@ api_v1 = [
     path("", include("runs.urls")),
     path("", include("approvals.urls")),
     path("", include("triggers.urls")),
+    path("", include("accounts.urls")),
 ]
 
 urlpatterns = [
@@ -33,6 +34,9 @@ urlpatterns = [
     path("costs/", views.costs, name="costs-page"),
     path("audit/", views.audit_log, name="audit-page"),
     path("workers/", views.workers, name="workers-page"),
+    path("tokens/", views.tokens, name="tokens-page"),
+    path("users/", views.users, name="users-page"),
+    path("providers/", views.providers, name="providers-page"),
     # Django's auth views for every user, staff or not: login, password change and password
     # reset with the app's page context (top bar, CSS) and templates; logout (POST only) as Django has it.
     path("accounts/login/", views.login, name="login"),

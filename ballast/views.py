@@ -143,6 +143,31 @@ def workers(request: HttpRequest) -> HttpResponse:
     return render_page(request, "workers", title="Workers")
 
 
+@login_required
+def tokens(request: HttpRequest) -> HttpResponse:
+    """``/tokens/``: the signed-in user's API tokens (create, the key shown once, revoke);
+    staff also see and revoke everyone's."""
+    return render_page(request, "tokens", title="API tokens")
+
+
+@login_required
+def users(request: HttpRequest) -> HttpResponse:
+    """``/users/``: users, groups and roles (create or invite, deactivate, groups and
+    members); staff only, others get 403 as from the API."""
+    if not is_admin(request.user):
+        return render_page(request, "forbidden", title="Users", props={"what": "users and groups", "who": "administrators"}, status=403)
+    return render_page(request, "users", title="Users")
+
+
+@login_required
+def providers(request: HttpRequest) -> HttpResponse:
+    """``/providers/``: LLM providers and their keys (add, test the connection, rotate the
+    key, remove); staff only, others get 403 as the API's writes answer."""
+    if not is_admin(request.user):
+        return render_page(request, "forbidden", title="LLM providers", props={"what": "the LLM providers", "who": "administrators"}, status=403)
+    return render_page(request, "providers", title="LLM providers")
+
+
 def _with_page_context(view: Any, title: str) -> Any:
     """Wrap a Django auth class-based view so its template gets ``page_context`` (top bar, CSRF, urls)."""
 

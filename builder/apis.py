@@ -19,7 +19,7 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
 from accounts.authentication import IsBuilder
-from builder import selectors, services
+from builder import publish_checks, selectors, services
 from builder.serializers import (
     DraftOutput,
     DuplicateInput,
@@ -35,7 +35,9 @@ from builder.serializers import (
     NodeKindsOutput,
     NodeTestInput,
     NodeTestOutput,
+    PublishCheckOutput,
     PublishInput,
+    PublishOutput,
     RestoreInput,
     ToolsOutput,
     ValidationOutput,
@@ -190,7 +192,9 @@ class GraphVersionCollectionApi(ApiView):
     message. POST ``{"message"}``: publish the draft as a new immutable version
     (builders): 201 with the new version, 200 with the existing one when the content was
     published before, 400 ``graph_invalid`` with the validation issues when the draft
-    has errors (nothing published)."""
+    has errors (nothing published). A new version's answer carries ``warnings`` from the
+    publish checks other apps register (builder.publish_checks), e.g. an enabled webhook
+    that follows the latest version and whose input the new schema breaks."""
 
     method_permissions = {"POST": [IsBuilder]}
 
@@ -203,14 +207,28 @@ class GraphVersionCollectionApi(ApiView):
         tags=TAG,
         operation_id="graph_versions_publish",
         request=PublishInput,
-        responses={201: VersionDetailOutput, 200: VersionDetailOutput, 400: INVALID_GRAPH},
+        responses={201: PublishOutput, 200: PublishOutput, 400: INVALID_GRAPH},
     )
     def post(self, request: Any, graph_id: int) -> Response:
         graph = selectors.graph_get(graph_id=graph_id)
         data = self.validated(PublishInput, request.data if request.data else {})
         version, created = services.graph_publish_draft(graph=graph, user=request.user, actor=request.user.get_username(), message=data["message"])
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        return Response(VersionDetailOutput(version).data, status=code)
+        # Only a new version changes what "latest published" means to the triggers that follow it.
+        warnings = [w.as_dict() for w in publish_checks.publish_warnings(version=version)] if created else []
+        return Response({**VersionDetailOutput(version).data, "warnings": warnings}, status=code)
+
+
+class GraphPublishCheckApi(ApiView):
+    """GET: the warnings publishing the stored draft now would answer with (the Publish
+    dialog shows them before the user publishes); nothing is published. Builders."""
+
+    permission_classes = ApiView.permission_classes + [IsBuilder]
+
+    @extend_schema(tags=TAG, operation_id="graph_publish_check", responses=PublishCheckOutput)
+    def get(self, request: Any, graph_id: int) -> Response:
+        graph = selectors.graph_get(graph_id=graph_id)
+        return Response({"warnings": [w.as_dict() for w in publish_checks.draft_publish_warnings(graph=graph)]})
 
 
 class GraphVersionDetailApi(ApiView):

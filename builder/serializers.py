@@ -273,6 +273,32 @@ class VersionDetailOutput(VersionListOutput):
     spec = serializers.JSONField()
 
 
+class PublishWarningOutput(serializers.Serializer):
+    """Something the new version breaks (builder.publish_checks): a trigger it names, say."""
+
+    code = serializers.CharField()
+    message = serializers.CharField()
+    subject = serializers.JSONField(help_text='What it is about, e.g. {"kind": "webhook", "id": 3, "name": "orders"}.')
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        # ``fields`` (the settings at fault, as in error bodies) is a Serializer attribute.
+        self.fields["fields"] = serializers.DictField(child=serializers.ListField(child=serializers.CharField()))
+
+
+class PublishOutput(VersionDetailOutput):
+    """A publish's answer: the version, and ``warnings`` about what it breaks ([] when
+    nothing, and always [] when the same content was published before)."""
+
+    warnings = PublishWarningOutput(many=True)
+
+
+class PublishCheckOutput(serializers.Serializer):
+    """What publishing the stored draft now would warn about (nothing is published)."""
+
+    warnings = PublishWarningOutput(many=True)
+
+
 class ImportOutput(serializers.Serializer):
     """The graph and version an import saved (``created`` False: same content existed)."""
 

@@ -10,6 +10,7 @@ urlpatterns = [
     path("graphs/<int:graph_id>/", apis.GraphDetailApi.as_view(), name="graph"),
     path("graphs/<int:graph_id>/export/", apis.GraphExportApi.as_view(), name="graph-export"),
     path("graphs/<int:graph_id>/versions/", apis.GraphVersionCollectionApi.as_view(), name="graph-versions"),
+    path("graphs/<int:graph_id>/publish-check/", apis.GraphPublishCheckApi.as_view(), name="graph-publish-check"),
     path("graphs/<int:graph_id>/versions/<int:number>/", apis.GraphVersionDetailApi.as_view(), name="graph-version"),
     path("graphs/<int:graph_id>/versions/<int:number>/restore/", apis.GraphVersionRestoreApi.as_view(), name="graph-version-restore"),
     path("graphs/<int:graph_id>/diff/", apis.GraphVersionDiffApi.as_view(), name="graph-diff"),

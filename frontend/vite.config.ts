@@ -24,5 +24,7 @@ export default defineConfig({
     // imports (React Flow, rjsf) were most of the run's time. setup.ts unmounts after each
     // test, so no file sees another's DOM.
     isolate: false,
+    // The status tokens' test reads styles/status.css as text ("?raw"): vitest empties CSS it does not process.
+    css: { include: [/styles\/status\.css/] },
   },
 });

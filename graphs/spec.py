@@ -143,6 +143,10 @@ class GraphSpec(_Model):
     edges: list[EdgeSpec] = Field(default_factory=list, max_length=2000)
     # Layout only (see NoteSpec): kept with the spec so a version shows its notes.
     notes: list[NoteSpec] = Field(default_factory=list, max_length=500)
+    # The draft's pinned test input (a payload a webhook listen captured, say): the run
+    # dialog's starting input. A draft setting, not graph logic: excluded from every dump,
+    # so no version holds it and it changes no content hash.
+    test_input: dict[str, Any] | None = Field(None, exclude=True)
 
     def node(self, node_id: str) -> NodeSpec:
         """The node with ``node_id`` (KeyError if absent)."""

@@ -27,6 +27,7 @@ from django.db.models import (
     Value,
     When,
 )
+from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 
 from accounts.policy import readable_runs_q
@@ -37,8 +38,10 @@ from runs.models import (
     Run,
     RunEvent,
     RunEventCounter,
+    RunEventKind,
     RunStateKey,
     Step,
+    StepAttempt,
     StepStatus,
 )
 
@@ -297,11 +300,32 @@ def step_list(*, run: Run) -> QuerySet[Step]:
     return Step.objects.filter(run=run).order_by("id")
 
 
+def attempts_with_retry(attempts: QuerySet[StepAttempt]) -> QuerySet[StepAttempt]:
+    """``attempts`` in number order, each annotated with ``error_code`` (its error's
+    ``code``, None when it did not fail) and ``retry_due`` (for a failed attempt that was
+    retried: when the next attempt was due, the end of its backoff, as the ISO text the
+    ``step_retrying`` event of that attempt recorded; None otherwise). No extra query: the
+    retry time is a correlated subquery on the step's own events (runevent's step index),
+    so a prefetch over a whole run stays one query however many attempts it has."""
+    # Compared as text on both sides: a value that is not a number (an event written by
+    # hand, an older payload) then matches nothing instead of failing PostgreSQL's cast.
+    retry = (
+        RunEvent.objects.filter(step_id=OuterRef("step_id"), kind=RunEventKind.STEP_RETRYING)
+        .annotate(after_attempt=Cast(KT("data__error__attempt"), TextField()))
+        .filter(after_attempt=Cast(OuterRef("number"), TextField()))
+        .order_by("-id")
+        .values(due=KT("data__available_at"))[:1]
+    )
+    return attempts.order_by("number").annotate(error_code=KT("error__code"), retry_due=Subquery(retry))
+
+
 def step_get(*, step_id: int) -> Step:
-    """One step with its attempts, its child steps (an agent's turns and calls, oldest
-    first) and its run: three queries. Raises Step.DoesNotExist."""
+    """One step with its attempts (:func:`attempts_with_retry`), its child steps (an
+    agent's turns and calls, oldest first) and its run: three queries. Raises
+    Step.DoesNotExist."""
     children = Prefetch("children", queryset=Step.objects.order_by("id"))
-    return Step.objects.select_related("run__graph_version__graph").prefetch_related("attempts", children).get(pk=step_id)
+    attempts = Prefetch("attempts", queryset=attempts_with_retry(StepAttempt.objects.all()))
+    return Step.objects.select_related("run__graph_version__graph").prefetch_related(attempts, children).get(pk=step_id)
 
 
 def step_get_bare(*, step_id: int) -> Step:

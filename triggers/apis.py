@@ -63,6 +63,7 @@ class WebhookOutput(serializers.Serializer):
     timestamp_window_seconds = serializers.IntegerField()
     input_mapping = serializers.JSONField()
     run_as = serializers.CharField(source="run_as.username")
+    listening_until = serializers.DateTimeField(allow_null=True, help_text="While a listen for a test event is open: when it ends (else null).")
     created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
@@ -110,6 +111,25 @@ class DeliveryOutput(serializers.Serializer):
     run = serializers.IntegerField(source="run_id", allow_null=True)
     replayed = serializers.BooleanField()
     error = serializers.JSONField(allow_null=True)
+    payload = serializers.JSONField(allow_null=True, help_text="The run input (after the mapping) of a delivery a listen captured; null for the others.")
+
+
+class ListenInput(serializers.Serializer):
+    seconds = serializers.IntegerField(default=services.DEFAULT_LISTEN_SECONDS, help_text=f"How long to listen, 1 to {services.MAX_LISTEN_SECONDS}.")
+
+
+class ListenStateInput(serializers.Serializer):
+    after = serializers.IntegerField(min_value=0, help_text="The ``after`` the listen answered with.")
+
+
+class ListenOutput(serializers.Serializer):
+    """A listen for a test event: open until ``listening_until`` (null once it ended or
+    captured), and the delivery it captured, if any."""
+
+    listening_until = serializers.DateTimeField(allow_null=True)
+    listening = serializers.BooleanField()
+    after = serializers.IntegerField(help_text="Poll GET .../listen/?after=<this>.")
+    delivery = DeliveryOutput(allow_null=True)
 
 
 def _graph(graph_id: int) -> Graph:
@@ -213,3 +233,32 @@ class WebhookDeliveryListApi(ApiView):
     def get(self, request: Any, graph_id: int, webhook_id: int) -> Response:
         trigger = services.trigger_get(graph_id=graph_id, trigger_id=webhook_id)
         return self.paginate(WebhookDelivery.objects.filter(trigger=trigger).order_by("-id"), DeliveryOutput)
+
+
+class WebhookListenApi(ApiView):
+    """POST ``{"seconds"}``: listen for the next delivery (default 120 s, at most 600);
+    answers ``after`` to poll with. GET ``?after=<id>``: is it still listening, and the
+    delivery it captured (with its ``payload``), if any. DELETE: stop listening (204)."""
+
+    permission_classes = ApiView.permission_classes + [IsBuilder]
+
+    @extend_schema(tags=TAG, operation_id="webhooks_listen", request=ListenInput, responses=ListenOutput)
+    def post(self, request: Any, graph_id: int, webhook_id: int) -> Response:
+        trigger = services.trigger_get(graph_id=graph_id, trigger_id=webhook_id)
+        data = self.validated(ListenInput, request.data if request.data else {})
+        trigger, after = services.trigger_listen(trigger=trigger, user=request.user, seconds=data["seconds"])
+        return Response(ListenOutput({"listening_until": trigger.listening_until, "listening": True, "after": after, "delivery": None}).data)
+
+    @extend_schema(tags=TAG, operation_id="webhooks_listen_state", parameters=[ListenStateInput], responses=ListenOutput)
+    def get(self, request: Any, graph_id: int, webhook_id: int) -> Response:
+        trigger = services.trigger_get(graph_id=graph_id, trigger_id=webhook_id)
+        after = self.validated(ListenStateInput, request.query_params)["after"]
+        delivery = services.trigger_listen_result(trigger=trigger, after=after)
+        listening = delivery is None and services.trigger_is_listening(trigger)
+        until = trigger.listening_until if listening else None
+        return Response(ListenOutput({"listening_until": until, "listening": listening, "after": after, "delivery": delivery}).data)
+
+    @extend_schema(tags=TAG, operation_id="webhooks_listen_stop", request=None, responses={204: None})
+    def delete(self, request: Any, graph_id: int, webhook_id: int) -> Response:
+        services.trigger_listen_stop(trigger=services.trigger_get(graph_id=graph_id, trigger_id=webhook_id), user=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -15,6 +15,12 @@ class WebhookTrigger(models.Model):
     deliveries. ``input_mapping`` maps run input fields to a JSON pointer into the body
     (``/customer/id``) or a header (``header:X-Event``); empty: the body is the input.
     Runs act as ``run_as`` (the creator unless another user is named).
+
+    ``listening_until`` (database clock) is set while a builder listens for a test event:
+    the first delivery that passes the signature and body checks before then takes it
+    (compare-and-set to null) and records its mapped input as its ``payload``; an enabled
+    trigger still starts the run, a disabled one answers 202 with no run
+    (services.delivery_receive).
     """
 
     graph = models.ForeignKey("graphs.Graph", on_delete=models.CASCADE, related_name="webhook_triggers")
@@ -27,6 +33,7 @@ class WebhookTrigger(models.Model):
     timestamp_window_seconds = models.PositiveIntegerField(default=300)
     input_mapping = models.JSONField(default=dict, blank=True)
     run_as = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    listening_until = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -46,7 +53,9 @@ class WebhookTrigger(models.Model):
 
 class WebhookDelivery(models.Model):
     """One delivery to a known trigger: what was answered, the run it started or
-    replayed (same delivery id), or the error it was refused with."""
+    replayed (same delivery id), or the error it was refused with. ``payload`` is the
+    run input it carried (after the mapping), kept only for the delivery a listen
+    captured (null for every other: bodies are not logged)."""
 
     trigger = models.ForeignKey(WebhookTrigger, on_delete=models.CASCADE, related_name="deliveries")
     delivery_id = models.CharField(max_length=128, blank=True, default="")
@@ -55,6 +64,7 @@ class WebhookDelivery(models.Model):
     run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     replayed = models.BooleanField(default=False)
     error = models.JSONField(null=True, blank=True)
+    payload = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]

@@ -11,6 +11,14 @@ run per trigger: the run's idempotency key is ``webhook:<trigger>:<delivery id>`
 (unique in the runs table), so a repeat, even a concurrent one, answers with the first
 run. Every delivery to a known trigger is logged (:class:`WebhookDelivery`) and audited
 (``webhook.delivery`` in the graph's chain).
+
+Listening for a test event (:func:`trigger_listen`): until ``listening_until`` (database
+clock), the first delivery that passes the signature, delivery id and body checks is
+captured: its mapped input is kept as the delivery's ``payload`` for the builder to pin
+as the draft's test input. An enabled trigger then goes on as always (the URL is the
+production URL: a listen window must never swallow a real event); a disabled one, which
+answers 404 otherwise, answers ``202 {"run": null, "status": "captured"}`` and starts
+nothing, so a webhook can be tried out before it is switched on.
 """
 from __future__ import annotations
 
@@ -22,11 +30,13 @@ import re
 import secrets
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.db import transaction
+from django.db.models.functions import Now
 
 from accounts import policy
 from accounts.roles import BUILDERS
@@ -37,6 +47,7 @@ from graphs.models import Graph, GraphVersion
 from runs import services as run_services
 from runs.models import TERMINAL_RUN_STATUSES, Run
 from runs.providers.credentials import cipher
+from runs.sandbox import values
 from triggers.models import WebhookDelivery, WebhookTrigger
 
 log = logging.getLogger("ballast.triggers")
@@ -49,6 +60,8 @@ HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,100}$")
 HEADER_PREFIX = "header:"
 MAX_WAIT_SECONDS = 30.0
 DEFAULT_WINDOW_SECONDS = 300
+DEFAULT_LISTEN_SECONDS = 120
+MAX_LISTEN_SECONDS = 600
 
 
 class TriggerInvalid(ServiceError):
@@ -368,12 +381,29 @@ def _waited(run: Run, wait: float) -> Run:
     return run
 
 
-def _record(trigger: WebhookTrigger, delivery_id: str, status: int, run: Run | None, replayed: bool, error: dict[str, Any] | None) -> WebhookDelivery:
+def _record(trigger: WebhookTrigger, delivery_id: str, status: int, run: Run | None, replayed: bool, error: dict[str, Any] | None,
+            payload: dict[str, Any] | None = None) -> WebhookDelivery:
     with transaction.atomic():
-        delivery = WebhookDelivery.objects.create(trigger=trigger, delivery_id=delivery_id, status_code=status, run=run, replayed=replayed, error=error)
+        delivery = WebhookDelivery.objects.create(trigger=trigger, delivery_id=delivery_id, status_code=status, run=run, replayed=replayed,
+                                                  error=error, payload=payload)
         audit(trigger.source, "webhook.delivery", trigger, actor_type="system", status=status, delivery_id=delivery_id,
-              run=None if run is None else run.pk, replayed=replayed, error=None if error is None else error["code"])
+              run=None if run is None else run.pk, replayed=replayed, error=None if error is None else error["code"],
+              **({"captured": True} if payload is not None else {}))
     return delivery
+
+
+def _capture(trigger: WebhookTrigger, run_input: Any) -> dict[str, Any] | None:
+    """``run_input`` if this delivery is the one a listen takes (the compare-and-set on
+    ``listening_until`` against the database clock: one delivery per listen, however many
+    race), else None. An input the database cannot store (NaN, NUL) is not taken."""
+    if trigger.listening_until is None or not isinstance(run_input, dict):
+        return None
+    try:
+        values.check(run_input, "payload")
+    except values.InvalidValue:
+        return None
+    taken = WebhookTrigger.objects.filter(pk=trigger.pk, listening_until__gt=Now()).update(listening_until=None)
+    return run_input if taken == 1 else None
 
 
 def delivery_receive(*, token: str, body: bytes, headers: Any, wait: float | None = None, address: str = "") -> Answer:
@@ -392,8 +422,11 @@ def delivery_receive(*, token: str, body: bytes, headers: Any, wait: float | Non
             return Answer(429, {"error": error.body()}, {"Retry-After": str(blocked)})
         return Answer(404, {"detail": "Not found."})
     delivery_id = ""
+    captured: dict[str, Any] | None = None
     try:
-        if not trigger.enabled:
+        # A disabled webhook answers as an unknown one unless a listen is open now (database
+        # clock: a window that lapsed leaves its timestamp behind, and must reveal nothing).
+        if not trigger.enabled and (trigger.listening_until is None or not trigger_is_listening(trigger)):
             raise DeliveryRefused(404, "disabled", "Not found.")
         wait_rate = rate_counted("webhook", trigger.token_hash[:32])  # never reused, unlike an id
         if wait_rate is not None:
@@ -402,14 +435,20 @@ def delivery_receive(*, token: str, body: bytes, headers: Any, wait: float | Non
             _verify(trigger, body, headers)
         delivery_id = _delivery_id(headers)
         run_input = mapped_input(trigger.input_mapping, _body(trigger, body), headers)
+        captured = _capture(trigger, run_input)
+        if not trigger.enabled:
+            if captured is None:  # the listen ended (or another delivery took it): disabled as before
+                raise DeliveryRefused(404, "disabled", "Not found.")
+            _record(trigger, delivery_id, 202, None, False, None, captured)
+            return Answer(202, {"run": None, "status": "captured", "replayed": False})
         run, replayed = _start(trigger, delivery_id, run_input)
     except DeliveryRefused as exc:
-        _record(trigger, delivery_id, exc.status_code, None, False, exc.body())
+        _record(trigger, delivery_id, exc.status_code, None, False, exc.body(), captured)
         if exc.code == "disabled":
             return Answer(404, {"detail": "Not found."})
         extra = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
         return Answer(exc.status_code, {"error": exc.body()}, extra)
-    delivery = _record(trigger, delivery_id, 202, run, replayed, None)
+    delivery = _record(trigger, delivery_id, 202, run, replayed, None, captured)
     answer: dict[str, Any] = {"run": run.pk, "status": run.status, "replayed": replayed}
     if wait:
         run = _waited(run, min(wait, getattr(settings, "BALLAST_WEBHOOK_MAX_WAIT", MAX_WAIT_SECONDS)))
@@ -426,3 +465,40 @@ def trigger_get(*, graph_id: int, trigger_id: int) -> WebhookTrigger:
     if trigger is None:
         raise NotFoundError(f"webhook {trigger_id} of graph {graph_id}")
     return trigger
+
+
+# Listening for a test event --------------------------------------------------------
+
+
+def trigger_listen(*, trigger: WebhookTrigger, user: Any, seconds: int = DEFAULT_LISTEN_SECONDS) -> tuple[WebhookTrigger, int]:
+    """Listen for ``seconds`` (1 to MAX_LISTEN_SECONDS, from the database clock) for the
+    next delivery to ``trigger`` (module docstring); listening again restarts the window.
+    Returns the trigger (``listening_until`` read back) and the id of its newest delivery
+    so far (0 for none): the capture is the first delivery after it with a ``payload``
+    (:func:`trigger_listen_result`). Audited ``webhook.listen``. Raises TriggerInvalid."""
+    require_builder(user, trigger.graph)
+    if not 1 <= seconds <= MAX_LISTEN_SECONDS:
+        raise TriggerInvalid("listen seconds", fields={"seconds": [f"Between 1 and {MAX_LISTEN_SECONDS} seconds."]})
+    with transaction.atomic():
+        after = WebhookDelivery.objects.filter(trigger=trigger).order_by("-id").values_list("id", flat=True).first() or 0
+        WebhookTrigger.objects.filter(pk=trigger.pk).update(listening_until=Now() + timedelta(seconds=seconds))
+        audit(user.get_username(), "webhook.listen", trigger, seconds=seconds)
+    trigger.refresh_from_db(fields=["listening_until"])
+    return trigger, after
+
+
+def trigger_listen_stop(*, trigger: WebhookTrigger, user: Any) -> None:
+    """Stop listening (nothing happens when the trigger was not listening)."""
+    require_builder(user, trigger.graph)
+    WebhookTrigger.objects.filter(pk=trigger.pk).update(listening_until=None)
+
+
+def trigger_listen_result(*, trigger: WebhookTrigger, after: int) -> WebhookDelivery | None:
+    """The delivery a listen captured: the first one after delivery ``after`` that kept a
+    payload, or None (yet)."""
+    return WebhookDelivery.objects.filter(trigger=trigger, id__gt=after, payload__isnull=False).order_by("id").first()
+
+
+def trigger_is_listening(trigger: WebhookTrigger) -> bool:
+    """Whether a listen window of ``trigger`` is open now (database clock)."""
+    return WebhookTrigger.objects.filter(pk=trigger.pk, listening_until__gt=Now()).exists()

@@ -8,5 +8,6 @@ urlpatterns = [
     path("graphs/<int:graph_id>/webhooks/", apis.WebhookCollectionApi.as_view(), name="webhooks"),
     path("graphs/<int:graph_id>/webhooks/<int:webhook_id>/", apis.WebhookDetailApi.as_view(), name="webhook"),
     path("graphs/<int:graph_id>/webhooks/<int:webhook_id>/rotate-secret/", apis.WebhookRotateApi.as_view(), name="webhook-rotate"),
+    path("graphs/<int:graph_id>/webhooks/<int:webhook_id>/listen/", apis.WebhookListenApi.as_view(), name="webhook-listen"),
     path("graphs/<int:graph_id>/webhooks/<int:webhook_id>/deliveries/", apis.WebhookDeliveryListApi.as_view(), name="webhook-deliveries"),
 ]

@@ -7,6 +7,7 @@ import { pages, preloadPage } from "./pages";
 import { TopBar } from "./shell/TopBar";
 import { ErrorBoundary } from "./shell/ErrorBoundary";
 import "./styles/app.css";
+import "./styles/status.css";
 
 const ctx = readPageContext();
 setCsrfToken(ctx.csrf_token);

@@ -1,6 +1,7 @@
 """Input and output serializers of the run API: runs, steps, events (costs and audit entries: runs.reports.serializers)."""
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, TypedDict, cast
 
 from django.db.models import Prefetch
@@ -14,6 +15,7 @@ from runs.models import Run, RunStatus, Step, StepAttempt, StepStatus
 from runs.selectors import (
     WAITING_FOR,
     RunFilter,
+    attempts_with_retry,
     run_fork_origin,
     run_started_from,
     run_tested_node,
@@ -234,6 +236,25 @@ class StepOutput(serializers.Serializer):
         return known[obj.pk]
 
 
+RETRY_AT_HELP = (
+    "A failed attempt that was retried: when the next attempt was due (the end of its backoff), as the step_retrying "
+    "event recorded it; null for any other attempt (and for a retry recorded before events carried the attempt number)."
+)
+
+
+def retry_at(attempt: StepAttempt) -> str | None:
+    """The ``retry_due`` annotation of runs.selectors.attempts_with_retry (the ISO text an
+    event recorded) in the API's datetime format; None without one (or an unreadable one)."""
+    due = getattr(attempt, "retry_due", None)
+    if not due:
+        return None
+    try:
+        when = datetime.fromisoformat(due)
+    except ValueError:
+        return None
+    return serializers.DateTimeField().to_representation(when)
+
+
 class AttemptOutput(serializers.Serializer):
     number = serializers.IntegerField()
     worker = serializers.CharField()
@@ -243,6 +264,11 @@ class AttemptOutput(serializers.Serializer):
     cost_usd = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
+    retry_at = serializers.SerializerMethodField(help_text=RETRY_AT_HELP)
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_retry_at(self, obj: StepAttempt) -> str | None:
+        return retry_at(obj)
 
 
 class ChildStepOutput(serializers.Serializer):
@@ -324,12 +350,19 @@ class StepStateOutput(serializers.Serializer):
 
 
 class AttemptSpanOutput(serializers.Serializer):
-    """When one attempt ran (the run page's timeline draws each attempt)."""
+    """When one attempt ran, how it ended and, after a failure that was retried, when the
+    next attempt was due (the run page's timeline draws each attempt and each backoff)."""
 
     number = serializers.IntegerField()
     status = serializers.CharField()
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
+    error_code = serializers.CharField(allow_null=True, help_text="The failed attempt's error code; null for one that did not fail.")
+    retry_at = serializers.SerializerMethodField(help_text=RETRY_AT_HELP)
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_retry_at(self, obj: StepAttempt) -> str | None:
+        return retry_at(obj)
 
 
 class RunStepOutput(StepOutput):
@@ -486,8 +519,9 @@ class RunDetailOutput(RunOutput):
 
 
 def _run_steps(run: Run) -> Any:
-    """The run's steps in creation order with their attempts' spans (two queries)."""
-    spans = Prefetch("attempts", queryset=StepAttempt.objects.order_by("number").only("id", "step_id", "number", "status", "started_at", "finished_at"))
+    """The run's steps in creation order with their attempts' spans, error codes and retry
+    times (two queries, however many steps and attempts)."""
+    spans = Prefetch("attempts", queryset=attempts_with_retry(StepAttempt.objects.only("id", "step_id", "number", "status", "started_at", "finished_at")))
     return Step.objects.filter(run=run).order_by("id").prefetch_related(spans)
 
 

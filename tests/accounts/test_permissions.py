@@ -113,6 +113,26 @@ def _g(world: World) -> int:
     return world.approval_version.graph_id
 
 
+def own_token(world: World, role: str = "viewer") -> int:
+    """A fresh API token of ``role`` (the viewer by default)."""
+    from accounts.tokens import token_create
+
+    return token_create(user=world.users[role], name=f"matrix-{next(_names)}")[0].pk
+
+
+def fresh_user(world: World) -> int:
+    """A fresh user with no group."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user(f"matrix-user-{next(_names)}").pk
+
+
+def fresh_group(world: World) -> int:
+    from django.contrib.auth.models import Group
+
+    return Group.objects.create(name=f"matrix-group-{next(_names)}").pk
+
+
 def webhook(world: World) -> int:
     """A fresh signed webhook trigger of the World's approval graph (made by its admin)."""
     from triggers.services import trigger_create
@@ -154,6 +174,10 @@ ENDPOINTS = [
     Endpoint("webhooks_delete", "delete", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/", None), allowed(204, "builder", "admin")),
     Endpoint("webhooks_rotate_secret", "post", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/rotate-secret/", None), allowed(200, "builder", "admin")),
     Endpoint("webhooks_deliveries", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/deliveries/", None), allowed(200, "builder", "admin")),
+    Endpoint("graph_publish_check", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/publish-check/", None), allowed(200, "builder", "admin")),
+    Endpoint("webhooks_listen", "post", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/listen/", {"seconds": 5}), allowed(200, "builder", "admin")),
+    Endpoint("webhooks_listen_state", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/listen/?after=0", None), allowed(200, "builder", "admin")),
+    Endpoint("webhooks_listen_stop", "delete", lambda w: (f"/api/v1/graphs/{_g(w)}/webhooks/{webhook(w)}/listen/", None), allowed(204, "builder", "admin")),
     Endpoint("runs_list", "get", lambda w: ("/api/v1/runs/?status=waiting", None), allowed(200)),
     Endpoint("runs_start", "post", lambda w: ("/api/v1/runs/", {"graph": _g(w), "input": {"name": "Ada"}}), allowed(201, "operator", "admin")),
     Endpoint("runs_read", "get", lambda w: (f"/api/v1/runs/{w.waiting_run().pk}/", None), reads()),
@@ -233,6 +257,26 @@ ENDPOINTS = [
     Endpoint("providers_delete", "delete", lambda w: (f"/api/v1/providers/{stored_provider()}/", None), allowed(204, "admin")),
     # The built-in mock answers offline; a stored one would need a server.
     Endpoint("providers_test", "post", lambda w: ("/api/v1/providers/mock/test/", {}), allowed(200, "admin")),
+    # API tokens: every user their own; staff also everyone's (?all=true) and for another user.
+    Endpoint("tokens_list", "get", lambda w: ("/api/v1/tokens/", None), allowed(200)),
+    Endpoint("tokens_list_all", "get", lambda w: ("/api/v1/tokens/?all=true", None), allowed(200, "admin")),
+    Endpoint("tokens_create", "post", lambda w: ("/api/v1/tokens/", {"name": f"matrix-{next(_names)}"}), allowed(201)),
+    Endpoint("tokens_create_for_another", "post", lambda w: ("/api/v1/tokens/", {"name": "for viewer", "user": "viewer"}),
+             # The viewer asking for himself is asking for his own.
+             {**allowed(201, "admin", "viewer")}),
+    # Another user's token is not revealed to a non-staff caller: 404.
+    Endpoint("tokens_revoke", "post", lambda w: (f"/api/v1/tokens/{own_token(w)}/revoke/", None), allowed(200, "viewer", "admin", others=404)),
+    # Users, groups and roles: staff only.
+    Endpoint("users_list", "get", lambda w: ("/api/v1/users/", None), allowed(200, "admin")),
+    Endpoint("users_create", "post", lambda w: ("/api/v1/users/", {"username": f"matrix-new-{next(_names)}", "invite": True}), allowed(201, "admin")),
+    Endpoint("users_read", "get", lambda w: (f"/api/v1/users/{fresh_user(w)}/", None), allowed(200, "admin")),
+    Endpoint("users_update", "patch", lambda w: (f"/api/v1/users/{fresh_user(w)}/", {"is_active": False}), allowed(200, "admin")),
+    Endpoint("users_invite", "post", lambda w: (f"/api/v1/users/{fresh_user(w)}/invite/", None), allowed(200, "admin")),
+    Endpoint("groups_list", "get", lambda w: ("/api/v1/groups/", None), allowed(200, "admin")),
+    Endpoint("groups_create", "post", lambda w: ("/api/v1/groups/", {"name": f"matrix-new-group-{next(_names)}"}), allowed(201, "admin")),
+    Endpoint("groups_update", "patch", lambda w: (f"/api/v1/groups/{fresh_group(w)}/", {"members": ["viewer"]}), allowed(200, "admin")),
+    # The pickers' search: builders (who name operators and approvers) and staff.
+    Endpoint("principals_search", "get", lambda w: ("/api/v1/principals/?q=a", None), allowed(200, "builder", "admin")),
 ]
 
 
@@ -268,7 +312,10 @@ def test_the_matrix_covers_every_api_operation() -> None:
         "approvals_claim_many", "approvals_hand_back", "approvals_reassign",
         "costs_totals", "costs_budgets", "costs_export", "audit_verify", "audit_facets", "audit_export", "workers_list",
         "graphs_alerts_get", "graphs_alerts_set", "webhooks_list", "webhooks_create", "webhooks_read", "webhooks_update",
-        "webhooks_delete", "webhooks_rotate_secret", "webhooks_deliveries",
+        "webhooks_delete", "webhooks_rotate_secret", "webhooks_deliveries", "webhooks_listen", "webhooks_listen_state", "webhooks_listen_stop",
+        "graph_publish_check",
+        "tokens_list", "tokens_create", "tokens_revoke", "users_list", "users_create", "users_read", "users_update",
+        "users_invite", "groups_list", "groups_create", "groups_update", "principals_search",
     }  # fmt: skip
     assert operations == covered
 

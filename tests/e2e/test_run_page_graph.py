@@ -36,8 +36,8 @@ EXAMPLE = json.loads((Path(__file__).resolve().parents[2] / "examples" / "agent_
 # A lease owned by this (live) process: the page shows the step running, not interrupted.
 WORKER = workers.worker_id(os.getpid())
 ROOT = Path(__file__).resolve().parents[2]
-# The colour of each node state, read from the front end's one table (runStateColours.ts).
-STATE_COLOURS = dict(re.findall(r'^\s*(\w+): "#([0-9a-f]{6})",$', (ROOT / "frontend/src/builder/runStateColours.ts").read_text(), re.M))
+# The colour of each node state, read from the front end's one set of status tokens (statusTokens.ts).
+STATE_COLOURS = dict(re.findall(r'^\s*(\w+): \{ accent: "#([0-9a-f]{6})"', (ROOT / "frontend/src/lib/statusTokens.ts").read_text(), re.M))
 WIDTHS = (1400, 1024)
 
 
@@ -197,12 +197,12 @@ def test_a_finished_fan_out_shows_branches_side_by_side_colours_attempts_and_the
     assert latest_start < earliest_end, boxes  # ... over a common stretch of time
     expect(bars["join"]).to_have_attribute("data-lane", "0")
     expect(bars["start"]).to_have_attribute("data-lane", "0")
-    # b's bar draws both attempts (the failed one hatched).
-    expect(bars["b"].locator(".timeline__seg")).to_have_count(2)
-    expect(bars["b"].locator(".timeline__seg--failed")).to_have_count(1)
+    # b's row draws both attempts, each its own bar (the failed one hatched, its error code in its title).
+    expect(bars["b"].locator(".timeline__attempt")).to_have_count(2)
+    expect(bars["b"].locator(".timeline__attempt--failed")).to_have_attribute("title", re.compile(r"attempt 1 of 2: failed \(http_error\)"))
 
     # The inspector on b: both attempts with their worker, and the state b changed.
-    bars["b"].locator("button").click()
+    bars["b"].locator(".timeline__attempt--succeeded").click()
     inspector = page.get_by_role("complementary", name="Step inspector")
     expect(inspector).to_have_attribute("data-step", str(branches["b"].pk))
     attempts = inspector.get_by_role("table", name="Attempts").locator("tbody tr")

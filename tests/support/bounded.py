@@ -85,28 +85,38 @@ def _reaped_children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def assert_fails_fast(
-    run: Callable[[str, dict], Any], error: type[Exception], source: str, state: dict, code: str | None, within: float
-) -> Any:
-    """``run(source, state)`` raises ``error`` within ``within`` seconds and leaves ``state`` untouched.
-
-    The bound is on work done, in CPU time (the limit's own measure): this thread's
-    (inline) plus the evaluator processes' (process mode, where this thread only waits;
-    a child killed as a runaway is counted once reaped). Wall time on a loaded machine
-    includes waiting for a core, so it is held only to the starvation backstop.
+@contextmanager
+def bounded_work(within: float, what: str, *, thread_only: bool = False) -> Iterator[None]:
+    """The block's work is under ``within`` seconds of CPU time, checked when it ends
+    without raising: this process's (all threads; or only this thread's, ``thread_only``)
+    plus what the sandbox's evaluator processes used meanwhile (a child killed as a runaway
+    is counted once reaped). CPU time is the sandbox limit's own measure; wall time on a
+    loaded machine includes waiting for a core, so it is held only to the starvation
+    backstop, ``STARVED_WALL_FACTOR`` times ``within``.
     """
-    before = copy.deepcopy(state)
     children, reaped = _evaluator_cpu(), _reaped_children_cpu()
-    started, cpu_started = time.monotonic(), time.thread_time()
-    with pytest.raises(error) as info:
-        run(source, state)
-    elapsed, cpu = time.monotonic() - started, time.thread_time() - cpu_started
+    clock = time.thread_time if thread_only else time.process_time
+    started, cpu_started = time.monotonic(), clock()
+    yield
+    elapsed, cpu = time.monotonic() - started, clock() - cpu_started
     after = _evaluator_cpu()
     cpu += sum(t - children.get(pid, 0.0) for pid, t in after.items())
     gone = [pid for pid in children if pid not in after]
     cpu += max(0.0, _reaped_children_cpu() - reaped - sum(children[pid] for pid in gone))
-    assert cpu < within, f"{source!r} took {cpu:.3f} s of CPU ({elapsed:.3f} s wall)"
-    assert elapsed < within * STARVED_WALL_FACTOR, f"{source!r} took {elapsed:.3f} s"
+    assert cpu < within, f"{what} took {cpu:.3f} s of CPU ({elapsed:.3f} s wall)"
+    assert elapsed < within * STARVED_WALL_FACTOR, f"{what} took {elapsed:.3f} s wall"
+
+
+def assert_fails_fast(
+    run: Callable[[str, dict], Any], error: type[Exception], source: str, state: dict, code: str | None, within: float
+) -> Any:
+    """``run(source, state)`` raises ``error`` within ``within`` seconds of CPU time (this
+    thread's, inline, plus the evaluator processes', where this thread only waits; see
+    :func:`bounded_work`) and leaves ``state`` untouched.
+    """
+    before = copy.deepcopy(state)
+    with bounded_work(within, repr(source), thread_only=True), pytest.raises(error) as info:
+        run(source, state)
     assert state == before, f"{source!r} changed the state"
     if code is not None:
         assert info.value.code == code, (info.value.code, info.value.message)

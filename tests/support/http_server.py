@@ -12,11 +12,15 @@ import pytest
 
 class Handler(BaseHTTPRequestHandler):
     """Answers by path: /json echoes the request, /text, /status/<code> (a 429 with
-    Retry-After), /slow (answers after 2 s), /redirect. ``received`` lists each request
-    as it arrives; ``answered`` the same records once their answer is sent."""
+    Retry-After), /slow (answers after 2 s), /hold (answers once the test sets ``release``,
+    or after 60 s), /redirect. ``received`` lists each request as it arrives; ``answered``
+    the same records once their answer is sent."""
 
     received: list = []
     answered: list = []
+    # /hold's answer waits for this: a client's read timeout then fires however long the
+    # machine keeps the client from a core (a fixed delay such as /slow's could pass first).
+    release = threading.Event()
 
     def log_message(self, *args):  # keep test output clean
         pass
@@ -50,6 +54,9 @@ class Handler(BaseHTTPRequestHandler):
         elif url.path == "/slow":
             time.sleep(2)  # slower than the timeouts the tests set
             self._send(200, b"late", "text/plain")
+        elif url.path == "/hold":
+            Handler.release.wait(60)
+            self._send(200, b"released", "text/plain")
         elif url.path == "/redirect":
             self._send(302, b"", "text/plain", {"Location": "/json"})
         else:
@@ -72,10 +79,11 @@ def server(settings):
     """A local HTTP server on 127.0.0.1, which tools may reach only because the
     allow-list names it (loopback is refused by default)."""
     settings.BALLAST_OUTBOUND_ALLOW = ["127.0.0.1"]
-    Handler.received, Handler.answered = [], []
+    Handler.received, Handler.answered, Handler.release = [], [], threading.Event()
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    Handler.release.set()
     httpd.shutdown()
     httpd.server_close()

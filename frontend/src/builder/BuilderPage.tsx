@@ -25,6 +25,7 @@ const SidePanel = lazy(() => import("./panel/SidePanel"));
 // The start-run form (JSON-Schema form library) loads when Run is first pressed.
 const StartRunDialog = lazy(() => import("./run/StartRunDialog"));
 const VersionsPanel = lazy(() => import("./versions/VersionsPanel"));
+const TriggersPanel = lazy(() => import("./triggers/TriggersPanel"));
 
 /** GET /api/v1/graphs/<id>/ (the fields the builder uses). */
 export interface GraphDetail extends StoredDraft {
@@ -141,6 +142,9 @@ function Builder({ loaded }: { loaded: Loaded }) {
     return () => { live = false; };
   }, [graph.id, latestVersion, readOnly]);
   const [historyOpen, setHistoryOpen] = useState(historyParam);
+  // The Triggers panel takes the side panel's place, as the history does (one at a time).
+  const [triggersOpen, setTriggersOpen] = useState(false);
+  const canBuild = ctx.user?.can.build ?? false;
   // Bumped to remount the history list: after a publish (new row) and when a comparison is
   // cleared from the canvas's legend (the list's own picks and diff clear with it).
   const [historyKey, setHistoryKey] = useState(0);
@@ -232,7 +236,11 @@ function Builder({ loaded }: { loaded: Loaded }) {
               {latestVersion ? `Latest version ${latestVersion}` : "Never published"}
             </span>
             <button type="button" aria-pressed={historyOpen} title="Published versions: open, compare, restore"
-              onClick={() => { if (historyOpen) clearComparison(); setHistoryOpen(!historyOpen); }}>History</button>
+              onClick={() => { if (historyOpen) clearComparison(); setHistoryOpen(!historyOpen); setTriggersOpen(false); }}>History</button>
+            {canBuild && (
+              <button type="button" aria-pressed={triggersOpen && !historyOpen} title="Webhooks that start runs of this graph: URLs, secrets, deliveries, test events"
+                onClick={() => { if (historyOpen) { clearComparison(); setHistoryOpen(false); } setTriggersOpen(!triggersOpen || historyOpen); }}>Triggers</button>
+            )}
             <a className="button" href={`/api/v1/graphs/${graph.id}/export/`} download={`${graph.name}.json`}>Export</a>
             {!readOnly && (
               <button type="button" className="button button--primary" disabled={publishBlocked !== null}
@@ -288,6 +296,20 @@ function Builder({ loaded }: { loaded: Loaded }) {
                     }} />
                 </Suspense>
               </BuilderContext.Provider>
+            ) : triggersOpen ? (
+              <Suspense fallback={<aside className="versions-panel muted" aria-busy="true">Loading…</aside>}>
+                <TriggersPanel graphId={graph.id} latestVersion={latestVersion} inputSchema={builder.spec.input_schema}
+                  testInput={builder.spec.test_input ?? null}
+                  onPin={readOnly ? undefined : (payload) => {
+                    builder.change((s) => {
+                      const next = { ...s };
+                      if (payload === null) delete next.test_input;
+                      else next.test_input = payload;
+                      return next;
+                    });
+                    setToast(payload === null ? "Unpinned the test input." : "Pinned the delivery's input as the draft's test input.");
+                  }} />
+              </Suspense>
             ) : (
               <BuilderContext.Provider value={panelState.current}>
                 <Suspense fallback={PANEL_LOADING}>
@@ -300,14 +322,16 @@ function Builder({ loaded }: { loaded: Loaded }) {
           {dialog === "help" && <HelpDialog onClose={() => setDialog(null)} />}
           {dialog === "publish" && (
             <PublishDialog graphId={graph.id} flush={save.flush} onClose={() => setDialog(null)}
+              onVersion={(n) => { setLatestVersion(n); setHistoryKey((k) => k + 1); }}
+              onShowTriggers={() => { setDialog(null); if (historyOpen) { clearComparison(); setHistoryOpen(false); } setTriggersOpen(true); }}
               onPublished={(n, message) => {
-                setLatestVersion(n); setHistoryKey((k) => k + 1); setDialog(null);
+                setDialog(null);
                 setToast(message.trim() ? `Published version ${n}: ${message.trim()}` : `Published version ${n}.`);
               }} />
           )}
           {dialog === "run" && runVersion && (
             <RunStarter graphId={graph.id} version={runVersion} onClose={() => setDialog(null)}
-              draft={version !== null ? null : draftState} />
+              draft={version !== null ? null : draftState} testInput={version !== null ? null : builder.spec.test_input ?? null} />
           )}
           {save.status === "conflict" && save.conflict && (
             <ConflictDialog mine={builder.spec} theirs={save.conflict} graphName={graph.name}
@@ -380,19 +404,45 @@ function HelpDialog({ onClose }: { onClose: () => void }) {
   );
 }
 
-function PublishDialog({ graphId, flush, onClose, onPublished }: {
+/** Something a new version breaks, from the publish answer (builder.publish_checks on the server). */
+export interface PublishWarning {
+  code: string;
+  message: string;
+  subject: { kind?: string; id?: number; name?: string };
+  fields: Record<string, string[]>;
+}
+
+function PublishDialog({ graphId, flush, onClose, onPublished, onVersion, onShowTriggers }: {
   graphId: number; flush: () => Promise<boolean>; onClose: () => void; onPublished: (n: number, message: string) => void;
+  /** A version was published (called before the dialog closes or shows warnings). */
+  onVersion: (n: number) => void;
+  onShowTriggers: () => void;
 }) {
   const [message, setMessage] = useState("");
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const [warned, setWarned] = useState<{ number: number; warnings: PublishWarning[] } | null>(null);
+  // What publishing the draft would break, asked once the draft is saved: shown before the click.
+  const [ahead, setAhead] = useState<PublishWarning[]>([]);
+  const [checked, setChecked] = useState(false);
+  useEffect(() => {
+    let live = true;
+    void flush()
+      .then((saved) => (saved ? api<{ warnings: PublishWarning[] }>(`graphs/${graphId}/publish-check/`) : { warnings: [] }))
+      .then((check) => { if (live) { setAhead(check.warnings); setChecked(true); } })
+      .catch(() => { if (live) setChecked(true); /* the publish answer carries the same warnings */ });
+    return () => { live = false; };
+  }, [flush, graphId]);
   const publish = async () => {
     setBusy(true);
     setError(null);
     try {
       if (!(await flush())) throw new Error("the draft could not be saved first");
-      const v = await api<{ number: number }>(`graphs/${graphId}/versions/`, { method: "POST", body: { message } });
-      onPublished(v.number, message);
+      const v = await api<{ number: number; warnings?: PublishWarning[] }>(`graphs/${graphId}/versions/`, { method: "POST", body: { message } });
+      onVersion(v.number);
+      // A publish that breaks a trigger is done, and says so: the dialog stays to name them.
+      if (v.warnings && v.warnings.length > 0 && ahead.length === 0) setWarned({ number: v.number, warnings: v.warnings });
+      else onPublished(v.number, message);
     } catch (err) {
       const fields = err instanceof ApiError ? Object.entries(err.fields).map(([k, m]) => `${k}: ${m.join(", ")}`) : [];
       setError([err instanceof Error ? err.message : String(err), ...fields].join("\n"));
@@ -400,15 +450,41 @@ function PublishDialog({ graphId, flush, onClose, onPublished }: {
       setBusy(false);
     }
   };
+  if (warned) {
+    return (
+      <Dialog title={`Published version ${warned.number}, with warnings`} onClose={onClose}>
+        <p>
+          Version {warned.number} is published, but it breaks {warned.warnings.length === 1
+            ? "a trigger that follows the latest version. Its deliveries may now be refused (400) until you fix it or pin it"
+            : `${warned.warnings.length} triggers that follow the latest version. Their deliveries may now be refused (400) until you fix them or pin them`}{" "}
+          to an older version:
+        </p>
+        <PublishWarnings warnings={warned.warnings} />
+        <div className="dialog__actions">
+          <button type="button" className="button" onClick={onClose}>Close</button>
+          <button type="button" className="button button--primary" onClick={onShowTriggers}>Open Triggers</button>
+        </div>
+      </Dialog>
+    );
+  }
   return (
     <Dialog title="Publish a version" onClose={onClose}>
-      <form onSubmit={(e) => { e.preventDefault(); void publish(); }}>
+      <form onSubmit={(e) => { e.preventDefault(); void publish(); }} data-checked={checked ? "true" : undefined}>
         <label className="field">
           <span>What changed?</span>
           <textarea value={message} onChange={(e) => setMessage(e.target.value)} rows={3} autoFocus
             placeholder="e.g. Route urgent tickets to on-call" />
         </label>
         <p className="muted">The draft is saved, then published as an immutable version that runs can use.</p>
+        {ahead.length > 0 && (
+          <div className="publish-ahead">
+            <p>
+              <strong>This version breaks {ahead.length === 1 ? "a trigger that follows" : `${ahead.length} triggers that follow`} the latest version.</strong>{" "}
+              You can still publish; then fix {ahead.length === 1 ? "it" : "them"} in Triggers, or first pin {ahead.length === 1 ? "it" : "them"} to the current version.
+            </p>
+            <PublishWarnings warnings={ahead} />
+          </div>
+        )}
         {error && <pre role="alert" className="alert">{error}</pre>}
         <div className="dialog__actions">
           <button type="button" className="button" onClick={onClose}>Cancel</button>
@@ -419,15 +495,31 @@ function PublishDialog({ graphId, flush, onClose, onPublished }: {
   );
 }
 
+/** Each trigger a version breaks, named, with the fields at fault. */
+function PublishWarnings({ warnings }: { warnings: PublishWarning[] }) {
+  return (
+    <ul className="publish-warnings" role="alert">
+      {warnings.map((w, i) => (
+        <li key={i}>
+          <strong>{w.subject.kind === "webhook" ? "Webhook" : w.subject.kind ?? "Trigger"} “{w.subject.name ?? w.subject.id}”</strong>:{" "}
+          {Object.entries(w.fields).map(([k, m]) => `${k}: ${m.join(" ")}`).join("; ") || w.message}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
 /**
  * Start a run of published ``version``: its own spec is fetched (the draft's input schema may
  * already differ), then the panel's StartRunDialog shows the input form, POSTs the run and
  * opens its page.
  */
-function RunStarter({ graphId, version, onClose, draft }: {
+function RunStarter({ graphId, version, onClose, draft, testInput }: {
   graphId: number; version: number; onClose: () => void;
   /** The draft's state when Run was pressed on the draft (null on a version's page). */
   draft: DraftState | null;
+  /** The draft's pinned test input: the form starts with it. */
+  testInput: Record<string, unknown> | null;
 }) {
   const [spec, setSpec] = useState<GraphSpec | null>(null);
   const [versionHash, setVersionHash] = useState<string | undefined>(undefined);
@@ -451,7 +543,7 @@ function RunStarter({ graphId, version, onClose, draft }: {
   return (
     <Suspense fallback={loading}>
       <StartRunDialog graphId={graphId} spec={spec} version={version} onClose={onClose}
-        note={runVersionNote(version, versionHash, draft)} />
+        note={runVersionNote(version, versionHash, draft)} initialInput={testInput ?? undefined} />
     </Suspense>
   );
 }

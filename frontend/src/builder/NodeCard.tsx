@@ -40,7 +40,7 @@ function NodeCardImpl({ id, data, selected, isConnectable }: NodeProps<BallastFl
   // (i + 1) / (n + 1) of the card's height, as the old `top` percentages did.
   return (
     <div
-      className={`bnode${errors.length ? " bnode--error" : ""}${selected ? " bnode--selected" : ""}${info ? "" : " bnode--unknown"}${diff ? ` bnode--diff bnode--diff-${diff}` : ""}${run ? ` bnode--run bnode--run-${run.state}` : ""}`}
+      className={`bnode${errors.length ? " bnode--error" : ""}${selected ? " bnode--selected" : ""}${info ? "" : " bnode--unknown"}${diff ? ` bnode--diff bnode--diff-${diff}` : ""}${run ? ` bnode--run bnode--run-${run.state} status-${run.state}` : ""}`}
       style={{ ["--kind" as string]: categoryColour(info?.category), minHeight: 44 + rows * 20 }}
       data-testid={`node-${node.id}`}
       data-kind={node.kind}

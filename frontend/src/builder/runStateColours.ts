@@ -1,20 +1,12 @@
 // The colour and the words of each node state in a run: one table each for the canvas cards, its minimap, the legend and the timeline.
+import { STATUS_TOKENS } from "../lib/statusTokens";
 import type { NodeRunMark } from "./flow";
 
-/** Accent colour per run state (the card's border and pill, the minimap dot, the timeline bar). */
-export const RUN_STATE_COLOURS: Readonly<Record<NodeRunMark["state"], string>> = {
-  pending: "#94a3b8",
-  running: "#2563eb",
-  succeeded: "#16a34a",
-  failed: "#dc2626",
-  waiting: "#d97706",
-  skipped: "#cbd5e1",
-  parked: "#c2410c",
-  retrying: "#9333ea",
-  interrupted: "#be185d",
-  cancelled: "#6b7280",
-  kept: "#0d9488",
-};
+const STATES = ["pending", "running", "succeeded", "failed", "waiting", "skipped", "parked", "retrying", "interrupted", "cancelled", "kept"] as const satisfies readonly NodeRunMark["state"][];
+
+/** Accent colour per run state (the minimap dot, the timeline bar): the status tokens' accents (lib/statusTokens), never colours of its own. */
+export const RUN_STATE_COLOURS: Readonly<Record<NodeRunMark["state"], string>> =
+  Object.fromEntries(STATES.map((s) => [s, STATUS_TOKENS[s].accent])) as Record<NodeRunMark["state"], string>;
 
 /**
  * The words a card's state pill shows (the run page's legend uses the same): a node that has

@@ -61,6 +61,8 @@ export interface GraphSpec {
   nodes: NodeSpec[];
   edges: EdgeSpec[];
   notes?: NoteSpec[];
+  /** The draft's pinned test input (a webhook listen's capture): the Run dialog starts with it. No version holds it. */
+  test_input?: Record<string, unknown> | null;
 }
 
 /** An id not in ``taken``: ``base`` itself, else ``base_2``, ``base_3``, ... (valid as a node id). */

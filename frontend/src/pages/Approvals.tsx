@@ -209,7 +209,7 @@ export default function Approvals({ approvalId }: Props) {
                       <span className="inbox-item-graph">{item.graph_name}</span>
                       <span className="inbox-item-badges">
                         <DeadlineBadge item={item} now={now} />
-                        {item.purpose === "recovery" ? <span className="badge badge-bad">parked</span> : <StatusBadge status={item.status} />}
+                        {item.purpose === "recovery" ? <StatusBadge status="parked" /> : <StatusBadge status={item.status} />}
                       </span>
                     </span>
                     <span className="inbox-item-prompt">{item.prompt}</span>

@@ -5,7 +5,7 @@ import { BarChart } from "../shell/BarChart";
 import { formatSpend, formatUsd } from "../shell/format";
 import { graphUrl, runUrl } from "../shell/graphLinks";
 import type { GraphSummary } from "../shell/types";
-import { EmptyState, ErrorMessage, Loading, PageHeader } from "../shell/ui";
+import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
 import { useApi, type ApiState, type Page } from "../shell/useApi";
 import {
   axisUsd, breakdownSeries, budgetShare, COLORS, daySeries, filterQuery, filtersFromSearch, lastDays, rowName, withFilters,
@@ -155,7 +155,7 @@ function Budgets({ rows }: { rows: BudgetRow[] }) {
                   )}
                 </td>
                 <td className="num">{b.near_budget}</td>
-                <td className="num">{b.stopped_by_budget ? <span className="badge badge-bad">{b.stopped_by_budget}</span> : 0}</td>
+                <td className="num">{b.stopped_by_budget ? <StatusBadge status="failed" label={String(b.stopped_by_budget)} /> : 0}</td>
               </tr>
             );
           })}

@@ -76,6 +76,25 @@ describe("RunPage", () => {
     expect(bars.map((b) => b.getAttribute("data-state"))).toEqual(["succeeded", "failed"]);
   });
 
+  it("draws each attempt of a step as its own bar and the backoff between them, and times to the millisecond", async () => {
+    const retried: RunDetail = { ...run, steps: [run.steps[0]!, { ...run.steps[1]!, attempts: [
+      { number: 1, status: "failed", started_at: "2026-12-01T10:00:00.600Z", finished_at: "2026-12-01T10:00:00.700Z", error_code: "expression", retry_at: "2026-12-01T10:00:00.950Z" },
+      { number: 2, status: "failed", started_at: "2026-12-01T10:00:01Z", finished_at: "2026-12-01T10:00:02Z", error_code: "expression", retry_at: null },
+    ] } as RunDetail["steps"][number]] };
+    stubFetch({ "GET /api/v1/runs/5/": () => ({ body: retried }), ...graphRoutes });
+    renderWith(<RunPage runId={5} />, makeContext({}, "run"));
+    const timeline = await screen.findByRole("list", { name: "Timeline of steps" });
+    const boom = timeline.querySelector("[data-node='boom']")!;
+    const attempts = [...boom.querySelectorAll(".timeline__attempt")];
+    expect(attempts.map((a) => a.getAttribute("data-status"))).toEqual(["failed", "failed"]);
+    expect(attempts[0]!.getAttribute("title")).toMatch(/^boom · attempt 1 of 3: failed \(expression\) · \d\d:\d\d:\d\d\.\d{3} → \d\d:\d\d:\d\d\.\d{3}, 100 ms · \+0\.600 s from run start$/);
+    expect(boom.querySelector(".timeline__backoff")?.textContent).toBe("backoff 250 ms");
+    // The steps table: boom started 1 s after the run, to the millisecond.
+    const row = within(screen.getByRole("region", { name: "Steps" })).getAllByRole("row")[2]!;
+    expect(row.querySelector("time")?.textContent).toMatch(/^\d\d:\d\d:\d\d\.000$/);
+    expect(row.querySelector(".when__rel")?.textContent).toBe("+1.000 s");
+  });
+
   it("opens the inspector from a timeline bar: attempts with their worker and cost, the idempotency key, the input state, the error", async () => {
     const calls = stubFetch({
       "GET /api/v1/runs/5/": () => ({ body: run }), ...graphRoutes, "GET /api/v1/steps/2/": () => ({ body: boomDetail }),

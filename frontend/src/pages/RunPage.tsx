@@ -9,10 +9,11 @@ import { StepInspector } from "../runs/StepInspector";
 import { Timeline } from "../runs/Timeline";
 import { nodeMarks, stepsShown, type RunStep } from "../runs/runView";
 import { RUN_STATE_LABELS } from "../builder/runStateColours";
-import { formatDateTime, formatDuration, formatUsd, runDisplayStatus, startedBy, stepDisplayStatus } from "../shell/format";
+import { statusClass } from "../lib/statusTokens";
+import { formatDuration, formatUsd, runDisplayStatus, startedBy, stepDisplayStatus } from "../shell/format";
 import { graphUrl, runUrl } from "../shell/graphLinks";
 import type { RunDetail } from "../shell/types";
-import { EmptyState, ErrorMessage, LiveStatus, Loading, PageHeader, StatusBadge } from "../shell/ui";
+import { EmptyState, ErrorMessage, LiveStatus, Loading, PageHeader, StatusBadge, When } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import "../runs/runPage.css";
 
@@ -55,8 +56,8 @@ function eventDetail(e: RunEvent): string {
   return parts.join(" · ");
 }
 
-/** The run's events as they commit (each once, in seq order). */
-export function EventLog({ events, connection }: { events: RunEvent[]; connection: string }) {
+/** The run's events as they commit (each once, in seq order), each at its time to the ms and its offset from ``origin`` (the run's start). */
+export function EventLog({ events, connection, origin }: { events: RunEvent[]; connection: string; origin?: string | null }) {
   return (
     <section className="card" aria-labelledby="run-events">
       <h2 id="run-events">Events <LiveStatus connection={connection} /></h2>
@@ -68,7 +69,7 @@ export function EventLog({ events, connection }: { events: RunEvent[]; connectio
               {events.map((e) => (
                 <tr key={e.seq} data-seq={e.seq}>
                   <td className="num">{e.seq}</td>
-                  <td>{formatDateTime(e.created_at)}</td>
+                  <td><When at={e.created_at} origin={origin} short /></td>
                   <td><code>{e.kind}</code></td>
                   <td>{eventDetail(e)}</td>
                 </tr>
@@ -163,6 +164,8 @@ export default function RunPage({ runId }: { runId?: unknown }) {
   if (error && !run) return <main className="page"><ErrorMessage error={error} title={`Run ${id} could not be loaded.`} onRetry={reload} /></main>;
   if (!run || (loading && !run)) return <main className="page"><Loading label="Loading the run…" /></main>;
   const tokens = run.input_tokens + run.output_tokens;
+  // The origin of every "+1.250 s" on the page: when the run started (created, before its first claim).
+  const runStart = run.started_at ?? run.created_at;
   const live = ["queued", "running", "waiting"].includes(run.status);
   const inspectedStep = inspected.step !== null ? steps.find((s) => s.id === inspected.step) : undefined;
   const ran = ranWhat(run);
@@ -191,8 +194,8 @@ export default function RunPage({ runId }: { runId?: unknown }) {
           ? <a href={graphUrl(run.graph)} title="A node test runs on a snapshot of the draft, not a published version">builder test</a>
           : <a href={`${graphUrl(run.graph)}?version=${run.version}`} title="Open this version read-only in the builder">v{run.version}</a>}</dd></div>
         <div><dt>Started by</dt><dd>{startedBy(run)}</dd></div>
-        <div><dt>Started</dt><dd>{formatDateTime(run.started_at ?? run.created_at)}</dd></div>
-        <div><dt>Finished</dt><dd>{formatDateTime(run.finished_at)}</dd></div>
+        <div><dt>Started</dt><dd><When at={runStart} date ago /></dd></div>
+        <div><dt>Finished</dt><dd><When at={run.finished_at} date ago /></dd></div>
         <div><dt>Duration</dt><dd>{formatDuration(run.started_at, run.finished_at)}</dd></div>
         <div><dt>Steps</dt><dd>{tested ? steps.filter((s) => s.parent === null).length : run.step_count}</dd></div>
         <div><dt>Tokens</dt><dd>{tokens.toLocaleString()}</dd></div>
@@ -217,7 +220,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
           <div className="run-graph__head">
             <h2 id="run-graph">Graph <span className="muted small">{ran.test ? "the tested node alone" : `v${run.version}`}, read-only: click a node to inspect its step; Ctrl+scroll or the +/− buttons zoom</span></h2>
             <ul className="state-legend" aria-label="Node states">
-              {runLegend(run).map(([state, words]) => <li key={state} className={`state-legend__item state-legend__item--${state}`}>{words}</li>)}
+              {runLegend(run).map(([state, words]) => <li key={state} className={`state-legend__item state-legend__item--${state} ${statusClass(state)}`}>{words}</li>)}
             </ul>
           </div>
           <div className="run-graph__canvas">
@@ -227,7 +230,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
           </div>
         </section>
         {inspected.step !== null ? (
-          <StepInspector key={inspected.step} stepId={inspected.step} revision={stepRevision(steps, inspected.step)}
+          <StepInspector key={inspected.step} stepId={inspected.step} revision={stepRevision(steps, inspected.step)} runStart={runStart}
             topLevel={inspectedStep ? inspectedStep.parent === null : undefined} onClose={() => inspect(null, null)} onFork={canFork ? setForkStep : undefined} />
         ) : inspected.node !== null ? (
           <aside className="inspector card" aria-label="Step inspector">
@@ -241,7 +244,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
       </div>
       <section className="card" aria-labelledby="run-timeline">
         <h2 id="run-timeline">Timeline <span className="muted small">steps that overlap in time run in parallel lanes; click a bar to inspect it</span></h2>
-        <Timeline steps={steps} live={live} selected={inspected.step} onOpen={(s) => inspect(s.id, s.node_id)} />
+        <Timeline steps={steps} live={live} origin={runStart} selected={inspected.step} onOpen={(s) => inspect(s.id, s.node_id)} />
       </section>
       <div className="grid-2">
         <section className="card" aria-labelledby="run-input"><h2 id="run-input">Input</h2><JsonBlock value={run.input} label="Run input" /></section>
@@ -273,7 +276,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
                     <td>{s.kind}</td>
                     <td data-node={s.node_id}><StatusBadge status={stepDisplayStatus(s)} /></td>
                     <td>{s.attempt} / {s.max_attempts}</td>
-                    <td>{formatDateTime(s.started_at)}</td>
+                    <td><When at={s.started_at} origin={runStart} short /></td>
                     <td>{formatDuration(s.started_at, s.finished_at)}</td>
                     <td className="num">{formatUsd(s.cost_usd)}</td>
                     <td className="error-cell">{s.error && s.status === "succeeded"
@@ -285,7 +288,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
           </div>
         )}
       </section>
-      <EventLog events={events} connection={connection} />
+      <EventLog events={events} connection={connection} origin={runStart} />
     </main>
   );
 }

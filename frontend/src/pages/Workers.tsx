@@ -2,7 +2,7 @@
 import { useEffect } from "react";
 import { formatDateTime } from "../shell/format";
 import { runUrl } from "../shell/graphLinks";
-import { EmptyState, ErrorMessage, Loading, PageHeader } from "../shell/ui";
+import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import "./costs/costs.css";
 
@@ -129,7 +129,7 @@ export default function Workers() {
                 <h2>
                   <span className={`dot ${w.alive ? "dot-ok" : "dot-bad"}`} aria-hidden="true" />
                   {w.host} <span className="muted">pid {w.pid}</span>
-                  <span className={`badge ${w.alive ? "badge-ok" : "badge-bad"}`}>{w.alive ? "alive" : "silent"}</span>
+                  <StatusBadge status={w.alive ? "alive" : "silent"} />
                 </h2>
                 <span className="muted">
                   heartbeat {ago(w.seconds_since_heartbeat)} ({formatDateTime(w.heartbeat_at)}) · up since {formatDateTime(w.started_at)}

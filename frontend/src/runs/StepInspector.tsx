@@ -1,8 +1,9 @@
 // The run page's step inspector: one step's input, output, error, attempts (usage, cost, worker), lease, key, timings,
 // an agent's transcript (its child steps) and the run state after the step with what it changed.
 import { JsonBlock, errorText } from "../pages/RunPage";
-import { formatDateTime, formatDuration, formatUsd, stepDisplayStatus } from "../shell/format";
-import { ErrorMessage, Loading, StatusBadge } from "../shell/ui";
+import { epochMs, formatClock, formatSpan } from "../lib/time";
+import { formatDuration, formatUsd, stepDisplayStatus } from "../shell/format";
+import { ErrorMessage, Loading, StatusBadge, When } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import { stateChangeRows, stateKeysOrdered, stepState } from "./runView";
 
@@ -11,6 +12,8 @@ interface Usage { input_tokens?: number; output_tokens?: number; cached_tokens?:
 interface Attempt {
   number: number; worker: string; status: string; error: unknown; usage: Usage | null;
   cost_usd: string | null; started_at: string; finished_at: string | null;
+  /** A failed attempt that was retried: when the next attempt was due (the end of its backoff). */
+  retry_at?: string | null;
 }
 
 interface ChildStep {
@@ -40,18 +43,21 @@ function tokens(u: Usage | null | undefined): string {
   return `${n.toLocaleString("en-US")} (${(u.input_tokens ?? 0).toLocaleString("en-US")} in / ${(u.output_tokens ?? 0).toLocaleString("en-US")} out)`;
 }
 
-/** "11:56:03": the wall-clock time of an attempt (the date is the step's, above). */
-function timeOfDay(iso: string | null): string {
-  return iso ? new Date(iso).toLocaleTimeString("en-GB", { hour12: false }) : "—";
-}
-
 function short(value: unknown, max = 160): string {
   const text = typeof value === "string" ? value : JSON.stringify(value);
   return text.length > max ? `${text.slice(0, max)}…` : text;
 }
 
-/** The attempts table: each attempt's own worker, usage, cost and time. */
-function Attempts({ attempts }: { attempts: Attempt[] }) {
+/** "backoff 2.0 s" after a failed attempt that was retried (from its end to the next attempt's due time); "" otherwise. */
+function backoffText(a: Attempt): string {
+  const from = epochMs(a.finished_at);
+  const to = epochMs(a.retry_at);
+  // A retry due at once waited for nothing: no backoff to tell.
+  return from === null || to === null || to - from < 1 ? "" : `backoff ${formatSpan(to - from)}`;
+}
+
+/** The attempts table: each attempt's own worker, usage, cost and time (to the ms, and its offset from ``runStart``), and the backoff after a failed one. */
+function Attempts({ attempts, runStart }: { attempts: Attempt[]; runStart?: string | null }) {
   if (attempts.length === 0) return <p className="muted">No attempt yet: the step has not been claimed by a worker.</p>;
   return (
     <div className="table-wrap">
@@ -63,7 +69,8 @@ function Attempts({ attempts }: { attempts: Attempt[] }) {
               <td className="num">{a.number}</td>
               <td><StatusBadge status={a.status} />{a.error ? <div className="error-cell small">{errorText(a.error)}</div> : null}</td>
               <td><code className="small">{a.worker || "—"}</code></td>
-              <td className="small" title={formatDateTime(a.started_at)}><span className="nowrap">{timeOfDay(a.started_at)}</span> · <span className="nowrap">{formatDuration(a.started_at, a.finished_at)}</span></td>
+              <td className="small"><When at={a.started_at} origin={runStart} short /> · <span className="nowrap">{formatDuration(a.started_at, a.finished_at)}</span>
+                {backoffText(a) ? <div className="muted nowrap" title={`The next attempt was due at ${formatClock(a.retry_at)}`}>{backoffText(a)}</div> : null}</td>
               <td className="num">
                 {a.usage && a.cost_usd === null ? "unknown" : formatUsd(a.cost_usd)}
                 {a.usage ? <div className="muted small" title={tokens(a.usage)}>{((a.usage.input_tokens ?? 0) + (a.usage.output_tokens ?? 0)).toLocaleString("en-US")} tok</div> : null}
@@ -170,6 +177,8 @@ export interface StepInspectorProps {
   onClose(): void;
   /** Given when the user may fork the run: "Fork from this step" calls it with the step's id. */
   onFork?(stepId: number): void;
+  /** The run's start: the step's times say how long after it they fell ("+1.250 s"). */
+  runStart?: string | null;
 }
 
 /**
@@ -177,7 +186,7 @@ export interface StepInspectorProps {
  * key, timings, usage and cost), every attempt, an agent's transcript, the state it was
  * given, its output and error, and the run state after it with what it changed.
  */
-export function StepInspector({ stepId, revision, topLevel, onClose, onFork }: StepInspectorProps) {
+export function StepInspector({ stepId, revision, topLevel, onClose, onFork, runStart }: StepInspectorProps) {
   const { data: step, error, reload } = useApi<StepDetail>(`steps/${stepId}/?r=${encodeURIComponent(revision)}`);
   // A top-level step's state is asked for at once when the page knows it is one (else once its detail says so).
   const top = topLevel ?? (step && step.id === stepId ? step.parent === null : undefined);
@@ -205,21 +214,21 @@ export function StepInspector({ stepId, revision, topLevel, onClose, onFork }: S
       <dl className="facts facts--inspector">
         <div><dt>Kind</dt><dd>{step.kind}</dd></div>
         <div><dt>Attempt</dt><dd>{step.attempt} of {step.max_attempts}</dd></div>
-        <div><dt>Created</dt><dd>{formatDateTime(step.created_at)}</dd></div>
-        <div><dt>Started</dt><dd>{formatDateTime(step.started_at)}</dd></div>
-        <div><dt>Finished</dt><dd>{formatDateTime(step.finished_at)}</dd></div>
+        <div><dt>Created</dt><dd><When at={step.created_at} origin={runStart} short /></dd></div>
+        <div><dt>Started</dt><dd><When at={step.started_at} origin={runStart} short /></dd></div>
+        <div><dt>Finished</dt><dd><When at={step.finished_at} origin={runStart} short /></dd></div>
         <div><dt>Duration</dt><dd>{formatDuration(step.started_at, step.finished_at)}</dd></div>
         <div><dt>Tokens</dt><dd>{tokens(step.usage)}</dd></div>
         <div><dt>Cost</dt><dd>{step.usage && step.cost_usd === null ? "unknown" : formatUsd(step.cost_usd)}</dd></div>
         <div><dt>Worker</dt><dd>{lastWorker(step) ? <code className="small" aria-label="Worker">{lastWorker(step)}</code> : "—"}</dd></div>
         <div><dt>Lease owner</dt><dd>{step.lease_owner ? <code className="small">{step.lease_owner}</code> : "—"}{step.worker_alive === false ? <span className="badge-inline bad"> not heartbeating</span> : null}</dd></div>
-        <div><dt>Lease expires</dt><dd>{step.lease_expires_at ? formatDateTime(step.lease_expires_at) : "—"}</dd></div>
-        {step.available_at && step.status === "pending" ? <div><dt>Retry due</dt><dd>{formatDateTime(step.available_at)}</dd></div> : null}
+        <div><dt>Lease expires</dt><dd><When at={step.lease_expires_at} ago /></dd></div>
+        {step.available_at && step.status === "pending" ? <div><dt>Retry due</dt><dd><When at={step.available_at} ago /></dd></div> : null}
         <div className="facts__wide"><dt>Idempotency key</dt><dd><code className="small" aria-label="Idempotency key">{step.idempotency_key}</code></dd></div>
       </dl>
       {/* A step that succeeded after a failed attempt keeps that attempt's error: it shows in Attempts. */}
       {step.error && step.status !== "succeeded" ? <div className="alert alert-error" role="alert"><strong>Error.</strong> {errorText(step.error)}</div> : null}
-      <section aria-labelledby="insp-attempts"><h4 id="insp-attempts" className="inspector__sub">Attempts</h4><Attempts attempts={step.attempts} /></section>
+      <section aria-labelledby="insp-attempts"><h4 id="insp-attempts" className="inspector__sub">Attempts</h4><Attempts attempts={step.attempts} runStart={runStart} /></section>
       {step.children.length > 0 ? (
         <section aria-labelledby="insp-transcript"><h4 id="insp-transcript" className="inspector__sub">Transcript ({step.children.length} child steps)</h4><Transcript children={step.children} /></section>
       ) : null}

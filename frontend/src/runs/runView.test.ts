@@ -84,7 +84,7 @@ describe("timelineLayout", () => {
     expect(l.bars.find((b) => b.step.node_id === "c")!.state).toBe("failed");
   });
 
-  it("stretches a running step to now, leaves out steps that never started, and draws attempts as segments", () => {
+  it("stretches a running step to now, leaves out steps that never started, and draws each attempt and the backoff between", () => {
     const retried = step(2, "fetch", "succeeded", 10, 90, {
       attempt: 2, max_attempts: 3,
       attempts: [{ number: 1, status: "failed", started_at: at(10), finished_at: at(20) }, { number: 2, status: "succeeded", started_at: at(60), finished_at: at(90) }],
@@ -93,7 +93,68 @@ describe("timelineLayout", () => {
     expect(l.bars.map((b) => b.step.node_id)).toEqual(["a", "fetch"]);
     expect(l.bars[0]!.to).toBe(120);
     expect(l.bars[1]!.lane).toBe(1);
-    expect(l.bars[1]!.segments).toEqual([{ number: 1, status: "failed", from: 10, to: 20 }, { number: 2, status: "succeeded", from: 60, to: 90 }]);
+    expect(l.bars[1]!.attempts).toEqual([
+      { number: 1, status: "failed", errorCode: null, from: 10, to: 20, drawTo: 20 },
+      { number: 2, status: "succeeded", errorCode: null, from: 60, to: 90, drawTo: 90 },
+    ]);
+    // An answer without due times: the wait runs to the next attempt's start.
+    expect(l.bars[1]!.backoffs).toEqual([{ after: 1, from: 20, to: 60, due: false }]);
+  });
+
+  it("gives each attempt its own bar with its error code, and each backoff its due time", () => {
+    // ask: attempt 1 ran 100-112 ms and failed (503); its retry was due at 2 112 ms; a worker took it at 2 140 ms.
+    const ask = step(2, "ask", "succeeded", 2140, 2200, {
+      attempt: 2, max_attempts: 3, error: { code: "http_error" },
+      attempts: [
+        { number: 1, status: "failed", started_at: at(100), finished_at: at(112), error_code: "http_error", retry_at: at(2112) },
+        { number: 2, status: "succeeded", started_at: at(2140), finished_at: at(2200), error_code: null, retry_at: null },
+      ],
+    });
+    const l = timelineLayout([step(1, "start", "succeeded", 0, 90), ask], T0 + 5000);
+    const bar = l.bars[1]!;
+    // The row starts at the first attempt (the step's started_at is its latest attempt's).
+    expect([bar.lane, bar.from, bar.to]).toEqual([0, 100, 2200]);
+    expect(bar.attempts.map((a) => [a.number, a.status, a.errorCode, a.from, a.to])).toEqual([[1, "failed", "http_error", 100, 112], [2, "succeeded", null, 2140, 2200]]);
+    // The backoff ends when the retry was due, not when a worker got to it.
+    expect(bar.backoffs).toEqual([{ after: 1, from: 112, to: 2112, due: true }]);
+    // 2 s of backoff is drawn to scale, like work: no break cuts it short.
+    expect(timelineScale(l).breaks).toEqual([]);
+  });
+
+  it("reaches a retry's due time while the step waits for it, and draws no backoff after a lost attempt", () => {
+    const waiting = step(1, "ask", "pending", 0, null, {
+      attempt: 1, max_attempts: 3, error: { code: "timeout" },
+      attempts: [{ number: 1, status: "failed", started_at: at(0), finished_at: at(50), error_code: "timeout", retry_at: at(4050) }],
+    });
+    const l = timelineLayout([waiting], T0 + 1000);
+    expect(l.bars[0]!.state).toBe("retrying");
+    expect(l.bars[0]!.to).toBe(4050); // the retry is due after now: the row shows how long it still waits
+    expect(l.bars[0]!.backoffs).toEqual([{ after: 1, from: 50, to: 4050, due: true }]);
+    expect(l.span).toBe(4050);
+    const rerun = step(2, "pay", "succeeded", 0, 300, {
+      attempt: 2,
+      attempts: [
+        { number: 1, status: "lost", started_at: at(0), finished_at: at(100), error_code: null, retry_at: null },
+        { number: 2, status: "succeeded", started_at: at(200), finished_at: at(300), error_code: null, retry_at: null },
+      ],
+    });
+    expect(timelineLayout([rerun], T0 + 1000).bars[0]!.backoffs).toEqual([]);
+  });
+
+  it("runs a gate's last attempt on to its decision, and cuts a long backoff short like a wait", () => {
+    const gate = step(1, "review", "succeeded", 0, 48_000, { attempts: [{ number: 1, status: "succeeded", started_at: at(0), finished_at: at(10) }] });
+    const a = timelineLayout([gate], T0 + 60_000).bars[0]!.attempts[0]!;
+    expect([a.from, a.to, a.drawTo]).toEqual([0, 10, 48_000]);
+    const slow = step(2, "ask", "succeeded", 0, 120_200, {
+      attempt: 2,
+      attempts: [
+        { number: 1, status: "failed", started_at: at(0), finished_at: at(100), error_code: "rate_limited", retry_at: at(120_100) },
+        { number: 2, status: "succeeded", started_at: at(120_100), finished_at: at(120_200), error_code: null, retry_at: null },
+      ],
+    });
+    const layout = timelineLayout([slow], T0 + 200_000);
+    expect(layout.bars[0]!.backoffs).toEqual([{ after: 1, from: 100, to: 120_100, due: true }]);
+    expect(timelineScale(layout).breaks).toMatchObject([{ from: 100, to: 120_100 }]);
   });
 
   it("shows a step whose worker stopped heartbeating as interrupted, still holding its lane up to now", () => {

@@ -12,7 +12,19 @@ export type NodeState = NodeRunMark["state"];
 export interface RunStep extends Omit<StepSummary, "output" | "lease_expires_at"> {
   created_at?: string;
   /** Each attempt's own span (absent from older answers). */
-  attempts?: { number: number; status: string; started_at: string; finished_at: string | null }[];
+  attempts?: AttemptSpan[];
+}
+
+/** One attempt of a step as the run detail gives it (runs/api/serializers.py AttemptSpanOutput). */
+export interface AttemptSpan {
+  number: number;
+  status: string;
+  started_at: string;
+  finished_at: string | null;
+  /** A failed attempt's error code (absent from older answers). */
+  error_code?: string | null;
+  /** A failed attempt that was retried: when the next attempt was due, the end of its backoff (absent from older answers). */
+  retry_at?: string | null;
 }
 
 const FINAL_RUN = new Set(["succeeded", "failed", "cancelled"]);
@@ -116,17 +128,44 @@ export function nodeMarks(
   return out;
 }
 
-/** One bar of the timeline: a step, its attempts as segments, in a lane. Times are ms since ``start`` of the chart. */
+/**
+ * One attempt's bar in a step's row. ``from``/``to``: when it ran (ms since the chart's
+ * start); ``drawTo``: where its bar ends, which for the step's last attempt is the step's own
+ * end when the step stayed open after it (at a gate, parked, running: a later decision or now).
+ */
+export interface TimelineAttempt {
+  number: number;
+  status: string;
+  errorCode: string | null;
+  from: number;
+  to: number;
+  drawTo: number;
+}
+
+/**
+ * The wait between a failed attempt (``after``) and the next: from the failed attempt's end to
+ * the time the retry was due (``due``: as the engine recorded it), or, in an answer without the
+ * due time, to the next attempt's start. It may end after now (a retry not due yet).
+ */
+export interface TimelineBackoff {
+  after: number;
+  from: number;
+  to: number;
+  due: boolean;
+}
+
+/** One row of the timeline: a step, each of its attempts as its own bar and the backoffs between them, in a lane. Times are ms since ``start`` of the chart. */
 export interface TimelineBar {
   step: RunStep;
   state: NodeState;
   lane: number;
   /** Child steps (an agent's turns and calls) sit in their own lanes below, indented. */
   child: boolean;
+  /** The row's extent: its first attempt's start to its end (or now), backoffs included. */
   from: number;
   to: number;
-  /** Each attempt's span; a retry's backoff shows as the gap between two. */
-  segments: { number: number; status: string; from: number; to: number }[];
+  attempts: TimelineAttempt[];
+  backoffs: TimelineBackoff[];
   /** Room for the bar's label (ms from ``from``): up to the next bar in its lane, or the chart's end. */
   room: number;
 }
@@ -140,20 +179,54 @@ export interface TimelineLayout {
 }
 
 /**
+ * A step's attempts and backoffs in epoch ms, its row ending at ``to`` (see TimelineAttempt,
+ * TimelineBackoff). A step without attempt spans (an older answer) is one attempt over its row.
+ */
+function attemptsOf(s: RunStep, from: number, to: number, now: number): { attempts: Omit<TimelineAttempt, "drawTo">[]; backoffs: TimelineBackoff[] } {
+  const t = (iso: string | null | undefined) => (iso ? new Date(iso).getTime() : null);
+  const spans = s.attempts ?? [];
+  if (spans.length === 0) return { attempts: [{ number: Math.max(1, s.attempt), status: s.status, errorCode: null, from, to }], backoffs: [] };
+  const attempts = spans.map((a) => {
+    const af = t(a.started_at) ?? from;
+    return { number: a.number, status: a.status, errorCode: a.error_code ?? null, from: af, to: Math.max(af, t(a.finished_at) ?? (OPEN_UNTIL_NOW.has(s.status) ? now : to)) };
+  });
+  const backoffs: TimelineBackoff[] = [];
+  spans.forEach((a, i) => {
+    if (a.status !== "failed") return; // a lost attempt is re-run by recovery at once: no backoff
+    const next = spans[i + 1];
+    const due = t(a.retry_at);
+    // Older answers carry no due time (undefined): the wait then ends when the next attempt started.
+    let end = due ?? (a.retry_at === undefined && next ? t(next.started_at) : null);
+    if (end === null) return;
+    const nextStart = next ? t(next.started_at) : null;
+    if (nextStart !== null) end = Math.min(end, nextStart); // a person resumed it before it was due
+    const start = attempts[i]!.to;
+    if (end > start) backoffs.push({ after: a.number, from: start, to: end, due: due !== null });
+  });
+  return { attempts, backoffs };
+}
+
+/**
  * Lay the run's started steps out on a time axis: steps that overlap in time (parallel
  * branches, an agent's parallel tool calls) go in separate lanes, side by side in time;
  * a step goes in the first lane free at its start (greedy interval partitioning, in start
- * order), so a sequential run is one lane. A running, waiting or parked step reaches ``now``. Steps that
- * never started have no bar.
+ * order), so a sequential run is one lane. A running, waiting or parked step reaches ``now``;
+ * a step waiting for a retry reaches the retry's due time. Each attempt is its own bar in the
+ * step's row, each backoff between two attempts its own segment. Steps that never started
+ * have no bar.
  */
 export function timelineLayout(steps: readonly RunStep[], now: number): TimelineLayout {
   const t = (iso: string | null | undefined, fallback: number) => (iso ? new Date(iso).getTime() : fallback);
   const started = steps
     .filter((s) => s.started_at)
     .map((s) => {
-      const from = t(s.started_at, now);
-      const to = Math.max(from, s.finished_at ? t(s.finished_at, now) : OPEN_UNTIL_NOW.has(s.status) ? now : lastAttemptEnd(s, from));
-      return { s, from, to };
+      // The first attempt's start: a step's started_at is its latest attempt's (a retry moves it).
+      const first = s.attempts?.length ? t(s.attempts[0]!.started_at, now) : t(s.started_at, now);
+      const from = Math.min(first, t(s.started_at, now));
+      const end = Math.max(from, s.finished_at ? t(s.finished_at, now) : OPEN_UNTIL_NOW.has(s.status) ? now : lastAttemptEnd(s, from));
+      const parts = attemptsOf(s, from, end, now);
+      const to = Math.max(end, ...parts.backoffs.map((b) => b.to));
+      return { s, from, to, end, parts };
     })
     .sort((a, b) => a.from - b.from || a.s.id - b.s.id);
   if (started.length === 0) return { bars: [], lanes: 0, start: now, span: 1 };
@@ -161,15 +234,19 @@ export function timelineLayout(steps: readonly RunStep[], now: number): Timeline
   const end = Math.max(...started.map((x) => x.to));
   const laneEnds: number[] = [];
   const bars: TimelineBar[] = [];
-  for (const { s, from, to } of started) {
+  for (const { s, from, to, end: stepEnd, parts } of started) {
     // Touching is not overlapping: the next step of a chain starts when the last ended.
     let lane = laneEnds.findIndex((e) => e <= from);
     if (lane === -1) { lane = laneEnds.length; laneEnds.push(to); } else laneEnds[lane] = to;
-    const segments = (s.attempts ?? []).map((a) => {
-      const af = t(a.started_at, from) - start;
-      return { number: a.number, status: a.status, from: af, to: Math.max(af, (a.finished_at ? t(a.finished_at, now) : now) - start) };
-    });
-    bars.push({ step: s, state: stepState(s), lane, child: s.parent !== null, from: from - start, to: to - start, segments, room: 0 });
+    const last = parts.attempts.length - 1;
+    const waitsAfterLast = parts.backoffs.some((b) => b.after === parts.attempts[last]!.number);
+    const attempts = parts.attempts.map((a, i) => ({
+      ...a, from: a.from - start, to: a.to - start,
+      // The last attempt's bar runs on while its step stays open (at a gate until the decision, parked, running).
+      drawTo: (i === last && !waitsAfterLast ? Math.max(a.to, stepEnd) : a.to) - start,
+    }));
+    const backoffs = parts.backoffs.map((b) => ({ ...b, from: b.from - start, to: b.to - start }));
+    bars.push({ step: s, state: stepState(s), lane, child: s.parent !== null, from: from - start, to: to - start, attempts, backoffs, room: 0 });
   }
   const span = Math.max(1, end - start);
   const nextInLane = new Map<number, number>();
@@ -207,12 +284,15 @@ export interface TimelineScale {
 const BREAK_SHARE = 0.12;
 /** Shorter stretches without work are drawn to scale (a worker's pickup between two steps, a short backoff). */
 const MIN_BREAK_MS = 2000;
+/** A backoff up to this long is drawn to scale, as if it were work: the wait is part of the step's story. A longer one (a Retry-After of minutes) may be drawn short like any wait. */
+const BACKOFF_TO_SCALE_MS = 30_000;
 
 /**
  * The timeline's time axis, to scale except where no step worked: a long approval wait
  * (or a parked step, a long backoff, an idle queue) would otherwise make every other bar a
- * sliver. Work is the union of the bars' attempts (a bar without attempt spans works from its
- * start to its end, unless it waits at a gate or is parked); a stretch without work of
+ * sliver. Work is the union of the bars' attempts and their backoffs of up to
+ * ``BACKOFF_TO_SCALE_MS`` (a bar without attempt spans works from its start to its end, unless
+ * it waits at a gate or is parked); a stretch without work of
  * ``MIN_BREAK_MS`` or more is drawn ``BREAK_SHARE`` of the work's length long, when that is
  * shorter. Durations in labels and titles stay the real ones; the breaks carry theirs.
  */
@@ -220,8 +300,9 @@ export function timelineScale(layout: TimelineLayout): TimelineScale {
   const span = layout.span;
   const work: [number, number][] = [];
   for (const b of layout.bars) {
-    if (b.segments.length > 0) for (const seg of b.segments) work.push([seg.from, seg.to]);
+    if (b.step.attempts?.length) for (const a of b.attempts) work.push([a.from, a.to]);
     else if (b.state !== "waiting" && b.state !== "parked") work.push([b.from, b.to]);
+    for (const w of b.backoffs) if (w.to - w.from <= BACKOFF_TO_SCALE_MS) work.push([w.from, w.to]);
   }
   work.sort((a, b) => a[0] - b[0]);
   const merged: [number, number][] = [];

@@ -1,8 +1,8 @@
 // A table of runs (the run list and the home page's latest runs): status, graph, version, who, when, cost; optionally rows to tick.
-import { formatDateTime, formatDuration, formatUsd, runDisplayStatus, startedBy, versionText } from "./format";
+import { formatDuration, formatUsd, runDisplayStatus, startedBy, versionText } from "./format";
 import { graphUrl, runUrl } from "./graphLinks";
 import type { RunSummary } from "./types";
-import { StatusBadge } from "./ui";
+import { StatusBadge, When } from "./ui";
 
 /** Ticking rows (the run list's bulk cancel and compare): which are ticked, and which may be. */
 export interface RunSelection {
@@ -66,8 +66,9 @@ export function RunTable({ runs, compact = false, selection, label = "Runs" }: {
               <td className="col-graph"><a className="cell-graph" href={graphUrl(r.graph)} title={r.graph_name}>{r.graph_name}</a></td>
               <td>{versionText(r)}</td>
               {compact ? null : <td>{startedBy(r)}</td>}
-              <td className="col-started">{formatDateTime(r.started_at ?? r.created_at)}</td>
-              {compact ? null : <td>{formatDateTime(r.finished_at)}</td>}
+              {/* Compact (the home page's card): the clock, with the day and how long ago under it, so the graph's column keeps its width. */}
+              <td className="col-started">{compact ? <When at={r.started_at ?? r.created_at} date ago /> : <When at={r.started_at ?? r.created_at} date />}</td>
+              {compact ? null : <td><When at={r.finished_at} date /></td>}
               {compact ? null : <td>{formatDuration(r.started_at, r.finished_at)}</td>}
               <td className="num">{formatUsd(r.cost_usd)}</td>
             </tr>

@@ -4,16 +4,20 @@ import { activeSection, TopBar } from "./TopBar";
 import { makeContext, renderWith } from "./testing";
 
 describe("TopBar", () => {
-  it("shows Graphs and Runs to everyone and Admin only to staff", () => {
+  it("shows Graphs and Runs to everyone and Users and Admin only to staff", () => {
     const { unmount } = renderWith(<TopBar path="/" />, makeContext({ approve: true }));
     const nav = screen.getByRole("navigation", { name: "Main" });
     expect(within(nav).getByRole("link", { name: "Graphs" })).toHaveProperty("href", expect.stringMatching(/\/graphs\/$/));
     expect(within(nav).getByRole("link", { name: "Runs" })).toBeTruthy();
     expect(within(nav).queryByRole("link", { name: "Admin" })).toBeNull();
+    expect(within(nav).queryByRole("link", { name: "Users" })).toBeNull();
+    expect(within(nav).queryByRole("link", { name: "Providers" })).toBeNull();
     expect(screen.getByRole("link", { name: "Ballast" }).getAttribute("href")).toBe("/");
     unmount();
-    renderWith(<TopBar path="/" />, makeContext({ admin: true, build: true }));
+    renderWith(<TopBar path="/users/" />, makeContext({ admin: true, build: true }));
     expect(screen.getByRole("link", { name: "Admin" }).getAttribute("href")).toBe("/admin/");
+    expect(screen.getByRole("link", { name: "Users" }).getAttribute("aria-current")).toBe("page");
+    expect(screen.getByRole("link", { name: "Providers" }).getAttribute("href")).toBe("/providers/");
   });
 
   it("shows Costs to everyone, Audit to staff and Workers to staff and operators", () => {
@@ -44,7 +48,7 @@ describe("TopBar", () => {
     expect(container.innerHTML).toBe("");
   });
 
-  it("opens a keyboard-usable user menu with password change and a POST sign-out carrying the CSRF token", async () => {
+  it("opens a keyboard-usable user menu with API tokens, password change and a POST sign-out carrying the CSRF token", async () => {
     const user = userEvent.setup();
     renderWith(<TopBar path="/" />, makeContext({ approve: true }));
     const button = screen.getByRole("button", { name: /Ada/ });
@@ -52,11 +56,12 @@ describe("TopBar", () => {
     await user.click(button);
     const menu = screen.getByRole("menu", { name: "Account" });
     const items = within(menu).getAllByRole("menuitem");
-    expect(items.map((i) => i.textContent)).toEqual(["Change password", "Sign out"]);
+    expect(items.map((i) => i.textContent)).toEqual(["API tokens", "Change password", "Sign out"]);
+    expect(items[0]!.getAttribute("href")).toBe("/tokens/");
     expect(document.activeElement).toBe(items[0]);
-    await user.keyboard("{ArrowDown}");
-    expect(document.activeElement).toBe(items[1]);
-    const form = items[1]!.closest("form")!;
+    await user.keyboard("{ArrowDown}{ArrowDown}");
+    expect(document.activeElement).toBe(items[2]);
+    const form = items[2]!.closest("form")!;
     expect(form.getAttribute("method")).toBe("post");
     expect(form.getAttribute("action")).toBe("/accounts/logout/");
     expect((form.querySelector("input[name=csrfmiddlewaretoken]") as HTMLInputElement).value).toBe("csrf-test-token");

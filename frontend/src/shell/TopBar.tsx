@@ -1,4 +1,4 @@
-// The top bar on every page of a signed-in user: logo -> home, Graphs, Runs, Approvals (with the count waiting), Costs, Audit (staff), Workers (staff, operators), Admin (staff), user menu.
+// The top bar on every page of a signed-in user: logo -> home, Graphs, Runs, Approvals (with the count waiting), Costs, Audit (staff), Workers (staff, operators), Users and Providers (staff), Admin (staff), user menu (API tokens, password, sign out).
 import { useCallback, useEffect, useRef, useState } from "react";
 import { api } from "../lib/api";
 import { usePageContext } from "../lib/context";
@@ -69,6 +69,7 @@ export function TopBar({ path = window.location.pathname }: { path?: string }) {
     { href: urls.costs ?? "/costs/", label: "Costs" },
     ...(user.can.audit ? [{ href: urls.audit ?? "/audit/", label: "Audit" }] : []),
     ...(user.can.workers ? [{ href: urls.workers ?? "/workers/", label: "Workers" }] : []),
+    ...(user.can.admin ? [{ href: urls.users ?? "/users/", label: "Users" }, { href: urls.providers ?? "/providers/", label: "Providers" }] : []),
   ];
   const current = activeSection(path, links);
   return (
@@ -137,6 +138,7 @@ export function UserMenu() {
             <div className="usermenu-username">{user.username}</div>
             <div className="muted">{roles.length ? roles.join(", ") : "no role yet: you can look, not change"}</div>
           </div>
+          <a role="menuitem" className="menuitem" href={ctx.urls.tokens ?? "/tokens/"}>API tokens</a>
           <a role="menuitem" className="menuitem" href={ctx.urls.password_change ?? "/accounts/password_change/"}>Change password</a>
           <form method="post" action={ctx.urls.logout ?? "/accounts/logout/"}>
             <input type="hidden" name="csrfmiddlewaretoken" value={ctx.csrf_token} />

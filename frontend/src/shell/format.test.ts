@@ -1,6 +1,15 @@
-import { formatCost, formatDuration, formatSpend, formatTokens, formatUsd, statusLabel, statusTone, versionText } from "./format";
+import { statusKey } from "../lib/statusTokens";
+import { formatCost, formatDuration, formatSpend, formatTokens, formatUsd, startedBy, statusLabel, versionText } from "./format";
 
 describe("format", () => {
+  it("names who started a run, and the trigger before the user it ran as", () => {
+    expect(startedBy({ created_by: "pat" })).toBe("pat");
+    expect(startedBy({ created_by: null, started_from: "command line" })).toBe("command line");
+    expect(startedBy({ created_by: null })).toBe("—");
+    expect(startedBy({ created_by: "pat", source: "webhook orders" })).toBe("webhook orders, as pat");
+    expect(startedBy({ created_by: null, source: "webhook orders" })).toBe("webhook orders");
+    expect(startedBy({ created_by: "pat", source: "" })).toBe("pat");
+  });
   it("formats durations at each scale and dashes missing ends", () => {
     const t0 = "2026-12-01T10:00:00.000Z";
     expect(formatDuration(t0, "2026-12-01T10:00:00.250Z")).toBe("250 ms");
@@ -28,24 +37,24 @@ describe("format", () => {
 
   it("names and colours statuses", () => {
     expect(statusLabel("waiting_approval")).toBe("waiting approval");
-    expect(statusTone("succeeded")).toBe("ok");
-    expect(statusTone("failed")).toBe("bad");
-    expect(statusTone("running")).toBe("busy");
-    expect(statusTone("parked")).toBe("wait");
+    expect(statusKey("succeeded")).toBe("succeeded");
+    expect(statusKey("failed")).toBe("failed");
+    expect(statusKey("running")).toBe("running");
+    expect(statusKey("parked")).toBe("parked");
   });
 });
 
 describe("runDisplayStatus", () => {
   it("tells interrupted, waiting for a decision and waiting at an approval apart", async () => {
-    const { runDisplayStatus, stepDisplayStatus, statusTone } = await import("./format");
+    const { runDisplayStatus, stepDisplayStatus } = await import("./format");
     expect(runDisplayStatus({ status: "running", interrupted: true, waiting_for: null })).toBe("interrupted");
     expect(runDisplayStatus({ status: "waiting", waiting_for: "decision" })).toBe("waiting_for_decision");
     expect(runDisplayStatus({ status: "waiting", waiting_for: "approval" })).toBe("waiting_at_approval");
     expect(runDisplayStatus({ status: "succeeded", waiting_for: null, interrupted: false })).toBe("succeeded");
     expect(stepDisplayStatus({ status: "running", worker_alive: false })).toBe("interrupted");
     expect(stepDisplayStatus({ status: "running", worker_alive: true })).toBe("running");
-    expect(statusTone("waiting_for_decision")).not.toBe(statusTone("waiting_at_approval"));
-    expect(statusTone("interrupted")).toBe("alert");
+    expect(statusKey("waiting_for_decision")).not.toBe(statusKey("waiting_at_approval"));
+    expect(statusKey("interrupted")).toBe("interrupted");
   });
 });
 

@@ -1,26 +1,14 @@
 // Formatting shared by the pages: dates, durations, money, statuses.
 
-/** "2026-12-01 20:31" in the browser's time zone; "—" for null. */
+import { formatBetween, formatDateTime as formatWhen } from "../lib/time";
+
+/** "2026-12-01 20:31" in the browser's time zone; "—" for null (lib/time's formatDateTime to the minute: the run pages show milliseconds). */
 export function formatDateTime(iso: string | null | undefined): string {
-  if (!iso) return "—";
-  const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return iso;
-  const pad = (n: number) => String(n).padStart(2, "0");
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  return formatWhen(iso, "minute");
 }
 
-/** Seconds between two ISO times as "850 ms", "12.3 s", "4 min 05 s", "2 h 03 min"; "—" when either is missing. */
-export function formatDuration(start: string | null | undefined, end: string | null | undefined): string {
-  if (!start || !end) return "—";
-  const ms = new Date(end).getTime() - new Date(start).getTime();
-  if (!Number.isFinite(ms) || ms < 0) return "—";
-  if (ms < 1000) return `${Math.round(ms)} ms`;
-  const s = ms / 1000;
-  if (s < 60) return `${s.toFixed(1)} s`;
-  const min = Math.floor(s / 60);
-  if (min < 60) return `${min} min ${String(Math.floor(s % 60)).padStart(2, "0")} s`;
-  return `${Math.floor(min / 60)} h ${String(min % 60).padStart(2, "0")} min`;
-}
+/** The time between two ISO times as "850 ms", "12.3 s", "4 min 05 s", "2 h 03 min"; "—" when either is missing (lib/time's formatBetween). */
+export const formatDuration: (start: string | null | undefined, end: string | null | undefined) => string = formatBetween;
 
 /** A decimal dollar amount from the API ("0.001200") as "$0.0012"; "—" for null. Small amounts keep 4 significant digits. */
 export function formatUsd(value: string | number | null | undefined): string {
@@ -65,14 +53,20 @@ export function formatCost(figure: CostFigure | null | undefined): string {
   return `${formatUsd(figure.usd)} · ${formatTokens(figure.tokens)}`;
 }
 
-/** Who started a run, the same words in the run list and on its page: the user, else where it came from ("command line"), else "—". */
 /** The version a run ran, as a list or a comparison names it: "v3", or "test" for a node-test run (its hidden snapshot is numbered 0: no published version). */
 export function versionText(run: { version: number; is_test?: boolean }): string {
   return run.is_test ? "test" : `v${run.version}`;
 }
 
-export function startedBy(run: { created_by: string | null; started_from?: string | null }): string {
-  return run.created_by ?? run.started_from ?? "—";
+/**
+ * Who started a run, the same words in the run list and on its page: the user, else where it
+ * came from ("command line"), else "—"; a run a trigger started names the trigger first and
+ * the user it ran as after it ("webhook orders, as pat").
+ */
+export function startedBy(run: { created_by: string | null; started_from?: string | null; source?: string }): string {
+  const who = run.created_by ?? run.started_from ?? null;
+  if (run.source) return who ? `${run.source}, as ${who}` : run.source;
+  return who ?? "—";
 }
 
 /** A run or step status, e.g. "waiting_approval", as words: "waiting approval". */
@@ -96,14 +90,4 @@ export function runDisplayStatus(run: { status: string; waiting_for?: string | n
 /** The status to show for a step: "interrupted" for a running step whose worker is not alive. */
 export function stepDisplayStatus(step: { status: string; worker_alive?: boolean | null }): string {
   return step.status === "running" && step.worker_alive === false ? "interrupted" : step.status;
-}
-
-/** The tone of a status for its badge. */
-export function statusTone(status: string): "ok" | "bad" | "busy" | "wait" | "alert" | "plain" {
-  if (["interrupted", "waiting_for_decision"].includes(status)) return "alert";
-  if (["succeeded", "completed", "done"].includes(status)) return "ok";
-  if (["failed", "cancelled", "canceled", "dead", "lost", "error", "expired"].includes(status)) return "bad";
-  if (["running", "leased", "queued", "pending", "ready"].includes(status)) return "busy";
-  if (["waiting", "waiting_at_approval", "parked", "suspended"].includes(status)) return "wait";
-  return "plain";
 }

@@ -39,6 +39,8 @@ export interface RunSummary {
   created_by: string | null;
   /** "command line" for a run `manage.py run_graph` started (no user), else null. */
   started_from?: string | null;
+  /** What started the run when not a user directly ("webhook orders"), else "". */
+  source?: string;
   created_at: string;
   started_at: string | null;
   finished_at: string | null;

@@ -1,7 +1,9 @@
 // Small UI primitives every page uses: loading, error, empty states, status badges, modal dialogs.
 import { useEffect, useId, useRef, type ReactNode } from "react";
 import { ApiError } from "../lib/api";
-import { statusLabel, statusTone } from "./format";
+import { statusLabel } from "./format";
+import { statusClass } from "../lib/statusTokens";
+import { epochMs, formatAgo, formatClock, formatDateTime, formatFromStart, useNow } from "../lib/time";
 
 /** A polite "Loading…" line for a section whose data is on its way. */
 export function Loading({ label = "Loading…" }: { label?: string }) {
@@ -65,9 +67,31 @@ export function LiveStatus({ connection, pollSeconds }: { connection: string; po
   );
 }
 
-/** A run or step status as a coloured badge. */
-export function StatusBadge({ status }: { status: string }) {
-  return <span className={`badge badge-${statusTone(status)}`}>{statusLabel(status)}</span>;
+/**
+ * A time as the run pages show it: the clock to the millisecond ("20:31:05.123", local time;
+ * ``date``: with the day, before it or, with ``ago``, after it), then, muted, where it falls from ``origin`` ("+1.250 s
+ * from run start", written "+1.250 s" when ``short``) or, with ``ago``, how long ago (ticking
+ * each second). The full date and both readings are in its title. "—" when missing.
+ */
+export function When({ at, origin, ago: showAgo = false, date = false, short = false }: { at: string | null | undefined; origin?: string | null; ago?: boolean; date?: boolean; short?: boolean }) {
+  const now = useNow(showAgo ? 1000 : null);
+  if (epochMs(at) === null) return <>—</>;
+  const from = origin ? formatFromStart(at, origin) : "";
+  const ago = showAgo ? formatAgo(at, now) : "";
+  const full = formatDateTime(at);
+  // With "ago" the day moves under the clock (a narrow fact column); alone it leads the clock on one line (a table).
+  const extra = showAgo ? (date ? `${full.slice(0, 10)} · ${ago}` : ago) : short ? from.replace(/ from run start$/, "") : from;
+  return (
+    <span className="when">
+      <time dateTime={at ?? undefined} title={[full, from, ago].filter(Boolean).join(" · ")} className="nowrap">{date && !showAgo ? full : formatClock(at)}</time>
+      {extra ? <> <span className="muted small nowrap when__rel">{extra}</span></> : null}
+    </span>
+  );
+}
+
+/** A status (a run's, step's, attempt's, request's, worker's) as a badge in its token's colours (lib/statusTokens). */
+export function StatusBadge({ status, label }: { status: string; label?: string }) {
+  return <span className={`badge status-badge ${statusClass(status)}`}>{label ?? statusLabel(status)}</span>;
 }
 
 /**

@@ -19,12 +19,13 @@ from tests.support.specs import chain, graph, node, run_local
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def post_spec(url: str, **fields) -> dict:
+def post_spec(url: str, args: dict | None = None, **fields) -> dict:
     fields.setdefault("retry", {"max_attempts": 3, "backoff_seconds": 0})
+    call_args = {"method": "POST", "url": url, "json": {"n": 1}, **(args or {})}
     return graph(
         [
             node("start", "start"),
-            node("call", "tool", config={"tool": "http_request", "args": {"method": "POST", "url": url, "json": {"n": 1}}}, **fields),
+            node("call", "tool", config={"tool": "http_request", "args": call_args}, **fields),
             node("end", "end"),
         ],
         chain("start", "call", "end"),
@@ -42,12 +43,17 @@ def answered(path: str) -> list[dict]:
 
 
 def test_a_timed_out_post_is_parked_for_a_decision_not_sent_again(server):
-    run = run_local(post_spec(f"{server}/slow", timeout_seconds=1), timeout=30)
-    wait_until(lambda: answered("/slow") == posts("/slow"), 30, "the server to finish the requests it was sent")
-    assert len(posts("/slow")) == 1
+    # The request's read timeout, not the step's: a read times out only after the request
+    # was written, however long a loaded machine keeps the step's thread from a core (a
+    # 1 s step timeout could expire before the POST left, and nothing would be sent).
+    spec = post_spec(f"{server}/hold", args={"timeout": 1})
+    run = run_local(spec, timeout=30)
+    Handler.release.set()
+    wait_until(lambda: answered("/hold") == posts("/hold"), 30, "the server to finish the requests it was sent")
+    assert len(posts("/hold")) == 1
     assert run.status == "waiting", run.error
     step = Step.objects.get(run=run, node_id="call")
-    assert step.status == "parked" and step.attempt == 1 and step.error["code"] in ("http_timeout", "timeout")
+    assert step.status == "parked" and step.attempt == 1 and step.error["code"] == "http_timeout", step.error
     request = ApprovalRequest.objects.get(run=run, purpose="recovery")
     assert "outcome unknown" in request.prompt and request.payload["idempotency_key"] == step.idempotency_key
     assert run.events.filter(kind=RunEventKind.STEP_PARKED, step=step).exists()
@@ -56,9 +62,11 @@ def test_a_timed_out_post_is_parked_for_a_decision_not_sent_again(server):
     approval_decide(approval_id=request.pk, decision="retry", actor="tester")
     from tests.support.specs import continue_local
 
+    Handler.release.clear()
     run = continue_local(run, timeout=30)
-    wait_until(lambda: answered("/slow") == posts("/slow"), 30, "the server to finish the requests it was sent")
-    assert len(posts("/slow")) == 2 and len({p["headers"]["Idempotency-Key"] for p in posts("/slow")}) == 1
+    Handler.release.set()
+    wait_until(lambda: answered("/hold") == posts("/hold"), 30, "the server to finish the requests it was sent")
+    assert len(posts("/hold")) == 2 and len({p["headers"]["Idempotency-Key"] for p in posts("/hold")}) == 1
     assert Step.objects.get(pk=step.pk).status == "parked"
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from runs.providers import get_provider
 from runs.providers.base import LLMRequest, Message, ProviderError, ToolDefinition
-from tests.support.bounded import finishes_within
+from tests.support.bounded import TIME_SLACK, finishes_within
 from tests.support.llm_server import TEST_KEY, Fault, Reply
 
 MESSAGES = "/v1/messages"
@@ -118,8 +118,9 @@ def test_auth_error_redacts_the_key(anthropic, sdk_providers, monkeypatch):
 
 
 def test_slow_answer_times_out(anthropic, sdk_providers):
-    sdk_providers.fail(Fault(delay=3))
-    with finishes_within(2.5, "a request with a 0.5 s timeout to a 3 s answer"), pytest.raises(ProviderError) as caught:
+    # An answer far later than any wait for a core, so only the timeout can end the call early.
+    sdk_providers.fail(Fault(delay=30))
+    with finishes_within(3 * TIME_SLACK, "a request with a 0.5 s timeout to a 30 s answer"), pytest.raises(ProviderError) as caught:
         anthropic.complete(ask(timeout=0.5))
     assert (caught.value.code, caught.value.retryable) == ("timeout", True)
 

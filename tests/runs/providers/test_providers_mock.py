@@ -9,7 +9,7 @@ from runs.providers import UnknownProvider, get_provider
 from runs.providers.base import LLMProvider, LLMRequest, Message, ModelPrice, ProviderError, ToolDefinition
 from runs.providers.mock import MOCK_PRICES, MockProvider
 from runs.vocabulary import NodeError, StepCancelled, Usage
-from tests.support.bounded import assert_took_at_least, finishes_within, stopwatch
+from tests.support.bounded import TIME_SLACK, assert_took_at_least, finishes_within, stopwatch
 
 
 def request(prompt="hello", *, system=None, **kwargs):
@@ -229,13 +229,13 @@ def test_latency_within_timeout(mock):
 
 
 def test_latency_beyond_timeout_is_a_retryable_timeout(mock):
-    with finishes_within(2, "a 5 s latency under a 0.05 s timeout"), pytest.raises(ProviderError) as caught:
-        mock.complete(request("hi", options={"latency_ms": 5000}, timeout=0.05))
+    with finishes_within(2 * TIME_SLACK, "a 60 s latency under a 0.05 s timeout"), pytest.raises(ProviderError) as caught:
+        mock.complete(request("hi", options={"latency_ms": 60_000}, timeout=0.05))
     assert (caught.value.code, caught.value.retryable) == ("timeout", True)
 
 
 def test_cancellation_interrupts_latency(mock):
     cancel = threading.Event()
     threading.Timer(0.05, cancel.set).start()
-    with finishes_within(2, "a 10 s latency cancelled at 0.05 s"), pytest.raises(StepCancelled):
-        mock.complete(request("hi", options={"latency_ms": 10_000}, cancel_event=cancel))
+    with finishes_within(2 * TIME_SLACK, "a 60 s latency cancelled at 0.05 s"), pytest.raises(StepCancelled):
+        mock.complete(request("hi", options={"latency_ms": 60_000}, cancel_event=cancel))

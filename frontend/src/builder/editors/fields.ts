@@ -24,6 +24,11 @@ export const STATE_KEY_LISTS: Readonly<Record<string, readonly string[]>> = {
   end: ["output"],
 };
 
+/** Config fields naming users or groups (an approval's approvers): a type-ahead picker, stored as plain names. */
+export const PRINCIPAL_LISTS: Readonly<Record<string, Readonly<Record<string, "user" | "group">>>> = {
+  approval: { approvers: "user", approver_groups: "group" },
+};
+
 /** Config fields holding a tool's arguments (named fields from the picked tool's schema). */
 export const TOOL_ARGUMENTS: Readonly<Record<string, string>> = {
   tool: "args",
@@ -155,6 +160,7 @@ export function configUiSchema(kind: string, rawSchema: Schema): UiSchema {
   for (const name of STATE_KEY_LISTS[kind] ?? []) placed[name] = { ...(isObject(placed[name]) ? placed[name] : {}), "ui:field": "stateKeyList" };
   const args = TOOL_ARGUMENTS[kind];
   if (args) placed[args] = { "ui:field": "toolArgs" };
+  for (const [name, principal] of Object.entries(PRINCIPAL_LISTS[kind] ?? {})) placed[name] = { "ui:field": "principals", "ui:options": { principal } };
   return placed;
 }
 

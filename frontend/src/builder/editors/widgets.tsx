@@ -2,6 +2,7 @@
 import type { FieldProps, RegistryFieldsType, RegistryWidgetsType, WidgetProps } from "@rjsf/utils";
 import { useState } from "react";
 import { CodeEditor, type CodeLanguage } from "./CodeEditor";
+import { PrincipalsField } from "./PrincipalsField";
 import { ExpressionMapField, StateKeyListField } from "./RowFields";
 import type { ValueKind } from "./fields";
 import { ToolArgsField, type ToolArgsContext } from "./ToolArgsField";
@@ -206,4 +207,4 @@ export function ChoiceWidget(props: WidgetProps) {
 }
 
 export const editorWidgets: RegistryWidgetsType = { expression: ExpressionWidget, template: TemplateWidget, choice: ChoiceWidget };
-export const editorFieldComponents: RegistryFieldsType = { json: JsonField, expressionMap: ExpressionMapField, stateKeyList: StateKeyListField, toolArgs: ToolArgsField };
+export const editorFieldComponents: RegistryFieldsType = { json: JsonField, expressionMap: ExpressionMapField, stateKeyList: StateKeyListField, toolArgs: ToolArgsField, principals: PrincipalsField };

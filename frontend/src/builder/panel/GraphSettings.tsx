@@ -7,6 +7,7 @@ import { formatCost } from "../../shell/format";
 import { costsSomething } from "../flow";
 import { displayValue } from "./format";
 import { pathParts } from "./paths";
+import { GraphOperators } from "./GraphOperators";
 import { InputSchemaEditor } from "./InputSchemaEditor";
 import { StateKeysEditor } from "./StateKeysEditor";
 
@@ -278,6 +279,8 @@ export function GraphSettings() {
           onChange={(v) => b.change((s) => withSetting(s, "budget_tokens", v), "graph:settings.budget_tokens")}
         />
       </section>
+
+      <GraphOperators readOnly={readOnly} />
     </div>
   );
 }

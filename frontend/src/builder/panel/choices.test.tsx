@@ -49,4 +49,18 @@ describe("catalogue choices in node forms", () => {
     await user.type(document.getElementById("config.model")!, "my-local-model");
     expect(harness.api().spec.nodes[3]?.config).toMatchObject({ provider: "openai", model: "my-local-model" });
   });
+
+  it("says when the chosen provider has no API key set", async () => {
+    scriptFetch(({ url }) => {
+      if (url.endsWith("/providers/")) return [200, [{ name: "mock", ready: true }, { name: "openai", ready: false }]];
+      if (url.endsWith("/models/"))
+        return [200, { providers: [{ provider: "mock", models: [], source: "none", accepts_any_model: true }, { provider: "openai", models: [], source: "none", accepts_any_model: true }] }];
+      return [200, { ok: true, errors: [], tools: [] }];
+    });
+    const user = userEvent.setup();
+    renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["ask"] } });
+    await waitFor(() => expect(optionValues("config.provider")).toEqual(["mock", "openai"]));
+    await user.type(document.getElementById("config.provider")!, "openai");
+    expect(await screen.findByText("openai — no API key set (Providers page)", { selector: ".field-help" })).toBeTruthy();
+  });
 });

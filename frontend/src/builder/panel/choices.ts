@@ -39,6 +39,8 @@ export interface ProviderChoice {
 export interface Choices {
   tools: ToolChoice[];
   providers: ProviderChoice[];
+  /** Provider name -> whether its API key is set (or none is needed), from GET /api/v1/providers/. */
+  ready?: Readonly<Record<string, boolean>>;
 }
 
 const EMPTY: Choices = { tools: [], providers: [] };
@@ -49,7 +51,11 @@ export function loadChoices(): Promise<Choices> {
   cached ??= Promise.all([
     api<{ tools: ToolChoice[] }>("tools/").then((r) => r.tools ?? [], () => []),
     api<{ providers: ProviderChoice[] }>("models/").then((r) => r.providers ?? [], () => []),
-  ]).then(([tools, providers]) => ({ tools, providers }));
+    api<{ name: string; ready: boolean }[]>("providers/").then(
+      (r) => Object.fromEntries((Array.isArray(r) ? r : []).map((p) => [p.name, p.ready])),
+      () => ({}),
+    ),
+  ]).then(([tools, providers, ready]) => ({ tools, providers, ready }));
   return cached;
 }
 
@@ -74,7 +80,10 @@ export function useChoices(): Choices {
 /** ``{value, label}`` options for a ``ui:options.choices`` name, given the node's config. */
 export function optionsFor(which: string, choices: Choices, config: Record<string, unknown>): { value: string; label: string }[] {
   if (which === "tool") return choices.tools.map((t) => ({ value: t.name, label: t.description ? `${t.name} — ${docSummary(t.description)}` : t.name }));
-  if (which === "provider") return choices.providers.map((p) => ({ value: p.provider, label: p.provider }));
+  if (which === "provider") {
+    // A provider without its API key is offered, but says so (nodes naming it fail until a key is set).
+    return choices.providers.map((p) => ({ value: p.provider, label: choices.ready?.[p.provider] === false ? `${p.provider} — no API key set (Providers page)` : p.provider }));
+  }
   if (which === "model") {
     const provider = typeof config.provider === "string" ? config.provider : "mock";
     const p = choices.providers.find((x) => x.provider === provider);

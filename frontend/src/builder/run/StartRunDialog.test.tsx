@@ -25,6 +25,18 @@ describe("StartRunDialog", () => {
     expect(onClose).toHaveBeenCalled();
   });
 
+  it("starts from the draft's pinned test input and posts it", async () => {
+    const calls = scriptFetch(() => [201, { id: 7 }]);
+    const navigate = vi.fn();
+    const user = userEvent.setup();
+    render(<StartRunDialog graphId={4} spec={sampleSpec()} onClose={vi.fn()} navigate={navigate} initialInput={{ ticket: "Pinned", priority: 2 }} />);
+    expect(screen.getByText(/Prefilled with the draft's pinned test input/)).toBeTruthy();
+    expect((screen.getByLabelText("ticket") as HTMLInputElement).value).toBe("Pinned");
+    await user.click(screen.getByRole("button", { name: "Start run" }));
+    await waitFor(() => expect(navigate).toHaveBeenCalledWith("/runs/7/"));
+    expect(calls[0]?.body).toEqual({ graph: 4, input: { ticket: "Pinned", priority: 2 } });
+  });
+
   it("says where the form comes from, and puts Cancel first with Start run on the right", () => {
     scriptFetch(() => [201, { id: 1 }]);
     render(<StartRunDialog graphId={4} spec={sampleSpec()} onClose={vi.fn()} navigate={vi.fn()} />);

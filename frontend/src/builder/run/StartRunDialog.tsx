@@ -20,6 +20,8 @@ export interface StartRunDialogProps {
   navigate?(url: string): void;
   /** Which version runs, in words; ``warn`` marks it as a warning (the draft differs). */
   note?: { text: string; warn: boolean };
+  /** The input the form starts with (the draft's pinned test input). */
+  initialInput?: Record<string, unknown>;
 }
 
 interface RunCreated {
@@ -46,10 +48,10 @@ function isFreeForm(schema: Record<string, unknown>): boolean {
  * to ``/runs/<id>/``. Validates against the schema on submit; server field errors (``input.x``)
  * are shown on their fields. Escape or Cancel closes it.
  */
-export function StartRunDialog({ graphId, spec, onClose, version, navigate, note }: StartRunDialogProps) {
+export function StartRunDialog({ graphId, spec, onClose, version, navigate, note, initialInput }: StartRunDialogProps) {
   const schema = useMemo(() => inputFormSchema(spec), [spec]);
   const freeForm = isFreeForm(schema);
-  const [input, setInput] = useState<Record<string, unknown>>({});
+  const [input, setInput] = useState<Record<string, unknown>>(() => initialInput ?? {});
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [fieldErrors, setFieldErrors] = useState<ErrorSchema>({});
@@ -116,6 +118,11 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate, note
           </p>
         )}
         {!freeForm && <FormHelp schema={schema} />}
+        {initialInput && (
+          <p className="field-help run-dialog__pinned" role="note">
+            Prefilled with the draft's pinned test input (Triggers → Listen for test event).
+          </p>
+        )}
         {typeof schema.description === "string" && schema.description && <p className="field-help">{schema.description}</p>}
         {error && (
           <p className="panel-error" role="alert">

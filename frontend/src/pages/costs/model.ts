@@ -1,4 +1,5 @@
 // The cost page's data: API row types, filters <-> query strings, days filled in, chart series.
+import { STATUS_TOKENS } from "../../lib/statusTokens";
 import type { BarSeries } from "../../shell/BarChart";
 
 /** Spend of one group (``GET /costs/``): priced sum, unpriced attempts, tokens, retries and crash re-runs apart. */
@@ -47,7 +48,8 @@ export interface CostFilters {
   graph: string;
 }
 
-export const COLORS = { first: "#2f6fed", retry: "#d69e2e", crash: "#c7352b" } as const;
+/** Spend by kind of attempt: first attempts in the app's accent; retries and crash re-runs in the status colours of a retrying and an interrupted step (lib/statusTokens). */
+export const COLORS = { first: "#2f6fed", retry: STATUS_TOKENS.retrying.accent, crash: STATUS_TOKENS.interrupted.accent } as const;
 
 /** A UTC day as YYYY-MM-DD. */
 export function utcDay(date: Date): string {
