@@ -18,6 +18,7 @@ from rest_framework.response import Response
 
 from accounts import services
 from accounts.authentication import IsAdmin
+from accounts.fields import GroupNamesField, UsernamesField
 from accounts.models import ApiToken
 from accounts.roles import BUILDERS, ROLES, has_role, is_admin
 from accounts.tokens import token_create, token_revoke
@@ -31,34 +32,6 @@ PRINCIPALS_LIMIT = 20
 
 
 # --------------------------------------------------------------------------- serializers
-
-
-class UsernamesField(serializers.ListField):
-    """A list of usernames, turned into users (an unknown name is a field error)."""
-
-    child = serializers.CharField(max_length=150)
-
-    def to_internal_value(self, data: Any) -> list[Any]:
-        names = super().to_internal_value(data)
-        users = {u.get_username(): u for u in get_user_model().objects.filter(username__in=names)}
-        missing = sorted(set(names) - set(users))
-        if missing:
-            raise serializers.ValidationError(f"Unknown user(s): {', '.join(missing)}.")
-        return [users[n] for n in dict.fromkeys(names)]
-
-
-class GroupNamesField(serializers.ListField):
-    """A list of group names, turned into groups (an unknown name is a field error)."""
-
-    child = serializers.CharField(max_length=150)
-
-    def to_internal_value(self, data: Any) -> list[Any]:
-        names = super().to_internal_value(data)
-        groups = {g.name: g for g in Group.objects.filter(name__in=names)}
-        missing = sorted(set(names) - set(groups))
-        if missing:
-            raise serializers.ValidationError(f"Unknown group(s): {', '.join(missing)}.")
-        return [groups[n] for n in dict.fromkeys(names)]
 
 
 class TokenOutput(serializers.Serializer):

@@ -3,44 +3,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from accounts.fields import GroupNamesField, UsernamesField
 from builder.validation import validation_report
 from graphs.models import Graph, GraphVersion
 from runs.api.serializer_fields import JSONObjectField
 from runs.models import Run
-
-
-class UsernamesField(serializers.ListField):
-    """A list of usernames, turned into users (an unknown name is a field error)."""
-
-    child = serializers.CharField(max_length=150)
-
-    def to_internal_value(self, data: Any) -> list[Any]:
-        names = super().to_internal_value(data)
-        users = {u.get_username(): u for u in get_user_model().objects.filter(username__in=names)}
-        missing = sorted(set(names) - set(users))
-        if missing:
-            raise serializers.ValidationError(f"Unknown user(s): {', '.join(missing)}.")
-        return [users[n] for n in dict.fromkeys(names)]
-
-
-class GroupNamesField(serializers.ListField):
-    """A list of group names, turned into groups (an unknown name is a field error)."""
-
-    child = serializers.CharField(max_length=150)
-
-    def to_internal_value(self, data: Any) -> list[Any]:
-        from django.contrib.auth.models import Group
-
-        names = super().to_internal_value(data)
-        groups = {g.name: g for g in Group.objects.filter(name__in=names)}
-        missing = sorted(set(names) - set(groups))
-        if missing:
-            raise serializers.ValidationError(f"Unknown group(s): {', '.join(missing)}.")
-        return [groups[n] for n in dict.fromkeys(names)]
 
 
 def _username(user: Any) -> str | None:
