@@ -1,11 +1,14 @@
 // The run page's timeline: every attempt of every started step as its own bar on one time axis, each backoff between attempts as a labelled segment, parallel branches in lanes side by side.
+import { useLayoutEffect, useRef, useState, type RefObject } from "react";
 import { epochMs, formatClock, formatFromStart, formatOffset, formatSpan, useNow } from "../lib/time";
 import { formatDuration, formatUsd } from "../shell/format";
-import { stateColour, timelineLayout, timelineScale, type RunStep, type TimelineAttempt, type TimelineBackoff, type TimelineBar, type TimelineBreak } from "./runView";
+import { packDrawnLanes, stateColour, timelineLayout, timelineScale, type RunStep, type TimelineAttempt, type TimelineBackoff, type TimelineBar, type TimelineBreak } from "./runView";
 
 const LANE_PX = 26;
 /** The narrowest bar (px): a step of a few ms is still a target to click, and its colour shows. */
 const MIN_BAR_PX = 8;
+/** The chart's width (px) until it is measured (and where nothing is laid out, as in jsdom). */
+const ASSUMED_WIDTH_PX = 800;
 /** Bar states whose step is still open: its bar and its duration reach now. */
 const OPEN_STATES = new Set(["running", "interrupted", "waiting", "parked"]);
 /** Axis ticks this close (a share of the chart) to a break's label are left out: the label says the time there. */
@@ -52,9 +55,13 @@ export function Timeline({ steps, live, selected, onOpen, origin }: {
   steps: readonly RunStep[]; live: boolean; selected: number | null; onOpen: (step: RunStep) => void; origin?: string | null;
 }) {
   const now = useNow(live ? 1000 : null);
-  const layout = timelineLayout(steps, now);
-  if (layout.bars.length === 0) return <p className="muted">No step has started yet.</p>;
-  const scale = timelineScale(layout);
+  const lanesRef = useRef<HTMLDivElement>(null);
+  const timed = timelineLayout(steps, now);
+  const width = useChartWidth(lanesRef, timed.bars.length > 0);
+  if (timed.bars.length === 0) return <p className="muted">No step has started yet.</p>;
+  const scale = timelineScale(timed);
+  // Lanes by where bars are drawn: a bar's minimum width must not cover the next one's clicks.
+  const layout = packDrawnLanes(timed, scale, MIN_BAR_PX / width);
   const pct = (fraction: number) => `${fraction * 100}%`;
   // The axis counts from the run's start (the chart starts at its first step, a few ms later).
   const shift = (epochMs(origin) ?? layout.start) - layout.start;
@@ -79,7 +86,7 @@ export function Timeline({ steps, live, selected, onOpen, origin }: {
           <span key={b.from} className="timeline__break-label" style={{ left: pct(b.x + b.width / 2) }}>{breakText(b)}</span>
         ))}
       </div>
-      <div className="timeline__lanes" style={{ height: layout.lanes * LANE_PX }}>
+      <div ref={lanesRef} className="timeline__lanes" style={{ height: layout.lanes * LANE_PX }}>
         {ticks.map((t) => <div key={t.fx} className="timeline__grid" style={{ left: pct(t.fx) }} aria-hidden="true" />)}
         {scale.breaks.map((b) => (
           <div key={b.from} className="timeline__break" style={{ left: pct(b.x), width: pct(b.width) }}
@@ -89,6 +96,21 @@ export function Timeline({ steps, live, selected, onOpen, origin }: {
       </div>
     </div>
   );
+}
+
+/** The width (px) of the element in ``ref`` (mounted while ``shown``), kept up to date as it resizes; ASSUMED_WIDTH_PX until measured. */
+function useChartWidth(ref: RefObject<HTMLDivElement | null>, shown: boolean): number {
+  const [width, setWidth] = useState(ASSUMED_WIDTH_PX);
+  useLayoutEffect(() => {
+    const el = ref.current;
+    if (!el) return undefined;
+    const measure = () => { if (el.clientWidth > 0) setWidth(el.clientWidth); };
+    measure();
+    const watch = new ResizeObserver(measure);
+    watch.observe(el);
+    return () => watch.disconnect();
+  }, [ref, shown]);
+  return width;
 }
 
 /** One step's row: its attempts' bars, the backoffs between them, and its label (at its last attempt). */

@@ -1,5 +1,5 @@
 import { RUN_STATE_COLOURS } from "../builder/runStateColours";
-import { nodeMarks, stepsShown, testedNodeOnly, stateChangeRows, stateColour, stateKeysOrdered, stepState, timelineLayout, timelineScale, type RunStep } from "./runView";
+import { nodeMarks, packDrawnLanes, stepsShown, testedNodeOnly, stateChangeRows, stateColour, stateKeysOrdered, stepState, timelineLayout, timelineScale, type RunStep } from "./runView";
 
 const T0 = Date.parse("2026-12-02T10:00:00Z");
 const at = (ms: number) => new Date(T0 + ms).toISOString();
@@ -269,3 +269,23 @@ describe("a fork's kept nodes and a test run's harness", () => {
     expect(stepsShown(steps, null)).toBe(steps);
   });
 });
+
+describe("packDrawnLanes", () => {
+  it("moves a step that starts as a quick one ends to the next lane, where the quick one's minimum width would lie under it", () => {
+    // fetch: 1 s of backoff then a 3 ms retry; end starts the moment fetch ends, at the chart's end.
+    const fetch = step(1, "fetch", "succeeded", 0, 1003);
+    const l = timelineLayout([fetch, step(2, "end", "succeeded", 1003, 1004)], T0 + 2000);
+    expect(l.bars.map((b) => b.lane)).toEqual([0, 0]); // by time alone they touch
+    const packed = packDrawnLanes(l, timelineScale(l), 8 / 800);
+    expect(packed.bars.map((b) => b.lane)).toEqual([0, 1]);
+    expect(packed.lanes).toBe(2);
+    expect(l.bars[1]!.lane).toBe(0); // the layout given is not changed
+  });
+
+  it("keeps a chain of wide steps in one lane, touching bars included, with room up to the next bar", () => {
+    const l = timelineLayout([step(1, "a", "succeeded", 0, 100), step(2, "b", "succeeded", 100, 200), step(3, "c", "succeeded", 200, 300)], T0 + 1000);
+    const packed = packDrawnLanes(l, timelineScale(l), 8 / 800);
+    expect(packed.bars.map((b) => [b.lane, b.room])).toEqual([[0, 100], [0, 100], [0, 100]]);
+  });
+});
+

@@ -346,6 +346,34 @@ export function timelineScale(layout: TimelineLayout): TimelineScale {
   return { x, time, breaks: cut.map(([f, t]) => ({ from: f, to: t, x: x(f), width: drawn / total, waiting: open(f, t) })) };
 }
 
+/**
+ * ``layout`` with its lanes packed again by where the bars are drawn, not only by their times:
+ * a bar is at least ``minWidth`` of the chart wide (a step of a few ms stays a target) and one
+ * at the chart's end is drawn inside it, so a step that starts the moment the one before it in
+ * its lane ended (the end after a quick retry) would be drawn over that step's last attempt and
+ * take its clicks. Such a step goes to the next lane free where it is drawn. ``minWidth`` is a
+ * share of the chart (0..1): the narrowest bar's pixels over the chart's. Room for labels
+ * follows the new lanes. Returns a new layout; ``layout`` is not changed.
+ */
+export function packDrawnLanes(layout: TimelineLayout, scale: TimelineScale, minWidth: number): TimelineLayout {
+  const laneEnds: number[] = [];
+  const bars = layout.bars.map((b) => {
+    const left = Math.min(scale.x(b.from), 1 - minWidth);
+    const right = Math.max(scale.x(b.to), left + minWidth);
+    // A hair of slack: touching bars of a chain (one's end is the next one's start) share a lane.
+    let lane = laneEnds.findIndex((e) => e <= left + 1e-9);
+    if (lane === -1) { lane = laneEnds.length; laneEnds.push(right); } else laneEnds[lane] = right;
+    return { ...b, lane };
+  });
+  const nextInLane = new Map<number, number>();
+  for (let i = bars.length - 1; i >= 0; i--) {
+    const b = bars[i]!;
+    b.room = (nextInLane.get(b.lane) ?? layout.span) - b.from;
+    nextInLane.set(b.lane, b.from);
+  }
+  return { ...layout, bars, lanes: laneEnds.length };
+}
+
 function lastAttemptEnd(s: RunStep, from: number): number {
   const ends = (s.attempts ?? []).map((a) => (a.finished_at ? new Date(a.finished_at).getTime() : from));
   return ends.length ? Math.max(...ends) : from;
