@@ -145,10 +145,16 @@ def test_a_host_clock_skewed_by_a_minute_takes_no_live_lease_and_keeps_no_dead_o
     assert taken.split()[-1] == "[]"
     assert Step.objects.get(pk=step.pk).status == StepStatus.RUNNING
     # A lease the skewed host renews is written on the database's clock.
+    # The renewal happened between ``before`` and ``after`` on the database's clock, so its lease
+    # ends between them plus BALLAST_LEASE_SECONDS (30), however long the subprocess took; a
+    # lease written on the host's clock would be 60 s off.
+    before = clock.now()
     renewed = _skewed(f"from runs.engine.store import claims\nprint(claims.step_heartbeat({step.pk}, 1, '{OTHER}:4242:1'))", skew)
+    after = clock.now()
     assert renewed.split()[-1] == "True"
-    left = (Step.objects.get(pk=step.pk).lease_expires_at - clock.now()).total_seconds()
-    assert abs(left - 30) < 5, left  # BALLAST_LEASE_SECONDS from the database's now
+    expires = Step.objects.get(pk=step.pk).lease_expires_at
+    slack = timedelta(seconds=1)  # timestamp rounding between the two sessions
+    assert before + timedelta(seconds=30) - slack <= expires <= after + timedelta(seconds=30) + slack, (before, expires, after)
     # A dead lease (expired 5 s ago; its host silent and its lease gone): taken back.
     # Silent by its row, not by how long the subprocesses above took to start (a host
     # that still beats gets the live-owner grace for a lapsed lease).
