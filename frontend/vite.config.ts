@@ -24,6 +24,10 @@ export default defineConfig({
     // imports (React Flow, rjsf) were most of the run's time. setup.ts unmounts after each
     // test, so no file sees another's DOM.
     isolate: false,
+    // A test's ceiling, not its expected time: the machine is shared and loaded (CI runs these
+    // beside two pytest lanes, and stress-ng in the stress series), where a findBy wait plus
+    // user-event typing took 5.1 s, past vitest's default of 5 s. Waits end on what they wait for.
+    testTimeout: 60_000,
     // The status tokens' test reads styles/status.css as text ("?raw"): vitest empties CSS it does not process.
     css: { include: [/styles\/status\.css/] },
   },

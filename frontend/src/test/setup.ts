@@ -1,5 +1,5 @@
 // Test setup: jsdom lacks ResizeObserver and DOMMatrix, which React Flow needs to mount.
-import { cleanup } from "@testing-library/react";
+import { cleanup, configure } from "@testing-library/react";
 import { afterEach } from "vitest";
 import { preloadNodePanel } from "../builder/panel/NodePanelLazy";
 
@@ -10,6 +10,10 @@ afterEach(() => {
   localStorage.clear();
   sessionStorage.clear();
 });
+
+// findBy*/waitFor give up after this long (Testing Library's default is 1 s): on a loaded machine
+// a picker's options took longer than that to appear. A wait still ends as soon as it is met.
+configure({ asyncUtilTimeout: 15_000 });
 
 class ResizeObserverStub {
   observe(): void {}
