@@ -9,7 +9,8 @@ there is nothing to poison. ``/readyz?detail=1`` adds a JSON detail for an API t
 an administrator (staff): each check with its latency, and the worker hosts' liveness,
 which is reported and never makes a web host unready (workers are not this process's
 dependency: a web host that went unready with them would take the API and the approval
-inbox down too).
+inbox down too). The same middleware answers ``/metrics`` (ballast.metrics), which
+Prometheus scrapes by address too.
 """
 from __future__ import annotations
 
