@@ -238,7 +238,7 @@ def run_claimed(claimed: ClaimedStep) -> ClaimedStep | None:
     step is left running under a live owner.
     """
     kind = _metric_kind(claimed)
-    metrics.STEPS_STARTED.labels(kind=kind).inc()
+    metrics.labelled(metrics.STEPS_STARTED, kind).inc()
     outcome_value = execute_node(claimed)
     faults.point("before_commit", node_id=claimed.node_id, step_id=claimed.step_id)
     tries = 0
@@ -282,13 +282,13 @@ def _observe_commit(claimed: ClaimedStep, kind: str, value: NodeResult | NodeErr
     latency is counted): the step committed or failed (by error code), and the LLM usage
     and cost it stored, by graph, provider and model. Never raises."""
     try:
-        metrics.COMMIT_SECONDS.labels(outcome="committed" if outcome.committed else "lease_lost").observe(seconds)
+        metrics.labelled(metrics.COMMIT_SECONDS, "committed" if outcome.committed else "lease_lost").observe(seconds)
         if not outcome.committed:
             return
         if isinstance(value, NodeError):
-            metrics.STEPS_FAILED.labels(kind=kind, code=metrics.bounded("code", value.code)).inc()
+            metrics.labelled(metrics.STEPS_FAILED, kind, metrics.bounded("code", value.code)).inc()
         else:
-            metrics.STEPS_COMMITTED.labels(kind=kind).inc()
+            metrics.labelled(metrics.STEPS_COMMITTED, kind).inc()
         usage = value.usage
         if usage is not None or value.cost_usd:
             metrics.record_llm_usage(
@@ -308,7 +308,7 @@ def _claim_timed(claim: Callable[[], _C]) -> _C:
     began = time.perf_counter()
     claimed = claim()
     result = "claimed" if isinstance(claimed, ClaimedStep) else "none"
-    metrics.CLAIM_SECONDS.labels(result=result).observe(time.perf_counter() - began)
+    metrics.labelled(metrics.CLAIM_SECONDS, result).observe(time.perf_counter() - began)
     return claimed
 
 
