@@ -1,6 +1,7 @@
 """The web's /metrics through the real middleware stack: refused without a token or an allowed address (401, no metric in the body); after real runs, the engine's counters and histograms, the LLM spend by graph, provider and model, and the database's gauges read at scrape time; and the Grafana dashboard names only metrics a scrape exposes."""
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from decimal import Decimal
 
@@ -17,7 +18,7 @@ from runs.models import Run, StepAttempt
 from runs.services import run_start
 from tests.support import engine
 from tests.support.costs import crash_rerun_run, llm_spec
-from tests.support.metrics import dashboard_queries, exposed_names, metric_names, parse, sample_value
+from tests.support.metrics import DASHBOARD, dashboard_queries, exposed_names, metric_names, parse, sample_value
 from tests.support.specs import chain, edge, graph, node, publish, run_local
 
 # Transactional: the engine counts parks and take-backs once their transaction commits.
@@ -153,6 +154,13 @@ def test_the_dashboard_names_only_metrics_a_scrape_exposes_and_shows_every_one()
     named = set().union(*(metric_names(expr) for expr in queries))
     assert named, queries
     assert named <= exposed, sorted(named - exposed)
+    # Importable as Grafana exports it: a data source input, unique panel ids, each placed on the grid.
+    board = json.loads(DASHBOARD.read_text())
+    assert [i["name"] for i in board["__inputs"]] == ["DS_PROMETHEUS"] and board["uid"] and board["title"]
+    panels = board["panels"]
+    assert len({p["id"] for p in panels}) == len(panels)
+    assert all(set(p["gridPos"]) == {"h", "w", "x", "y"} and p["gridPos"]["x"] + p["gridPos"]["w"] <= 24 for p in panels)
+    assert all(p["datasource"]["uid"] == "${DS_PROMETHEUS}" for p in panels if p["type"] != "row")
     # Every metric Ballast defines has a panel.
     defined = {m._name for m in core_metrics.DEFINED} | set(DATABASE_GAUGES)
     shown = {name for name in defined if any(n == name or n.startswith(name + "_") for n in named)}
