@@ -121,6 +121,7 @@ class ApprovalInboxConsumer(JsonFramesConsumer):
     # No channel-layer channel of its own (the inbox is read from rows; see
     # runs.live.consumers.RunEventsConsumer: a Redis error there closed the socket with 1011).
     channel_layer_alias = None
+    metrics_stream = "inbox"
 
     async def connect(self) -> None:
         user = self.scope.get("user")

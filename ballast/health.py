@@ -9,7 +9,8 @@ there is nothing to poison. ``/readyz?detail=1`` adds a JSON detail for an API t
 an administrator (staff): each check with its latency, and the worker hosts' liveness,
 which is reported and never makes a web host unready (workers are not this process's
 dependency: a web host that went unready with them would take the API and the approval
-inbox down too).
+inbox down too). The same middleware answers ``/metrics`` (ballast.metrics), which
+Prometheus scrapes by address too.
 """
 from __future__ import annotations
 
@@ -19,10 +20,9 @@ from typing import Any
 
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
-from rest_framework import exceptions
-from rest_framework.request import Request
 
-from accounts.authentication import TokenAuthentication, is_admin
+from ballast.access import admin_token_refusal
+from ballast.metrics import metrics_view
 from core import health
 from runs.engine import api as engine_api
 
@@ -49,35 +49,6 @@ def healthz(request: HttpRequest) -> HttpResponse:
     if request.method not in ("GET", "HEAD"):
         return HttpResponseNotAllowed(["GET", "HEAD"])
     return _plain("ok", 200)
-
-
-def _error(status: int, code: str, message: str, **headers: str) -> JsonResponse:
-    """An error in the API's shape (``{"error": {"code", "message", "fields"}}``), no detail."""
-    response = JsonResponse({"error": {"code": code, "message": message, "fields": {}}}, status=status)
-    response["Cache-Control"] = "no-store"
-    for name, value in headers.items():
-        response[name.replace("_", "-")] = value
-    return response
-
-
-def _detail_refused(request: HttpRequest) -> JsonResponse | None:
-    """None when the request carries an administrator's valid API token; else the error to
-    answer: 401 without a token or with a bad one (counted and audited as every failed
-    token is, ``accounts.authentication.TokenAuthentication``), 429 past the rate of
-    failures, 403 for a valid token of a user who is not staff."""
-    auth = TokenAuthentication()
-    challenge = auth.authenticate_header(request)
-    try:
-        result = auth.authenticate(Request(request))
-    except exceptions.Throttled as exc:
-        return _error(429, "throttled", str(exc.detail), Retry_After=str(int(getattr(exc, "wait", None) or 1)))
-    except exceptions.AuthenticationFailed as exc:
-        return _error(401, "authentication_failed", str(exc.detail), WWW_Authenticate=challenge)
-    if result is None:
-        return _error(401, "not_authenticated", "The detail needs an API token: 'Authorization: Token <key>'.", WWW_Authenticate=challenge)
-    if not is_admin(result[0]):
-        return _error(403, "permission_denied", "Only administrators may see the readiness detail.")
-    return None
 
 
 def _note(ready: bool, checks: dict[str, health.Check]) -> None:
@@ -110,7 +81,7 @@ def readyz(request: HttpRequest) -> HttpResponse:
         return HttpResponseNotAllowed(["GET", "HEAD"])
     detail = request.GET.get("detail", "").lower() in {"1", "true", "yes"}
     if detail:
-        refused = _detail_refused(request)
+        refused = admin_token_refusal(request)
         if refused is not None:
             return refused
     checks = health.readiness()
@@ -131,8 +102,9 @@ def readyz(request: HttpRequest) -> HttpResponse:
     return response
 
 
-# The probe paths, answered before any other middleware (URLs in ballast/urls.py name them too).
-PROBES: dict[str, Callable[[HttpRequest], HttpResponse]] = {"/healthz": healthz, "/readyz": readyz}
+# The probe paths, answered before any other middleware (URLs in ballast/urls.py name them
+# too). /metrics too: Prometheus scrapes by address, as a load balancer probes.
+PROBES: dict[str, Callable[[HttpRequest], HttpResponse]] = {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics_view}
 
 
 class HealthProbeMiddleware:

@@ -24,6 +24,8 @@ Environment:
 - BALLAST_PG_NETWORK_TIMEOUT_SECONDS (default 5; 0: the operating system's defaults): a
   PostgreSQL connection whose network is silent this long fails instead of hanging (libpq
   keepalives, tcp_user_timeout and connect_timeout; see pg_network_options).
+- PROMETHEUS_MULTIPROC_DIR / BALLAST_METRICS_DIR, BALLAST_METRICS_ALLOW, BALLAST_METRICS_ADDRESS,
+  BALLAST_METRICS_PORT: Prometheus metrics (see the block above LOGGING).
 """
 from __future__ import annotations
 
@@ -571,6 +573,28 @@ BALLAST_CREDENTIALS_KEY = os.environ.get("BALLAST_CREDENTIALS_KEY", "")
 BALLAST_CREDENTIALS_KEY_FILE = VAR_DIR / "credentials-key.txt"
 # Seconds a "Test connection" (admin button, POST /api/v1/providers/<name>/test/) may take.
 BALLAST_PROVIDER_TEST_TIMEOUT = float(os.environ.get("BALLAST_PROVIDER_TEST_TIMEOUT", "15"))
+
+# Prometheus metrics (core.metrics, ballast.metrics; README "Metrics").
+# - Multiprocess mode: ``serve`` and ``qcluster`` run several processes on a host, which
+#   write their values into one directory per host (prometheus-client's standard
+#   PROMETHEUS_MULTIPROC_DIR); unless the environment names one, those two commands use
+#   BALLAST_METRICS_DIR (default var/metrics). It must be set before prometheus-client is
+#   first imported, hence here. Web hosts running several daphne processes set
+#   PROMETHEUS_MULTIPROC_DIR themselves.
+# - BALLAST_METRICS_ALLOW: client addresses or CIDR networks (comma separated; REMOTE_ADDR,
+#   never a forwarded header) that may read the web's /metrics without a token; anyone
+#   else needs a staff user's API token, as for /readyz?detail=1.
+# - BALLAST_METRICS_ADDRESS (default 127.0.0.1) and BALLAST_METRICS_PORT (default 0: off):
+#   a worker host's own endpoint, served by the qcluster's main process.
+BALLAST_METRICS_DIR = Path(os.environ.get("BALLAST_METRICS_DIR", VAR_DIR / "metrics"))
+if len(sys.argv) > 1 and sys.argv[1] in {"serve", "qcluster"} and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(BALLAST_METRICS_DIR)
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    # prometheus-client opens a file there for each metric a process creates, on import.
+    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+BALLAST_METRICS_ALLOW = [e.strip() for e in os.environ.get("BALLAST_METRICS_ALLOW", "").split(",") if e.strip()]
+BALLAST_METRICS_ADDRESS = os.environ.get("BALLAST_METRICS_ADDRESS", "127.0.0.1")
+BALLAST_METRICS_PORT = int(os.environ.get("BALLAST_METRICS_PORT", "0"))
 
 LOGGING = {
     "version": 1,

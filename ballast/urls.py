@@ -7,7 +7,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 import runs.providers.admin  # noqa: F401  (registers the LLM provider admin before admin.site.urls is built)
-from ballast import health, views
+from ballast import health, metrics, views
 from core.api import api_not_found
 
 api_v1 = [
@@ -23,6 +23,7 @@ urlpatterns = [
     # sessions; named here so reverse() and the URL list know them.
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("", views.home, name="home"),
     path("graphs/", views.graph_list, name="graphs-page"),
     path("graphs/<int:graph_id>/", views.graph_builder, name="graph-builder"),

@@ -56,6 +56,7 @@ __all__ = [
     "is_cluster_main_process",
     "local_mode",
     "owner_is_dead",
+    "queue_depth",
     "run_cancel",
     "run_cost_adjust",
     "run_event_append",
@@ -96,6 +97,8 @@ owner_is_dead = workers.owner_is_dead
 is_cluster_main_process = recovery.is_cluster_main_process
 start_supervisor = recovery.start_supervisor
 cluster_serve = cluster.serve
+# (due steps, seconds the oldest has been due or None): the web's metrics collector.
+queue_depth = recovery_queries.due_summary
 
 
 def _dispatch_on_commit(step_ids: list[int]) -> list[int]:

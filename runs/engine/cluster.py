@@ -55,6 +55,7 @@ from types import FrameType
 import psutil
 from django.conf import settings
 
+from core import metrics
 from runs import nodes, tools
 from runs.engine import dispatch, loop, recovery, workers
 from runs.engine.store import connections, events, recovery_queries
@@ -228,6 +229,10 @@ def serve(*, grace_seconds: float | None = None, run_once: bool = False) -> int:
     def on_signal(signum: int, frame: FrameType | None) -> None:
         signals.append(signal.Signals(signum).name)
 
+    metrics_dir = metrics.multiprocess_dir()
+    if metrics_dir:
+        # This host's metrics from an earlier start are not added to this one's.
+        metrics.clean_dead_processes(metrics_dir)
     os.register_at_fork(before=functools.partial(connections.close_before_fork, main_pid), after_in_child=functools.partial(_after_fork_in_child, main_pid))
     dispatch.on_worker_start(_claim_at_start)
     _take_back_at_start()
@@ -236,6 +241,9 @@ def serve(*, grace_seconds: float | None = None, run_once: bool = False) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     cluster.start()
+    metrics.WORKER_SLOTS.set(int(str(settings.Q_CLUSTER.get("workers") or 0)))
+    # The host's endpoint, started after the sentinel's fork so no child holds its socket.
+    metrics_server = metrics.serve_host(settings.BALLAST_METRICS_ADDRESS, settings.BALLAST_METRICS_PORT) if settings.BALLAST_METRICS_PORT else None
     if run_once:
         signals.append("run-once")
     while not signals:
@@ -243,6 +251,7 @@ def serve(*, grace_seconds: float | None = None, run_once: bool = False) -> int:
         if not signals and not cluster.alive:
             log.error("the cluster's sentinel exited on its own; stopping")
             recovery.stop_supervisor()
+            _stop_metrics(metrics_server)
             return 1
     window = max(grace - STOP_RESERVE_SECONDS, grace / 2)
     log.info("%s: stopping; in-flight steps have %.1fs to finish (grace period %gs)", signals[0], window, grace)
@@ -262,5 +271,13 @@ def serve(*, grace_seconds: float | None = None, run_once: bool = False) -> int:
     stopped.set()
     watchdog.join()
     recovery.stop_supervisor()  # deregisters this cluster (its Worker row) now, not at exit
+    _stop_metrics(metrics_server)
     log.info("cluster stopped in %.1fs", time.monotonic() - began)
     return 0
+
+
+def _stop_metrics(server: object) -> None:
+    """This cluster's slots are gone; its metrics endpoint (if any) stops."""
+    metrics.WORKER_SLOTS.set(0)
+    if server is not None:
+        server.shutdown()  # type: ignore[attr-defined]  # prometheus-client's ThreadingWSGIServer

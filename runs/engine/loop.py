@@ -15,9 +15,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 
 from django.conf import settings
 
+from core import metrics
 from runs.engine import dispatch, faults
 from runs.engine.store import (
     claims,
@@ -38,6 +40,7 @@ from runs.nodes.base import NodeContext, NodeResult, StateView
 from runs.vocabulary import NodeError
 
 log = logging.getLogger("ballast.engine")
+_C = TypeVar("_C")  # what a claim returns
 # How long a deadline that raised while firing waits before it is tried again.
 DEADLINE_RETRY_SECONDS = 60
 
@@ -234,9 +237,12 @@ def run_claimed(claimed: ClaimedStep) -> ClaimedStep | None:
     when not safe to repeat, as recovery does for a stopped worker) and re-raises, so no
     step is left running under a live owner.
     """
+    kind = _metric_kind(claimed)
+    metrics.labelled(metrics.STEPS_STARTED, kind).inc()
     outcome_value = execute_node(claimed)
     faults.point("before_commit", node_id=claimed.node_id, step_id=claimed.step_id)
     tries = 0
+    commit_began = time.perf_counter()
 
     def commit_once() -> CommitOutcome:
         nonlocal tries
@@ -254,11 +260,56 @@ def run_claimed(claimed: ClaimedStep) -> ClaimedStep | None:
     except Exception:
         _hand_back(claimed)
         raise
+    _observe_commit(claimed, kind, outcome_value, outcome, time.perf_counter() - commit_began)
     faults.point("after_commit", node_id=claimed.node_id, step_id=claimed.step_id)
     dispatch.enqueue(outcome.dispatch)
     if outcome.next_step is not None:
         dispatch.taken(outcome.next_step.step_id)
     return outcome.next_step
+
+
+def _metric_kind(claimed: ClaimedStep) -> str:
+    """The node kind of ``claimed``'s spec node as a metric label (a child step counts
+    under its parent's kind); ``unknown`` when its version cannot be read."""
+    try:
+        return metrics.bounded("kind", graphs.step_node(claimed.version_id, claimed.node_id).kind)
+    except Exception:  # observation never fails a step: the execution reports the real error
+        return "unknown"
+
+
+def _observe_commit(claimed: ClaimedStep, kind: str, value: NodeResult | NodeError, outcome: CommitOutcome, seconds: float) -> None:
+    """Metrics of one commit, once it returned (a lost lease wrote nothing: only its
+    latency is counted): the step committed or failed (by error code), and the LLM usage
+    and cost it stored, by graph, provider and model. Never raises."""
+    try:
+        metrics.labelled(metrics.COMMIT_SECONDS, "committed" if outcome.committed else "lease_lost").observe(seconds)
+        if not outcome.committed:
+            return
+        if isinstance(value, NodeError):
+            metrics.labelled(metrics.STEPS_FAILED, kind, metrics.bounded("code", value.code)).inc()
+        else:
+            metrics.labelled(metrics.STEPS_COMMITTED, kind).inc()
+        usage = value.usage
+        if usage is not None or value.cost_usd:
+            metrics.record_llm_usage(
+                graph=graphs.graph_name(claimed.version_id),
+                provider=usage.provider if usage else "",
+                model=usage.model if usage else "",
+                input_tokens=usage.input_tokens if usage else 0,
+                output_tokens=usage.output_tokens if usage else 0,
+                cost_usd=value.cost_usd,
+            )
+    except Exception:
+        log.exception("step %s: recording its commit's metrics failed", claimed.step_id)
+
+
+def _claim_timed(claim: Callable[[], _C]) -> _C:
+    """``claim()`` with its latency observed (ballast_step_claim_seconds)."""
+    began = time.perf_counter()
+    claimed = claim()
+    result = "claimed" if isinstance(claimed, ClaimedStep) else "none"
+    metrics.labelled(metrics.CLAIM_SECONDS, result).observe(time.perf_counter() - began)
+    return claimed
 
 
 def _commit(claimed: ClaimedStep, value: NodeResult | NodeError) -> CommitOutcome:
@@ -306,7 +357,7 @@ def execute_step(step_id: int, *, worker: str | None = None) -> None:
         # the step unclaimed, back on the queue for another worker.
         dispatch.enqueue([step_id])
         return
-    _run_chain(claims.step_claim(step_id, worker), worker, task_end=_task_end())
+    _run_chain(_claim_timed(lambda: claims.step_claim(step_id, worker)), worker, task_end=_task_end())
 
 
 def step_claim_due(worker: str) -> ClaimedStep | None:
@@ -336,7 +387,7 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
                 log.exception("deadline of step %s failed to fire; trying again in %ss", due_waiting, DEADLINE_RETRY_SECONDS)
                 deadlines.deadline_postpone(due_waiting, now + timedelta(seconds=DEADLINE_RETRY_SECONDS))
             continue
-        claimed = claims.claim_oldest_due(worker, now)
+        claimed = _claim_timed(functools.partial(claims.claim_oldest_due, worker, now))
         if not isinstance(claimed, claims.PickAgain):
             return claimed
 
@@ -357,6 +408,13 @@ def execute_due(hint: int, *, worker: str | None = None) -> None:
     if stop_requested():
         dispatch.enqueue([hint])
         return
+    with metrics.WORKER_SLOTS_IN_USE.track_inprogress():
+        _drain(worker)
+
+
+def _drain(worker: str) -> None:
+    """:func:`execute_due`'s work once it holds a worker slot: claim and run due steps
+    for up to BALLAST_DOORBELL_DRAIN_SECONDS."""
     deadline = time.monotonic() + settings.BALLAST_DOORBELL_DRAIN_SECONDS
     task_end = _task_end()
     while True:

@@ -33,6 +33,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from accounts import policy
+from core import metrics
 from runs.live.hub import Follower, hub
 from runs.models import Run
 from runs.sandbox import values
@@ -85,6 +86,23 @@ class JsonFramesConsumer(AsyncJsonWebsocketConsumer):
     closes with :data:`CLOSE_BINARY_FRAME`, text that is not strict JSON (NaN and
     Infinity included, as everywhere in Ballast: ``runs.sandbox.values.loads``) with
     :data:`CLOSE_NOT_JSON`. Messages that parse go to ``receive_json`` as before."""
+
+    # The ``stream`` label of ballast_websockets_open (bounded: one per consumer class).
+    metrics_stream = "runs"
+    _counted = False
+
+    async def accept(self, subprotocol: str | None = None, headers: Any = None) -> None:
+        """Accept the socket and count it open (ballast_websockets_open) until it closes."""
+        await super().accept(subprotocol, headers)
+        if not self._counted:
+            self._counted = True
+            metrics.WEBSOCKETS_OPEN.labels(stream=self.metrics_stream).inc()
+
+    async def websocket_disconnect(self, message: dict[str, Any]) -> None:
+        if self._counted:
+            self._counted = False
+            metrics.WEBSOCKETS_OPEN.labels(stream=self.metrics_stream).dec()
+        await super().websocket_disconnect(message)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         if text_data is None:

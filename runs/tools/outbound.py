@@ -37,6 +37,8 @@ import httpcore
 import httpx
 from django.conf import settings
 
+from core import metrics
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -186,6 +188,7 @@ def vet_addresses(host: str, addresses: Iterable[str], allowed: AllowList) -> No
         address = ipaddress.ip_address(text.split("%", 1)[0])  # drop an IPv6 zone id
         reason = address_refusal(address)
         if reason is not None and not allowed.allows_address(address):
+            metrics.OUTBOUND_REFUSED.labels(reason=reason).inc()
             raise OutboundRefused(host, str(address), reason)
 
 

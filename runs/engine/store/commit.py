@@ -482,7 +482,7 @@ def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
         if park_it:
             reason = f"stopped by an error that leaves its outcome unknown ({err['code']}: {err['message']}); not safe to repeat"
             data = {"node_id": claimed.node_id, "attempt": claimed.attempt, "error": err}
-            park(run, Step.objects.get(pk=claimed.step_id), by=claimed.worker, reason=reason, data=data)
+            park(run, Step.objects.get(pk=claimed.step_id), by=claimed.worker, reason=reason, data=data, cause="outcome_unknown")
             return CommitOutcome(committed=True, run_status=Run.objects.values_list("status", flat=True).get(pk=run.pk))
         if retry:
             create_event(

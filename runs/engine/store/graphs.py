@@ -60,3 +60,11 @@ def state_keys(version_id: int) -> frozenset[str]:
             continue
     keys.discard("input")
     return frozenset(keys)
+
+
+@lru_cache(maxsize=512)
+def graph_name(version_id: int) -> str:
+    """The name of the graph whose version ``version_id`` is (one query, then cached: a
+    label of the LLM usage metrics; a renamed graph keeps its old name in a process
+    until it restarts). "" for a version that no longer exists."""
+    return GraphVersion.objects.filter(pk=version_id).values_list("graph__name", flat=True).first() or ""

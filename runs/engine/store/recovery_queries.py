@@ -17,6 +17,7 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 
 from audit.chain import audit
+from core import metrics
 from runs.engine.store import clock
 from runs.engine.store.claims import due_steps
 from runs.engine.store.events import create as create_event
@@ -253,6 +254,8 @@ def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead,
         # only once the take-back committed (re-dispatch passes log no step again).
         why = "lease expired" if expired else "owner process or host gone"
         outcome = "re-queued" if target == StepStatus.PENDING else "parked for a decision (not safe to repeat)"
+        cause = "handed_back" if step.lease_owner == recovered_by else ("lease_expired" if expired else "owner_gone")
+        transaction.on_commit(lambda: metrics.LEASES_TAKEN_OVER.labels(cause=cause).inc())
         transaction.on_commit(
             lambda: log.warning(
                 "step %s (run %s, node %s, attempt %s) taken back from worker %s (%s): %s",
@@ -263,7 +266,7 @@ def step_recover(step_id: int, *, recovered_by: str, owner_is_dead: OwnerIsDead,
             create_event(run_id=run.pk, step_id=step_id, kind=RunEventKind.STEP_RECOVERED, data=data)
             audit(recovered_by, "step.rerun", step, actor_type="worker", **data)
             return [step_id]
-        park(run, step, by=recovered_by, reason="interrupted by a worker crash; not safe to repeat", data=data)
+        park(run, step, by=recovered_by, reason="interrupted by a worker crash; not safe to repeat", data=data, cause="worker_lost")
         return []
 
 
@@ -331,6 +334,17 @@ def _ring_for_deadlines(now: datetime, stale: datetime, run_id: int | None) -> l
 def due_count(now: datetime | None = None) -> int:
     """How many pending steps a doorbell could claim now (claims.due_steps)."""
     return due_steps(now or clock.now()).count()
+
+
+def due_summary() -> tuple[int, float | None]:
+    """(how many pending steps a doorbell could claim now, seconds the one due longest
+    has been due on the database's clock, or None when none is): the queue depth and its
+    oldest age (ballast_queue_depth, ballast_queue_oldest_due_age_seconds)."""
+    now = clock.now()
+    due = due_steps(now)
+    count = due.count()
+    oldest = clock.db_time(due.values_list("due_at", flat=True).first()) if count else None
+    return count, None if oldest is None else max(0.0, (now - oldest).total_seconds())
 
 
 def due_step_ids(*, limit: int, exclude: Sequence[int] = ()) -> list[int]:

@@ -11,10 +11,12 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils.module_loading import import_string
 
 from audit.chain import audit
+from core import metrics
 from runs.engine.store import clock
 from runs.engine.store.events import create as create_event
 from runs.engine.store.events import event as event  # re-exported: the engine builds events with writes.event
@@ -91,12 +93,15 @@ def active_steps(run_id: int, exclude: int | None = None) -> list[ActiveStep]:
     return [ActiveStep(*row) for row in qs.order_by("id").values_list("id", "node_id", "status", "dispatched_at", "available_at", "parent_id")]
 
 
-def park(run: Run, step: Step, *, by: str, reason: str, data: dict[str, Any]) -> None:
+def park(run: Run, step: Step, *, by: str, reason: str, data: dict[str, Any], cause: str) -> None:
     """What follows parking ``step`` (already set parked in the caller's transaction, under
     the run's row lock) because its side effect may have happened and it is not safe to
     repeat: its event and audit entry (``run.park`` by the worker ``by``), the run waiting
     when no other step can make progress, a person's decision asked for
-    (settings.BALLAST_PARK_HANDLER, with ``reason``) and the ``step_parked`` signal."""
+    (settings.BALLAST_PARK_HANDLER, with ``reason``) and the ``step_parked`` signal.
+    ``cause`` (``worker_lost``, ``outcome_unknown``) labels ballast_steps_parked_total,
+    counted once the caller's transaction commits."""
+    transaction.on_commit(lambda: metrics.STEPS_PARKED.labels(cause=cause).inc())
     create_event(run_id=run.pk, step_id=step.pk, kind=RunEventKind.STEP_PARKED, data=data)
     audit(by, "run.park", run, actor_type="worker", step=step.pk, **data)
     if not any(a.status in (StepStatus.PENDING, StepStatus.RUNNING) for a in active_steps(run.pk, exclude=step.pk)):

@@ -26,6 +26,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from core.metrics import clean_dead_processes
+
 log = logging.getLogger("ballast.serve")
 
 BACKOFF_FIRST = 1.0  # seconds before the first restart of a child that died
@@ -90,6 +92,11 @@ class Command(BaseCommand):
         parser.add_argument("--bind", default=os.environ.get("BALLAST_BIND", "127.0.0.1:8000"))
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")  # set by settings for serve
+        if metrics_dir:
+            # The host's metric files of an earlier start (dead processes): not added to
+            # this one's. Web and worker then share the directory.
+            clean_dead_processes(metrics_dir)
         manage = [sys.executable, "manage.py"]
         children = [Child("web", [*manage, "runserver", opts["bind"], "--noreload"]), Child("worker", [*manage, "qcluster"])]
         stopping: list[str] = []

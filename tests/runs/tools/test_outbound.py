@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
+from prometheus_client import REGISTRY
 
 from runs.providers import get_provider
 from runs.providers.base import LLMRequest, Message
@@ -169,6 +170,19 @@ def test_loopback_is_refused_by_default_and_nothing_is_sent(server):
     error = refused(f"http://127.0.0.1:{server}/json")
     assert error.details["reason"] == "loopback" and error.details["address"] == "127.0.0.1"
     assert Handler.received == []
+
+
+def test_a_refused_call_is_counted_by_reason_and_an_allowed_one_is_not(server, settings):
+    def count(reason: str) -> float:
+        return REGISTRY.get_sample_value("ballast_outbound_refused_total", {"reason": reason}) or 0.0
+
+    loopback, private = count("loopback"), count("private")
+    refused(f"http://127.0.0.1:{server}/json")
+    refused("http://10.0.0.1/")
+    assert (count("loopback"), count("private")) == (loopback + 1, private + 1)
+    settings.BALLAST_OUTBOUND_ALLOW = ["127.0.0.1"]
+    assert http({"url": f"http://127.0.0.1:{server}/json"})["status"] == 200
+    assert count("loopback") == loopback + 1
 
 
 @pytest.mark.parametrize(
