@@ -156,6 +156,20 @@ def test_a_tool_error_fails_the_step_without_retry(mcp_settings, log):
     assert "refused: no stock" in caught.value.message
 
 
+def test_an_agent_calls_an_mcp_tool_as_a_durable_child_step(mcp_settings, log):
+    stdio_server(log)
+    script = [
+        {"turn": 0, "reply": "", "tool_calls": [{"id": "c1", "name": "mcp__local__add", "arguments": {"a": 20, "b": 22}}]},
+        {"reply": "The sum is 42."},
+    ]
+    config = {"provider": "mock", "model": "mock-1", "prompt": "Add 20 and 22.", "tools": ["mcp__local__add"], "options": {"script": script}}
+    run = run_local(graph([node("start", "start"), node("agent", "agent", config=config), node("end", "end")], chain("start", "agent", "end")))
+    assert run.status == "succeeded", run.error
+    call = Step.objects.get(run=run, node_id="agent#0/tool-0-c1")
+    assert call.output == {"result": 42}
+    assert [c["meta"]["ballast/idempotency_key"] for c in seen(log)] == [call.idempotency_key]
+
+
 # --- a server down, hung, or cancelled --------------------------------------------------------
 def test_a_stopped_http_server_fails_the_call_quickly_with_a_retryable_error(mcp_settings, log):
     mcp_settings.BALLAST_OUTBOUND_ALLOW = ["127.0.0.1"]
