@@ -20,8 +20,10 @@ used. The SDK follows a redirect only within the endpoint's origin.
 
 from __future__ import annotations
 
+import functools
 import math
 import socket
+import ssl
 import threading
 import typing
 from collections.abc import Awaitable, Callable, Iterable
@@ -138,14 +140,19 @@ class VettingAsyncTransport(httpx2.AsyncHTTPTransport):
     environment are not read."""
 
     def __init__(self, allowed: AllowList):
-        super().__init__(trust_env=False)
+        context = _ssl_context()
+        super().__init__(verify=context, trust_env=False)
         # httpx2 builds its pool without a way to pass a network backend: replace it with
         # the same pool on ours. The refusal test fails if this breaks.
-        self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(trust_env=False),
-            max_connections=4,
-            network_backend=VettingAsyncBackend(allowed),
-        )
+        self._pool = httpcore2.AsyncConnectionPool(ssl_context=context, max_connections=4, network_backend=VettingAsyncBackend(allowed))
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """The default client TLS context (CA bundle loaded), made once per process: loading
+    the bundle twice per call took most of its connection time, and a client context is
+    safe to share between connections and threads."""
+    return httpx2.create_ssl_context(trust_env=False)
 
 
 def _http_client(endpoint: Endpoint, *, connect_timeout: float, read_timeout: float) -> httpx2.AsyncClient:

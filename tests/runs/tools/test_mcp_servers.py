@@ -14,13 +14,15 @@ from runs.nodes.tool import ToolConfig
 from runs.tools import ToolContext, UnknownTool, get_tool
 from runs.tools.mcp_servers import McpTool, services
 from runs.vocabulary import NodeError, StepCancelled
-from tests.support.bounded import finishes_within
+from tests.support.bounded import finishes_within, wait_until
 from tests.support.mcp_servers import PYTHON, SCRIPT, http_server, seen, stdio_args
 from tests.support.specs import chain, graph, node, run_local
 from tests.support.world import client_with_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+# Tests that start an MCP server (a Python interpreter, over stdio or HTTP) are in the process tier.
+SERVER_PROCESS = pytest.mark.process
 ADD_SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}
 
 
@@ -62,6 +64,7 @@ def our_server_processes() -> list[psutil.Process]:
 
 
 # --- saving and listing ----------------------------------------------------------------------
+@SERVER_PROCESS
 def test_a_stdio_server_saved_through_the_api_lists_its_tools_beside_the_built_ins(mcp_settings, staff, log):
     response = staff.post("/api/v1/mcp-servers/", {"name": "local", "transport": "stdio", "command": PYTHON, "args": stdio_args(log)}, format="json")
     assert response.status_code == 201, response.content
@@ -96,6 +99,7 @@ def test_writes_are_staff_only(mcp_settings, log):
 
 
 # --- calls from a graph -----------------------------------------------------------------------
+@SERVER_PROCESS
 def test_a_graph_calls_a_stdio_tool_with_the_steps_idempotency_key_in_meta(mcp_settings, log):
     stdio_server(log)
     run = run_local(tool_spec("mcp__local__record", {"text": "{{ input.note }}"}), {"note": "hello"})
@@ -108,6 +112,7 @@ def test_a_graph_calls_a_stdio_tool_with_the_steps_idempotency_key_in_meta(mcp_s
     assert our_server_processes() == []  # no server process outlives its call
 
 
+@SERVER_PROCESS
 def test_over_http_through_the_outbound_guard_with_encrypted_headers(mcp_settings, staff, log):
     with http_server(log) as server:
         created = staff.post(
@@ -148,6 +153,7 @@ def test_arguments_are_checked_against_the_tools_schema_before_any_call(mcp_sett
     assert seen(log) == [] and our_server_processes() == []
 
 
+@SERVER_PROCESS
 def test_a_tool_error_fails_the_step_without_retry(mcp_settings, log):
     stdio_server(log)
     with pytest.raises(NodeError) as caught:
@@ -156,6 +162,7 @@ def test_a_tool_error_fails_the_step_without_retry(mcp_settings, log):
     assert "refused: no stock" in caught.value.message
 
 
+@SERVER_PROCESS
 def test_an_agent_calls_an_mcp_tool_as_a_durable_child_step(mcp_settings, log):
     stdio_server(log)
     script = [
@@ -171,6 +178,7 @@ def test_an_agent_calls_an_mcp_tool_as_a_durable_child_step(mcp_settings, log):
 
 
 # --- a server down, hung, or cancelled --------------------------------------------------------
+@SERVER_PROCESS
 def test_a_stopped_http_server_fails_the_call_quickly_with_a_retryable_error(mcp_settings, log):
     mcp_settings.BALLAST_OUTBOUND_ALLOW = ["127.0.0.1"]
     with http_server(log) as server:
@@ -182,6 +190,7 @@ def test_a_stopped_http_server_fails_the_call_quickly_with_a_retryable_error(mcp
     assert caught.value.code == "mcp_unavailable" and caught.value.retryable and caught.value.not_sent
 
 
+@SERVER_PROCESS
 def test_a_stdio_server_that_dies_at_start_fails_with_a_retryable_error(mcp_settings, log, tmp_path):
     McpServer.objects.create(name="broken", transport="stdio", command=PYTHON, args=["-c", "raise SystemExit(3)"], tools=[{"name": "add", "input_schema": ADD_SCHEMA}])
     with finishes_within(30, "a call to a server that exits at start"), pytest.raises(NodeError) as caught:
@@ -189,6 +198,7 @@ def test_a_stdio_server_that_dies_at_start_fails_with_a_retryable_error(mcp_sett
     assert caught.value.code == "mcp_unavailable" and caught.value.retryable and caught.value.not_sent
 
 
+@SERVER_PROCESS
 def test_a_hung_call_is_bounded_by_the_call_timeout_and_may_have_been_sent(mcp_settings, log):
     mcp_settings.BALLAST_OUTBOUND_ALLOW = ["127.0.0.1"]
     mcp_settings.BALLAST_MCP_CALL_TIMEOUT = 1.0
@@ -200,6 +210,7 @@ def test_a_hung_call_is_bounded_by_the_call_timeout_and_may_have_been_sent(mcp_s
     assert not caught.value.not_sent  # it reached the server: a step not safe to repeat is parked, not retried
 
 
+@SERVER_PROCESS
 def test_the_steps_cancel_signal_ends_a_running_call(mcp_settings, log):
     mcp_settings.BALLAST_OUTBOUND_ALLOW = ["127.0.0.1"]
     with http_server(log) as server:
@@ -208,6 +219,25 @@ def test_the_steps_cancel_signal_ends_a_running_call(mcp_settings, log):
         threading.Timer(0.5, ctx.cancelled.set).start()
         with finishes_within(15, "a cancelled call"), pytest.raises(StepCancelled):
             get_tool("mcp__remote__slow").call({"seconds": 60}, ctx)
+
+
+@SERVER_PROCESS
+def test_a_cancelled_or_hung_stdio_call_leaves_no_server_process(mcp_settings, log):
+    McpServer.objects.create(name="local", transport="stdio", command=PYTHON, args=stdio_args(log), tools=[{"name": "slow", "input_schema": {"type": "object"}}])
+    ctx = ToolContext(idempotency_key="k-cancel-stdio")
+    # Cancelled once the server has the call (it logs it before sleeping).
+    watcher = threading.Thread(target=lambda: (wait_until(lambda: seen(log), 60, "the call to reach the server"), ctx.cancelled.set()))
+    watcher.start()
+    with finishes_within(70, "a cancelled stdio call"), pytest.raises(StepCancelled):
+        get_tool("mcp__local__slow").call({"seconds": 600}, ctx)
+    watcher.join()
+    wait_until(lambda: our_server_processes() == [], 10, "the stdio server's process to be gone")
+
+    mcp_settings.BALLAST_MCP_CALL_TIMEOUT = 1.0
+    with finishes_within(60, "a hung stdio call"), pytest.raises(NodeError) as caught:
+        get_tool("mcp__local__slow").call({"seconds": 600}, ToolContext(idempotency_key="k-hung-stdio"))
+    assert caught.value.code == "mcp_unavailable" and not caught.value.not_sent
+    wait_until(lambda: our_server_processes() == [], 10, "the stdio server's process to be gone")
 
 
 # --- repeat safety ----------------------------------------------------------------------------
