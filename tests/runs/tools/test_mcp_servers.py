@@ -7,6 +7,7 @@ import psutil
 import pytest
 from django.contrib.auth import get_user_model
 
+from approvals.models import ApprovalRequest
 from audit.models import AuditEntry
 from runs.models import McpServer, Step
 from runs.nodes import get_kind
@@ -238,6 +239,28 @@ def test_a_cancelled_or_hung_stdio_call_leaves_no_server_process(mcp_settings, l
         get_tool("mcp__local__slow").call({"seconds": 600}, ToolContext(idempotency_key="k-hung-stdio"))
     assert caught.value.code == "mcp_unavailable" and not caught.value.not_sent
     wait_until(lambda: our_server_processes() == [], 10, "the stdio server's process to be gone")
+
+
+@SERVER_PROCESS
+def test_a_timed_out_call_of_an_untrusted_tool_is_parked_for_a_person_not_sent_again(mcp_settings, log):
+    mcp_settings.BALLAST_OUTBOUND_ALLOW = ["127.0.0.1"]
+    mcp_settings.BALLAST_MCP_CALL_TIMEOUT = 1.0
+    with http_server(log) as server:
+        services.mcp_server_create(data={"name": "remote", "transport": "http", "url": server.url})
+        run = run_local(tool_spec("mcp__remote__slow", {"seconds": 30}, retry={"max_attempts": 3, "backoff_seconds": 0}), timeout=60)
+        assert run.status == "waiting", run.error
+        step = Step.objects.get(run=run, node_id="call")
+        assert step.status == "parked" and step.attempt == 1 and step.error["code"] == "mcp_unavailable", step.error
+        assert len([c for c in seen(log) if c["tool"] == "slow"]) == 1
+        assert ApprovalRequest.objects.get(run=run, purpose="recovery").payload["idempotency_key"] == step.idempotency_key
+
+        # The node saying it is safe to repeat keeps plain retries: three calls, one key.
+        retried = run_local(
+            tool_spec("mcp__remote__slow", {"seconds": 30}, retry={"max_attempts": 3, "backoff_seconds": 0}, repeat_safe=True), timeout=60
+        )
+        assert retried.status == "failed" and retried.error["code"] == "mcp_unavailable", retried.error
+        keys = [c["meta"]["ballast/idempotency_key"] for c in seen(log) if c["tool"] == "slow"][1:]
+        assert len(keys) == 3 and len(set(keys)) == 1
 
 
 # --- repeat safety ----------------------------------------------------------------------------
