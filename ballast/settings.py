@@ -537,6 +537,9 @@ BALLAST_OUTBOUND_MAX_REDIRECTS = int(os.environ.get("BALLAST_OUTBOUND_MAX_REDIRE
 BALLAST_MCP_STDIO_COMMANDS = [c.strip() for c in os.environ.get("BALLAST_MCP_STDIO_COMMANDS", "").split(",") if c.strip()]
 BALLAST_MCP_CONNECT_TIMEOUT = float(os.environ.get("BALLAST_MCP_CONNECT_TIMEOUT", "10"))
 BALLAST_MCP_CALL_TIMEOUT = float(os.environ.get("BALLAST_MCP_CALL_TIMEOUT", "60"))
+# Seconds an MCP session (a stdio server's process) is kept open after a call for the next
+# one in the same process (runs.tools.mcp_servers.pool); 0: a session per call.
+BALLAST_MCP_SESSION_IDLE_SECONDS = float(os.environ.get("BALLAST_MCP_SESSION_IDLE_SECONDS", "60"))
 BALLAST_PROVIDERS = {
     "mock": "runs.providers.mock.MockProvider",
     "openai": "runs.providers.openai_provider.OpenAIProvider",

@@ -3,11 +3,12 @@
 Run it as a script, ``python -P mcp_server_script.py stdio LOG`` or ``... http PORT LOG``
 (``-P``: this directory is not put on sys.path, so the names of tests/support never stand
 in for the SDK's imports). Every call of ``record``, ``slow`` and ``add`` appends a JSON line to the file
-LOG: ``{"tool", "arguments", "meta", "authorization"}``, what the server saw.
+LOG: ``{"tool", "arguments", "meta", "authorization", "pid"}``, what the server saw.
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -28,6 +29,7 @@ def _seen(tool: str, arguments: dict[str, Any], ctx: Context) -> None:
         "arguments": arguments,
         "meta": dict(meta) if meta else {},
         "authorization": headers.get("authorization"),
+        "pid": os.getpid(),
     }
     with open(LOG, "a") as fh:
         fh.write(json.dumps(record, default=str) + "\n")

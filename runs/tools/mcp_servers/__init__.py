@@ -168,16 +168,21 @@ class McpTool(RegisteredTool):
         call_timeout = float(settings.BALLAST_MCP_CALL_TIMEOUT)
         if ctx.timeout is not None:
             call_timeout = max(0.001, min(call_timeout, ctx.timeout))
+        idle_seconds = float(settings.BALLAST_MCP_SESSION_IDLE_SECONDS)
         try:
-            outcome = client.call_tool(
-                endpoint_of(server),
-                self.tool,
-                dict(raw_args),
-                idempotency_key=ctx.idempotency_key,
-                connect_timeout=float(settings.BALLAST_MCP_CONNECT_TIMEOUT),
-                call_timeout=call_timeout,
-                cancelled=ctx.cancelled,
-            )
+            endpoint = endpoint_of(server)
+            common: dict[str, Any] = {
+                "idempotency_key": ctx.idempotency_key,
+                "connect_timeout": float(settings.BALLAST_MCP_CONNECT_TIMEOUT),
+                "call_timeout": call_timeout,
+                "cancelled": ctx.cancelled,
+            }
+            if idle_seconds > 0:
+                from runs.tools.mcp_servers.pool import POOL  # function-level: the SDK's import cost
+
+                outcome = POOL.call_tool(endpoint, self.tool, dict(raw_args), idle_seconds=idle_seconds, **common)
+            else:
+                outcome = client.call_tool(endpoint, self.tool, dict(raw_args), **common)
         except client.McpCancelled:
             ctx.check_cancelled()
             raise NodeError("the MCP call was abandoned", code="cancelled", retryable=False) from None

@@ -206,6 +206,32 @@ def _leaves(exc: BaseException) -> Iterable[BaseException]:
         yield exc
 
 
+def classify(exc: BaseException, endpoint: Endpoint, *, sent: bool, connect_timeout: float, call_timeout: float) -> BaseException:
+    """The exception to raise for ``exc`` (possibly an exception group) from an operation on
+    ``endpoint``: OutboundRefused and McpProtocolError as they are, a JSON-RPC error answer
+    after the handshake (``sent``) as McpProtocolError, KeyboardInterrupt and SystemExit
+    as they are, anything else as McpUnavailable (``timed_out`` for a timeout)."""
+    leaves = list(_leaves(exc))
+    for leaf in leaves:
+        if isinstance(leaf, (OutboundRefused, McpProtocolError, McpUnavailable)):
+            return leaf
+    for leaf in leaves:
+        # A JSON-RPC error answer from a server that is up; the SDK also reports a
+        # connection closed under it, or a request that timed out, as codes of its own.
+        if isinstance(leaf, MCPError) and leaf.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT) and sent:
+            return McpProtocolError(f"MCP server {endpoint.name!r} answered with an error: {leaf.message}")
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        return exc
+    where = endpoint.url if endpoint.transport == "http" else endpoint.command
+    if any(isinstance(leaf, TimeoutError) or (isinstance(leaf, MCPError) and leaf.code == REQUEST_TIMEOUT) for leaf in leaves):
+        limit = call_timeout if sent else connect_timeout
+        stage = "did not answer the call" if sent else "did not finish connecting"
+        return McpUnavailable(f"MCP server {endpoint.name!r} ({where}) {stage} within {limit:g}s", sent=sent, timed_out=True)
+    first = leaves[0] if leaves else exc
+    stage = "failed during the call" if sent else "could not be reached"
+    return McpUnavailable(f"MCP server {endpoint.name!r} ({where}) {stage}: {type(first).__name__}: {first}", sent=sent)
+
+
 def _run(
     endpoint: Endpoint,
     work: Callable[[ClientSession], Awaitable[T]],
@@ -244,34 +270,10 @@ def _run(
                 tg.start_soon(watch_cancel)
             tg.start_soon(operate)
 
-    where = endpoint.url if endpoint.transport == "http" else endpoint.command
     try:
         anyio.run(main)
-    except BaseException as exc:  # noqa: BLE001 (sorted below; anything else is re-raised)
-        leaves = list(_leaves(exc))
-        for leaf in leaves:
-            if isinstance(leaf, (OutboundRefused, McpProtocolError)):
-                raise leaf from None
-        for leaf in leaves:
-            # A JSON-RPC error answer from a server that is up; the SDK also reports a
-            # connection closed under it, or a request that timed out, as codes of its own.
-            if isinstance(leaf, MCPError) and leaf.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT) and phase["initialized"]:
-                raise McpProtocolError(f"MCP server {endpoint.name!r} answered with an error: {leaf.message}") from None
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
-        sent = phase["initialized"]
-        timed_out = any(isinstance(leaf, TimeoutError) or (isinstance(leaf, MCPError) and leaf.code == REQUEST_TIMEOUT) for leaf in leaves)
-        if timed_out:
-            limit = call_timeout if sent else connect_timeout
-            stage = "did not answer the call" if sent else "did not finish connecting"
-            raise McpUnavailable(
-                f"MCP server {endpoint.name!r} ({where}) {stage} within {limit:g}s", sent=sent, timed_out=True
-            ) from None
-        first = leaves[0] if leaves else exc
-        stage = "failed during the call" if sent else "could not be reached"
-        raise McpUnavailable(
-            f"MCP server {endpoint.name!r} ({where}) {stage}: {type(first).__name__}: {first}", sent=sent
-        ) from exc
+    except BaseException as exc:  # noqa: BLE001 (classified; anything else is re-raised)
+        raise classify(exc, endpoint, sent=phase["initialized"], connect_timeout=connect_timeout, call_timeout=call_timeout) from exc
     if not result:
         raise McpCancelled(f"the call to MCP server {endpoint.name!r} was abandoned: the step was cancelled")
     return result[0]
@@ -326,9 +328,14 @@ def call_tool(
     call_timeout = call_timeout if math.isfinite(call_timeout) else 3600.0
 
     async def work(session: ClientSession) -> CallOutcome:
-        meta = typing.cast(RequestParamsMeta, {IDEMPOTENCY_META_KEY: idempotency_key})  # a TypedDict with extra items
-        answer = await session.call_tool(tool, arguments, meta=meta)
-        blocks = [b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in answer.content]
-        return CallOutcome(is_error=bool(answer.is_error), structured=answer.structured_content, content=blocks)
+        return await _call(session, tool, arguments, idempotency_key)
 
     return _run(endpoint, work, connect_timeout=connect_timeout, call_timeout=call_timeout, cancelled=cancelled)
+
+
+async def _call(session: ClientSession, tool: str, arguments: dict[str, Any], idempotency_key: str) -> CallOutcome:
+    """``tools/call`` on an initialized session, the idempotency key in ``_meta``."""
+    meta = typing.cast(RequestParamsMeta, {IDEMPOTENCY_META_KEY: idempotency_key})  # a TypedDict with extra items
+    answer = await session.call_tool(tool, arguments, meta=meta)
+    blocks = [b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in answer.content]
+    return CallOutcome(is_error=bool(answer.is_error), structured=answer.structured_content, content=blocks)

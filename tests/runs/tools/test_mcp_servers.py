@@ -14,6 +14,7 @@ from runs.nodes import get_kind
 from runs.nodes.tool import ToolConfig
 from runs.tools import ToolContext, UnknownTool, get_tool
 from runs.tools.mcp_servers import McpTool, services
+from runs.tools.mcp_servers.pool import POOL
 from runs.vocabulary import NodeError, StepCancelled
 from tests.support.bounded import finishes_within, wait_until
 from tests.support.mcp_servers import PYTHON, SCRIPT, http_server, seen, stdio_args
@@ -34,7 +35,17 @@ def mcp_settings(settings):
     settings.BALLAST_MCP_CONNECT_TIMEOUT = 30.0  # a stdio server is a Python start on a loaded machine
     settings.BALLAST_MCP_CALL_TIMEOUT = 30.0
     settings.BALLAST_OUTBOUND_ALLOW = []
+    settings.BALLAST_MCP_SESSION_IDLE_SECONDS = 0.0  # a session per call (the pool's own tests turn it on)
     return settings
+
+
+@pytest.fixture
+def pooled(mcp_settings):
+    """Sessions kept between calls; every one closed after the test."""
+    mcp_settings.BALLAST_MCP_SESSION_IDLE_SECONDS = 60.0
+    yield POOL
+    POOL.close_all()
+    wait_until(lambda: our_server_processes() == [], 30, "the pooled servers' processes to be gone")
 
 
 @pytest.fixture
@@ -61,7 +72,15 @@ def tool_spec(tool: str, args: dict, **fields) -> dict:
 
 
 def our_server_processes() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if SCRIPT in " ".join(p.cmdline())]
+    """The test servers' processes this one started that still run (a zombie has ended)."""
+    running = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE and SCRIPT in " ".join(process.cmdline()):
+                running.append(process)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    return running
 
 
 # --- saving and listing ----------------------------------------------------------------------
@@ -164,7 +183,7 @@ def test_a_tool_error_fails_the_step_without_retry(mcp_settings, log):
 
 
 @SERVER_PROCESS
-def test_an_agent_calls_an_mcp_tool_as_a_durable_child_step(mcp_settings, log):
+def test_an_agent_calls_an_mcp_tool_as_a_durable_child_step(pooled, log):
     stdio_server(log)
     script = [
         {"turn": 0, "reply": "", "tool_calls": [{"id": "c1", "name": "mcp__local__add", "arguments": {"a": 20, "b": 22}}]},
@@ -261,6 +280,41 @@ def test_a_timed_out_call_of_an_untrusted_tool_is_parked_for_a_person_not_sent_a
         assert retried.status == "failed" and retried.error["code"] == "mcp_unavailable", retried.error
         keys = [c["meta"]["ballast/idempotency_key"] for c in seen(log) if c["tool"] == "slow"][1:]
         assert len(keys) == 3 and len(set(keys)) == 1
+
+
+@SERVER_PROCESS
+def test_pooled_sessions_serve_calls_from_one_server_process_and_outlive_its_death(pooled, log):
+    stdio_server(log)
+    record = get_tool("mcp__local__record")
+    assert record.call({"text": "one"}, ToolContext(idempotency_key="k-1")) == {"recorded": "one"}
+    assert record.call({"text": "two"}, ToolContext(idempotency_key="k-2")) == {"recorded": "two"}
+    calls = seen(log)
+    assert [c["meta"]["ballast/idempotency_key"] for c in calls] == ["k-1", "k-2"]
+    assert calls[0]["pid"] == calls[1]["pid"] and [p.pid for p in our_server_processes()] == [calls[0]["pid"]]
+
+    # The server dies while idle: the next call is not lost to it (a ping finds it dead first).
+    psutil.Process(calls[0]["pid"]).kill()
+    assert record.call({"text": "three"}, ToolContext(idempotency_key="k-3")) == {"recorded": "three"}
+    assert seen(log)[-1]["pid"] != calls[0]["pid"]
+
+    # Idle past BALLAST_MCP_SESSION_IDLE_SECONDS: closed, its process stopped.
+    assert pooled.sweep(idle_seconds=0) == 1
+    wait_until(lambda: our_server_processes() == [], 30, "the idle server's process to be gone")
+
+
+@SERVER_PROCESS
+def test_a_pooled_session_whose_call_timed_out_is_closed_not_reused(pooled, mcp_settings, log):
+    stdio_server(log)
+    get_tool("mcp__local__add").call({"a": 1, "b": 1}, ToolContext(idempotency_key="k-warm"))
+    first = seen(log)[-1]["pid"]
+    mcp_settings.BALLAST_MCP_CALL_TIMEOUT = 1.0
+    with finishes_within(30, "a pooled call that hangs"), pytest.raises(NodeError) as caught:
+        get_tool("mcp__local__slow").call({"seconds": 600}, ToolContext(idempotency_key="k-hung-pooled"))
+    assert caught.value.code == "mcp_unavailable" and caught.value.retryable and not caught.value.not_sent
+    wait_until(lambda: first not in [p.pid for p in our_server_processes()], 30, "the hung session's server to be stopped")
+    mcp_settings.BALLAST_MCP_CALL_TIMEOUT = 30.0
+    assert get_tool("mcp__local__add").call({"a": 2, "b": 3}, ToolContext(idempotency_key="k-after")) == {"result": 5}
+    assert seen(log)[-1]["pid"] != first
 
 
 # --- repeat safety ----------------------------------------------------------------------------
