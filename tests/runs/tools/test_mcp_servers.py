@@ -12,13 +12,15 @@ from audit.models import AuditEntry
 from runs.models import McpServer, Step
 from runs.nodes import get_kind
 from runs.nodes.tool import ToolConfig
+from runs.services import run_start
 from runs.tools import ToolContext, UnknownTool, get_tool
 from runs.tools.mcp_servers import McpTool, services
 from runs.tools.mcp_servers.pool import POOL
 from runs.vocabulary import NodeError, StepCancelled
 from tests.support.bounded import finishes_within, wait_until
+from tests.support.cluster import wait_for_status
 from tests.support.mcp_servers import PYTHON, SCRIPT, http_server, seen, stdio_args
-from tests.support.specs import chain, graph, node, run_local
+from tests.support.specs import chain, graph, node, publish, run_local
 from tests.support.world import client_with_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -195,6 +197,32 @@ def test_an_agent_calls_an_mcp_tool_as_a_durable_child_step(pooled, log):
     call = Step.objects.get(run=run, node_id="agent#0/tool-0-c1")
     assert call.output == {"result": 42}
     assert [c["meta"]["ballast/idempotency_key"] for c in seen(log)] == [call.idempotency_key]
+
+
+@SERVER_PROCESS
+def test_a_qcluster_worker_calls_a_stdio_tool_run_after_run_on_one_pooled_server(mcp_settings, log, cluster_factory):
+    stdio_server(log)
+    version = publish(tool_spec("mcp__local__record", {"text": "{{ input.note }}"}))
+    cluster = cluster_factory("mcp", workers=1, extra_env={"BALLAST_MCP_STDIO_COMMANDS": PYTHON, "BALLAST_MCP_SESSION_IDLE_SECONDS": "60"}).start()
+    cluster.wait_ready()
+    runs = []
+    for i in range(3):
+        run = run_start(version=version, run_input={"note": f"run {i}"})
+        wait_for_status(run, "succeeded", clusters=[cluster], timeout=120)
+        runs.append(run)
+    calls = seen(log)
+    keys = [Step.objects.get(run=r, node_id="call").idempotency_key for r in runs]
+    assert [c["meta"]["ballast/idempotency_key"] for c in calls] == keys
+    assert len({c["pid"] for c in calls}) == 1  # one server process served the worker's three calls
+    cluster.stop()
+    wait_until(lambda: not _running(calls[0]["pid"]), 30, "the pooled server to end with its worker")
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 # --- a server down, hung, or cancelled --------------------------------------------------------
