@@ -533,6 +533,15 @@ BALLAST_TOOL_MODULES = ["runs.tools.builtins", "runs.tools.demo"] + [
 BALLAST_OUTBOUND_ALLOW = [e.strip() for e in os.environ.get("BALLAST_OUTBOUND_ALLOW", "").split(",") if e.strip()]
 BALLAST_OUTBOUND_MAX_RESPONSE_BYTES = int(os.environ.get("BALLAST_OUTBOUND_MAX_RESPONSE_BYTES", str(10 * 1024 * 1024)))
 BALLAST_OUTBOUND_MAX_REDIRECTS = int(os.environ.get("BALLAST_OUTBOUND_MAX_REDIRECTS", "5"))
+# MCP servers added in the app (runs.tools.mcp_servers): the stdio commands an operator
+# allows them to run (exact strings, comma separated; empty: no stdio server may be added),
+# and the bounds of a connection (start or reach + handshake) and of one tool call, seconds.
+BALLAST_MCP_STDIO_COMMANDS = [c.strip() for c in os.environ.get("BALLAST_MCP_STDIO_COMMANDS", "").split(",") if c.strip()]
+BALLAST_MCP_CONNECT_TIMEOUT = float(os.environ.get("BALLAST_MCP_CONNECT_TIMEOUT", "10"))
+BALLAST_MCP_CALL_TIMEOUT = float(os.environ.get("BALLAST_MCP_CALL_TIMEOUT", "60"))
+# Seconds an MCP session (a stdio server's process) is kept open after a call for the next
+# one in the same process (runs.tools.mcp_servers.pool); 0: a session per call.
+BALLAST_MCP_SESSION_IDLE_SECONDS = float(os.environ.get("BALLAST_MCP_SESSION_IDLE_SECONDS", "60"))
 BALLAST_PROVIDERS = {
     "mock": "runs.providers.mock.MockProvider",
     "openai": "runs.providers.openai_provider.OpenAIProvider",

@@ -35,6 +35,7 @@ CASES = {
     "run_list": "the run list with 100,000 runs: ms and statements per API page (first, filtered, searched, deep keyset), superuser and operator",
     "startup": "a restarted qcluster's start, phase by phase (interpreter, Django, django-q2's processes, recovery, first claim), 30 runs in flight",
     "fixed": "per-run fixed cost (start -> end) in-process and through a qcluster, worker connections kept vs per task",
+    "mcp": "MCP tool-call overhead per call over the tool's own time, stdio and Streamable HTTP (a session per call, as a step)",
 }
 
 # What `make bench` (``python -m bench all``) runs: (case, databases, extra args). Sized to
@@ -58,6 +59,7 @@ PLAN: list[tuple[str, tuple[str, ...], list[str]]] = [
     ("live", ("postgres", "sqlite"), []),
     ("live_events", ("postgres", "sqlite"), []),
     ("run_list", ("postgres", "sqlite"), []),
+    ("mcp", ("sqlite",), []),  # no database in the call: one pass
 ]
 
 
@@ -127,7 +129,20 @@ def run_case(args: argparse.Namespace) -> int:
 
     core.use_settings(args.settings)
     core.setup(db)
-    from bench import anatomy, browser, cases, compare, fixed, headline, inbox, live_events, run_list, scaling, startup
+    from bench import (
+        anatomy,
+        browser,
+        cases,
+        compare,
+        fixed,
+        headline,
+        inbox,
+        live_events,
+        mcp_overhead,
+        run_list,
+        scaling,
+        startup,
+    )
 
     rep = core.Reporter(db)
     paths = ("inprocess", "qcluster") if args.path == "both" else (args.path,)
@@ -153,6 +168,7 @@ def run_case(args: argparse.Namespace) -> int:
         "fixed": fixed.case_fixed,
         "run_list": run_list.case_run_list,
         "startup": startup.case_startup,
+        "mcp": mcp_overhead.case_mcp,
     }
     started = time.monotonic()
     if args.case not in ("floor", "builder", "headline"):  # the headline samples the floor in every round

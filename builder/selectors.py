@@ -12,6 +12,7 @@ from runs.models import Run
 from runs.nodes import all_kinds
 from runs.providers import get_provider, provider_names
 from runs.tools import all_tools
+from runs.tools.mcp_servers import all_mcp_tools
 
 
 def graph_list(*, search: str | None = None) -> QuerySet[Graph]:
@@ -188,12 +189,18 @@ def node_kind_catalogue() -> list[dict[str, Any]]:
 
 
 def tool_catalogue() -> list[dict[str, Any]]:
-    """Every registered tool, by name: ``{"name", "description", "args_schema" (JSON
-    Schema of its arguments), "repeat_safe"}``."""
-    return [
-        {"name": t.name, "description": t.description, "args_schema": t.json_schema(), "repeat_safe": t.repeat_safe}
+    """Every registered tool, by name, then the tools of the enabled MCP servers (their
+    stored lists, by server): ``{"name", "description", "args_schema" (JSON Schema of its
+    arguments), "repeat_safe", "mcp_server" (None for a registered tool)}``."""
+    registered = [
+        {"name": t.name, "description": t.description, "args_schema": t.json_schema(), "repeat_safe": t.repeat_safe, "mcp_server": None}
         for t in all_tools().values()
     ]
+    mcp = [
+        {"name": t.name, "description": t.description, "args_schema": t.json_schema(), "repeat_safe": t.repeat_safe, "mcp_server": t.server}
+        for t in all_mcp_tools()
+    ]
+    return registered + mcp
 
 
 def _price_library_models(provider_id: str | None) -> list[dict[str, Any]]:

@@ -406,6 +406,7 @@ class ToolOutput(serializers.Serializer):
     description = serializers.CharField(allow_blank=True)
     args_schema = serializers.JSONField()
     repeat_safe = serializers.BooleanField()
+    mcp_server = serializers.CharField(allow_null=True, help_text="The MCP server the tool lives on (its name is mcp__<server>__<tool>); null for a registered Python tool.")
 
 
 class ToolsOutput(serializers.Serializer):

@@ -1,4 +1,4 @@
-"""Runs, steps, run events and app-stored provider credentials: the rows the durable engine commits and reads
+"""Runs, steps, run events, app-stored provider credentials and MCP servers: the rows the durable engine commits and reads
 (its audit entries are audit.models')."""
 from __future__ import annotations
 
@@ -483,6 +483,65 @@ class ProviderCredential(models.Model):
     def audit_scope(self) -> str:
         """One audit chain per provider name (it outlives a deleted and re-created row)."""
         return f"provider:{self.name}"
+
+
+class McpTransport(models.TextChoices):
+    STDIO = "stdio", "stdio (a local command)"
+    HTTP = "http", "Streamable HTTP"
+
+
+class McpServer(models.Model):
+    """An MCP server added in the app, whose tools nodes and agents call as
+    ``mcp__<name>__<tool>`` (runs.tools.mcp_servers).
+
+    ``transport`` stdio runs ``command`` with ``args`` (the command must be one of
+    ``settings.BALLAST_MCP_STDIO_COMMANDS``, checked at save and again at each call); http
+    posts to ``url`` through the outbound guard. ``headers_encrypted`` is a Fernet token
+    (the provider keys' cipher) of the HTTP headers sent with every request (an
+    Authorization header, say): write-only, never shown. ``trust_annotations``: whether
+    the server's own ``readOnlyHint``/``idempotentHint`` make a tool safe to repeat (off:
+    an annotation is the server's claim, not a fact). ``tools`` is the tool list last read
+    from the server (``[{"name", "description", "input_schema", "annotations"}]``) at
+    ``tools_listed_at``: lookups read it, never the server; a save or a connection test
+    reads it again. ``last_error`` is that read's failure ("" when it worked).
+    """
+
+    name = models.CharField(max_length=40, unique=True)
+    label = models.CharField(max_length=200, blank=True, default="")
+    transport = models.CharField(max_length=16, choices=McpTransport.choices)
+    command = models.CharField(max_length=500, blank=True, default="")
+    args = models.JSONField(default=list, blank=True)
+    url = models.CharField(max_length=500, blank=True, default="")
+    headers_encrypted = models.TextField(blank=True, default="", editable=False)
+    trust_annotations = models.BooleanField(default=False)
+    enabled = models.BooleanField(default=True)
+    tools = models.JSONField(default=list, blank=True, editable=False)
+    tools_listed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_error = models.TextField(blank=True, default="", editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP server"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def has_headers(self) -> bool:
+        return bool(self.headers_encrypted)
+
+    @property
+    def audit_scope(self) -> str:
+        """One audit chain per server name (it outlives a deleted and re-created row)."""
+        return f"mcp_server:{self.name}"
 
 
 class RunEventCounter(models.Model):

@@ -1,10 +1,11 @@
-"""Run, step, event, cost, audit and provider API routes (mounted at /api/v1/)."""
+"""Run, step, event, cost, audit, provider and MCP server API routes (mounted at /api/v1/)."""
 from django.urls import path
 
 from runs.api import actions as action_apis
 from runs.api import apis
 from runs.providers import apis as provider_apis
 from runs.reports import apis as report_apis
+from runs.tools.mcp_servers import apis as mcp_apis
 
 urlpatterns = [
     path("runs/", apis.RunCollectionApi.as_view(), name="runs"),
@@ -38,4 +39,7 @@ urlpatterns = [
     path("providers/", provider_apis.ProviderCollectionApi.as_view(), name="providers"),
     path("providers/<str:name>/", provider_apis.ProviderDetailApi.as_view(), name="provider"),
     path("providers/<str:name>/test/", provider_apis.ProviderTestApi.as_view(), name="provider-test"),
+    path("mcp-servers/", mcp_apis.McpServerCollectionApi.as_view(), name="mcp-servers"),
+    path("mcp-servers/<str:name>/", mcp_apis.McpServerDetailApi.as_view(), name="mcp-server"),
+    path("mcp-servers/<str:name>/test/", mcp_apis.McpServerTestApi.as_view(), name="mcp-server-test"),
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from core.fields import field_path
 from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeKind, NodeResult
@@ -78,15 +78,11 @@ class ToolNode(NodeKind[ToolConfig]):
         except UnknownTool:
             issues.append(Issue(node_id, "config.tool", f"unknown tool {config.tool!r}", code="unknown_tool"))
             return issues
-        try:
-            registered.args_model.model_validate(config.args)
-        except ValidationError as exc:
-            for error in exc.errors(include_url=False):
-                loc = error["loc"]
-                # A templated argument's value is only known at run time.
-                if loc and loc[0] in templated:
-                    continue
-                issues.append(Issue(node_id, field_path(loc, "config.args"), error["msg"], code="tool_arguments"))
+        for loc, message in registered.argument_problems(config.args):
+            # A templated argument's value is only known at run time.
+            if loc and loc[0] in templated:
+                continue
+            issues.append(Issue(node_id, field_path(loc, "config.args"), message, code="tool_arguments"))
         return issues
 
     def execute(self, config: ToolConfig, ctx: NodeContext) -> NodeResult:

@@ -41,7 +41,7 @@ from django.core.signals import setting_changed
 from django.db import transaction
 from django.dispatch import receiver
 
-from runs.models import ProviderCredential, ProviderKind
+from runs.models import McpServer, ProviderCredential, ProviderKind
 from runs.providers import get_provider
 from runs.providers.anthropic_provider import AnthropicProvider
 from runs.providers.base import LLMProvider, LLMRequest, Message, ProviderError
@@ -167,9 +167,40 @@ def decrypt_api_key(credential: ProviderCredential) -> str:
     return plain["key"]
 
 
+def encrypt_secret(value: Any, *, bound_to: str) -> str:
+    """The Fernet token (str) storing the JSON value ``value`` (an MCP server's headers)
+    under the providers' keys, bound to ``bound_to`` (a scope such as ``mcp_server:x``) so
+    that a token copied onto another row does not decrypt there; "" for an empty value."""
+    if not value:
+        return ""
+    plain = json.dumps({"bound_to": bound_to, "value": value}, separators=(",", ":"))
+    return cipher().encrypt(plain.encode()).decode("ascii")
+
+
+def decrypt_secret(token: str, *, bound_to: str, label: str) -> Any:
+    """The value :func:`encrypt_secret` stored in ``token`` (None for ""). Raises
+    NodeError ``credentials`` (not retryable) naming ``label`` when no configured key
+    decrypts it or it was made for another scope; the message never shows the value."""
+    if not token:
+        return None
+    try:
+        plain = json.loads(cipher().decrypt(token.encode("ascii")))
+    except (InvalidToken, ValueError, UnicodeError):
+        plain = None
+    if not isinstance(plain, dict) or plain.get("bound_to") != bound_to:
+        raise NodeError(
+            f"the stored secret of {label} cannot be decrypted with BALLAST_CREDENTIALS_KEY "
+            "(was the key it was saved with removed?); save it again",
+            code="credentials",
+            retryable=False,
+        )
+    return plain["value"]
+
+
 def credentials_rotate() -> int:
-    """Re-encrypt every stored key with the first key of BALLAST_CREDENTIALS_KEY (the
-    others must still decrypt them). Returns how many rows were re-encrypted. Raises
+    """Re-encrypt every stored key (and MCP server headers) with the first key of
+    BALLAST_CREDENTIALS_KEY (the others must still decrypt them). Returns how many rows
+    were re-encrypted. Raises
     CredentialUnreadable (nothing changed) when a key can no longer be decrypted."""
     fernet = cipher()
     done = 0
@@ -181,6 +212,14 @@ def credentials_rotate() -> int:
                 raise CredentialUnreadable(row.name) from None
             # Same plaintext, new ciphertext: updated_at stays, so nothing else changes.
             ProviderCredential.objects.filter(pk=row.pk).update(api_key_encrypted=token)
+            done += 1
+        # MCP servers' headers share the cipher (encrypt_secret): rotated with the keys.
+        for server in McpServer.objects.select_for_update().exclude(headers_encrypted="").order_by("pk"):
+            try:
+                token = fernet.rotate(server.headers_encrypted.encode("ascii")).decode("ascii")
+            except InvalidToken:
+                raise CredentialUnreadable(f"mcp server {server.name}") from None
+            McpServer.objects.filter(pk=server.pk).update(headers_encrypted=token)
             done += 1
     _instances.clear()
     return done

@@ -5,7 +5,9 @@ Modules listed in settings.BALLAST_TOOL_MODULES (the built-ins and
 BALLAST_EXTRA_TOOL_MODULES) are imported on the first lookup, and their ``@tool``
 decorators register the functions; a web or worker process does not import them as
 Django starts, but the system check of runs.tools.checks, which ``manage.py`` commands
-run at start, imports them all and names a module that fails.
+run at start, imports them all and names a module that fails. The tools of MCP servers
+added in the app (``mcp__<server>__<tool>``, runs.tools.mcp_servers) are found by
+:func:`get_tool` too.
 """
 
 from __future__ import annotations
@@ -134,6 +136,15 @@ class RegisteredTool:
                 details={"errors": errors},
             ) from exc
 
+    def argument_problems(self, raw: Mapping[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
+        """``(location, message)`` per way ``raw`` breaks the arguments model (empty when
+        it fits); validation reads these to name a node's fields."""
+        try:
+            self.args_model.model_validate(dict(raw))
+        except ValidationError as exc:
+            return [(tuple(e["loc"]), e["msg"]) for e in exc.errors(include_url=False)]
+        return []
+
     def call(self, raw_args: Mapping[str, Any], ctx: ToolContext) -> Any:
         """Validate ``raw_args``, run the tool and return its result as plain JSON data.
 
@@ -199,12 +210,21 @@ def tool(name: Any = None, *, description: str = "", repeat_safe: bool = True) -
 
 
 def get_tool(name: str) -> RegisteredTool:
-    """The tool registered as ``name``. Raises UnknownTool."""
+    """The tool registered as ``name``, or the MCP server tool so named
+    (``mcp__<server>__<tool>``: a query of that server's stored tool list, see
+    runs.tools.mcp_servers). Raises UnknownTool."""
     _load_modules()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownTool(name) from None
+    registered = _REGISTRY.get(name)
+    if registered is not None:
+        return registered
+    if name.startswith("mcp__"):
+        # Function-level: the MCP package imports this one (its tools are RegisteredTools).
+        from runs.tools.mcp_servers import find_tool
+
+        found = find_tool(name)
+        if found is not None:
+            return found
+    raise UnknownTool(name)
 
 
 def require_tool(name: str) -> RegisteredTool:
@@ -217,7 +237,8 @@ def require_tool(name: str) -> RegisteredTool:
 
 
 def all_tools() -> dict[str, RegisteredTool]:
-    """Every registered tool, by name, sorted by name."""
+    """Every registered tool, by name, sorted by name (not the MCP servers' tools, which
+    live in the database: runs.tools.mcp_servers.all_mcp_tools)."""
     _load_modules()
     return dict(sorted(_REGISTRY.items()))
 
