@@ -1,4 +1,5 @@
 // The builder page (/graphs/<id>/): loads the graph, the node-kind catalogue and validation; canvas, palette, side panel.
+import type { GraphDetail, NodeKindInfo, PublishWarning, StoredDraft, VersionDiff } from "../api/types";
 import { ReactFlowProvider } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
 import { Fragment, Suspense, lazy, useCallback, useDeferredValue, useEffect, useMemo, useRef, useState } from "react";
@@ -13,10 +14,9 @@ import { Palette } from "./Palette";
 import { draftNotice, publishBlocked as publishBlockedReason, runBlocked, runVersionNote, type DraftState } from "./run/runNote";
 import { takeBuilderLoad, versionParam } from "./load";
 import type { GraphSpec } from "./spec";
-import { BuilderContext, useBuilderState, type NodeKindInfo } from "./store";
-import { useAutosave, type SaveStatus, type StoredDraft } from "./useAutosave";
+import { BuilderContext, useBuilderState } from "./store";
+import { useAutosave, type SaveStatus } from "./useAutosave";
 import { useValidation } from "./useValidation";
-import type { VersionDiff } from "./versions/diff";
 import "./builder.css";
 
 // The side panel (JSON-Schema forms, code editors) is its own chunk: the canvas draws
@@ -26,13 +26,6 @@ const SidePanel = lazy(() => import("./panel/SidePanel"));
 const StartRunDialog = lazy(() => import("./run/StartRunDialog"));
 const VersionsPanel = lazy(() => import("./versions/VersionsPanel"));
 const TriggersPanel = lazy(() => import("./triggers/TriggersPanel"));
-
-/** GET /api/v1/graphs/<id>/ (the fields the builder uses). */
-export interface GraphDetail extends StoredDraft {
-  id: number;
-  name: string;
-  latest_version: number | null;
-}
 
 interface Loaded {
   graph: GraphDetail;
@@ -402,14 +395,6 @@ function HelpDialog({ onClose }: { onClose: () => void }) {
       </table>
     </Dialog>
   );
-}
-
-/** Something a new version breaks, from the publish answer (builder.publish_checks on the server). */
-export interface PublishWarning {
-  code: string;
-  message: string;
-  subject: { kind?: string; id?: number; name?: string };
-  fields: Record<string, string[]>;
 }
 
 function PublishDialog({ graphId, flush, onClose, onPublished, onVersion, onShowTriggers }: {

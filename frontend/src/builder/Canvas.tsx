@@ -1,8 +1,9 @@
 // The builder canvas: React Flow over the spec (nodes, edges, notes), with drag and drop, shortcuts and layout.
+import type { ValidationIssue } from "../api/types";
 import {
   Background, ControlButton, Controls, Panel, ReactFlow, applyNodeChanges, useNodesInitialized, useReactFlow,
   useStoreApi,
-  type Connection, type Edge, type EdgeChange, type IsValidConnection, type Node, type NodeChange, type NodePositionChange,
+  type Connection, type Edge, type EdgeChange, type IsValidConnection, type NodeChange, type NodePositionChange,
 } from "@xyflow/react";
 import { memo, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type DragEvent, type MouseEvent } from "react";
 import { CLIPBOARD_STORAGE_KEY, copyFragment, parseFragment, pasteFragment, pasteOffset, type Fragment } from "./clipboard";
@@ -19,7 +20,7 @@ import { SpecMiniMap } from "./SpecMiniMap";
 import { preloadNodePanel } from "./panel/NodePanelLazy";
 import { DRAG_MIME } from "./Palette";
 import { freshId, type EdgeSpec, type NodeSpec, type Position } from "./spec";
-import { edgeKey, useBuilder, type ValidationIssue } from "./store";
+import { edgeKey, useBuilder } from "./store";
 import { CANVAS_INSETS, FIT_VIEW, fitViewport } from "./viewport";
 import { RUN_STATE_COLOURS } from "./runStateColours";
 import { inTextField, shortcutsBlocked } from "../lib/shortcuts";

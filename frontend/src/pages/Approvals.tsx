@@ -1,4 +1,5 @@
 // /approvals/: the approvals inbox (assigned to me, my groups, decided by me) and the open item with its decision.
+import type { Approval, InboxCounts, Page } from "../api/types";
 import Form from "@rjsf/core";
 import type { RJSFSchema } from "@rjsf/utils";
 import { validator } from "../lib/formValidator";
@@ -10,9 +11,7 @@ import { useInboxLive } from "../lib/inboxLive";
 import { useConnection, useDebounced, useRunsChanged } from "../lib/useLiveEvents";
 import { APPROVALS_CHANGED } from "../shell/TopBar";
 import { formatDateTime, formatUsd } from "../shell/format";
-import type { Approval, InboxCounts } from "../shell/types";
 import { EmptyState, ErrorMessage, LiveStatus, Loading, PageHeader, StatusBadge } from "../shell/ui";
-import { type Page } from "../shell/useApi";
 import { changeNote, conflictMessage, costLine, deadlineState, isStale, LISTS, FALLBACK_POLL_MS, LIVE_DEBOUNCE_MS, listPath, type InboxList } from "./inbox";
 import "./approvals.css";
 
@@ -76,7 +75,7 @@ export default function Approvals({ approvalId }: Props) {
       .catch((err: unknown) => {
         if (id === seq.current) setListError(err);
       });
-  }, [which, q]);
+  }, [which, q, approvalId]);
   useEffect(loadList, [loadList]);
   // Live: the inbox socket says when a request arrives, changes or leaves (and sends a
   // snapshot on every reconnect); the runs of the rows on screen say when one of them moved.

@@ -78,7 +78,7 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate, note
     } catch (err) {
       setBusy(false);
       if (err instanceof ApiError) {
-        const issues = Object.entries(err.fields).map(([path, messages]) => ({ code: "invalid", node: null, field: path, message: messages.join(" ") }));
+        const issues = Object.entries(err.fields).map(([path, messages]) => ({ code: "invalid", node: null, node_id: null, field: path, path, message: messages.join(" ") }));
         const { schema: placedSchema, placed } = errorSchemaFor(issues, "input");
         const rest = issues.filter((i) => !placed.includes(i)).map((i) => `${i.field}: ${i.message}`);
         setFieldErrors(placedSchema);

@@ -1,23 +1,11 @@
 // The graph's Triggers: its webhooks (create, URL and secret shown once, enable, rotate, delete), their deliveries, and "listen for a test event".
+import type { Delivery, ListenState, Webhook, WebhookCreated } from "../../api/types";
 import { useCallback, useEffect, useRef, useState } from "react";
 import { api, ApiError } from "../../lib/api";
 import "../panel/panel.css";
 import { Dialog } from "../Dialog";
 import { timeAgo } from "../versions/VersionsPanel";
-import {
-  clock,
-  deliveryOutcome,
-  inputFields,
-  mappingFromRows,
-  rowsFromMapping,
-  secondsLeft,
-  splitFieldErrors,
-  type Delivery,
-  type ListenState,
-  type MappingRow,
-  type Webhook,
-  type WebhookCreated,
-} from "./webhooks";
+import { clock, deliveryOutcome, inputFields, mappingFromRows, secondsLeft, splitFieldErrors, type MappingRow } from "./webhooks";
 import "./triggers.css";
 
 /** How long a listen waits for a delivery, in seconds (the server allows up to 600). */

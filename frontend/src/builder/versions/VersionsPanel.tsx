@@ -1,4 +1,5 @@
 // Version history: who published what and when; open a version read-only, diff two, restore one as the draft.
+import type { VersionDiff, VersionInfo } from "../../api/types";
 import { useCallback, useContext, useEffect, useState } from "react";
 import { api, ApiError } from "../../lib/api";
 import { PageContextReact } from "../../lib/context";
@@ -6,16 +7,6 @@ import "../panel/panel.css";
 import type { GraphSpec } from "../spec";
 import { BuilderContext } from "../store";
 import { DiffList } from "./DiffList";
-import type { VersionDiff } from "./diff";
-
-/** One published version as GET /api/v1/graphs/<id>/versions/ lists it. */
-export interface VersionInfo {
-  number: number;
-  message?: string;
-  created_by: string | null;
-  created_at: string;
-  content_hash?: string;
-}
 
 interface Page<T> {
   count: number;
