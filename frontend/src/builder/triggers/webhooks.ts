@@ -60,3 +60,11 @@ export function inputFields(schema: Record<string, unknown> | undefined): string
   const props = schema?.properties;
   return props && typeof props === "object" ? Object.keys(props as Record<string, unknown>) : [];
 }
+
+/** What went wrong, in one line: an error's message, else the value as text. */
+export function failureText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** How often (ms) the Triggers panel asks whether a listen caught a delivery, and refreshes an open delivery list. */
+export const POLL_MS = 1000;
