@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # compiles Django, DRF and the project from source again, about 10 s of CPU each on 2 cores.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install runtime prepare up test test-db test-sqlite test-postgres test-frontend test-chaos frontend static browser crash chaos lint migrate
+.PHONY: install runtime prepare up test test-db test-sqlite test-postgres test-frontend test-chaos frontend static browser crash chaos lint lint-frontend api-types migrate
 
 RUNTIME_STAMP := $(VENV)/.runtime
 # Python packages through uv, about ten times faster than pip on a fresh machine: the one on
@@ -144,12 +144,36 @@ test-chaos: install
 chaos: install
 	CHAOS_RUNS=$(CHAOS_RUNS) $(BIN)/python -m tests.chaos
 
+# The front end's API types (frontend/src/api/schema.d.ts), generated with openapi-typescript
+# from the OpenAPI document drf-spectacular builds (the one /api/schema/ serves), offline: no
+# server, no database. Plug-in node kinds (BALLAST_EXTRA_NODE_KINDS) would join the kind
+# enums, so they are left out; a schema warning (an enum named twice...) is an error.
+API_TYPES := frontend/src/api/schema.d.ts
+define api_types_to
+	@mkdir -p var
+	env -u BALLAST_EXTRA_NODE_KINDS DATABASE_URL=$(SQLITE_URL) $(BIN)/python manage.py spectacular --skip-checks --fail-on-warn --file var/openapi.yml
+	cd frontend && npx openapi-typescript ../var/openapi.yml --silent --output $(1)
+endef
+
+api-types: install frontend/node_modules/.installed
+	$(call api_types_to,src/api/schema.d.ts)
+
+# ESLint (typescript-eslint and React's hooks rules, frontend/eslint.config.js), no import
+# circle in the browser app (madge), and the committed API types the same as a fresh
+# generation: a serializer change without make api-types fails here.
+lint-frontend: install frontend/node_modules/.installed
+	cd frontend && npm run lint --silent
+	$(call api_types_to,../var/schema.check.d.ts)
+	@diff -u $(API_TYPES) var/schema.check.d.ts >/dev/null || { diff -u $(API_TYPES) var/schema.check.d.ts | head -40; \
+		echo "make: $(API_TYPES) is stale (the API's schema changed): run make api-types and commit it" >&2; exit 1; }
+
 # ruff, the layering contracts in pyproject.toml ([tool.importlinter]) and mypy over the
-# product tree ([tool.mypy] files and exclude say what that is).
+# product tree ([tool.mypy] files and exclude say what that is), then the front end's lint.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-logo
 	$(BIN)/mypy
+	$(MAKE) --no-print-directory lint-frontend
 
 # Every benchmark on PostgreSQL (database ballast_bench on the local server, BENCH_PG_DB
 # overrides) and SQLite (var/bench/), with LangGraph and DBOS side by side; installs the

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from accounts import policy
 from accounts.authentication import IsAdmin
 from approvals import selectors, services
+from approvals.models import ApprovalStatus
 from approvals.serializers import (
     ApprovalClaimManyInput,
     ApprovalDecideInput,
@@ -36,7 +37,7 @@ CONFLICT = inline_serializer(
                 "fields": serializers.DictField(child=serializers.ListField(child=serializers.CharField())),
                 "decided_by": serializers.CharField(allow_null=True, required=False),
                 "by": serializers.CharField(allow_null=True, required=False),
-                "status": serializers.CharField(required=False),
+                "status": serializers.ChoiceField(choices=ApprovalStatus.choices, required=False),
                 "version": serializers.CharField(allow_null=True, required=False),
             },
         )

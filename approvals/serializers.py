@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from approvals import preview
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import GATE_DECISIONS, RECOVERY_DECISIONS, user_may_decide
 from runs.api.serializer_fields import JSONObjectField, writable_context
+from runs.models import RunStatus
 
 # A request's version token as the API shows it (approvals.preview.version_token:
 # "<row version>:<digest>"); anything else is a malformed request (400), not a stale one (409).
@@ -80,6 +82,24 @@ class ClaimManyOutput(serializers.Serializer):
     refused = serializers.ListField(child=serializers.DictField())
 
 
+class VoteOutput(serializers.Serializer):
+    """One approver's vote on a request with a quorum."""
+
+    by = serializers.CharField()
+    decision = serializers.CharField()
+    comment = serializers.CharField()
+    at = serializers.DateTimeField()
+
+
+class NextActionOutput(serializers.Serializer):
+    """A node the run goes on to if the request is approved (approvals.preview.next_actions)."""
+
+    node_id = serializers.CharField()
+    kind = serializers.CharField(help_text="A node kind registered on the server (GET /api/v1/node-kinds/; plug-ins add their own).")
+    label = serializers.CharField()  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
+    arguments = serializers.DictField(help_text="The node's config rendered from the current state.")
+
+
 class ApprovalOutput(serializers.Serializer):
     """An approval request; ``may_decide`` says whether the caller may decide it."""
 
@@ -89,7 +109,7 @@ class ApprovalOutput(serializers.Serializer):
     graph = serializers.IntegerField(source="run.graph_version.graph_id")
     graph_name = serializers.CharField(source="run.graph_version.graph.name")
     node_id = serializers.CharField()
-    purpose = serializers.CharField()
+    purpose = serializers.ChoiceField(choices=["gate", "recovery"], help_text="gate: an approval node; recovery: a parked step (retry, skip or fail).")
     status = serializers.ChoiceField(choices=ApprovalStatus.choices)
     prompt = serializers.CharField()
     payload = serializers.JSONField()
@@ -109,7 +129,7 @@ class ApprovalOutput(serializers.Serializer):
     votes = serializers.SerializerMethodField()
     reason = serializers.CharField()
     values = serializers.JSONField(allow_null=True)
-    run_status = serializers.CharField(source="run.status")
+    run_status = serializers.ChoiceField(source="run.status", choices=RunStatus.choices)
     started_by = serializers.SerializerMethodField()
     cost_usd = serializers.DecimalField(source="run.cost_usd", max_digits=24, decimal_places=6)
     budget_usd = serializers.DecimalField(source="run.budget_usd", max_digits=24, decimal_places=6, allow_null=True)
@@ -142,6 +162,7 @@ class ApprovalOutput(serializers.Serializer):
     def get_version(self, obj: ApprovalRequest) -> str:
         return preview.version_token(obj)
 
+    @extend_schema_field(VoteOutput(many=True))
     def get_votes(self, obj: ApprovalRequest) -> list[dict[str, Any]]:
         return [{"by": v.user_name, "decision": v.decision, "comment": v.comment, "at": v.created_at.isoformat()} for v in obj.votes.all()]
 
@@ -149,6 +170,7 @@ class ApprovalOutput(serializers.Serializer):
         user = obj.run.created_by
         return user.get_username() if user is not None else ""
 
+    @extend_schema_field(NextActionOutput(many=True))
     def get_next_actions(self, obj: ApprovalRequest) -> list[dict[str, Any]]:
         return preview.next_actions(obj)
 

@@ -389,6 +389,10 @@ SPECTACULAR_SETTINGS = {
         "RunStatusEnum": "runs.models.RunStatus",
         "StepStatusEnum": "runs.models.StepStatus",
         "ApprovalStatusEnum": "approvals.models.ApprovalStatus",
+        "AttemptStatusEnum": "runs.models.AttemptStatus",
+        "RunEventKindEnum": "runs.models.RunEventKind",
+        "ProviderKindEnum": "runs.models.ProviderKind",
+        "WaitingForEnum": "runs.selectors.WAITING_FOR",
     },
 }
 # Failed sign-ins (login page, admin): django-axes counts them in its own tables (shared

@@ -9,8 +9,8 @@ from rest_framework import serializers
 from accounts.fields import GroupNamesField, UsernamesField
 from builder.validation import validation_report
 from graphs.models import Graph, GraphVersion
-from runs.api.serializer_fields import JSONObjectField
-from runs.models import Run
+from runs.api.serializer_fields import EngineErrorField, JSONObjectField, UsageField
+from runs.models import Run, RunStatus
 
 
 def _username(user: Any) -> str | None:
@@ -49,7 +49,7 @@ class NodeHandlesOutput(serializers.Serializer):
 class NodeEstimateOutput(serializers.Serializer):
     usd = serializers.CharField(allow_null=True, help_text="Worst case in USD (decimal string); null when unknown.")
     tokens = serializers.IntegerField()
-    kind = serializers.CharField()
+    kind = serializers.CharField(help_text="A node kind registered on the server (GET /api/v1/node-kinds/; plug-ins add their own).")
     model = serializers.CharField(allow_null=True)
 
 
@@ -243,12 +243,25 @@ class VersionDetailOutput(VersionListOutput):
     spec = serializers.JSONField()
 
 
+class PublishSubjectOutput(serializers.Serializer):
+    """What a publish warning is about (schema only: the answer carries the check's dict)."""
+
+    kind = serializers.CharField()
+    id = serializers.IntegerField(required=False)
+    name = serializers.CharField(required=False)
+
+
+@extend_schema_field(PublishSubjectOutput)
+class PublishSubjectField(serializers.JSONField):
+    """A publish warning's subject, returned as the check made it."""
+
+
 class PublishWarningOutput(serializers.Serializer):
     """Something the new version breaks (builder.publish_checks): a trigger it names, say."""
 
     code = serializers.CharField()
     message = serializers.CharField()
-    subject = serializers.JSONField(help_text='What it is about, e.g. {"kind": "webhook", "id": 3, "name": "orders"}.')
+    subject = PublishSubjectField(help_text='What it is about, e.g. {"kind": "webhook", "id": 3, "name": "orders"}.')
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -289,9 +302,28 @@ class VersionDiffInput(serializers.Serializer):
         self.fields["from"] = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
 
 
+# A changed field or key: its value before and after (null on one side: added or removed).
+# Built with type() because "from" is a Python keyword; schema only (the diff view answers
+# with builder.selectors.spec_diff's dict).
+FieldChangeOutput: type[serializers.Serializer] = type(
+    "FieldChangeOutput",
+    (serializers.Serializer,),
+    {"__module__": __name__, "from": serializers.JSONField(allow_null=True), "to": serializers.JSONField(allow_null=True)},
+)
+
+
+class DiffEdgeOutput(serializers.Serializer):
+    """An edge of the spec as the diff lists it (other keys of the edge may appear)."""
+
+    source = serializers.CharField()  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
+    target = serializers.CharField()
+    source_handle = serializers.CharField(allow_null=True, required=False)
+    target_handle = serializers.CharField(allow_null=True, required=False)
+
+
 class NodeChangeOutput(serializers.Serializer):
     id = serializers.CharField()
-    fields = serializers.DictField(child=serializers.JSONField())  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
+    fields = serializers.DictField(child=FieldChangeOutput())  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
 
 
 class _IdsDiffOutput(serializers.Serializer):
@@ -307,8 +339,8 @@ class NodesDiffOutput(_IdsDiffOutput):
 
 
 class EdgesDiffOutput(serializers.Serializer):
-    added = serializers.ListField(child=serializers.DictField())
-    removed = serializers.ListField(child=serializers.DictField())
+    added = DiffEdgeOutput(many=True)
+    removed = DiffEdgeOutput(many=True)
 
 
 class NotesDiffOutput(_IdsDiffOutput):
@@ -328,10 +360,10 @@ class VersionDiffOutput(serializers.Serializer):
     to = serializers.IntegerField()
     nodes = NodesDiffOutput()
     edges = EdgesDiffOutput()
-    settings = serializers.DictField(child=serializers.JSONField())
-    state = serializers.DictField(child=serializers.JSONField())
-    input_schema = serializers.JSONField(allow_null=True)
-    description = serializers.JSONField(allow_null=True)
+    settings = serializers.DictField(child=FieldChangeOutput())
+    state = serializers.DictField(child=FieldChangeOutput())
+    input_schema = FieldChangeOutput(allow_null=True)
+    description = FieldChangeOutput(allow_null=True)
     layout = LayoutDiffOutput()
     logic_identical = serializers.BooleanField(help_text="Nothing but layout changed.")
     identical = serializers.BooleanField()
@@ -377,11 +409,11 @@ class ExpressionCheckOutput(serializers.Serializer):
 class NodeKindOutput(serializers.Serializer):
     """One node kind of the palette (see builder.selectors.node_kind_catalogue)."""
 
-    kind = serializers.CharField()
+    kind = serializers.CharField(help_text="A node kind registered on the server (GET /api/v1/node-kinds/; plug-ins add their own).")
     title = serializers.CharField()
     description = serializers.CharField()
     category = serializers.ChoiceField(choices=["ai", "logic", "flow", "tools", "human", "data"])
-    config_schema = serializers.JSONField()
+    config_schema = JSONObjectField(help_text="The JSON Schema of the kind's config.")
     inputs = serializers.ListField(child=serializers.CharField())
     outputs = serializers.ListField(child=serializers.CharField())
     optional_outputs = serializers.ListField(child=serializers.CharField())
@@ -404,7 +436,7 @@ class NodeKindsOutput(serializers.Serializer):
 class ToolOutput(serializers.Serializer):
     name = serializers.CharField()
     description = serializers.CharField(allow_blank=True)
-    args_schema = serializers.JSONField()
+    args_schema = JSONObjectField(help_text="The JSON Schema of the tool's arguments.")
     repeat_safe = serializers.BooleanField()
     mcp_server = serializers.CharField(allow_null=True, help_text="The MCP server the tool lives on (its name is mcp__<server>__<tool>); null for a registered Python tool.")
 
@@ -449,11 +481,11 @@ class NodeTestOutput(serializers.Serializer):
     """The test run and what the node did."""
 
     run_id = serializers.IntegerField()
-    status = serializers.CharField(help_text="The test run's status: succeeded or failed.")
+    status = serializers.ChoiceField(choices=[RunStatus.SUCCEEDED, RunStatus.FAILED], help_text="The test run's status.")
     output = serializers.JSONField(allow_null=True, help_text="The node's recorded output.")
     updates = serializers.JSONField(allow_null=True, help_text="What it wrote to the state.")
     state = serializers.JSONField(help_text="The state after the node.")
-    error = serializers.JSONField(allow_null=True)
-    usage = serializers.JSONField(allow_null=True, help_text="Token usage (summed over an agent's model turns).")
+    error = EngineErrorField(allow_null=True)
+    usage = UsageField(allow_null=True, help_text="Token usage (summed over an agent's model turns).")
     cost_usd = serializers.DecimalField(max_digits=20, decimal_places=12)
     steps = serializers.IntegerField(help_text="Steps the test run took (the node, its child steps, the closing end).")

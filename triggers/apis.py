@@ -17,6 +17,7 @@ from accounts.authentication import IsBuilder
 from accounts.throttling import client_address
 from core.api import ApiView, paginated
 from graphs.models import Graph, GraphVersion
+from runs.api.serializer_fields import EngineErrorField, JSONObjectField
 from triggers import services
 from triggers.models import WebhookDelivery, WebhookTrigger
 
@@ -61,7 +62,7 @@ class WebhookOutput(serializers.Serializer):
     version = serializers.SerializerMethodField(help_text="The pinned version number, or null for the latest published one.")
     signed = serializers.SerializerMethodField(help_text="Whether deliveries must be signed (the trigger has a secret).")
     timestamp_window_seconds = serializers.IntegerField()
-    input_mapping = serializers.JSONField()
+    input_mapping = serializers.DictField(child=serializers.CharField(allow_blank=True), help_text="Input field -> JSON pointer into the body or header:Name.")
     run_as = serializers.CharField(source="run_as.username")
     listening_until = serializers.DateTimeField(allow_null=True, help_text="While a listen for a test event is open: when it ends (else null).")
     created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
@@ -110,8 +111,8 @@ class DeliveryOutput(serializers.Serializer):
     status_code = serializers.IntegerField()
     run = serializers.IntegerField(source="run_id", allow_null=True)
     replayed = serializers.BooleanField()
-    error = serializers.JSONField(allow_null=True)
-    payload = serializers.JSONField(allow_null=True, help_text="The run input (after the mapping) of a delivery a listen captured; null for the others.")
+    error = EngineErrorField(allow_null=True, help_text="Why the delivery was refused ({code, message}); null when it started a run.")
+    payload = JSONObjectField(allow_null=True, help_text="The run input (after the mapping) of a delivery a listen captured; null for the others.")
 
 
 class ListenInput(serializers.Serializer):

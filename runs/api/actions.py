@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -18,6 +17,7 @@ from accounts import policy
 from core.api import ERROR_BODY, ApiView, bad_request
 from runs import selectors
 from runs.api import previews
+from runs.api.action_serializers import ActionPreviewOutput, RunActionsOutput, RunComparisonOutput
 from runs.api.compare import run_compare
 from runs.api.serializers import MAX_INT, RunForkInput
 from runs.models import Run, RunStatus, Step, StepStatus
@@ -25,7 +25,7 @@ from runs.models import Run, RunStatus, Step, StepStatus
 TAG = ["runs"]
 CONFLICT = OpenApiResponse(ERROR_BODY, description="The run is not in a status that allows this.")
 PREVIEW = OpenApiResponse(
-    OpenApiTypes.OBJECT,
+    ActionPreviewOutput,
     description="``kept`` (committed steps that stay facts), ``run_again`` (steps the action reopens or creates, each with "
     "its estimate), ``then`` (nodes after them on the costliest path), ``estimate`` (worst case of the rest: usd of the "
     "priced nodes, tokens, unpriced node ids), ``kept_cost_usd``; a fork adds ``state``, ``state_keys``, ``patched``, "
@@ -66,7 +66,7 @@ class RunActionsApi(ApiView):
     actions check (they refuse anyway; a node-test run is never resumed, retried or
     forked); the run page shows only the allowed buttons."""
 
-    @extend_schema(tags=TAG, operation_id="runs_actions", responses=OpenApiTypes.OBJECT)
+    @extend_schema(tags=TAG, operation_id="runs_actions", responses=RunActionsOutput)
     def get(self, request: Any, run_id: int) -> Response:
         run = selectors.run_get(run_id=run_id)
         policy.require_read(request.user, run, action="run.actions")
@@ -136,7 +136,7 @@ class RunCompareApi(ApiView):
     duration; their states key by key). 400 with field errors when a run is unknown or
     hidden from the caller, the same run twice, or of another graph."""
 
-    @extend_schema(tags=TAG, operation_id="runs_compare", parameters=[RunCompareInput], responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(tags=TAG, operation_id="runs_compare", parameters=[RunCompareInput], responses={200: RunComparisonOutput})
     def get(self, request: Any) -> Response:
         q = self.validated(RunCompareInput, request.query_params)
         if q["a"] == q["b"]:

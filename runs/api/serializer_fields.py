@@ -64,3 +64,41 @@ class JSONObjectField(serializers.JSONField):
                 raise serializers.ValidationError(f"{exc.path}: {self.error_messages['nul']}" if exc.path else self.error_messages["nul"], code="nul") from None
             self.fail("nul")
         return value
+
+
+class EngineErrorOutput(serializers.Serializer):
+    """A step's or run's error as the engine records it (runs.vocabulary.NodeError.as_dict and
+    the run-level stops): every key optional, others may appear."""
+
+    code = serializers.CharField(required=False)
+    message = serializers.CharField(required=False)
+    retryable = serializers.BooleanField(required=False)
+    type = serializers.CharField(required=False)
+    node_id = serializers.CharField(required=False)
+    details = serializers.JSONField(required=False)
+
+
+@extend_schema_field(EngineErrorOutput(allow_null=True))
+class EngineErrorField(serializers.JSONField):
+    """An output field holding an engine error (null: none); returned as stored."""
+
+
+class UsageOutput(serializers.Serializer):
+    """Token usage as recorded (runs.vocabulary.Usage.as_dict; summed over an agent's turns):
+    every key optional (older rows carry fewer)."""
+
+    provider = serializers.CharField(required=False)
+    model = serializers.CharField(required=False)
+    input_tokens = serializers.IntegerField(required=False)
+    output_tokens = serializers.IntegerField(required=False)
+    cached_input_tokens = serializers.IntegerField(required=False)
+    reasoning_tokens = serializers.IntegerField(required=False)
+    cache_write_tokens = serializers.IntegerField(required=False)
+    cache_write_1h_tokens = serializers.IntegerField(required=False)
+    price_version = serializers.CharField(required=False)
+
+
+@extend_schema_field(UsageOutput(allow_null=True))
+class UsageField(serializers.JSONField):
+    """An output field holding token usage (null: none); returned as stored."""
+

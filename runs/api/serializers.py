@@ -9,9 +9,14 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from graphs.bounds import BUDGET_USD_DECIMAL_PLACES, BUDGET_USD_MAX_DIGITS, MAX_BIGINT
-from runs.api.serializer_fields import JSONObjectField, writable_context
+from runs.api.serializer_fields import (
+    EngineErrorField,
+    JSONObjectField,
+    UsageField,
+    writable_context,
+)
 from runs.engine.api import steps_worker_alive
-from runs.models import Run, RunStatus, Step, StepAttempt, StepStatus
+from runs.models import AttemptStatus, Run, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.selectors import (
     WAITING_FOR,
     RunFilter,
@@ -132,6 +137,11 @@ class RunBulkCancelInput(serializers.Serializer):
         return value
 
 
+class RefusalOutput(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
 class BulkCancelResultOutput(serializers.Serializer):
     """What became of one run of a bulk cancel: ``ok``, and else why not (``error``:
     ``not_found`` (no such run, or one you may not read), ``not_allowed`` (you may read it
@@ -140,8 +150,8 @@ class BulkCancelResultOutput(serializers.Serializer):
 
     run = serializers.IntegerField()
     ok = serializers.BooleanField()
-    status = serializers.CharField(allow_null=True)
-    error = serializers.DictField(allow_null=True, help_text="{code, message} when ok is false.")
+    status = serializers.ChoiceField(choices=RunStatus.choices, allow_null=True)
+    error = RefusalOutput(allow_null=True, help_text="Why not, when ok is false.")
 
 
 class BulkCancelOutput(serializers.Serializer):
@@ -209,9 +219,9 @@ class StepOutput(serializers.Serializer):
     run = serializers.IntegerField(source="run_id")
     parent = serializers.IntegerField(source="parent_id", allow_null=True)  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
     node_id = serializers.CharField()
-    kind = serializers.CharField()
+    kind = serializers.CharField(help_text="Its node's kind (GET /api/v1/node-kinds/), or for an agent's child step model_turn or tool_call.")
     iteration = serializers.IntegerField()
-    status = serializers.CharField()
+    status = serializers.ChoiceField(choices=StepStatus.choices)
     attempt = serializers.IntegerField()
     max_attempts = serializers.IntegerField()
     lease_owner = serializers.CharField(help_text="Worker id (host:pid:start) holding the running step; empty otherwise.")
@@ -221,8 +231,8 @@ class StepOutput(serializers.Serializer):
     )
     output = serializers.JSONField(allow_null=True)
     updates = serializers.JSONField(allow_null=True)
-    error = serializers.JSONField(allow_null=True)
-    usage = serializers.JSONField(allow_null=True)
+    error = EngineErrorField(allow_null=True)
+    usage = UsageField(allow_null=True)
     cost_usd = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
@@ -258,9 +268,9 @@ def retry_at(attempt: StepAttempt) -> str | None:
 class AttemptOutput(serializers.Serializer):
     number = serializers.IntegerField()
     worker = serializers.CharField()
-    status = serializers.CharField()
-    error = serializers.JSONField(allow_null=True)
-    usage = serializers.JSONField(allow_null=True)
+    status = serializers.ChoiceField(choices=AttemptStatus.choices)
+    error = EngineErrorField(allow_null=True)
+    usage = UsageField(allow_null=True)
     cost_usd = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
@@ -280,15 +290,15 @@ class ChildStepOutput(serializers.Serializer):
     id = serializers.IntegerField()
     node_id = serializers.CharField()
     child_key = serializers.CharField()
-    kind = serializers.CharField()
-    status = serializers.CharField()
+    kind = serializers.CharField(help_text="Its node's kind (GET /api/v1/node-kinds/), or for an agent's child step model_turn or tool_call.")
+    status = serializers.ChoiceField(choices=StepStatus.choices)
     attempt = serializers.IntegerField()
     max_attempts = serializers.IntegerField()
     input = serializers.SerializerMethodField()
     message_count = serializers.SerializerMethodField()
     output = serializers.JSONField(allow_null=True)
-    error = serializers.JSONField(allow_null=True)
-    usage = serializers.JSONField(allow_null=True)
+    error = EngineErrorField(allow_null=True)
+    usage = UsageField(allow_null=True)
     cost_usd = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
@@ -354,7 +364,7 @@ class AttemptSpanOutput(serializers.Serializer):
     next attempt was due (the run page's timeline draws each attempt and each backoff)."""
 
     number = serializers.IntegerField()
-    status = serializers.CharField()
+    status = serializers.ChoiceField(choices=AttemptStatus.choices)
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
     error_code = serializers.CharField(allow_null=True, help_text="The failed attempt's error code; null for one that did not fail.")
@@ -419,7 +429,7 @@ class RunOutput(serializers.Serializer):
         "worked out when read; false again once recovery takes the step back or the worker continues."
     )
     event_seq = serializers.IntegerField(help_text="The seq of the run's last committed event: follow ws/runs/ from here.")
-    error = serializers.JSONField(allow_null=True)
+    error = EngineErrorField(allow_null=True)
     step_count = serializers.IntegerField()
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
@@ -533,8 +543,8 @@ class EventOutput(serializers.Serializer):
     seq = serializers.IntegerField()
     run = serializers.IntegerField(source="run_id")
     step = serializers.IntegerField(source="step_id", allow_null=True)
-    kind = serializers.CharField()
-    data = serializers.JSONField()  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
+    kind = serializers.ChoiceField(choices=RunEventKind.choices)
+    data = JSONObjectField()  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
     created_at = serializers.DateTimeField()
 
 

@@ -7,7 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from audit.models import AuditEntry
-from runs.api.serializer_fields import writable_context
+from runs.api.serializer_fields import JSONObjectField, writable_context
 from runs.api.serializers import MAX_INT, DecimalDigits
 from runs.reports.selectors import COST_GROUPS, COST_ORDERS, audit_version_id, audit_versions
 from runs.selectors import (
@@ -127,7 +127,7 @@ class AuditEntryOutput(serializers.Serializer):
     action = serializers.CharField()
     object_type = serializers.CharField()
     object_id = serializers.CharField()
-    data = serializers.JSONField()  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
+    data = JSONObjectField()  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
     scope = serializers.CharField()
     seq = serializers.IntegerField()
     prev_hash = serializers.CharField()

@@ -1,38 +1,31 @@
 // The builder page (/graphs/<id>/): loads the graph, the node-kind catalogue and validation; canvas, palette, side panel.
+import type { GraphDetail, NodeKindInfo, StoredDraft, VersionDiff } from "../api/types";
 import { ReactFlowProvider } from "@xyflow/react";
-import "@xyflow/react/dist/style.css";
-import { Fragment, Suspense, lazy, useCallback, useDeferredValue, useEffect, useMemo, useRef, useState } from "react";
-import { ApiError, api } from "../lib/api";
+import { Suspense, lazy, useCallback, useDeferredValue, useEffect, useMemo, useRef, useState } from "react";
+import { api } from "../lib/api";
 import { usePageContext } from "../lib/context";
-import { Canvas, SHORTCUTS, type CanvasDiff } from "./Canvas";
+import { Canvas, type CanvasDiff } from "./Canvas";
 import { comparisonView } from "./compare";
-import { diffDrafts } from "./conflict";
-import { Dialog } from "./Dialog";
 import { ErrorsPanel } from "./ErrorsPanel";
 import { Palette } from "./Palette";
-import { draftNotice, publishBlocked as publishBlockedReason, runBlocked, runVersionNote, type DraftState } from "./run/runNote";
+import { draftNotice, publishBlocked as publishBlockedReason, runBlocked, type DraftState } from "./run/runNote";
 import { takeBuilderLoad, versionParam } from "./load";
 import type { GraphSpec } from "./spec";
-import { BuilderContext, useBuilderState, type NodeKindInfo } from "./store";
-import { useAutosave, type SaveStatus, type StoredDraft } from "./useAutosave";
+import { BuilderContext, useBuilderState } from "./store";
+import { useAutosave, type SaveStatus } from "./useAutosave";
 import { useValidation } from "./useValidation";
-import type { VersionDiff } from "./versions/diff";
+import { RunStarter } from "./run/RunStarter";
+import { PublishDialog } from "./PublishDialog";
+import { ConflictDialog } from "./ConflictDialog";
+import { HelpDialog } from "./HelpDialog";
+import "@xyflow/react/dist/style.css";
 import "./builder.css";
 
 // The side panel (JSON-Schema forms, code editors) is its own chunk: the canvas draws
 // without waiting for those libraries to download and compile.
 const SidePanel = lazy(() => import("./panel/SidePanel"));
-// The start-run form (JSON-Schema form library) loads when Run is first pressed.
-const StartRunDialog = lazy(() => import("./run/StartRunDialog"));
 const VersionsPanel = lazy(() => import("./versions/VersionsPanel"));
 const TriggersPanel = lazy(() => import("./triggers/TriggersPanel"));
-
-/** GET /api/v1/graphs/<id>/ (the fields the builder uses). */
-export interface GraphDetail extends StoredDraft {
-  id: number;
-  name: string;
-  latest_version: number | null;
-}
 
 interface Loaded {
   graph: GraphDetail;
@@ -289,8 +282,7 @@ function Builder({ loaded }: { loaded: Loaded }) {
                       // restored copy replaces the canvas and becomes autosave's base.
                       if (version !== null) { window.location.assign(`${window.location.pathname}?history=1`); return; }
                       builder.reset(draft.spec);
-                      save.adopt({ spec: draft.spec, revision: draft.revision,
-                        updated_by: (draft.updated_by as string | undefined) ?? null, updated_at: (draft.updated_at as string | undefined) ?? null });
+                      save.adopt({ spec: draft.spec, revision: draft.revision, updated_by: draft.draft_updated_by, updated_at: draft.draft_updated_at });
                       clearComparison();
                       setToast("Restored: the draft now holds that version.");
                     }} />
@@ -382,207 +374,5 @@ function DiffLegend({ comparison, onClear }: { comparison: Comparison; onClear: 
       <span className="builder__spacer" />
       <button type="button" className="button" onClick={onClear}>Close comparison</button>
     </div>
-  );
-}
-
-function HelpDialog({ onClose }: { onClose: () => void }) {
-  return (
-    <Dialog title="Keyboard shortcuts" onClose={onClose}>
-      <table className="shortcuts">
-        <tbody>
-          {[...SHORTCUTS, { keys: ["Ctrl+S"], what: "save the draft now (it also saves by itself)" }].map((s) => (
-            <tr key={s.what}>
-              <th scope="row">
-                {s.gesture ?? s.keys?.map((k, i) => <Fragment key={k}>{i > 0 ? <span className="muted"> {s.sep ?? "or"} </span> : null}<kbd>{k}</kbd></Fragment>)}
-              </th>
-              <td>{s.what}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </Dialog>
-  );
-}
-
-/** Something a new version breaks, from the publish answer (builder.publish_checks on the server). */
-export interface PublishWarning {
-  code: string;
-  message: string;
-  subject: { kind?: string; id?: number; name?: string };
-  fields: Record<string, string[]>;
-}
-
-function PublishDialog({ graphId, flush, onClose, onPublished, onVersion, onShowTriggers }: {
-  graphId: number; flush: () => Promise<boolean>; onClose: () => void; onPublished: (n: number, message: string) => void;
-  /** A version was published (called before the dialog closes or shows warnings). */
-  onVersion: (n: number) => void;
-  onShowTriggers: () => void;
-}) {
-  const [message, setMessage] = useState("");
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
-  const [warned, setWarned] = useState<{ number: number; warnings: PublishWarning[] } | null>(null);
-  // What publishing the draft would break, asked once the draft is saved: shown before the click.
-  const [ahead, setAhead] = useState<PublishWarning[]>([]);
-  const [checked, setChecked] = useState(false);
-  useEffect(() => {
-    let live = true;
-    void flush()
-      .then((saved) => (saved ? api<{ warnings: PublishWarning[] }>(`graphs/${graphId}/publish-check/`) : { warnings: [] }))
-      .then((check) => { if (live) { setAhead(check.warnings); setChecked(true); } })
-      .catch(() => { if (live) setChecked(true); /* the publish answer carries the same warnings */ });
-    return () => { live = false; };
-  }, [flush, graphId]);
-  const publish = async () => {
-    setBusy(true);
-    setError(null);
-    try {
-      if (!(await flush())) throw new Error("the draft could not be saved first");
-      const v = await api<{ number: number; warnings?: PublishWarning[] }>(`graphs/${graphId}/versions/`, { method: "POST", body: { message } });
-      onVersion(v.number);
-      // A publish that breaks a trigger is done, and says so: the dialog stays to name them.
-      if (v.warnings && v.warnings.length > 0 && ahead.length === 0) setWarned({ number: v.number, warnings: v.warnings });
-      else onPublished(v.number, message);
-    } catch (err) {
-      const fields = err instanceof ApiError ? Object.entries(err.fields).map(([k, m]) => `${k}: ${m.join(", ")}`) : [];
-      setError([err instanceof Error ? err.message : String(err), ...fields].join("\n"));
-    } finally {
-      setBusy(false);
-    }
-  };
-  if (warned) {
-    return (
-      <Dialog title={`Published version ${warned.number}, with warnings`} onClose={onClose}>
-        <p>
-          Version {warned.number} is published, but it breaks {warned.warnings.length === 1
-            ? "a trigger that follows the latest version. Its deliveries may now be refused (400) until you fix it or pin it"
-            : `${warned.warnings.length} triggers that follow the latest version. Their deliveries may now be refused (400) until you fix them or pin them`}{" "}
-          to an older version:
-        </p>
-        <PublishWarnings warnings={warned.warnings} />
-        <div className="dialog__actions">
-          <button type="button" className="button" onClick={onClose}>Close</button>
-          <button type="button" className="button button--primary" onClick={onShowTriggers}>Open Triggers</button>
-        </div>
-      </Dialog>
-    );
-  }
-  return (
-    <Dialog title="Publish a version" onClose={onClose}>
-      <form onSubmit={(e) => { e.preventDefault(); void publish(); }} data-checked={checked ? "true" : undefined}>
-        <label className="field">
-          <span>What changed?</span>
-          <textarea value={message} onChange={(e) => setMessage(e.target.value)} rows={3} autoFocus
-            placeholder="e.g. Route urgent tickets to on-call" />
-        </label>
-        <p className="muted">The draft is saved, then published as an immutable version that runs can use.</p>
-        {ahead.length > 0 && (
-          <div className="publish-ahead">
-            <p>
-              <strong>This version breaks {ahead.length === 1 ? "a trigger that follows" : `${ahead.length} triggers that follow`} the latest version.</strong>{" "}
-              You can still publish; then fix {ahead.length === 1 ? "it" : "them"} in Triggers, or first pin {ahead.length === 1 ? "it" : "them"} to the current version.
-            </p>
-            <PublishWarnings warnings={ahead} />
-          </div>
-        )}
-        {error && <pre role="alert" className="alert">{error}</pre>}
-        <div className="dialog__actions">
-          <button type="button" className="button" onClick={onClose}>Cancel</button>
-          <button type="submit" className="button button--primary" disabled={busy}>{busy ? "Publishing…" : "Publish"}</button>
-        </div>
-      </form>
-    </Dialog>
-  );
-}
-
-/** Each trigger a version breaks, named, with the fields at fault. */
-function PublishWarnings({ warnings }: { warnings: PublishWarning[] }) {
-  return (
-    <ul className="publish-warnings" role="alert">
-      {warnings.map((w, i) => (
-        <li key={i}>
-          <strong>{w.subject.kind === "webhook" ? "Webhook" : w.subject.kind ?? "Trigger"} “{w.subject.name ?? w.subject.id}”</strong>:{" "}
-          {Object.entries(w.fields).map(([k, m]) => `${k}: ${m.join(" ")}`).join("; ") || w.message}
-        </li>
-      ))}
-    </ul>
-  );
-}
-
-/**
- * Start a run of published ``version``: its own spec is fetched (the draft's input schema may
- * already differ), then the panel's StartRunDialog shows the input form, POSTs the run and
- * opens its page.
- */
-function RunStarter({ graphId, version, onClose, draft, testInput }: {
-  graphId: number; version: number; onClose: () => void;
-  /** The draft's state when Run was pressed on the draft (null on a version's page). */
-  draft: DraftState | null;
-  /** The draft's pinned test input: the form starts with it. */
-  testInput: Record<string, unknown> | null;
-}) {
-  const [spec, setSpec] = useState<GraphSpec | null>(null);
-  const [versionHash, setVersionHash] = useState<string | undefined>(undefined);
-  const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    let live = true;
-    api<{ spec: GraphSpec; content_hash?: string }>(`graphs/${graphId}/versions/${version}/`)
-      .then((v) => { if (live) { setVersionHash(v.content_hash); setSpec(v.spec); } })
-      .catch((err: unknown) => { if (live) setError(err instanceof Error ? err.message : String(err)); });
-    return () => { live = false; };
-  }, [graphId, version]);
-  if (error) {
-    return (
-      <Dialog title={`Run version ${version}`} onClose={onClose}>
-        <p role="alert" className="alert">Could not load version {version}: {error}</p>
-      </Dialog>
-    );
-  }
-  const loading = <div className="toast" role="status">Loading the run form…</div>;
-  if (!spec) return loading;
-  return (
-    <Suspense fallback={loading}>
-      <StartRunDialog graphId={graphId} spec={spec} version={version} onClose={onClose}
-        note={runVersionNote(version, versionHash, draft)} initialInput={testInput ?? undefined} />
-    </Suspense>
-  );
-}
-
-function ConflictDialog({ mine, theirs, graphName, onReload, onCopy }: {
-  mine: GraphSpec; theirs: StoredDraft; graphName: string; onReload: () => void; onCopy: () => Promise<void>;
-}) {
-  const d = useMemo(() => diffDrafts(mine, theirs.spec), [mine, theirs.spec]);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
-  const when = theirs.updated_at ? new Date(theirs.updated_at).toLocaleString() : "just now";
-  const list = (ids: string[]) => (ids.length ? ids.join(", ") : "none");
-  return (
-    <Dialog title="Someone else saved this graph" onClose={null} wide>
-      <p>
-        Your changes were <strong>not saved</strong>: “{graphName}” was saved by <strong>{theirs.updated_by ?? "another user"}</strong> at {when} (revision {theirs.revision})
-        after you opened it. Nothing was overwritten; choose what to do with your edit.
-      </p>
-      <div className="conflict">
-        <section aria-label="Stored version">
-          <h3>Stored ({theirs.updated_by ?? "other user"}, {when})</h3>
-          <p>{theirs.spec.nodes.length} nodes, {d.edgesTheirs} edges</p>
-          <p>Only here: {list(d.onlyTheirs)}</p>
-        </section>
-        <section aria-label="Your version">
-          <h3>Yours (not saved)</h3>
-          <p>{mine.nodes.length} nodes, {d.edgesMine} edges</p>
-          <p>Only here: {list(d.onlyMine)}</p>
-        </section>
-      </div>
-      <p className="muted">Nodes in both that differ: {list(d.changed)}{d.settingsDiffer ? "; graph settings differ too" : ""}.</p>
-      {error && <p role="alert" className="alert">{error}</p>}
-      <div className="dialog__actions">
-        <button type="button" className="button" onClick={onReload}>Load the stored version (drop mine)</button>
-        <button type="button" className="button button--primary" disabled={busy}
-          onClick={() => { setBusy(true); onCopy().catch((err: unknown) => { setBusy(false); setError(String(err)); }); }}>
-          Keep mine as a copy
-        </button>
-      </div>
-    </Dialog>
   );
 }

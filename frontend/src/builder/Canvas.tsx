@@ -1,150 +1,21 @@
 // The builder canvas: React Flow over the spec (nodes, edges, notes), with drag and drop, shortcuts and layout.
 import {
-  Background, ControlButton, Controls, Panel, ReactFlow, applyNodeChanges, useNodesInitialized, useReactFlow,
-  useStoreApi,
-  type Connection, type Edge, type EdgeChange, type IsValidConnection, type Node, type NodeChange, type NodePositionChange,
+  Background, ControlButton, Controls, Panel, ReactFlow, applyNodeChanges, useNodesInitialized, useReactFlow, useStoreApi,
+  type Connection, type Edge, type EdgeChange, type IsValidConnection, type NodeChange, type NodePositionChange,
 } from "@xyflow/react";
 import { memo, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type DragEvent, type MouseEvent } from "react";
-import { CLIPBOARD_STORAGE_KEY, copyFragment, parseFragment, pasteFragment, pasteOffset, type Fragment } from "./clipboard";
-import {
-  NOTE_PREFIX, applyPositions, type NodeRunMark, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes, withLivePositions,
-  withSelection,
-  type BallastFlowNode, type FlowNode, type NodeHandles,
-} from "./flow";
+import { CLIPBOARD_STORAGE_KEY, copyFragment, parseFragment } from "./clipboard";
+import { NOTE_PREFIX, applyPositions, type NodeRunMark, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes, withLivePositions, withSelection, type BallastFlowNode, type FlowNode } from "./flow";
 import { layoutPositions } from "./layout";
-import { NodeCard } from "./NodeCard";
-import { EDGE_ARROW, FlowEdge } from "./FlowEdge";
-import { NoteNode } from "./NoteNode";
 import { SpecMiniMap } from "./SpecMiniMap";
-import { preloadNodePanel } from "./panel/NodePanelLazy";
 import { DRAG_MIME } from "./Palette";
 import { freshId, type EdgeSpec, type NodeSpec, type Position } from "./spec";
-import { edgeKey, useBuilder, type ValidationIssue } from "./store";
+import { edgeKey, useBuilder } from "./store";
 import { CANVAS_INSETS, FIT_VIEW, fitViewport } from "./viewport";
-import { RUN_STATE_COLOURS } from "./runStateColours";
 import { inTextField, shortcutsBlocked } from "../lib/shortcuts";
-
-const nodeTypes = { ballast: NodeCard, note: NoteNode };
-// One edge type: a smooth step, or a detour below the nodes for a loop back (FlowEdge.tsx).
-const edgeTypes = { ballast: FlowEdge };
-
-
-/** The minimap shows what the canvas marks: a compared version's change, else an error, else grey. */
-const DIFF_COLOURS = { added: "#16a34a", removed: "#dc2626", changed: "#d97706" } as const;
-function minimapColour(n: BallastFlowNode): string {
-  if (n.data.run) return RUN_STATE_COLOURS[n.data.run.state];
-  if (n.data.diff) return DIFF_COLOURS[n.data.diff];
-  return n.data.errors.length ? "#dc2626" : "#94a3b8";
-}
-function minimapNodeColour(n: FlowNode): string {
-  return n.type === "note" ? "#fde68a" : minimapColour(n);
-}
-
-// Props handed to React Flow are module constants: it copies most props into its store when
-// their identity changes, and every store update re-runs every node's, edge's and minimap
-// node's selector. A fresh object or function per render (the canvas renders on every drag
-// frame) meant two extra store updates per frame and all 300 minimap nodes re-rendering.
-const DEFAULT_EDGE_OPTIONS = { type: "ballast", markerEnd: EDGE_ARROW } as const;
-const PRO_OPTIONS = { hideAttribution: true } as const;
-const DELETE_KEYS = ["Delete", "Backspace"];
-const MULTI_SELECT_KEYS = ["Shift", "Meta", "Control"];
-
-/** React Flow's own fit-view icon (its Controls draw ours in its place: our fit, same look). */
-function FitViewIcon() {
-  return (
-    <svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 30" aria-hidden="true">
-      <path d="M3.692 4.63c0-.53.4-.938.939-.938h5.215V0H4.708C2.13 0 0 2.054 0 4.63v5.216h3.692V4.631zM27.354 0h-5.2v3.692h5.17c.53 0 .984.4.984.939v5.215H32V4.631A4.624 4.624 0 0027.354 0zm.954 24.83c0 .532-.4.94-.939.94h-5.215v3.768h5.215c2.577 0 4.631-2.13 4.631-4.707v-5.139h-3.692v5.139zm-23.677.94c-.531 0-.939-.4-.939-.94v-5.138H0v5.139c0 2.577 2.13 4.707 4.708 4.707h5.138V25.77H4.631z" />
-    </svg>
-  );
-}
-
-/** The pointer resting on a node (no button held): fetch the node panel's chunk before the click. */
-function preloadPanelOnHover(event: MouseEvent): void {
-  if (event.buttons === 0) void preloadNodePanel();
-}
-
-/** Keyboard shortcuts, shown by the help overlay (``?``). */
-/**
- * One line of the shortcut help: ``keys`` are key combinations (each drawn as keycaps,
- * ``sep`` between them: "or" for alternatives, "/" when they pair with the "/"-separated
- * parts of ``what``), or ``gesture`` is a mouse action (drawn as text).
- */
-export interface Shortcut { keys?: string[]; sep?: "or" | "/"; gesture?: string; what: string }
-
-/** The builder's shortcut help, in the order a new user needs them. */
-export const SHORTCUTS: Shortcut[] = [
-  { gesture: "Drag a kind from the palette onto the canvas", what: "add a node" },
-  { gesture: "Drag from a handle to another node's handle", what: "connect" },
-  { gesture: "Click · Shift+click · Shift+drag on empty canvas", what: "select · add to the selection · box-select" },
-  { keys: ["Arrow keys", "Shift+Arrow keys"], sep: "/", what: "move the selection 5 / 20 px (each press one undo step)" },
-  { keys: ["Delete", "Backspace"], sep: "or", what: "delete the selection" },
-  { keys: ["Ctrl+C", "Ctrl+V"], sep: "/", what: "copy / paste (also between tabs)" },
-  { keys: ["Ctrl+Z"], what: "undo" },
-  { keys: ["Ctrl+Shift+Z", "Ctrl+Y"], sep: "or", what: "redo" },
-  { keys: ["Ctrl+A"], what: "select all" },
-  { keys: ["Shift+L"], what: "auto-layout" },
-  { keys: ["F"], what: "fit the graph in view" },
-  { keys: ["N"], what: "add a sticky note" },
-  { keys: ["Escape"], what: "clear the selection, close dialogs" },
-  { keys: ["?"], what: "this help" },
-];
-
-/** Same members, any order. */
-function sameSet(a: readonly string[], b: readonly string[]): boolean {
-  if (a.length !== b.length) return false;
-  const s = new Set(a);
-  return b.every((x) => s.has(x));
-}
-
-/** Keep the previous React Flow node object when nothing drawn changed (memoised node components skip it). */
-function mergeNodes(prev: readonly FlowNode[], next: FlowNode[]): FlowNode[] {
-  const byId = new Map(prev.map((n) => [n.id, n]));
-  let same = prev.length === next.length;
-  const out = next.map((n, i) => {
-    const p = byId.get(n.id);
-    if (!p) { same = false; return n; }
-    const dataSame = p.data === n.data || shallowData(p.data as Record<string, unknown>, n.data as Record<string, unknown>);
-    if (dataSame && p.position.x === n.position.x && p.position.y === n.position.y && !!p.selected === !!n.selected
-      && p.width === n.width && p.height === n.height && p.draggable === n.draggable) {
-      if (prev[i] !== p) same = false;
-      return p;
-    }
-    same = false;
-    return { ...n, measured: p.measured } as FlowNode;
-  });
-  return same ? (prev as FlowNode[]) : out;
-}
-
-function shallowData(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
-  // A key only one side has (a comparison's ``diff`` cleared) is a change too.
-  if (Object.keys(a).length !== Object.keys(b).length) return false;
-  for (const k of Object.keys(b)) {
-    if (a[k] === b[k]) continue;
-    if (k === "errors" && sameIssues(a[k] as ValidationIssue[], b[k] as ValidationIssue[])) continue;
-    if (k === "handles" && sameHandles(a[k] as NodeHandles, b[k] as NodeHandles)) continue;
-    return false;
-  }
-  return true;
-}
-
-/** Equal lists of strings. */
-function sameStrings(a: readonly string[], b: readonly string[]): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
-}
-
-/** The same handles (compared field by field: every validation answer builds new ones for 300 nodes). */
-function sameHandles(a: NodeHandles, b: NodeHandles): boolean {
-  return a.hasInput === b.hasInput && a.defaultOutput === b.defaultOutput && sameStrings(a.inputs, b.inputs)
-    && sameStrings(a.outputs, b.outputs) && sameStrings(a.optional, b.optional);
-}
-
-/** The same validation issues, in the same order. */
-function sameIssues(a: readonly ValidationIssue[], b: readonly ValidationIssue[]): boolean {
-  return a.length === b.length && a.every((x, i) => {
-    const y = b[i] as ValidationIssue;
-    return x.code === y.code && x.node === y.node && x.field === y.field && (x.path ?? null) === (y.path ?? null) && x.message === y.message;
-  });
-}
+import { sameSet, mergeNodes } from "./nodeMerge";
+import { useCanvasClipboard } from "./useCanvasClipboard";
+import { nodeTypes, edgeTypes, minimapNodeColour, DEFAULT_EDGE_OPTIONS, PRO_OPTIONS, DELETE_KEYS, MULTI_SELECT_KEYS, FitViewIcon, preloadPanelOnHover } from "./canvasProps";
 
 /** A version comparison drawn on the canvas: how each node and edge (by edgeKey) changed. */
 export interface CanvasDiff {
@@ -394,35 +265,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
     bRef.current.change((s) => applyPositions(s, positions));
   }, [rf, onMessage, fit]);
 
-  const copy = useCallback((): Fragment | null => {
-    const s = bRef.current.spec;
-    const sel = selRef.current;
-    if (sel.nodes.length === 0 && sel.notes.length === 0) return null;
-    const fragment = copyFragment(s, new Set(sel.nodes), new Set(sel.notes));
-    const text = JSON.stringify(fragment);
-    try { window.localStorage.setItem(CLIPBOARD_STORAGE_KEY, text); } catch { /* storage full or disabled */ }
-    void navigator.clipboard?.writeText(text).catch(() => undefined);
-    onMessage(`Copied ${fragment.nodes.length} node${fragment.nodes.length === 1 ? "" : "s"}.`);
-    return fragment;
-  }, [onMessage]);
-
-  // The last pointer position (screen px, from a passive document listener): a paste lands
-  // there when it is over the canvas's pane.
-  const pointer = useRef<{ x: number; y: number } | null>(null);
-  useEffect(() => {
-    const onMove = (e: PointerEvent) => { pointer.current = { x: e.clientX, y: e.clientY }; };
-    document.addEventListener("pointermove", onMove, { passive: true });
-    return () => document.removeEventListener("pointermove", onMove);
-  }, []);
-  const paste = useCallback((fragment: Fragment | null) => {
-    if (!fragment || bRef.current.readOnly) return;
-    const p = pointer.current;
-    const onPane = p && document.elementFromPoint(p.x, p.y)?.closest(".react-flow__pane, .react-flow__node");
-    const at = p && onPane ? rf.screenToFlowPosition(p) : null;
-    const r = pasteFragment(bRef.current.spec, fragment, pasteOffset(bRef.current.spec, fragment, at));
-    bRef.current.change(() => r.spec);
-    bRef.current.select({ nodes: r.nodeIds, notes: r.noteIds, edges: [], field: null });
-  }, [rf]);
+  const { copy, paste } = useCanvasClipboard(bRef, selRef, onMessage);
 
   // Copy/paste: the native paste event carries the system clipboard (other windows); a
   // synthetic or blocked one falls back to localStorage (other tabs of this browser).

@@ -1,7 +1,8 @@
 // The list of validation errors: click one to select its node and focus the field in the side panel.
+import type { ValidationIssue } from "../api/types";
 import { useReactFlow } from "@xyflow/react";
 import { useState } from "react";
-import { useBuilder, type ValidationIssue } from "./store";
+import { useBuilder } from "./store";
 
 /** The node-relative field of an issue: ``field``, else derived from a graph-wide ``nodes[i].x.y`` path. */
 export function issueField(issue: ValidationIssue): string | null {

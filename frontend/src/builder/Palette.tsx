@@ -1,7 +1,7 @@
 // The palette: node kinds from the catalogue, grouped by category, with search; drag one onto the canvas.
+import type { NodeKindInfo } from "../api/types";
 import { useMemo, useState, type DragEvent } from "react";
 import { categoryColour } from "./NodeCard";
-import type { NodeKindInfo } from "./store";
 
 export const DRAG_MIME = "application/x-ballast-kind";
 

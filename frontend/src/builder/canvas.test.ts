@@ -1,4 +1,5 @@
 // Pure parts of the canvas: spec <-> React Flow mapping, copy/paste fragments, layout handle order, draft diff.
+import type { NodeKindInfo } from "../api/types";
 import { describe, expect, it } from "vitest";
 import triage from "../../../examples/support_triage.json";
 import { copyFragment, parseFragment, pasteFragment, pasteOffset } from "./clipboard";
@@ -9,12 +10,14 @@ import { layoutPositions } from "./layout";
 import { formatCost } from "../shell/format";
 import { groupKinds } from "./Palette";
 import type { GraphSpec } from "./spec";
-import type { NodeKindInfo } from "./store";
+import * as factories from "../test/factories";
 
 const spec = triage as unknown as GraphSpec;
+// Categories outside the server's choices too ("people", "integrations"): the palette groups whatever comes.
 const kind = (k: string, category: string, outputs: string[] = [], extra: Partial<NodeKindInfo> = {}): NodeKindInfo => ({
-  kind: k, title: k[0]?.toUpperCase() + k.slice(1), description: `${k} node`, category, config_schema: {},
-  inputs: k === "start" ? [] : ["in"], outputs, dynamic_outputs: k === "condition", repeat_safe: true, ...extra,
+  kind: k, title: k[0]?.toUpperCase() + k.slice(1), description: `${k} node`, category: category as NodeKindInfo["category"], config_schema: {},
+  inputs: k === "start" ? [] : ["in"], outputs, optional_outputs: [], default_output: outputs.length === 0, dynamic_outputs: k === "condition",
+  repeat_safe: true, uses_repeat_safe: true, does_work: true, can_loop: true, ...extra,
 });
 const catalogue = [kind("start", "flow"), kind("end", "flow"), kind("llm", "ai"), kind("tool", "tools"),
   kind("condition", "logic", ["true", "false"]), kind("approval", "people", ["approved", "rejected"]), kind("transform", "data")];
@@ -116,13 +119,12 @@ describe("spec <-> React Flow mapping", () => {
 
 describe("cost estimates on node cards", () => {
   it("puts a node's estimate on its card only when it costs something", () => {
-    const validation = {
-      valid: true, errors: [], handles: {},
-      estimate: { nodes: { classify: { usd: "0.0021", tokens: 350 }, route: { usd: "0", tokens: 0 } }, costliest_path: { nodes: ["classify"], usd: "0.0021", tokens: 350 } },
-    };
+    const validation = factories.validation({
+      estimate: factories.estimate({ classify: { usd: "0.0021", tokens: 350 }, route: { usd: "0", tokens: 0 } }, { nodes: ["classify"], usd: "0.0021", tokens: 350 }),
+    });
     const nodes = specToFlowNodes(spec, { ...opts, validation });
     const data = (id: string) => nodes.find((n) => n.id === id)!.data as { estimate?: unknown };
-    expect(data("classify").estimate).toEqual({ usd: "0.0021", tokens: 350 });
+    expect(data("classify").estimate).toEqual(validation.estimate?.nodes.classify);
     expect("estimate" in data("route")).toBe(false);
     expect(formatCost({ usd: "0.0021", tokens: 350 })).toBe("$0.0021 · 350 tokens");
   });

@@ -1,9 +1,9 @@
 // comparisonView: what the canvas draws for a version diff, and how each part is marked.
+import type { VersionDiff } from "../api/types";
 import { describe, expect, it } from "vitest";
 import { comparisonView } from "./compare";
 import { specToFlowNodes } from "./flow";
 import type { GraphSpec } from "./spec";
-import type { VersionDiff } from "./versions/diff";
 
 const older: GraphSpec = {
   name: "g",
@@ -32,6 +32,7 @@ const diff: VersionDiff = {
   edges: { added: [{ source: "calc", target: "fresh" }], removed: [{ source: "calc", target: "old" }] },
   settings: {}, state: {}, input_schema: null, description: null,
   layout: { positions: ["start"], notes: { added: [], removed: [], changed: [] } },
+  logic_identical: false,
   identical: false,
 };
 

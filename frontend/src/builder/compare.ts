@@ -1,8 +1,9 @@
 // A version comparison as the canvas draws it: the newer version's graph with the older one's removed parts kept as ghosts.
+import type { VersionDiff } from "../api/types";
 import type { CanvasDiff } from "./Canvas";
 import type { GraphSpec } from "./spec";
 import { edgeKey } from "./store";
-import { diffNodeStatus, type VersionDiff } from "./versions/diff";
+import { diffNodeStatus } from "./versions/diff";
 
 /**
  * The graph to draw for ``diff`` (from version ``older`` to ``newer``) and how each part changed:

@@ -1,9 +1,10 @@
 // The mapping between the graph spec and React Flow's nodes and edges (pure: no React, no DOM).
 // The spec is the document; React Flow objects are derived from it and never written back whole,
 // so fields the canvas does not know (or defaults left out) survive every edit.
+import type { NodeKindInfo, ValidationIssue, ValidationResult } from "../api/types";
 import type { Connection, Edge, Node } from "@xyflow/react";
 import type { EdgeSpec, GraphSpec, NodeSpec, NoteSpec, Position } from "./spec";
-import { edgeKey, type CostFigure, type NodeKindInfo, type ValidationIssue, type ValidationResult } from "./store";
+import { edgeKey, type CostFigure } from "./store";
 
 /** React Flow ids of notes carry this prefix so they never clash with node ids. */
 export const NOTE_PREFIX = "note:";

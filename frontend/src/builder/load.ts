@@ -1,8 +1,7 @@
 // The builder's opening fetches (graph, node kinds, a viewed version), started by the entry chunk so they run while the builder's own code downloads.
+import type { GraphDetail, NodeKindInfo } from "../api/types";
 import { api } from "../lib/api";
-import type { GraphDetail } from "./BuilderPage";
 import type { GraphSpec } from "./spec";
-import type { NodeKindInfo } from "./store";
 
 /** The three answers the builder needs before it can draw; ``version`` is null when the draft is opened. */
 export interface BuilderFetches {

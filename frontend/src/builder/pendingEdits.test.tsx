@@ -2,7 +2,7 @@
 import { act, fireEvent, render, renderHook, screen, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { examplePlaceholder } from "./editors/widgets";
+import { examplePlaceholder } from "./editors/formContext";
 import { hasPendingEdits } from "./pendingEdits";
 import { StateKeysEditor } from "./panel/StateKeysEditor";
 import type { GraphSpec } from "./spec";
@@ -16,7 +16,7 @@ describe("pending field edits", () => {
     const onChange = vi.fn();
     render(<StateKeysEditor state={{ key: { reducer: "replace" } }} readOnly={false} onChange={onChange} errors={{}} />);
     const spec: GraphSpec = { name: "g", nodes: [], edges: [] } as unknown as GraphSpec;
-    const { result } = renderHook(() => useAutosave(1, spec, { spec, revision: 1, updated_by: null, updated_at: null }, true));
+    const { result } = renderHook(() => useAutosave(1, spec, { spec, revision: 1 }, true));
     expect(result.current.status).toBe("saved");
     const row = screen.getByRole("group", { name: "State key key" });
     const nameInput = within(row).getByLabelText("Key");

@@ -1,47 +1,11 @@
 // The builder's shared state: the graph document with undo/redo, the selection, the catalogue, validation.
 // The canvas and the side panels read and change the graph only through BuilderApi (useBuilder()).
+import type { NodeKindInfo, ValidationResult } from "../api/types";
 import { createContext, useCallback, useContext, useMemo, useReducer } from "react";
 import { historyOf, historyPush, historyRedo, historyReset, historyUndo, type History } from "./history";
 import type { GraphSpec } from "./spec";
 
-/** One node kind as GET /api/v1/node-kinds/ describes it. */
-export interface NodeKindInfo {
-  kind: string;
-  title: string;
-  description: string;
-  category: string;
-  config_schema: Record<string, unknown>;
-  inputs: string[];
-  outputs: string[]; // fixed output handles; [] = one default output
-  dynamic_outputs: boolean; // outputs depend on config (validation's `handles` gives them per node)
-  repeat_safe: boolean;
-  uses_repeat_safe?: boolean; // false: the node's own repeat_safe is refused by validation (start, end, agent ...)
-  does_work?: boolean; // false: the step only routes (start, end, join): no timeout, retry or test run
-  can_loop?: boolean; // false: never on a loop (start, end): no max_iterations
-}
-
-/** One structured validation error. ``path`` is graph-wide (``nodes[2].config.expression``), ``field`` node-relative (``config.expression``). */
-export interface ValidationIssue {
-  code: string;
-  node: string | null;
-  field: string | null;
-  path?: string | null;
-  message: string;
-}
-
 export interface CostFigure { usd: string | number | null; tokens: number | null }
-
-/** POST /api/v1/graphs/validate/ answer. */
-export interface ValidationResult {
-  valid: boolean;
-  errors: ValidationIssue[];
-  /** Problems that do not block a run (an undeclared input key, an unused reducer). */
-  warnings?: ValidationIssue[];
-  handles: Record<string, { inputs: string[]; outputs: string[] }>;
-  estimate?: { nodes: Record<string, CostFigure>; costliest_path: CostFigure & { nodes: string[] } };
-  /** What publishing this spec would store (null when invalid): equal to a version's, the draft is that version. */
-  content_hash?: string | null;
-}
 
 export interface Selection {
   nodes: string[];

@@ -1,5 +1,6 @@
 // Draft autosave: a debounced PATCH with base_revision; a 409 stops saving and keeps both copies.
 import { useCallback, useEffect, useRef, useState } from "react";
+import type { GraphDetail, StoredDraft } from "../api/types";
 import { ApiError, api } from "../lib/api";
 import { hasPendingEdits, usePendingEdits } from "./pendingEdits";
 import type { GraphSpec } from "./spec";
@@ -8,13 +9,6 @@ export const AUTOSAVE_DEBOUNCE_MS = 800;
 
 export type SaveStatus = "saved" | "unsaved" | "saving" | "conflict" | "error";
 
-/** The draft as the server stores it (graph detail, or the ``current`` of a 409). */
-export interface StoredDraft {
-  spec: GraphSpec;
-  revision: number;
-  updated_by: string | null;
-  updated_at: string | null;
-}
 
 export interface Autosave {
   status: SaveStatus;
@@ -36,7 +30,7 @@ export interface Autosave {
  * Never overwrites: every PATCH names the revision it was based on, and after a 409 no
  * further save is sent until ``adopt`` is called. Disabled (``enabled`` false) for read-only views.
  */
-export function useAutosave(graphId: number, spec: GraphSpec, initial: StoredDraft, enabled: boolean): Autosave {
+export function useAutosave(graphId: number, spec: GraphSpec, initial: Pick<StoredDraft, "spec" | "revision">, enabled: boolean): Autosave {
   const [status, setStatus] = useState<SaveStatus>("saved");
   const [conflict, setConflict] = useState<StoredDraft | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -57,7 +51,7 @@ export function useAutosave(graphId: number, spec: GraphSpec, initial: StoredDra
     setStatus("saving");
     const p = (async () => {
       try {
-        const r = await api<{ revision: number; updated_at?: string }>(`graphs/${graphId}/`, {
+        const r = await api<GraphDetail>(`graphs/${graphId}/`, {
           method: "PATCH", body: { spec: sending, base_revision: revision.current },
         });
         saved.current = sending;

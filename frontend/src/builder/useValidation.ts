@@ -1,8 +1,8 @@
 // Validation on the canvas: POST the spec to /api/v1/graphs/validate/ after every change (debounced).
+import type { ValidationResult } from "../api/types";
 import { useEffect, useRef, useState } from "react";
 import { ApiError, api } from "../lib/api";
 import type { GraphSpec } from "./spec";
-import type { ValidationResult } from "./store";
 
 export const VALIDATE_DEBOUNCE_MS = 350;
 
@@ -28,8 +28,11 @@ export function useValidation(spec: GraphSpec, enabled = true): { result: Valida
         .catch((err: unknown) => {
           if (mine !== seq.current || (err instanceof DOMException && err.name === "AbortError")) return;
           if (err instanceof ApiError && err.status === 400) {
-            const errors = Object.entries(err.fields).flatMap(([path, msgs]) => msgs.map((m) => ({ code: err.code, node: null, field: null, path, message: `${path}: ${m}` })));
-            setResult({ valid: false, errors: errors.length ? errors : [{ code: err.code, node: null, field: null, path: null, message: err.message }], handles: {} });
+            const errors = Object.entries(err.fields).flatMap(([path, msgs]) => msgs.map((m) => ({ code: err.code, node: null, node_id: null, field: "", path, message: `${path}: ${m}` })));
+            setResult({
+              valid: false, errors: errors.length ? errors : [{ code: err.code, node: null, node_id: null, field: "", path: "", message: err.message }],
+              warnings: [], handles: {}, estimate: null, content_hash: null,
+            });
             setFailed(null);
           } else {
             setFailed(err instanceof Error ? err.message : String(err));

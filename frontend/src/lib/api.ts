@@ -1,10 +1,5 @@
 // One fetch wrapper for the REST API: JSON in and out, CSRF, structured errors as ApiError.
-
-/** The API's error body: ``{"error": {"code", "message", "fields"}}`` plus any extra keys (e.g. ``current`` on 409). */
-export interface ApiErrorBody {
-  error: { code: string; message: string; fields?: Record<string, string[] | string> };
-  [extra: string]: unknown;
-}
+import type { ApiErrorBody } from "../api/types";
 
 /** A non-2xx answer. ``fields`` maps a field path (``nodes[0].config.x``) to its messages. */
 export class ApiError extends Error {
@@ -59,7 +54,7 @@ export async function api<T>(path: string, options: RequestOptions = {}): Promis
   const response = await fetch(url, { method, headers, body, credentials: "same-origin", signal: options.signal });
   if (response.status === 204) return undefined as T;
   const text = await response.text();
-  let parsed: unknown = null;
+  let parsed: unknown;
   try {
     parsed = text ? JSON.parse(text) : null;
   } catch {

@@ -143,7 +143,7 @@ export function toRjsfErrors(units: OutputUnit[], schema: RJSFSchema, uiSchema?:
     let path = property(unit.instanceLocation);
     let message = base;
     let stack = `${path} ${message}`.trim();
-    let title = "";
+    let title: string;
     const missing = typeof params.missingProperty === "string" ? params.missingProperty : undefined;
     if (missing !== undefined) {
       path = `${path}.${missing}`;

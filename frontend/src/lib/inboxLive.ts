@@ -1,7 +1,7 @@
 // The approvals inbox live over ws/approvals/ (approvals/consumers.py): a snapshot on every (re)connect, then items that arrive, change or leave.
 // One socket per page, shared by whoever listens (the top bar's count on every page, the inbox on /approvals/).
 import { useEffect, useRef, useState } from "react";
-import type { Approval } from "../shell/types";
+import type { Approval } from "../api/types";
 import type { Connection, SocketLike } from "./liveEvents";
 
 /** One message of ws/approvals/; ``snapshot`` (the count and the newest page) comes first after each (re)connect; ``approval.more`` says how many a burst left out. */

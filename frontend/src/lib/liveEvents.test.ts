@@ -1,4 +1,5 @@
-import { RunEventStream, type RunEvent, type SocketLike } from "./liveEvents";
+import type { RunEvent } from "../api/types";
+import { RunEventStream, type SocketLike } from "./liveEvents";
 
 /** A socket the test drives: what the stream sent, and server messages pushed in. */
 class FakeSocket implements SocketLike {

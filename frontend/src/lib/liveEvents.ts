@@ -1,16 +1,6 @@
 // Live run events over one WebSocket (ws/runs/, runs/live/consumers.py): follow runs from the last seq seen,
+import type { RunEvent } from "../api/types";
 // reconnect with backoff, and hand each event over exactly once, in seq order.
-
-/** One committed run event; ``seq`` numbers a run's events 1, 2, 3... with no gaps. */
-export interface RunEvent {
-  id: number;
-  seq: number;
-  run: number;
-  step: number | null;
-  kind: string;
-  data: Record<string, unknown>;
-  created_at: string;
-}
 
 /** The part of a browser WebSocket the stream uses (a fake one in unit tests). */
 export interface SocketLike {

@@ -15,7 +15,7 @@ describe("nextLeaseCheck", () => {
       { status: "running", worker_alive: true, lease_expires_at: at(8) },
       { status: "running", worker_alive: true, lease_expires_at: at(5) },
       { status: "succeeded", lease_expires_at: at(2) },
-    ];
+    ] as const;
     expect(nextLeaseCheck(steps, now)).toBe(5000 + LEASE_CHECK_MARGIN_MS);
   });
 

@@ -1,6 +1,7 @@
 // Re-read a run when a running step's lease runs out: a worker that dies commits no event, so
 // without this the page would show "running" until recovery, never "interrupted".
 import { useEffect } from "react";
+import type { StepSummary } from "../api/types";
 
 /** Bounds of the wait before the next check, in ms (a heartbeat moves the lease on, so checks repeat). */
 export const LEASE_CHECK_MIN_MS = 1_000;
@@ -8,11 +9,8 @@ export const LEASE_CHECK_MAX_MS = 15_000;
 /** Read a little after the expiry, so the server sees the lease as run out. */
 export const LEASE_CHECK_MARGIN_MS = 250;
 
-interface LeasedStep {
-  status: string;
-  worker_alive?: boolean | null;
-  lease_expires_at?: string | null;
-}
+/** What the watch reads of a step (GET /runs/<id>/'s steps). */
+type LeasedStep = Pick<StepSummary, "status"> & Partial<Pick<StepSummary, "worker_alive" | "lease_expires_at">>;
 
 /**
  * Milliseconds until the run should be read again to learn whether a running step's worker

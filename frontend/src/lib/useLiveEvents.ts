@@ -1,6 +1,7 @@
 // React hooks over the shared live stream (liveEvents.ts): a run's event log, and "something changed" for a set of runs.
+import type { RunEvent } from "../api/types";
 import { useEffect, useRef, useState } from "react";
-import { sharedStream, type Connection, type RunEvent, type RunEventStream } from "./liveEvents";
+import { sharedStream, type Connection, type RunEventStream } from "./liveEvents";
 
 /** Calls ``fn`` at most once per ``ms`` (trailing), so a burst of events costs one reload. */
 export function useDebounced(fn: () => void, ms: number): () => void {
@@ -42,11 +43,13 @@ export function useRunEvents(runId: number | null, onEvents?: () => void, deboun
 /** Calls ``onChange`` (debounced) when any of ``runs`` commits a new event after its ``event_seq``. */
 export function useRunsChanged(runs: { id: number; event_seq?: number }[] | undefined, onChange: () => void, debounceMs = 250, stream: RunEventStream = sharedStream()): void {
   const changed = useDebounced(onChange, debounceMs);
-  const key = (runs ?? []).map((r) => `${r.id}:${r.event_seq ?? 0}`).join(",");
+  // "id:seq,id:seq" of the runs that carry an event_seq: a new array of the same runs
+  // at the same events is the same key, so the streams are not followed again.
+  const key = (runs ?? []).flatMap((r) => (r.event_seq === undefined ? [] : [`${r.id}:${r.event_seq}`])).join(",");
   useEffect(() => {
-    const stops = (runs ?? []).filter((r) => r.event_seq !== undefined).map((r) => stream.follow(r.id, r.event_seq ?? 0, changed));
+    const followed = key ? key.split(",").map((pair) => pair.split(":").map(Number) as [number, number]) : [];
+    const stops = followed.map(([id, seq]) => stream.follow(id, seq, changed));
     return () => stops.forEach((stop) => stop());
-    // eslint-disable-next-line react-hooks/exhaustive-deps -- key stands for runs
   }, [key, stream, changed]);
 }
 

@@ -2,7 +2,7 @@ import { screen, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { ApiError } from "../lib/api";
 import { makeContext, page, renderWith, stubFetch } from "../shell/testing";
-import type { Approval } from "../shell/types";
+import type { Approval } from "../api/types";
 import Approvals from "./Approvals";
 import { changeNote, conflictMessage, deadlineState, formatCountdown, listPath } from "./inbox";
 

@@ -1,7 +1,8 @@
 // The audit page names graph versions by graph and number (v3), keeping the chained id in the link's title.
 import { screen, within } from "@testing-library/react";
 import { cursorPage, makeContext, renderWith, stubFetch } from "../shell/testing";
-import Audit, { auditCells, versionHref, type AuditEntry } from "./Audit";
+import type { AuditEntry } from "../api/types";
+import Audit, { auditCells, versionHref } from "./Audit";
 
 afterEach(() => vi.unstubAllGlobals());
 

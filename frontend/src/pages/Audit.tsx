@@ -1,37 +1,12 @@
 // /audit/: the audit log (admins): filters by actor, verb, object and day, the hash chain's verification, CSV/JSONL export.
+import type { AuditEntry, AuditFacets, AuditReport, AuditVersion, CursorPage } from "../api/types";
 import { useEffect, useState, type FormEvent } from "react";
 import { API_ROOT } from "../lib/api";
 import { formatDateTime } from "../shell/format";
 import { graphUrl, runUrl } from "../shell/graphLinks";
 import { EmptyState, ErrorMessage, Loading, PageHeader } from "../shell/ui";
-import { pagePath, useApi, type CursorPage } from "../shell/useApi";
+import { pagePath, useApi } from "../shell/useApi";
 import "./costs/costs.css";
-
-export interface AuditEntry {
-  id: number;
-  created_at: string;
-  actor_type: string;
-  actor: string;
-  action: string;
-  object_type: string;
-  object_id: string;
-  data: Record<string, unknown>;
-  scope: string;
-  seq: number;
-  prev_hash: string;
-  hash: string;
-  /** The graph version the entry names (its object, or data.graph_version) by graph and number; null when none. */
-  version?: AuditVersion | null;
-}
-
-/** A graph version as the audit API resolves it (the chained entry holds only its id). */
-export interface AuditVersion {
-  id: number;
-  number: number;
-  graph: number;
-  graph_name: string;
-  is_test: boolean;
-}
 
 /** "triage v3" (a node-test snapshot: "triage test snapshot"), as people know a version. */
 export function versionLabel(v: AuditVersion): string {
@@ -65,22 +40,6 @@ export function versionHref(v: AuditVersion): string {
 function VersionLink({ v }: { v: AuditVersion }) {
   const title = v.is_test ? `node-test snapshot (graph version id ${v.id}): opens the graph's builder` : `graph version id ${v.id}`;
   return <a href={versionHref(v)} title={title}>{versionLabel(v)}</a>;
-}
-
-export interface AuditReport {
-  ok: boolean;
-  entries: number;
-  chains: number;
-  problems: { scope: string; entry_id: number | null; seq: number | null; message: string }[];
-  scope: string | null;
-  verified_at: string;
-  seconds: number;
-}
-
-interface Facets {
-  action: string[];
-  actor_type: string[];
-  object_type: string[];
 }
 
 export const AUDIT_FILTERS = ["actor", "actor_type", "action", "object_type", "object_id", "since", "until"] as const;
@@ -146,7 +105,7 @@ export default function Audit() {
   const [draft, setDraft] = useState<AuditFilters>(applied);
   const [cursorPath, setCursorPath] = useState<string | null>(null);
   const [pageNo, setPageNo] = useState(1);
-  const facets = useApi<Facets>("audit/facets/");
+  const facets = useApi<AuditFacets>("audit/facets/");
   const query = auditQuery(applied);
   const first = `audit/?page_size=${PAGE_SIZE}${query ? `&${query}` : ""}`;
   const { data, error, loading, reload } = useApi<CursorPage<AuditEntry>>(cursorPath ?? first);

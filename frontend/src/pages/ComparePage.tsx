@@ -1,7 +1,8 @@
 // /runs/compare/?a=1&b=2: two runs of one graph side by side: per node status, output, cost and duration;
 // their states key by key, the differences first.
+import type { CompareSide, RunComparison } from "../api/types";
 import { useState } from "react";
-import { compareParams, compareUrl, nodeDifference, secondsText, type CompareSide, type RunComparison } from "../runs/actions";
+import { compareParams, compareUrl, nodeDifference, secondsText } from "../runs/actions";
 import "../runs/runs.css";
 import { formatDateTime, formatUsd, versionText } from "../shell/format";
 import { graphUrl, runUrl } from "../shell/graphLinks";

@@ -1,16 +1,13 @@
 // /costs/: spend of the runs the user may read: totals, by day, by graph/node/model, costliest runs and steps, budgets, CSV.
+import type { BudgetRow, CostRow, CostTotals, GraphSummary, Page } from "../api/types";
 import { useEffect, useMemo, useState } from "react";
 import { API_ROOT } from "../lib/api";
 import { BarChart } from "../shell/BarChart";
 import { formatSpend, formatUsd } from "../shell/format";
 import { graphUrl, runUrl } from "../shell/graphLinks";
-import type { GraphSummary } from "../shell/types";
 import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
-import { useApi, type ApiState, type Page } from "../shell/useApi";
-import {
-  axisUsd, breakdownSeries, budgetShare, COLORS, daySeries, filterQuery, filtersFromSearch, lastDays, rowName, withFilters,
-  type BudgetRow, type CostFilters, type CostRow, type CostTotals,
-} from "./costs/model";
+import { useApi, type ApiState } from "../shell/useApi";
+import { axisUsd, breakdownSeries, budgetShare, COLORS, daySeries, filterQuery, filtersFromSearch, lastDays, rowName, withFilters, type CostFilters } from "./costs/model";
 import "./costs/costs.css";
 
 const GROUPS = [

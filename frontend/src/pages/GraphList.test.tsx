@@ -2,14 +2,14 @@ import { screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { NewGraphDialog } from "../shell/GraphDialogs";
 import { makeContext, page, renderWith, stubFetch } from "../shell/testing";
-import type { GraphSummary } from "../shell/types";
+import type { GraphSummary } from "../api/types";
+import { graphSummary } from "../test/factories";
 import GraphList from "./GraphList";
 
 afterEach(() => vi.unstubAllGlobals());
 
-const g = (id: number, name: string, latest: number | null = 1): GraphSummary => ({
-  id, name, description: "", latest_version: latest, created_by: "bea", created_at: "2026-12-01T10:00:00Z", updated_at: "2026-12-01T10:00:00Z",
-});
+const g = (id: number, name: string, latest: number | null = 1): GraphSummary =>
+  graphSummary({ id, name, latest_version: latest, created_by: "bea" });
 
 describe("GraphList", () => {
   it("shows no edit controls to a user who may not build, but lets them export", async () => {

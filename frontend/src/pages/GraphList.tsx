@@ -1,14 +1,14 @@
 // /graphs/: search, create, duplicate, delete, import and export graphs (edit controls for builders only).
+import type { GraphSummary, ImportResult, Page } from "../api/types";
 import { useEffect, useState } from "react";
 import { usePageContext } from "../lib/context";
 import { formatDateTime } from "../shell/format";
 import { AlertsDialog } from "../shell/AlertsDialog";
 import { DeleteDialog, DuplicateDialog, GraphCreateActions, ImportFeedback, NewGraphDialog, type ImportFailure } from "../shell/GraphDialogs";
-import { exportGraph, importedText, importedUrl, type ImportResult } from "../shell/graphActions";
+import { exportGraph, importedText, importedUrl } from "../shell/graphActions";
 import { graphUrl } from "../shell/graphLinks";
-import type { GraphSummary } from "../shell/types";
 import { EmptyState, ErrorMessage, Loading, PageHeader } from "../shell/ui";
-import { useApi, type Page } from "../shell/useApi";
+import { useApi } from "../shell/useApi";
 
 const PAGE_SIZE = 25;
 

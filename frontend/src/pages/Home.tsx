@@ -1,23 +1,20 @@
 // /: the signed-in user's dashboard: runs of the last 24 hours by status, approvals waiting for them, spend today and this
 // week, the latest failures with their error, their graphs and the latest runs; a new user sees how to begin.
+import type { CostTotals, CursorPage, GraphSummary, ImportResult, InboxCounts, Page, RunSummary, RunsSummary } from "../api/types";
 import { useMemo, useState } from "react";
 import { usePageContext } from "../lib/context";
 import { useNewRuns, useRunsChanged } from "../lib/useLiveEvents";
 import { formatDateTime, formatSpend, statusLabel, versionText } from "../shell/format";
 import { GraphCreateActions, ImportFeedback, NewGraphDialog, type ImportFailure } from "../shell/GraphDialogs";
-import { importedUrl, type ImportResult } from "../shell/graphActions";
+import { importedUrl } from "../shell/graphActions";
 import { graphUrl, runUrl } from "../shell/graphLinks";
 import { RunTable } from "../shell/RunTable";
-import type { GraphSummary, InboxCounts, RunSummary } from "../shell/types";
 import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
-import { useApi, type CursorPage, type Page } from "../shell/useApi";
-import type { CostTotals } from "./costs/model";
+import { useApi } from "../shell/useApi";
 import { costsLink, errorLine, runsLink, spendRanges } from "./dashboard";
 import "./home.css";
 
 const STATUS_ORDER = ["running", "waiting", "queued", "failed", "succeeded", "cancelled"];
-
-interface RunsSummary { since: string; total: number; by_status: Record<string, number> }
 
 function Stat({ title, children, id }: { title: string; children: React.ReactNode; id: string }) {
   return (

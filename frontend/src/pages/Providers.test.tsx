@@ -3,7 +3,8 @@ import { screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { makeContext, renderWith, stubFetch } from "../shell/testing";
-import Providers, { type ProviderRow } from "./Providers";
+import type { ProviderRow } from "../api/types";
+import Providers from "./Providers";
 
 afterEach(() => vi.unstubAllGlobals());
 

@@ -1,30 +1,10 @@
 // /providers/ (staff): the LLM providers nodes may name; add one with its key (stored encrypted, never shown again), test its connection, rotate its key, remove it.
+import type { ConnectionResult, ProviderRow } from "../api/types";
 import { useState, type FormEvent, type ReactNode } from "react";
 import { api, ApiError } from "../lib/api";
 import { ErrorMessage, Loading, Modal, PageHeader } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import "./admin.css";
-
-export interface ProviderRow {
-  name: string;
-  kind: "mock" | "openai" | "anthropic" | "openai_compatible" | "custom";
-  label: string;
-  models: string[];
-  default_model: string | null;
-  base_url: string | null;
-  source: "settings" | "environment" | "app";
-  /** An API key is available (or none is needed). */
-  ready: boolean;
-}
-
-export interface ConnectionResult {
-  ok: boolean;
-  provider: string;
-  model: string;
-  message: string;
-  latency_ms: number;
-  error: { code: string; status?: number } | null;
-}
 
 const KINDS: readonly { value: string; label: string }[] = [
   { value: "openai", label: "OpenAI" },

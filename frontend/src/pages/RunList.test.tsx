@@ -1,7 +1,7 @@
 import { screen } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { cursorPage, makeContext, renderWith, stubFetch } from "../shell/testing";
-import type { RunSummary } from "../shell/types";
+import type { RunSummary } from "../api/types";
 import RunList from "./RunList";
 
 afterEach(() => vi.unstubAllGlobals());

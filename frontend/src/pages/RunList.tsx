@@ -1,17 +1,14 @@
 // /runs/: the runs the user may read, newest first: filters kept in the URL, keyset pages, bulk cancel, compare two; statuses and new runs arrive live.
+import type { BulkCancelResult, CursorPage, GraphSummary, Page, RunSummary } from "../api/types";
 import { useEffect, useMemo, useState, type FormEvent } from "react";
 import { api, ApiError } from "../lib/api";
 import { usePageContext } from "../lib/context";
 import { useConnection, useNewRuns, useRunsChanged } from "../lib/useLiveEvents";
 import { compareUrl } from "../runs/actions";
 import { RunTable } from "../shell/RunTable";
-import type { GraphSummary, RunSummary } from "../shell/types";
 import { EmptyState, ErrorMessage, LiveStatus, Loading, Modal, PageHeader } from "../shell/ui";
-import { useApi, type CursorPage, type Page } from "../shell/useApi";
-import {
-  apiPath, cancellable, compareRefusal, cursorOf, filtersFromQuery, hasFilters, NO_FILTERS, queryFromFilters, RUN_STATUSES, summarizeBulkCancel,
-  type BulkCancelResult, type RunFilters,
-} from "./runFilters";
+import { useApi } from "../shell/useApi";
+import { apiPath, cancellable, compareRefusal, cursorOf, filtersFromQuery, hasFilters, NO_FILTERS, queryFromFilters, RUN_STATUSES, summarizeBulkCancel, type RunFilters } from "./runFilters";
 import "./runlist.css";
 
 const PAGE_SIZE = 50;

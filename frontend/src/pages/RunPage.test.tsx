@@ -1,26 +1,28 @@
 import { fireEvent, screen, waitFor, within } from "@testing-library/react";
 import { makeContext, renderWith, stubFetch } from "../shell/testing";
-import type { RunDetail } from "../shell/types";
-import RunPage, { errorText } from "./RunPage";
+import type { RunDetail } from "../api/types";
+import { runDetail, runStep } from "../test/factories";
+import { errorText } from "../runs/JsonBlock";
+import RunPage from "./RunPage";
 
 afterEach(() => vi.unstubAllGlobals());
 // The canvas is a lazy chunk with React Flow: on a loaded machine it takes seconds to mount in jsdom.
 vi.setConfig({ testTimeout: 30_000 });
 const slow = { timeout: 15_000 };
 
-const run: RunDetail = {
+const run: RunDetail = runDetail({
   id: 5, graph: 2, graph_name: "divide", version: 3, status: "failed",
   error: { code: "expression", message: "division by zero", node_id: "boom" },
   step_count: 2, input_tokens: 10, output_tokens: 5, cost_usd: "0.001200", created_by: "olu",
   created_at: "2026-12-01T10:00:00Z", started_at: "2026-12-01T10:00:00Z", finished_at: "2026-12-01T10:00:02Z",
   input: { x: 1 }, state: {}, output: null,
   steps: [
-    { id: 1, parent: null, node_id: "start", kind: "start", iteration: 0, status: "succeeded", attempt: 1, max_attempts: 1, output: {}, error: null,
-      cost_usd: null, started_at: "2026-12-01T10:00:00Z", finished_at: "2026-12-01T10:00:00.500Z" },
-    { id: 2, parent: null, node_id: "boom", kind: "transform", iteration: 0, status: "failed", attempt: 2, max_attempts: 3, output: null,
-      error: { message: "division by zero" }, cost_usd: "0.001200", started_at: "2026-12-01T10:00:01Z", finished_at: "2026-12-01T10:00:02Z" },
+    runStep({ id: 1, run: 5, node_id: "start", kind: "start", status: "succeeded", attempt: 1, max_attempts: 1, output: {},
+      started_at: "2026-12-01T10:00:00Z", finished_at: "2026-12-01T10:00:00.500Z" }),
+    runStep({ id: 2, run: 5, node_id: "boom", kind: "transform", status: "failed", attempt: 2, max_attempts: 3,
+      error: { message: "division by zero" }, cost_usd: "0.001200", started_at: "2026-12-01T10:00:01Z", finished_at: "2026-12-01T10:00:02Z" }),
   ],
-};
+});
 
 const spec = {
   name: "divide", nodes: [

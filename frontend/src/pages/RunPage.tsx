@@ -1,18 +1,18 @@
 // /runs/<id>/: one run live: its graph coloured by node state, a timeline, a step inspector, input and output, steps and the event log.
+import type { RunDetail, RunEvent, RunStep } from "../api/types";
 import { Suspense, lazy, useCallback, useMemo, useRef, useState } from "react";
-import type { RunEvent } from "../lib/liveEvents";
 import { useLeaseWatch } from "../lib/useLeaseWatch";
 import { useConnection, useRunEvents } from "../lib/useLiveEvents";
 import { retryAdvice } from "../runs/actions";
 import { RunActions } from "../runs/RunActions";
+import { JsonBlock, errorText } from "../runs/JsonBlock";
 import { StepInspector } from "../runs/StepInspector";
 import { Timeline } from "../runs/Timeline";
-import { nodeMarks, stepsShown, type RunStep } from "../runs/runView";
+import { nodeMarks, stepsShown } from "../runs/runView";
 import { RUN_STATE_LABELS } from "../builder/runStateColours";
 import { statusClass } from "../lib/statusTokens";
 import { formatDuration, formatUsd, runDisplayStatus, startedBy, stepDisplayStatus } from "../shell/format";
 import { graphUrl, runUrl } from "../shell/graphLinks";
-import type { RunDetail } from "../shell/types";
 import { EmptyState, ErrorMessage, LiveStatus, Loading, PageHeader, StatusBadge, When } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import "../runs/runPage.css";
@@ -20,23 +20,6 @@ import "../runs/runPage.css";
 // The canvas (React Flow and the builder's node cards) is its own chunk: the run's facts and
 // events show before it has downloaded.
 const RunGraph = lazy(() => import("../runs/RunGraph"));
-
-/** Pretty JSON in a scrollable block; "—" for null/undefined. */
-export function JsonBlock({ value, label }: { value: unknown; label: string }) {
-  if (value === null || value === undefined) return <p className="muted">—</p>;
-  return <pre className="json" aria-label={label} tabIndex={0}>{JSON.stringify(value, null, 2)}</pre>;
-}
-
-/** An error value from the engine (``{"type", "message", ...}`` or a string) as one line. */
-export function errorText(error: unknown): string {
-  if (error === null || error === undefined) return "";
-  if (typeof error === "string") return error;
-  if (typeof error === "object") {
-    const e = error as { type?: string; message?: string };
-    if (e.message) return e.type ? `${e.type}: ${e.message}` : e.message;
-  }
-  return JSON.stringify(error);
-}
 
 /** The node an engine error names (``node_id``), if any. */
 function failedAt(error: unknown): string | null {

@@ -3,7 +3,8 @@ import { screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { makeContext, page, renderWith, stubFetch } from "../shell/testing";
-import Tokens, { type ApiTokenRow } from "./Tokens";
+import type { ApiTokenRow } from "../api/types";
+import Tokens from "./Tokens";
 
 afterEach(() => vi.unstubAllGlobals());
 

@@ -1,28 +1,12 @@
 // /tokens/: the signed-in user's API tokens (create: the key shown once with a copy button; revoke with a confirm); staff see and revoke everyone's.
+import type { ApiTokenRow, CreatedToken, Page } from "../api/types";
 import { useState, type FormEvent } from "react";
 import { api, ApiError } from "../lib/api";
 import { usePageContext } from "../lib/context";
 import { formatDateTime } from "../shell/format";
 import { EmptyState, ErrorMessage, Loading, Modal, PageHeader } from "../shell/ui";
-import { useApi, type Page } from "../shell/useApi";
+import { useApi } from "../shell/useApi";
 import "./admin.css";
-
-export interface ApiTokenRow {
-  id: number;
-  name: string;
-  prefix: string;
-  user: string;
-  created_at: string;
-  created_by: string;
-  last_used_at: string | null;
-  revoked_at: string | null;
-  revoked_by: string;
-}
-
-export interface CreatedToken extends ApiTokenRow {
-  /** The secret: in the answer to the POST only. */
-  key: string;
-}
 
 /** Copy ``text`` to the clipboard; falls back to selecting the field's text when the API is refused. */
 export function CopyField({ id, label, value }: { id: string; label: string; value: string }) {

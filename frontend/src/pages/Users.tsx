@@ -1,36 +1,14 @@
 // /users/ (staff): users (create with a password or an invite link, deactivate, groups) and groups (create, members); roles are the groups builders, operators, approvers.
+import type { GroupRow, Page, UserCreated, UserRow } from "../api/types";
 import { useState, type FormEvent } from "react";
 import { api, ApiError } from "../lib/api";
 import { usePageContext } from "../lib/context";
 import { formatDateTime } from "../shell/format";
 import { PrincipalPicker } from "../shell/PrincipalPicker";
 import { EmptyState, ErrorMessage, Loading, Modal, PageHeader } from "../shell/ui";
-import { useApi, type Page } from "../shell/useApi";
+import { useApi } from "../shell/useApi";
 import { CopyField } from "./Tokens";
 import "./admin.css";
-
-export interface UserRow {
-  id: number;
-  username: string;
-  email: string;
-  first_name: string;
-  last_name: string;
-  is_active: boolean;
-  is_staff: boolean;
-  is_superuser: boolean;
-  has_password: boolean;
-  groups: string[];
-  date_joined: string;
-  last_login: string | null;
-  invite_url?: string | null;
-}
-
-export interface GroupRow {
-  id: number;
-  name: string;
-  members: string[];
-  is_role: boolean;
-}
 
 /** What each role group lets its members do (the README's roles). */
 export const ROLE_HELP: Readonly<Record<string, string>> = {
@@ -84,7 +62,7 @@ export function NewUserDialog({ groups, onClose, onCreated }: { groups: GroupRow
     setError(null);
     try {
       const body = { username: username.trim(), email: email.trim(), groups: chosen, ...(mode === "invite" ? { invite: true } : { password }) };
-      const user = await api<UserRow>("users/", { method: "POST", body });
+      const user = await api<UserCreated>("users/", { method: "POST", body });
       onCreated();
       if (user.invite_url) setInvite(user.invite_url);
       else onClose();

@@ -1,43 +1,11 @@
 // /workers/: each worker cluster's host, heartbeat and in-flight steps, and the queue depth (admins and operators).
+import type { InFlightStep, WorkersBody } from "../api/types";
 import { useEffect } from "react";
 import { formatDateTime } from "../shell/format";
 import { runUrl } from "../shell/graphLinks";
 import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import "./costs/costs.css";
-
-interface InFlightStep {
-  id: number;
-  run: number;
-  graph: string;
-  node_id: string;
-  attempt: number;
-  lease_owner: string;
-  lease_expires_at: string | null;
-  started_at: string | null;
-}
-
-interface WorkerRow {
-  name: string;
-  host: string;
-  pid: number;
-  started_at: string;
-  heartbeat_at: string;
-  seconds_since_heartbeat: number;
-  alive: boolean;
-  in_flight: InFlightStep[];
-  /** Steps it runs for runs the viewer may not read: counted, not listed. */
-  in_flight_hidden: number;
-}
-
-export interface WorkersBody {
-  workers: WorkerRow[];
-  unattributed: InFlightStep[];
-  unattributed_hidden: number;
-  queue: { ready: number; scheduled: number; waiting: number; parked: number; running: number };
-  heartbeat_window_seconds: number;
-  checked_at: string;
-}
 
 const REFRESH_MS = 5000;
 

@@ -1,6 +1,6 @@
 // The inbox's pure parts: list names, what a 409 means to the person who clicked, how an item differs from what is shown.
 import { ApiError } from "../lib/api";
-import type { Approval } from "../shell/types";
+import type { Approval } from "../api/types";
 
 export type InboxList = "assigned" | "group" | "decided";
 

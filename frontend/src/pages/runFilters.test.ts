@@ -33,7 +33,7 @@ describe("run list filters", () => {
   });
 
   it("summarises a bulk cancel with the reasons for each refusal", () => {
-    const ok = { ok: true, status: "cancelled", error: null };
+    const ok = { ok: true, status: "cancelled" as const, error: null };
     expect(summarizeBulkCancel([{ run: 1, ...ok }, { run: 2, ...ok }])).toBe("2 cancelled.");
     expect(summarizeBulkCancel([
       { run: 1, ...ok },

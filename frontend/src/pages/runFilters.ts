@@ -1,4 +1,5 @@
 // The run list's filters: read from and written to the page URL, turned into the API query, and what a bulk cancel reports.
+import type { BulkCancelResult } from "../api/types";
 
 export const RUN_STATUSES = ["queued", "running", "waiting", "succeeded", "failed", "cancelled"] as const;
 /** What a live run waits for (the API's ``waiting_for``): a person at an approval gate, or a decision on a step parked after a crash. */
@@ -89,14 +90,6 @@ export function cursorOf(url: string | null): string | null {
 /** Runs in these statuses can still be cancelled. */
 export function cancellable(status: string): boolean {
   return status === "queued" || status === "running" || status === "waiting";
-}
-
-/** One run's outcome in a bulk cancel (``POST /api/v1/runs/cancel/``). */
-export interface BulkCancelResult {
-  run: number;
-  ok: boolean;
-  status: string | null;
-  error: { code: string; message: string } | null;
 }
 
 /** A one-line summary of a bulk cancel: "2 cancelled; 1 refused (1 already ended)". */

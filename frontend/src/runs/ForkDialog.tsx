@@ -1,11 +1,11 @@
 // Fork a run from any committed step with edited state: the state after that step in a JSON editor,
 // checked against the graph's state keys as you type (errors by path), the preview of what the fork
 // keeps and runs (with its cost) updated from the edited state, then the new run's page.
+import type { ActionPreview, RunDetail } from "../api/types";
 import { useEffect, useMemo, useRef, useState } from "react";
 import { api, ApiError } from "../lib/api";
-import type { RunDetail } from "../shell/types";
 import { ErrorMessage, Loading, Modal } from "../shell/ui";
-import { editableState, forkPatch, serverProblems, type ActionPreview, type StateProblem } from "./actions";
+import { editableState, forkPatch, serverProblems, type StateProblem } from "./actions";
 import { PreviewView } from "./PreviewView";
 import { StateEditor } from "./StateEditor";
 
@@ -93,9 +93,8 @@ export function ForkDialog({ run, stepId, onClose, navigate }: ForkDialogProps) 
         .finally(() => { if (mine === sequence.current) setPreviewing(false); });
     }, PREVIEW_DELAY_MS);
     return () => { window.clearTimeout(timer); controller.abort(); };
-    // local.patch is derived from text and base.
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [text, base, blocking]);
+    // local.patch changes with text and base (useMemo above): listed for the check, no extra runs.
+  }, [run.id, text, base, blocking, local.patch]);
 
   const problems = useMemo(() => [...local.problems, ...(blocking ? [] : server.problems)], [local.problems, server.problems, blocking]);
   const serverBlocks = !blocking && (server.problems.length > 0 || server.message !== null);

@@ -1,7 +1,8 @@
 // What a resume, retry or fork will do, before it is done: steps kept from the checkpoint, steps that
 // run again (and the nodes after them), and the worst-case cost of what runs.
+import type { ActionPreview } from "../api/types";
 import { formatUsd } from "../shell/format";
-import { estimateText, stepEstimateText, type ActionPreview } from "./actions";
+import { estimateText, stepEstimateText } from "./actions";
 
 function iter(iteration: number): string {
   return iteration > 0 ? ` #${iteration + 1}` : "";

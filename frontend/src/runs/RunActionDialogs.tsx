@@ -1,11 +1,10 @@
 // The run actions' dialogs: cancel (with a reason), resume or retry after a preview, and choose a run to compare with.
+import type { ActionPreview, CursorPage, RunDetail, RunSummary } from "../api/types";
 import { useEffect, useState } from "react";
 import { api } from "../lib/api";
 import { formatDateTime, formatUsd } from "../shell/format";
-import type { RunDetail, RunSummary } from "../shell/types";
 import { ErrorMessage, Loading, Modal, StatusBadge } from "../shell/ui";
-import type { CursorPage } from "../shell/useApi";
-import { compareUrl, type ActionPreview } from "./actions";
+import { compareUrl } from "./actions";
 import { PreviewView } from "./PreviewView";
 
 /** Cancel the run, with an optional reason written to its error and the audit log. */

@@ -1,23 +1,22 @@
+import type { ActionPreview, RunActionsAllowed, RunDetail, StepStatus } from "../api/types";
 import { fireEvent, screen, waitFor, within } from "@testing-library/react";
 import { makeContext, renderWith, stubFetch } from "../shell/testing";
-import type { RunDetail } from "../shell/types";
-import type { ActionPreview, RunActionsAllowed } from "./actions";
+import { runDetail, runStep } from "../test/factories";
 import { forkableSteps } from "./ForkDialog";
 import { RunActions, visibleActions } from "./RunActions";
 
 afterEach(() => vi.unstubAllGlobals());
 
-const step = (id: number, node_id: string, status: string) => ({
-  id, parent: null, node_id, kind: "transform", iteration: 0, status, attempt: 1, max_attempts: 3, output: {}, error: null,
-  cost_usd: null, started_at: "2026-12-01T10:00:00Z", finished_at: "2026-12-01T10:00:01Z",
+const step = (id: number, node_id: string, status: StepStatus) => runStep({
+  id, run: 5, node_id, status, attempt: 1, max_attempts: 3, output: {}, started_at: "2026-12-01T10:00:00Z", finished_at: "2026-12-01T10:00:01Z",
 });
 
-const run: RunDetail = {
+const run: RunDetail = runDetail({
   id: 5, graph: 2, graph_name: "divide", version: 3, status: "failed", error: { message: "division by zero", node_id: "boom" },
-  step_count: 3, input_tokens: 0, output_tokens: 0, cost_usd: "0", created_by: "olu", created_at: "2026-12-01T10:00:00Z",
-  started_at: "2026-12-01T10:00:00Z", finished_at: "2026-12-01T10:00:02Z", input: { x: 1 }, state: {}, output: null,
+  step_count: 3, created_by: "olu", created_at: "2026-12-01T10:00:00Z",
+  started_at: "2026-12-01T10:00:00Z", finished_at: "2026-12-01T10:00:02Z", input: { x: 1 },
   steps: [step(1, "start", "succeeded"), step(2, "draft", "succeeded"), step(3, "boom", "failed")],
-};
+});
 
 const allow = (over: Partial<Record<"cancel" | "resume" | "retry" | "fork", boolean>>, may = true): RunActionsAllowed => {
   const one = (ok: boolean) => ({ allowed: ok, reason: ok ? "" : "no" });

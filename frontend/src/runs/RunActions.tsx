@@ -1,10 +1,10 @@
 // The run page's header actions: cancel, resume, retry from the failed step, fork from a step with edited
 // state, and compare with another run. A button shows only when GET /runs/<id>/actions/ says the user may
 // take that action now (the same roles and statuses the API enforces; it refuses anyway).
+import type { RunActionsAllowed, RunDetail } from "../api/types";
 import { useCallback, useEffect, useRef, useState } from "react";
 import { api } from "../lib/api";
-import type { RunDetail } from "../shell/types";
-import { retryAdvice, type RunActionsAllowed } from "./actions";
+import { retryAdvice } from "./actions";
 import { ForkDialog } from "./ForkDialog";
 import { CancelDialog, CompareDialog, PreviewActionDialog } from "./RunActionDialogs";
 import "./runs.css";
@@ -49,7 +49,7 @@ export function RunActions({ run, onChanged, navigate, forkStep, onForkClosed, o
     setAllowedState(a);
     onAllowedRef.current?.(a);
   }, []);
-  const stepsDone = run.steps.filter((s) => s.status === "succeeded").length;
+  const anyStepDone = run.steps.some((s) => s.status === "succeeded");
 
   // Asked again when the run's status changes (or a step commits: fork needs one).
   useEffect(() => {
@@ -58,7 +58,7 @@ export function RunActions({ run, onChanged, navigate, forkStep, onForkClosed, o
       .then(setAllowed)
       .catch(() => { if (!controller.signal.aborted) setAllowed(null); });
     return () => controller.abort();
-  }, [run.id, run.status, stepsDone > 0, setAllowed]);
+  }, [run.id, run.status, anyStepDone, setAllowed]);
 
   const done = () => {
     setOpen(null);

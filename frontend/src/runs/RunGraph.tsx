@@ -1,4 +1,5 @@
 // The run page's graph: the builder's own canvas, read-only, on the version the run ran, each node marked with its state (a lazy chunk).
+import type { NodeKindInfo, ValidationResult } from "../api/types";
 import "@xyflow/react/dist/style.css";
 import "../builder/builder.css";
 import { ReactFlowProvider } from "@xyflow/react";
@@ -6,7 +7,7 @@ import { useEffect, useMemo, useRef, useState } from "react";
 import { Canvas } from "../builder/Canvas";
 import type { NodeRunMark } from "../builder/flow";
 import type { GraphSpec } from "../builder/spec";
-import { BuilderContext, useBuilderState, type NodeKindInfo, type ValidationResult } from "../builder/store";
+import { BuilderContext, useBuilderState } from "../builder/store";
 import { api } from "../lib/api";
 import { ErrorMessage, Loading } from "../shell/ui";
 import { useApi } from "../shell/useApi";
@@ -27,7 +28,7 @@ function useHandles(spec: GraphSpec | undefined): ValidationResult | null | unde
     if (!spec) return;
     const ctrl = new AbortController();
     api<ValidationResult>("graphs/validate/", { method: "POST", body: spec, signal: ctrl.signal })
-      .then((r) => setHandles({ valid: true, errors: [], handles: r.handles }))
+      .then((r) => setHandles({ ...r, valid: true, errors: [], warnings: [] }))
       .catch((err: unknown) => { if (!(err instanceof DOMException && err.name === "AbortError")) setHandles(null); });
     return () => ctrl.abort();
   }, [spec]);

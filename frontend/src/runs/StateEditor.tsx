@@ -26,8 +26,8 @@ export interface StateEditorProps {
 export function StateEditor({ id, initial, onChange, problems, ariaLabel, ariaDescribedBy }: StateEditorProps) {
   const host = useRef<HTMLDivElement>(null);
   const view = useRef<EditorView | null>(null);
-  const latest = useRef({ onChange, problems });
-  latest.current = { onChange, problems };
+  const latest = useRef({ onChange, problems, ariaLabel, ariaDescribedBy });
+  latest.current = { onChange, problems, ariaLabel, ariaDescribedBy };
 
   useEffect(() => {
     if (!host.current) return;
@@ -55,9 +55,9 @@ export function StateEditor({ id, initial, onChange, problems, ariaLabel, ariaDe
           EditorView.lineWrapping,
           EditorView.contentAttributes.of({
             id,
-            "aria-label": ariaLabel,
+            "aria-label": latest.current.ariaLabel,
             "aria-multiline": "true",
-            ...(ariaDescribedBy ? { "aria-describedby": ariaDescribedBy } : {}),
+            ...(latest.current.ariaDescribedBy ? { "aria-describedby": latest.current.ariaDescribedBy } : {}),
           }),
           EditorView.updateListener.of((u) => {
             if (u.docChanged) latest.current.onChange(u.state.doc.toString());
@@ -71,7 +71,6 @@ export function StateEditor({ id, initial, onChange, problems, ariaLabel, ariaDe
       view.current = null;
     };
     // Rebuilt for a new starting text (another step) only; the rest is read through `latest`.
-    // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [initial, id]);
 
   // New problems (typed text checked, the server answered): draw them now.

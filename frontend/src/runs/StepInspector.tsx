@@ -1,40 +1,16 @@
 // The run page's step inspector: one step's input, output, error, attempts (usage, cost, worker), lease, key, timings,
 // an agent's transcript (its child steps) and the run state after the step with what it changed.
-import { JsonBlock, errorText } from "../pages/RunPage";
+import type { Attempt, ChildStep, StepDetail, StepStateAnswer, Usage } from "../api/types";
+import { JsonBlock, errorText } from "./JsonBlock";
 import { epochMs, formatClock, formatSpan } from "../lib/time";
 import { formatDuration, formatUsd, stepDisplayStatus } from "../shell/format";
 import { ErrorMessage, Loading, StatusBadge, When } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import { stateChangeRows, stateKeysOrdered, stepState } from "./runView";
 
-interface Usage { input_tokens?: number; output_tokens?: number; cached_tokens?: number; model?: string; provider?: string }
-
-interface Attempt {
-  number: number; worker: string; status: string; error: unknown; usage: Usage | null;
-  cost_usd: string | null; started_at: string; finished_at: string | null;
-  /** A failed attempt that was retried: when the next attempt was due (the end of its backoff). */
-  retry_at?: string | null;
-}
-
-interface ChildStep {
-  id: number; node_id: string; child_key: string; kind: string; status: string; attempt: number; max_attempts: number;
-  input: Record<string, unknown> | null; message_count: number | null; output: Record<string, unknown> | null;
-  error: unknown; usage: Usage | null; cost_usd: string | null; started_at: string | null; finished_at: string | null;
-}
-
-/** GET /api/v1/steps/<id>/ (runs/api/serializers.py StepDetailOutput). */
-export interface StepDetail {
-  id: number; run: number; parent: number | null; node_id: string; kind: string; iteration: number; status: string;
-  attempt: number; max_attempts: number; lease_owner: string; lease_expires_at: string | null; worker_alive: boolean | null;
-  input: unknown; output: unknown; updates: unknown; error: unknown; usage: Usage | null; cost_usd: string | null;
-  created_at: string; started_at: string | null; finished_at: string | null; idempotency_key: string; child_key: string;
-  available_at: string | null; due_at: string | null; state_seq: number | null; attempts: Attempt[]; children: ChildStep[];
-}
-
-/** GET /api/v1/steps/<id>/state/ (StepStateOutput). */
-export interface StepStateAnswer {
-  step: number; seq: number | null; previous_step: number | null; input_state: Record<string, unknown> | null;
-  state: Record<string, unknown> | null; changed: Record<string, { before: unknown; after: unknown; added: boolean }>;
+/** A JSON value as an object to read keys from ({} for anything else): a child step's input and output are free JSON. */
+function fields(value: unknown): Record<string, unknown> {
+  return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
 }
 
 function tokens(u: Usage | null | undefined): string {
@@ -89,25 +65,27 @@ function Transcript({ children }: { children: ChildStep[] }) {
     <ol className="transcript" aria-label="Agent transcript">
       {children.map((c) => {
         const turn = c.kind === "model_turn" || c.child_key.startsWith("turn-");
-        const calls = (c.output?.tool_calls as { id: string; name: string; arguments: unknown }[] | undefined) ?? [];
+        const output = fields(c.output);
+        const input = fields(c.input);
+        const calls = (output.tool_calls as { id: string; name: string; arguments: unknown }[] | undefined) ?? [];
         return (
           <li key={c.id} className={`transcript__item transcript__item--${turn ? "turn" : "tool"}`} data-child={c.child_key}>
             <div className="transcript__head">
-              <strong>{turn ? `Model turn ${Number(c.child_key.split("-")[1] ?? 0) + 1}` : `Tool call ${String(c.input?.tool ?? "")}`}</strong>
+              <strong>{turn ? `Model turn ${Number(c.child_key.split("-")[1] ?? 0) + 1}` : `Tool call ${String(input.tool ?? "")}`}</strong>
               <StatusBadge status={c.status} />
               <span className="muted small">
-                {[turn ? String(c.output?.model ?? c.usage?.model ?? "") : "", c.usage ? tokens(c.usage) : "", c.cost_usd !== null ? formatUsd(c.cost_usd) : c.usage ? "cost unknown" : "",
+                {[turn ? String(output.model ?? c.usage?.model ?? "") : "", c.usage ? tokens(c.usage) : "", c.cost_usd !== null ? formatUsd(c.cost_usd) : c.usage ? "cost unknown" : "",
                   formatDuration(c.started_at, c.finished_at), c.attempt > 1 ? `${c.attempt} attempts` : "", `step #${c.id}`].filter(Boolean).join(" · ")}
               </span>
             </div>
             {turn ? (
               <>
-                {c.output?.text ? <p className="transcript__text">{String(c.output.text)}</p> : null}
+                {output.text ? <p className="transcript__text">{String(output.text)}</p> : null}
                 {calls.length > 0 ? <ul className="transcript__calls">{calls.map((call) => <li key={call.id}><code>{call.name}({short(call.arguments, 120)})</code></li>)}</ul> : null}
               </>
             ) : (
               <>
-                <div className="small"><span className="muted">arguments</span> <code>{short(c.input?.arguments ?? {}, 200)}</code></div>
+                <div className="small"><span className="muted">arguments</span> <code>{short(input.arguments ?? {}, 200)}</code></div>
                 {c.output ? <div className="small"><span className="muted">result</span> <code>{short(c.output, 300)}</code></div> : null}
               </>
             )}

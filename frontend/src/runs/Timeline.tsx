@@ -1,8 +1,9 @@
 // The run page's timeline: every attempt of every started step as its own bar on one time axis, each backoff between attempts as a labelled segment, parallel branches in lanes side by side.
+import type { RunStep } from "../api/types";
 import { useLayoutEffect, useRef, useState, type RefObject } from "react";
 import { epochMs, formatClock, formatFromStart, formatOffset, formatSpan, useNow } from "../lib/time";
 import { formatDuration, formatUsd } from "../shell/format";
-import { packDrawnLanes, stateColour, timelineLayout, timelineScale, type RunStep, type TimelineAttempt, type TimelineBackoff, type TimelineBar, type TimelineBreak } from "./runView";
+import { packDrawnLanes, stateColour, timelineLayout, timelineScale, type TimelineAttempt, type TimelineBackoff, type TimelineBar, type TimelineBreak } from "./runView";
 
 const LANE_PX = 26;
 /** The narrowest bar (px): a step of a few ms is still a target to click, and its colour shows. */

@@ -1,3 +1,4 @@
+import { compareSide } from "../test/factories";
 import { compareParams, editableState, estimateText, forkPatch, jsonPositions, keyPath, nodeDifference, placeOf, retryAdvice, serverProblems, stepEstimateText } from "./actions";
 
 const original = { greeting: "Hi Ada", count: 2, items: [{ sku: "a" }], input: { name: "Ada" } };
@@ -90,7 +91,7 @@ describe("estimate texts", () => {
 });
 
 describe("compare helpers", () => {
-  const side = { step: 1, status: "succeeded", output: 1, updates: null, error: null, cost_usd: null, seconds: 1, steps: 1, attempts: 1 };
+  const side = compareSide({ output: 1, seconds: 1 });
   it("words a node's difference", () => {
     expect(nodeDifference({ node_id: "n", kind: "k", a: side, b: side, same_output: true })).toBe("same");
     expect(nodeDifference({ node_id: "n", kind: "k", a: side, b: { ...side, output: 2 }, same_output: false })).toBe("different output");

@@ -1,60 +1,10 @@
 // Run actions' logic, apart from React: shapes of the action/preview/compare API answers, the fork's
 // state patch worked out from the edited JSON, problems found by path (with where they are in the text),
 // and the preview's figures as words.
+import type { ActionPreview, Estimate, RunComparison } from "../api/types";
 import { formatUsd } from "../shell/format";
 
 export type RunAction = "cancel" | "resume" | "retry" | "fork";
-
-/** GET /runs/<id>/actions/: each action allowed now, or why not. */
-export interface RunActionsAllowed {
-  may_act: boolean;
-  status: string;
-  cancel: { allowed: boolean; reason: string };
-  resume: { allowed: boolean; reason: string };
-  retry: { allowed: boolean; reason: string };
-  fork: { allowed: boolean; reason: string };
-}
-
-export interface Estimate {
-  usd: string | null;
-  tokens: number;
-}
-
-export interface PreviewStep {
-  step: number | null;
-  node_id: string;
-  iteration: number;
-  parent: number | null;
-  status: string;
-  max_attempts: number;
-  estimate: Estimate | null;
-}
-
-export interface KeptStep {
-  step: number;
-  node_id: string;
-  iteration: number;
-  parent: number | null;
-  cost_usd: string | null;
-}
-
-/** POST /runs/<id>/{resume,retry,fork}/preview/. */
-export interface ActionPreview {
-  action: "resume" | "retry" | "fork";
-  run: number;
-  mode?: "failed" | "parked";
-  kept: KeptStep[];
-  kept_cost_usd: string;
-  run_again: PreviewStep[];
-  then: { node_id: string; estimate: Estimate }[];
-  estimate: { usd: string; tokens: number; unpriced: string[] };
-  // fork only
-  anchor?: { step: number; node_id: string; iteration: number };
-  state?: Record<string, unknown>;
-  state_keys?: string[];
-  patched?: string[];
-  dropped?: { step: number; node_id: string; iteration: number }[];
-}
 
 /**
  * Why retrying a failed run from its failed step would most likely fail the same way, or null
@@ -275,49 +225,6 @@ export function editableState(state: Record<string, unknown>): string {
 }
 
 // --------------------------------------------------------------------------- compare
-
-export interface CompareSide {
-  step: number;
-  status: string;
-  output: unknown;
-  updates: unknown;
-  error: unknown;
-  cost_usd: string | null;
-  seconds: number | null;
-  steps: number;
-  attempts: number;
-}
-
-export interface CompareRunSummary {
-  id: number;
-  status: string;
-  version: number;
-  /** A node-test run: version 0 is its hidden snapshot, not a published version. */
-  is_test?: boolean;
-  cost_usd: string;
-  seconds: number | null;
-  created_at: string;
-  created_by: string | null;
-  forked_from: number | null;
-  error: unknown;
-}
-
-export interface StateChange {
-  key: string;
-  change: "same" | "changed" | "only_a" | "only_b";
-  a: unknown;
-  b: unknown;
-}
-
-/** GET /runs/compare/?a=&b=. */
-export interface RunComparison {
-  graph: number;
-  graph_name: string;
-  runs: { a: CompareRunSummary; b: CompareRunSummary };
-  nodes: { node_id: string; kind: string; a: CompareSide | null; b: CompareSide | null; same_output: boolean }[];
-  state: StateChange[];
-  state_differs: string[];
-}
 
 /** How one node differs between the runs, in a word: "same", "different output", "only in A", "status differs", ... */
 export function nodeDifference(row: RunComparison["nodes"][number]): string {

@@ -1,12 +1,19 @@
+import type { AttemptSpan, RunStep, StepStatus } from "../api/types";
+import { attemptSpan, runStep } from "../test/factories";
 import { RUN_STATE_COLOURS } from "../builder/runStateColours";
-import { nodeMarks, packDrawnLanes, stepsShown, testedNodeOnly, stateChangeRows, stateColour, stateKeysOrdered, stepState, timelineLayout, timelineScale, type RunStep } from "./runView";
+import { nodeMarks, packDrawnLanes, stepsShown, testedNodeOnly, stateChangeRows, stateColour, stateKeysOrdered, stepState, timelineLayout, timelineScale } from "./runView";
+
+/** An attempt as a server from before ``retry_at`` sent it: without the key (the schema's type has it). */
+function older(a: AttemptSpan): AttemptSpan {
+  const { retry_at: _absent, ...rest } = a;
+  return rest as AttemptSpan;
+}
 
 const T0 = Date.parse("2026-12-02T10:00:00Z");
 const at = (ms: number) => new Date(T0 + ms).toISOString();
 
-function step(id: number, node_id: string, status: string, from: number | null, to: number | null, extra: Partial<RunStep> = {}): RunStep {
-  return { id, parent: null, node_id, kind: "transform", iteration: 0, status, attempt: from === null ? 0 : 1, max_attempts: 1,
-    error: null, cost_usd: null, started_at: from === null ? null : at(from), finished_at: to === null ? null : at(to), ...extra };
+function step(id: number, node_id: string, status: StepStatus, from: number | null, to: number | null, extra: Partial<RunStep> = {}): RunStep {
+  return runStep({ id, node_id, status, attempt: from === null ? 0 : 1, started_at: from === null ? null : at(from), finished_at: to === null ? null : at(to), ...extra });
 }
 
 describe("stepState", () => {
@@ -18,8 +25,9 @@ describe("stepState", () => {
     // The server worked out that the step's worker stopped heartbeating.
     expect(stepState({ status: "running", attempt: 1, error: null, worker_alive: false })).toBe("interrupted");
     expect(stepState({ status: "suspended", attempt: 1, error: null })).toBe("running");
-    for (const s of ["waiting", "parked", "succeeded", "failed", "cancelled"]) expect(stepState({ status: s, attempt: 1, error: null })).toBe(s);
-    expect(stepState({ status: "something new", attempt: 0, error: null })).toBe("pending");
+    for (const s of ["waiting", "parked", "succeeded", "failed", "cancelled"] as const) expect(stepState({ status: s, attempt: 1, error: null })).toBe(s);
+    // A status a newer server may add, outside the schema's union.
+    expect(stepState({ status: "something new" as StepStatus, attempt: 0, error: null })).toBe("pending");
   });
 
   it("gives each state its own colour", () => {
@@ -87,7 +95,8 @@ describe("timelineLayout", () => {
   it("stretches a running step to now, leaves out steps that never started, and draws each attempt and the backoff between", () => {
     const retried = step(2, "fetch", "succeeded", 10, 90, {
       attempt: 2, max_attempts: 3,
-      attempts: [{ number: 1, status: "failed", started_at: at(10), finished_at: at(20) }, { number: 2, status: "succeeded", started_at: at(60), finished_at: at(90) }],
+      // An older server's answer: no retry_at key at all.
+      attempts: [older(attemptSpan({ number: 1, status: "failed", started_at: at(10), finished_at: at(20) })), older(attemptSpan({ number: 2, status: "succeeded", started_at: at(60), finished_at: at(90) }))],
     });
     const l = timelineLayout([step(1, "a", "running", 0, null), retried, step(3, "later", "pending", null, null)], T0 + 120);
     expect(l.bars.map((b) => b.step.node_id)).toEqual(["a", "fetch"]);
@@ -142,7 +151,7 @@ describe("timelineLayout", () => {
   });
 
   it("runs a gate's last attempt on to its decision, and cuts a long backoff short like a wait", () => {
-    const gate = step(1, "review", "succeeded", 0, 48_000, { attempts: [{ number: 1, status: "succeeded", started_at: at(0), finished_at: at(10) }] });
+    const gate = step(1, "review", "succeeded", 0, 48_000, { attempts: [attemptSpan({ started_at: at(0), finished_at: at(10) })] });
     const a = timelineLayout([gate], T0 + 60_000).bars[0]!.attempts[0]!;
     expect([a.from, a.to, a.drawTo]).toEqual([0, 10, 48_000]);
     const slow = step(2, "ask", "succeeded", 0, 120_200, {
@@ -173,7 +182,7 @@ describe("timelineLayout", () => {
 });
 
 describe("timelineScale", () => {
-  const attempt = (from: number, to: number | null) => ({ attempts: [{ number: 1, status: to === null ? "running" : "succeeded", started_at: at(from), finished_at: to === null ? null : at(to) }] });
+  const attempt = (from: number, to: number | null) => ({ attempts: [attemptSpan({ status: to === null ? "running" : "succeeded", started_at: at(from), finished_at: to === null ? null : at(to) })] });
   // start 100 ms, lookup 200 ms, a gate decided after 48 s (its attempt took 10 ms), pay 200 ms.
   const gated = [
     step(1, "start", "succeeded", 0, 100, attempt(0, 100)),

@@ -1,31 +1,11 @@
 // The run page's pure logic: each node's state from the run's steps, the timeline's lanes, a step's state difference.
+import type { RunStep } from "../api/types";
 import type { NodeRunMark } from "../builder/flow";
 import type { GraphSpec } from "../builder/spec";
 import { RUN_STATE_COLOURS } from "../builder/runStateColours";
 import { formatDuration } from "../shell/format";
-import type { StepSummary } from "../shell/types";
 
 export type NodeState = NodeRunMark["state"];
-
-/** The run-page fields of a step (runs/api/serializers.py RunStepOutput): a step summary's, less its
- * output and lease, plus when it was created and each attempt's own span. */
-export interface RunStep extends Omit<StepSummary, "output" | "lease_expires_at"> {
-  created_at?: string;
-  /** Each attempt's own span (absent from older answers). */
-  attempts?: AttemptSpan[];
-}
-
-/** One attempt of a step as the run detail gives it (runs/api/serializers.py AttemptSpanOutput). */
-export interface AttemptSpan {
-  number: number;
-  status: string;
-  started_at: string;
-  finished_at: string | null;
-  /** A failed attempt's error code (absent from older answers). */
-  error_code?: string | null;
-  /** A failed attempt that was retried: when the next attempt was due, the end of its backoff (absent from older answers). */
-  retry_at?: string | null;
-}
 
 const FINAL_RUN = new Set(["succeeded", "failed", "cancelled"]);
 /** Step statuses whose bar reaches now: the step holds the run there (running, at a gate, parked for a decision). */

@@ -1,15 +1,8 @@
 // The run-alert dialog of a graph: its owner asks for an email when one of its runs fails or is parked.
+import type { RunAlert } from "../api/types";
 import { useEffect, useState } from "react";
 import { api } from "../lib/api";
 import { ErrorMessage, Loading, Modal } from "./ui";
-
-export interface RunAlert {
-  graph: number;
-  subscribed: boolean;
-  on_failed: boolean;
-  on_parked: boolean;
-  email: string;
-}
 
 /** Read and set ``graphs/<id>/alerts/`` for the signed-in user; the server says who may (403 otherwise). */
 export function AlertsDialog({ graphId, graphName, onClose }: { graphId: number; graphName: string; onClose: () => void }) {

@@ -4,14 +4,12 @@ import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { DeleteDialog, deletedWhat } from "./GraphDialogs";
 import { makeContext, renderWith } from "./testing";
-import type { GraphSummary } from "./types";
+import type { GraphSummary } from "../api/types";
+import { graphSummary } from "../test/factories";
 
 afterEach(() => vi.unstubAllGlobals());
 
-const GRAPH: GraphSummary = {
-  id: 3, name: "triage", description: "", latest_version: 2, created_by: "ada",
-  created_at: "2026-12-01T10:00:00Z", updated_at: "2026-12-01T10:00:00Z",
-};
+const GRAPH: GraphSummary = graphSummary({ id: 3, name: "triage", latest_version: 2, created_by: "ada" });
 
 describe("DeleteDialog", () => {
   it("says a graph with runs cannot be deleted before anyone confirms, and sends nothing", async () => {

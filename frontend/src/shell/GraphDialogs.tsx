@@ -1,9 +1,9 @@
 // Dialogs and controls for graph operations: new graph, duplicate, delete, import a JSON file.
+import type { GraphSummary, ImportResult } from "../api/types";
 import { useRef, useState, type FormEvent } from "react";
 import { ApiError } from "../lib/api";
-import { createGraph, deleteGraph, duplicateGraph, ImportFailed, importGraphFile, type ImportProblem, type ImportResult } from "./graphActions";
+import { createGraph, deleteGraph, duplicateGraph, ImportFailed, importGraphFile, type ImportProblem } from "./graphActions";
 import { graphUrl } from "./graphLinks";
-import type { GraphSummary } from "./types";
 import { ErrorMessage, Modal } from "./ui";
 
 /** Ask for a name, create the graph and open it in the builder (``onCreated`` replaces the navigation in tests). */

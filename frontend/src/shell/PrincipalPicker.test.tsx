@@ -1,9 +1,10 @@
 // The user and group picker: suggestions as you type from the server, chips for chosen names, plain names out.
+import type { Principal } from "../api/types";
 import { act, render, screen, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { useState } from "react";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { PrincipalPicker, type Principal, type PrincipalKind } from "./PrincipalPicker";
+import { PrincipalPicker, type PrincipalKind } from "./PrincipalPicker";
 import { stubFetch } from "./testing";
 
 afterEach(() => vi.unstubAllGlobals());

@@ -1,16 +1,10 @@
 // A type-ahead picker of users and groups (GET /api/v1/principals/?q=): chosen names as removable chips; stores plain usernames and group names.
+import type { Principal } from "../api/types";
 import { useEffect, useId, useRef, useState, type KeyboardEvent } from "react";
 import { api } from "../lib/api";
 import "./picker.css";
 
 export type PrincipalKind = "user" | "group";
-
-export interface Principal {
-  kind: PrincipalKind;
-  /** Username or group name: what is stored. */
-  name: string;
-  label: string;
-}
 
 /** How long (ms) typing must pause before the picker asks the server. */
 export const PICKER_DEBOUNCE_MS = 150;

@@ -1,7 +1,7 @@
 // A table of runs (the run list and the home page's latest runs): status, graph, version, who, when, cost; optionally rows to tick.
 import { formatDuration, formatUsd, runDisplayStatus, startedBy, versionText } from "./format";
 import { graphUrl, runUrl } from "./graphLinks";
-import type { RunSummary } from "./types";
+import type { RunSummary } from "../api/types";
 import { StatusBadge, When } from "./ui";
 
 /** Ticking rows (the run list's bulk cancel and compare): which are ticked, and which may be. */

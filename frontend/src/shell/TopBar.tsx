@@ -4,7 +4,7 @@ import { api } from "../lib/api";
 import { usePageContext } from "../lib/context";
 import { useInboxLive, type SharedInbox } from "../lib/inboxLive";
 import { useDebounced } from "../lib/useLiveEvents";
-import type { InboxCounts } from "./types";
+import type { InboxCounts } from "../api/types";
 
 /** A window event a page fires after it decided or claimed something: the top bar counts again at once. */
 export const APPROVALS_CHANGED = "ballast:approvals-changed";
@@ -34,9 +34,10 @@ export function useWaitingCount(enabled: boolean, live = true, inbox: SharedInbo
   const connection = useInboxLive(changed, enabled && live, inbox);
   useEffect(() => {
     if (!enabled) return;
+    const answers = seq; // the counter, not a DOM node: the cleanup bumps it so a late answer is dropped
     load();
     window.addEventListener(APPROVALS_CHANGED, load);
-    return () => { seq.current++; window.removeEventListener(APPROVALS_CHANGED, load); };
+    return () => { answers.current++; window.removeEventListener(APPROVALS_CHANGED, load); };
   }, [enabled, load]);
   useEffect(() => {
     if (!enabled || connection === "open") return;

@@ -1,6 +1,6 @@
 // Graph operations the list pages share: create, duplicate, delete, import a file, export a download.
+import type { GraphSummary, ImportResult } from "../api/types";
 import { api, ApiError } from "../lib/api";
-import type { GraphSummary } from "./types";
 
 /** POST /graphs/ with an empty draft named ``name``; returns the new graph (ApiError 409 name_taken, 400 invalid). */
 export function createGraph(name: string, description = ""): Promise<GraphSummary> {
@@ -19,12 +19,6 @@ export function duplicateGraph(id: number, name: string): Promise<GraphSummary> 
 export function deleteGraph(id: number): Promise<void> {
   return api<void>(`graphs/${id}/`, { method: "DELETE" });
 }
-
-/**
- * What an import did: ``version`` holds the file (``created`` false: that content was already
- * published); ``draft_kept``: the graph's draft had unpublished edits and was left as it was.
- */
-export interface ImportResult { graph: number; name: string; version: number; created: boolean; draft_kept: boolean }
 
 /** Where to go after an import: the builder on the draft, or on the imported version (read-only) when the draft was kept apart from it. */
 export function importedUrl(r: ImportResult): string {

@@ -43,24 +43,6 @@ export function useApi<T>(path: string | null): ApiState<T> {
   return { data, error, loading, reload };
 }
 
-/** A numbered page (``?page=N&page_size=M``): lists that stay small (graphs, versions, approvals, costs). */
-export interface Page<T> {
-  count: number;
-  next: string | null;
-  previous: string | null;
-  results: T[];
-}
-
-/**
- * A keyset page (``?cursor=&page_size=``): lists that grow without bound (runs, steps, audit).
- * No count; ``next``/``previous`` are URLs holding the cursor, null at either end.
- */
-export interface CursorPage<T> {
-  next: string | null;
-  previous: string | null;
-  results: T[];
-}
-
 /** A page link (an absolute URL from the API) as a path ``api()`` and ``useApi()`` take. */
 export function pagePath(url: string): string {
   const parsed = new URL(url, window.location.origin);

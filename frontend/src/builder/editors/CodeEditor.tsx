@@ -1,4 +1,5 @@
 // A CodeMirror 6 editor for expressions (Python-like), templates (Jinja) and JSON, checked as you type.
+import type { SourceProblem } from "../../api/types";
 import { autocompletion, type Completion, type CompletionContext, type CompletionResult } from "@codemirror/autocomplete";
 import { defaultKeymap, history, historyKeymap } from "@codemirror/commands";
 import { jinja, jinjaCompletionSource } from "@codemirror/lang-jinja";
@@ -10,7 +11,7 @@ import { Annotation, Compartment, EditorState, type Extension } from "@codemirro
 import { EditorView, keymap, placeholder as placeholderExt } from "@codemirror/view";
 import { useEffect, useRef, useState } from "react";
 import { ApiError } from "../../lib/api";
-import { checkSource, offsetOf, problemText, unshownProblems, type SourceProblem } from "./check";
+import { checkSource, offsetOf, problemText, unshownProblems } from "./check";
 import { editorTheme } from "./theme";
 import type { EditorLanguage } from "./fields";
 
@@ -78,6 +79,11 @@ function languageExtension(language: CodeLanguage): Extension {
  * ``CHECK_DELAY_MS`` after typing stops; JSON is checked locally. Problems are drawn in the
  * text (@codemirror/lint) and listed under it, so they are read out and visible without hover.
  */
+/** The editor's read-only and editable facets for ``readOnly`` (kept in one compartment). */
+function editableExtensions(readOnly: boolean): Extension {
+  return [EditorState.readOnly.of(readOnly), EditorView.editable.of(!readOnly)];
+}
+
 export function CodeEditor(props: CodeEditorProps) {
   const { id, value, language, readOnly = false } = props;
   const host = useRef<HTMLDivElement>(null);
@@ -114,7 +120,7 @@ export function CodeEditor(props: CodeEditorProps) {
             try {
               JSON.parse(text);
             } catch (err) {
-              found = [{ message: err instanceof Error ? err.message : "invalid JSON", line: null, column: null }];
+              found = [{ code: "invalid_json", message: err instanceof Error ? err.message : "invalid JSON", line: null, column: null }];
             }
           }
         } else if (latest.current.check !== false && text.trim()) {
@@ -149,7 +155,7 @@ export function CodeEditor(props: CodeEditorProps) {
         lint,
         theme,
         EditorView.lineWrapping,
-        editable.current.of([EditorState.readOnly.of(readOnly), EditorView.editable.of(!readOnly)]),
+        editable.current.of(editableExtensions(latest.current.readOnly ?? false)),
         latest.current.placeholder ? placeholderExt(latest.current.placeholder) : [],
         EditorView.contentAttributes.of({
           id,
@@ -174,8 +180,8 @@ export function CodeEditor(props: CodeEditorProps) {
       created.destroy();
       view.current = null;
     };
-    // The view is rebuilt only for a new language or id; other props are read through `latest`.
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // The view is rebuilt only for a new language or id; other props are read through
+    // `latest` (readOnly at build time; a later change reconfigures the compartment below).
   }, [language, id]);
 
   // A value changed from outside (undo, another field) replaces the document without echoing
@@ -196,7 +202,7 @@ export function CodeEditor(props: CodeEditorProps) {
 
   useEffect(() => {
     view.current?.dispatch({
-      effects: editable.current.reconfigure([EditorState.readOnly.of(readOnly), EditorView.editable.of(!readOnly)]),
+      effects: editable.current.reconfigure(editableExtensions(readOnly)),
     });
   }, [readOnly]);
 

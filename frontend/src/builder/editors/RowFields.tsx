@@ -3,7 +3,7 @@ import type { ErrorSchema, FieldProps } from "@rjsf/utils";
 import { useEffect, useRef, useState } from "react";
 import { usePendingEdit } from "../pendingEdits";
 import { CodeEditor } from "./CodeEditor";
-import type { EditorFormContext } from "./widgets";
+import type { EditorFormContext } from "./formContext";
 
 /** A state key: letters, digits and _, not starting with a digit (runs/nodes/shared.py STATE_KEY_PATTERN). */
 export const STATE_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;

@@ -2,14 +2,8 @@
 import type { ErrorSchema, FieldProps } from "@rjsf/utils";
 import { CodeEditor } from "./CodeEditor";
 import { MapRows } from "./RowFields";
-import { examplePlaceholder, JsonValueEditor, type EditorFormContext } from "./widgets";
-
-/** The picked tool as the config form sees it (``formContext.tool``). */
-export interface ToolArgsContext {
-  name: string;
-  /** The tool's argument JSON Schema (GET /api/v1/tools/ ``args_schema``), ``X | None`` collapsed. */
-  schema: Record<string, unknown>;
-}
+import { examplePlaceholder, type EditorFormContext } from "./formContext";
+import { JsonValueEditor } from "./JsonValueEditor";
 
 type Schema = Record<string, unknown>;
 

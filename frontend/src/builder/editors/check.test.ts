@@ -4,10 +4,10 @@ import { problemText, unshownProblems } from "./check";
 
 describe("problemText", () => {
   it("puts the place first, unless the message already names it", () => {
-    expect(problemText({ message: "unknown variable 'x'", line: 1, column: 5 })).toBe("line 1, column 5: unknown variable 'x'");
+    expect(problemText({ code: "invalid", message: "unknown variable 'x'", line: 1, column: 5 })).toBe("line 1, column 5: unknown variable 'x'");
     const syntax = "syntax error at line 1, column 15: unexpected end of expression in `input.amount >`";
-    expect(problemText({ message: syntax, line: 1, column: 15 })).toBe(syntax);
-    expect(problemText({ message: "bad", line: null, column: null })).toBe("bad");
+    expect(problemText({ code: "invalid", message: syntax, line: 1, column: 15 })).toBe(syntax);
+    expect(problemText({ code: "invalid", message: "bad", line: null, column: null })).toBe("bad");
   });
 });
 

@@ -1,6 +1,6 @@
 // Which config fields get expression/template/JSON editors, schema tidying, and the names offered.
 import { describe, expect, it } from "vitest";
-import { KINDS } from "../panel/fixtures";
+import { KINDS } from "../../test/fixtures/nodeKinds";
 import { sampleSpec } from "../panel/testing";
 import { configUiSchema, editorFields, simplifySchema, stateKeyNames } from "./fields";
 

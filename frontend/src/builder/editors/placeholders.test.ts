@@ -1,9 +1,9 @@
 // Examples in empty code fields fit what the named state key holds (a list is not compared with 0.5).
 import { describe, expect, it } from "vitest";
 import type { GraphSpec } from "../spec";
-import { KINDS } from "../panel/fixtures";
+import { KINDS } from "../../test/fixtures/nodeKinds";
 import { stateKeyKinds, stateKeyNames } from "./fields";
-import { examplePlaceholder } from "./widgets";
+import { examplePlaceholder } from "./formContext";
 
 /** The research example's shape: an appended list of findings, LLM replies, a text input. */
 function research(): GraphSpec {

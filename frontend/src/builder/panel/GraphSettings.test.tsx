@@ -4,6 +4,7 @@ import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { SidePanel } from "./SidePanel";
 import { renderInBuilder, sampleSpec, scriptFetch } from "./testing";
+import * as factories from "../../test/factories";
 
 vi.setConfig({ testTimeout: 30_000 });
 afterEach(() => vi.unstubAllGlobals());
@@ -62,12 +63,12 @@ describe("graph settings (nothing selected)", () => {
     const user = userEvent.setup();
     const { harness } = renderInBuilder(<SidePanel />, {
       spec: sampleSpec(),
-      validation: {
+      validation: factories.validation({
         valid: true,
         errors: [],
         handles: {},
-        estimate: { nodes: { ask: { usd: "0.012", tokens: 2000 } }, costliest_path: { nodes: ["start", "ask"], usd: "0.012", tokens: 2000 } },
-      },
+        estimate: factories.estimate({ ask: { usd: "0.012", tokens: 2000 } }, { nodes: ["start", "ask"], usd: "0.012", tokens: 2000 }),
+      }),
     });
     expect(screen.getByText("$0.012 · 2,000 tokens", { selector: "strong" })).toBeTruthy();
     await user.click(screen.getByRole("button", { name: "Ask model" }));

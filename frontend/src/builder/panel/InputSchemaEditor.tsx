@@ -1,7 +1,7 @@
 // The run input's schema edited as a list of fields, with "Edit as JSON" for what the list cannot show.
 import { useState } from "react";
 import { LocalInput, LocalNumberInput, LocalTextarea } from "../editors/LocalText";
-import { JsonValueEditor } from "../editors/widgets";
+import { JsonValueEditor } from "../editors/JsonValueEditor";
 import { usePendingEdit } from "../pendingEdits";
 import { FIELD_TYPES, freshFieldName, keptSummary, readInputSchema, withType, writeInputSchema, type FieldType, type InputField } from "./inputSchema";
 

@@ -1,12 +1,13 @@
 // The side panel for one selected node: its config form (from the kind's JSON Schema), policies, errors, cost, test.
+import type { NodeKindInfo, ValidationIssue } from "../../api/types";
 import type { UiSchema } from "@rjsf/utils";
 import { useEffect, useMemo } from "react";
 import { configUiSchema, simplifySchema, stateKeyKinds, stateKeyNames, TOOL_ARGUMENTS } from "../editors/fields";
-import type { ToolArgsContext } from "../editors/ToolArgsField";
+import type { ToolArgsContext } from "../editors/formContext";
 import { costsSomething } from "../flow";
 import type { NodeSpec, RetryPolicy } from "../spec";
 import { updateNode } from "../spec";
-import { useBuilder, type NodeKindInfo, type ValidationIssue } from "../store";
+import { useBuilder } from "../store";
 import { formatCost } from "../../shell/format";
 import { CHOICE_FIELDS, optionsFor, useChoices } from "./choices";
 import { NodeTest } from "./NodeTest";

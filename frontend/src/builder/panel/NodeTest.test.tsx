@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { updateNode } from "../spec";
 import { initialTestState } from "./NodeTest";
 import { SidePanel } from "./SidePanel";
-import { KINDS } from "./fixtures";
+import { KINDS } from "../../test/fixtures/nodeKinds";
 import { renderInBuilder, sampleSpec, scriptFetch } from "./testing";
 
 vi.setConfig({ testTimeout: 30_000 });

@@ -1,22 +1,11 @@
 // "Test node": run one node with a given state through the server (a one-step test run) and show what it did.
+import type { NodeTestResult } from "../../api/types";
 import { useState } from "react";
 import { api, ApiError } from "../../lib/api";
-import { JsonValueEditor } from "../editors/widgets";
+import { JsonValueEditor } from "../editors/JsonValueEditor";
 import type { GraphSpec, NodeSpec } from "../spec";
 import { formatTokens, formatUsd } from "../../shell/format";
 import { displayValue } from "./format";
-
-/** POST /api/v1/graphs/<id>/nodes/<node_id>/test/ answer. */
-export interface NodeTestResult {
-  run_id: number | null;
-  status: string;
-  output: unknown;
-  /** What the node wrote to the state. */
-  updates?: Record<string, unknown> | null;
-  error: { code?: string; message?: string } | string | null;
-  usage: { input_tokens?: number; output_tokens?: number; [k: string]: unknown } | null;
-  cost_usd: string | number | null;
-}
 
 type KindSchemas = readonly { kind: string; config_schema: Record<string, unknown> }[];
 
@@ -227,7 +216,7 @@ export function NodeTest({ graphId, node, spec, catalogue = [] }: Props) {
           )}
           <h4>Output</h4>
           <pre className="test-output">{displayValue(result.output)}</pre>
-          {result.updates && Object.keys(result.updates).length > 0 && (
+          {result.updates !== null && typeof result.updates === "object" && Object.keys(result.updates).length > 0 && (
             <>
               <h4>Written to the state</h4>
               <pre className="test-output">{displayValue(result.updates)}</pre>

@@ -3,7 +3,8 @@ import Form from "@rjsf/core";
 import { englishStringTranslator, TranslatableString, type ErrorSchema, type RJSFSchema, type UiSchema } from "@rjsf/utils";
 import { validator } from "../../lib/formValidator";
 import { useMemo } from "react";
-import { editorFieldComponents, editorWidgets, type EditorFormContext } from "../editors/widgets";
+import type { EditorFormContext } from "../editors/formContext";
+import { editorFieldComponents, editorWidgets } from "../editors/widgets";
 
 const NO_NAMES: readonly string[] = [];
 const NO_DEFAULTS = { emptyObjectFields: "skipDefaults", arrayMinItems: { populate: "never" } } as const;

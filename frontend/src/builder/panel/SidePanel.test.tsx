@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { hasPendingEdits } from "../pendingEdits";
 import { SidePanel } from "./SidePanel";
 import { renderInBuilder, sampleSpec, scriptFetch } from "./testing";
+import * as factories from "../../test/factories";
 
 // The first render imports CodeMirror, rjsf and ajv; the shared 2-core machine makes that slow.
 vi.setConfig({ testTimeout: 30_000 });
@@ -112,16 +113,16 @@ describe("SidePanel with one node selected", () => {
     renderInBuilder(<SidePanel />, {
       spec: sampleSpec(),
       selection: { nodes: ["calc"], field: "config.set.score" },
-      validation: {
+      validation: factories.validation({
         valid: false,
         errors: [
-          { code: "unknown_variable", node: "calc", field: "config.set.score", message: "unknown variable 'priorty'" },
-          { code: "invalid", node: "route", field: "config.expression", message: "not for this node" },
-          { code: "invalid", node: "calc", field: "max_iterations", message: "a loop needs max_iterations" },
+          factories.issue({ code: "unknown_variable", node: "calc", field: "config.set.score", message: "unknown variable 'priorty'" }),
+          factories.issue({ code: "invalid", node: "route", field: "config.expression", message: "not for this node" }),
+          factories.issue({ code: "invalid", node: "calc", field: "max_iterations", message: "a loop needs max_iterations" }),
         ],
         handles: {},
-        estimate: { nodes: { calc: { usd: "0.0021", tokens: 350 } }, costliest_path: { nodes: ["calc"], usd: "0.0021", tokens: 350 } },
-      },
+        estimate: factories.estimate({ calc: { usd: "0.0021", tokens: 350 } }, { nodes: ["calc"], usd: "0.0021", tokens: 350 }),
+      }),
     });
     const problems = screen.getByRole("region", { name: "Problems" });
     expect(within(problems).getByText(/2 problems/)).toBeTruthy();
@@ -255,11 +256,11 @@ describe("a field's errors", () => {
     renderInBuilder(<SidePanel />, {
       spec: sampleSpec(),
       selection: { nodes: ["calc"] },
-      validation: {
+      validation: factories.validation({
         valid: false,
-        errors: [{ code: "invalid_spec", node: "calc", field: "config.set", message: "add at least one key" }],
+        errors: [factories.issue({ code: "invalid_spec", node: "calc", field: "config.set", message: "add at least one key" })],
         handles: {},
-      },
+      }),
     });
     const config = screen.getByRole("region", { name: "Configuration" });
     expect(within(config).getAllByText("add at least one key")).toHaveLength(1);
@@ -270,11 +271,11 @@ describe("an end node's output", () => {
   it("adds an empty row without an error and says what empty means in words", async () => {
     okCheck();
     const user = userEvent.setup();
-    const validation = {
+    const validation = factories.validation({
       valid: true,
       errors: [],
       handles: {},
-    };
+    });
     const { harness } = renderInBuilder(<SidePanel />, { spec: sampleSpec(), selection: { nodes: ["end"] }, validation });
     const output = document.getElementById("config.output") as HTMLElement;
     expect(within(output).getByText("Output state keys")).toBeTruthy();

@@ -1,14 +1,7 @@
 // Choices for node forms: registered tools (GET /api/v1/tools/) and providers' models (GET /api/v1/models/).
 import { useEffect, useState } from "react";
+import type { ProviderModels, ToolInfo } from "../../api/types";
 import { api } from "../../lib/api";
-
-export interface ToolChoice {
-  name: string;
-  description: string;
-  /** JSON Schema of the tool's arguments. */
-  args_schema?: Record<string, unknown>;
-  repeat_safe: boolean;
-}
 
 /**
  * The first sentence of a docstring's first paragraph, as plain text: reST markup
@@ -30,15 +23,9 @@ export function docSummary(doc: string): string {
   return end >= 0 ? text.slice(0, end + 1) : text;
 }
 
-export interface ProviderChoice {
-  provider: string;
-  models: { id: string; name: string }[];
-  accepts_any_model?: boolean;
-}
-
 export interface Choices {
-  tools: ToolChoice[];
-  providers: ProviderChoice[];
+  tools: ToolInfo[];
+  providers: ProviderModels[];
   /** Provider name -> whether its API key is set (or none is needed), from GET /api/v1/providers/. */
   ready?: Readonly<Record<string, boolean>>;
 }
@@ -49,8 +36,8 @@ let cached: Promise<Choices> | null = null;
 /** Both catalogues, fetched once per page; a catalogue that fails to load is empty (the fields stay free text). */
 export function loadChoices(): Promise<Choices> {
   cached ??= Promise.all([
-    api<{ tools: ToolChoice[] }>("tools/").then((r) => r.tools ?? [], () => []),
-    api<{ providers: ProviderChoice[] }>("models/").then((r) => r.providers ?? [], () => []),
+    api<{ tools: ToolInfo[] }>("tools/").then((r) => r.tools ?? [], () => []),
+    api<{ providers: ProviderModels[] }>("models/").then((r) => r.providers ?? [], () => []),
     api<{ name: string; ready: boolean }[]>("providers/").then(
       (r) => Object.fromEntries((Array.isArray(r) ? r : []).map((p) => [p.name, p.ready])),
       () => ({}),

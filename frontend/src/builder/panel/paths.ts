@@ -1,6 +1,6 @@
 // Field paths of validation errors (``config.cases[0].expression``) as rjsf error schemas, ids and undo keys.
+import type { ValidationIssue } from "../../api/types";
 import type { ErrorSchema } from "@rjsf/utils";
-import type { ValidationIssue } from "../store";
 
 /** ``config.cases[0].expression`` -> ``["config", "cases", "0", "expression"]``. */
 export function pathParts(path: string): string[] {

@@ -1,11 +1,12 @@
 // Test helpers for the builder's panels: a real builder store around the component, and a scripted fetch.
+import type { NodeKindInfo, ValidationResult } from "../../api/types";
 import { render } from "@testing-library/react";
 import { useEffect, useRef, useState, type ReactNode } from "react";
 import { vi } from "vitest";
 import { PageContextReact, type PageContext } from "../../lib/context";
 import type { GraphSpec } from "../spec";
-import { BuilderContext, useBuilderState, type BuilderApi, type NodeKindInfo, type Selection, type ValidationResult } from "../store";
-import { KINDS } from "./fixtures";
+import { BuilderContext, useBuilderState, type BuilderApi, type Selection } from "../store";
+import { KINDS } from "../../test/fixtures/nodeKinds";
 
 export interface Harness {
   /** The latest builder state (spec, history flags, selection). */

@@ -1,5 +1,6 @@
 // Start a run from the builder: an input form generated from the graph's input schema, then the run's page.
 import type { ErrorSchema, RJSFSchema } from "@rjsf/utils";
+import type { RunDetail } from "../../api/types";
 import Form from "@rjsf/core";
 import { validator } from "../../lib/formValidator";
 import { useEffect, useMemo, useRef, useState } from "react";
@@ -22,11 +23,6 @@ export interface StartRunDialogProps {
   note?: { text: string; warn: boolean };
   /** The input the form starts with (the draft's pinned test input). */
   initialInput?: Record<string, unknown>;
-}
-
-interface RunCreated {
-  id: number;
-  version?: number;
 }
 
 /** The input schema as a form schema: an object, ``X | None`` collapsed, its own title left to the dialog. */
@@ -72,13 +68,13 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate, note
     try {
       const body: Record<string, unknown> = { graph: graphId, input: data };
       if (version !== undefined) body.version = version;
-      const run = await api<RunCreated>("runs/", { method: "POST", body });
+      const run = await api<RunDetail>("runs/", { method: "POST", body });
       (navigate ?? ((url: string) => window.location.assign(url)))(`/runs/${run.id}/`);
       onClose();
     } catch (err) {
       setBusy(false);
       if (err instanceof ApiError) {
-        const issues = Object.entries(err.fields).map(([path, messages]) => ({ code: "invalid", node: null, field: path, message: messages.join(" ") }));
+        const issues = Object.entries(err.fields).map(([path, messages]) => ({ code: "invalid", node: null, node_id: null, field: path, path, message: messages.join(" ") }));
         const { schema: placedSchema, placed } = errorSchemaFor(issues, "input");
         const rest = issues.filter((i) => !placed.includes(i)).map((i) => `${i.field}: ${i.message}`);
         setFieldErrors(placedSchema);

@@ -1,10 +1,10 @@
 // TriggersPanel: the list, the create form's field errors, the secret shown once, and a listen that pins its capture.
+import type { Webhook } from "../../api/types";
 import { render, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { scriptFetch } from "../panel/testing";
 import { TriggersPanel } from "./TriggersPanel";
-import type { Webhook } from "./webhooks";
 
 vi.setConfig({ testTimeout: 30_000 });
 afterEach(() => vi.unstubAllGlobals());
@@ -16,6 +16,7 @@ HTMLDialogElement.prototype.close ??= function (this: HTMLDialogElement) { this.
 const hook: Webhook = {
   id: 3, graph: 4, name: "orders", enabled: false, version: null, signed: true, timestamp_window_seconds: 300,
   input_mapping: {}, run_as: "pat", listening_until: null, created_by: "pat", created_at: "2026-01-01T00:00:00Z",
+  updated_at: "2026-01-01T00:00:00Z",
 };
 const schema = { type: "object", properties: { x: { type: "integer" } }, required: ["x"] };
 

@@ -1,30 +1,17 @@
 // The graph's Triggers: its webhooks (create, URL and secret shown once, enable, rotate, delete), their deliveries, and "listen for a test event".
+import type { Delivery, ListenState, Webhook, WebhookCreated } from "../../api/types";
 import { useCallback, useEffect, useRef, useState } from "react";
 import { api, ApiError } from "../../lib/api";
-import "../panel/panel.css";
 import { Dialog } from "../Dialog";
 import { timeAgo } from "../versions/VersionsPanel";
-import {
-  clock,
-  deliveryOutcome,
-  inputFields,
-  mappingFromRows,
-  rowsFromMapping,
-  secondsLeft,
-  splitFieldErrors,
-  type Delivery,
-  type ListenState,
-  type MappingRow,
-  type Webhook,
-  type WebhookCreated,
-} from "./webhooks";
+import { clock, failureText, inputFields, POLL_MS, secondsLeft } from "./webhooks";
+import { CreateWebhookDialog } from "./CreateWebhookDialog";
+import { Deliveries } from "./Deliveries";
+import "../panel/panel.css";
 import "./triggers.css";
 
 /** How long a listen waits for a delivery, in seconds (the server allows up to 600). */
 export const LISTEN_SECONDS = 120;
-/** How often the panel asks whether the listen caught a delivery, and refreshes an open delivery list. */
-const POLL_MS = 1000;
-const DELIVERIES_SHOWN = 10;
 
 export interface TriggersPanelProps {
   graphId: number;
@@ -38,10 +25,6 @@ export interface TriggersPanelProps {
   onPin?(payload: Record<string, unknown> | null): void;
 }
 
-interface Page<T> {
-  results: T[];
-}
-
 type Load = { kind: "loading" } | { kind: "failed"; message: string } | { kind: "ready"; hooks: Webhook[] };
 
 /** The secret (and URL) to show once, after a create or a rotate. */
@@ -50,10 +33,6 @@ interface Revealed {
   url?: string;
   secret: string | null;
   rotated: boolean;
-}
-
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 /** The right-hand panel listing the graph's webhooks. */
@@ -68,7 +47,7 @@ export function TriggersPanel({ graphId, latestVersion, inputSchema, testInput, 
       const hooks = await api<Webhook[]>(base);
       setLoad({ kind: "ready", hooks });
     } catch (err) {
-      setLoad({ kind: "failed", message: message(err) });
+      setLoad({ kind: "failed", message: failureText(err) });
     }
   }, [base]);
   useEffect(() => { void reload(); }, [reload]);
@@ -198,7 +177,7 @@ function WebhookCard({ hook, base, onChanged, onRotated, onPin }: {
       await work();
     } catch (err) {
       const fields = err instanceof ApiError ? Object.entries(err.fields).map(([k, v]) => `${k}: ${v.join(" ")}`) : [];
-      setError([message(err), ...fields].join(" "));
+      setError([failureText(err), ...fields].join(" "));
     } finally {
       setBusy(false);
     }
@@ -315,7 +294,7 @@ function Listen({ hook, base, onPin, onCaptured }: {
         if (!now.listening) { setState(null); setEnded(true); return; }
       } catch (err) {
         if (!live) return;
-        setError(message(err));
+        setError(failureText(err));
       }
       setLeft(secondsLeft(state.until));
       timer = window.setTimeout(() => void poll(), POLL_MS);
@@ -333,12 +312,12 @@ function Listen({ hook, base, onPin, onCaptured }: {
       setLeft(secondsLeft(opened.listening_until));
       setState({ until: opened.listening_until ?? new Date().toISOString(), after: opened.after });
     } catch (err) {
-      setError(message(err));
+      setError(failureText(err));
     }
   };
   const stop = async () => {
     setState(null);
-    try { await api(`${base}listen/`, { method: "DELETE" }); } catch (err) { setError(message(err)); }
+    try { await api(`${base}listen/`, { method: "DELETE" }); } catch (err) { setError(failureText(err)); }
   };
 
   return (
@@ -375,146 +354,6 @@ function Listen({ hook, base, onPin, onCaptured }: {
       )}
       {error && <p className="panel-error" role="alert">{error}</p>}
     </div>
-  );
-}
-
-/** The webhook's latest deliveries, refreshed every two seconds while shown; a captured one can be pinned again. */
-function Deliveries({ base, onPin }: { base: string; onPin?: (payload: Record<string, unknown> | null) => void }) {
-  const [rows, setRows] = useState<Delivery[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    let live = true;
-    let timer = 0;
-    const load = async () => {
-      try {
-        const page = await api<Page<Delivery>>(`${base}deliveries/?page_size=${DELIVERIES_SHOWN}`);
-        if (live) { setRows(page.results); setError(null); }
-      } catch (err) {
-        if (live) setError(message(err));
-      }
-      if (live) timer = window.setTimeout(() => void load(), POLL_MS * 2);
-    };
-    void load();
-    return () => { live = false; window.clearTimeout(timer); };
-  }, [base]);
-  if (error && rows === null) return <p className="panel-error" role="alert">Could not load the deliveries: {error}</p>;
-  if (rows === null) return <p className="panel-empty" role="status">Loading deliveries…</p>;
-  if (rows.length === 0) return <p className="panel-empty">No deliveries yet.</p>;
-  return (
-    <table className="deliveries" aria-label="Recent deliveries">
-      <thead>
-        <tr><th scope="col">When</th><th scope="col">Status</th><th scope="col">Outcome</th></tr>
-      </thead>
-      <tbody>
-        {rows.map((d) => (
-          <tr key={d.id}>
-            <td><time dateTime={d.received_at} title={`${new Date(d.received_at).toLocaleString()}${d.delivery_id ? ` · id ${d.delivery_id}` : ""}`}>{timeAgo(d.received_at)}</time></td>
-            <td><span className={`badge ${d.status_code < 300 ? "badge-ok" : "badge-bad"}`}>{d.status_code}</span></td>
-            <td>
-              {d.run !== null ? <a href={`/runs/${d.run}/`}>{deliveryOutcome(d)}</a> : <span className="muted">{deliveryOutcome(d)}</span>}
-              {d.payload && onPin && (
-                <>{" "}<button type="button" className="link-button" title="Pin this delivery's input as the draft's test input" onClick={() => onPin(d.payload)}>Pin input</button></>
-              )}
-            </td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
-  );
-}
-
-const FORM_FIELDS = ["name", "version", "signed", "enabled", "input_mapping"] as const;
-
-/** The create form: name, version (latest or a pinned one), signature, input mapping, enabled. Field errors under their fields. */
-function CreateWebhookDialog({ base, latestVersion, fields, onClose, onCreated }: {
-  base: string; latestVersion: number; fields: string[]; onClose: () => void; onCreated: (created: WebhookCreated) => void;
-}) {
-  const [name, setName] = useState("");
-  const [version, setVersion] = useState<string>("latest");
-  const [signed, setSigned] = useState(true);
-  const [enabled, setEnabled] = useState(true);
-  const [rows, setRows] = useState<MappingRow[]>([]);
-  const [busy, setBusy] = useState(false);
-  const [errors, setErrors] = useState<{ byField: Record<string, string>; rest: string[] }>({ byField: {}, rest: [] });
-  const submit = async () => {
-    setBusy(true);
-    setErrors({ byField: {}, rest: [] });
-    try {
-      const created = await api<WebhookCreated>(base, {
-        method: "POST",
-        body: { name, version: version === "latest" ? null : Number(version), signed, enabled, input_mapping: mappingFromRows(rows) },
-      });
-      onCreated(created);
-    } catch (err) {
-      if (err instanceof ApiError && Object.keys(err.fields).length > 0) {
-        const split = splitFieldErrors(err.fields, FORM_FIELDS);
-        setErrors({ byField: split.byField, rest: [err.message, ...split.rest] });
-      } else {
-        setErrors({ byField: {}, rest: [message(err)] });
-      }
-      setBusy(false);
-    }
-  };
-  const fieldError = (key: string) => errors.byField[key] ? <p className="field-error" id={`hook-${key}-error`}>{errors.byField[key]}</p> : null;
-  const versions = Array.from({ length: latestVersion }, (_, i) => latestVersion - i);
-  // Mapping errors for a field no row names (a required field left out) are shown under the mapping.
-  const unplaced = Object.entries(errors.byField).filter(([k]) => k.startsWith("input_mapping.") && !rows.some((r) => `input_mapping.${r.field.trim()}` === k));
-  return (
-    <Dialog title="New webhook" onClose={onClose} wide>
-      <form className="webhook-form" onSubmit={(e) => { e.preventDefault(); void submit(); }} noValidate>
-        <div className="field">
-          <label htmlFor="hook-name">Name</label>
-          <input id="hook-name" value={name} onChange={(e) => setName(e.target.value)} placeholder="e.g. orders" maxLength={100}
-            aria-invalid={errors.byField.name ? true : undefined} aria-describedby={errors.byField.name ? "hook-name-error" : undefined} />
-          {fieldError("name")}
-        </div>
-        <div className="field">
-          <label htmlFor="hook-version">Version</label>
-          <select id="hook-version" value={version} onChange={(e) => setVersion(e.target.value)} aria-invalid={errors.byField.version ? true : undefined}>
-            <option value="latest">Latest published (follows each publish)</option>
-            {versions.map((n) => <option key={n} value={String(n)}>Version {n} (pinned)</option>)}
-          </select>
-          {fieldError("version")}
-        </div>
-        <label className="checkbox-field">
-          <input type="checkbox" checked={signed} onChange={(e) => setSigned(e.target.checked)} />
-          <span>Require a signature (HMAC-SHA256 with a secret shown once)</span>
-        </label>
-        {fieldError("signed")}
-        <fieldset className="mapping">
-          <legend>Input mapping</legend>
-          <p className="field-help">
-            Empty: the JSON body is the run input. Else each input field takes a JSON pointer into the body
-            (<code>/order/id</code>, empty for the whole body) or a header (<code>header:X-Event</code>).
-          </p>
-          {rows.map((row, i) => (
-            <div className="mapping__row" key={i}>
-              <input aria-label={`Input field ${i + 1}`} list="hook-input-fields" value={row.field} placeholder="input field"
-                onChange={(e) => setRows(rows.map((r, j) => (j === i ? { ...r, field: e.target.value } : r)))}
-                aria-invalid={errors.byField[`input_mapping.${row.field.trim()}`] ? true : undefined} />
-              <span aria-hidden="true">←</span>
-              <input aria-label={`Source ${i + 1}`} className="mono" value={row.source} placeholder="/body/pointer or header:Name"
-                onChange={(e) => setRows(rows.map((r, j) => (j === i ? { ...r, source: e.target.value } : r)))} />
-              <button type="button" className="icon-button" aria-label={`Remove mapping ${i + 1}`} onClick={() => setRows(rows.filter((_, j) => j !== i))}>×</button>
-              {errors.byField[`input_mapping.${row.field.trim()}`] && <p className="field-error mapping__error">{errors.byField[`input_mapping.${row.field.trim()}`]}</p>}
-            </div>
-          ))}
-          <datalist id="hook-input-fields">{fields.map((f) => <option key={f} value={f} />)}</datalist>
-          <button type="button" onClick={() => setRows([...rows, { field: rows.length === 0 && fields[0] ? fields[0] : "", source: "" }])}>+ Map a field</button>
-          {fieldError("input_mapping")}
-          {unplaced.map(([k, v]) => <p key={k} className="field-error">{k.slice("input_mapping.".length)}: {v}</p>)}
-        </fieldset>
-        <label className="checkbox-field">
-          <input type="checkbox" checked={enabled} onChange={(e) => setEnabled(e.target.checked)} />
-          <span>Enabled (deliveries start runs; a disabled webhook answers 404)</span>
-        </label>
-        {errors.rest.length > 0 && <div role="alert" className="panel-error">{errors.rest.map((line, i) => <p key={i}>{line}</p>)}</div>}
-        <div className="dialog__actions">
-          <button type="button" onClick={onClose}>Cancel</button>
-          <button type="submit" className="button button--primary" disabled={busy}>{busy ? "Creating…" : "Create webhook"}</button>
-        </div>
-      </form>
-    </Dialog>
   );
 }
 

@@ -1,5 +1,6 @@
+import type { Delivery } from "../../api/types";
 import { describe, expect, it } from "vitest";
-import { clock, deliveryOutcome, inputFields, mappingFromRows, rowsFromMapping, secondsLeft, splitFieldErrors, type Delivery } from "./webhooks";
+import { clock, deliveryOutcome, inputFields, mappingFromRows, rowsFromMapping, secondsLeft, splitFieldErrors } from "./webhooks";
 
 const delivery = (over: Partial<Delivery>): Delivery => ({
   id: 1, delivery_id: "", received_at: "2026-01-01T00:00:00Z", status_code: 202, run: null, replayed: false, error: null, payload: null, ...over,

@@ -1,49 +1,5 @@
 // The webhook API's shapes and the pure helpers of the Triggers panel (no React, no DOM).
-
-/** A webhook as GET /api/v1/graphs/<id>/webhooks/ lists it (never its token or secret). */
-export interface Webhook {
-  id: number;
-  graph: number;
-  name: string;
-  enabled: boolean;
-  /** The pinned version number, or null: the latest published one at each delivery. */
-  version: number | null;
-  signed: boolean;
-  timestamp_window_seconds: number;
-  input_mapping: Record<string, string>;
-  run_as: string;
-  /** While a listen for a test event is open: when it ends. */
-  listening_until: string | null;
-  created_by: string | null;
-  created_at: string;
-}
-
-/** A created webhook (or a rotated secret): the URL and secret, shown this once. */
-export interface WebhookCreated extends Webhook {
-  url?: string;
-  secret: string | null;
-}
-
-/** One delivery (GET .../deliveries/). */
-export interface Delivery {
-  id: number;
-  delivery_id: string;
-  received_at: string;
-  status_code: number;
-  run: number | null;
-  replayed: boolean;
-  error: { code?: string; message?: string } | null;
-  /** The mapped input of the delivery a listen captured; null for the others. */
-  payload: Record<string, unknown> | null;
-}
-
-/** GET/POST .../listen/. */
-export interface ListenState {
-  listening_until: string | null;
-  listening: boolean;
-  after: number;
-  delivery: Delivery | null;
-}
+import type { Delivery } from "../../api/types";
 
 /** One row of the mapping editor: run input field <- JSON pointer or ``header:Name``. */
 export interface MappingRow {
@@ -104,3 +60,11 @@ export function inputFields(schema: Record<string, unknown> | undefined): string
   const props = schema?.properties;
   return props && typeof props === "object" ? Object.keys(props as Record<string, unknown>) : [];
 }
+
+/** What went wrong, in one line: an error's message, else the value as text. */
+export function failureText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** How often (ms) the Triggers panel asks whether a listen caught a delivery, and refreshes an open delivery list. */
+export const POLL_MS = 1000;

@@ -1,6 +1,7 @@
 // A version diff as a readable list: logic changes first, layout changes (positions, notes) apart.
+import type { VersionDiff } from "../../api/types";
 import { displayValue } from "../panel/format";
-import { diffItems, type DiffItem, type VersionDiff } from "./diff";
+import { diffItems, type DiffItem } from "./diff";
 
 const SIGN: Record<DiffItem["change"], string> = { added: "+", removed: "−", changed: "~" };
 

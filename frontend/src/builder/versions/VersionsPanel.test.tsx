@@ -1,10 +1,11 @@
 // Version history: list, open, diff (logic and layout apart), restore and its 409, permissions.
+import type { VersionDiff } from "../../api/types";
 import { render, screen, waitFor, within } from "@testing-library/react";
 import { PageContextReact, type PageContext } from "../../lib/context";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { scriptFetch } from "../panel/testing";
-import { diffItems, diffNodeStatus, type VersionDiff } from "./diff";
+import { diffItems, diffNodeStatus } from "./diff";
 import { VersionsPanel } from "./VersionsPanel";
 
 vi.setConfig({ testTimeout: 30_000 });
@@ -54,7 +55,8 @@ describe("diff helpers", () => {
   });
 
   it("treats a position-only change from an older server as layout", () => {
-    const old = { ...DIFF, layout: undefined, nodes: { added: [], removed: [], changed: [{ id: "a", fields: { position: { from: { x: 0, y: 0 }, to: { x: 5, y: 0 } } } }] } };
+    // An older server's answer: no layout yet, so the schema's type does not describe it.
+    const old = { ...DIFF, layout: undefined, nodes: { added: [], removed: [], changed: [{ id: "a", fields: { position: { from: { x: 0, y: 0 }, to: { x: 5, y: 0 } } } }] } } as unknown as VersionDiff;
     expect(diffItems(old).logic.filter((i) => i.subject === "node")).toEqual([]);
     expect(diffItems(old).layout.map((i) => i.name)).toEqual(["a"]);
     expect(diffNodeStatus(old)).toEqual({});

@@ -1,34 +1,11 @@
 // Version history: who published what and when; open a version read-only, diff two, restore one as the draft.
+import type { GraphDetail, Page, VersionDiff, VersionInfo } from "../../api/types";
 import { useCallback, useContext, useEffect, useState } from "react";
 import { api, ApiError } from "../../lib/api";
 import { PageContextReact } from "../../lib/context";
 import "../panel/panel.css";
-import type { GraphSpec } from "../spec";
 import { BuilderContext } from "../store";
 import { DiffList } from "./DiffList";
-import type { VersionDiff } from "./diff";
-
-/** One published version as GET /api/v1/graphs/<id>/versions/ lists it. */
-export interface VersionInfo {
-  number: number;
-  message?: string;
-  created_by: string | null;
-  created_at: string;
-  content_hash?: string;
-}
-
-interface Page<T> {
-  count: number;
-  next: string | null;
-  results: T[];
-}
-
-/** The draft a restore produced (graph detail: spec and revision). */
-export interface RestoredDraft {
-  spec: GraphSpec;
-  revision: number;
-  [extra: string]: unknown;
-}
 
 export interface VersionsPanelProps {
   graphId: number;
@@ -41,7 +18,7 @@ export interface VersionsPanelProps {
   /** The draft revision the canvas holds; a restore made from an older one is refused (409). Default: the stored one. */
   baseRevision?: number;
   /** Called with the new draft after a restore; default: reload the page to show it. */
-  onRestored?(draft: RestoredDraft): void;
+  onRestored?(draft: GraphDetail): void;
 }
 
 const relative = new Intl.RelativeTimeFormat("en", { numeric: "auto" });
@@ -118,7 +95,7 @@ export function VersionsPanel({ graphId, onOpenVersion, onShowDiff, openVersion 
     setRestoreState({ busy: true, error: null });
     try {
       const base = baseRevision ?? (await api<{ revision: number }>(`graphs/${graphId}/`)).revision;
-      const draft = await api<RestoredDraft>(`graphs/${graphId}/versions/${n}/restore/`, { method: "POST", body: { base_revision: base } });
+      const draft = await api<GraphDetail>(`graphs/${graphId}/versions/${n}/restore/`, { method: "POST", body: { base_revision: base } });
       setRestoring(null);
       setRestoreState({ busy: false, error: null });
       if (onRestored) onRestored(draft);

@@ -1,34 +1,5 @@
 // A version diff (GET /api/v1/graphs/<id>/diff/) as list items, and per-node status for the canvas to colour.
-
-export interface FieldChange {
-  from: unknown;
-  to: unknown;
-}
-
-export interface DiffEdge {
-  source: string;
-  target: string;
-  source_handle?: string | null;
-  target_handle?: string | null;
-}
-
-/** The server's diff (builder.selectors.spec_diff); ``layout`` is absent from older servers. */
-export interface VersionDiff {
-  from: number;
-  to: number;
-  nodes: { added: string[]; removed: string[]; changed: { id: string; fields: Record<string, FieldChange> }[] };
-  edges: { added: DiffEdge[]; removed: DiffEdge[] };
-  settings: Record<string, FieldChange>;
-  state: Record<string, FieldChange>;
-  input_schema: FieldChange | null;
-  description: FieldChange | null;
-  layout?: {
-    positions: string[];
-    notes: { added: string[]; removed: string[]; changed: { id: string; fields: Record<string, FieldChange> }[] };
-  };
-  logic_identical?: boolean;
-  identical: boolean;
-}
+import type { DiffEdge, FieldChange, VersionDiff } from "../../api/types";
 
 export type ChangeKind = "added" | "removed" | "changed";
 

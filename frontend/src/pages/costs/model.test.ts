@@ -1,8 +1,9 @@
-import { breakdownSeries, budgetShare, daySeries, daysBetween, filterQuery, filtersFromSearch, lastDays, rowName, withFilters, type CostRow } from "./model";
+import type { CostRow } from "../../api/types";
+import { breakdownSeries, budgetShare, daySeries, daysBetween, filterQuery, filtersFromSearch, lastDays, rowName, withFilters } from "./model";
 import { auditFiltersFromSearch, auditQuery } from "../Audit";
 
 const row = (key: string, cost: string, retry = "0", crash = "0", extra: Partial<CostRow> = {}): CostRow => ({
-  key, label: "", cost_usd: cost, unpriced_attempts: 0, input_tokens: 0, output_tokens: 0, cached_input_tokens: 0, attempts: 1,
+  key, label: "", cost_usd: cost, unpriced_attempts: 0, input_tokens: 0, output_tokens: 0, cached_input_tokens: 0, cache_write_tokens: 0, attempts: 1,
   retry_cost_usd: retry, retry_attempts: 0, retry_unpriced_attempts: 0, crash_rerun_cost_usd: crash, crash_rerun_attempts: 0,
   crash_rerun_unpriced_attempts: 0, ...extra,
 });

@@ -1,45 +1,7 @@
 // The cost page's data: API row types, filters <-> query strings, days filled in, chart series.
+import type { CostRow } from "../../api/types";
 import { STATUS_TOKENS } from "../../lib/statusTokens";
 import type { BarSeries } from "../../shell/BarChart";
-
-/** Spend of one group (``GET /costs/``): priced sum, unpriced attempts, tokens, retries and crash re-runs apart. */
-export interface CostRow {
-  key: string;
-  label: string;
-  run?: number;
-  graph?: number;
-  cost_usd: string;
-  unpriced_attempts: number;
-  input_tokens: number;
-  output_tokens: number;
-  cached_input_tokens: number;
-  attempts: number;
-  retry_cost_usd: string;
-  retry_attempts: number;
-  retry_unpriced_attempts: number;
-  crash_rerun_cost_usd: string;
-  crash_rerun_attempts: number;
-  crash_rerun_unpriced_attempts: number;
-}
-
-/** ``GET /costs/totals/``: the rows' columns summed, plus first attempts (the rest). */
-export interface CostTotals extends Omit<CostRow, "key" | "label" | "run" | "graph"> {
-  first_cost_usd: string;
-  first_attempts: number;
-  first_unpriced_attempts: number;
-}
-
-/** ``GET /costs/budgets/``: one graph's runs that carried a USD budget. */
-export interface BudgetRow {
-  graph: number;
-  label: string;
-  runs: number;
-  budget_usd: string;
-  cost_usd: string;
-  max_run_cost_usd: string;
-  near_budget: number;
-  stopped_by_budget: number;
-}
 
 /** The page's filters: UTC days (YYYY-MM-DD, inclusive; "" = open) and a graph id ("" = all). */
 export interface CostFilters {
