@@ -813,6 +813,63 @@ export interface paths {
         patch: operations["groups_update"];
         trace?: never;
     };
+    "/api/v1/mcp-servers/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description GET: every MCP server with its stored tools. POST: add one, then list its tools. */
+        get: operations["mcp_servers_list"];
+        put?: never;
+        /** @description GET: every MCP server with its stored tools. POST: add one, then list its tools. */
+        post: operations["mcp_servers_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/mcp-servers/{name}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description GET one server; PATCH: change it (then list its tools again); DELETE: remove it. */
+        get: operations["mcp_servers_read"];
+        put?: never;
+        post?: never;
+        /** @description GET one server; PATCH: change it (then list its tools again); DELETE: remove it. */
+        delete: operations["mcp_servers_delete"];
+        options?: never;
+        head?: never;
+        /** @description GET one server; PATCH: change it (then list its tools again); DELETE: remove it. */
+        patch: operations["mcp_servers_update"];
+        trace?: never;
+    };
+    "/api/v1/mcp-servers/{name}/test/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description POST: connect and list the server's tools now (bounded by BALLAST_MCP_CONNECT_TIMEOUT
+         *     and BALLAST_MCP_CALL_TIMEOUT), storing them; answers with the outcome and the server.
+         */
+        post: operations["mcp_servers_test"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/models/": {
         parameters: {
             query?: never;
@@ -2244,6 +2301,61 @@ export interface components {
             after: number;
             delivery: components["schemas"]["DeliveryOutput"] | null;
         };
+        McpServerCreateInputRequest: {
+            label?: string;
+            transport: components["schemas"]["TransportEnum"];
+            /** @description stdio: one of BALLAST_MCP_STDIO_COMMANDS. */
+            command?: string;
+            args?: string[];
+            /** @description http: the Streamable HTTP endpoint. */
+            url?: string;
+            /** @description http: headers sent with every request (Authorization...). Write-only: stored encrypted, never returned. On PATCH, absent keeps them and {} removes them. */
+            headers?: {
+                [key: string]: string;
+            };
+            /** @description Whether the server's readOnlyHint/idempotentHint make a tool safe to repeat. */
+            trust_annotations?: boolean;
+            enabled?: boolean;
+            /** @description Letters, digits and '-'; tools are named mcp__<name>__<tool>. */
+            name: string;
+        };
+        /** @description An MCP server added in the app. Never carries a header value. */
+        McpServerOutput: {
+            name: string;
+            label: string;
+            transport: components["schemas"]["TransportEnum"];
+            command: string;
+            args: string[];
+            url: string;
+            has_headers: boolean;
+            trust_annotations: boolean;
+            enabled: boolean;
+            tools: components["schemas"]["McpToolOutput"][];
+            /** Format: date-time */
+            tools_listed_at: string | null;
+            last_error: string;
+        };
+        /**
+         * @description The outcome of listing the server's tools now. A server that is down or refuses is
+         *     ``ok: false`` with its message, not an HTTP error of this API.
+         */
+        McpTestOutput: {
+            ok: boolean;
+            message: string;
+            latency_ms: number;
+            server: components["schemas"]["McpServerOutput"];
+        };
+        McpToolOutput: {
+            /** @description The name nodes and agents use: mcp__<server>__<tool>. */
+            name: string;
+            /** @description The tool's name on its server. */
+            tool: string;
+            description: string;
+            input_schema: unknown;
+            /** @description The server's own hints (readOnlyHint, idempotentHint...). */
+            annotations: unknown;
+            repeat_safe: boolean;
+        };
         /**
          * @description * `failed` - failed
          *     * `parked` - parked
@@ -2459,6 +2571,24 @@ export interface components {
         };
         PatchedGroupUpdateInputRequest: {
             members?: string[];
+        };
+        PatchedMcpServerUpdateInputRequest: {
+            label?: string;
+            transport?: components["schemas"]["TransportEnum"];
+            /** @description stdio: one of BALLAST_MCP_STDIO_COMMANDS. */
+            command?: string;
+            args?: string[];
+            /** @description http: the Streamable HTTP endpoint. */
+            url?: string;
+            /** @description http: headers sent with every request (Authorization...). Write-only: stored encrypted, never returned. On PATCH, absent keeps them and {} removes them. */
+            headers?: {
+                [key: string]: string;
+            };
+            /** @description Whether the server's readOnlyHint/idempotentHint make a tool safe to repeat. */
+            trust_annotations?: boolean;
+            enabled?: boolean;
+            /** @description Cannot change. */
+            name?: string;
         };
         /** @description PATCH /providers/<name>/: the fields to change (the name cannot change). */
         PatchedProviderUpdateInputRequest: {
@@ -3181,10 +3311,18 @@ export interface components {
                 [key: string]: unknown;
             };
             repeat_safe: boolean;
+            /** @description The MCP server the tool lives on (its name is mcp__<server>__<tool>); null for a registered Python tool. */
+            mcp_server: string | null;
         };
         ToolsOutput: {
             tools: components["schemas"]["ToolOutput"][];
         };
+        /**
+         * @description * `stdio` - stdio (a local command)
+         *     * `http` - Streamable HTTP
+         * @enum {string}
+         */
+        TransportEnum: "stdio" | "http";
         /**
          * @description Token usage as recorded (runs.vocabulary.Usage.as_dict; summed over an agent's turns):
          *     every key optional (older rows carry fewer).
@@ -8454,6 +8592,588 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["GroupOutput"];
+                };
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    mcp_servers_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpServerOutput"][];
+                };
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    mcp_servers_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["McpServerCreateInputRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpServerOutput"];
+                };
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The name is taken. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    mcp_servers_read: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpServerOutput"];
+                };
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    mcp_servers_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    mcp_servers_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedMcpServerUpdateInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpServerOutput"];
+                };
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    mcp_servers_test: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpTestOutput"];
                 };
             };
             /** @description Invalid input (see error.fields). */
