@@ -25,6 +25,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import InterfaceError, OperationalError
 from django.db.models import ProtectedError
 from django.http import Http404
 from django.views.decorators.csrf import csrf_exempt
@@ -49,6 +50,9 @@ MAX_ID = 2**63 - 1
 
 class ApiError(exceptions.APIException):
     """An error with a code, a message, field errors and extra keys for the error body."""
+
+    # Seconds for a Retry-After header (DRF's handler sends it when set), as Throttled has.
+    wait: float | None = None
 
     def __init__(self, status_code: int, code: str, message: str, fields: dict[str, list[str]] | None = None, **extra: Any):
         super().__init__(detail=message, code=code)
@@ -89,6 +93,10 @@ def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     return out
 
 
+# What a 503 for a lost database connection asks the client to wait (s, the Retry-After header).
+DATABASE_RETRY_AFTER_SECONDS = 1
+
+
 def _translate(exc: Exception) -> Exception:
     """Map service exceptions to API errors (anything unknown stays as it is)."""
     if isinstance(exc, ServiceError):
@@ -111,6 +119,22 @@ def _translate(exc: Exception) -> Exception:
             "too_large",
             f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
         )
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        # The database went away under the request (a restart, a failover, a pooler recycling
+        # connections, pg_terminate_backend) or SQLite stayed locked. Django drops the broken
+        # connection when the request ends, so the same request shortly after is answered: a
+        # 503 the client may retry, not a 500 that says "bug". A write lost at its COMMIT may
+        # have landed, so the answer does not claim nothing changed; starts and decisions
+        # take idempotency keys for exactly this.
+        log.warning("database unavailable during an API request: %s", exc)
+        unavailable = ApiError(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            "database_unavailable",
+            "The database connection was lost during the request. Try again in a moment (with the same idempotency key, where the request takes one).",
+            retry_after=DATABASE_RETRY_AFTER_SECONDS,
+        )
+        unavailable.wait = DATABASE_RETRY_AFTER_SECONDS  # DRF's handler sends it as Retry-After
+        return unavailable
     if isinstance(exc, RecursionError):
         # A JSON body (or run input) nested thousands of levels deep.
         return bad_request("too_deep", "The request body is nested too deeply.")
