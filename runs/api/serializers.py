@@ -258,6 +258,10 @@ def retry_at(attempt: StepAttempt) -> str | None:
 class AttemptOutput(serializers.Serializer):
     number = serializers.IntegerField()
     worker = serializers.CharField()
+    build = serializers.CharField(
+        help_text="The build of the code that ran the attempt: BALLAST_BUILD, or the package version and git revision "
+        "(0.1.0+3f9c2a1b7e04); empty for an attempt recorded before builds were kept."
+    )
     status = serializers.CharField()
     error = serializers.JSONField(allow_null=True)
     usage = serializers.JSONField(allow_null=True)

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from core.build import build
 from runs.engine import limits, scheduler
 from runs.engine.store import clock, events, paths
 from runs.engine.store import state as state_store
@@ -104,6 +105,7 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
     now = clock.now()
     common: dict[str, Any] = {
         **ENUM_PARAMS,
+        "build": build(),
         "run": run.pk,
         "version": run.version,
         "step": claimed.step_id,
@@ -243,7 +245,9 @@ def parallel_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dic
         return None
     backend = paths.fast_path()
     now = clock.now()
-    base: dict[str, Any] = {**ENUM_PARAMS, "run": claimed.run_id, "step": claimed.step_id, "attempt": claimed.attempt, "owner": claimed.worker}
+    base: dict[str, Any] = {
+        **ENUM_PARAMS, "run": claimed.run_id, "step": claimed.step_id, "attempt": claimed.attempt, "owner": claimed.worker, "build": build(),
+    }
     outcome = None
     snap = claimed.branch_snapshot
     if snap is None and claimed.snapshot is not None:
