@@ -76,6 +76,7 @@ def claim_details(step: Step, run: Run, worker: str) -> ClaimedStep:
         child_key=step.child_key,
         child_input=step.input if step.parent_id else None,
         children=children,
+        traceparent=run.traceparent,
     )
 
 

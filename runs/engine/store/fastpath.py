@@ -164,6 +164,7 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
         idempotency_key=key,
     )
     next_claim = claim_details(kept, run, claimed.worker)
+    next_claim.traceparent = claimed.traceparent  # the same run's (the snapshot does not carry it)
     next_claim.snapshot = run
     return CommitOutcome(committed=True, next_step=next_claim, run_status=RunStatus.RUNNING)
 
@@ -288,6 +289,7 @@ def parallel_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dic
             run.state = state
         kept_step.run = run
         next_claim = claim_details(kept_step, run, claimed.worker)
+        next_claim.traceparent = claimed.traceparent  # the same run's (a snapshot does not carry it)
         if fresh_snapshot and run.version == committed.version_after and run.status == RunStatus.RUNNING:
             next_claim.snapshot = run
         elif not fresh_snapshot:
