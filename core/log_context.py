@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -30,15 +29,24 @@ STEP_FIELDS = ("run_id", "step_id", "attempt", "worker", "trace_id")
 _fields: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar("ballast_log_fields", default=MappingProxyType({}))
 
 
-@contextmanager
-def bound(**fields: Any) -> Iterator[None]:
+class bound:  # lower case: used as a function, ``with bound(...)``
     """Add ``fields`` (of :data:`STEP_FIELDS`) to every record logged in this context
-    until the block ends; nested blocks add to (and override) the outer one's."""
-    token = _fields.set({**_fields.get(), **fields})
-    try:
-        yield
-    finally:
-        _fields.reset(token)
+    until the block ends; nested blocks add to (and override) the outer one's. A class,
+    not a generator: it is entered once per step."""
+
+    __slots__ = ("fields", "token")
+
+    def __init__(self, **fields: Any) -> None:
+        self.fields = fields
+        self.token: contextvars.Token[Mapping[str, Any]] | None = None
+
+    def __enter__(self) -> None:
+        outer = _fields.get()
+        self.token = _fields.set({**outer, **self.fields} if outer else self.fields)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.token is not None:
+            _fields.reset(self.token)
 
 
 def current() -> Mapping[str, Any]:

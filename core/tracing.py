@@ -35,7 +35,7 @@ import re
 import secrets
 import socket
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from importlib import metadata
 from typing import Any
 
@@ -79,9 +79,10 @@ def new_traceparent() -> str:
 
 
 def trace_id_of(traceparent: str | None) -> str | None:
-    """The 32-hex-digit trace id of a stored ``traceparent``, or None without a valid one."""
-    valid = parse_traceparent(traceparent)
-    return valid[3:35] if valid else None
+    """The 32-hex-digit trace id of a STORED ``traceparent`` (checked when it was stored:
+    only its length is looked at here, once per step), or None for "" (a run from before
+    traces were kept)."""
+    return traceparent[3:35] if traceparent and len(traceparent) == 55 else None
 
 
 def incoming() -> str:
@@ -195,9 +196,12 @@ def flush(timeout_millis: int = 5000) -> None:
         provider.force_flush(timeout_millis)
 
 
-@contextmanager
+# What span() returns with traces off: entering it yields None and costs a method call.
+_OFF: AbstractContextManager[None] = nullcontext(None)
+
+
 def span(name: str, *, attributes: Mapping[str, Any] | None = None, kind: SpanKind = SpanKind.INTERNAL,
-         traceparent: str | None = None) -> Iterator[Span | None]:
+         traceparent: str | None = None) -> AbstractContextManager[Span | None]:
     """A span around the block, current inside it (spans opened in the block are its
     children), ended when the block ends; an exception escaping the block is recorded on
     it and sets its status to error. Its parent: the context of ``traceparent`` when given
@@ -205,13 +209,19 @@ def span(name: str, *, attributes: Mapping[str, Any] | None = None, kind: SpanKi
     else the current span. Yields None, and does nothing, when tracing is off.
     ``attributes``: None values are left out."""
     if _tracer is None:
-        yield None
-        return
+        return _OFF
+    return _span(_tracer, name, attributes=attributes, kind=kind, traceparent=traceparent)
+
+
+@contextmanager
+def _span(tracer: trace.Tracer, name: str, *, attributes: Mapping[str, Any] | None, kind: SpanKind,
+          traceparent: str | None) -> Iterator[Span]:
+    """:func:`span` with traces on."""
     context = None
     if traceparent is not None:
         context = _propagator.extract({"traceparent": traceparent}) if parse_traceparent(traceparent) else trace.set_span_in_context(trace.INVALID_SPAN)
     clean = {k: v for k, v in (attributes or {}).items() if v is not None}
-    with _tracer.start_as_current_span(name, context=context, kind=kind, attributes=clean) as current:
+    with tracer.start_as_current_span(name, context=context, kind=kind, attributes=clean) as current:
         yield current
 
 

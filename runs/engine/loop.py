@@ -247,7 +247,8 @@ def run_claimed(claimed: ClaimedStep) -> ClaimedStep | None:
     """
     trace_id = tracing.trace_id_of(claimed.traceparent)
     with log_context.bound(run_id=claimed.run_id, step_id=claimed.step_id, attempt=claimed.attempt, worker=claimed.worker, trace_id=trace_id):
-        with tracing.span(f"step {claimed.node_id}", traceparent=claimed.traceparent, attributes=_span_attributes(claimed)) as span:
+        attributes = _span_attributes(claimed) if tracing.enabled() else None
+        with tracing.span(f"step {claimed.node_id}", traceparent=claimed.traceparent, attributes=attributes) as span:
             return _run_claimed(claimed, span)
 
 
