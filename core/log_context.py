@@ -49,6 +49,12 @@ class bound:  # lower case: used as a function, ``with bound(...)``
             _fields.reset(self.token)
 
 
+def bind_process(**fields: Any) -> None:
+    """Add ``fields`` to every record this thread logs from now on, for the life of the
+    process (a worker process's id, set once after its fork), under any :func:`bound`."""
+    _fields.set({**_fields.get(), **fields})
+
+
 def current() -> Mapping[str, Any]:
     """The fields bound in this context now ({} outside any :func:`bound` block)."""
     return _fields.get()

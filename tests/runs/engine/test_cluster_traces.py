@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from runs.engine.cluster import WORKER_READY
 from runs.models import AttemptStatus, Step, StepAttempt
 from runs.services import run_start
 from tests.support.cluster import wait_for_status, wait_until
@@ -90,3 +91,6 @@ def test_a_fan_out_across_two_worker_processes_is_one_trace(cluster_factory, tmp
         assert (warning["run_id"], warning["step_id"], warning["attempt"], warning["worker"]) == (bad.pk, bad_step.pk, 1, attempt.worker)
         assert warning["trace_id"] == bad.traceparent[3:35] and warning["build"] == RELEASE
         assert all(e["build"] == RELEASE and {"time", "level", "logger", "message"} <= set(e) for e in lines)
+        # A worker process's lines outside any step name the worker too (its start-up claim).
+        ready = [e for e in lines if e["message"].startswith(f"{WORKER_READY}: worker ")]
+        assert len(ready) == 2 and all(e["worker"] == e["message"].split()[3] and e["step_id"] is None for e in ready)
