@@ -486,6 +486,11 @@ class RunDetailOutput(RunOutput):
     input = serializers.JSONField()
     state = serializers.JSONField()
     output = serializers.JSONField(allow_null=True)
+    traceparent = serializers.CharField(
+        help_text="The run's W3C trace context: the traceparent header of the request or webhook delivery that started it, "
+        "else a new trace's; every step attempt's span is in this trace (README, Observability). Empty for runs started "
+        "before traces were kept."
+    )
     steps = serializers.SerializerMethodField()
     tested_node = serializers.SerializerMethodField(
         help_text="A node-test run (is_test): the node it tested (its first step; the rest is the test harness's end "

@@ -105,6 +105,7 @@ def test_a_run_started_through_the_api_joins_the_callers_trace(world: World):
         none = client.post("/api/v1/runs/", body, format="json")
     assert joined.status_code == malformed.status_code == none.status_code == 201
     assert Run.objects.get(pk=joined.json()["id"]).traceparent == CALLER  # stored lower case, as the standard writes it
+    assert joined.json()["traceparent"] == CALLER  # and shown with the run, to find its trace
     fresh = [Run.objects.get(pk=r.json()["id"]).traceparent for r in (malformed, none)]
     assert all(tracing.parse_traceparent(t) == t for t in fresh)  # a new trace each: an invalid header is ignored
     assert len({ids(t)[0] for t in [CALLER, *fresh]}) == 3
