@@ -20,6 +20,8 @@ default, so an unsampled caller's ``traceparent`` is honoured) and the batch pro
 Spans (each ends before the code that opened it returns, so no span stays open across
 a wait; a run waiting for an approval has none open):
 
+- ``run start``: the moment a run was started, a child of the caller's context; the
+  run stores its context (:func:`run_traceparent`);
 - ``step <node id>``: one step attempt (execute and commit) on whichever worker runs it,
   a child of the run's stored context (runs.engine.loop.run_claimed);
 - ``chat <model>``: one LLM call (the GenAI semantic conventions: ``gen_ai.*``, cost as
@@ -91,19 +93,22 @@ def incoming() -> str:
 
 
 def run_traceparent() -> str:
-    """The ``traceparent`` a run started now stores: the incoming request's when it sent a
-    valid one, else the current span's (a run started inside a traced block), else a new
-    trace's."""
+    """The ``traceparent`` a run started now stores.
+
+    Traces on: the context of a ``run start`` span, ended at once, whose parent is the
+    incoming request's trace context when it sent a valid one, else the current span
+    (a run started inside a traced block), else none (a new trace). The run's step
+    attempts are children of that span, so a trace shows where the run began and no
+    span's parent is missing. Traces off: the incoming request's ``traceparent``, else a
+    new trace's (random ids, nothing recorded)."""
     given = incoming()
-    if given:
-        return given
-    current = trace.get_current_span().get_span_context()
-    if current.is_valid:
-        carrier: dict[str, str] = {}
-        _propagator.inject(carrier)
-        if parsed := parse_traceparent(carrier.get("traceparent")):
-            return parsed
-    return new_traceparent()
+    if _tracer is not None:
+        with _span(_tracer, "run start", attributes=None, kind=SpanKind.INTERNAL, traceparent=given or None):
+            carrier: dict[str, str] = {}
+            _propagator.inject(carrier)
+            if parsed := parse_traceparent(carrier.get("traceparent")):
+                return parsed
+    return given or new_traceparent()
 
 
 class TraceparentMiddleware:

@@ -58,15 +58,28 @@ def test_a_new_trace_per_run_and_the_trace_id_of_a_stored_one():
     assert tracing.trace_id_of("") is None
 
 
-def test_a_run_started_inside_a_span_joins_its_trace():
-    with recorded_spans():
+def test_a_run_started_inside_a_span_joins_its_trace_under_a_run_start_span():
+    with recorded_spans() as exporter:
         with tracing.span("outer") as outer:
             assert outer is not None
             inside = tracing.run_traceparent()
-        context = outer.get_span_context()
-        # Its flags as the SDK sets them (sampled, and the level-2 random bit).
-        assert inside[:52] == f"00-{context.trace_id:032x}-{context.span_id:016x}" and int(inside[53:], 16) & 1
-    assert tracing.run_traceparent() != inside  # outside any span: a new trace
+        alone = tracing.run_traceparent()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    starts = [s for s in exporter.get_finished_spans() if s.name == "run start"]
+    assert len(starts) == 2
+    first = next(s for s in starts if s.parent is not None)
+    context = first.get_span_context()
+    # The run's stored context is its run start span's, a child of the span it began in
+    # (flags as the SDK sets them: sampled, and the level-2 random bit).
+    assert inside[:52] == f"00-{context.trace_id:032x}-{context.span_id:016x}" and int(inside[53:], 16) & 1
+    assert first.parent.span_id == spans["outer"].context.span_id
+    assert alone[3:35] != inside[3:35]  # outside any span: a new trace, begun by its own run start span
+
+
+def test_with_traces_off_the_incoming_traceparent_or_a_new_one():
+    assert not tracing.enabled()
+    first, second = tracing.run_traceparent(), tracing.run_traceparent()
+    assert first[3:35] != second[3:35]
 
 
 def test_spans_are_nothing_when_traces_are_off():

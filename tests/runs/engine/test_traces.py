@@ -42,6 +42,8 @@ def test_each_attempt_is_a_span_of_the_runs_trace_with_its_llm_and_tool_calls():
     assert run.status == "succeeded"
     trace_id, parent = ids(run.traceparent)
     spans = by_name(exporter.get_finished_spans())
+    [start] = spans["run start"]  # the stored context is this span's: no step's parent is missing
+    assert format(start.context.span_id, "016x") == parent and start.parent is None
     steps = {n: spans[f"step {n}"] for n in ("start", "ask", "act", "end")}
     for name, found in steps.items():
         assert len(found) == 1, name  # one attempt each
@@ -109,3 +111,14 @@ def test_a_run_started_through_the_api_joins_the_callers_trace(world: World):
     fresh = [Run.objects.get(pk=r.json()["id"]).traceparent for r in (malformed, none)]
     assert all(tracing.parse_traceparent(t) == t for t in fresh)  # a new trace each: an invalid header is ignored
     assert len({ids(t)[0] for t in [CALLER, *fresh]}) == 3
+
+
+def test_with_traces_on_a_run_started_through_the_api_begins_with_a_run_start_span_under_the_caller(world: World):
+    body = {"graph": world.approval_version.graph_id, "input": {"name": "Ada"}}
+    with recorded_spans() as exporter, engine.local_mode():
+        response = world.clients["operator"].post("/api/v1/runs/", body, format="json", HTTP_TRACEPARENT=CALLER)
+    assert response.status_code == 201
+    run = Run.objects.get(pk=response.json()["id"])
+    [start] = [s for s in exporter.get_finished_spans() if s.name == "run start"]
+    assert ids(run.traceparent) == (ids(CALLER)[0], format(start.context.span_id, "016x"))  # the caller's trace, under run start
+    assert format(start.parent.span_id, "016x") == ids(CALLER)[1]  # ... which is the caller's child
