@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import multiprocessing.util
 import os
 import re
 import secrets
@@ -177,8 +178,16 @@ def configure(environ: Mapping[str, str] | None = None) -> bool:
         provider.add_span_processor(BatchSpanProcessor(_exporter(name)))
     trace.set_tracer_provider(provider)
     install(provider)
+    # A forked multiprocessing child (a qcluster's worker) leaves by os._exit, which skips
+    # the SDK's atexit flush: each child registers one with multiprocessing's exit hooks.
+    multiprocessing.util.register_after_fork(provider, _flush_at_child_exit)
     log.info("traces on: exporter(s) %s", ", ".join(names))
     return True
+
+
+def _flush_at_child_exit(provider: Any) -> None:
+    """In a forked multiprocessing child: export the spans it still holds when it ends."""
+    multiprocessing.util.Finalize(provider, provider.force_flush, exitpriority=100)
 
 
 def install(provider: Any) -> None:

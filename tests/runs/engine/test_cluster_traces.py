@@ -94,3 +94,21 @@ def test_a_fan_out_across_two_worker_processes_is_one_trace(cluster_factory, tmp
         # A worker process's lines outside any step name the worker too (its start-up claim).
         ready = [e for e in lines if e["message"].startswith(f"{WORKER_READY}: worker ")]
         assert len(ready) == 2 and all(e["worker"] == e["message"].split()[3] and e["step_id"] is None for e in ready)
+
+
+def test_a_stopping_worker_exports_the_spans_it_still_holds(cluster_factory) -> None:
+    """A worker process ends by os._exit (multiprocessing), past the SDK's atexit flush:
+    with a batch delay far longer than the test, its spans arrive only because its exit
+    flushes them (core.tracing.configure)."""
+    with OtlpReceiver() as receiver:
+        cluster = cluster_factory(
+            "f", workers=1,
+            extra_env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "600000"},
+        ).start()
+        cluster.wait_ready()
+        run = run_start(version=publish(graph([node("start", "start"), node("end", "end")], chain("start", "end"), name="flushed")), run_input={})
+        wait_for_status(run, "succeeded", timeout=90, clusters=[cluster])
+        assert not [s for s in receiver.snapshot() if s["name"].startswith("step ")]  # still held in the worker's batch
+        cluster.stop()
+        wait_until(lambda: len([s for s in receiver.snapshot() if s["name"].startswith("step ")]) == 2, 30, "the held spans exported at exit")
+        assert {s["trace_id"] for s in receiver.snapshot()} == {run.traceparent[3:35]}
