@@ -10,6 +10,10 @@ RUN npm run build
 
 # Stage 2: the Python app, with the built front end collected into its static root.
 FROM python:3.11-slim
+# The build every step attempt records (core/build.py): the image has no .git, so name it
+# here, e.g. docker build --build-arg BALLAST_BUILD=$(git describe --always --dirty) .
+ARG BALLAST_BUILD=""
+ENV BALLAST_BUILD=${BALLAST_BUILD}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     BALLAST_FRONTEND_DIST=/app/frontend/dist \
     BALLAST_STATIC_ROOT=/app/staticfiles

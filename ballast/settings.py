@@ -26,6 +26,8 @@ Environment:
   keepalives, tcp_user_timeout and connect_timeout; see pg_network_options).
 - PROMETHEUS_MULTIPROC_DIR / BALLAST_METRICS_DIR, BALLAST_METRICS_ALLOW, BALLAST_METRICS_ADDRESS,
   BALLAST_METRICS_PORT: Prometheus metrics (see the block above LOGGING).
+- BALLAST_LOG_FORMAT (plain or json), BALLAST_BUILD (core.build), OTEL_* (core.tracing):
+  structured logs, the build recorded on each attempt, traces (README "Observability").
 """
 from __future__ import annotations
 
@@ -239,6 +241,8 @@ MIDDLEWARE = [
     # balancer probes by IP address; ballast/health.py).
     "ballast.health.HealthProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Keeps the request's W3C traceparent header: a run it starts joins the caller's trace (core.tracing).
+    "core.tracing.TraceparentMiddleware",
     # Serves static files (the built front end included) from daphne/gunicorn in production.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -609,11 +613,27 @@ BALLAST_METRICS_ALLOW = [e.strip() for e in os.environ.get("BALLAST_METRICS_ALLO
 BALLAST_METRICS_ADDRESS = os.environ.get("BALLAST_METRICS_ADDRESS", "127.0.0.1")
 BALLAST_METRICS_PORT = int(os.environ.get("BALLAST_METRICS_PORT", "0"))
 
+# BALLAST_LOG_FORMAT: ``plain`` (default) or ``json``: one JSON object per line with the
+# run, step, attempt, worker and trace id of the step in hand and the build
+# (core.log_context; README "Observability").
+BALLAST_LOG_FORMAT = os.environ.get("BALLAST_LOG_FORMAT", "plain").strip().lower() or "plain"
+if BALLAST_LOG_FORMAT not in {"plain", "json"}:
+    raise ValueError(f"BALLAST_LOG_FORMAT must be plain or json, not {BALLAST_LOG_FORMAT!r}")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(levelname)s %(name)s %(message)s %(run_id)s %(step_id)s %(attempt)s %(worker)s %(trace_id)s %(build)s",
+            "rename_fields": {"levelname": "level", "name": "logger"},
+            "timestamp": "time",  # ISO 8601, UTC
+        },
+    },
+    "filters": {"step_fields": {"()": "core.log_context.StepFields"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": BALLAST_LOG_FORMAT, "filters": ["step_fields"]}},
     "loggers": {
         "ballast": {"handlers": ["console"], "level": os.environ.get("BALLAST_LOG_LEVEL", "INFO")},
         # django-q2 logs under "django-q" (with a hyphen; TRAPS.md): its INFO lines (cluster

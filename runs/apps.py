@@ -1,6 +1,7 @@
 """Django app config for runs: registers the run row as the lock of a run's audit chain,
-connects the run alerts, registers the tool modules' system check, and starts the
-recovery supervisor inside ``manage.py qcluster``."""
+connects the run alerts, registers the tool modules' system check, sets up traces when
+the OTEL_* variables ask (core.tracing), and starts the recovery supervisor inside
+``manage.py qcluster``."""
 import sys
 
 from django.apps import AppConfig
@@ -27,6 +28,12 @@ class RunsConfig(AppConfig):
 
         # A tool module that fails to import stops manage.py commands at start, naming it.
         checks.register(tool_modules_importable, TOOL_MODULES_TAG)
+
+        # Traces, when the OTEL_* variables name an exporter (off otherwise): before a
+        # qcluster forks its workers, which inherit the provider.
+        from core import tracing
+
+        tracing.configure()
 
         if is_cluster_main_process(sys.argv):
             start_supervisor()

@@ -158,6 +158,11 @@ class Run(models.Model):
     # Who or what started the run when not a user at the API or browser: "webhook <name>"
     # for a webhook trigger (triggers app); "" for runs started directly.
     source = models.CharField(max_length=200, blank=True, default="")
+    # The W3C trace context (``00-<trace id>-<span id>-<flags>``) of the request or trigger
+    # that started the run, or of a trace begun for it: every step attempt's span joins
+    # this trace, on whichever host runs it (runs.engine.tracing). "" for runs started
+    # before traces were kept.
+    traceparent = models.CharField(max_length=64, blank=True, default="")
     forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
     forked_from_step = models.ForeignKey("runs.Step", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -377,6 +382,10 @@ class StepAttempt(models.Model):
     usage = models.JSONField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=24, decimal_places=12, null=True, blank=True)
     price_version = models.CharField(max_length=64, blank=True, default="")
+    # The build of the code that ran the attempt (core.build: BALLAST_BUILD, or the package
+    # version and git revision), written by whoever opens the attempt, which is the worker
+    # about to run it. "" for attempts opened before builds were kept.
+    build = models.CharField(max_length=100, blank=True, default="")
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
 

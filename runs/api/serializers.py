@@ -268,6 +268,10 @@ def retry_at(attempt: StepAttempt) -> str | None:
 class AttemptOutput(serializers.Serializer):
     number = serializers.IntegerField()
     worker = serializers.CharField()
+    build = serializers.CharField(
+        help_text="The build of the code that ran the attempt: BALLAST_BUILD, or the package version and git revision "
+        "(0.1.0+3f9c2a1b7e04); empty for an attempt recorded before builds were kept."
+    )
     status = serializers.ChoiceField(choices=AttemptStatus.choices)
     error = EngineErrorField(allow_null=True)
     usage = UsageField(allow_null=True)
@@ -492,6 +496,11 @@ class RunDetailOutput(RunOutput):
     input = serializers.JSONField()
     state = serializers.JSONField()
     output = serializers.JSONField(allow_null=True)
+    traceparent = serializers.CharField(
+        help_text="The run's W3C trace context: the traceparent header of the request or webhook delivery that started it, "
+        "else a new trace's; every step attempt's span is in this trace (README, Observability). Empty for runs started "
+        "before traces were kept."
+    )
     steps = serializers.SerializerMethodField()
     tested_node = serializers.SerializerMethodField(
         help_text="A node-test run (is_test): the node it tested (its first step; the rest is the test harness's end "

@@ -55,7 +55,7 @@ from types import FrameType
 import psutil
 from django.conf import settings
 
-from core import metrics
+from core import log_context, metrics
 from runs import nodes, tools
 from runs.engine import dispatch, loop, recovery, workers
 from runs.engine.store import connections, events, recovery_queries
@@ -102,6 +102,8 @@ def _after_fork_in_child(main_pid: int) -> None:
     if grandparent == main_pid:  # a worker, the monitor or the pusher
         signal.signal(signal.SIGTERM, _note_stop)
         _keep_connections()
+        # Its log lines name it, in steps and between them (core.log_context).
+        log_context.bind_process(worker=workers.current_worker())
         events.warm_push()  # the push path is ready before this process's first commit
     else:  # anything a worker forks is not ours to shield
         signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -6,6 +6,7 @@ long steps from one background thread per process.
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import os
@@ -19,7 +20,8 @@ from typing import TypeVar
 
 from django.conf import settings
 
-from core import metrics
+from core import log_context, metrics, tracing
+from core.build import build
 from runs.engine import dispatch, faults
 from runs.engine.store import (
     claims,
@@ -152,7 +154,8 @@ def _run_with_deadline(target: Callable[[], NodeResult], seconds: float, claimed
             connections.close_all()  # this thread's own connections, if the node opened any
             done.set()
 
-    thread = threading.Thread(target=body, name=f"ballast-step-{claimed.step_id}", daemon=True)
+    # In a copy of this context: the step's log fields and span follow the node there.
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(body,), name=f"ballast-step-{claimed.step_id}", daemon=True)
     thread.start()
     if done.wait(seconds):
         ok, value = outcome[0]
@@ -236,10 +239,41 @@ def run_claimed(claimed: ClaimedStep) -> ClaimedStep | None:
     Any other failure of the commit hands the lease back at once (re-queued, or parked
     when not safe to repeat, as recovery does for a stopped worker) and re-raises, so no
     step is left running under a live owner.
+
+    Every record logged meanwhile carries the step's run, step, attempt, worker and trace
+    id (core.log_context); with traces on, the attempt is a span under the run's stored
+    trace context, ended with the commit (core.tracing): a step that parks the run at a
+    gate has committed by then, so no span stays open across the wait.
     """
+    trace_id = tracing.trace_id_of(claimed.traceparent)
+    with log_context.bound(run_id=claimed.run_id, step_id=claimed.step_id, attempt=claimed.attempt, worker=claimed.worker, trace_id=trace_id):
+        attributes = _span_attributes(claimed) if tracing.enabled() else None
+        with tracing.span(f"step {claimed.node_id}", traceparent=claimed.traceparent, attributes=attributes) as span:
+            return _run_claimed(claimed, span)
+
+
+def _span_attributes(claimed: ClaimedStep) -> dict[str, object]:
+    """An attempt span's attributes (``ballast.*``): which run, step, node and attempt, and
+    the worker and build that ran it."""
+    return {
+        "ballast.run.id": claimed.run_id,
+        "ballast.step.id": claimed.step_id,
+        "ballast.node.id": claimed.node_id,
+        "ballast.node.kind": claimed.kind,
+        "ballast.step.iteration": claimed.iteration,
+        "ballast.step.attempt": claimed.attempt,
+        "ballast.worker": claimed.worker,
+        "ballast.build": build(),
+    }
+
+
+def _run_claimed(claimed: ClaimedStep, span: tracing.Span | None) -> ClaimedStep | None:
+    """:func:`run_claimed`'s work inside its log fields and span (None: traces off)."""
     kind = _metric_kind(claimed)
     metrics.labelled(metrics.STEPS_STARTED, kind).inc()
     outcome_value = execute_node(claimed)
+    if isinstance(outcome_value, NodeError):
+        tracing.set_error(span, outcome_value.code, str(outcome_value))
     faults.point("before_commit", node_id=claimed.node_id, step_id=claimed.step_id)
     tries = 0
     commit_began = time.perf_counter()
@@ -261,6 +295,7 @@ def run_claimed(claimed: ClaimedStep) -> ClaimedStep | None:
         _hand_back(claimed)
         raise
     _observe_commit(claimed, kind, outcome_value, outcome, time.perf_counter() - commit_began)
+    tracing.set_attributes(span, {"ballast.committed": outcome.committed})
     faults.point("after_commit", node_id=claimed.node_id, step_id=claimed.step_id)
     dispatch.enqueue(outcome.dispatch)
     if outcome.next_step is not None:

@@ -156,6 +156,9 @@ class ClaimedStep:
     # commit leased to it (fastpath.parallel_commit): lets the branch commit in one
     # statement, fenced by the run version and the run's active steps.
     branch_snapshot: BranchSnapshot | None = None
+    # The run's stored W3C trace context (Run.traceparent): the attempt's span is its
+    # child (core.tracing); "" for a run started before traces were kept.
+    traceparent: str = ""
 
     @property
     def spec_node_id(self) -> str:

@@ -30,6 +30,7 @@ from runs.nodes import llm_call
 from runs.nodes.base import ChildCall, Issue, NodeContext, NodeResult
 from runs.nodes.llm_call import LLMCallConfig, LLMCallKind, prompt_messages
 from runs.nodes.shared import STATE_KEY_PATTERN, expression_names
+from runs.providers import spans
 from runs.providers.base import (
     INVALID_ARGUMENTS_KEY,
     MESSAGE_OVERHEAD_TOKENS,
@@ -249,7 +250,7 @@ class AgentNode(LLMCallKind[AgentConfig]):
         request = llm_call.llm_request(
             config, messages, ctx, tools=self._definitions(config), idempotency_key=ctx.idempotency_key
         )
-        response = provider.complete(request)
+        response = spans.complete(provider, request)
         usage = response.usage
         usage.price_version = provider.price_version(usage.model)
         output: dict[str, Any] = {

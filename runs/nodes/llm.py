@@ -27,6 +27,7 @@ from runs.nodes.llm_call import (
     worst_case_usd,
 )
 from runs.nodes.shared import expression_names
+from runs.providers import spans
 from runs.providers.base import MESSAGE_OVERHEAD_TOKENS, LLMRequest, LLMResponse, Message
 from runs.sandbox import schemas, values
 from runs.vocabulary import NodeError, Usage
@@ -134,7 +135,7 @@ class LLMNode(LLMCallKind[LLMConfig]):
                 idempotency_key=ctx.idempotency_key if ask == 0 else f"{ctx.idempotency_key}:reask-{ask}",
             )
             try:
-                response = provider.complete(request)
+                response = spans.complete(provider, request)
             except NodeError as exc:
                 if ask:
                     # A re-ask failed: the earlier calls of this attempt were paid for.

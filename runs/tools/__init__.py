@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints, overload
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
+from core import tracing
 from core.fields import field_path
 from runs.sandbox import values
 from runs.vocabulary import NodeError, StepCancelled
@@ -152,14 +153,22 @@ class RegisteredTool:
         tool raises, ``invalid_output`` when the result is not JSON (see ``_to_json``), and
         ``tool_error`` (retryable) for any other exception from the tool.
         """
-        args = self.validate_args(raw_args)
-        try:
-            result = self.fn(args, ctx)
-        except NodeError:
-            raise
-        except Exception as exc:  # a tool's bug or an unclassified failure
-            raise NodeError(f"tool {self.name!r} failed: {type(exc).__name__}: {exc}", code="tool_error") from exc
-        return _to_json(self.name, result)
+        # A span of the step attempt's trace when traces are on (core.tracing; GenAI's
+        # execute_tool operation): the failure's error code is its error.type.
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": self.name, "ballast.tool.repeat_safe": self.repeat_safe}
+        with tracing.span(f"execute_tool {self.name}", attributes=attributes) as span:
+            try:
+                args = self.validate_args(raw_args)
+                try:
+                    result = self.fn(args, ctx)
+                except NodeError:
+                    raise
+                except Exception as exc:  # a tool's bug or an unclassified failure
+                    raise NodeError(f"tool {self.name!r} failed: {type(exc).__name__}: {exc}", code="tool_error") from exc
+                return _to_json(self.name, result)
+            except NodeError as exc:
+                tracing.set_error(span, exc.code, str(exc))
+                raise
 
 
 # name -> tool. Written at import time of tool modules (under the import lock) and by

@@ -1,6 +1,7 @@
 """The settings' LOGGING configures the logger django-q2 really uses, so CLI commands do not print its INFO lines."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -41,3 +42,17 @@ def test_queue_info_lines_show_when_asked():
     done = _run(BALLAST_Q_LOG_LEVEL="INFO")
     assert done.returncode == 0, done.stderr
     assert "queue info line" in done.stderr
+
+
+def test_json_lines_when_asked_with_the_build_and_no_step_outside_one():
+    done = _run(BALLAST_LOG_FORMAT="json", BALLAST_BUILD="logging-test-3")
+    assert done.returncode == 0, done.stderr
+    [line] = [json.loads(text) for text in done.stderr.splitlines() if "queue warning line" in text]
+    assert (line["level"], line["logger"], line["message"], line["build"]) == ("WARNING", "django-q", "queue warning line", "logging-test-3")
+    assert all(line[k] is None for k in ("run_id", "step_id", "attempt", "worker", "trace_id"))
+
+
+def test_an_unknown_log_format_stops_the_process_naming_the_variable():
+    done = _run(BALLAST_LOG_FORMAT="xml")
+    assert done.returncode != 0
+    assert "BALLAST_LOG_FORMAT must be plain or json, not 'xml'" in done.stderr

@@ -21,6 +21,7 @@ from playwright.sync_api import Page, expect
 
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
+from core.build import build
 from runs.engine import workers
 from runs.models import Run, Step, StepAttempt
 from runs.services import run_start
@@ -211,6 +212,7 @@ def test_a_finished_fan_out_shows_branches_side_by_side_colours_attempts_and_the
     expect(attempts.nth(0)).to_contain_text("upstream answered 503")
     expect(attempts.nth(1)).to_contain_text("succeeded")
     expect(attempts.nth(1)).to_contain_text(WORKER)
+    expect(attempts.nth(1)).to_contain_text(f"build {build()}")  # the build that ran it (this process's: core.build)
     diff = inspector.get_by_role("table", name="State difference")
     expect(diff.locator("tbody tr")).to_have_count(1)  # b wrote b alone, whatever a and c did beside it
     expect(diff.locator("tr[data-key='b']")).to_have_attribute("data-change", "changed")

@@ -54,6 +54,14 @@ def test_signed_delivery_starts_a_run_with_its_source(world: Any, hook: dict[str
     assert AuditEntry.objects.filter(action="webhook.create", object_id=str(hook["id"])).count() == 1
 
 
+def test_a_delivery_with_a_traceparent_starts_a_run_in_the_senders_trace(world: Any, hook: dict[str, Any]) -> None:
+    body = dumps({"x": 4})
+    sender = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    response = post(hook["path"], body, HTTP_TRACEPARENT=sender, **signed_headers(hook["secret"], body))
+    assert response.status_code == 202, response.content
+    assert Run.objects.get(pk=response.json()["run"]).traceparent == sender  # its steps' spans join that trace (core.tracing)
+
+
 @pytest.mark.parametrize(
     ("case", "code"),
     [("missing", "signature_missing"), ("stale", "timestamp_stale"), ("bad", "signature_invalid"), ("not_a_time", "timestamp_invalid")],

@@ -1677,6 +1677,8 @@ export interface components {
         AttemptOutput: {
             number: number;
             worker: string;
+            /** @description The build of the code that ran the attempt: BALLAST_BUILD, or the package version and git revision (0.1.0+3f9c2a1b7e04); empty for an attempt recorded before builds were kept. */
+            build: string;
             status: components["schemas"]["AttemptStatusEnum"];
             error: components["schemas"]["EngineErrorOutput"] | null;
             usage: components["schemas"]["UsageOutput"] | null;
@@ -2907,6 +2909,8 @@ export interface components {
             input: unknown;
             state: unknown;
             output: unknown;
+            /** @description The run's W3C trace context: the traceparent header of the request or webhook delivery that started it, else a new trace's; every step attempt's span is in this trace (README, Observability). Empty for runs started before traces were kept. */
+            traceparent: string;
             readonly steps: components["schemas"]["RunStepOutput"][];
             /** @description A node-test run (is_test): the node it tested (its first step; the rest is the test harness's end node). Null for other runs. GET runs/<id>/graph/ draws the one-node graph it ran. */
             readonly tested_node: string | null;

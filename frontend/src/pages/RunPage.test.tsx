@@ -38,8 +38,8 @@ const boomDetail = {
   created_at: "2026-12-01T10:00:00.600Z", idempotency_key: "run-5-boom-0", child_key: "", depth: 1, available_at: null, due_at: null,
   dispatched_at: null, state_seq: null, price_version: "", children: [],
   attempts: [
-    { number: 1, worker: "host:1:a", status: "failed", error: { message: "division by zero" }, usage: null, cost_usd: null, started_at: "2026-12-01T10:00:01Z", finished_at: "2026-12-01T10:00:01.200Z" },
-    { number: 2, worker: "host:2:b", status: "failed", error: { message: "division by zero" }, usage: { input_tokens: 10, output_tokens: 5 }, cost_usd: "0.001200", started_at: "2026-12-01T10:00:01.500Z", finished_at: "2026-12-01T10:00:02Z" },
+    { number: 1, worker: "host:1:a", build: "0.1.0+3f9c2a1b7e04", status: "failed", error: { message: "division by zero" }, usage: null, cost_usd: null, started_at: "2026-12-01T10:00:01Z", finished_at: "2026-12-01T10:00:01.200Z" },
+    { number: 2, worker: "host:2:b", build: "release-42", status: "failed", error: { message: "division by zero" }, usage: { input_tokens: 10, output_tokens: 5 }, cost_usd: "0.001200", started_at: "2026-12-01T10:00:01.500Z", finished_at: "2026-12-01T10:00:02Z" },
   ],
 };
 const startDetail = { ...boomDetail, ...run.steps[0], attempts: [], idempotency_key: "run-5-start-0", state_seq: 2, error: null };
@@ -97,7 +97,7 @@ describe("RunPage", () => {
     expect(row.querySelector(".when__rel")?.textContent).toBe("+1.000 s");
   });
 
-  it("opens the inspector from a timeline bar: attempts with their worker and cost, the idempotency key, the input state, the error", async () => {
+  it("opens the inspector from a timeline bar: attempts with their worker, build and cost, the idempotency key, the input state, the error", async () => {
     const calls = stubFetch({
       "GET /api/v1/runs/5/": () => ({ body: run }), ...graphRoutes, "GET /api/v1/steps/2/": () => ({ body: boomDetail }),
       "GET /api/v1/steps/2/state/": () => ({ body: { step: 2, seq: null, previous_step: null, input_state: { x: 1, zero: 0 }, state: null, changed: {} } }),
@@ -110,6 +110,9 @@ describe("RunPage", () => {
     expect(attempts).toHaveLength(3);
     expect(attempts[2]!.textContent).toContain("host:2:b");
     expect(attempts[2]!.textContent).toContain("$0.0012");
+    // Each attempt names the build that ran it: after a deploy one step can show two.
+    expect(attempts[1]!.textContent).toContain("build 0.1.0+3f9c2a1b7e04");
+    expect(attempts[2]!.textContent).toContain("build release-42");
     expect(within(inspector).getByLabelText("Idempotency key").textContent).toBe("run-5-boom-0");
     expect(within(inspector).getByLabelText("Worker").textContent).toBe("host:2:b");
     expect((await within(inspector).findByLabelText("Step input")).textContent).toContain('"zero": 0');

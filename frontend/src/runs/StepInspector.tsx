@@ -1,4 +1,4 @@
-// The run page's step inspector: one step's input, output, error, attempts (usage, cost, worker), lease, key, timings,
+// The run page's step inspector: one step's input, output, error, attempts (usage, cost, worker, build), lease, key, timings,
 // an agent's transcript (its child steps) and the run state after the step with what it changed.
 import type { Attempt, ChildStep, StepDetail, StepStateAnswer, Usage } from "../api/types";
 import { JsonBlock, errorText } from "./JsonBlock";
@@ -32,19 +32,20 @@ function backoffText(a: Attempt): string {
   return from === null || to === null || to - from < 1 ? "" : `backoff ${formatSpan(to - from)}`;
 }
 
-/** The attempts table: each attempt's own worker, usage, cost and time (to the ms, and its offset from ``runStart``), and the backoff after a failed one. */
+/** The attempts table: each attempt's own worker and build, usage, cost and time (to the ms, and its offset from ``runStart``), and the backoff after a failed one. */
 function Attempts({ attempts, runStart }: { attempts: Attempt[]; runStart?: string | null }) {
   if (attempts.length === 0) return <p className="muted">No attempt yet: the step has not been claimed by a worker.</p>;
   return (
     <div className="table-wrap">
       <table className="table table-compact attempts" aria-label="Attempts">
-        <thead><tr><th scope="col" className="num">#</th><th scope="col">Status</th><th scope="col">Worker</th><th scope="col">Started · took</th><th scope="col" className="num">Cost</th></tr></thead>
+        <thead><tr><th scope="col" className="num">#</th><th scope="col">Status</th><th scope="col">Worker · build</th><th scope="col">Started · took</th><th scope="col" className="num">Cost</th></tr></thead>
         <tbody>
           {attempts.map((a) => (
             <tr key={a.number}>
               <td className="num">{a.number}</td>
               <td><StatusBadge status={a.status} />{a.error ? <div className="error-cell small">{errorText(a.error)}</div> : null}</td>
-              <td><code className="small">{a.worker || "—"}</code></td>
+              <td><code className="small">{a.worker || "—"}</code>
+                {a.build ? <div className="muted small" title="The build of the code that ran this attempt">build <code>{a.build}</code></div> : null}</td>
               <td className="small"><When at={a.started_at} origin={runStart} short /> · <span className="nowrap">{formatDuration(a.started_at, a.finished_at)}</span>
                 {backoffText(a) ? <div className="muted nowrap" title={`The next attempt was due at ${formatClock(a.retry_at)}`}>{backoffText(a)}</div> : null}</td>
               <td className="num">

@@ -32,7 +32,7 @@ export function runDetail(over: Partial<RunDetail> = {}): RunDetail {
     id: 1, uuid: "00000000-0000-0000-0000-000000000001", graph: 1, graph_name: "graph", version: 1, status: "queued", source: "",
     waiting_for: null, interrupted: false, event_seq: 0, error: null, step_count: 0, input_tokens: 0, output_tokens: 0, cost_usd: "0",
     budget_usd: null, budget_tokens: null, is_test: false, forked_from: null, forked_from_step: null, created_by: null, started_from: null,
-    created_at: T, started_at: null, finished_at: null, input: {}, state: {}, output: null, steps: [], tested_node: null, fork_origin: null,
+    created_at: T, started_at: null, finished_at: null, input: {}, state: {}, output: null, steps: [], tested_node: null, fork_origin: null, traceparent: "",
     ...over,
   };
 }

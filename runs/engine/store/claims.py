@@ -16,6 +16,7 @@ from django.db import DatabaseError, OperationalError, connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce
 
+from core.build import build
 from graphs.spec import NodeSpec
 from runs.engine.store import clock, paths
 from runs.engine.store.events import CounterBusy, publish, push_enabled, wire
@@ -75,6 +76,7 @@ def claim_details(step: Step, run: Run, worker: str) -> ClaimedStep:
         child_key=step.child_key,
         child_input=step.input if step.parent_id else None,
         children=children,
+        traceparent=run.traceparent,
     )
 
 
@@ -161,6 +163,7 @@ def _fast_claim(step_id: int | None, worker: str, now: datetime) -> ClaimedStep 
         "run_running": RunStatus.RUNNING.value,
         "run_queued": RunStatus.QUEUED.value,
         "att_running": AttemptStatus.RUNNING.value,
+        "build": build(),
         "ev_run_started": RunEventKind.RUN_STARTED.value,
         "ev_started": RunEventKind.STEP_STARTED.value,
     }
@@ -336,7 +339,7 @@ def _claim(step_id: int, worker: str, now: datetime) -> ClaimedStep | None:
         )
         finish_run(run, RunStatus.FAILED, error={"code": "budget_exceeded", "message": refusal}, step_id=step_id)
         return None
-    StepAttempt.objects.create(step=step, number=step.attempt, worker=worker, started_at=now)
+    StepAttempt.objects.create(step=step, number=step.attempt, worker=worker, build=build(), started_at=now)
     events = [event(run.pk, RunEventKind.STEP_STARTED, step.pk, node_id=step.node_id, iteration=step.iteration, attempt=step.attempt)]
     first = False
     if run.status == RunStatus.QUEUED:
@@ -438,7 +441,7 @@ def start_kept(run: Run, kept: Step | None, worker: str | None, now: datetime, e
     return its claim; None when nothing was kept."""
     if kept is None or worker is None:
         return None
-    StepAttempt.objects.create(step_id=kept.pk, number=kept.attempt, worker=worker, started_at=now)
+    StepAttempt.objects.create(step_id=kept.pk, number=kept.attempt, worker=worker, build=build(), started_at=now)
     events.append(event(run.pk, RunEventKind.STEP_STARTED, kept.pk, node_id=kept.node_id, iteration=kept.iteration, attempt=kept.attempt))
     kept.run = run
     return claim_details(kept, run, worker)

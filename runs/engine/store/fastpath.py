@@ -18,6 +18,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from core.build import build
 from runs.engine import limits, scheduler
 from runs.engine.store import clock, events, paths
 from runs.engine.store import state as state_store
@@ -104,6 +105,7 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
     now = clock.now()
     common: dict[str, Any] = {
         **ENUM_PARAMS,
+        "build": build(),
         "run": run.pk,
         "version": run.version,
         "step": claimed.step_id,
@@ -162,6 +164,7 @@ def fast_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[st
         idempotency_key=key,
     )
     next_claim = claim_details(kept, run, claimed.worker)
+    next_claim.traceparent = claimed.traceparent  # the same run's (the snapshot does not carry it)
     next_claim.snapshot = run
     return CommitOutcome(committed=True, next_step=next_claim, run_status=RunStatus.RUNNING)
 
@@ -243,7 +246,9 @@ def parallel_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dic
         return None
     backend = paths.fast_path()
     now = clock.now()
-    base: dict[str, Any] = {**ENUM_PARAMS, "run": claimed.run_id, "step": claimed.step_id, "attempt": claimed.attempt, "owner": claimed.worker}
+    base: dict[str, Any] = {
+        **ENUM_PARAMS, "run": claimed.run_id, "step": claimed.step_id, "attempt": claimed.attempt, "owner": claimed.worker, "build": build(),
+    }
     outcome = None
     snap = claimed.branch_snapshot
     if snap is None and claimed.snapshot is not None:
@@ -284,6 +289,7 @@ def parallel_commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dic
             run.state = state
         kept_step.run = run
         next_claim = claim_details(kept_step, run, claimed.worker)
+        next_claim.traceparent = claimed.traceparent  # the same run's (a snapshot does not carry it)
         if fresh_snapshot and run.version == committed.version_after and run.status == RunStatus.RUNNING:
             next_claim.snapshot = run
         elif not fresh_snapshot:

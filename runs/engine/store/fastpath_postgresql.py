@@ -98,8 +98,8 @@ COMMIT_SQL = fenced_sql(run_set="step_count = step_count + 1, status = %(run_run
     WHERE EXISTS (SELECT 1 FROM step_upd)
     RETURNING id
 ), new_att AS (
-    INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version)
-    SELECT id, 1, %(owner)s, %(att_running)s, %(now)s, '' FROM new_step
+    INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version, build)
+    SELECT id, 1, %(owner)s, %(att_running)s, %(now)s, '', %(build)s FROM new_step
 ), events AS (
     INSERT INTO runs_runevent (run_id, seq, step_id, kind, data, created_at)
     SELECT %(run)s, (SELECT last - 2 FROM seq_upd), id, %(ev_succeeded)s, %(done_event)s::jsonb, %(now)s FROM step_upd
@@ -163,8 +163,8 @@ WITH pick AS (
     ON CONFLICT (run_id) DO UPDATE SET last = runs_runeventcounter.last + excluded.last
     RETURNING last
 ), att AS (
-    INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version)
-    SELECT id, 1, %(owner)s, %(att_running)s, %(now)s, '' FROM claimed
+    INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version, build)
+    SELECT id, 1, %(owner)s, %(att_running)s, %(now)s, '', %(build)s FROM claimed
 ), events AS (
     INSERT INTO runs_runevent (run_id, seq, step_id, kind, data, created_at)
     SELECT id, (SELECT last - 1 FROM seq_upd), NULL, %(ev_run_started)s, '{{}}'::jsonb, %(now)s FROM run_upd
@@ -236,8 +236,8 @@ def _parallel_sql(run_check: str = "") -> str:
     WHERE id IN (SELECT id FROM pick)
     RETURNING id, node_id, kind, iteration, depth, max_attempts, idempotency_key
 ), picked_att AS (
-    INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version)
-    SELECT id, 1, %(owner)s, %(att_running)s, %(now)s, '' FROM picked
+    INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version, build)
+    SELECT id, 1, %(owner)s, %(att_running)s, %(now)s, '', %(build)s FROM picked
 )""",
 ) + """, new_steps AS (
     INSERT INTO runs_step (run_id, parent_id, child_key, node_id, kind, iteration, depth, status, attempt, max_attempts,
@@ -251,8 +251,8 @@ def _parallel_sql(run_check: str = "") -> str:
     ORDER BY s.ord
     RETURNING id, idempotency_key
 ), new_att AS (
-    INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version)
-    SELECT id, 1, %(owner)s, %(att_running)s, %(now)s, '' FROM new_steps WHERE idempotency_key = %(kept_key)s
+    INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version, build)
+    SELECT id, 1, %(owner)s, %(att_running)s, %(now)s, '', %(build)s FROM new_steps WHERE idempotency_key = %(kept_key)s
 ), released AS (
     UPDATE runs_step SET dispatched_at = %(now)s, due_at = %(now)s
     WHERE id = ANY(%(dispatch_old)s) AND run_id = %(run)s AND EXISTS (SELECT 1 FROM step_upd)

@@ -57,8 +57,8 @@ VALUES (%(run)s, NULL, '', %(next_node)s, %(next_kind)s, %(next_iteration)s, %(n
 RETURNING id
 """
 NEW_ATTEMPT_SQL = """
-INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version)
-VALUES (%(next_step)s, 1, %(owner)s, %(att_running)s, %(now)s, '')
+INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version, build)
+VALUES (%(next_step)s, 1, %(owner)s, %(att_running)s, %(now)s, '', %(build)s)
 """
 EVENTS_SQL = """
 INSERT INTO runs_runevent (run_id, seq, step_id, kind, data, created_at) VALUES
@@ -126,8 +126,8 @@ WHERE id = (
 RETURNING id, node_id, kind, iteration, depth, max_attempts, idempotency_key
 """
 PICK_ATTEMPT_SQL = """
-INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version)
-VALUES (%(picked)s, 1, %(owner)s, %(att_running)s, %(now)s, '')
+INSERT INTO runs_stepattempt (step_id, number, worker, status, started_at, price_version, build)
+VALUES (%(picked)s, 1, %(owner)s, %(att_running)s, %(now)s, '', %(build)s)
 """
 PARALLEL_EVENTS_SQL = """
 INSERT INTO runs_runevent (run_id, seq, step_id, kind, data, created_at)

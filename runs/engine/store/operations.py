@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from audit.chain import audit, audit_new, audit_new_rows
 from audit.models import AuditChain, AuditEntry
+from core import tracing
 from core.fields import field_path
 from graphs.bounds import run_limit_problems
 from graphs.models import GraphVersion
@@ -123,6 +124,7 @@ def run_create(
         created_by=created_by,
         idempotency_key=idempotency_key,
         source=source,
+        traceparent=tracing.run_traceparent(),
     )
     start = graph.topology.nodes[graph.start_id()]
     if connection.vendor == "postgresql" and getattr(settings, "BALLAST_FAST_COMMIT", True) and not connection.in_atomic_block:
@@ -244,6 +246,7 @@ def run_create_node_test(
             **run_limits,
             step_count=1,
             created_by=created_by if getattr(created_by, "pk", None) is not None else None,
+            traceparent=tracing.run_traceparent(),
         )
         run.state = initial
         state_store.write(run.pk, 0, initial, initial, sizes, {})
@@ -572,6 +575,7 @@ def run_fork(
             created_by=created_by,
             forked_from=source,
             forked_from_step=anchor,
+            traceparent=tracing.run_traceparent(),
         )
         run.state = transition.state
         state_store.write(run.pk, 0, transition.state, transition.state, sizes, transition.bookkeeping)

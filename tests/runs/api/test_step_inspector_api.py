@@ -12,6 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEntry
+from core.build import build
 from runs.models import Step
 from tests.support.specs import chain, graph, node, run_local, transform
 from tests.support.world import World
@@ -90,6 +91,9 @@ def test_step_detail_has_the_idempotency_key_attempts_and_scheduling_times(world
     body = world.clients["operator"].get(f"/api/v1/steps/{boom.pk}/").json()
     assert body["idempotency_key"] == boom.idempotency_key and body["idempotency_key"]
     assert body["attempts"] and body["attempts"][0]["worker"] and body["attempts"][0]["status"] == "failed"
+    # The build that ran each attempt: this process's (core.build), as the row recorded it.
+    assert [a["build"] for a in body["attempts"]] == list(boom.attempts.order_by("number").values_list("build", flat=True))
+    assert body["attempts"][0]["build"] == build()
     assert body["error"]["message"] and body["children"] == []
     assert {"lease_owner", "lease_expires_at", "worker_alive", "available_at", "due_at", "state_seq", "depth"} <= set(body)
     assert world.clients["viewer"].get(f"/api/v1/steps/{boom.pk}/").status_code == 404
