@@ -81,6 +81,18 @@ def stored_provider() -> str:
     return provider_credential_create(data=provider_payload()).name
 
 
+def mcp_payload() -> dict[str, Any]:
+    """A new MCP server over HTTP (nothing answers there: listing its tools fails and is recorded)."""
+    return {"name": f"matrix-{next(_names)}", "transport": "http", "url": "http://127.0.0.1:9/mcp"}
+
+
+def stored_mcp_server() -> str:
+    """The name of a fresh MCP server stored without listing its tools."""
+    from runs.tools.mcp_servers.services import mcp_server_create
+
+    return mcp_server_create(data=mcp_payload(), refresh=False).name
+
+
 def published_graph(world: World) -> tuple[int, int]:
     """A fresh graph with version 1 published from its draft: (graph id, draft revision)."""
     from builder.services import graph_import
@@ -257,6 +269,13 @@ ENDPOINTS = [
     Endpoint("providers_delete", "delete", lambda w: (f"/api/v1/providers/{stored_provider()}/", None), allowed(204, "admin")),
     # The built-in mock answers offline; a stored one would need a server.
     Endpoint("providers_test", "post", lambda w: ("/api/v1/providers/mock/test/", {}), allowed(200, "admin")),
+    # MCP servers: staff only, as providers' writes.
+    Endpoint("mcp_servers_list", "get", lambda w: ("/api/v1/mcp-servers/", None), allowed(200, "admin")),
+    Endpoint("mcp_servers_create", "post", lambda w: ("/api/v1/mcp-servers/", mcp_payload()), allowed(201, "admin")),
+    Endpoint("mcp_servers_read", "get", lambda w: (f"/api/v1/mcp-servers/{stored_mcp_server()}/", None), allowed(200, "admin")),
+    Endpoint("mcp_servers_update", "patch", lambda w: (f"/api/v1/mcp-servers/{stored_mcp_server()}/", {"label": "edited"}), allowed(200, "admin")),
+    Endpoint("mcp_servers_delete", "delete", lambda w: (f"/api/v1/mcp-servers/{stored_mcp_server()}/", None), allowed(204, "admin")),
+    Endpoint("mcp_servers_test", "post", lambda w: (f"/api/v1/mcp-servers/{stored_mcp_server()}/test/", None), allowed(200, "admin")),
     # API tokens: every user their own; staff also everyone's (?all=true) and for another user.
     Endpoint("tokens_list", "get", lambda w: ("/api/v1/tokens/", None), allowed(200)),
     Endpoint("tokens_list_all", "get", lambda w: ("/api/v1/tokens/?all=true", None), allowed(200, "admin")),
@@ -316,6 +335,7 @@ def test_the_matrix_covers_every_api_operation() -> None:
         "graph_publish_check",
         "tokens_list", "tokens_create", "tokens_revoke", "users_list", "users_create", "users_read", "users_update",
         "users_invite", "groups_list", "groups_create", "groups_update", "principals_search",
+        "mcp_servers_list", "mcp_servers_create", "mcp_servers_read", "mcp_servers_update", "mcp_servers_delete", "mcp_servers_test",
     }  # fmt: skip
     assert operations == covered
 
