@@ -229,6 +229,8 @@ WORKER_APPS = [
     "builder",
     "runs",
     "approvals",
+    # Its schedules are a due source the worker's claim fires (triggers.schedules).
+    "triggers",
     "django_q",
 ]
 if BALLAST_WORKER_PROCESS:

@@ -15,7 +15,7 @@ from tests.support import engine
 from tests.support.schedules import create, daily_cron_at, make_due
 from tests.support.specs import publish
 from tests.support.webhooks import order_spec
-from triggers import schedules
+from triggers import firing, schedules
 from triggers.models import Schedule, ScheduleTick
 
 pytestmark = pytest.mark.usefixtures("fast_passwords")
@@ -38,7 +38,7 @@ def _claim_until_idle(worker: str) -> None:
     """Call the engine's claim by due time until no schedule is due (it claims the started
     runs' steps too; they stay leased: nothing here executes them)."""
     for _ in range(200):
-        if schedules.schedule_earliest_due(engine.db_now()) is None:
+        if firing.schedule_earliest_due(engine.db_now()) is None:
             return
         engine.step_claim_due(worker)
     raise AssertionError("schedules stayed due after 200 claims")
