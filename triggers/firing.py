@@ -139,6 +139,13 @@ def _fire(schedule: Schedule, now: datetime, worker: str) -> Fired:
     due = schedule.next_fire_at
     assert due is not None  # selected as due
     latest = max(due, cron.latest_at_or_before(schedule.cron, schedule.timezone, now))
+    following = cron.next_after(schedule.cron, schedule.timezone, max(now, latest))
+    if ScheduleTick.objects.filter(schedule=schedule, tick_at=latest, manual=False).exists():
+        # This tick fired already: only a due row set back by hand (an operator, a test)
+        # can point at it again. Move on rather than fail on the tick's unique constraint
+        # at every claim.
+        Schedule.objects.filter(pk=schedule.pk).update(next_fire_at=following)
+        return Fired(schedule.pk, latest, "already_fired", None)
     missed = cron.ticks_between(schedule.cron, schedule.timezone, due, latest)
     late = (now - latest).total_seconds()
     allowed = misfire_grace_seconds()
@@ -161,7 +168,6 @@ def _fire(schedule: Schedule, now: datetime, worker: str) -> Fired:
             log.exception("schedule %s: the run of tick %s failed to start", schedule.pk, latest.isoformat())
             outcome, error = TickOutcome.FAILED, {"code": "start_failed", "message": f"{type(exc).__name__}: {exc}", "fields": {}}
     ScheduleTick.objects.create(schedule=schedule, tick_at=latest, fired_at=now, outcome=outcome, run=run, missed=missed, error=error, worker=worker)
-    following = cron.next_after(schedule.cron, schedule.timezone, max(now, latest))
     updates: dict[str, Any] = {"next_fire_at": following}
     if run is not None:
         updates["last_run"] = run

@@ -5,7 +5,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from runs.engine import api as engine
-from triggers.models import Schedule
+from tests.support.bounded import wait_until
+from triggers.models import Schedule, ScheduleTick
 
 
 def create(world: Any, graph_id: int, **fields: Any) -> dict[str, Any]:
@@ -27,3 +28,14 @@ def make_due(schedule_id: int, *, at: datetime | None = None, ago: float = 1.0) 
 def daily_cron_at(moment: datetime) -> str:
     """A daily cron (UTC) whose tick is at ``moment``'s minute."""
     return f"{moment.minute} {moment.hour} * * *"
+
+
+def make_due_now(schedule_id: int) -> datetime:
+    """Make the schedule due at the database's current second, a tick time no earlier tick
+    of it has (a tick fires as the latest due time at or before now, so two ticks in one
+    test need distinct seconds): waits, on the database clock, for a second after its
+    last tick (at most about one second). Returns the due time."""
+    last = ScheduleTick.objects.filter(schedule_id=schedule_id, manual=False).order_by("-tick_at").values_list("tick_at", flat=True).first()
+    if last is not None:
+        wait_until(lambda: engine.db_now().replace(microsecond=0) > last, 10, "the database clock to pass the last tick's second")
+    return make_due(schedule_id, at=engine.db_now().replace(microsecond=0))

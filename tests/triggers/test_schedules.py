@@ -12,7 +12,7 @@ from audit.models import AuditEntry
 from graphs.models import GraphVersion
 from runs.models import Run, RunStatus
 from tests.support import engine
-from tests.support.schedules import create, daily_cron_at, make_due
+from tests.support.schedules import create, daily_cron_at, make_due, make_due_now
 from tests.support.specs import publish
 from tests.support.webhooks import order_spec
 from triggers import firing, schedules
@@ -157,7 +157,7 @@ def test_a_publish_that_refuses_a_schedules_input_warns_and_names_it(world: Any,
 
 def test_a_due_tick_fires_one_run_and_advances(world: Any, version: GraphVersion) -> None:
     body = create(world, version.graph_id, cron="* * * * *")
-    due = make_due(body["id"])
+    due = make_due_now(body["id"])
     with engine.local_mode():
         claimed = engine.step_claim_due("w1")
     run = Run.objects.get()
@@ -211,11 +211,11 @@ def test_catch_up_outside_the_window_skips(world: Any, version: GraphVersion) ->
 @pytest.mark.parametrize(("policy", "runs", "second"), [("skip", 1, "skipped_overlap"), ("allow", 2, "started")])
 def test_overlap_policy_while_the_previous_run_is_active(world: Any, version: GraphVersion, policy: str, runs: int, second: str) -> None:
     body = create(world, version.graph_id, cron="* * * * *", overlap_policy=policy)
-    make_due(body["id"], ago=5)
+    make_due_now(body["id"])
     with engine.local_mode():
         _claim_until_idle("w")
         assert Run.objects.get().status in (RunStatus.QUEUED, RunStatus.RUNNING)  # active: nothing executes it
-        make_due(body["id"], ago=2)
+        make_due_now(body["id"])
         _claim_until_idle("w")
     assert Run.objects.count() == runs
     outcomes = list(ScheduleTick.objects.filter(schedule_id=body["id"]).order_by("id").values_list("outcome", flat=True))
@@ -224,11 +224,11 @@ def test_overlap_policy_while_the_previous_run_is_active(world: Any, version: Gr
 
 def test_overlap_skip_fires_again_once_the_previous_run_ended(world: Any, version: GraphVersion) -> None:
     body = create(world, version.graph_id, cron="* * * * *")
-    make_due(body["id"], ago=5)
+    make_due_now(body["id"])
     with engine.local_mode():
         _claim_until_idle("w")
     Run.objects.update(status=RunStatus.SUCCEEDED)  # as if it ran: what the policy reads
-    make_due(body["id"], ago=2)
+    make_due_now(body["id"])
     with engine.local_mode():
         _claim_until_idle("w")
     assert Run.objects.count() == 2
@@ -246,6 +246,17 @@ def test_a_tick_that_cannot_start_is_recorded_and_does_not_block_the_others(worl
     assert failed.outcome == "failed" and failed.error["code"] == "input_invalid" and "input.x" in failed.error["fields"]
     assert Run.objects.get().source == "schedule fine"
     assert Schedule.objects.get(pk=broken["id"]).next_fire_at > engine.db_now() - timedelta(seconds=1)
+
+
+def test_a_due_row_set_back_to_a_fired_tick_fires_nothing_and_moves_on(world: Any, version: GraphVersion) -> None:
+    body = create(world, version.graph_id, cron="* * * * *", overlap_policy="allow")
+    due = make_due_now(body["id"])
+    with engine.local_mode():
+        _claim_until_idle("w")
+        make_due(body["id"], at=due)  # back to the tick that fired
+        _claim_until_idle("w")
+    assert Run.objects.count() == 1 and ScheduleTick.objects.count() == 1
+    assert Schedule.objects.get(pk=body["id"]).next_fire_at > due
 
 
 def test_a_due_schedule_rings_a_doorbell_once_per_due_time(world: Any, version: GraphVersion) -> None:
@@ -295,8 +306,8 @@ def _race_claims(workers: int) -> None:
 def test_concurrent_claims_fire_each_tick_exactly_once(world: Any, version: GraphVersion) -> None:
     ids = [create(world, version.graph_id, name=f"s{i}", cron="* * * * *", overlap_policy="allow")["id"] for i in range(SCHEDULES)]
     for round_ in range(ROUNDS):
-        for i, pk in enumerate(ids):
-            make_due(pk, ago=30 - round_ * 10 - i % 3)  # every round a new tick time
+        for pk in ids:
+            make_due_now(pk)  # every round a new tick time
         _race_claims(2)
         assert ScheduleTick.objects.count() == SCHEDULES * (round_ + 1)
     ticks = list(ScheduleTick.objects.values_list("schedule_id", "tick_at", "run_id", "outcome"))
