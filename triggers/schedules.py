@@ -83,7 +83,7 @@ def _checked(graph: Graph, *, version: GraphVersion | None, run_input: Any, expr
         raise TriggerInvalid("catch_up_window_seconds", fields={"catch_up_window_seconds": [f"Between 1 and {MAX_CATCH_UP_WINDOW_SECONDS} seconds."]})
     if version is not None and version.graph_id != graph.pk:
         raise TriggerInvalid("version of another graph", fields={"version": ["No such published version of this graph."]})
-    target = version or latest_published(graph)
+    target = version or latest_published(graph.pk)
     if target is None:
         raise TriggerInvalid("nothing published", fields={"version": ["The graph has no published version; publish it first."]})
     problems = input_problems(target, run_input)
