@@ -18,6 +18,7 @@ import {
   type Webhook,
   type WebhookCreated,
 } from "./webhooks";
+import { SchedulesSection } from "./SchedulesSection";
 import "./triggers.css";
 
 /** How long a listen waits for a delivery, in seconds (the server allows up to 600). */
@@ -124,6 +125,7 @@ export function TriggersPanel({ graphId, latestVersion, inputSchema, testInput, 
           }} />
       )}
       {revealed && <SecretDialog revealed={revealed} onClose={() => setRevealed(null)} />}
+      <SchedulesSection graphId={graphId} published={latestVersion !== null} />
     </section>
   );
 }
