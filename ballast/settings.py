@@ -231,6 +231,8 @@ WORKER_APPS = [
     "builder",
     "runs",
     "approvals",
+    # Its schedules are a due source the worker's claim fires (triggers.schedules).
+    "triggers",
     "django_q",
 ]
 if BALLAST_WORKER_PROCESS:
@@ -478,6 +480,9 @@ else:
 BALLAST_LEASE_SECONDS = float(os.environ.get("BALLAST_LEASE_SECONDS", "30"))
 BALLAST_LIVE_OWNER_GRACE_SECONDS = float(os.environ.get("BALLAST_LIVE_OWNER_GRACE_SECONDS", "60"))
 BALLAST_RECOVERY_INTERVAL = float(os.environ.get("BALLAST_RECOVERY_INTERVAL", "1.0"))
+# How late a schedule's tick may fire and still run under the "skip" missed-tick policy
+# (seconds, database clock; triggers.firing).
+BALLAST_SCHEDULE_MISFIRE_GRACE_SECONDS = float(os.environ.get("BALLAST_SCHEDULE_MISFIRE_GRACE_SECONDS", "60"))
 BALLAST_HOST_SILENT_SECONDS = float(os.environ.get("BALLAST_HOST_SILENT_SECONDS", "3"))
 # Seconds a worker that answered a doorbell goes on claiming the next due step (parallel
 # branches without a broker round trip each; runs.engine.loop.execute_due). 0: one step

@@ -1,11 +1,11 @@
-"""The webhook check run at each publish: which enabled webhooks following the latest version the new input schema breaks."""
+"""The trigger checks run at each publish: which enabled webhooks and active schedules following the latest version the new input schema breaks."""
 from __future__ import annotations
 
 from typing import Any
 
 from builder.publish_checks import PublishWarning
 from graphs.models import GraphVersion
-from triggers.models import WebhookTrigger
+from triggers.models import Schedule, WebhookTrigger
 
 
 def _schema(version: GraphVersion | None) -> tuple[dict[str, Any] | None, set[str]]:
@@ -57,6 +57,28 @@ def webhook_publish_warnings(version: GraphVersion, previous: GraphVersion | Non
                 code="trigger_input",
                 message=f"Webhook {trigger.name!r} follows the latest version, and version {version.number} breaks its input: {first}",
                 subject={"kind": "webhook", "id": trigger.pk, "name": trigger.name},
+                fields=problems,
+            ))
+    return out
+
+
+def schedule_publish_warnings(version: GraphVersion, previous: GraphVersion | None) -> list[PublishWarning]:
+    """A ``trigger_input`` warning per active (not paused) schedule of the graph that
+    follows the latest published version and whose input ``version``'s input schema refuses
+    (its ticks would fail to start), naming the fields."""
+    # Here, not at module level: triggers.schedules imports the engine's API, which the
+    # webhook check does not need.
+    from triggers.schedules import input_problems
+
+    out = []
+    for schedule in Schedule.objects.filter(graph_id=version.graph_id, paused=False, version__isnull=True).order_by("name"):
+        problems = input_problems(version, schedule.input)
+        if problems:
+            field, messages = next(iter(problems.items()))
+            out.append(PublishWarning(
+                code="trigger_input",
+                message=f"Schedule {schedule.name!r} follows the latest version, and version {version.number} refuses its input: {field}: {messages[0]}",
+                subject={"kind": "schedule", "id": schedule.pk, "name": schedule.name},
                 fields=problems,
             ))
     return out

@@ -1,4 +1,4 @@
-"""Webhook triggers of a graph and the log of their deliveries."""
+"""Webhook triggers of a graph and the log of their deliveries; schedules and the log of their ticks."""
 from __future__ import annotations
 
 from django.conf import settings
@@ -69,3 +69,98 @@ class WebhookDelivery(models.Model):
     class Meta:
         ordering = ["-id"]
         indexes = [models.Index(fields=["trigger", "-id"], name="webhook_delivery_trigger_id")]
+
+
+class OverlapPolicy(models.TextChoices):
+    """What a tick does while the schedule's previous run is still active (not ended)."""
+
+    SKIP = "skip", "skip the tick"
+    ALLOW = "allow", "start another run"
+
+
+class MissedPolicy(models.TextChoices):
+    """What the first firing after an outage does with the ticks it missed."""
+
+    SKIP = "skip", "skip missed ticks"
+    CATCH_UP = "catch_up", "run once for the latest, within a window"
+
+
+class Schedule(models.Model):
+    """A cron expression in a time zone that starts a run of ``graph`` with ``input`` per tick.
+
+    ``next_fire_at`` (database clock, UTC) is the schedule's due row: the engine's claim by
+    due time fires it (triggers.schedules.schedule_fire_next, registered as a due source
+    of runs.engine) and moves it to the next tick in the same transaction; null while
+    paused. ``version`` is the pinned version, or null for the latest published one; runs
+    act as ``run_as`` and record the source ``schedule <name>``. ``last_run`` is the run
+    the last tick (or Run now) started: the overlap policy looks at it.
+    ``catch_up_window_seconds``: with the catch_up missed policy, how late the latest
+    missed tick may be and still run.
+    """
+
+    graph = models.ForeignKey("graphs.Graph", on_delete=models.CASCADE, related_name="schedules")
+    name = models.CharField(max_length=100)
+    cron = models.CharField(max_length=200)
+    timezone = models.CharField(max_length=64, default="UTC")
+    input = models.JSONField(default=dict, blank=True)
+    # CASCADE: a version goes only with its graph, and the graph's schedules go with it.
+    version = models.ForeignKey("graphs.GraphVersion", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    run_as = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    paused = models.BooleanField(default=False)
+    overlap_policy = models.CharField(max_length=16, choices=OverlapPolicy.choices, default=OverlapPolicy.SKIP)
+    missed_policy = models.CharField(max_length=16, choices=MissedPolicy.choices, default=MissedPolicy.SKIP)
+    catch_up_window_seconds = models.PositiveIntegerField(default=3600)
+    next_fire_at = models.DateTimeField(null=True, blank=True)
+    last_run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["graph", "name"], name="schedule_graph_name")]
+        indexes = [
+            # The engine's claim reads the earliest due schedule on every pick
+            # (triggers.schedules.schedule_earliest_due): paused ones (null) are not in it.
+            models.Index(fields=["next_fire_at", "id"], name="schedule_due", condition=models.Q(next_fire_at__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        return f"schedule {self.name}"
+
+    @property
+    def source(self) -> str:
+        """What the runs it starts record as their source."""
+        return f"schedule {self.name}"
+
+
+class TickOutcome(models.TextChoices):
+    STARTED = "started", "started a run"
+    SKIPPED_OVERLAP = "skipped_overlap", "skipped: the previous run is still active"
+    SKIPPED_MISSED = "skipped_missed", "skipped: missed (later than the policy allows)"
+    FAILED = "failed", "could not start a run"
+
+
+class ScheduleTick(models.Model):
+    """What one tick of a schedule did (or a Run now, ``manual``). ``tick_at`` is the
+    tick's time (UTC); ``fired_at`` when it was fired (database clock), so ``fired_at -
+    tick_at`` is the fire lag. ``missed``: ticks before this one that no run was started
+    for (an outage). One row per (schedule, tick time) for ticks: the unique constraint is
+    the last guard of "never twice for one tick", after the row lock."""
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="ticks")
+    tick_at = models.DateTimeField()
+    fired_at = models.DateTimeField()
+    manual = models.BooleanField(default=False)
+    outcome = models.CharField(max_length=20, choices=TickOutcome.choices)
+    run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    missed = models.PositiveIntegerField(default=0)
+    error = models.JSONField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["schedule", "tick_at"], condition=models.Q(manual=False), name="schedule_tick_once"),
+        ]
+        indexes = [models.Index(fields=["schedule", "-id"], name="schedule_tick_schedule_id")]

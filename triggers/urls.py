@@ -1,7 +1,7 @@
-"""Webhook routes (mounted at /api/v1/): the delivery endpoint and the management API."""
+"""Trigger routes (mounted at /api/v1/): the webhook delivery endpoint and the management APIs of webhooks and schedules."""
 from django.urls import path
 
-from triggers import apis
+from triggers import apis, schedule_apis
 
 urlpatterns = [
     path("hooks/<str:token>/", apis.hook_receive, name="hook"),
@@ -10,4 +10,10 @@ urlpatterns = [
     path("graphs/<int:graph_id>/webhooks/<int:webhook_id>/rotate-secret/", apis.WebhookRotateApi.as_view(), name="webhook-rotate"),
     path("graphs/<int:graph_id>/webhooks/<int:webhook_id>/listen/", apis.WebhookListenApi.as_view(), name="webhook-listen"),
     path("graphs/<int:graph_id>/webhooks/<int:webhook_id>/deliveries/", apis.WebhookDeliveryListApi.as_view(), name="webhook-deliveries"),
+    path("graphs/<int:graph_id>/schedules/", schedule_apis.ScheduleCollectionApi.as_view(), name="schedules"),
+    path("graphs/<int:graph_id>/schedules/<int:schedule_id>/", schedule_apis.ScheduleDetailApi.as_view(), name="schedule"),
+    path("graphs/<int:graph_id>/schedules/<int:schedule_id>/pause/", schedule_apis.SchedulePauseApi.as_view(), name="schedule-pause"),
+    path("graphs/<int:graph_id>/schedules/<int:schedule_id>/resume/", schedule_apis.ScheduleResumeApi.as_view(), name="schedule-resume"),
+    path("graphs/<int:graph_id>/schedules/<int:schedule_id>/run-now/", schedule_apis.ScheduleRunNowApi.as_view(), name="schedule-run-now"),
+    path("graphs/<int:graph_id>/schedules/<int:schedule_id>/ticks/", schedule_apis.ScheduleTickListApi.as_view(), name="schedule-ticks"),
 ]

@@ -25,8 +25,8 @@ from typing import Any
 from django.conf import settings
 
 from graphs.models import GraphVersion
-from runs.engine import cluster, dispatch, loop, recovery, workers
-from runs.engine.store import connections, events, liveness, operations, recovery_queries, selectors
+from runs.engine import cluster, dispatch, loop, recovery, sources, workers
+from runs.engine.store import clock, connections, events, liveness, operations, recovery_queries, selectors
 from runs.engine.store import state as state_store
 from runs.engine.store.graphs import compiled_graph, state_keys
 from runs.engine.store.operations import ForkPlan
@@ -46,10 +46,12 @@ from runs.nodes.base import NodeResult
 
 __all__ = [
     "HOST",
+    "DueSource",
     "StateWriteRefused",
     "VersionUnrunnable",
     "cluster_serve",
     "compiled_graph",
+    "db_now",
     "drive_local",
     "fork_kept_steps",
     "heartbeat_window",
@@ -57,6 +59,7 @@ __all__ = [
     "local_mode",
     "owner_is_dead",
     "queue_depth",
+    "register_due_source",
     "run_cancel",
     "run_cost_adjust",
     "run_event_append",
@@ -97,6 +100,13 @@ owner_is_dead = workers.owner_is_dead
 is_cluster_main_process = recovery.is_cluster_main_process
 start_supervisor = recovery.start_supervisor
 cluster_serve = cluster.serve
+# Rows of apps above the engine that fall due (a schedule's tick), fired by the engine's own
+# claim by due time and rung for by recovery (runs.engine.sources): registered from an
+# AppConfig.ready, since the engine imports no app above runs.
+DueSource = sources.DueSource
+register_due_source = sources.register
+# The database's clock (aware UTC): what a due row's time is written and judged with.
+db_now = clock.now
 # (due steps, seconds the oldest has been due or None): the web's metrics collector.
 queue_depth = recovery_queries.due_summary
 

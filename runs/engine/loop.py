@@ -15,14 +15,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from django.conf import settings
 
 from core import log_context, metrics, tracing
 from core.build import build
-from runs.engine import dispatch, faults
+from runs.engine import dispatch, faults, sources
 from runs.engine.store import (
     claims,
     clock,
@@ -404,8 +404,11 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
     Before each pick, a waiting step whose deadline passed (an approval's:
     runs.engine.store.deadlines) is fired, once, and the pick starts again: a deadline is
     late by definition, and firing it runs no node. It costs the claim one indexed read
-    that finds nothing.
+    that finds nothing. So is a due row of a registered source (a schedule's tick:
+    runs.engine.sources), one per pass, each in its own transaction, at the cost of one
+    more such read per source.
     """
+    broken: set[str] = set()  # sources that raised in this claim: not asked again in it
     while True:
         now = clock.now()
         due_waiting = deadlines.next_due_waiting(now)
@@ -422,9 +425,29 @@ def step_claim_due(worker: str) -> ClaimedStep | None:
                 log.exception("deadline of step %s failed to fire; trying again in %ss", due_waiting, DEADLINE_RETRY_SECONDS)
                 deadlines.deadline_postpone(due_waiting, now + timedelta(seconds=DEADLINE_RETRY_SECONDS))
             continue
+        if _fire_due_source(now, worker, broken):
+            continue
         claimed = _claim_timed(functools.partial(claims.claim_oldest_due, worker, now))
         if not isinstance(claimed, claims.PickAgain):
             return claimed
+
+
+def _fire_due_source(now: datetime, worker: str, broken: set[str]) -> bool:
+    """Fire one due row of the first registered source that has one (not in ``broken``);
+    True when one was fired. A source that raises is logged and added to ``broken``: its
+    row stays due (its transaction rolled back) for the next claim, and this claim goes
+    on to the steps rather than spin on it."""
+    for source in sources.registered():
+        if source.name in broken or source.earliest_due(now) is None:
+            continue
+        try:
+            if source.fire_next(now, worker):
+                return True
+        except Exception:
+            log.exception("due source %s failed to fire a due row; it stays due", source.name)
+            broken.add(source.name)
+            connections.drop_broken()
+    return False
 
 
 def execute_due(hint: int, *, worker: str | None = None) -> None:

@@ -17,10 +17,11 @@ import select
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 
 from django.conf import settings
 
-from runs.engine import dispatch
+from runs.engine import dispatch, sources
 from runs.engine.store import clock, connections, recovery_queries
 from runs.engine.workers import HOST, current_worker, owner_is_alive_here, owner_is_dead
 
@@ -102,6 +103,38 @@ class BrokerWatch:
 _broker_watch = BrokerWatch()
 
 
+class SourceBell:
+    """Rings a doorbell when a registered due source has a row due (runs.engine.sources),
+    so an idle cluster wakes for a schedule's tick as it does for an approval's deadline.
+
+    Once per due time and source in this process, again after STALE_DISPATCH_SECONDS
+    if that row is still due then (its doorbell was lost, or every worker was busy): a
+    second doorbell for one tick is harmless (the claim finds nothing due) but a doorbell
+    per pass per cluster would fill the queue while workers are busy."""
+
+    def __init__(self) -> None:
+        self._rung: dict[str, tuple[datetime, float]] = {}  # source -> (due time rung for, monotonic when)
+
+    def ring(self, now: datetime) -> bool:
+        """Ring one doorbell if any source has a row due at ``now`` not rung for; True when rung."""
+        owed = False
+        for source in sources.registered():
+            due = source.earliest_due(now)
+            if due is None:
+                self._rung.pop(source.name, None)
+                continue
+            last = self._rung.get(source.name)
+            if last is None or last[0] != due or time.monotonic() - last[1] >= STALE_DISPATCH_SECONDS:
+                self._rung[source.name] = (due, time.monotonic())
+                owed = True
+        if owed:
+            dispatch.enqueue([sources.DOORBELL_HINT])
+        return owed
+
+
+_source_bell = SourceBell()
+
+
 def recover_once(*, on_start: bool = False) -> list[int]:
     """One recovery pass. Returns the step ids whose doorbells it rang (each once).
 
@@ -133,6 +166,7 @@ def recover_once(*, on_start: bool = False) -> list[int]:
         if missing > 0:
             ids += recovery_queries.due_step_ids(limit=missing, exclude=ids)
     dispatch.enqueue([step_id for step_id in ids if step_id not in rung])
+    _source_bell.ring(clock.now())
     # Each step taken back was logged once by step_recover; a re-dispatch repeats every
     # STALE_DISPATCH_SECONDS for a step nobody claims, so it is a count (INFO only on a
     # cluster start or death), never the ids again.

@@ -42,6 +42,7 @@ __all__ = [
     "process_group_members",
     "recover_once",
     "step_claim",
+    "step_claim_due",
     "step_commit",
     "step_execute",
     "step_fail",
@@ -55,6 +56,8 @@ process_group_members = workers.process_group_members
 execute_node = loop.execute_node
 abandoned_steps = loop.abandoned_steps
 step_claim = claims.step_claim
+# The claim by due time: fires due deadlines and due sources' rows (schedules), then claims a step.
+step_claim_due = loop.step_claim_due
 
 
 def _dispatch_on_commit(step_ids: list[int]) -> list[int]:

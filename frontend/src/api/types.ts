@@ -49,6 +49,7 @@ export type Webhook = Schemas["WebhookOutput"];
 export type WebhookCreated = Schemas["WebhookCreatedOutput"];
 export type Delivery = Schemas["DeliveryOutput"];
 export type ListenState = Schemas["ListenOutput"];
+export type Schedule = Schemas["ScheduleOutput"];
 
 // Runs, steps, events, run actions.
 export type RunSummary = Schemas["RunOutput"];

@@ -8,6 +8,7 @@ import { clock, failureText, inputFields, POLL_MS, secondsLeft } from "./webhook
 import { CreateWebhookDialog } from "./CreateWebhookDialog";
 import { Deliveries } from "./Deliveries";
 import "../panel/panel.css";
+import { SchedulesSection } from "./SchedulesSection";
 import "./triggers.css";
 
 /** How long a listen waits for a delivery, in seconds (the server allows up to 600). */
@@ -103,6 +104,7 @@ export function TriggersPanel({ graphId, latestVersion, inputSchema, testInput, 
           }} />
       )}
       {revealed && <SecretDialog revealed={revealed} onClose={() => setRevealed(null)} />}
+      <SchedulesSection graphId={graphId} published={latestVersion !== null} />
     </section>
   );
 }
