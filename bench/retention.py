@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from datetime import timedelta
 from decimal import Decimal
@@ -102,6 +103,9 @@ def main() -> None:
         now = time.monotonic()
         batches.append(now - last[0])
         last[0] = now
+        if len(batches) % 25 == 0:  # progress on stderr: a long prune shows its rate as it goes
+            print(json.dumps({"batches": len(batches), "runs": report.runs, "events": report.events,
+                              "longest": round(report.longest_batch_seconds, 3), "load": os.getloadavg()}), file=sys.stderr, flush=True)
 
     started = time.monotonic()
     report = prune(timezone.now(), batch_size=args.batch, on_batch=on_batch)
