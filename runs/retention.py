@@ -57,7 +57,8 @@ class PruneReport:
     """What :func:`prune` deleted (or, with ``dry_run``, would delete): row counts per
     table, the rollup rows written, the audit chains cut (and their entries), chains kept
     because they did not verify (``refused_chains``), the transactions (``batches``) and
-    the longest one in seconds (how long its locks were held)."""
+    the longest one in seconds (how long its locks were held), and ``more``: due runs were
+    left because ``max_batches`` was reached."""
 
     dry_run: bool
     runs: int = 0
@@ -73,6 +74,7 @@ class PruneReport:
     refused_chains: list[str] = field(default_factory=list)
     batches: int = 0
     longest_batch_seconds: float = 0.0
+    more: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -174,12 +176,15 @@ def prune(
     *,
     dry_run: bool = False,
     batch_size: int | None = None,
+    max_batches: int | None = None,
     on_batch: Callable[[PruneReport], None] | None = None,
 ) -> PruneReport:
     """Prune what retention lets go at ``now`` (aware datetime): due runs, unused test
     snapshot versions, and audit chains of pruned runs (module docstring). ``batch_size``
     runs per transaction (default ``BALLAST_RETENTION_BATCH``, at least 1); ``on_batch`` is
     called with the running report after each committed batch (progress, measurements).
+    ``max_batches``: stop after that many run batches (a scheduled job's bound per call);
+    ``report.more`` then says due runs are left for the next call.
     ``dry_run``: count what would go, delete nothing (the audit chains counted are those of
     runs already gone plus those of the runs due). Returns the :class:`PruneReport`."""
     size = max(1, int(batch_size or settings.BALLAST_RETENTION_BATCH))
@@ -197,7 +202,7 @@ def prune(
                 _count_chains(report, _expired_chains(now, gone=ids))
         return report
     last = 0
-    while True:
+    while max_batches is None or report.batches < max_batches:
         # Candidates read before the batch's transaction, by id, so the lock is held for one batch only.
         with transaction.atomic():
             _no_jit()
@@ -229,6 +234,10 @@ def prune(
         report.longest_batch_seconds = max(report.longest_batch_seconds, time.monotonic() - started)
         if on_batch is not None:
             on_batch(report)
+    else:
+        report.more = due.filter(pk__gt=last).exists()
+        if report.more:
+            return report  # the bound was reached: snapshots and the audit sweep wait for the last call
     _prune_snapshots(report, now, size)
     _sweep_audit(report, now, size)
     return report

@@ -135,7 +135,18 @@ def test_runs_go_in_batches_of_the_size_asked(settings):
     assert report.batches == 3 and seen == [2, 4, 5] and Run.objects.count() == 0
     deletes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('DELETE FROM "runs_run"')]
     assert len(deletes) == 3
-    assert report.longest_batch_seconds > 0
+    assert report.longest_batch_seconds > 0 and not report.more
+
+
+def test_a_bounded_prune_stops_after_its_batches_and_says_more_are_due(settings):
+    settings.BALLAST_RETENTION_DAYS = 1
+    for i in range(3):
+        finished_run(f"bounded{i}")
+    later = timezone.now() + timedelta(days=2)
+    first = prune(later, batch_size=1, max_batches=2)
+    assert (first.runs, first.batches, first.more) == (2, 2, True) and Run.objects.count() == 1
+    rest = prune(later, batch_size=1, max_batches=2)
+    assert (rest.runs, rest.more) == (1, False) and Run.objects.count() == 0
 
 
 def _costs(client: APIClient) -> dict[str, Any]:

@@ -20,12 +20,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--dry-run", action="store_true", help="Count what would be deleted; delete nothing.")
         parser.add_argument("--batch-size", type=int, default=None, help="Runs per transaction (default BALLAST_RETENTION_BATCH).")
+        parser.add_argument("--max-batches", type=int, default=None, help="Stop after N batches (due runs are left for the next call).")
         parser.add_argument("--json", action="store_true", help="Print the report as one JSON object.")
 
     def handle(self, *args: Any, dry_run: bool, batch_size: int | None, **opts: Any) -> None:
         if batch_size is not None and batch_size < 1:
             raise CommandError("--batch-size must be 1 or more")
-        report = prune(timezone.now(), dry_run=dry_run, batch_size=batch_size)
+        report = prune(timezone.now(), dry_run=dry_run, batch_size=batch_size, max_batches=opts.get("max_batches"))
         if opts.get("json"):
             self.stdout.write(json.dumps(report.as_dict()))
         else:
@@ -41,4 +42,5 @@ def _summary(r: PruneReport) -> str:
         f"{r.state_keys} state row(s), {r.snapshot_versions} test snapshot version(s), {r.audit_chains} audit chain(s) "
         f"({r.audit_entries} entries)"
         + ("" if r.dry_run else f"; {r.rollups} cost rollup row(s) written in {r.batches} batch(es), longest {r.longest_batch_seconds:.3f} s")
+        + ("; more runs are due (--max-batches reached)" if r.more else "")
     )
