@@ -34,10 +34,10 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from audit.models import AuditChain, AuditEntry
+from audit.models import AuditChain, AuditEntry, AuditTombstone
 from audit.principals import as_principal
 
 GENESIS = "0" * 64
@@ -260,20 +260,26 @@ class _ChainEnd(NamedTuple):
     hash: str
 
 
-def audit_verify(*, scope: str | None = None, chunk_size: int = 2000) -> AuditReport:
+def audit_verify(*, scope: str | None = None, scopes: list[str] | None = None, chunk_size: int = 2000) -> AuditReport:
     """Recompute every chain (or one ``scope``) and compare with the stored hashes and heads.
 
     Detects: an edited entry (its hash no longer matches its content), a deleted entry (a
     gap in ``seq`` and a ``prev_hash`` that no longer links), reordered entries (a changed
     ``seq`` breaks both its hash and the links), entries cut from a chain's end (the head
     names a later seq), a chain whose head is missing, and a head whose entries are all
-    gone. Streams entries in chunks and looks heads up in batches (a chain per run means
-    as many heads as runs); never writes.
+    gone. Pruned chains (:func:`audit_prune_chains`): an edited tombstone, entries or a
+    head that reappear under a tombstoned scope, and a tombstone missing from, or not the
+    one named by, the ``retention`` chain's ``audit.prune`` entries. ``scopes``: only
+    those chains (the prune's own check before it deletes them; no tombstone checks).
+    Streams entries in chunks and looks heads up in batches (a chain per run means as many
+    heads as runs); never writes.
     """
     problems: list[AuditProblem] = []
     qs = AuditEntry.objects.order_by("scope", "seq", "id")
     if scope is not None:
         qs = qs.filter(scope=scope)
+    if scopes is not None:
+        qs = qs.filter(scope__in=scopes)
     entries = chains = 0
     ended: list[_ChainEnd] = []  # chains read whose heads are not yet checked
 
@@ -312,9 +318,115 @@ def audit_verify(*, scope: str | None = None, chunk_size: int = 2000) -> AuditRe
     if current is not None:
         ended.append(_ChainEnd(current, expected_seq - 1, prev))
     check_heads()
-    orphans = AuditChain.objects.filter(seq__gt=0).exclude(scope__in=AuditEntry.objects.values("scope"))
+    # The entries' scopes narrowed as the heads are: a NOT IN over every entry of the log
+    # would read the whole table for a prune's check of a few chains.
+    with_entries = AuditEntry.objects.all()
+    orphans = AuditChain.objects.filter(seq__gt=0)
     if scope is not None:
-        orphans = orphans.filter(scope=scope)
+        orphans, with_entries = orphans.filter(scope=scope), with_entries.filter(scope=scope)
+    if scopes is not None:
+        orphans, with_entries = orphans.filter(scope__in=scopes), with_entries.filter(scope__in=scopes)
+    orphans = orphans.exclude(scope__in=with_entries.values("scope"))
     for chain, seq in orphans.values_list("scope", "seq"):
         problems.append(AuditProblem(chain, None, None, f"head names seq {seq} but the chain has no entries (entries deleted)"))
+    if scopes is None:
+        problems.extend(_tombstone_problems(scope))
     return AuditReport(entries=entries, chains=chains, problems=problems)
+
+
+# --------------------------------------------------------------------------- retention
+
+#: The chain every prune appends to: one ``audit.prune`` entry per pruned batch, naming
+#: each chain it cut with its last seq and hash (so a deleted tombstone is noticed).
+RETENTION_SCOPE = "retention"
+
+
+def tombstone_hash(*, scope: str, last_seq: int, last_hash: str, count: int, pruned_at: datetime) -> str:
+    """HMAC-SHA256 (hex, the entries' key) of a tombstone's content."""
+    content = _canonical(["tombstone", scope, last_seq, last_hash, count, _timestamp(pruned_at)])
+    return hmac.new(_key(), content.encode(), hashlib.sha256).hexdigest()
+
+
+def _hash_of_tombstone(t: AuditTombstone) -> str:
+    return tombstone_hash(scope=t.scope, last_seq=t.last_seq, last_hash=t.last_hash, count=t.count, pruned_at=t.pruned_at)
+
+
+@dataclass
+class PruneOutcome:
+    """What :func:`audit_prune_chains` did: the chains it cut (``pruned``: scope -> entries
+    deleted) and those it kept because they did not verify (``refused``: their problems)."""
+
+    pruned: dict[str, int]
+    refused: list[AuditProblem]
+
+
+def audit_prune_chains(scopes: list[str], *, actor: str = "retention") -> PruneOutcome:
+    """Delete whole audit chains (``scopes``, e.g. ``run:42``) and leave a tombstone for
+    each (:class:`AuditTombstone`: last seq and hash from the chain's head, entries
+    deleted, when, HMAC), plus one ``audit.prune`` entry in the ``retention`` chain naming
+    them, in the caller's transaction. A chain is verified first (:func:`audit_verify`
+    over these scopes): one that does not verify is kept as it is, evidence intact, and
+    returned in ``refused``. Scopes without a head (no entries) are skipped. On PostgreSQL
+    it sets ``ballast.audit_prune`` for the transaction, which the append-only triggers
+    (audit migration 0002) read to allow these DELETEs."""
+    outcome = PruneOutcome(pruned={}, refused=[])
+    if not scopes:
+        return outcome
+    with transaction.atomic():
+        heads = list(AuditChain.objects.select_for_update().filter(scope__in=scopes).order_by("scope").values_list("scope", "seq", "hash"))
+        if not heads:
+            return outcome
+        report = audit_verify(scopes=[h[0] for h in heads])
+        bad = {p.scope for p in report.problems}
+        outcome.refused = report.problems
+        keep = [h for h in heads if h[0] not in bad and h[1] > 0]
+        if not keep:
+            return outcome
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('ballast.audit_prune', 'on', true)")
+        names = [h[0] for h in keep]
+        AuditEntry.objects.filter(scope__in=names).delete()
+        AuditChain.objects.filter(scope__in=names).delete()
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('ballast.audit_prune', 'off', true)")
+        now = timezone.now()
+        stones = [
+            AuditTombstone(scope=name, last_seq=seq, last_hash=last, count=seq, pruned_at=now) for name, seq, last in keep
+        ]
+        for t in stones:
+            t.hash = _hash_of_tombstone(t)
+        AuditTombstone.objects.bulk_create(stones)
+        audit_in(RETENTION_SCOPE, actor, "audit.prune", None, actor_type="system", chains=[[n, s, h] for n, s, h in keep])
+        outcome.pruned = {name: seq for name, seq, _ in keep}
+    return outcome
+
+
+def _tombstone_problems(scope: str | None) -> list[AuditProblem]:
+    """The tombstone checks of :func:`audit_verify` (all tombstones, or ``scope``'s)."""
+    problems: list[AuditProblem] = []
+    stones = AuditTombstone.objects.order_by("scope")
+    if scope is not None:
+        stones = stones.filter(scope=scope)
+    # What the retention chain says was pruned (its own entries were verified above).
+    named: dict[str, tuple[int, str]] = {}
+    notes = AuditEntry.objects.filter(scope=RETENTION_SCOPE, action="audit.prune").order_by("seq")
+    for data in notes.values_list("data", flat=True).iterator(chunk_size=200):
+        for item in (data or {}).get("chains", []):
+            if scope is None or item[0] == scope:
+                named[item[0]] = (int(item[1]), str(item[2]))
+    for t in stones.iterator(chunk_size=2000):
+        if not hmac.compare_digest(_hash_of_tombstone(t), t.hash) or t.count != t.last_seq:
+            problems.append(AuditProblem(t.scope, None, None, "tombstone does not match its hash: tombstone edited"))
+        if named.pop(t.scope, None) != (t.last_seq, t.last_hash):
+            problems.append(AuditProblem(t.scope, None, None, "tombstone not the one the retention chain recorded at the prune"))
+    for name in named:
+        problems.append(AuditProblem(name, None, None, "the retention chain recorded this chain's prune but its tombstone is gone"))
+    revived = AuditEntry.objects.filter(scope__in=stones.values("scope")).values_list("scope", flat=True).distinct()
+    for name in revived:
+        problems.append(AuditProblem(name, None, None, "entries of a pruned (tombstoned) chain reappeared"))
+    heads = AuditChain.objects.filter(scope__in=stones.values("scope")).values_list("scope", flat=True)
+    for name in heads:
+        problems.append(AuditProblem(name, None, None, "a head of a pruned (tombstoned) chain reappeared"))
+    return problems

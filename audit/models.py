@@ -67,3 +67,23 @@ class AuditChain(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope} @ {self.seq}"
+
+
+class AuditTombstone(models.Model):
+    """What remains of a pruned audit chain (runs.retention prunes a run's ``run:<id>``
+    chain after BALLAST_AUDIT_RETENTION_DAYS): its scope, the ``last_seq`` and ``last_hash``
+    its head named, how many entries went (``count``, equal to ``last_seq``: a chain is
+    pruned whole), when, and ``hash``: HMAC-SHA256 over those (audit.chain.tombstone_hash),
+    so an edited tombstone fails ``verify_audit``. Each prune also appends an
+    ``audit.prune`` entry naming every chain it tombstoned to the ``retention`` chain, so
+    a deleted tombstone is noticed too."""
+
+    scope = models.CharField(max_length=100, unique=True)
+    last_seq = models.PositiveBigIntegerField()
+    last_hash = models.CharField(max_length=64)
+    count = models.PositiveBigIntegerField()
+    pruned_at = models.DateTimeField()
+    hash = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"{self.scope} pruned @ {self.last_seq}"

@@ -516,6 +516,31 @@ BALLAST_WORKER_CONN_MAX_AGE = None if _worker_age in {"none", "null", ""} else i
 # The largest run state (UTF-8 bytes of its JSON, summed per key) a commit may leave; a
 # step whose writes would pass it fails with state_too_large. 0 turns the limit off.
 BALLAST_MAX_STATE_BYTES = int(os.environ.get("BALLAST_MAX_STATE_BYTES", str(8 * 1024 * 1024)))
+
+
+def _days(name: str, default: int | None) -> int | None:
+    """A retention setting in whole days: unset gives ``default``; "" or "0" keeps forever
+    (None); anything else must be a positive integer (a bad value stops the process here)."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if raw.strip() in ("", "0"):
+        return None
+    value = int(raw)
+    if value < 0:
+        raise ValueError(f"{name} must be a positive number of days, 0 or empty (keep forever)")
+    return value
+
+
+# Retention (runs.retention, README "Retention"): how many days a finished run (succeeded,
+# failed, cancelled) is kept after it finished. A graph's own ``retention_days`` overrides
+# BALLAST_RETENTION_DAYS (default: keep forever). One-node test runs from the builder and
+# their snapshot versions: BALLAST_TEST_RUN_RETENTION_DAYS (default 7). The audit chain of a
+# pruned run: BALLAST_AUDIT_RETENTION_DAYS after its last entry (default: keep forever).
+BALLAST_RETENTION_DAYS = _days("BALLAST_RETENTION_DAYS", None)
+BALLAST_TEST_RUN_RETENTION_DAYS = _days("BALLAST_TEST_RUN_RETENTION_DAYS", 7)
+BALLAST_AUDIT_RETENTION_DAYS = _days("BALLAST_AUDIT_RETENTION_DAYS", None)
+BALLAST_RETENTION_BATCH = int(os.environ.get("BALLAST_RETENTION_BATCH", "200"))
 # Node kinds are plugins: kind -> dotted path of a NodeKind subclass, imported lazily.
 # The approval kind lives in the approvals app; runs never imports approvals.
 BALLAST_NODE_KINDS = {

@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from accounts.fields import GroupNamesField, UsernamesField
 from builder.validation import validation_report
-from graphs.models import Graph, GraphVersion
+from graphs.models import MAX_RETENTION_DAYS, Graph, GraphVersion
 from runs.api.serializer_fields import EngineErrorField, JSONObjectField, UsageField
 from runs.models import Run, RunStatus
 
@@ -85,6 +85,15 @@ class ValidationOutput(serializers.Serializer):
 # --------------------------------------------------------------------------- graphs
 
 
+class RetentionDaysField(serializers.IntegerField):
+    """A graph's ``retention_days``: whole days 1..MAX_RETENTION_DAYS, or null (the
+    server's default); anything else is refused with the field named."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("help_text", "Days its finished runs are kept after they finish (null: the server's default, BALLAST_RETENTION_DAYS).")
+        super().__init__(min_value=1, max_value=MAX_RETENTION_DAYS, allow_null=True, required=False, **kwargs)
+
+
 class GraphCreateInput(serializers.Serializer):
     """POST /graphs/: a new graph; its draft may be invalid until published."""
 
@@ -94,6 +103,7 @@ class GraphCreateInput(serializers.Serializer):
     approvers = UsernamesField(required=False, default=list)
     operators = UsernamesField(required=False, default=list, help_text="Users who may operate its runs (none named: the operators group).")
     operator_groups = GroupNamesField(required=False, default=list, help_text="Groups whose members may operate its runs.")
+    retention_days = RetentionDaysField()
 
 
 
@@ -114,6 +124,7 @@ class GraphUpdateInput(serializers.Serializer):
     approvers = UsernamesField(required=False)
     operators = UsernamesField(required=False, help_text="Users who may operate its runs (none named: the operators group).")
     operator_groups = GroupNamesField(required=False, help_text="Groups whose members may operate its runs.")
+    retention_days = RetentionDaysField()
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "spec" in attrs and "draft" in attrs:
@@ -137,6 +148,7 @@ class GraphListOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     run_count = serializers.SerializerMethodField(help_text="Runs pinned to its versions (node test runs included).")
+    retention_days = serializers.IntegerField(allow_null=True, help_text="Days its finished runs are kept (null: the server's default).")
     deletable = serializers.SerializerMethodField(help_text="False when runs exist: a graph with runs cannot be deleted.")
 
     def get_run_count(self, obj: Graph) -> int:

@@ -5,6 +5,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -240,14 +241,19 @@ def graph_create(
     approvers: list[Any] | None = None,
     operators: list[Any] | None = None,
     operator_groups: list[Any] | None = None,
+    retention_days: int | None = None,
     user: Any = None,
 ) -> Graph:
     """Create a graph with a draft (which may be invalid; revision 1), named approvers
-    (users) and named operators (users, groups). Raises IntegrityError when the name is taken (callers check first)."""
+    (users) and named operators (users, groups), and ``retention_days`` (None: the
+    default; runs.retention). Raises IntegrityError when the name is taken (callers check
+    first), ValidationError for a retention outside 1..MAX_RETENTION_DAYS."""
     with transaction.atomic():
+        _check_retention(retention_days)
         graph = Graph.objects.create(
             name=name,
             description=description,
+            retention_days=retention_days,
             draft=draft or {},
             created_by=_user_or_none(user),
             draft_updated_by=_user_or_none(user),
@@ -277,10 +283,32 @@ def graph_duplicate(*, graph: Graph, name: str, user: Any = None, actor: str | N
             approvers=list(graph.approvers.all()),
             operators=list(graph.operators.all()),
             operator_groups=list(graph.operator_groups.all()),
+            retention_days=graph.retention_days,
             user=user,
         )
         audit(_actor(user, actor), "graph.duplicate", new, actor_type="user" if user else "system", source=graph.pk)
     return new
+
+
+class Unset:
+    """The type of :data:`UNSET`: an argument not given (where None means something)."""
+
+
+UNSET = Unset()
+
+
+def _check_retention(days: int | None) -> None:
+    """Refuse a retention the model's validators refuse (ValidationError naming
+    ``retention_days``): the API's serializer checks first; this keeps every caller honest."""
+    if days is None:
+        return
+    field = Graph._meta.get_field("retention_days")
+    try:
+        if isinstance(days, bool) or not isinstance(days, int):
+            raise ValidationError("Enter a whole number of days.")
+        field.run_validators(days)
+    except ValidationError as exc:
+        raise ValidationError({"retention_days": exc.messages}) from None
 
 
 def graph_update(
@@ -291,10 +319,13 @@ def graph_update(
     approvers: list[Any] | None = None,
     operators: list[Any] | None = None,
     operator_groups: list[Any] | None = None,
+    retention_days: int | None | Unset = UNSET,
     user: Any = None,
 ) -> Graph:
     """Change a graph's name, description, approvers or operators (users, groups; None =
-    leave as is; a change of operators is audited as ``graph.operators``); the draft
+    leave as is; a change of operators is audited as ``graph.operators``), or its
+    ``retention_days`` (UNSET = leave as is; None = the default; a change is audited as
+    ``graph.retention``; ValidationError outside 1..MAX_RETENTION_DAYS); the draft
     changes through :func:`graph_draft_save` only. Published versions never change:
     runs stay pinned to what they started on."""
     with transaction.atomic():
@@ -303,6 +334,14 @@ def graph_update(
             if value is not None:
                 setattr(graph, attr, value)
                 fields.append(attr)
+        if not isinstance(retention_days, Unset) and retention_days != graph.retention_days:
+            _check_retention(retention_days)
+            before, graph.retention_days = graph.retention_days, retention_days
+            fields.append("retention_days")
+            audit(
+                _actor(user, None), "graph.retention", graph, actor_type="user" if user else "system",
+                retention_days=retention_days, previous=before,
+            )  # fmt: skip
         graph.save(update_fields=fields)
         if approvers is not None:
             graph.approvers.set(approvers)

@@ -7,7 +7,12 @@ tables), so no row moved.
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+
+# The longest retention a graph may name (about 100 years): a bound, so a typo of many
+# digits is refused rather than overflowing a date computation.
+MAX_RETENTION_DAYS = 36500
 
 
 class Graph(models.Model):
@@ -23,6 +28,10 @@ class Graph(models.Model):
     restore and import): a save names the revision it was made from and is refused when
     another save came first (optimistic concurrency, ``builder.services.graph_draft_save``).
     ``draft_updated_by``/``draft_updated_at`` say who saved it last and when.
+
+    ``retention_days``: how many days its finished runs are kept after they finished
+    (runs.retention); None: the BALLAST_RETENTION_DAYS default. One-node test runs follow
+    BALLAST_TEST_RUN_RETENTION_DAYS, or this when it is shorter.
     """
 
     name = models.CharField(max_length=200, unique=True)
@@ -35,6 +44,9 @@ class Graph(models.Model):
     approvers = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="approvable_graphs")
     operators = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="operable_graphs")
     operator_groups = models.ManyToManyField("auth.Group", blank=True, related_name="operable_graphs")
+    retention_days = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(MAX_RETENTION_DAYS)]
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -563,3 +563,51 @@ class RunEventCounter(models.Model):
 
     run = models.OneToOneField(Run, primary_key=True, on_delete=models.CASCADE, related_name="+")
     last = models.PositiveBigIntegerField(default=0)
+
+
+class CostRollup(models.Model):
+    """The spend of pruned runs, summed per UTC day and group, so cost reports stay
+    correct for days whose runs retention deleted (runs.retention writes these rows in
+    the transaction that deletes the runs they sum; runs.reports.selectors adds them to
+    the live attempts).
+
+    The group: ``day`` (the UTC day the attempts started), ``graph`` with its ``graph_name``
+    and the run's ``version_number``, ``node_id``, ``provider`` and ``model`` (from the
+    attempts' usage), the run's ``status``, ``is_test`` and ``created_by`` (the filters a
+    report takes). The sums are the cost report's columns (runs.reports.selectors
+    ``_cost_columns``): tokens, attempts, priced spend and unpriced attempts, and the part
+    of them that went to retries and crash re-runs. Rows are additive: one group may have
+    several rows (one per prune batch), and reports sum them.
+    """
+
+    day = models.DateField()
+    graph = models.ForeignKey("graphs.Graph", on_delete=models.CASCADE, related_name="+")
+    graph_name = models.CharField(max_length=200)
+    version_number = models.PositiveIntegerField()
+    node_id = models.CharField(max_length=200)
+    # None where the attempts' usage named none (as the live report's group keys).
+    provider = models.CharField(max_length=200, null=True, blank=True)
+    model = models.CharField(max_length=200, null=True, blank=True)
+    status = models.CharField(max_length=16, choices=RunStatus.choices)
+    is_test = models.BooleanField(default=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cached_input_tokens = models.BigIntegerField(default=0)
+    cache_write_tokens = models.BigIntegerField(default=0)
+    attempts = models.BigIntegerField(default=0)
+    unpriced_attempts = models.BigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=24, decimal_places=12, default=Decimal(0))
+    retry_cost_usd = models.DecimalField(max_digits=24, decimal_places=12, default=Decimal(0))
+    retry_attempts = models.BigIntegerField(default=0)
+    retry_unpriced_attempts = models.BigIntegerField(default=0)
+    crash_rerun_cost_usd = models.DecimalField(max_digits=24, decimal_places=12, default=Decimal(0))
+    crash_rerun_attempts = models.BigIntegerField(default=0)
+    crash_rerun_unpriced_attempts = models.BigIntegerField(default=0)
+
+    class Meta:
+        # Reports filter by a day range, often with a graph.
+        indexes = [models.Index(fields=["day", "graph"], name="costrollup_day_graph")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.graph_name} {self.node_id} {self.model}"

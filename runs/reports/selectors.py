@@ -4,11 +4,13 @@ Cost aggregates are for a ``viewer``: they hold only the runs that user may read
 filter of runs.selectors); a ``viewer`` of None is a trusted caller (a management command)
 and sees everything. They are computed by the database (GROUP BY over step attempts),
 never by looping over rows in Python: every attempt's spend counts, including attempts
-that failed or were retried, which is what the provider billed.
+that failed or were retried, which is what the provider billed. The spend of runs that
+retention pruned lives on in daily rollups (:class:`CostRollup`, runs.retention), which
+the totals and the graph, node, model and day groups add (:func:`cost_rollups`).
 """
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -33,12 +35,13 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, TruncDate
 from django.utils import timezone
 
-from accounts.policy import readable_runs_q
+from accounts.policy import BUILDERS, has_role, is_admin, operates_q, readable_runs_q
 from audit.models import AuditEntry
 from graphs.models import GraphVersion
 from runs.engine import api as engine_api
 from runs.models import (
     AttemptStatus,
+    CostRollup,
     Run,
     Step,
     StepAttempt,
@@ -91,6 +94,12 @@ def _unpriced() -> Any:
     return Count("id", filter=Q(cost_usd__isnull=True))
 
 
+def cost_columns() -> dict[str, Any]:
+    """The cost report's aggregate columns over step attempts annotated with ``cause``
+    (:func:`with_attempt_cause`): what a row of the report and a :class:`CostRollup` hold."""
+    return _cost_columns()
+
+
 def _cost_columns() -> dict[str, Any]:
     """The aggregate columns every cost row and the totals share (see cost_aggregate).
     ``cost_usd`` comes last: once it names the aggregate, ``cost_usd`` in the other
@@ -136,8 +145,9 @@ def cost_aggregate(
     filters: RunFilter | None = None,
     model: str | None = None,
     order: str = "key",
-) -> QuerySet[Any]:
-    """Spend grouped by ``group_by`` (one of COST_GROUPS), one database query.
+) -> QuerySet[Any] | list[dict[str, Any]]:
+    """Spend grouped by ``group_by`` (one of COST_GROUPS), one database query (two and a
+    list, merged, when pruned runs' rollups add to the group: :func:`cost_rollups`).
 
     The spend of the runs ``filters`` covers (:class:`RunFilter`: graph, run, ...; one-node
     test runs left out unless ``include_tests`` or ``run_id`` names one); its time range
@@ -172,6 +182,10 @@ def cost_aggregate(
     else:
         raise ValueError(f"group_by must be one of {COST_GROUPS}")
     qs = qs.annotate(**_cost_columns())
+    rollups = _rollup_groups(group_by, cost_rollups(viewer=viewer, filters=filters, model=model))
+    if rollups is not None and rollups.exists():
+        live: list[dict[str, Any]] = list(qs.order_by())  # type: ignore[arg-type]  # rows of a values() query
+        return _merged(live, list(rollups), group_by=group_by, order=order)
     if order == "-cost_usd":
         return qs.order_by("-cost_usd", "key")
     return qs.order_by("key")
@@ -179,8 +193,111 @@ def cost_aggregate(
 
 def cost_totals(*, viewer: Any, filters: RunFilter | None = None, model: str | None = None) -> dict[str, Any]:
     """The totals of :func:`cost_aggregate` over every group (same filters, no
-    ``group_by``): one aggregate query, so the totals and the grouped rows always agree."""
-    return cost_attempts(viewer=viewer, filters=filters, model=model).aggregate(**_cost_columns())
+    ``group_by``): the live attempts' aggregate plus the rollups of pruned runs, so the
+    totals and the grouped rows always agree."""
+    totals = cost_attempts(viewer=viewer, filters=filters, model=model).aggregate(**_cost_columns())
+    rolled = cost_rollups(viewer=viewer, filters=filters, model=model).aggregate(**_rollup_sums())
+    for name in ROLLUP_SUMS:
+        totals[name] = (totals[name] or 0) + (rolled[name] or 0)
+    return totals
+
+
+# The columns a CostRollup sums (the names of the report's columns).
+ROLLUP_SUMS = (
+    "input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens", "attempts", "unpriced_attempts",
+    "retry_cost_usd", "retry_attempts", "retry_unpriced_attempts",
+    "crash_rerun_cost_usd", "crash_rerun_attempts", "crash_rerun_unpriced_attempts", "cost_usd",
+)  # fmt: skip
+
+
+def _rollup_sums() -> dict[str, Any]:
+    """Sums of every ROLLUP_SUMS column, named as the column (money as Decimal, 0 when none)."""
+    out: dict[str, Any] = {}
+    for name in ROLLUP_SUMS:
+        field = _MONEY if name.endswith("cost_usd") else BigIntegerField()
+        zero = Value(Decimal(0)) if name.endswith("cost_usd") else Value(0)
+        out[name] = Coalesce(Sum(name, output_field=field), zero, output_field=field)
+    return out
+
+
+def cost_rollups(*, viewer: Any, filters: RunFilter | None = None, model: str | None = None) -> QuerySet[CostRollup]:
+    """The rollup rows (spend of pruned runs, :class:`CostRollup`) a cost report with
+    these arguments adds to its live attempts. ``filters``: graph, version, status, user
+    and tests as for runs; a ``run_id`` matches none (a pruned run is gone); the time range
+    counts the UTC days that lie wholly inside it (:func:`day_bounds` gives whole days).
+    A ``viewer`` who reads every run (admins, builders) reads every rollup; another reads
+    those of the runs they started and of the graphs they operate (a run they could read
+    only as its approver is not told apart in a rollup, so not counted)."""
+    f = filters or RunFilter()
+    qs = CostRollup.objects.all()
+    if f.run_id is not None or f.search:
+        return qs.none()
+    if viewer is not None and not (is_admin(viewer) or has_role(viewer, BUILDERS)):
+        if not getattr(viewer, "is_active", False):
+            return qs.none()
+        qs = qs.filter(Q(created_by=viewer) | operates_q(viewer, graph_ref="graph_id"))
+    if not f.include_tests:
+        qs = qs.filter(is_test=False)
+    given = {"graph_id": f.graph_id, "version_number": f.version, "status": f.status or None, "created_by__username": f.user or None}
+    qs = qs.filter(**{k: v for k, v in given.items() if v is not None})
+    if f.start is not None:
+        # A day counts when it starts at or after the range's start...
+        first = f.start.astimezone(UTC).date()
+        if datetime.combine(first, datetime.min.time(), tzinfo=UTC) < f.start:
+            first += timedelta(days=1)
+        qs = qs.filter(day__gte=first)
+    if f.end is not None:
+        # ...and ends at or before its end.
+        qs = qs.filter(day__lt=f.end.astimezone(UTC).date())
+    if model:
+        qs = qs.filter(model=model)
+    return qs
+
+
+def _rollup_groups(group_by: str, rollups: QuerySet[CostRollup]) -> QuerySet[Any] | None:
+    """``rollups`` grouped as :func:`cost_aggregate` groups attempts (None: the group,
+    a step or a run, cannot hold a pruned run)."""
+    if group_by == "graph":
+        rows = rollups.values(key=F("graph_id"), label=F("graph__name"))
+    elif group_by == "node":
+        # "graph_ref": "graph" is the model's field (renamed to "graph" by _merged).
+        rows = rollups.values(key=F("node_id"), graph_ref=F("graph_id"), label=F("graph__name"))
+    elif group_by == "model":
+        rows = rollups.values(key=F("model"), label=F("provider"))
+    elif group_by == "day":
+        rows = rollups.values(key=F("day"), label=Value(""))
+    else:
+        return None
+    return rows.annotate(**_rollup_sums()).order_by()
+
+
+def _merged(live: list[dict[str, Any]], rolled: list[dict[str, Any]], *, group_by: str, order: str) -> list[dict[str, Any]]:
+    """Live rows and rollup rows of the same groups added up, in ``order``."""
+    def ident(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (row["key"], row.get("graph")) if group_by == "node" else (row["key"],)
+
+    rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in live:
+        rows[ident(row)] = dict(row)
+    for row in rolled:
+        if "graph_ref" in row:
+            row["graph"] = row.pop("graph_ref")
+        have = rows.get(ident(row))
+        if have is None:
+            rows[ident(row)] = dict(row)
+            continue
+        for name in ROLLUP_SUMS:
+            have[name] = (have[name] or 0) + (row[name] or 0)
+        if group_by == "model" and not have.get("label"):
+            have["label"] = row.get("label")
+
+    def by_key(row: dict[str, Any]) -> tuple[bool, Any]:
+        return (row["key"] is None, row["key"] if row["key"] is not None else "")
+
+    out = sorted(rows.values(), key=by_key)
+    if order == "-cost_usd":
+        out.sort(key=lambda r: -Decimal(r["cost_usd"] or 0))  # stable: ties keep key order
+    return out
 
 
 def cost_budgets(*, viewer: Any, filters: RunFilter | None = None) -> QuerySet[Any]:

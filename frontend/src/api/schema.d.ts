@@ -2277,6 +2277,8 @@ export interface components {
             operators?: string[];
             /** @description Groups whose members may operate its runs. */
             operator_groups?: string[];
+            /** @description Days its finished runs are kept after they finish (null: the server's default, BALLAST_RETENTION_DAYS). */
+            retention_days?: number | null;
         };
         /**
          * @description A graph with its draft spec (``draft``, also as ``spec``), the draft's revision and
@@ -2296,6 +2298,8 @@ export interface components {
             updated_at: string;
             /** @description Runs pinned to its versions (node test runs included). */
             readonly run_count: number;
+            /** @description Days its finished runs are kept (null: the server's default). */
+            retention_days: number | null;
             /** @description False when runs exist: a graph with runs cannot be deleted. */
             readonly deletable: boolean;
             draft: unknown;
@@ -2322,6 +2326,8 @@ export interface components {
             updated_at: string;
             /** @description Runs pinned to its versions (node test runs included). */
             readonly run_count: number;
+            /** @description Days its finished runs are kept (null: the server's default). */
+            retention_days: number | null;
             /** @description False when runs exist: a graph with runs cannot be deleted. */
             readonly deletable: boolean;
         };
@@ -2702,6 +2708,8 @@ export interface components {
             operators?: string[];
             /** @description Groups whose members may operate its runs. */
             operator_groups?: string[];
+            /** @description Days its finished runs are kept after they finish (null: the server's default, BALLAST_RETENTION_DAYS). */
+            retention_days?: number | null;
         };
         PatchedGroupUpdateInputRequest: {
             members?: string[];

@@ -7,7 +7,7 @@ const T = "2026-12-01T10:00:00Z";
 export function graphSummary(over: Partial<GraphSummary> = {}): GraphSummary {
   return {
     id: 1, name: "graph", description: "", latest_version: null, created_by: null, created_at: T, updated_at: T,
-    run_count: 0, deletable: true, ...over,
+    run_count: 0, deletable: true, retention_days: null, ...over,
   };
 }
 
