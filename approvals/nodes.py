@@ -263,8 +263,7 @@ def edit_errors(config: ApprovalConfig, values: Any) -> dict[str, list[str]]:
     extra = sorted(set(values) - allowed)
     if extra:
         return {"values": [f"not editable here: {', '.join(extra)} (editable: {', '.join(sorted(allowed)) or 'none'})"]}
-    from runs.sandbox import schemas  # not at import: see _lazy_imports_note
-
+    schemas = _schemas()
     errors: dict[str, list[str]] = {}
     try:
         found = schemas.errors(config.edit_schema, values)  # local $refs only: nothing is fetched
@@ -276,9 +275,15 @@ def edit_errors(config: ApprovalConfig, values: Any) -> dict[str, list[str]]:
     return errors
 
 
-def _check_edit_schema(node_id: str, schema: dict[str, Any]) -> list[Issue]:
+def _schemas() -> Any:
+    """runs.sandbox.schemas, imported on first use (not at import: see _lazy_imports_note)."""
     from runs.sandbox import schemas  # not at import: see _lazy_imports_note
 
+    return schemas
+
+
+def _check_edit_schema(node_id: str, schema: dict[str, Any]) -> list[Issue]:
+    schemas = _schemas()
     field = "config.edit_schema"
     problems = schemas.schema_problems(schema)  # not valid, or a remote or dangling $ref
     if problems:

@@ -26,6 +26,14 @@ GATE_DECISIONS = {"approve", "reject"}
 RECOVERY_DECISIONS = {"retry", "skip", "fail"}
 
 
+def _preview() -> Any:
+    """approvals.preview, imported on first use: it loads Jinja2, which a worker's start must
+    not (approvals.nodes: _lazy_imports_note)."""
+    from approvals import preview  # not at import: Jinja2 (see the docstring)
+
+    return preview
+
+
 class ApprovalError(ServiceError):
     """Base of approval errors; ``code`` is a short machine name."""
 
@@ -124,10 +132,7 @@ def _when(at: Any) -> str:
 def _check_current(request: ApprovalRequest, user: Any, version: str | None) -> None:
     """Refuse (AlreadyDecided, Changed) a decision on a request that moved on from what the
     decider was shown (``version``: the token they were shown; None = trusted, current)."""
-    # Not at import: approvals.preview loads Jinja2, which a worker's start must not
-    # (approvals.nodes: _lazy_imports_note).
-    from approvals.preview import action_digest
-
+    action_digest = _preview().action_digest
     if request.status != ApprovalStatus.PENDING:
         raise AlreadyDecided(request)
     mine = user is not None and request.claimed_by_id == getattr(user, "pk", None)
@@ -187,8 +192,7 @@ def approval_decide(
     not know, holds a value JSON cannot carry, or would pass the state size limit
     (nothing is recorded then).
     """
-    from approvals.preview import gate_config  # not at import: it loads Jinja2 (_check_current)
-
+    gate_config = _preview().gate_config
     name = actor or (user.get_username() if user is not None else "system")
     if "\x00" in comment:
         # PostgreSQL stores no NUL in text or jsonb: refuse it here, never as a database error.

@@ -7,6 +7,8 @@ import sys
 from django.apps import AppConfig
 from django.core import checks
 
+from core import tracing
+
 
 class RunsConfig(AppConfig):
     name = "runs"
@@ -31,8 +33,6 @@ class RunsConfig(AppConfig):
 
         # Traces, when the OTEL_* variables name an exporter (off otherwise): before a
         # qcluster forks its workers, which inherit the provider.
-        from core import tracing
-
         tracing.configure()
 
         if is_cluster_main_process(sys.argv):

@@ -9,6 +9,7 @@ serves several names (``openai`` and an OpenAI-compatible ``ollama``).
 from __future__ import annotations
 
 from functools import cache
+from types import ModuleType
 from typing import Any
 
 from django.conf import settings
@@ -24,6 +25,16 @@ class UnknownProvider(KeyError):
     """No provider is registered under that name in settings.BALLAST_PROVIDERS."""
 
 
+def credentials_module() -> ModuleType:
+    """runs.providers.credentials (keys added in the app, encrypted), imported on first use:
+    it imports the ORM and the provider SDKs, which a process that only validates graphs or
+    lists providers by settings never needs. The one lazy import of it (MCP server headers
+    use it too)."""
+    from runs.providers import credentials  # the ORM and the SDKs only when needed
+
+    return credentials
+
+
 def get_provider(name: str) -> LLMProvider:
     """Return the (shared, thread-safe) provider ``name``: the one registered in
     settings.BALLAST_PROVIDERS (no database query), else the provider added in the app
@@ -35,9 +46,7 @@ def get_provider(name: str) -> LLMProvider:
     """
     if name in settings.BALLAST_PROVIDERS:
         return _registered(name)
-    from runs.providers.credentials import stored_provider  # the ORM only when needed
-
-    stored = stored_provider(name)
+    stored = credentials_module().stored_provider(name)
     if stored is None:
         raise UnknownProvider(name)
     return stored

@@ -38,16 +38,7 @@ from runs.engine.types import (
     VersionUnrunnable,
     step_idempotency_key,
 )
-from runs.models import (
-    Run,
-    RunEvent,
-    RunEventCounter,
-    RunEventKind,
-    RunStateKey,
-    RunStatus,
-    Step,
-    StepStatus,
-)
+from runs.models import Run, RunEvent, RunEventCounter, RunEventKind, RunStateKey, RunStatus, Step, StepStatus
 from runs.nodes.base import NodeResult
 from runs.sandbox.values import InvalidValue
 from runs.signals import steps_requeued

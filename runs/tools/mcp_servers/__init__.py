@@ -18,12 +18,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict
 
+from core.fields import field_path
 from runs.models import McpServer, McpTransport
+from runs.providers import credentials_module
 from runs.sandbox import schemas
 from runs.tools import RegisteredTool, ToolContext, _to_json
 from runs.tools.outbound import OutboundRefused
@@ -46,6 +49,15 @@ class _AnyArguments(BaseModel):
     the server's JSON Schema instead (:meth:`McpTool.argument_problems`)."""
 
     model_config = ConfigDict(extra="allow")
+
+
+def sdk() -> tuple[ModuleType, ModuleType]:
+    """(runs.tools.mcp_servers.client, runs.tools.mcp_servers.pool), imported on first use:
+    they import the MCP SDK (seconds of a worker's start on a loaded host), which only a call
+    or a listing needs, not every process that validates graphs or lists tools."""
+    from runs.tools.mcp_servers import client, pool  # function-level: the SDK's import cost
+
+    return client, pool
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -76,18 +88,13 @@ def endpoint_of(server: McpServer) -> Endpoint:
         )
     headers: dict[str, str] = {}
     if server.headers_encrypted:
-        # Function-level: the credentials module imports the provider SDKs (seconds of a
-        # worker's start), needed only when a server with headers is called.
-        from runs.providers.credentials import decrypt_secret
-
+        # The credentials module imports the provider SDKs (seconds of a worker's start),
+        # needed only when a server with headers is called: imported on first use.
         headers = (
-            decrypt_secret(server.headers_encrypted, bound_to=server.audit_scope, label=f"MCP server {server.name!r}")
+            credentials_module().decrypt_secret(server.headers_encrypted, bound_to=server.audit_scope, label=f"MCP server {server.name!r}")
             or {}
         )
-    # Function-level: the SDK is imported by the first call or listing, not by every
-    # process that validates graphs or lists tools.
-    from runs.tools.mcp_servers import client
-
+    client, _pool = sdk()
     return client.Endpoint(
         name=server.name,
         transport=server.transport,
@@ -163,8 +170,7 @@ class McpTool(RegisteredTool):
                 f"MCP server {self.server!r} is disabled or was deleted", code="unknown_tool", retryable=False
             )
         ctx.check_cancelled()
-        from runs.tools.mcp_servers import client  # function-level: the SDK's import cost (see endpoint_of)
-
+        client, pool = sdk()
         call_timeout = float(settings.BALLAST_MCP_CALL_TIMEOUT)
         if ctx.timeout is not None:
             call_timeout = max(0.001, min(call_timeout, ctx.timeout))
@@ -178,9 +184,7 @@ class McpTool(RegisteredTool):
                 "cancelled": ctx.cancelled,
             }
             if idle_seconds > 0:
-                from runs.tools.mcp_servers.pool import POOL  # function-level: the SDK's import cost
-
-                outcome = POOL.call_tool(endpoint, self.tool, dict(raw_args), idle_seconds=idle_seconds, **common)
+                outcome = pool.POOL.call_tool(endpoint, self.tool, dict(raw_args), idle_seconds=idle_seconds, **common)
             else:
                 outcome = client.call_tool(endpoint, self.tool, dict(raw_args), **common)
         except client.McpCancelled:
@@ -209,9 +213,7 @@ class McpTool(RegisteredTool):
 
 
 def _field(loc: tuple[Any, ...]) -> str:
-    # Function-level: the same path style as the registry's tools (core.fields).
-    from core.fields import field_path
-
+    # The same path style as the registry's tools (core.fields).
     return field_path(loc)
 
 

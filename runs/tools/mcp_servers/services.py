@@ -21,7 +21,8 @@ from django.utils import timezone
 
 from audit.chain import audit
 from runs.models import McpServer, McpTransport
-from runs.tools.mcp_servers import SERVER_NAME, endpoint_of
+from runs.providers import credentials_module
+from runs.tools.mcp_servers import SERVER_NAME, endpoint_of, sdk
 from runs.tools.outbound import OutboundRefused
 from runs.vocabulary import NodeError
 
@@ -190,10 +191,8 @@ def _actor(user: Any) -> tuple[str, str]:
 
 
 def _encrypt_headers(server_name: str, headers: dict[str, str]) -> str:
-    # Function-level: the credentials module imports the provider SDKs.
-    from runs.providers.credentials import encrypt_secret
-
-    return encrypt_secret(headers, bound_to=f"mcp_server:{server_name}")
+    # credentials_module: imported on first use (it imports the provider SDKs).
+    return credentials_module().encrypt_secret(headers, bound_to=f"mcp_server:{server_name}")
 
 
 def mcp_server_create(*, data: Mapping[str, Any], user: Any = None, refresh: bool = True) -> McpServer:
@@ -288,7 +287,7 @@ def mcp_server_refresh(*, server: McpServer, timeout: float | None = None) -> Re
     ``timeout``, default BALLAST_MCP_CALL_TIMEOUT) and store them with the time; on failure
     keep the last list and store the error in ``last_error``. Never raises for the
     server's own failures (down, refused, not allowed): they are the result."""
-    from runs.tools.mcp_servers import client  # function-level: the SDK's import cost (see endpoint_of)
+    client, _pool = sdk()
 
     started = time.monotonic()
     try:
