@@ -32,10 +32,16 @@ from tests.support.cluster import test_database_url
 from tests.support.redis_server import RedisServer, free_port
 from tests.support.specs import chain, graph, node, run_local
 
-pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("fast_passwords")]
 ROOT = Path(__file__).resolve().parents[3]
 # Past every time-out of the pair (5 s read, 5 s socket time-out by default) several times over.
 IDLE_SECONDS = float(os.environ.get("BALLAST_TEST_IDLE_SOCKET_SECONDS", "40"))
+# The ceiling grows with the idle time asked for (issue 23 measures 10 minutes: 600).
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(300 + IDLE_SECONDS),
+    pytest.mark.usefixtures("fast_passwords"),
+]
 # A ceiling for an event to arrive on a loaded machine, not an expected time.
 ARRIVAL_CEILING = 20.0
 
