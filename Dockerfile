@@ -6,6 +6,8 @@ WORKDIR /frontend
 COPY frontend/package.json frontend/package-lock.json ./
 RUN npm ci --no-audit --no-fund --loglevel=error
 COPY frontend/ ./
+# The New graph dialog bundles the example graphs (src/shell/examples.ts reads ../examples/*.json).
+COPY examples/*.json /examples/
 RUN npm run build
 
 # Stage 2: the Python app, with the built front end collected into its static root.

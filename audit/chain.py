@@ -17,6 +17,10 @@ take a lock of its own first registers it with :func:`register_scope_lock` (runs
 ``AppConfig.ready``: a run's chain locks the run row first, the order of every engine
 commit, so an audited service and an engine commit on one run cannot deadlock).
 
+Retention. A run's chain is pruned whole and tombstoned (:func:`audit_prune_chains`); a
+long-lived chain (``graph:``, ``user:``, ``auth``, ...) loses its oldest entries at a
+checkpoint (:func:`audit_cut_chain`) and verifies from there (audit.checkpoints).
+
 Principal. Entries audited as ``actor_type="user"`` inside :func:`audit.principals.acting_as`
 are recorded as the principal (an API token) instead.
 
@@ -25,22 +29,30 @@ import it.
 """
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
+from itertools import takewhile
 from typing import Any, NamedTuple
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from audit.models import AuditChain, AuditEntry, AuditTombstone
+from audit.checkpoints import (
+    NEVER_CUT,
+    RETENTION_SCOPE,
+    chain_starts,
+    checkpoint_hash,
+    checkpoint_problems,
+    latest_checkpoint,
+)
+from audit.integrity import GENESIS, AuditProblem, canonical, keyed_hash, timestamp
+from audit.models import AuditChain, AuditCheckpoint, AuditEntry, AuditTombstone
 from audit.principals import as_principal
 
-GENESIS = "0" * 64
+__all__ = ["GENESIS", "RETENTION_SCOPE", "AuditProblem"]  # re-exported: callers import them from here
 
 #: A lock taken before a chain's head, inside the append's transaction: called with the
 #: key of the chain's scope (``"42"`` for ``run:42``).
@@ -63,21 +75,6 @@ def scope_lock(kind: str) -> ScopeLock | None:
     """The lock registered for chains of ``kind`` (None: the head's lock alone)."""
     return _scope_locks.get(kind)
 
-def _key() -> bytes:
-    secret = getattr(settings, "BALLAST_AUDIT_KEY", None) or settings.SECRET_KEY
-    return hashlib.sha256(b"ballast-audit:" + str(secret).encode()).digest()
-
-
-def _timestamp(value: datetime) -> str:
-    if timezone.is_naive(value):
-        value = timezone.make_aware(value, UTC)
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _canonical(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
-
-
 def entry_hash(
     *,
     scope: str,
@@ -92,10 +89,7 @@ def entry_hash(
     created_at: datetime,
 ) -> str:
     """HMAC-SHA256 (hex) of an entry's canonical content: everything but its row id and hash."""
-    content = _canonical(
-        [scope, seq, prev_hash, actor_type, actor, action, object_type, object_id, data, _timestamp(created_at)]
-    )
-    return hmac.new(_key(), content.encode(), hashlib.sha256).hexdigest()
+    return keyed_hash([scope, seq, prev_hash, actor_type, actor, action, object_type, object_id, data, timestamp(created_at)])
 
 
 def hash_of(entry: AuditEntry) -> str:
@@ -154,7 +148,7 @@ def audit_in(scope: str, actor: str, action: str, obj: Any, *, actor_type: str =
     a run goes to the chain of the user refused (``user:<id>``), so it never locks the
     run's row nor lengthens its chain. Returns the entry."""
     actor_type, data = as_principal(actor_type, data)
-    data = json.loads(_canonical(data))  # what the JSON column will give back, hashed as such
+    data = json.loads(canonical(data))  # what the JSON column will give back, hashed as such
     object_type = "" if obj is None else obj._meta.model_name
     object_id = "" if obj is None else str(obj.pk)
     with transaction.atomic():
@@ -207,7 +201,7 @@ def audit_new_rows(actor: str, action: str, obj: Any, *, actor_type: str = "user
     """The two unsaved rows :func:`audit_new` inserts (the entry, hashed, and the chain's
     head), for a caller that writes them in its own statement (``obj.pk`` must be set)."""
     actor_type, data = as_principal(actor_type, data)
-    data = json.loads(_canonical(data))
+    data = json.loads(canonical(data))
     scope = scope_of(obj)
     entry = AuditEntry(
         actor_type=actor_type,
@@ -223,20 +217,6 @@ def audit_new_rows(actor: str, action: str, obj: Any, *, actor_type: str = "user
     )
     entry.hash = hash_of(entry)
     return entry, AuditChain(scope=scope, seq=1, hash=entry.hash)
-
-
-@dataclass(frozen=True)
-class AuditProblem:
-    """One defect found by :func:`audit_verify`: the chain, the entry (if any) and what is wrong."""
-
-    scope: str
-    entry_id: int | None
-    seq: int | None
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.scope} seq {self.seq} (entry {self.entry_id})" if self.entry_id else self.scope
-        return f"{where}: {self.message}"
 
 
 @dataclass
@@ -269,8 +249,12 @@ def audit_verify(*, scope: str | None = None, scopes: list[str] | None = None, c
     names a later seq), a chain whose head is missing, and a head whose entries are all
     gone. Pruned chains (:func:`audit_prune_chains`): an edited tombstone, entries or a
     head that reappear under a tombstoned scope, and a tombstone missing from, or not the
-    one named by, the ``retention`` chain's ``audit.prune`` entries. ``scopes``: only
-    those chains (the prune's own check before it deletes them; no tombstone checks).
+    one named by, the ``retention`` chain's ``audit.prune`` entries. Cut long-lived chains
+    (:func:`audit_cut_chain`) are verified from their last checkpoint: an edited or
+    deleted checkpoint, a first kept entry that does not link to it, and checkpoints the
+    ``retention`` chain does not name as they are (audit.checkpoints.checkpoint_problems).
+    ``scopes``: only those chains (the prune's own check before it deletes them; no
+    tombstone or checkpoint checks).
     Streams entries in chunks and looks heads up in batches (a chain per run means as many
     heads as runs); never writes.
     """
@@ -282,6 +266,7 @@ def audit_verify(*, scope: str | None = None, scopes: list[str] | None = None, c
         qs = qs.filter(scope__in=scopes)
     entries = chains = 0
     ended: list[_ChainEnd] = []  # chains read whose heads are not yet checked
+    starts = chain_starts(scope=scope, scopes=scopes)  # cut chains begin after their last checkpoint
 
     def check_heads() -> None:
         heads = {
@@ -307,7 +292,8 @@ def audit_verify(*, scope: str | None = None, scopes: list[str] | None = None, c
                 if len(ended) >= chunk_size:
                     check_heads()
             current, chains = e.scope, chains + 1
-            expected_seq, prev = 1, GENESIS
+            start = starts.get(e.scope, NEVER_CUT)
+            expected_seq, prev = start.seq + 1, start.hash
         if e.seq != expected_seq:
             problems.append(AuditProblem(e.scope, e.pk, e.seq, f"expected seq {expected_seq}: entries deleted or reordered"))
         if e.prev_hash != prev:
@@ -326,25 +312,25 @@ def audit_verify(*, scope: str | None = None, scopes: list[str] | None = None, c
         orphans, with_entries = orphans.filter(scope=scope), with_entries.filter(scope=scope)
     if scopes is not None:
         orphans, with_entries = orphans.filter(scope__in=scopes), with_entries.filter(scope__in=scopes)
-    orphans = orphans.exclude(scope__in=with_entries.values("scope"))
+    orphans = orphans.exclude(scope__in=with_entries.values("scope")).exclude(scope__in=AuditCheckpoint.objects.values("scope"))
     for chain, seq in orphans.values_list("scope", "seq"):
         problems.append(AuditProblem(chain, None, None, f"head names seq {seq} but the chain has no entries (entries deleted)"))
     if scopes is None:
         problems.extend(_tombstone_problems(scope))
+        problems.extend(checkpoint_problems(scope, starts))
     return AuditReport(entries=entries, chains=chains, problems=problems)
 
 
 # --------------------------------------------------------------------------- retention
 
-#: The chain every prune appends to: one ``audit.prune`` entry per pruned batch, naming
-#: each chain it cut with its last seq and hash (so a deleted tombstone is noticed).
-RETENTION_SCOPE = "retention"
+# RETENTION_SCOPE (audit.checkpoints): the chain every prune appends to, one
+# ``audit.prune`` entry per pruned batch naming each chain it cut with its last seq and
+# hash (so a deleted tombstone is noticed), and one ``audit.checkpoint`` entry per cut.
 
 
 def tombstone_hash(*, scope: str, last_seq: int, last_hash: str, count: int, pruned_at: datetime) -> str:
     """HMAC-SHA256 (hex, the entries' key) of a tombstone's content."""
-    content = _canonical(["tombstone", scope, last_seq, last_hash, count, _timestamp(pruned_at)])
-    return hmac.new(_key(), content.encode(), hashlib.sha256).hexdigest()
+    return keyed_hash(["tombstone", scope, last_seq, last_hash, count, timestamp(pruned_at)])
 
 
 def _hash_of_tombstone(t: AuditTombstone) -> str:
@@ -382,15 +368,11 @@ def audit_prune_chains(scopes: list[str], *, actor: str = "retention") -> PruneO
         keep = [h for h in heads if h[0] not in bad and h[1] > 0]
         if not keep:
             return outcome
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT set_config('ballast.audit_prune', 'on', true)")
+        _prune_deletes(True)
         names = [h[0] for h in keep]
         AuditEntry.objects.filter(scope__in=names).delete()
         AuditChain.objects.filter(scope__in=names).delete()
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT set_config('ballast.audit_prune', 'off', true)")
+        _prune_deletes(False)
         now = timezone.now()
         stones = [
             AuditTombstone(scope=name, last_seq=seq, last_hash=last, count=seq, pruned_at=now) for name, seq, last in keep
@@ -401,6 +383,92 @@ def audit_prune_chains(scopes: list[str], *, actor: str = "retention") -> PruneO
         audit_in(RETENTION_SCOPE, actor, "audit.prune", None, actor_type="system", chains=[[n, s, h] for n, s, h in keep])
         outcome.pruned = {name: seq for name, seq, _ in keep}
     return outcome
+
+
+def long_lived(scope: str) -> bool:
+    """Whether ``scope`` is a long-lived chain, cut at checkpoints (:func:`audit_cut_chain`):
+    every chain but a run's (pruned whole, :func:`audit_prune_chains`) and the
+    ``retention`` chain (which vouches for tombstones and checkpoints: never cut)."""
+    return not scope.startswith("run:") and scope != RETENTION_SCOPE
+
+
+@dataclass
+class CutOutcome:
+    """What one :func:`audit_cut_chain` did: entries deleted (0: nothing was old enough),
+    the checkpoint written, or the problems that made it keep the chain as it is."""
+
+    deleted: int = 0
+    checkpoint: AuditCheckpoint | None = None
+    refused: list[AuditProblem] | None = None
+
+
+def _prune_deletes(on: bool) -> None:
+    """On PostgreSQL, let (or stop letting) this transaction delete audit rows: the
+    append-only triggers (audit migration 0002) read ``ballast.audit_prune``."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('ballast.audit_prune', %s, true)", ["on" if on else "off"])
+
+
+def audit_cut_chain(scope: str, *, before: datetime, limit: int, actor: str = "retention") -> CutOutcome:
+    """Cut the long-lived chain ``scope`` (:func:`long_lived`) at a checkpoint, in one
+    transaction: delete its oldest entries created before ``before``, at most ``limit``
+    (>= 1) of them, and write an :class:`AuditCheckpoint` (the last deleted entry's seq
+    and hash, entries deleted, the previous checkpoint's hash, when, HMAC) plus an
+    ``audit.checkpoint`` entry in the ``retention`` chain naming it. Call it again for
+    the next ``limit``: each call is one bounded transaction and leaves a chain that
+    verifies. Takes the chain's locks as an append does (the registered scope lock, then
+    the head), so appends to the chain wait for this one transaction and then go on after
+    its head; it never deletes the entry the head names unless that is old enough too
+    (then the head and the last checkpoint agree). The entries it would delete, and the
+    first one it keeps, are verified first from the last checkpoint (or the genesis): a
+    segment that does not verify is kept as it is, evidence intact, in ``refused``.
+    Raises ValueError for a scope that is not long-lived."""
+    if not long_lived(scope):
+        raise ValueError(f"{scope} is not a long-lived chain")
+    with transaction.atomic():
+        kind, colon, key = scope.partition(":")
+        lock = _scope_locks.get(kind) if colon else None
+        if lock is not None:
+            lock(key)  # the order every append to this chain takes its locks in
+        head = AuditChain.objects.select_for_update().filter(scope=scope).first()
+        if head is None or head.seq == 0:
+            return CutOutcome()
+        last = latest_checkpoint(scope)
+        start_seq, start_hash = (last.cut_seq, last.cut_hash) if last is not None else (0, GENESIS)
+        # The oldest entries after the last cut, and one more: the first kept, whose link is checked.
+        segment = list(AuditEntry.objects.filter(scope=scope, seq__gt=start_seq).order_by("seq")[: limit + 1])
+        cut = list(takewhile(lambda e: e.created_at < before, segment[:limit]))
+        if not cut:
+            return CutOutcome()
+        problems: list[AuditProblem] = []
+        expected_seq, prev = start_seq + 1, start_hash
+        for e in segment[: len(cut) + 1]:
+            if e.seq != expected_seq or e.prev_hash != prev or not hmac.compare_digest(hash_of(e), e.hash):
+                problems.append(AuditProblem(scope, e.pk, e.seq, "does not verify from the chain's last checkpoint: not cut"))
+            expected_seq, prev = e.seq + 1, e.hash
+        if len(cut) == len(segment) and (head.seq, head.hash) != (cut[-1].seq, cut[-1].hash):
+            problems.append(AuditProblem(scope, None, head.seq, "head does not name the chain's last entry: not cut"))
+        if problems:
+            return CutOutcome(refused=problems)
+        _prune_deletes(True)
+        # By the (scope, seq) index, not 5,000 ids bound one by one: the range is exactly
+        # the entries just verified (seq is unique per scope, and no append can add one
+        # below the head, which this transaction holds).
+        deleted, _ = AuditEntry.objects.filter(scope=scope, seq__gt=start_seq, seq__lte=cut[-1].seq).delete()
+        _prune_deletes(False)
+        if deleted != len(cut):
+            raise RuntimeError(f"audit cut of {scope}: {deleted} entries in the range, {len(cut)} verified")  # rolls back
+        checkpoint = AuditCheckpoint(
+            scope=scope, cut_seq=cut[-1].seq, cut_hash=cut[-1].hash, count=cut[-1].seq - start_seq,
+            prev=last.hash if last is not None else GENESIS, cut_at=timezone.now(),
+        )  # fmt: skip
+        checkpoint.hash = checkpoint_hash(
+            scope=scope, cut_seq=checkpoint.cut_seq, cut_hash=checkpoint.cut_hash, count=checkpoint.count, prev=checkpoint.prev, cut_at=checkpoint.cut_at
+        )
+        checkpoint.save(force_insert=True)
+        audit_in(RETENTION_SCOPE, actor, "audit.checkpoint", None, actor_type="system", chains=[[scope, checkpoint.cut_seq, checkpoint.cut_hash]])
+    return CutOutcome(deleted=deleted, checkpoint=checkpoint)
 
 
 def _tombstone_problems(scope: str | None) -> list[AuditProblem]:

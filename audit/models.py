@@ -87,3 +87,32 @@ class AuditTombstone(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope} pruned @ {self.last_seq}"
+
+
+class AuditCheckpoint(models.Model):
+    """Where a long-lived audit chain (``graph:<id>``, ``user:<id>``, ``auth``, ...) was cut:
+    its entries up to ``cut_seq`` were deleted (audit.chain.audit_cut_chain, after
+    BALLAST_AUDIT_RETENTION_DAYS) and ``cut_hash`` is the hash of the last one, the
+    ``prev_hash`` the first kept entry (``cut_seq`` + 1) links to, so ``verify_audit``
+    verifies the chain from here instead of from its genesis. ``count``: entries this cut
+    deleted (``cut_seq`` minus the previous checkpoint's); ``prev``: the previous
+    checkpoint's ``hash`` (64 zeros for the first), so a chain's checkpoints form a chain
+    of their own; ``hash``: HMAC-SHA256 over all of it (audit.checkpoints.checkpoint_hash).
+    Each cut also appends an ``audit.checkpoint`` entry naming it to the ``retention`` chain."""
+
+    scope = models.CharField(max_length=100)
+    cut_seq = models.PositiveBigIntegerField()
+    cut_hash = models.CharField(max_length=64)
+    count = models.PositiveBigIntegerField()
+    prev = models.CharField(max_length=64)
+    cut_at = models.DateTimeField()
+    hash = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            # One checkpoint per cut point; the latest of a scope is its highest cut_seq.
+            models.UniqueConstraint(fields=["scope", "cut_seq"], name="auditcheckpoint_unique_cut"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope} cut @ {self.cut_seq}"

@@ -3,11 +3,12 @@
 Counters, histograms and live gauges are recorded where things happen (core.metrics) and
 added up over this host's processes. What is a fact of the database rather than of a
 process (queue depth and the age of the oldest due step, runs by status, approvals
-waiting and the oldest one's age) comes from :class:`DatabaseCollector`, one collector
+waiting and the oldest one's age, worker hosts and clusters alive) comes from :class:`DatabaseCollector`, one collector
 read at scrape time, on the web's endpoint only: every web host answers the same
 numbers, so Prometheus reads them from whichever it scrapes (``max by (status)``),
-and worker hosts' endpoints never query the database. Four cheap queries per scrape:
-the due-step count uses the claim's partial index; runs by status is one grouped count.
+and worker hosts' endpoints never query the database. Six cheap queries per scrape:
+the due-step count uses the claim's partial index; runs by status is one grouped count;
+liveness reads the Worker and HostHeartbeat tables (a row per cluster, a row per host).
 
 Access: a client whose address (REMOTE_ADDR) is in ``BALLAST_METRICS_ALLOW``, or a
 staff user's API token (``Authorization: Token <key>``, checked as for
@@ -44,6 +45,8 @@ DATABASE_GAUGES = (
     "ballast_approvals_waiting",
     "ballast_approvals_oldest_waiting_age_seconds",
     "ballast_metrics_database_up",
+    "ballast_worker_hosts_alive",
+    "ballast_workers_alive",
 )
 
 
@@ -57,6 +60,7 @@ class DatabaseCollector:
             depth, oldest_due = engine_api.queue_depth()
             by_status = dict(Run.objects.order_by().values_list("status").annotate(n=Count("id")))
             waiting = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING).aggregate(n=Count("id"), oldest=Min("created_at"))
+            health = engine_api.workers_health()
         except DatabaseError as exc:
             log.warning("metrics: the database gauges could not be read: %s", (str(exc).strip().splitlines() or [""])[0])
             yield GaugeMetricFamily("ballast_metrics_database_up", "Whether the database gauges could be read (1) or not (0).", value=0)
@@ -79,6 +83,17 @@ class DatabaseCollector:
             "ballast_approvals_oldest_waiting_age_seconds",
             "Seconds the oldest waiting approval request has waited (0 when none waits).",
             value=age,
+        )
+        # Liveness as recovery judges it (runs.engine.store.liveness): a cluster (Worker row)
+        # whose heartbeat is within the heartbeat window, a host with a live cluster and, on
+        # PostgreSQL, a host heartbeat within BALLAST_HOST_SILENT_SECONDS. Alert on a drop.
+        yield GaugeMetricFamily(
+            "ballast_worker_hosts_alive",
+            "Worker hosts alive now: a cluster there beats and so does the host (BALLAST_HOST_SILENT_SECONDS).",
+            value=health["hosts_alive"],
+        )
+        yield GaugeMetricFamily(
+            "ballast_workers_alive", "Worker clusters (qcluster processes) whose heartbeat is fresh now.", value=health["clusters_alive"]
         )
 
 

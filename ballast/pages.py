@@ -68,6 +68,7 @@ def page_context(request: HttpRequest, page: str, *, title: str, props: dict[str
             "tokens": reverse("tokens-page"),
             "users": reverse("users-page"),
             "providers": reverse("providers-page"),
+            "mcp_servers": reverse("mcp-servers-page"),
             "login": reverse("login"),
             "logout": reverse("logout"),
             "password_change": reverse("password_change"),

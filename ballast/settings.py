@@ -15,6 +15,9 @@ Environment:
 - BALLAST_LOGIN_FAILURE_LIMIT, BALLAST_LOGIN_LOCKOUT_MINUTES: failed sign-ins (django-axes).
 - BALLAST_LEASE_SECONDS (default 30): how long a worker's claim on a step lasts without
   a heartbeat.
+- BALLAST_WORKER_STEP_THREADS (default 16): claimed steps one process runs at once, each on
+  a thread with its own database connection; BALLAST_CANCEL_POLL_SECONDS (default 0.2):
+  how soon a worker's running steps see that their run was cancelled.
 - BALLAST_LIVE_OWNER_GRACE_SECONDS (default 60): how long past its expiry recovery leaves
   a lease whose owner certainly still runs on this host, or runs on a host whose heartbeat
   is fresh (a late heartbeat, not a lost worker).
@@ -399,6 +402,11 @@ SPECTACULAR_SETTINGS = {
         "RunEventKindEnum": "runs.models.RunEventKind",
         "ProviderKindEnum": "runs.models.ProviderKind",
         "WaitingForEnum": "runs.selectors.WAITING_FOR",
+        "SourceKindEnum": "builder.validation.SOURCE_KINDS",  # expressions/check and draft/preview
+        "PreviewErrorCodeEnum": "builder.preview.ERROR_CODES",
+        "PreviewValueTypeEnum": "builder.preview.VALUE_TYPES",
+        "CallbackEventEnum": "triggers.models.CallbackEvent",
+        "CallbackDeliveryStatusEnum": "triggers.models.DeliveryStatus",
     },
 }
 # Failed sign-ins (login page, admin): django-axes counts them in its own tables (shared
@@ -483,11 +491,32 @@ BALLAST_RECOVERY_INTERVAL = float(os.environ.get("BALLAST_RECOVERY_INTERVAL", "1
 # How late a schedule's tick may fire and still run under the "skip" missed-tick policy
 # (seconds, database clock; triggers.firing).
 BALLAST_SCHEDULE_MISFIRE_GRACE_SECONDS = float(os.environ.get("BALLAST_SCHEDULE_MISFIRE_GRACE_SECONDS", "60"))
+# Completion callbacks (triggers.callback_sending): one send's timeout per network phase,
+# how long a claimed delivery is held, attempts before it is undeliverable, and the first
+# retry's wait (doubling each attempt, at most an hour). Seconds, database clock.
+BALLAST_CALLBACK_TIMEOUT_SECONDS = float(os.environ.get("BALLAST_CALLBACK_TIMEOUT_SECONDS", "10"))
+BALLAST_CALLBACK_LEASE_SECONDS = float(os.environ.get("BALLAST_CALLBACK_LEASE_SECONDS", "60"))
+BALLAST_CALLBACK_MAX_ATTEMPTS = int(os.environ.get("BALLAST_CALLBACK_MAX_ATTEMPTS", "8"))
+BALLAST_CALLBACK_BACKOFF_SECONDS = float(os.environ.get("BALLAST_CALLBACK_BACKOFF_SECONDS", "5"))
 BALLAST_HOST_SILENT_SECONDS = float(os.environ.get("BALLAST_HOST_SILENT_SECONDS", "3"))
 # Seconds a worker that answered a doorbell goes on claiming the next due step (parallel
-# branches without a broker round trip each; runs.engine.loop.execute_due). 0: one step
+# branches without a broker round trip each; runs.engine.loop.execute_due), and after that
+# for as long as a step of that task still runs on one of its step threads. 0: one step
 # (and its kept successors) per doorbell. Keep it far below Q_CLUSTER["timeout"].
 BALLAST_DOORBELL_DRAIN_SECONDS = float(os.environ.get("BALLAST_DOORBELL_DRAIN_SECONDS", "5"))
+# How many claimed steps one process runs at once, each (with the successors its commits
+# keep for it) on a thread of its own: parallel branches of node code that waits on I/O
+# (model calls, tools) overlap in one worker process and in in-process runs
+# (runs.engine.loop). Each run's own max_parallelism bounds it further; every such thread
+# holds its own database connection, so a qcluster holds up to workers x this many.
+# 1: one step at a time per process.
+BALLAST_WORKER_STEP_THREADS = int(os.environ.get("BALLAST_WORKER_STEP_THREADS", "16"))
+if BALLAST_WORKER_STEP_THREADS < 1:
+    raise ValueError(f"BALLAST_WORKER_STEP_THREADS={BALLAST_WORKER_STEP_THREADS}: at least 1")
+# Seconds between checks, while a process runs steps, of whether their runs were
+# cancelled (one indexed read for all of them): a cancel reaches running node code (its
+# cancel event, the outbound call it waits on) within about this long.
+BALLAST_CANCEL_POLL_SECONDS = float(os.environ.get("BALLAST_CANCEL_POLL_SECONDS", "0.2"))
 # A step interrupted this many times (its worker died each time) fails instead of looping.
 BALLAST_MAX_LOST_ATTEMPTS = int(os.environ.get("BALLAST_MAX_LOST_ATTEMPTS", "5"))
 # A worker process holding more than this many threads of steps that overran their
@@ -541,6 +570,16 @@ BALLAST_RETENTION_DAYS = _days("BALLAST_RETENTION_DAYS", None)
 BALLAST_TEST_RUN_RETENTION_DAYS = _days("BALLAST_TEST_RUN_RETENTION_DAYS", 7)
 BALLAST_AUDIT_RETENTION_DAYS = _days("BALLAST_AUDIT_RETENTION_DAYS", None)
 BALLAST_RETENTION_BATCH = int(os.environ.get("BALLAST_RETENTION_BATCH", "200"))
+# With BALLAST_AUDIT_RETENTION_DAYS set, long-lived audit chains (graph:, user:, auth, ...)
+# lose their entries older than that, cut at checkpoints, this many entries per transaction.
+BALLAST_AUDIT_CUT_BATCH = int(os.environ.get("BALLAST_AUDIT_CUT_BATCH", "1000"))
+# The retention job (runs.retention_job): the engine fires it every
+# BALLAST_RETENTION_INTERVAL_SECONDS (default a day; 0 turns it off, leaving
+# `manage.py prune_runs` to cron), at most BALLAST_RETENTION_MAX_BATCHES batches per firing
+# (so one worker is busy with it for a few batches only); while runs are left it fires again
+# a couple of seconds later.
+BALLAST_RETENTION_INTERVAL_SECONDS = float(os.environ.get("BALLAST_RETENTION_INTERVAL_SECONDS", "86400"))
+BALLAST_RETENTION_MAX_BATCHES = int(os.environ.get("BALLAST_RETENTION_MAX_BATCHES", "5"))
 # Node kinds are plugins: kind -> dotted path of a NodeKind subclass, imported lazily.
 # The approval kind lives in the approvals app; runs never imports approvals.
 BALLAST_NODE_KINDS = {
@@ -553,7 +592,10 @@ BALLAST_NODE_KINDS = {
     "llm": "runs.nodes.llm.LLMNode",
     "approval": "approvals.nodes.ApprovalNode",
     "agent": "runs.nodes.agent.AgentNode",
+    "subgraph": "runs.subgraphs.node.SubgraphNode",
 }
+# How deep graph calls (subgraph nodes) may nest: a child of a child ... counts each level.
+BALLAST_SUBGRAPH_MAX_DEPTH = int(os.environ.get("BALLAST_SUBGRAPH_MAX_DEPTH", "8"))
 # Extra kinds (plugins, tests): BALLAST_EXTRA_NODE_KINDS="kind=dotted.Path,other=..."
 BALLAST_NODE_KINDS.update(
     dict(item.split("=", 1) for item in os.environ.get("BALLAST_EXTRA_NODE_KINDS", "").split(",") if "=" in item)

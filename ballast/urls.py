@@ -4,7 +4,7 @@ from django.contrib.auth.decorators import login_required
 from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
 
 import runs.providers.admin  # noqa: F401  (registers the LLM provider admin before admin.site.urls is built)
 from ballast import health, metrics, views
@@ -38,6 +38,7 @@ urlpatterns = [
     path("tokens/", views.tokens, name="tokens-page"),
     path("users/", views.users, name="users-page"),
     path("providers/", views.providers, name="providers-page"),
+    path("mcp-servers/", views.mcp_servers, name="mcp-servers-page"),
     # Django's auth views for every user, staff or not: login, password change and password
     # reset with the app's page context (top bar, CSS) and templates; logout (POST only) as Django has it.
     path("accounts/login/", views.login, name="login"),
@@ -62,7 +63,7 @@ urlpatterns = [
     # Browsers ask for /favicon.ico on pages without an icon link (the admin): the app's icon.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("api/v1/", include(api_v1)),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/schema/", views.SchemaView.as_view(), name="schema"),
     # The UIs are pages for a logged-in browser: anonymous visitors go to the login page.
     path("api/docs/", login_required(SpectacularSwaggerView.as_view(url_name="schema")), name="api-docs"),
     path("api/redoc/", login_required(SpectacularRedocView.as_view(url_name="schema")), name="api-redoc"),

@@ -15,6 +15,9 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.urls import Resolver404, resolve, reverse
+from django.utils import translation
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.response import Response
 
 from accounts import policy
 from accounts.authentication import is_admin
@@ -168,6 +171,17 @@ def providers(request: HttpRequest) -> HttpResponse:
     return render_page(request, "providers", title="LLM providers")
 
 
+@login_required
+def mcp_servers(request: HttpRequest) -> HttpResponse:
+    """``/mcp-servers/``: MCP servers added in the app (add, change, test the connection and
+    see the tools it lists, remove); staff only, others get 403 as from the API. The page
+    gets the stdio commands this deployment allows (``BALLAST_MCP_STDIO_COMMANDS``) as
+    ``stdioCommands``, so its form offers only those."""
+    if not is_admin(request.user):
+        return render_page(request, "forbidden", title="MCP servers", props={"what": "the MCP servers", "who": "administrators"}, status=403)
+    return render_page(request, "mcpservers", title="MCP servers", props={"stdioCommands": list(settings.BALLAST_MCP_STDIO_COMMANDS)})
+
+
 def _with_page_context(view: Any, title: str) -> Any:
     """Wrap a Django auth class-based view so its template gets ``page_context`` (top bar, CSRF, urls)."""
 
@@ -199,3 +213,21 @@ def admin_moved(request: HttpRequest, rest: str, to: str) -> HttpResponse:
     url = reverse("admin:index") + to + quote(rest)
     query = request.META.get("QUERY_STRING", "")
     return HttpResponsePermanentRedirect(f"{url}?{query}" if query else url)
+
+
+class SchemaView(SpectacularAPIView):
+    """``/api/schema/``: drf-spectacular's OpenAPI document, generated once per process and
+    language (about a second of CPU each time otherwise: the routes and serializers it
+    describes do not change while the process runs, and ``SERVE_PUBLIC`` makes it the same
+    for every caller)."""
+
+    _generated: dict[tuple[str | None, str], dict[str, Any]] = {}
+
+    def _get_schema_response(self, request: Any) -> Response:
+        version = self.api_version or request.version or self._get_version_parameter(request)
+        key = (version, translation.get_language() or "")
+        schema = self._generated.get(key)
+        if schema is None:
+            generator = self.generator_class(urlconf=self.urlconf, api_version=version, patterns=self.patterns)
+            schema = self._generated[key] = generator.get_schema(request=request, public=self.serve_public)
+        return Response(data=schema, headers={"Content-Disposition": f'inline; filename="{self._get_filename(request, version)}"'})

@@ -36,6 +36,9 @@ CASES = {
     "startup": "a restarted qcluster's start, phase by phase (interpreter, Django, django-q2's processes, recovery, first claim), 30 runs in flight",
     "fixed": "per-run fixed cost (start -> end) in-process and through a qcluster, worker connections kept vs per task",
     "mcp": "MCP tool-call overhead per call over the tool's own time, stdio and Streamable HTTP (a session per call, as a step)",
+    "webhooks": "signed webhook delivery to run committed (daphne, a real HTTP client), p50/p95; deliveries accepted per second by 4 concurrent clients",
+    "schedules": "schedule fire lag with 1,000 schedules due at once (--n), one qcluster: tick to fired_at and to the first step's claim, p50/p95",
+    "subgraph": "a subgraph node calling a one-transform child graph vs the transform inline, through a qcluster: overhead per call",
 }
 
 # What `make bench` (``python -m bench all``) runs: (case, databases, extra args). Sized to
@@ -60,6 +63,9 @@ PLAN: list[tuple[str, tuple[str, ...], list[str]]] = [
     ("live_events", ("postgres", "sqlite"), []),
     ("run_list", ("postgres", "sqlite"), []),
     ("mcp", ("sqlite",), []),  # no database in the call: one pass
+    ("webhooks", ("postgres", "sqlite"), []),
+    ("schedules", ("postgres",), []),
+    ("subgraph", ("postgres",), []),
 ]
 
 
@@ -142,6 +148,7 @@ def run_case(args: argparse.Namespace) -> int:
         run_list,
         scaling,
         startup,
+        trigger_cases,
     )
 
     rep = core.Reporter(db)
@@ -169,6 +176,9 @@ def run_case(args: argparse.Namespace) -> int:
         "run_list": run_list.case_run_list,
         "startup": startup.case_startup,
         "mcp": mcp_overhead.case_mcp,
+        "webhooks": trigger_cases.case_webhooks,
+        "schedules": trigger_cases.case_schedules,
+        "subgraph": trigger_cases.case_subgraph,
     }
     started = time.monotonic()
     if args.case not in ("floor", "builder", "headline"):  # the headline samples the floor in every round

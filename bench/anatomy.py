@@ -47,6 +47,7 @@ def _shape(sql: str) -> str:
 def case_queries(rep: Reporter, db: str, n: int | None, runs: int) -> dict[str, Any]:
     """SQL statements per engine call in a linear run (per node commit is the figure)."""
     from django.db import connection
+    from django.test.utils import override_settings
 
     # Tracing wraps the engine's internal functions where the loop looks them up (this
     # profiler is the one place outside the engine that reaches past runs.engine.api).
@@ -181,14 +182,16 @@ def case_queries(rep: Reporter, db: str, n: int | None, runs: int) -> dict[str, 
             seen.append(sql)
             return execute(sql, params, many, context)
 
-        with connection.execute_wrapper(count_all):
+        # One step thread: an execute_wrapper sees this thread's statements only, and the
+        # branches would otherwise run (and commit) on step threads of their own.
+        with override_settings(BALLAST_WORKER_STEP_THREADS=1), connection.execute_wrapper(count_all):
             rid, _ = start_inprocess(fan_version)
         check_fanout(rid, fan)
         per_node.append(len(seen) / (fan + 3))
         kinds = Counter(_shape(q) for q in seen)
     rep.emit("queries.fanout_per_node", n=fan, runs=runs, samples=per_node, unit="statements/node",
              top_statements=dict(kinds.most_common(8)),
-             note=f"every statement of an in-process fan-out run of {fan} branches / {fan + 3} steps")
+             note=f"every statement of an in-process fan-out run of {fan} branches / {fan + 3} steps (one step thread)")
     return {"statements": shapes, "count": statistics.median(counts)}
 
 

@@ -31,7 +31,7 @@ WORK_DIR = REPO / "var" / "bench"
 
 PG_SERVER_URL = os.environ.get("BENCH_PG_URL", "postgres://root@127.0.0.1:5432/postgres")
 PG_DB_NAME = os.environ.get("BENCH_PG_DB", "ballast_bench")
-SQLITE_FILE = WORK_DIR / "ballast_bench.sqlite3"
+SQLITE_FILE = Path(os.environ.get("BENCH_SQLITE_FILE") or WORK_DIR / "ballast_bench.sqlite3")
 DATABASES = ("postgres", "sqlite")
 
 # The Django settings of this process and its subprocesses: ballast.settings, or with

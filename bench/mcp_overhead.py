@@ -12,35 +12,16 @@ other cases).
 from __future__ import annotations
 
 import os
-import random
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from bench.core import Reporter, log, summary
+from bench.loopback import accepts, free_port
 
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
 TOOL_MS = 10.0
-
-
-def _free_port() -> int:
-    for _ in range(50):
-        port = random.randint(20000, 40000)
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 20000-40000")
-
-
-def _accepts(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(0.2)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _overheads(endpoint, calls: int, *, pooled: bool = False) -> list[float]:
@@ -80,11 +61,11 @@ def case_mcp(rep: Reporter, db: str, n: int | None, runs: int) -> None:
     log(f"mcp stdio pooled: overhead {median:.1f} ms median, {p95:.1f} ms p95")
     rep.emit("mcp.stdio_pooled_overhead", n=len(samples), runs=1, samples=samples, unit="ms/call", note=pooled_note)
 
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen([sys.executable, "-P", SERVER, "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while not _accepts(port):
+        while not accepts(port):
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the benchmark's MCP HTTP server did not start")
             time.sleep(0.05)

@@ -1,5 +1,6 @@
 """Pruning measured (issue 27): fill a migrated database with finished runs (steps, attempts,
-events, state rows, a hash-chained audit chain each), prune them all in batches with
+events, state rows, a hash-chained audit chain each; optionally long-lived audit chains,
+mostly past the audit retention), prune them all in batches with
 runs.retention.prune, and print rows per second, the longest batch transaction (the
 longest any lock of the prune was held) and whether verify_audit passes after it.
 
@@ -85,16 +86,43 @@ def fill(runs: int, events: int, chunk: int = 500) -> dict[str, int]:
     }  # fmt: skip
 
 
+def fill_long_lived(entries: int, chains: int, chunk: int = 5000) -> None:
+    """``entries`` audit entries spread over ``chains`` long-lived chains (``user:<n>``
+    scopes), hashed and linked as audit.chain writes them: nine in ten written 30 days ago
+    (past the retention: the cut deletes them), the newest tenth of each chain today."""
+    old, today = timezone.now() - timedelta(days=30), timezone.now()
+    per_chain = max(1, entries // max(1, chains))
+    for c in range(chains):
+        scope, prev = f"user:bench-{c}", GENESIS
+        for first in range(1, per_chain + 1, chunk):
+            batch = []
+            for seq in range(first, min(per_chain, first + chunk - 1) + 1):
+                e = AuditEntry(
+                    actor_type="system", actor="bench", action="token.use", object_type="", object_id="", data={"n": seq},
+                    created_at=old if seq <= per_chain * 9 // 10 else today, scope=scope, seq=seq, prev_hash=prev,
+                )  # fmt: skip
+                e.hash = hash_of(e)
+                prev = e.hash
+                batch.append(e)
+            AuditEntry.objects.bulk_create(batch)
+        AuditChain.objects.create(scope=scope, seq=per_chain, hash=prev)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--events", type=int, default=10)
     parser.add_argument("--batch", type=int, default=200)
+    parser.add_argument("--long-lived", type=int, default=0, help="Audit entries in long-lived chains (nine in ten past the retention: cut at checkpoints).")
+    parser.add_argument("--chains", type=int, default=10, help="How many long-lived chains share --long-lived.")
     args = parser.parse_args()
     settings.BALLAST_RETENTION_DAYS = 7
     settings.BALLAST_AUDIT_RETENTION_DAYS = 7
     started = time.monotonic()
     rows = fill(args.runs, args.events)
+    if args.long_lived:
+        fill_long_lived(args.long_lived, args.chains)
+        rows["audit_entries"] = AuditEntry.objects.count()
     filled = time.monotonic() - started
     batches: list[float] = []
     last = [time.monotonic()]
@@ -110,7 +138,7 @@ def main() -> None:
     started = time.monotonic()
     report = prune(timezone.now(), batch_size=args.batch, on_batch=on_batch)
     took = time.monotonic() - started
-    deleted = report.runs + report.steps + report.attempts + report.events + report.state_keys + report.audit_entries
+    deleted = report.runs + report.steps + report.attempts + report.events + report.state_keys + report.audit_entries + report.audit_cut_entries
     started = time.monotonic()
     verified = audit_verify()
     verify_took = time.monotonic() - started

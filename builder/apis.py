@@ -1,9 +1,9 @@
 """Graph API views: drafts (optimistic saves), versions (publish, list, read, diff, restore),
-duplicate, validate, import, export, test one node; and the builder's catalogues (node
+duplicate, validate, import, export, test one node, run the draft, pin test data, preview a value; and the builder's catalogues (node
 kinds, tools, models) and the expression checker.
 
-Reads (and the pure checks) are open to every authenticated user; writes, and testing a
-node, need the ``builders`` role. Views validate input, call a service or selector, and
+Reads (and the pure checks) are open to every authenticated user; writes, testing a
+node and running the draft need the ``builders`` role. Views validate input, call a service or selector, and
 serialise the result.
 """
 from __future__ import annotations
@@ -19,9 +19,11 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
 from accounts.authentication import IsBuilder
-from builder import publish_checks, selectors, services
+from builder import pins, publish_checks, selectors, services
+from builder.preview import preview_source
 from builder.serializers import (
     DraftOutput,
+    DraftRunInput,
     DuplicateInput,
     ExportQueryInput,
     ExpressionCheckInput,
@@ -35,6 +37,10 @@ from builder.serializers import (
     NodeKindsOutput,
     NodeTestInput,
     NodeTestOutput,
+    PinInput,
+    PinsOutput,
+    PreviewInput,
+    PreviewOutput,
     PublishCheckOutput,
     PublishInput,
     PublishOutput,
@@ -49,7 +55,9 @@ from builder.serializers import (
 from builder.validation import check_source, validation_report
 from core.api import ERROR_BODY, PAGE_PARAMETERS, ApiError, ApiView, bad_request, conflict, paginated
 from graphs.models import Graph
+from runs import selectors as run_selectors
 from runs.api.serializer_fields import has_nul
+from runs.api.serializers import RunDetailOutput
 from runs.models import Step
 
 TAG = ["graphs"]
@@ -289,7 +297,7 @@ class GraphValidateApi(ApiView):
     def post(self, request: Any) -> Response:
         if not isinstance(request.data, dict):
             raise bad_request("invalid", "The body must be a graph spec (a JSON object).", {"spec": ["Must be a JSON object."]})
-        return Response(validation_report(request.data))
+        return Response(validation_report(request.data, user=request.user))
 
 
 class GraphImportApi(ApiView):
@@ -388,6 +396,75 @@ class GraphNodeTestApi(ApiView):
             "steps": run.steps.count(),
         }
         return Response(NodeTestOutput(body).data)
+
+
+class GraphDraftRunApi(ApiView):
+    """POST ``{"input": {...}}``: run the graph's saved draft without publishing it
+    (builders, as testing a node). The draft is validated as a publish would, frozen as a
+    hidden test snapshot and run from its start node through the queue as a test run:
+    audited (``run.start``), costed, left out of run lists and reports unless tests are
+    asked for. 201 with the run (queued; follow it on the run's events or page). 400
+    ``graph_invalid`` (the draft's issues in ``error.issues``) or ``input_invalid`` (field
+    errors under ``input.<path>``); nothing starts."""
+
+    permission_classes = ApiView.permission_classes + [IsBuilder]
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="graph_draft_run",
+        request=DraftRunInput,
+        responses={
+            201: RunDetailOutput,
+            400: OpenApiResponse(ERROR_BODY, description="code graph_invalid (error.issues) or input_invalid (error.fields)."),
+        },
+    )
+    def post(self, request: Any, graph_id: int) -> Response:
+        graph = selectors.graph_get(graph_id=graph_id)
+        data = self.validated(DraftRunInput, request.data if request.data else {})
+        run = services.graph_draft_run(graph=graph, run_input=data["input"], user=request.user)
+        return Response(RunDetailOutput(run_selectors.run_get(run_id=run.pk)).data, status=status.HTTP_201_CREATED)
+
+
+class GraphPinApi(ApiView):
+    """PUT ``{"data": {...}}``: pin ``data`` as the node's test data (the state Test node
+    starts from and value previews resolve against), kept beside the draft: never
+    published, never read by a run. DELETE: unpin it. Both builders, audited; 200 with
+    every pin of the graph. 404 for a node the saved draft does not have; 400 with field
+    errors under ``data`` (not an object, NUL, too large)."""
+
+    permission_classes = ApiView.permission_classes + [IsBuilder]
+
+    @extend_schema(tags=TAG, operation_id="graph_pins_set", request=PinInput, responses={200: PinsOutput})
+    def put(self, request: Any, graph_id: int, node_id: str) -> Response:
+        graph = selectors.graph_get(graph_id=graph_id)
+        data = self.validated(PinInput, request.data)
+        try:
+            found = pins.graph_pin_set(graph=graph, node_id=node_id, data=data["data"], user=request.user)
+        except LookupError:
+            raise exceptions.NotFound(f"The saved draft has no node {node_id!r}.") from None
+        return Response(PinsOutput({"pins": found}).data)
+
+    @extend_schema(tags=TAG, operation_id="graph_pins_clear", responses={200: PinsOutput})
+    def delete(self, request: Any, graph_id: int, node_id: str) -> Response:
+        graph = selectors.graph_get(graph_id=graph_id)
+        return Response(PinsOutput({"pins": pins.graph_pin_clear(graph=graph, node_id=node_id, user=request.user)}).data)
+
+
+class GraphPreviewApi(ApiView):
+    """POST ``{"kind": "expression"|"template", "source", "state": {...}}``: what the
+    expression or template resolves to against ``state`` (a node's pinned data or last
+    input), evaluated by the engine's sandbox with a run's limits and time bound (builders:
+    it spends server CPU). 200 with ``ok`` and the value, or ``ok`` false with the error
+    (code, message, 1-based line and column, the unknown name); 400 with field errors for a
+    malformed request."""
+
+    permission_classes = ApiView.permission_classes + [IsBuilder]
+
+    @extend_schema(tags=TAG, operation_id="graph_draft_preview", request=PreviewInput, responses={200: PreviewOutput})
+    def post(self, request: Any, graph_id: int) -> Response:
+        selectors.graph_get(graph_id=graph_id)  # 404 for an unknown graph, as its other routes
+        data = self.validated(PreviewInput, request.data)
+        return Response(PreviewOutput(preview_source(data["kind"], data["source"], data["state"])).data)
 
 
 class NodeKindListApi(ApiView):

@@ -7,8 +7,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.fields import GroupNamesField, UsernamesField
+from builder.flow_control import KEY_PATH
+from builder.preview import ERROR_CODES, VALUE_TYPES
 from builder.validation import validation_report
-from graphs.models import MAX_RETENTION_DAYS, Graph, GraphVersion
+from graphs.models import MAX_CONCURRENCY_LIMIT, MAX_RETENTION_DAYS, Graph, GraphVersion
 from runs.api.serializer_fields import EngineErrorField, JSONObjectField, UsageField
 from runs.models import Run, RunStatus
 
@@ -94,7 +96,25 @@ class RetentionDaysField(serializers.IntegerField):
         super().__init__(min_value=1, max_value=MAX_RETENTION_DAYS, allow_null=True, required=False, **kwargs)
 
 
-class GraphCreateInput(serializers.Serializer):
+class FlowControlInput(serializers.Serializer):
+    """A graph's flow control (runs.engine.store.flow), each field optional: refused with
+    the field named when out of range (builder.flow_control)."""
+
+    max_concurrent_runs = serializers.IntegerField(
+        min_value=1, max_value=MAX_CONCURRENCY_LIMIT, allow_null=True, required=False,
+        help_text="At most this many of its runs active at once (queued, running, waiting); the rest wait in line. null: unlimited.",
+    )
+    concurrency_key = serializers.RegexField(
+        KEY_PATH, max_length=200, allow_blank=True, required=False,
+        error_messages={"invalid": "A dotted path into the run input, such as customer_id or customer.id (letters, digits, _ and -)."},
+        help_text="A dotted path into the run input (customer_id): runs with the same value share concurrency_key_limit. Empty: none.",
+    )
+    concurrency_key_limit = serializers.IntegerField(
+        min_value=1, max_value=MAX_CONCURRENCY_LIMIT, required=False, help_text="Active runs at most per concurrency key value (default 1)."
+    )
+
+
+class GraphCreateInput(FlowControlInput):
     """POST /graphs/: a new graph; its draft may be invalid until published."""
 
     name = serializers.CharField(max_length=200)
@@ -107,7 +127,7 @@ class GraphCreateInput(serializers.Serializer):
 
 
 
-class GraphUpdateInput(serializers.Serializer):
+class GraphUpdateInput(FlowControlInput):
     """PATCH /graphs/{id}/: any subset of name, description, approvers, operators,
     operator groups, and the draft
     ``spec`` (``draft`` is the older name of the same field) with the ``base_revision``
@@ -149,6 +169,9 @@ class GraphListOutput(serializers.Serializer):
     updated_at = serializers.DateTimeField()
     run_count = serializers.SerializerMethodField(help_text="Runs pinned to its versions (node test runs included).")
     retention_days = serializers.IntegerField(allow_null=True, help_text="Days its finished runs are kept (null: the server's default).")
+    max_concurrent_runs = serializers.IntegerField(allow_null=True, help_text="At most this many active runs (null: unlimited).")
+    concurrency_key = serializers.CharField(help_text="A dotted path into the run input grouping runs (empty: none).")
+    concurrency_key_limit = serializers.IntegerField(help_text="Active runs at most per concurrency key value.")
     deletable = serializers.SerializerMethodField(help_text="False when runs exist: a graph with runs cannot be deleted.")
 
     def get_run_count(self, obj: Graph) -> int:
@@ -184,6 +207,10 @@ class GraphDetailOutput(GraphListOutput):
     operators = serializers.SerializerMethodField()
     operator_groups = serializers.SerializerMethodField()
     validation = serializers.SerializerMethodField()
+    pins = serializers.DictField(
+        source="draft_pins", child=serializers.JSONField(),
+        help_text="Test data pinned per node ({node id: the state its tests and previews use}); kept beside the draft, never published.",
+    )
 
     def get_approvers(self, obj: Graph) -> list[str]:
         return sorted(u.get_username() for u in obj.approvers.all())
@@ -489,6 +516,12 @@ class NodeTestInput(serializers.Serializer):
     confirm = serializers.BooleanField(required=False, default=False)
 
 
+class DraftRunInput(serializers.Serializer):
+    """POST /graphs/{id}/draft/run/: the run input (checked against the draft's input schema)."""
+
+    input = JSONObjectField(required=False, default=dict, help_text="The run input: a JSON object matching the draft's input_schema.")
+
+
 class NodeTestOutput(serializers.Serializer):
     """The test run and what the node did."""
 
@@ -501,3 +534,42 @@ class NodeTestOutput(serializers.Serializer):
     usage = UsageField(allow_null=True, help_text="Token usage (summed over an agent's model turns).")
     cost_usd = serializers.DecimalField(max_digits=20, decimal_places=12)
     steps = serializers.IntegerField(help_text="Steps the test run took (the node, its child steps, the closing end).")
+
+
+class PinInput(serializers.Serializer):
+    """PUT /graphs/{id}/draft/pins/{node_id}/: the state to pin as the node's test data."""
+
+    data = JSONObjectField(help_text="The node's input state to test and preview with (a JSON object).")  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
+
+
+class PinsOutput(serializers.Serializer):
+    """Every pin of the graph after the change."""
+
+    pins = serializers.DictField(child=serializers.JSONField(), help_text="{node id: pinned state}.")
+
+
+class PreviewInput(serializers.Serializer):
+    """POST /graphs/{id}/draft/preview/: one expression or template and the state to resolve it against."""
+
+    kind = serializers.ChoiceField(choices=["expression", "template"])
+    source = serializers.CharField(allow_blank=False, trim_whitespace=False, max_length=100_000)  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
+    state = JSONObjectField(help_text="The node's input state (its pinned data or last input); input is the run input.")
+
+
+class PreviewErrorOutput(serializers.Serializer):
+    code = serializers.ChoiceField(choices=ERROR_CODES)
+    message = serializers.CharField()
+    line = serializers.IntegerField(allow_null=True, help_text="1-based, in source.")
+    column = serializers.IntegerField(allow_null=True, help_text="1-based, in source.")
+    name = serializers.CharField(allow_null=True, help_text="The unknown variable, when that is the error.")
+
+
+class PreviewOutput(serializers.Serializer):
+    """What the source resolved to (ok) or why it did not (error), as a run would see it."""
+
+    ok = serializers.BooleanField()
+    value = serializers.JSONField(required=False, allow_null=True, help_text="The expression's value or the template's text.")
+    type = serializers.ChoiceField(choices=VALUE_TYPES, required=False)
+    display = serializers.CharField(required=False, help_text="value as JSON (a template's text as is), clipped.")
+    truncated = serializers.BooleanField(required=False)
+    error = PreviewErrorOutput(required=False)

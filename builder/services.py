@@ -11,6 +11,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from audit.chain import audit
+from builder.flow_control import flow_control_set
+from builder.graph_calls import call_issues
 from builder.graph_checks import INPUT_NAME
 from builder.issues import LocatedIssue
 from builder.validation import validate_spec
@@ -21,7 +23,7 @@ from runs.models import Run
 from runs.nodes import UnknownNodeKind, get_kind
 from runs.nodes.base import ChildCall, NodeKind
 from runs.sandbox.expressions import FUNCTION_NAMES
-from runs.services import node_test_run
+from runs.services import draft_run_start, node_test_run
 
 
 class GraphInvalid(ServiceError, ValueError):
@@ -145,7 +147,16 @@ def graph_publish_draft(*, graph: Graph, user: Any = None, actor: str = "system"
     result = validate_spec(graph.draft)
     if not result.ok or result.spec is None:  # (ok implies a spec; said for mypy)
         raise GraphInvalid(result.issues)
+    _refuse_bad_calls(result.spec, graph_id=graph.pk, user=user)
     return _publish_valid(graph=graph, spec=result.spec.model_dump(mode="json", exclude_none=False), user=user, actor=actor, message=message)
+
+
+def _refuse_bad_calls(spec: GraphSpec, *, graph_id: int | None, user: Any) -> None:
+    """Raise GraphInvalid when ``spec``'s calls to other graphs are refused
+    (builder.graph_calls: missing, unpublished, forbidden to ``user``, a cycle)."""
+    issues = call_issues(spec, graph_id=graph_id, user=_user_or_none(user))
+    if issues:
+        raise GraphInvalid(issues)
 
 
 def _publish_valid(*, graph: Graph, spec: dict[str, Any], user: Any, actor: str, message: str) -> tuple[GraphVersion, bool]:
@@ -222,6 +233,7 @@ def graph_import(*, spec: dict[str, Any], user: Any = None, actor: str = "system
     result = validate_spec(spec)
     if not result.ok or result.spec is None:  # (ok implies a spec; said for mypy)
         raise GraphInvalid(result.issues)
+    _refuse_bad_calls(result.spec, graph_id=None, user=user)
     normalised = result.spec.model_dump(mode="json", exclude_none=False)
     with transaction.atomic():
         graph = Graph.objects.select_for_update().filter(name=result.spec.name).first()
@@ -243,14 +255,16 @@ def graph_create(
     operator_groups: list[Any] | None = None,
     retention_days: int | None = None,
     user: Any = None,
+    **flow: Any,
 ) -> Graph:
     """Create a graph with a draft (which may be invalid; revision 1), named approvers
     (users) and named operators (users, groups), and ``retention_days`` (None: the
     default; runs.retention). Raises IntegrityError when the name is taken (callers check
-    first), ValidationError for a retention outside 1..MAX_RETENTION_DAYS."""
+    first), ValidationError for a retention outside 1..MAX_RETENTION_DAYS or flow control
+    (``flow``: builder.flow_control.FIELDS) that does not check."""
     with transaction.atomic():
         _check_retention(retention_days)
-        graph = Graph.objects.create(
+        graph = Graph(
             name=name,
             description=description,
             retention_days=retention_days,
@@ -259,6 +273,10 @@ def graph_create(
             draft_updated_by=_user_or_none(user),
             draft_updated_at=timezone.now(),
         )
+        graph.save(force_insert=True)
+        if flow:
+            flow_control_set(graph=graph, values=flow, actor=_actor(user, None), actor_type="user" if user else "system")
+            graph.save()
         if approvers:
             graph.approvers.set(approvers)
         if operators:
@@ -321,11 +339,13 @@ def graph_update(
     operator_groups: list[Any] | None = None,
     retention_days: int | None | Unset = UNSET,
     user: Any = None,
+    **flow: Any,
 ) -> Graph:
     """Change a graph's name, description, approvers or operators (users, groups; None =
     leave as is; a change of operators is audited as ``graph.operators``), or its
     ``retention_days`` (UNSET = leave as is; None = the default; a change is audited as
-    ``graph.retention``; ValidationError outside 1..MAX_RETENTION_DAYS); the draft
+    ``graph.retention``; ValidationError outside 1..MAX_RETENTION_DAYS), or its flow
+    control (``flow``: builder.flow_control.FIELDS, audited as ``graph.flow_control``); the draft
     changes through :func:`graph_draft_save` only. Published versions never change:
     runs stay pinned to what they started on."""
     with transaction.atomic():
@@ -342,6 +362,8 @@ def graph_update(
                 _actor(user, None), "graph.retention", graph, actor_type="user" if user else "system",
                 retention_days=retention_days, previous=before,
             )  # fmt: skip
+        if flow:
+            fields += flow_control_set(graph=graph, values=flow, actor=_actor(user, None), actor_type="user" if user else "system")
         graph.save(update_fields=fields)
         if approvers is not None:
             graph.approvers.set(approvers)
@@ -513,7 +535,8 @@ def graph_node_test(
     if issues:
         raise GraphInvalid([LocatedIssue(i.node_id, i.field, i.message, i.code, f"nodes[{index}].{i.field}") for i in issues])
     if type(kind).on_wait is not NodeKind.on_wait:
-        raise NodeNotTestable(f"node {node.id!r} ({node.kind}) waits for a person; it cannot be tested on its own")
+        what = "for its child run" if node.kind == "subgraph" else "for a person"
+        raise NodeNotTestable(f"node {node.id!r} ({node.kind}) waits {what}; it cannot be tested on its own: run the draft instead")
     effects = _unsafe_effects(kind, node, config)
     if effects and not confirm:
         raise ConfirmationRequired(node.id, effects)
@@ -528,3 +551,30 @@ def graph_node_test(
         )
         version = GraphVersion.objects.get(graph=graph, is_test=True, content_hash=digest)
     return node_test_run(version=version, node_id=node.id, state=state, user=user, actor=actor, known_keys=frozenset(graph_keys))
+
+
+def graph_draft_run(*, graph: Graph, run_input: dict[str, Any] | None = None, user: Any = None, actor: str | None = None) -> Run:
+    """Run the graph's current draft as it is saved, without publishing it: the draft is
+    validated as a publish would validate it, frozen as a hidden test snapshot (``is_test``,
+    number 0; one per distinct content, reused when the same draft runs again) and run from
+    its start node with ``run_input`` (a JSON object; default ``{}``) through the queue, as a
+    test run (``runs.services.draft_run_start``). Returns the new Run (queued).
+
+    Raises GraphInvalid (the draft's issues; nothing saved, nothing started) and
+    RunInputInvalid (the input does not match the draft's input schema; the snapshot may
+    remain, unused, for the retention job)."""
+    result = validate_spec(graph.draft)
+    if not result.ok or result.spec is None:  # (ok implies a spec; said for mypy)
+        raise GraphInvalid(result.issues)
+    _refuse_bad_calls(result.spec, graph_id=graph.pk, user=user)
+    spec = result.spec.model_dump(mode="json", exclude_none=False)
+    digest = content_hash(spec)
+    with transaction.atomic():
+        # Snapshots are keyed by content, so running an unchanged draft again (or content
+        # equal to a node-test harness) reuses one row: the same spec is the same snapshot.
+        GraphVersion.objects.bulk_create(
+            [GraphVersion(graph=graph, number=0, spec=spec, content_hash=digest, is_test=True, created_by=_user_or_none(user))],
+            ignore_conflicts=True,
+        )
+        version = GraphVersion.objects.get(graph=graph, is_test=True, content_hash=digest)
+    return draft_run_start(version=version, run_input=run_input, user=user, actor=actor)

@@ -85,6 +85,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from builder.graph_calls import call_issues
 from builder.graph_checks import INPUT_NAME, GraphCheck, all_handles, kind_handles
 from builder.issues import (
     LocatedIssue,
@@ -275,14 +276,20 @@ def check_source(kind: str, source: str, state_keys: Iterable[str] | None = None
     return {"ok": not errors, "errors": errors, "names": sorted(names)}
 
 
-def validation_report(data: Any) -> dict[str, Any]:
+def validation_report(data: Any, *, user: Any = None) -> dict[str, Any]:
     """What the builder shows for a spec (the API's validation response): ``{"valid",
     "errors", "warnings"}`` as :meth:`ValidationResult.as_dict`, plus ``handles`` (node
     id -> :func:`node_handles`), ``estimate`` (``runs.reports.estimate.estimate_by_node``;
     None when the document did not parse) and ``content_hash`` (what a publish of this
     spec would store, so the builder can tell whether its draft is the published version;
-    None when the spec is invalid). Never raises for a bad spec."""
+    None when the spec is invalid). ``user``: who asks, for the checks of its calls to
+    other graphs (builder.graph_calls, which read the database; the graph the spec names,
+    when it exists, is the caller a cycle would lead back to). Never raises for a bad spec."""
     result = validate_spec(data)
+    if result.spec is not None:
+        calls = call_issues(result.spec, graph_id=None, user=user if getattr(user, "pk", None) is not None else None)
+        if calls:
+            result.issues.extend(calls)
     report = result.as_dict()
     report["handles"] = result.handles
     report["estimate"] = estimate_by_node(estimate_spec(result.spec, result.configs)) if result.spec is not None else None

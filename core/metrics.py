@@ -72,10 +72,12 @@ STEPS_PARKED = Counter(
     ["cause"],
 )
 WORKER_SLOTS = Gauge(
-    "ballast_worker_slots", "Worker processes (slots) of the clusters running on this host.", multiprocess_mode="livesum"
+    "ballast_worker_slots",
+    "Step slots of the clusters running on this host: worker processes x BALLAST_WORKER_STEP_THREADS.",
+    multiprocess_mode="livesum",
 )
 WORKER_SLOTS_IN_USE = Gauge(
-    "ballast_worker_slots_in_use", "Worker processes busy with a doorbell task now.", multiprocess_mode="livesum"
+    "ballast_worker_slots_in_use", "Steps (chains of kept successors) in flight in worker processes now.", multiprocess_mode="livesum"
 )
 LLM_TOKENS = Counter(
     "ballast_llm_tokens",

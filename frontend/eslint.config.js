@@ -27,4 +27,19 @@ export default defineConfig(
     ignores: ["src/**/*.test.tsx"],
     rules: { "max-lines": ["error", { max: 400 }] },
   },
+  // One button system (issue 25): a button or a link drawn as one is <Button> or <ButtonLink>
+  // (shell/Button.tsx), never a raw element with the .btn classes written by hand.
+  {
+    files: ["src/**/*.tsx"],
+    ignores: ["src/shell/Button.tsx", "src/**/*.test.tsx"],
+    rules: {
+      "no-restricted-syntax": ["error", {
+        selector: "JSXAttribute[name.name='className'] Literal[value=/(^|\\s)(btn|link-button|icon-button)(\\s|$)/]",
+        message: "Use <Button> or <ButtonLink> from shell/Button.tsx (variant, size, icon) instead of writing the btn classes.",
+      }, {
+        selector: "JSXAttribute[name.name='className'] TemplateElement[value.raw=/(^|\\s)btn(\\s|-|$)/]",
+        message: "Use <Button> or <ButtonLink> from shell/Button.tsx (variant, size, icon) instead of writing the btn classes.",
+      }],
+    },
+  },
 );

@@ -28,7 +28,7 @@ export default defineConfig({
     // beside two pytest lanes, and stress-ng in the stress series), where a findBy wait plus
     // user-event typing took 5.1 s, past vitest's default of 5 s. Waits end on what they wait for.
     testTimeout: 60_000,
-    // The status tokens' test reads styles/status.css as text ("?raw"): vitest empties CSS it does not process.
-    css: { include: [/styles\/status\.css/] },
+    // The status and colour tokens' tests read styles/status.css and app.css as text ("?raw"): vitest empties CSS it does not process.
+    css: { include: [/styles\/(status|app)\.css/] },
   },
 });

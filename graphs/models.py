@@ -13,6 +13,9 @@ from django.db import models
 # The longest retention a graph may name (about 100 years): a bound, so a typo of many
 # digits is refused rather than overflowing a date computation.
 MAX_RETENTION_DAYS = 36500
+# The largest concurrency limit a graph may name (runs.engine.store.flow): a bound, so a
+# typo of many digits is refused rather than stored.
+MAX_CONCURRENCY_LIMIT = 10000
 
 
 class Graph(models.Model):
@@ -28,10 +31,16 @@ class Graph(models.Model):
     restore and import): a save names the revision it was made from and is refused when
     another save came first (optimistic concurrency, ``builder.services.graph_draft_save``).
     ``draft_updated_by``/``draft_updated_at`` say who saved it last and when.
+    ``draft_pins``: the builder's pinned test data per node (``builder.services.graph_pin_set``).
 
     ``retention_days``: how many days its finished runs are kept after they finished
     (runs.retention); None: the BALLAST_RETENTION_DAYS default. One-node test runs follow
     BALLAST_TEST_RUN_RETENTION_DAYS, or this when it is shorter.
+
+    Flow control across its runs (runs.engine.store.flow): ``max_concurrent_runs`` bounds
+    its active runs (None: unlimited); ``concurrency_key`` is a dotted path into the run
+    input (``customer_id``, ``customer.id``; "" for none) whose value groups runs, at most
+    ``concurrency_key_limit`` active per value. Runs above a limit wait in line, queued.
     """
 
     name = models.CharField(max_length=200, unique=True)
@@ -40,6 +49,10 @@ class Graph(models.Model):
     draft_revision = models.PositiveBigIntegerField(default=1)
     draft_updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     draft_updated_at = models.DateTimeField(null=True, blank=True)
+    # Test data pinned per node in the builder ({node id: JSON object, the state a node test
+    # and the value previews use}). Beside the draft, not in it: publishing, exports and runs
+    # never read it, so the graph format and what runs execute stay as they were.
+    draft_pins = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     approvers = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="approvable_graphs")
     operators = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="operable_graphs")
@@ -47,6 +60,11 @@ class Graph(models.Model):
     retention_days = models.PositiveIntegerField(
         null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(MAX_RETENTION_DAYS)]
     )
+    max_concurrent_runs = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(MAX_CONCURRENCY_LIMIT)]
+    )
+    concurrency_key = models.CharField(max_length=200, blank=True, default="")
+    concurrency_key_limit = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_CONCURRENCY_LIMIT)])
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -1,4 +1,4 @@
-"""Admin for runs, steps, attempts, events and workers (read-only: changes go through the services).
+"""Admin for runs, steps, attempts, events, workers and the retention job (read-only: changes go through the services).
 Audit entries have theirs in audit.admin."""
 from typing import TYPE_CHECKING, Any
 
@@ -7,7 +7,7 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
 from runs.engine.api import steps_worker_alive
-from runs.models import Run, RunEvent, Step, StepAttempt, Worker
+from runs.models import RetentionJob, Run, RunEvent, Step, StepAttempt, Worker
 from runs.selectors import WaitingFor, with_waiting_for
 
 if TYPE_CHECKING:  # django-stubs' helper, installed with the test extras only
@@ -108,3 +108,11 @@ class RunEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("name", "host", "pid", "started_at", "heartbeat_at")
     readonly_fields = ("name", "host", "pid", "started_at", "heartbeat_at")
+
+
+@admin.register(RetentionJob)
+class RetentionJobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The retention job's due row (runs.retention_job): when it fires next, who runs it
+    now, and what its last firing pruned (``last_report``)."""
+
+    list_display = ("id", "next_due_at", "running_by", "finished_at", "last_worker")

@@ -62,7 +62,8 @@ class RunEventKind(models.TextChoices):
     - ``step_created``: ``{node_id, iteration}``; a child step: ``{node_id, parent}``.
     - ``step_started``: ``{node_id, iteration, attempt}`` (a claim or a lease kept by a commit).
     - ``step_succeeded``: ``{node_id, iteration, route}``; a child step: ``{node_id, parent, by?}``.
-    - ``step_failed``: ``{node_id, error}`` (failed for good).
+    - ``step_failed``: ``{node_id, error}`` (failed for good), or, error code ``cancelled``
+      (step status ``cancelled``), a step that was running when its run was cancelled.
     - ``step_retrying``: ``{node_id, error, available_at}`` (ISO time the retry is due).
     - ``step_waiting``: ``{node_id, reason}`` (at an approval gate).
     - ``step_suspended``: ``{node_id, children: [child keys]}``.
@@ -112,6 +113,10 @@ FINISHED_EVENT_KINDS: dict[str, RunEventKind] = {
 
 ACTIVE_STEP_STATUSES = (StepStatus.PENDING, StepStatus.RUNNING, StepStatus.WAITING, StepStatus.PARKED, StepStatus.SUSPENDED)
 FINISHED_STEP_STATUSES = (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.CANCELLED)
+
+# ``Run.source`` of a run of a graph's unpublished draft (the builder's "Run draft"): a
+# test run (``is_test``) that, unlike a node test, starts at the start node.
+DRAFT_SOURCE = "draft"
 
 
 class Run(models.Model):
@@ -163,6 +168,22 @@ class Run(models.Model):
     # this trace, on whichever host runs it (runs.engine.tracing). "" for runs started
     # before traces were kept.
     traceparent = models.CharField(max_length=64, blank=True, default="")
+    # Flow control (runs.engine.store.flow): the gate of its graph when the run passed one
+    # (None: its graph had no limit when it started); the value of the graph's concurrency
+    # key in its input and its schedule's line (overlap "queue": "schedule:<id>"), or None;
+    # ``flow_held`` while it waits in line (queued, no step yet).
+    flow_gate = models.ForeignKey("runs.FlowGate", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    flow_key = models.CharField(max_length=255, null=True, blank=True)
+    flow_line = models.CharField(max_length=64, null=True, blank=True)
+    flow_held = models.BooleanField(default=False)
+    # A child run started by a ``subgraph`` step of another run (runs.subgraphs): that step,
+    # unique, so a parent step that runs again finds its child instead of starting a second.
+    # ``parent_due_at``: set (database clock) in the child's terminal transaction; the
+    # subgraphs due source then finishes the parent step and clears it.
+    parent_step = models.OneToOneField(
+        "runs.Step", null=True, blank=True, on_delete=models.SET_NULL, related_name="child_run"
+    )
+    parent_due_at = models.DateTimeField(null=True, blank=True)
     forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
     forked_from_step = models.ForeignKey("runs.Step", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -181,6 +202,14 @@ class Run(models.Model):
             models.Index(fields=["status", "-id"], name="run_status_id"),
             models.Index(fields=["graph_version", "-id"], name="run_version_id"),
             models.Index(fields=["created_by", "-id"], name="run_starter_id"),
+            # Flow control (runs.engine.store.flow) counts a gate's active runs and finds
+            # its line in id order: only runs that passed a gate are in it.
+            models.Index(
+                fields=["flow_gate", "status", "flow_held", "id"], name="run_flow_gate", condition=models.Q(flow_gate__isnull=False)
+            ),
+            # The subgraphs due source (runs.subgraphs.calls) asks for the earliest finished
+            # child whose parent step is owed its result on every claim: only those rows.
+            models.Index(fields=["parent_due_at"], name="run_parent_due", condition=models.Q(parent_due_at__isnull=False)),
         ]
 
     def __str__(self) -> str:
@@ -604,6 +633,9 @@ class CostRollup(models.Model):
     crash_rerun_cost_usd = models.DecimalField(max_digits=24, decimal_places=12, default=Decimal(0))
     crash_rerun_attempts = models.BigIntegerField(default=0)
     crash_rerun_unpriced_attempts = models.BigIntegerField(default=0)
+    # What ``manage.py cost_report`` shows beside those: failed or lost attempts, and reasoning tokens.
+    failed_attempts = models.BigIntegerField(default=0)
+    reasoning_tokens = models.BigIntegerField(default=0)
 
     class Meta:
         # Reports filter by a day range, often with a graph.
@@ -611,3 +643,43 @@ class CostRollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} {self.graph_name} {self.node_id} {self.model}"
+
+
+class RetentionJob(models.Model):
+    """The retention job's due row (runs.retention_job): one row, id 1, made when a worker
+    cluster starts (``manage.py qcluster``). The engine fires it when ``next_due_at`` (database
+    clock) has passed, as it fires a schedule's tick (runs.engine.sources).
+
+    While a firing prunes, ``running_by`` names its worker and ``next_due_at`` lies a lease
+    ahead (a worker that dies mid-prune leaves the row due again after it); when it ends,
+    ``next_due_at`` moves on (seconds ahead while due runs are left, else the interval),
+    ``finished_at`` and ``last_report`` (runs.retention.PruneReport.as_dict(), or
+    ``{"error": ...}``) say what it did."""
+
+    SINGLETON = 1
+
+    next_due_at = models.DateTimeField(null=True, blank=True)
+    running_by = models.CharField(max_length=200, blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_worker = models.CharField(max_length=200, blank=True, default="")
+    last_report = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=models.Q(id=1), name="retentionjob_singleton")]
+
+    def __str__(self) -> str:
+        return f"retention job, next due {self.next_due_at}"
+
+
+class FlowGate(models.Model):
+    """The flow gate of one graph (runs.engine.store.flow): the row a start of a
+    flow-controlled run and an admission lock, and a due row: ``due_at`` (database clock)
+    is set in the transaction that ends one of its runs (or changes its limits) and
+    cleared by the admission that follows; the engine's claim by due time fires it."""
+
+    graph = models.OneToOneField("graphs.Graph", on_delete=models.CASCADE, related_name="flow_gate")
+    due_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"flow gate of graph {self.graph_id}"

@@ -15,7 +15,10 @@ approvals (the foreign keys' CASCADE), and commits; each transaction holds its l
 for one batch. Then test snapshot versions no run is pinned to any more, past the test
 retention. Then audit: when ``BALLAST_AUDIT_RETENTION_DAYS`` is set, the ``run:<id>`` chain
 of a run that is gone, whose last entry is older than that, is cut whole and tombstoned
-(audit.chain.audit_prune_chains). The run chains of runs that still exist are kept.
+(audit.chain.audit_prune_chains). The run chains of runs that still exist are kept. The
+long-lived chains (``graph:``, ``user:``, ``auth``, ...) lose their entries older than that,
+``BALLAST_AUDIT_CUT_BATCH`` per transaction, each cut leaving a checkpoint the rest of the
+chain verifies from (audit.chain.audit_cut_chain).
 
 Dry run: the same selection, counted, nothing deleted.
 
@@ -32,16 +35,17 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, F, Max, OuterRef, Q
+from django.db.models import BigIntegerField, Count, Exists, F, Max, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import TruncDate
+from django.db.models.functions import Cast, Coalesce, TruncDate
 
-from audit.chain import audit_prune_chains
+from audit.chain import RETENTION_SCOPE, audit_cut_chain, audit_prune_chains
 from audit.models import AuditChain, AuditEntry
 from graphs.models import Graph, GraphVersion
 from runs.models import (
     ACTIVE_STEP_STATUSES,
     TERMINAL_RUN_STATUSES,
+    AttemptStatus,
     CostRollup,
     Run,
     RunEvent,
@@ -55,10 +59,12 @@ from runs.reports.selectors import cost_columns, with_attempt_cause
 @dataclass
 class PruneReport:
     """What :func:`prune` deleted (or, with ``dry_run``, would delete): row counts per
-    table, the rollup rows written, the audit chains cut (and their entries), chains kept
-    because they did not verify (``refused_chains``), the transactions (``batches``) and
-    the longest one in seconds (how long its locks were held), and ``more``: due runs were
-    left because ``max_batches`` was reached."""
+    table, the rollup rows written, the run audit chains cut whole (and their entries),
+    the checkpoints written in long-lived chains (``audit_checkpoints``; a dry run: the
+    chains that would be cut) and the entries those cuts deleted (``audit_cut_entries``),
+    chains kept because they did not verify (``refused_chains``), the transactions
+    (``batches``) and the longest one in seconds (how long its locks were held), and
+    ``more``: work was left because ``max_batches`` was reached."""
 
     dry_run: bool
     runs: int = 0
@@ -71,6 +77,8 @@ class PruneReport:
     rollups: int = 0
     audit_chains: int = 0
     audit_entries: int = 0
+    audit_checkpoints: int = 0
+    audit_cut_entries: int = 0
     refused_chains: list[str] = field(default_factory=list)
     batches: int = 0
     longest_batch_seconds: float = 0.0
@@ -125,7 +133,13 @@ def _rollups_of(step_ids: list[int]) -> list[CostRollup]:
         run_status=F("step__run__status"),
         test=F("step__run__is_test"),
         starter=F("step__run__created_by_id"),
-    ).annotate(**cost_columns())
+    ).annotate(
+        # What manage.py cost_report shows beside the report's columns (before cost_columns,
+        # whose last column renames cost_usd to the sum).
+        failed_attempts=Count("id", filter=Q(status__in=(AttemptStatus.FAILED, AttemptStatus.LOST))),
+        reasoning_tokens=Coalesce(Sum(Cast(KeyTextTransform("reasoning_tokens", "usage"), BigIntegerField())), Value(0)),
+        **cost_columns(),
+    )
     rows = []
     g: dict[str, Any]
     for g in groups.order_by():  # type: ignore[assignment]  # values() rows plus the annotations
@@ -138,6 +152,7 @@ def _rollups_of(step_ids: list[int]) -> list[CostRollup]:
                     "input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens", "attempts",
                     "unpriced_attempts", "cost_usd", "retry_cost_usd", "retry_attempts", "retry_unpriced_attempts",
                     "crash_rerun_cost_usd", "crash_rerun_attempts", "crash_rerun_unpriced_attempts",
+                    "failed_attempts", "reasoning_tokens",
                 )},
             )  # fmt: skip
         )
@@ -186,7 +201,8 @@ def prune(
     ``max_batches``: stop after that many run batches (a scheduled job's bound per call);
     ``report.more`` then says due runs are left for the next call.
     ``dry_run``: count what would go, delete nothing (the audit chains counted are those of
-    runs already gone plus those of the runs due). Returns the :class:`PruneReport`."""
+    runs already gone plus those of the runs due, and the long-lived chains with entries
+    past the audit retention). Returns the :class:`PruneReport`."""
     size = max(1, int(batch_size or settings.BALLAST_RETENTION_BATCH))
     report = PruneReport(dry_run=dry_run)
     due = Run.objects.filter(due_runs_q(now))
@@ -200,6 +216,7 @@ def prune(
         if _audit_cutoff(now) is not None:
             for ids in _gone_run_chains(size):
                 _count_chains(report, _expired_chains(now, gone=ids))
+        _count_cuts(report, now)
         return report
     last = 0
     while max_batches is None or report.batches < max_batches:
@@ -240,6 +257,7 @@ def prune(
             return report  # the bound was reached: snapshots and the audit sweep wait for the last call
     _prune_snapshots(report, now, size)
     _sweep_audit(report, now, size)
+    _cut_long_lived(report, now, max_batches=max_batches, on_batch=on_batch)
     return report
 
 
@@ -332,3 +350,53 @@ def _sweep_audit(report: PruneReport, now: datetime, size: int) -> None:
     for gone in _gone_run_chains(size):
         with transaction.atomic():
             _prune_audit(report, now, gone=gone)
+
+
+def _cut_candidates(cutoff: datetime) -> list[str]:
+    """The long-lived chains whose oldest entry is older than ``cutoff``: one index probe
+    per chain head (by the (scope, seq) constraint's index), not a scan of old entries,
+    most of which belong to run chains."""
+    oldest = AuditEntry.objects.filter(scope=OuterRef("scope")).order_by("seq").values("created_at")[:1]
+    heads = AuditChain.objects.filter(seq__gt=0).exclude(scope__startswith="run:").exclude(scope=RETENTION_SCOPE)
+    return sorted(heads.annotate(oldest=Subquery(oldest)).filter(oldest__lt=cutoff).values_list("scope", flat=True))
+
+
+def _count_cuts(report: PruneReport, now: datetime) -> None:
+    """Dry run: the long-lived chains a prune would cut and the entries it would delete."""
+    cutoff = _audit_cutoff(now)
+    if cutoff is None:
+        return
+    scopes = _cut_candidates(cutoff)
+    report.audit_checkpoints += len(scopes)
+    report.audit_cut_entries += AuditEntry.objects.filter(scope__in=scopes, created_at__lt=cutoff).count()
+
+
+def _cut_long_lived(
+    report: PruneReport, now: datetime, *, max_batches: int | None, on_batch: Callable[[PruneReport], None] | None
+) -> None:
+    """Cut the long-lived chains' entries past the audit retention, ``BALLAST_AUDIT_CUT_BATCH``
+    entries per transaction (each its own checkpoint), counting the transactions against
+    ``max_batches`` like the run batches (``report.more`` when the bound stops it)."""
+    cutoff = _audit_cutoff(now)
+    if cutoff is None:
+        return
+    limit = max(1, int(settings.BALLAST_AUDIT_CUT_BATCH))
+    for scope in _cut_candidates(cutoff):
+        while True:
+            if max_batches is not None and report.batches >= max_batches:
+                report.more = True
+                return
+            started = time.monotonic()
+            outcome = audit_cut_chain(scope, before=cutoff, limit=limit)
+            if outcome.refused:
+                report.refused_chains = sorted(set(report.refused_chains) | {scope})
+            if not outcome.deleted:
+                break
+            report.audit_checkpoints += 1
+            report.audit_cut_entries += outcome.deleted
+            report.batches += 1
+            report.longest_batch_seconds = max(report.longest_batch_seconds, time.monotonic() - started)
+            if on_batch is not None:
+                on_batch(report)
+            if outcome.deleted < limit:
+                break

@@ -34,6 +34,7 @@ from accounts.policy import readable_runs_q
 from audit.models import AuditEntry
 from runs.engine import api as engine_api
 from runs.models import (
+    DRAFT_SOURCE,
     TERMINAL_RUN_STATUSES,
     Run,
     RunEvent,
@@ -52,7 +53,9 @@ if TYPE_CHECKING:  # django-stubs' helper, installed with the test extras only
 # drift from them): "decision" when a step is parked (interrupted by a crash, not safe
 # to repeat: a person chooses retry, skip or fail), else "approval" when a step waits at
 # an approval gate, else None. Parked wins: it blocks its branch until someone decides.
-WAITING_FOR = ("approval", "decision")
+# The kind of a step that waits for a child run (runs.subgraphs), not for a person.
+SUBGRAPH_KIND = "subgraph"
+WAITING_FOR = ("approval", "decision", "child_run")
 
 
 class WaitingFor(TypedDict):
@@ -62,16 +65,21 @@ class WaitingFor(TypedDict):
 
 
 def with_waiting_for(queryset: QuerySet[Run]) -> QuerySet[WithAnnotations[Run, WaitingFor]]:
-    """``queryset`` annotated with ``waiting_for`` (``"decision"``, ``"approval"`` or None;
-    None for a finished run): the status of the run's first parked-or-waiting step,
-    "parked" sorting before "waiting". A correlated subquery with LIMIT 1 on the (run,
+    """``queryset`` annotated with ``waiting_for`` (``"decision"``, ``"approval"``,
+    ``"child_run"`` or None; None for a finished run): what the run's first parked-or-waiting
+    step waits for, a parked step before a gate, a gate before a child run (a subgraph
+    step waiting for the run it called). A correlated subquery with LIMIT 1 on the (run,
     status) step index: the database probes it for the rows it returns (a page), never
     hashes every waiting step in the table as it may for an EXISTS, so a page stays one
     query whose cost does not grow with the number of live runs."""
     first_held = (
         Step.objects.filter(run=OuterRef("pk"), status__in=(StepStatus.PARKED, StepStatus.WAITING))
-        .order_by("status")
-        .annotate(held=Case(When(status=StepStatus.PARKED, then=Value("decision")), default=Value("approval"), output_field=CharField()))
+        .annotate(held=Case(
+            When(status=StepStatus.PARKED, then=Value("decision")),
+            When(kind=SUBGRAPH_KIND, then=Value("child_run")),
+            default=Value("approval"), output_field=CharField(),
+        ))  # fmt: skip
+        .order_by("status", "held")  # parked first; then a person's gate before a child run
         .values("held")[:1]
     )
     return queryset.annotate(
@@ -92,7 +100,10 @@ def waiting_for_q(what: str) -> Q:
     live = ~Q(status__in=TERMINAL_RUN_STATUSES)
     if what == "decision":
         return live & Q(parked)
-    return live & ~Q(parked) & Q(Exists(steps.filter(status=StepStatus.WAITING)))
+    gates = steps.filter(status=StepStatus.WAITING).exclude(kind=SUBGRAPH_KIND)
+    if what == "child_run":
+        return live & ~Q(parked) & ~Q(Exists(gates)) & Q(Exists(steps.filter(status=StepStatus.WAITING, kind=SUBGRAPH_KIND)))
+    return live & ~Q(parked) & Q(Exists(gates))
 
 
 def run_waiting_for(*, run: Run) -> str | None:
@@ -230,6 +241,22 @@ def run_get(*, run_id: int) -> Run:
 FORK_CHAIN_LIMIT = 20
 
 
+def run_parent(*, run: Run) -> dict[str, Any] | None:
+    """The run and step that called ``run`` (a subgraph step: runs.subgraphs), for its page:
+    ``{"run", "step", "node_id", "graph_name"}``; None for a run nobody called (or whose
+    parent was deleted: the link is cleared). One query when it has a parent."""
+    if run.parent_step_id is None:
+        return None
+    row = (
+        Step.objects.filter(pk=run.parent_step_id)
+        .values("run_id", "node_id", "run__graph_version__graph__name")
+        .first()
+    )
+    if row is None:
+        return None
+    return {"run": row["run_id"], "step": run.parent_step_id, "node_id": row["node_id"], "graph_name": row["run__graph_version__graph__name"]}
+
+
 def run_fork_origin(*, run: Run) -> dict[str, Any] | None:
     """Where a forked run came from, for its page: ``{"run": source id, "step": anchor step
     id, "node_id": the anchor's node, "kept_nodes": [node ids]}``, or None for a run that
@@ -267,7 +294,7 @@ def run_tested_node(*, run: Run, steps: list[dict[str, Any]] | None = None) -> s
     """The node a node-test run (``is_test``) tested: its first top-level step's node (the
     run starts at the tested node, then the harness's end node); None for other runs.
     ``steps`` (serialized, in creation order) saves the query when already read."""
-    if not run.is_test:
+    if not run.is_test or run.source == DRAFT_SOURCE:  # a draft run starts at the start node and tests no one node
         return None
     if steps is not None:
         return next((s["node_id"] for s in steps if s.get("parent") is None), None)

@@ -12,13 +12,13 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 
 from core.errors import ServiceError
 from core.fields import field_path
 from graphs.models import GraphVersion
 from runs.engine import api as engine
-from runs.models import Run
+from runs.models import DRAFT_SOURCE, Run
 from runs.sandbox import schemas, values
 
 
@@ -118,6 +118,7 @@ def run_start(
     budget_tokens: int | None = None,
     idempotency_key: str | None = None,
     source: str = "",
+    flow_line: str | None = None,
 ) -> Run:
     """Start a run of a published (hence validated) graph version.
 
@@ -125,7 +126,9 @@ def run_start(
     to the queue after the commit. ``run_input`` defaults to ``{}``. Raises RunInputInvalid;
     IntegrityError when ``idempotency_key`` is already taken (run_start_idempotent, the
     entry point for keyed starts, turns that into the earlier run). ``source`` names what
-    started the run ("webhook <name>"), shown in the run API.
+    started the run ("webhook <name>"), shown in the run API. ``flow_line``: a line of
+    its own the run waits in behind the line's active run (a schedule's overlap policy
+    ``queue``: "schedule:<id>"); the graph's flow control applies either way.
     """
     run_input = {} if run_input is None else run_input
     errors = input_errors(version, run_input)
@@ -142,6 +145,7 @@ def run_start(
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
         source=source,
+        flow_line=flow_line,
     )
 
 
@@ -156,6 +160,7 @@ def run_start_idempotent(
     budget_usd: Decimal | None = None,
     budget_tokens: int | None = None,
     source: str = "",
+    flow_line: str | None = None,
 ) -> RunStarted:
     """Start a run once per ``idempotency_key`` (the caller scopes keys, e.g. per user).
 
@@ -190,6 +195,7 @@ def run_start_idempotent(
             budget_tokens=budget_tokens,
             idempotency_key=idempotency_key,
             source=source,
+            flow_line=flow_line,
         )
     except IntegrityError:
         # A concurrent request with the same key won the race: it must be the same request.
@@ -229,6 +235,33 @@ def run_fork(*, run: Run, step_id: int, state_patch: dict[str, Any] | None = Non
     applied to the state as it was right after that step. Raises StepStateError."""
     name, kind = _actor(user, actor)
     return engine.run_fork(run.pk, step_id=step_id, state_patch=state_patch or {}, actor=name, actor_type=kind, created_by=user)
+
+
+def draft_run_start(*, version: GraphVersion, run_input: dict[str, Any] | None = None, user: Any = None, actor: str | None = None) -> Run:
+    """Start a run of a draft snapshot ``version`` (``is_test``: the whole validated draft,
+    frozen by ``builder.services.graph_draft_run``) with ``run_input`` (default ``{}``).
+
+    The run is an ordinary run through the queue (``run.start`` audited, cost and events
+    recorded, budgets of the draft's settings) but marked ``is_test`` with ``source``
+    :data:`DRAFT_SOURCE`: left out of run lists and reports unless tests are asked for, and
+    refused for resume, retry and fork like a node test. The mark commits in the same
+    transaction as the run, before its start step reaches the queue (the hand-off waits
+    for the commit), so no worker sees it unmarked. Raises ValueError when ``version`` is
+    not a test snapshot; RunInputInvalid (nothing started) when the input does not match
+    the draft's input schema; what :func:`run_start` raises otherwise.
+    """
+    if not version.is_test:
+        raise ValueError("draft_run_start needs a test snapshot version")
+    run_input = {} if run_input is None else run_input
+    errors = input_errors(version, run_input)
+    if errors:
+        raise RunInputInvalid(errors)
+    name, kind = _actor(user, actor)
+    with transaction.atomic():
+        run = engine.run_start(version=version, run_input=run_input, actor=name, actor_type=kind, created_by=user, source=DRAFT_SOURCE)
+        Run.objects.filter(pk=run.pk).update(is_test=True)
+    run.is_test = True
+    return run
 
 
 def node_test_run(

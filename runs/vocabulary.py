@@ -1,15 +1,20 @@
-"""The vocabulary node kinds, providers and tools share: a node's failure (NodeError) and an LLM call's token usage.
+"""The vocabulary node kinds, providers and tools share: a node's failure (NodeError), an LLM call's token usage and a step's cancel signal.
 
 A leaf: it imports no node kind, provider, tool or engine module, so each of them can use
 it without pointing at another (the node plug-in contract is runs.nodes.base).
 """
 from __future__ import annotations
 
+import logging
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from runs.sandbox.errors import clip
+
+log = logging.getLogger("ballast.engine")
 
 # Longest message of an Issue or a NodeError: an expression error's 1000 characters plus
 # where it happened; they reach API responses, step errors and run events.
@@ -111,3 +116,49 @@ class StepCancelled(NodeError):
 
     def __init__(self, message: str = "step cancelled"):
         super().__init__(message, code="cancelled", retryable=False)
+
+
+class CancelEvent(threading.Event):
+    """A step's cancel signal (``NodeContext.cancel_event``, ``ToolContext.cancelled``,
+    ``LLMRequest.cancel_event``): a ``threading.Event`` that also calls back whoever is
+    blocked in a call the event cannot interrupt by itself.
+
+    :meth:`on_set` registers a callback, called once, in the thread that sets the event
+    (at once when it is set already): an outbound client blocked reading a socket has it
+    shut down there (runs.abort), so a cancelled run's model call stops now
+    rather than at its end. A callback must be quick and must not raise (one that raises
+    is logged and the others still run).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._callbacks_lock = threading.Lock()
+        self._callbacks: dict[int, Callable[[], None]] = {}
+        self._next = 0
+
+    def set(self) -> None:
+        super().set()
+        with self._callbacks_lock:
+            callbacks, self._callbacks = list(self._callbacks.values()), {}
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # one bad callback must not keep the others from the cancel
+                log.exception("a cancel callback raised")
+
+    def on_set(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback()`` when the event is set (now, in this thread, if it is set
+        already). Returns a function that unregisters it (a no-op once it was called)."""
+        with self._callbacks_lock:
+            if not self.is_set():
+                key = self._next
+                self._next += 1
+                self._callbacks[key] = callback
+
+                def forget() -> None:
+                    with self._callbacks_lock:
+                        self._callbacks.pop(key, None)
+
+                return forget
+        callback()
+        return lambda: None

@@ -31,6 +31,7 @@ pytest_plugins = [
     "tests.support.cluster",
     "tests.support.llm_server",
     "tests.support.http_server",
+    "tests.support.callback_receiver",
     "tests.support.redis_server",
 ]
 
@@ -65,6 +66,16 @@ def effects_file(tmp_path, monkeypatch):
     path = tmp_path / "effects.jsonl"
     monkeypatch.setenv("BALLAST_EFFECTS_FILE", str(path))
     return path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _quick_flush():
+    """Transactional tests end with DELETEs, not Django's TRUNCATE and post_migrate (tests/support/flush.py)."""
+    from tests.support import flush
+
+    if os.environ.get("BALLAST_SKIP_QUICK_FLUSH") != "1":
+        flush.install()
+    yield
 
 
 @pytest.fixture(autouse=True, scope="session")

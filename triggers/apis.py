@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -16,9 +15,9 @@ from rest_framework.response import Response
 from accounts.authentication import IsBuilder
 from accounts.throttling import client_address
 from core.api import ApiView, paginated
-from graphs.models import Graph, GraphVersion
 from runs.api.serializer_fields import EngineErrorField, JSONObjectField
 from triggers import services
+from triggers.api_support import graph_of, graph_triggers, with_references
 from triggers.models import WebhookDelivery, WebhookTrigger
 
 TAG = ["webhooks"]
@@ -133,31 +132,6 @@ class ListenOutput(serializers.Serializer):
     delivery = DeliveryOutput(allow_null=True)
 
 
-def _graph(graph_id: int) -> Graph:
-    graph = Graph.objects.filter(pk=graph_id).first()
-    if graph is None:
-        raise services.NotFoundError(f"graph {graph_id}")
-    return graph
-
-
-def _version(graph: Graph, number: int | None) -> GraphVersion | None:
-    if number is None:
-        return None
-    version = GraphVersion.objects.filter(graph=graph, number=number, is_test=False).first()
-    if version is None:
-        raise services.TriggerInvalid("no such version", fields={"version": ["No such published version of this graph."]})
-    return version
-
-
-def _user(username: str | None) -> Any:
-    if username is None:
-        return None
-    user = get_user_model().objects.filter(username=username, is_active=True).first()
-    if user is None:
-        raise services.TriggerInvalid("no such user", fields={"run_as": ["No such active user."]})
-    return user
-
-
 def _url(request: Any, token: str) -> str:
     return str(request.build_absolute_uri(f"/api/v1/hooks/{token}/"))
 
@@ -169,18 +143,16 @@ class WebhookCollectionApi(ApiView):
 
     @extend_schema(tags=TAG, operation_id="webhooks_list", responses=WebhookOutput(many=True))
     def get(self, request: Any, graph_id: int) -> Response:
-        graph = _graph(graph_id)
-        triggers = WebhookTrigger.objects.filter(graph=graph).select_related("version", "run_as", "created_by")
-        return Response(WebhookOutput(triggers, many=True).data)
+        return graph_triggers(WebhookTrigger, WebhookOutput, graph_id)
 
     @extend_schema(tags=TAG, operation_id="webhooks_create", request=WebhookCreateInput, responses={201: WebhookCreatedOutput})
     def post(self, request: Any, graph_id: int) -> Response:
-        graph = _graph(graph_id)
-        data = self.validated(WebhookCreateInput, request.data)
+        graph = graph_of(graph_id)
+        data = with_references(graph, self.validated(WebhookCreateInput, request.data))
         created = services.trigger_create(
-            graph=graph, name=data["name"], user=request.user, version=_version(graph, data["version"]),
+            graph=graph, name=data["name"], user=request.user, version=data["version"],
             input_mapping=data["input_mapping"], signed=data["signed"], enabled=data["enabled"],
-            timestamp_window_seconds=data["timestamp_window_seconds"], run_as=_user(data.get("run_as")),
+            timestamp_window_seconds=data["timestamp_window_seconds"], run_as=data.get("run_as"),
         )
         body = {**WebhookOutput(created.trigger).data, "url": _url(request, created.token), "secret": created.secret}
         return Response(body, status=status.HTTP_201_CREATED)
@@ -199,11 +171,7 @@ class WebhookDetailApi(ApiView):
     @extend_schema(tags=TAG, operation_id="webhooks_update", request=WebhookUpdateInput, responses=WebhookOutput)
     def patch(self, request: Any, graph_id: int, webhook_id: int) -> Response:
         trigger = services.trigger_get(graph_id=graph_id, trigger_id=webhook_id)
-        data = self.validated(WebhookUpdateInput, request.data)
-        if "version" in data:
-            data["version"] = _version(trigger.graph, data["version"])
-        if "run_as" in data:
-            data["run_as"] = _user(data["run_as"])
+        data = with_references(trigger.graph, self.validated(WebhookUpdateInput, request.data))
         trigger = services.trigger_update(trigger=trigger, user=request.user, **data)
         return Response(WebhookOutput(trigger).data)
 

@@ -92,6 +92,9 @@ def schedule_run_start(schedule: Schedule, idempotency_key: str | None) -> Run:
     from runs import services as run_services
 
     kwargs: dict[str, Any] = {"version": version, "run_input": schedule.input, "user": schedule.run_as, "actor": schedule.source, "source": schedule.source}
+    if schedule.overlap_policy == OverlapPolicy.QUEUE:
+        # Its runs wait in a line of their own, one active at a time (runs flow control).
+        kwargs["flow_line"] = f"schedule:{schedule.pk}"
     if idempotency_key is None:
         return run_services.run_start(**kwargs)
     return run_services.run_start_idempotent(idempotency_key=idempotency_key, version_pinned=False, **kwargs).run
@@ -167,7 +170,9 @@ def _fire(schedule: Schedule, now: datetime, worker: str) -> Fired:
         except Exception as exc:
             log.exception("schedule %s: the run of tick %s failed to start", schedule.pk, latest.isoformat())
             outcome, error = TickOutcome.FAILED, {"code": "start_failed", "message": f"{type(exc).__name__}: {exc}", "fields": {}}
-    ScheduleTick.objects.create(schedule=schedule, tick_at=latest, fired_at=now, outcome=outcome, run=run, missed=missed, error=error, worker=worker)
+    # fired_at is when it fired (the database clock now), not the claim's due-by time (now
+    # plus the clock's slack), so fired_at - tick_at is the real fire lag.
+    ScheduleTick.objects.create(schedule=schedule, tick_at=latest, fired_at=engine.db_now(), outcome=outcome, run=run, missed=missed, error=error, worker=worker)
     updates: dict[str, Any] = {"next_fire_at": following}
     if run is not None:
         updates["last_run"] = run

@@ -76,6 +76,7 @@ class OverlapPolicy(models.TextChoices):
 
     SKIP = "skip", "skip the tick"
     ALLOW = "allow", "start another run"
+    QUEUE = "queue", "start a run that waits until the previous one ends"
 
 
 class MissedPolicy(models.TextChoices):
@@ -164,3 +165,91 @@ class ScheduleTick(models.Model):
             models.UniqueConstraint(fields=["schedule", "tick_at"], condition=models.Q(manual=False), name="schedule_tick_once"),
         ]
         indexes = [models.Index(fields=["schedule", "-id"], name="schedule_tick_schedule_id")]
+
+
+class CallbackEvent(models.TextChoices):
+    """What a completion callback is sent for."""
+
+    SUCCEEDED = "succeeded", "the run succeeded"
+    FAILED = "failed", "the run failed"
+    WAITING = "waiting", "a step waits at an approval gate"
+    PARKED = "parked", "a step is parked (its worker died; not safe to repeat)"
+
+
+class CompletionCallback(models.Model):
+    """An outbound webhook sent when a run of ``graph`` succeeds, fails, waits at a gate or
+    has a step parked (``events``, a list of :class:`CallbackEvent` values), signed as
+    Standard Webhooks do (triggers.callbacks). ``run`` set: a callback of that run alone
+    (``callback_url`` at start); null: of every published-version run of the graph.
+    ``secret_encrypted`` is the ``whsec_`` signing secret, Fernet-encrypted with the provider
+    credentials' keys (runs.providers.credentials.cipher), shown once."""
+
+    graph = models.ForeignKey("graphs.Graph", on_delete=models.CASCADE, related_name="completion_callbacks")
+    run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=100)
+    url = models.URLField(max_length=2000)
+    events = models.JSONField(default=list)
+    enabled = models.BooleanField(default=True)
+    secret_encrypted = models.TextField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["graph", "name"], condition=models.Q(run__isnull=True), name="callback_graph_name"),
+        ]
+        indexes = [
+            # Looked up inside the engine's transaction at each run end, gate and park
+            # (triggers.callbacks.deliveries_create): the run's own callback.
+            models.Index(fields=["run"], name="callback_run", condition=models.Q(run__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        return f"callback {self.name}"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending", "due or being retried"
+    DELIVERED = "delivered", "answered 2xx"
+    FAILED = "failed", "undeliverable: attempts exhausted or refused"
+
+
+class CallbackDelivery(models.Model):
+    """One event to send to one callback: a committed row written in the transaction that
+    committed the run's event (its end, gate or park), unique per (callback, event), sent by
+    the engine's claim by due time (triggers.callback_sending).
+
+    ``event_key`` names the run's event it came from (``event:<RunEvent id>`` or
+    ``approval:<ApprovalRequest id>``). ``message_id`` is the ``webhook-id`` header, the same
+    on every attempt, so receivers deduplicate. ``payload`` is the body sent (the same bytes
+    on every attempt). ``next_due_at`` (database clock) is when it is due; while an attempt
+    is in flight it is the lease's end (``leased_by``), so a worker that dies mid-send
+    leaves it due again; null once delivered or failed. ``attempts`` counts sends begun."""
+
+    callback = models.ForeignKey(CompletionCallback, on_delete=models.CASCADE, related_name="deliveries")
+    run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    event = models.CharField(max_length=16, choices=CallbackEvent.choices)
+    event_key = models.CharField(max_length=64)
+    message_id = models.CharField(max_length=64, unique=True)
+    payload = models.JSONField()
+    status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_due_at = models.DateTimeField(null=True, blank=True)
+    leased_by = models.CharField(max_length=200, blank=True, default="")
+    last_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [models.UniqueConstraint(fields=["callback", "event_key"], name="callback_delivery_once")]
+        indexes = [
+            # The engine's claim reads the earliest due delivery on every pick
+            # (triggers.callback_sending.earliest_due): only pending ones are in it.
+            models.Index(fields=["next_due_at", "id"], name="callback_delivery_due", condition=models.Q(status="pending")),
+            models.Index(fields=["callback", "-id"], name="callback_delivery_callback_id"),
+        ]

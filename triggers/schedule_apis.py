@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from accounts.authentication import IsBuilder
 from core.api import ApiView, paginated
 from triggers import schedules
-from triggers.apis import _graph, _user, _version
+from triggers.api_support import graph_of, graph_triggers, with_references
 from triggers.models import MissedPolicy, OverlapPolicy, Schedule, ScheduleTick
 
 TAG = ["schedules"]
@@ -101,17 +101,15 @@ class ScheduleCollectionApi(ApiView):
 
     @extend_schema(tags=TAG, operation_id="schedules_list", responses=ScheduleOutput(many=True))
     def get(self, request: Any, graph_id: int) -> Response:
-        graph = _graph(graph_id)
-        rows = Schedule.objects.filter(graph=graph).select_related("version", "run_as", "created_by")
-        return Response(ScheduleOutput(rows, many=True).data)
+        return graph_triggers(Schedule, ScheduleOutput, graph_id)
 
     @extend_schema(tags=TAG, operation_id="schedules_create", request=ScheduleCreateInput, responses={201: ScheduleOutput})
     def post(self, request: Any, graph_id: int) -> Response:
-        graph = _graph(graph_id)
-        data = self.validated(ScheduleCreateInput, request.data)
+        graph = graph_of(graph_id)
+        data = with_references(graph, self.validated(ScheduleCreateInput, request.data))
         schedule = schedules.schedule_create(
             graph=graph, name=data["name"], user=request.user, cron_expression=data["cron"], timezone=data["timezone"], run_input=data["input"],
-            version=_version(graph, data["version"]), run_as=_user(data.get("run_as")), paused=data["paused"],
+            version=data["version"], run_as=data.get("run_as"), paused=data["paused"],
             overlap_policy=data["overlap_policy"], missed_policy=data["missed_policy"], catch_up_window_seconds=data["catch_up_window_seconds"],
         )
         return Response(ScheduleOutput(schedule).data, status=status.HTTP_201_CREATED)
@@ -130,13 +128,8 @@ class ScheduleDetailApi(ApiView):
     @extend_schema(tags=TAG, operation_id="schedules_update", request=ScheduleUpdateInput, responses=ScheduleOutput)
     def patch(self, request: Any, graph_id: int, schedule_id: int) -> Response:
         schedule = _schedule(graph_id, schedule_id)
-        data = dict(self.validated(ScheduleUpdateInput, request.data))
-        kwargs: dict[str, Any] = {}
-        if "version" in data:
-            kwargs["version"] = _version(schedule.graph, data.pop("version"))
-        if "run_as" in data:
-            kwargs["run_as"] = _user(data.pop("run_as"))
-        schedule = schedules.schedule_update(schedule=schedule, user=request.user, **kwargs, **data)
+        data = with_references(schedule.graph, self.validated(ScheduleUpdateInput, request.data))
+        schedule = schedules.schedule_update(schedule=schedule, user=request.user, **data)
         return Response(ScheduleOutput(schedule).data)
 
     @extend_schema(tags=TAG, operation_id="schedules_delete", responses={204: None})

@@ -1,7 +1,7 @@
-"""Trigger routes (mounted at /api/v1/): the webhook delivery endpoint and the management APIs of webhooks and schedules."""
+"""Trigger routes (mounted at /api/v1/): the webhook delivery endpoint and the management APIs of webhooks, schedules and completion callbacks."""
 from django.urls import path
 
-from triggers import apis, schedule_apis
+from triggers import apis, callback_apis, schedule_apis
 
 urlpatterns = [
     path("hooks/<str:token>/", apis.hook_receive, name="hook"),
@@ -16,4 +16,9 @@ urlpatterns = [
     path("graphs/<int:graph_id>/schedules/<int:schedule_id>/resume/", schedule_apis.ScheduleResumeApi.as_view(), name="schedule-resume"),
     path("graphs/<int:graph_id>/schedules/<int:schedule_id>/run-now/", schedule_apis.ScheduleRunNowApi.as_view(), name="schedule-run-now"),
     path("graphs/<int:graph_id>/schedules/<int:schedule_id>/ticks/", schedule_apis.ScheduleTickListApi.as_view(), name="schedule-ticks"),
+    path("graphs/<int:graph_id>/callbacks/", callback_apis.CallbackCollectionApi.as_view(), name="callbacks"),
+    path("graphs/<int:graph_id>/callbacks/<int:callback_id>/", callback_apis.CallbackDetailApi.as_view(), name="callback"),
+    path("graphs/<int:graph_id>/callbacks/<int:callback_id>/rotate-secret/", callback_apis.CallbackRotateApi.as_view(), name="callback-rotate"),
+    path("graphs/<int:graph_id>/callback-deliveries/", callback_apis.DeliveryListApi.as_view(), name="callback-deliveries"),
+    path("graphs/<int:graph_id>/callback-deliveries/<int:delivery_id>/redeliver/", callback_apis.DeliveryRedeliverApi.as_view(), name="callback-redeliver"),
 ]

@@ -2,12 +2,17 @@
 import { StrictMode, Suspense } from "react";
 import { createRoot } from "react-dom/client";
 import { setCsrfToken } from "./lib/api";
+import { applyTheme, readTheme } from "./lib/theme";
 import { PageContextReact, readPageContext } from "./lib/context";
 import { pages, preloadPage } from "./pages";
 import { TopBar } from "./shell/TopBar";
 import { ErrorBoundary } from "./shell/ErrorBoundary";
+import { Skeleton } from "./shell/Skeleton";
 import "./styles/app.css";
 import "./styles/status.css";
+
+// The stored theme before anything renders (the system's otherwise: styles/app.css follows it).
+applyTheme(readTheme());
 
 const ctx = readPageContext();
 setCsrfToken(ctx.csrf_token);
@@ -33,7 +38,7 @@ if (root !== null && ctx.page !== "") {
     <StrictMode>
       <PageContextReact.Provider value={ctx}>
         <ErrorBoundary>
-          <Suspense fallback={<div className="page-loading" role="status">Loading…</div>}>
+          <Suspense fallback={<div className="page-loading"><Skeleton variant="page" lines={6} label="Loading the page…" /></div>}>
             {Page ? <Page {...ctx.props} /> : <p role="alert" className="page">Unknown page “{ctx.page}”.</p>}
           </Suspense>
         </ErrorBoundary>

@@ -9,9 +9,11 @@ run needs to be an operator of its graph; the audit log is for admins.
 from __future__ import annotations
 
 import re
+from contextlib import nullcontext
 from datetime import timedelta
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import permissions, status
@@ -31,7 +33,7 @@ from core.api import (
     paginated,
 )
 from graphs.models import Graph, GraphVersion
-from runs import selectors, services
+from runs import selectors, services, start_options
 from runs.api.actions import checked_fork_step
 from runs.api.serializers import (
     BulkCancelOutput,
@@ -47,6 +49,7 @@ from runs.api.serializers import (
     RunOutput,
     RunResumeInput,
     RunStartInput,
+    RunStartOutput,
     RunSummaryInput,
     RunSummaryOutput,
     StepDetailOutput,
@@ -120,7 +123,7 @@ class RunCollectionApi(ApiView):
         parameters=[_idempotency_header()],
         request=RunStartInput,
         responses={
-            201: RunDetailOutput,
+            201: RunStartOutput,
             200: OpenApiResponse(RunDetailOutput, description="Replay: the run this Idempotency-Key started before."),
             422: OpenApiResponse(ERROR_BODY, description="The Idempotency-Key was used with a different request."),
         },
@@ -143,16 +146,23 @@ class RunCollectionApi(ApiView):
             raise bad_request("invalid", "No such published version of this graph.", {field: ["No such published version; publish the graph first."]})
         kwargs = {"version": version, "run_input": data["input"], "user": request.user,
                   "budget_usd": data.get("budget_usd"), "budget_tokens": data.get("budget_tokens")}
-        if key is None:
-            run = services.run_start(**kwargs)
-            return Response(RunDetailOutput(selectors.run_get(run_id=run.pk)).data, status=status.HTTP_201_CREATED)
-        # Keys are scoped to the user: one client's key never names another's run.
-        try:
-            started = services.run_start_idempotent(idempotency_key=f"{request.user.pk}:{key}", version_pinned="version" in data, **kwargs)
-        except services.IdempotencyKeyReused as exc:
-            raise ApiError(status.HTTP_422_UNPROCESSABLE_ENTITY, "idempotency_key_reused", str(exc), run=exc.run.pk) from None
-        code = status.HTTP_200_OK if started.replayed else status.HTTP_201_CREATED
-        return Response(RunDetailOutput(selectors.run_get(run_id=started.run.pk)).data, status=code)
+        extra: dict[str, Any] = {}
+        # One transaction when the start carries options (a callback_url): what they write
+        # commits with the run, before its first step is handed to a worker.
+        with transaction.atomic() if start_options.requested(data) else nullcontext():
+            if key is None:
+                run, replayed = services.run_start(**kwargs), False
+            else:
+                # Keys are scoped to the user: one client's key never names another's run.
+                try:
+                    started = services.run_start_idempotent(idempotency_key=f"{request.user.pk}:{key}", version_pinned="version" in data, **kwargs)
+                except services.IdempotencyKeyReused as exc:
+                    raise ApiError(status.HTTP_422_UNPROCESSABLE_ENTITY, "idempotency_key_reused", str(exc), run=exc.run.pk) from None
+                run, replayed = started.run, started.replayed
+            if not replayed:
+                extra = start_options.apply(run=run, user=request.user, data=data)
+        code = status.HTTP_200_OK if replayed else status.HTTP_201_CREATED
+        return Response({**RunDetailOutput(selectors.run_get(run_id=run.pk)).data, **extra}, status=code)
 
 
 class RunSummaryApi(ApiView):

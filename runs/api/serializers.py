@@ -15,18 +15,20 @@ from runs.api.serializer_fields import (
     UsageField,
     writable_context,
 )
-from runs.engine.api import steps_worker_alive
+from runs.engine.api import flow_queue_place, steps_worker_alive
 from runs.models import AttemptStatus, Run, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.selectors import (
     WAITING_FOR,
     RunFilter,
     attempts_with_retry,
     run_fork_origin,
+    run_parent,
     run_started_from,
     run_tested_node,
     run_waiting_for,
     runs_started_from,
 )
+from runs.subgraphs.costs import run_totals
 
 MAX_INT = MAX_BIGINT
 
@@ -55,7 +57,7 @@ class RunListFilterInput(serializers.Serializer):
 
     status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
     waiting_for = serializers.ChoiceField(
-        choices=WAITING_FOR, required=False, help_text="Runs waiting at an approval gate, or parked for a decision after a crash."
+        choices=WAITING_FOR, required=False, help_text="Runs waiting at an approval gate, parked for a decision after a crash, or waiting for a child run they called."
     )
     graph = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False)
     user = serializers.CharField(max_length=150, required=False, help_text="Username of who started the run.")
@@ -102,6 +104,11 @@ class RunStartInput(serializers.Serializer):
     input = JSONObjectField(required=False, default=dict)
     budget_usd = serializers.DecimalField(**BUDGET_USD, min_value=0, required=False, allow_null=True)
     budget_tokens = serializers.IntegerField(min_value=0, max_value=MAX_INT, required=False, allow_null=True)
+    # Handled by triggers (runs.start_options): the run's own completion callback.
+    callback_url = serializers.CharField(max_length=2000, required=False, allow_null=True,
+                                         help_text="Send this run's completion callback here (README \"Run-completion callbacks\"); its secret is in the answer, once.")
+    callback_events = serializers.ListField(child=serializers.CharField(max_length=16), required=False, allow_null=True, max_length=4,
+                                            help_text="Events for callback_url: succeeded, failed, waiting, parked (default: succeeded, failed).")
 
 
 class RunCancelInput(serializers.Serializer):
@@ -409,6 +416,19 @@ class RunListOutput(serializers.ListSerializer):
         return super().to_representation(runs)
 
 
+class QueuePlaceOutput(serializers.Serializer):
+    """Where a queued run waits in its graph's line (flow control: runs.engine.store.flow)."""
+
+    position = serializers.IntegerField(help_text="1 = the next run admitted; FIFO by start within the graph.")
+    limit = serializers.ChoiceField(
+        choices=["max_concurrent_runs", "concurrency_key", "schedule_overlap", "admitting"],
+        help_text="The limit that holds it: the graph's max_concurrent_runs, its concurrency key's limit, its schedule's "
+        "overlap policy queue (one run at a time), or admitting (it fits now and is admitted at the next claim).",
+    )
+    key = serializers.CharField(allow_null=True, help_text="The concurrency key value (or schedule line) that is full, if that is the limit.")
+    max = serializers.IntegerField(allow_null=True, help_text="The size of that limit.")
+
+
 class RunOutput(serializers.Serializer):
     """A run in a list."""
 
@@ -425,8 +445,13 @@ class RunOutput(serializers.Serializer):
     source = serializers.CharField(help_text='What started the run when not a user directly: "webhook <name>"; "" otherwise.')  # type: ignore[assignment]
     waiting_for = serializers.SerializerMethodField(
         help_text="What a live run waits for: 'decision' when a step was parked after a crash (not safe to repeat: "
-        "retry, skip or fail), else 'approval' when a step waits at an approval gate, else null. Parked is not a run "
+        "retry, skip or fail), else 'approval' when a step waits at an approval gate, else 'child_run' when a subgraph "
+        "step waits for the run it called, else null. Parked is not a run "
         "status: a parked run's status is 'waiting' (or 'running' while other branches still run)."
+    )
+    queue = serializers.SerializerMethodField(
+        help_text="While the run waits in line for its graph's flow control (status queued, no step yet): its position "
+        "and the limit that holds it; null otherwise."
     )
     interrupted = serializers.SerializerMethodField(
         help_text="True while a running step's worker has stopped heartbeating (lease expired or owner gone), "
@@ -463,6 +488,11 @@ class RunOutput(serializers.Serializer):
     def get_waiting_for(self, obj: Run) -> str | None:
         return run_waiting_for(run=obj)
 
+    @extend_schema_field(QueuePlaceOutput(allow_null=True))
+    def get_queue(self, obj: Run) -> dict[str, Any] | None:
+        place = flow_queue_place(obj)
+        return None if place is None else place.as_dict()
+
     @extend_schema_field(serializers.BooleanField())
     def get_interrupted(self, obj: Run) -> bool:
         known = self.context.get("interrupted")
@@ -490,8 +520,52 @@ class RunGraphOutput(serializers.Serializer):
     spec = serializers.JSONField()
 
 
+class RunParentOutput(serializers.Serializer):
+    """The run and step that called this run (a subgraph step: runs.subgraphs)."""
+
+    run = serializers.IntegerField(help_text="The parent run.")
+    step = serializers.IntegerField(help_text="The parent's subgraph step that waits for (or waited for) this run.")
+    node_id = serializers.CharField(help_text="That step's node.")
+    graph_name = serializers.CharField(help_text="The parent run's graph.")
+
+
+class RunChildOutput(serializers.Serializer):
+    """A run this run called (a subgraph step), directly or through a child of its own."""
+
+    run = serializers.IntegerField(source="run_id")
+    parent_run = serializers.IntegerField(source="parent_run_id", help_text="The run whose step called it (this run for a direct child).")
+    step = serializers.IntegerField(source="step_id", help_text="The calling step.")
+    node_id = serializers.CharField(help_text="The calling step's node.")
+    depth = serializers.IntegerField(help_text="1 for a direct child, 2 for a child of a child ...")
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+    graph = serializers.IntegerField(source="graph_id")
+    graph_name = serializers.CharField()
+    version = serializers.IntegerField(help_text="The pinned version it runs.")
+    cost_usd = serializers.DecimalField(max_digits=14, decimal_places=6, help_text="Its own spend (its children's are rows of their own).")
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+
+
+class RunTotalsOutput(serializers.Serializer):
+    """The run's spend with every run it called rolled up (its own is ``cost_usd`` and the tokens)."""
+
+    cost_usd = serializers.DecimalField(max_digits=14, decimal_places=6)
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+
+
 class RunDetailOutput(RunOutput):
     """A run with its input, state, output and steps."""
+
+    parent = serializers.SerializerMethodField(  # type: ignore[assignment]  # an API field named like a DRF attribute: the metaclass takes fields off the class
+        help_text="A child run (called by another run's subgraph step): {run, step, node_id, graph_name}; null otherwise."
+    )
+    children = serializers.SerializerMethodField(
+        help_text="The runs this run called through subgraph steps, directly or through their own children, oldest first."
+    )
+    totals = serializers.SerializerMethodField(
+        help_text="Spend with the children's rolled up: {cost_usd, input_tokens, output_tokens}; the run's own when it called none."
+    )
 
     input = serializers.JSONField()
     state = serializers.JSONField()
@@ -536,6 +610,24 @@ class RunDetailOutput(RunOutput):
     def get_fork_origin(self, obj: Run) -> dict[str, Any] | None:
         return run_fork_origin(run=obj)
 
+    @extend_schema_field(RunParentOutput(allow_null=True))
+    def get_parent(self, obj: Run) -> dict[str, Any] | None:
+        return run_parent(run=obj)
+
+    def _totals(self, obj: Run) -> dict[str, Any]:
+        cache = writable_context(self).setdefault("totals_of", {})
+        if obj.pk not in cache:
+            cache[obj.pk] = run_totals(obj)
+        return cast("dict[str, Any]", cache[obj.pk])
+
+    @extend_schema_field(RunChildOutput(many=True))
+    def get_children(self, obj: Run) -> list[dict[str, Any]]:
+        return cast("list[dict[str, Any]]", RunChildOutput(self._totals(obj)["children"], many=True).data)
+
+    @extend_schema_field(RunTotalsOutput())
+    def get_totals(self, obj: Run) -> dict[str, Any]:
+        return cast("dict[str, Any]", RunTotalsOutput(self._totals(obj)).data)
+
 
 def _run_steps(run: Run) -> Any:
     """The run's steps in creation order with their attempts' spans, error codes and retry
@@ -566,3 +658,10 @@ class EventPageOutput(serializers.Serializer):
     has_more = serializers.BooleanField()
     run_status = serializers.ChoiceField(choices=RunStatus.choices)
     run_waiting_for = serializers.ChoiceField(choices=WAITING_FOR, allow_null=True, help_text="The run's waiting_for, read with run_status.")
+
+
+class RunStartOutput(RunDetailOutput):
+    """POST /runs/'s answer: the run, and with ``callback_url`` its callback's id and secret (shown this once)."""
+
+    callback = serializers.IntegerField(required=False, help_text="The run's own callback (with callback_url).")
+    callback_secret = serializers.CharField(required=False, help_text="Its signing secret (whsec_...), shown this once.")

@@ -25,8 +25,8 @@ from typing import Any
 from django.conf import settings
 
 from graphs.models import GraphVersion
-from runs.engine import cluster, dispatch, loop, recovery, sources, workers
-from runs.engine.store import clock, connections, events, liveness, operations, recovery_queries, selectors
+from runs.engine import cluster, dispatch, faults, loop, recovery, sources, threads, workers
+from runs.engine.store import clock, connections, events, flow, liveness, operations, recovery_queries, selectors
 from runs.engine.store import state as state_store
 from runs.engine.store.graphs import compiled_graph, state_keys
 from runs.engine.store.operations import ForkPlan
@@ -43,6 +43,7 @@ from runs.engine.types import (
 )
 from runs.models import Run, RunStatus, Step
 from runs.nodes.base import NodeResult
+from runs.signals import run_finished
 
 __all__ = [
     "HOST",
@@ -53,6 +54,11 @@ __all__ = [
     "compiled_graph",
     "db_now",
     "drive_local",
+    "due_sources_ring_on_commit",
+    "fault_point",
+    "flow_fire_next",
+    "flow_gate_touch",
+    "flow_queue_place",
     "fork_kept_steps",
     "heartbeat_window",
     "is_cluster_main_process",
@@ -60,6 +66,7 @@ __all__ = [
     "owner_is_dead",
     "queue_depth",
     "register_due_source",
+    "register_flow_gates",
     "run_cancel",
     "run_cost_adjust",
     "run_event_append",
@@ -107,6 +114,16 @@ DueSource = sources.DueSource
 register_due_source = sources.register
 # The database's clock (aware UTC): what a due row's time is written and judged with.
 db_now = clock.now
+# A named crash point (runs.engine.faults; a no-op unless a test arms it) for code outside
+# the engine that commits on the engine's behalf (a due source's firing).
+fault_point = faults.point
+
+
+def due_sources_ring_on_commit() -> None:
+    """Ring one doorbell after the caller's transaction commits, so a worker's claim fires
+    the due source row that transaction made due (a finished child run owes its parent
+    step its result: runs.subgraphs) now rather than at the next recovery pass."""
+    connections.on_commit(lambda: dispatch.enqueue([sources.DOORBELL_HINT]))
 # (due steps, seconds the oldest has been due or None): the web's metrics collector.
 queue_depth = recovery_queries.due_summary
 
@@ -131,6 +148,8 @@ def run_start(
     budget_usd: Decimal | None = None,
     budget_tokens: int | None = None,
     source: str = "",
+    flow_line: str | None = None,
+    parent_step_id: int | None = None,
 ) -> Run:
     """Commit a new run of ``version`` (validated graph, validated JSON-object input) with its
     start step pending, audited as ``run.start``; the start step goes to the queue after
@@ -140,7 +159,9 @@ def run_start(
     taken (the service turns that into the earlier run); StateWriteRefused when the input
     holds a value JSON cannot carry or the initial state passes BALLAST_MAX_STATE_BYTES;
     VersionUnrunnable (nothing written) when the version's stored spec no longer parses
-    or a limit the run would store does not fit its row."""
+    or a limit the run would store does not fit its row. A run of a graph with flow
+    control (or on a ``flow_line``, "schedule:<id>") may be committed held, queued with
+    no step, until its gate admits it (runs.engine.store.flow)."""
     started = operations.run_create(
         version=version,
         run_input=run_input,
@@ -151,9 +172,39 @@ def run_start(
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
         source=source,
+        flow_line=flow_line,
+        parent_step_id=parent_step_id,
     )
     _dispatch_on_commit(started.step_ids)
     return started.run
+
+
+def flow_fire_next(now: Any, worker: str) -> bool:
+    """The flow gates' due source ``fire_next`` (runs.engine.store.flow): admit at one due
+    gate and ring the doorbells of the runs it admitted; True when it fired one."""
+    admitted = flow.fire_next(now)
+    if admitted is None:
+        return False
+    if admitted:
+        dispatch.enqueue(admitted)
+    return True
+
+
+def register_flow_gates() -> None:
+    """Make flow control work in this process (runs.wiring, once): admission as a due
+    source and ``run_finished`` (sent inside every terminal transaction) making the gate due."""
+    sources.register(sources.DueSource(name="flow", earliest_due=flow.earliest_due, fire_next=flow_fire_next))
+    run_finished.connect(_run_ended, dispatch_uid="ballast_flow_run_ended")
+
+
+def _run_ended(sender: Any, run: Run, **kwargs: Any) -> None:
+    flow.run_ended(run)
+
+
+# Where a held run waits in line, or None (the run API and page); make a graph's gate due
+# after its limits changed (builder.services).
+flow_queue_place = flow.queue_place
+flow_gate_touch = flow.gate_touch
 
 
 def run_start_node_test(
@@ -222,20 +273,26 @@ def step_skip_parked(step_id: int, *, output: dict[str, Any] | None, actor: str)
     return _dispatch_on_commit(operations.step_skip_parked(step_id, output=output, actor=actor))
 
 
-def step_fail_parked(step_id: int, *, actor: str, message: str) -> None:
-    """Fail a waiting or parked step and its run (a rejection without a reject edge, or
-    "fail" for an interrupted step), inside the caller's transaction. Raises StepStateError."""
-    operations.step_fail_parked(step_id, actor=actor, message=message)
+def step_fail_parked(step_id: int, *, actor: str, message: str, code: str = "rejected", details: dict[str, Any] | None = None) -> None:
+    """Fail a waiting or parked step and its run (a rejection without a reject edge,
+    "fail" for an interrupted step, a child run that failed: ``code`` and ``details`` go
+    into the error), inside the caller's transaction. Raises StepStateError."""
+    operations.step_fail_parked(step_id, actor=actor, message=message, code=code, details=details)
 
 
 # --------------------------------------------------------------------------- cancel, resume, retry, fork
 
 
 def run_cancel(run_id: int, *, actor: str, actor_type: str = "user", reason: str = "") -> bool:
-    """Cancel a run (terminal status, open steps cancelled, audited). Running steps keep
-    their output when they commit but start nothing. False when it had already ended.
-    Raises RunNotFound."""
-    return operations.run_cancel(run_id, actor=actor, actor_type=actor_type, reason=reason)
+    """Cancel a run (terminal status, open steps cancelled, audited). Its running steps
+    see their cancel event at once (in this process now; in a worker at its next check,
+    BALLAST_CANCEL_POLL_SECONDS), stop their tool or model call, and end cancelled when
+    they commit: never a success after ``run_cancelled``. False when it had already
+    ended. Raises RunNotFound."""
+    cancelled = operations.run_cancel(run_id, actor=actor, actor_type=actor_type, reason=reason)
+    if cancelled:
+        threads.run_ended_here(run_id)
+    return cancelled
 
 
 def _not_a_test(run_id: int, action: str) -> None:

@@ -10,8 +10,9 @@ runtime) it kills the sentinel in the middle of the stop and the main process ha
   to the main process does. The handler is a Python one on purpose: exec() resets it,
   so a program a tool starts still dies of SIGTERM as usual;
 - the main process turns SIGTERM or SIGINT into django-q2's orderly stop (no more pulls;
-  workers finish the step in hand and hand back the successors their commits kept for
-  them, see loop.execute_step) and gives it ``BALLAST_STOP_GRACE_SECONDS``;
+  workers claim nothing more, finish every step in hand, on each of their step threads,
+  and hand back the successors their commits kept for them, see loop.execute_due) and
+  gives it ``BALLAST_STOP_GRACE_SECONDS``;
 - past the grace period it SIGKILLs its descendants and runs a recovery pass at once:
   their leases are taken back now (the owners are dead processes on this host), each
   interrupted step re-queued with the same idempotency key, or parked for a person when
@@ -57,7 +58,7 @@ from django.conf import settings
 
 from core import log_context, metrics
 from runs import nodes, tools
-from runs.engine import dispatch, loop, recovery, workers
+from runs.engine import dispatch, loop, recovery, threads, workers
 from runs.engine.store import connections, events, recovery_queries
 
 log = logging.getLogger("ballast.worker")
@@ -243,7 +244,8 @@ def serve(*, grace_seconds: float | None = None, run_once: bool = False) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     cluster.start()
-    metrics.WORKER_SLOTS.set(int(str(settings.Q_CLUSTER.get("workers") or 0)))
+    # A slot is a step thread: each worker process runs up to that many steps at once.
+    metrics.WORKER_SLOTS.set(int(str(settings.Q_CLUSTER.get("workers") or 0)) * threads.step_threads())
     # The host's endpoint, started after the sentinel's fork so no child holds its socket.
     metrics_server = metrics.serve_host(settings.BALLAST_METRICS_ADDRESS, settings.BALLAST_METRICS_PORT) if settings.BALLAST_METRICS_PORT else None
     if run_once:

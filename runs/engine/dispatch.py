@@ -33,6 +33,7 @@ as Redis answers (:class:`RedisBroker`) instead of django-q2's sleep of 10 s and
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import multiprocessing
 import os
@@ -46,7 +47,11 @@ from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from django.utils import timezone
 
-_local = threading.local()
+# The in-process queue of local_mode(): a context variable, not a thread-local, so the
+# threads that run a drive's steps concurrently (runs.engine.loop, started in a copy of
+# the driving thread's context) hand their successors to the same deque.
+_local_queue: contextvars.ContextVar[deque[int] | None] = contextvars.ContextVar("ballast_local_queue", default=None)
+_local_lock = threading.Lock()  # the deque's membership test and removal (taken) against appends
 log = logging.getLogger("ballast.dispatch")
 
 
@@ -58,9 +63,10 @@ def enqueue(step_ids: Iterable[int]) -> None:
     ids = list(step_ids)
     if not ids:
         return
-    queue = getattr(_local, "queue", None)
+    queue = _local_queue.get()
     if queue is not None:
-        queue.extend(ids)
+        with _local_lock:
+            queue.extend(ids)
         return
     if _ringer.holding():
         _ringer.hold(ids)
@@ -181,9 +187,17 @@ def taken(step_id: int) -> None:
     took, fastpath.parallel_commit): in in-process mode, drop its doorbells from the local
     deque, whose entries claim the step they name and would each spend a transaction
     finding it running. Nothing for the broker, whose doorbells claim whatever is due."""
-    queue = getattr(_local, "queue", None)
-    while queue is not None and step_id in queue:
-        queue.remove(step_id)
+    queue = _local_queue.get()
+    if queue is None:
+        return
+    with _local_lock:
+        try:
+            while step_id in queue:
+                queue.remove(step_id)
+        except (ValueError, RuntimeError):
+            # The driving thread popped an entry meanwhile (popleft takes no lock): its
+            # claim finds the step running and does nothing, as before this pruning.
+            pass
 
 
 def queued() -> int:
@@ -193,7 +207,7 @@ def queued() -> int:
     dead cluster's prefetched entries do not count; other brokers: django-q2's
     ``queue_size`` of this cluster's queue. The local deque's length in in-process mode;
     0 when the broker cannot tell (recovery then rings for every due step)."""
-    queue = getattr(_local, "queue", None)
+    queue = _local_queue.get()
     if queue is not None:
         return len(queue)
     from django_q.brokers import get_broker  # the queue, on first use (module docstring)
@@ -213,14 +227,14 @@ def queued() -> int:
 
 @contextlib.contextmanager
 def local_mode() -> Iterator[deque[int]]:
-    """Within this block, hand-offs from this thread go to the yielded deque, not django-q2."""
-    previous = getattr(_local, "queue", None)
+    """Within this block, hand-offs from this thread (and from threads started in a copy of
+    its context: the step threads of runs.engine.loop) go to the yielded deque, not django-q2."""
     queue: deque[int] = deque()
-    _local.queue = queue
+    token = _local_queue.set(queue)
     try:
         yield queue
     finally:
-        _local.queue = previous
+        _local_queue.reset(token)
 
 
 class QueueCluster:
@@ -296,8 +310,8 @@ def worker_recycle() -> bool:
 
 
 def in_local_mode() -> bool:
-    """Whether this thread is inside :func:`local_mode`."""
-    return getattr(_local, "queue", None) is not None
+    """Whether this thread (or the drive it runs a step for) is inside :func:`local_mode`."""
+    return _local_queue.get() is not None
 
 
 # --------------------------------------------------------------------------- PostgreSQL wake-up

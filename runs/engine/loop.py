@@ -1,20 +1,19 @@
 """The node-commit loop: claim -> execute outside any transaction -> commit -> next.
 
 One worker keeps going with a successor its commit leased to it (no queue hop); every
-other successor goes through the queue after the commit. Heartbeats extend leases of
-long steps from one background thread per process.
+other successor goes through the queue after the commit. A process runs up to
+``BALLAST_WORKER_STEP_THREADS`` claimed steps at once, each chain on a thread of its own
+(runs.engine.threads.StepThreads), in a qcluster's doorbell tasks and in in-process
+drives alike; one heartbeat thread per process extends the leases of long steps and
+tells running steps at once when their run was cancelled (runs.engine.threads).
 """
 from __future__ import annotations
 
-import contextvars
 import functools
 import logging
-import os
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -22,13 +21,14 @@ from django.conf import settings
 
 from core import log_context, metrics, tracing
 from core.build import build
-from runs.engine import dispatch, faults, sources
+from runs.engine import dispatch, faults, sources, threads
 from runs.engine.store import (
     claims,
     clock,
     commit,
     connections,
     deadlines,
+    flow,
     graphs,
     reconnect,
     recovery_queries,
@@ -45,132 +45,6 @@ log = logging.getLogger("ballast.engine")
 _C = TypeVar("_C")  # what a claim returns
 # How long a deadline that raised while firing waits before it is tried again.
 DEADLINE_RETRY_SECONDS = 60
-
-
-@dataclass
-class _Tracked:
-    """An in-flight step of this process: its claim, its cancel event, when it started
-    (monotonic seconds)."""
-
-    claimed: ClaimedStep
-    cancel: threading.Event
-    since: float
-
-
-class _Heartbeats:
-    """Extends the leases of this process's in-flight steps every lease/3 seconds.
-
-    Steps shorter than that never cost a heartbeat. A failed extension (lease taken by
-    recovery, run cancelled) sets the step's cancel event so the node can stop early.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._steps: dict[int, _Tracked] = {}
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-
-    def track(self, claimed: ClaimedStep, cancel: threading.Event) -> None:
-        with self._lock:
-            self._steps[claimed.step_id] = _Tracked(claimed, cancel, time.monotonic())
-            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
-                self._pid = os.getpid()
-                self._thread = threading.Thread(target=self._run, name="ballast-heartbeat", daemon=True)
-                self._thread.start()
-
-    def untrack(self, step_id: int) -> None:
-        with self._lock:
-            self._steps.pop(step_id, None)
-
-    def _run(self) -> None:
-        interval = max(0.2, settings.BALLAST_LEASE_SECONDS / 3)
-        while True:
-            time.sleep(interval)
-            with self._lock:
-                due = [t for t in self._steps.values() if time.monotonic() - t.since >= interval]
-            for tracked in due:
-                claimed, cancel = tracked.claimed, tracked.cancel
-                try:
-                    if not claims.step_heartbeat(claimed.step_id, claimed.attempt, claimed.worker):
-                        cancel.set()
-                except Exception:  # a heartbeat must never kill the thread; the lease may lapse
-                    log.exception("heartbeat failed for step %s", claimed.step_id)
-            connections.close_all()
-
-
-_heartbeats = _Heartbeats()
-
-
-class _Abandoned:
-    """Threads of timed steps that overran their deadline and still run in this process.
-
-    Python cannot kill a thread: an abandoned one keeps its memory, may hold the GIL (a
-    busy loop) and may still do its work late. They are counted, and past
-    ``BALLAST_MAX_ABANDONED_STEPS`` a django-q2 worker process asks to be recycled after
-    its current task (dispatch.worker_recycle), which ends them all.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._threads: set[threading.Thread] = set()
-
-    def add(self, thread: threading.Thread) -> None:
-        with self._lock:
-            self._threads.add(thread)
-
-    def alive(self) -> int:
-        """How many abandoned threads still run (finished ones are forgotten)."""
-        with self._lock:
-            self._threads = {t for t in self._threads if t.is_alive()}
-            return len(self._threads)
-
-
-_abandoned = _Abandoned()
-
-
-def abandoned_steps() -> int:
-    """How many timed-out steps' threads still run in this process."""
-    return _abandoned.alive()
-
-
-def _run_with_deadline(target: Callable[[], NodeResult], seconds: float, claimed: ClaimedStep, cancel: threading.Event) -> NodeResult | NodeError:
-    """Run ``target`` on a fresh daemon thread and wait at most ``seconds`` for it.
-
-    A fresh thread per timed step, not a fixed pool: an overrun thread that ignores its
-    cancel event occupies only itself, so a later timed step always starts at once. On
-    time-out the cancel event is set, the thread is counted as abandoned and a retryable
-    ``timeout`` error is returned; the fenced commit guarantees its late result is never
-    stored. An exception the node raises is re-raised here.
-    """
-    outcome: list[tuple[bool, object]] = []
-    done = threading.Event()
-
-    def body() -> None:
-        try:
-            outcome.append((True, target()))
-        except BaseException as exc:  # handed to the waiting thread, which re-raises it
-            outcome.append((False, exc))
-        finally:
-            connections.close_all()  # this thread's own connections, if the node opened any
-            done.set()
-
-    # In a copy of this context: the step's log fields and span follow the node there.
-    thread = threading.Thread(target=contextvars.copy_context().run, args=(body,), name=f"ballast-step-{claimed.step_id}", daemon=True)
-    thread.start()
-    if done.wait(seconds):
-        ok, value = outcome[0]
-        if not ok:
-            assert isinstance(value, BaseException)
-            raise value
-        assert isinstance(value, NodeResult)
-        return value
-    cancel.set()
-    _abandoned.add(thread)
-    log.warning(
-        "step %s (node %s) overran its %gs timeout and was abandoned; %d abandoned step thread(s) in this process",
-        claimed.step_id, claimed.node_id, seconds, _abandoned.alive(),
-    )
-    return NodeError(f"node '{claimed.node_id}' timed out after {seconds:g}s", code="timeout", retryable=True)
 
 
 def _context(claimed: ClaimedStep) -> NodeContext:
@@ -196,14 +70,14 @@ def execute_node(claimed: ClaimedStep) -> NodeResult | NodeError:
     """Run the claimed step's node outside any transaction; never raises.
 
     A node with ``timeout_seconds`` runs on a fresh thread and is abandoned (its cancel
-    event set) when the time is up (see :func:`_run_with_deadline`): Python cannot kill
+    event set) when the time is up (see runs.engine.threads.run_with_deadline): Python cannot kill
     a thread, and the fenced commit guarantees an abandoned attempt's late result is
     never stored.
     """
     node = graphs.step_node(claimed.version_id, claimed.node_id)
     kind = get_kind(node.kind)
     ctx = _context(claimed)
-    _heartbeats.track(claimed, ctx.cancel_event)
+    threads.heartbeats.track(claimed, ctx.cancel_event)
     try:
         config = kind.config_model.model_validate(node.config)
         target: Callable[[], NodeResult]
@@ -219,7 +93,7 @@ def execute_node(claimed: ClaimedStep) -> NodeResult | NodeError:
             return NodeError(f"step {claimed.step_id} attempt {claimed.attempt}: lease lost before it ran", code="lease_lost", retryable=False)
         faults.point("during_execute", node_id=claimed.node_id, step_id=claimed.step_id)
         if node.timeout_seconds:
-            return _run_with_deadline(target, node.timeout_seconds, claimed, ctx.cancel_event)
+            return threads.run_with_deadline(target, node.timeout_seconds, claimed, ctx.cancel_event)
         return target()
     except NodeError as exc:
         return exc
@@ -227,11 +101,13 @@ def execute_node(claimed: ClaimedStep) -> NodeResult | NodeError:
         log.exception("node %s raised", claimed.node_id)
         return NodeError(f"{type(exc).__name__}: {exc}", code="exception", retryable=True)
     finally:
-        _heartbeats.untrack(claimed.step_id)
+        threads.heartbeats.untrack(claimed.step_id)
 
 
-def run_claimed(claimed: ClaimedStep) -> ClaimedStep | None:
+def run_claimed(claimed: ClaimedStep, *, released: Callable[[int], None] | None = None) -> ClaimedStep | None:
     """Execute and commit one claimed step; return a successor leased to us, if any.
+    ``released(n)`` is told, right after the commit, how many steps it handed to the
+    queue (the step threads claim that many at once: :class:`runs.engine.threads.StepThreads`).
 
     A finished result is never thrown away by a lost database connection: the commit is
     tried again on a fresh connection, same attempt and same fence, for up to
@@ -249,7 +125,7 @@ def run_claimed(claimed: ClaimedStep) -> ClaimedStep | None:
     with log_context.bound(run_id=claimed.run_id, step_id=claimed.step_id, attempt=claimed.attempt, worker=claimed.worker, trace_id=trace_id):
         attributes = _span_attributes(claimed) if tracing.enabled() else None
         with tracing.span(f"step {claimed.node_id}", traceparent=claimed.traceparent, attributes=attributes) as span:
-            return _run_claimed(claimed, span)
+            return _run_claimed(claimed, span, released)
 
 
 def _span_attributes(claimed: ClaimedStep) -> dict[str, object]:
@@ -267,7 +143,7 @@ def _span_attributes(claimed: ClaimedStep) -> dict[str, object]:
     }
 
 
-def _run_claimed(claimed: ClaimedStep, span: tracing.Span | None) -> ClaimedStep | None:
+def _run_claimed(claimed: ClaimedStep, span: tracing.Span | None, released: Callable[[int], None] | None = None) -> ClaimedStep | None:
     """:func:`run_claimed`'s work inside its log fields and span (None: traces off)."""
     kind = _metric_kind(claimed)
     metrics.labelled(metrics.STEPS_STARTED, kind).inc()
@@ -290,7 +166,8 @@ def _run_claimed(claimed: ClaimedStep, span: tracing.Span | None) -> ClaimedStep
             # gone. What it kept for this worker goes back to the queue (its doorbells
             # were lost with the reply; recovery rings for what it released).
             log.warning("step %s (%s): its commit had landed before the connection was lost", claimed.step_id, claimed.node_id)
-            outcome = CommitOutcome(committed=True, dispatch=claims.steps_release_kept(claimed.run_id, claimed.worker))
+            in_hand = threads.held.ids() - {claimed.step_id}  # what this process's other step threads hold
+            outcome = CommitOutcome(committed=True, dispatch=claims.steps_release_kept(claimed.run_id, claimed.worker, in_hand=in_hand))
     except Exception:
         _hand_back(claimed)
         raise
@@ -298,6 +175,8 @@ def _run_claimed(claimed: ClaimedStep, span: tracing.Span | None) -> ClaimedStep
     tracing.set_attributes(span, {"ballast.committed": outcome.committed})
     faults.point("after_commit", node_id=claimed.node_id, step_id=claimed.step_id)
     dispatch.enqueue(outcome.dispatch)
+    if released is not None:
+        released(len(outcome.dispatch))
     if outcome.next_step is not None:
         dispatch.taken(outcome.next_step.step_id)
     return outcome.next_step
@@ -437,11 +316,12 @@ def _fire_due_source(now: datetime, worker: str, broken: set[str]) -> bool:
     True when one was fired. A source that raises is logged and added to ``broken``: its
     row stays due (its transaction rolled back) for the next claim, and this claim goes
     on to the steps rather than spin on it."""
+    due_by = clock.due_by(now)  # a row due within the clock's slack is due (clock.DUE_SLACK)
     for source in sources.registered():
-        if source.name in broken or source.earliest_due(now) is None:
+        if source.name in broken or source.earliest_due(due_by) is None:
             continue
         try:
-            if source.fire_next(now, worker):
+            if source.fire_next(due_by, worker):
                 return True
         except Exception:
             log.exception("due source %s failed to fire a due row; it stays due", source.name)
@@ -455,36 +335,48 @@ def execute_due(hint: int, *, worker: str | None = None) -> None:
     ``hint``, the id the doorbell was rung for, names), run it and any successor leased
     to this worker. Nothing due (a duplicate or late doorbell): does nothing.
 
-    Then, for up to BALLAST_DOORBELL_DRAIN_SECONDS from the start of the task, claim the
-    next due step the same way: parallel branches a commit released run in this worker
-    without a broker round trip each (their own doorbells, delivered later, find nothing
-    and do nothing). A step claimed before that budget ran out runs to its end, as any
-    step does. A worker asked to stop claims nothing and rings the doorbell again for
-    another worker.
+    Up to ``BALLAST_WORKER_STEP_THREADS`` claimed steps run at once, each chain on a
+    thread of its own (:class:`runs.engine.threads.StepThreads`): while a slot is free this task goes on
+    claiming the next due step the same way, so parallel branches a commit released run
+    side by side in this worker without a broker round trip each (their own doorbells,
+    delivered later, find nothing and do nothing). It claims for
+    BALLAST_DOORBELL_DRAIN_SECONDS from the start of the task, and after that for as
+    long as a step of it still runs (its slots would idle otherwise), never past the
+    task's budget (dispatch.task_budget_seconds) nor once the worker is asked to stop
+    or recycled; ``BALLAST_DOORBELL_DRAIN_SECONDS`` 0 claims one step per doorbell. A
+    step claimed runs to its end, as any step does; the task ends when every one has.
+    A worker asked to stop claims nothing and rings the doorbell again for another
+    worker. An exception a step's chain raised is raised here once all have ended.
     """
     worker = worker or current_worker()
     if stop_requested():
         dispatch.enqueue([hint])
         return
-    with metrics.WORKER_SLOTS_IN_USE.track_inprogress():
-        _drain(worker)
+    _drain(worker)
+
+
+# How long a task whose steps all run, with nothing due at its last claim, waits before it
+# claims again (its own commits wake it at once: what they released is claimed then). A
+# claim that finds nothing is one indexed read.
+CLAIM_POLL_SECONDS = 0.5
 
 
 def _drain(worker: str) -> None:
-    """:func:`execute_due`'s work once it holds a worker slot: claim and run due steps
-    for up to BALLAST_DOORBELL_DRAIN_SECONDS."""
-    deadline = time.monotonic() + settings.BALLAST_DOORBELL_DRAIN_SECONDS
-    task_end = _task_end()
-    while True:
-        claimed = step_claim_due(worker)
-        if claimed is None or not _run_chain(claimed, worker, task_end=task_end):
-            return
-        now = time.monotonic()
-        # Past the drain window, or past the task's budget (a claim started now would
-        # run in the half of django-q2's timeout kept for the step in hand): the next
-        # doorbell, in a new task, takes the next due step.
-        if stop_requested() or now >= deadline or (task_end is not None and now >= task_end):
-            return
+    """:func:`execute_due`'s work: claim due steps and run them, up to
+    ``BALLAST_WORKER_STEP_THREADS`` at once (:class:`runs.engine.threads.StepThreads`)."""
+    began = time.monotonic()
+    window = settings.BALLAST_DOORBELL_DRAIN_SECONDS
+
+    def more(steps: threads.StepThreads) -> bool:
+        if steps.claimed == 0:
+            return True
+        if window <= 0:
+            return False  # one step (and its kept successors) per doorbell
+        return time.monotonic() < began + window or steps.running() > 0
+
+    threads.StepThreads(
+        worker, task_end=_task_end(), claim=functools.partial(step_claim_due, worker), more=more, poll=CLAIM_POLL_SECONDS, run_chain=_run_chain
+    ).run()
 
 
 def _task_end() -> float | None:
@@ -494,39 +386,98 @@ def _task_end() -> float | None:
     return None if budget is None else time.monotonic() + budget
 
 
-def _run_chain(claimed: ClaimedStep | None, worker: str, *, task_end: float | None = None) -> bool:
+def _run_chain(
+    claimed: ClaimedStep | None, worker: str, *, task_end: float | None = None, after_commit: Callable[[int], None] | None = None
+) -> bool:
     """Run ``claimed`` and each successor its commit leases to ``worker``. False when this
     worker should take no more work in this task (stopping, recycling its process, or past
     ``task_end``: a kept successor is then handed back to the queue, to run in a new task
-    with django-q2's timeout counted afresh, rather than late in this one)."""
+    with django-q2's timeout counted afresh, rather than late in this one).
+    ``after_commit(n)`` is called after each commit with the number of steps it released
+    to the queue (:class:`runs.engine.threads.StepThreads` claims them onto step threads)."""
     first = True
+    released = [0]  # how many steps the last commit released to the queue
+
+    def note_released(n: int) -> None:
+        released[0] = n
+
+    # A step is held (see _Held) from its claim to its commit, and a kept successor from
+    # the commit that leased it, never a moment unheld in between.
+    if claimed is not None:
+        threads.held.add(claimed.step_id)
     while claimed is not None:
         over_budget = not first and task_end is not None and time.monotonic() >= task_end
         if stop_requested() or over_budget:
             # The cluster is stopping (or the task is old): the step in hand is done; its
             # successor goes back to the queue for another task (or this cluster's next
             # start) to run.
-            if claims.step_release(claimed):
-                dispatch.enqueue([claimed.step_id])
-                why = "task budget spent" if over_budget and not stop_requested() else "stopping"
-                log.info("worker %s %s: handed step %s back to the queue", worker, why, claimed.step_id)
+            try:
+                if claims.step_release(claimed):
+                    dispatch.enqueue([claimed.step_id])
+                    why = "task budget spent" if over_budget and not stop_requested() else "stopping"
+                    log.info("worker %s %s: handed step %s back to the queue", worker, why, claimed.step_id)
+            finally:
+                threads.held.discard(claimed.step_id)
             return False
         first = False
-        claimed = run_claimed(claimed)
+        released[0] = 0
+        try:
+            following = run_claimed(claimed, released=note_released)
+            if following is not None:
+                threads.held.add(following.step_id)
+        finally:
+            threads.held.discard(claimed.step_id)
+        claimed = following
+        if after_commit is not None:
+            after_commit(released[0])
     # Every lease of this task is committed or failed by now: a worker full of abandoned
     # step threads can end here without handing anything back.
-    abandoned = _abandoned.alive()
+    abandoned = threads.abandoned_steps()
     if abandoned > settings.BALLAST_MAX_ABANDONED_STEPS and dispatch.worker_recycle():
         log.warning("%d abandoned step thread(s) in worker %s: recycling the process after this task", abandoned, worker)
         return False
     return not stop_requested()
 
 
+def _drive_queue(queue: deque[int], worker: str, *, poll: float) -> None:
+    """Run the steps the in-process ``queue`` names (and what their commits add to it),
+    up to ``BALLAST_WORKER_STEP_THREADS`` at once (:class:`runs.engine.threads.StepThreads`), until it is empty and
+    every chain has ended."""
+
+    def claim() -> ClaimedStep | None:
+        while True:
+            try:
+                step_id = queue.popleft()
+            except IndexError:
+                return None
+            claimed = _claim_timed(functools.partial(claims.step_claim, step_id, worker))
+            if claimed is not None:
+                return claimed
+
+    threads.StepThreads(worker, task_end=None, claim=claim, more=lambda steps: True, poll=poll, run_chain=_run_chain).run()
+
+
+def _fire_local_sources(worker: str) -> bool:
+    """Fire every due row of the sources the in-process driver fires (``in_drive_local``);
+    True when one fired. What they make runnable rings this process's local queue."""
+    fired = False
+    for source in sources.registered():
+        if not source.in_drive_local:
+            continue
+        while (due_by := clock.due_by(clock.now())) and source.earliest_due(due_by) is not None and source.fire_next(due_by, worker):
+            fired = True
+    return fired
+
+
 def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when_waiting: bool = True, timeout: float | None = None) -> str:
     """Run one run's steps in this process until it ends (or waits at a gate).
 
     ``queue`` is the deque from ``dispatch.local_mode()``. Steps whose retry backoff is
-    running are picked up when due. Returns the run's status.
+    running are picked up when due (once the steps running then have ended). Returns
+    the run's status. Parallel branches run at once, up to BALLAST_WORKER_STEP_THREADS
+    (:class:`runs.engine.threads.StepThreads`): a chain this thread claims runs on it, the branches a
+    commit releases on step threads, which close their connections when their chain
+    ends. Called inside a transaction, every step runs on this thread, one at a time.
 
     The thread's database connection is kept for the whole drive, and left open when it
     returns, as the status read always left it: the caller's own lifecycle closes it (a
@@ -543,15 +494,16 @@ def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when
     ``BALLAST_WORKER_CONN_MAX_AGE``; runs.engine.cluster closes the forking thread's
     connections before django-q2 forks the sentinel and its children). Clusters,
     the expression sandbox and the benchmark's helpers are started with
-    ``subprocess`` (fork and exec, descriptors closed), and the heartbeat and timed-step
-    threads use and close connections of their own (Django's are per thread).
+    ``subprocess`` (fork and exec, descriptors closed), and the heartbeat, step and
+    timed-step threads use and close connections of their own (Django's are per thread).
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     worker = current_worker()
     while True:
-        while queue:
-            execute_step(queue.popleft(), worker=worker)
+        _drive_queue(queue, worker, poll=poll)
         connections.drop_broken()
+        if _fire_local_sources(worker):
+            continue  # a child run's result reached its parent step: its successors are queued
         status = selectors.run_status(run_id)
         if status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED):
             return status
@@ -563,6 +515,10 @@ def drive_local(run_id: int, *, queue: deque[int], poll: float = 0.05, stop_when
         # claim by due time fires it: step_claim_due).
         while (due_waiting := deadlines.next_due_waiting(clock.now(), run_id=run_id)) is not None:
             queue.extend(deadlines.step_fire_due(due_waiting, worker=worker))
+        if status == RunStatus.QUEUED:
+            # A run held in its graph's line (flow control): admit at due gates here, as
+            # a cluster's claim by due time would.
+            queue.extend(flow.fire_next(clock.now()) or [])
         due = recovery_queries.due_pending_steps(stale_seconds=0, run_id=run_id)
         queue.extend(due)
         if not due:

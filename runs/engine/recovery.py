@@ -285,9 +285,16 @@ class Supervisor(threading.Thread):
         if self.wait_for_children:
             # django-q2 forks its sentinel from this process: touch no database
             # connection before that fork, or the child would share our socket.
+            # A process stopped before it forked (an import probe, a refused start) ends
+            # this wait at once rather than keeping its exit waiting for the join.
+            # Relative sleeps, not stop_event.wait(0.02): under libfaketime (the chaos
+            # suite's skewed host) a timed Event.wait lasts the skew longer (HostBeat.run).
             deadline = time.monotonic() + 30
-            while not multiprocessing.active_children() and time.monotonic() < deadline:
+            while not multiprocessing.active_children() and time.monotonic() < deadline and not self.stop_event.is_set():
                 time.sleep(0.02)
+            if self.stop_event.is_set():
+                self.deaths.close()
+                return
         name = current_worker()
         started = clock.now()
         first = True
@@ -366,8 +373,10 @@ class HostBeat(threading.Thread):
     def run(self) -> None:
         if self.wait_for_children:  # no connection before django-q2's fork (Supervisor.run)
             deadline = time.monotonic() + 30
-            while not multiprocessing.active_children() and time.monotonic() < deadline:
-                time.sleep(0.02)
+            while not multiprocessing.active_children() and time.monotonic() < deadline and not self.stop_event.is_set():
+                time.sleep(0.02)  # relative sleeps (faketime: see below)
+            if self.stop_event.is_set():
+                return
         interval = max(0.1, settings.BALLAST_HOST_SILENT_SECONDS / 6)
         failing = False
         while not self.stop_event.is_set():

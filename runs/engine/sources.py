@@ -29,12 +29,16 @@ class DueSource:
     one row due at ``now`` that no other worker holds, in one transaction of its own;
     True when it fired (or settled) one, False when none is due or every due one is held
     by another worker. A raise rolls back the source's transaction; the engine logs it
-    and asks that source no more in this claim.
+    and asks that source no more in this claim. ``in_drive_local``: the in-process driver
+    (runs.engine.loop.drive_local, ``manage.py run_graph`` without a worker) fires it too,
+    because a run it drives cannot go on without it (a child run's result owed to its
+    parent step); schedules and housekeeping leave it False.
     """
 
     name: str
     earliest_due: Callable[[datetime], datetime | None]
     fire_next: Callable[[datetime, str], bool]
+    in_drive_local: bool = False
 
 
 # The hint of a doorbell rung for a due source's row (runs.engine.recovery.SourceBell): no

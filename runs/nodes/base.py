@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from runs.sandbox.errors import clip
-from runs.vocabulary import NODE_ERROR_CHARS, StepCancelled, Usage
+from runs.vocabulary import NODE_ERROR_CHARS, CancelEvent, StepCancelled, Usage
 
 
 class NodeConfig(BaseModel):
@@ -174,7 +174,9 @@ class NodeContext:
     - ``idempotency_key``: the same on every attempt of this step; pass it to external
       systems (Idempotency-Key header, email Message-ID) so a re-run is recognised.
     - ``deadline``: ``time.monotonic()`` value after which the step has timed out.
-    - ``cancel_event``: set when the run is cancelled or the lease is lost.
+    - ``cancel_event``: set when the run is cancelled, the lease is lost or the step's
+      ``timeout_seconds`` ran out (a :class:`~runs.vocabulary.CancelEvent`: a blocked
+      call can register to be aborted when it is set).
     - ``children``: results of this step's committed child steps, by key:
       ``{"status": "succeeded", "output": ...}`` or ``{"status": "failed", "error": {...}}``.
     """
@@ -191,7 +193,7 @@ class NodeContext:
     deadline: float | None = None
     budget_remaining_usd: Decimal | None = None
     budget_remaining_tokens: int | None = None
-    cancel_event: threading.Event = field(default_factory=threading.Event)
+    cancel_event: threading.Event = field(default_factory=CancelEvent)
     children: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def time_left(self) -> float | None:

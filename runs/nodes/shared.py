@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Iterator, Mapping
+from types import ModuleType
 from typing import Any
 
 from runs.nodes.base import Issue, NodeContext
 from runs.sandbox.expressions import ExpressionError, check_constant_parts, parse_expression
+from runs.vocabulary import NodeError
 
 # A key written by a node must be usable as a name in later expressions.
 STATE_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -111,18 +113,65 @@ def undeclared_input_key_message(key: str) -> str:
     )
 
 
+def _templating() -> ModuleType:
+    """runs.sandbox.templating, imported on first use."""
+    # Imported here, not at module level: Jinja2 costs a restarted worker about 0.1 s of
+    # CPU at start (every node kind imports this module), and a worker checks no template.
+    from runs.sandbox import templating
+
+    return templating
+
+
 def check_template(node_id: str, field: str, source: str, known_names: set[str]) -> list[Issue]:
     """Issues of one template: ``invalid_template`` when it does not parse, else one
     ``unknown_variable`` per name outside ``known_names`` (sorted)."""
-    # Imported here, not at module level: Jinja2 costs a restarted worker about 0.1 s of
-    # CPU at start (every node kind imports this module), and a worker checks no template.
-    from runs.sandbox.templating import template_names
-
     try:
-        names = template_names(source)
+        names = _templating().template_names(source)
     except ExpressionError as exc:
         return [Issue(node_id, field, exc.message, "invalid_template")]
     return unknown_variables(node_id, field, names, known_names)
+
+
+def check_template_values(
+    node_id: str, prefix: str, values: Mapping[str, Any], known_names: set[str]
+) -> tuple[list[Issue], dict[str, set[str] | None]]:
+    """Check a mapping of values that may hold templates (a tool's ``args``, a called
+    graph's ``input``), each under ``{prefix}.{key}``: ``invalid_template`` for a value that
+    does not parse, else one ``unknown_variable`` per name outside ``known_names``.
+
+    Returns the issues and, per key, the names its templates read (None where it did not parse).
+    """
+    value_names = _templating().value_names
+    issues: list[Issue] = []
+    read: dict[str, set[str] | None] = {}
+    for key, value in values.items():
+        field = f"{prefix}.{key}"
+        try:
+            names = set(value_names(value))
+        except ExpressionError as exc:
+            issues.append(Issue(node_id, field, exc.message, code="invalid_template"))
+            read[key] = None
+            continue
+        read[key] = names
+        issues.extend(unknown_variables(node_id, field, names, known_names))
+    return issues, read
+
+
+def render_template_values(prefix: str, values: Mapping[str, Any], names: Mapping[str, Any]) -> dict[str, Any]:
+    """Render each value of ``values`` (templates, or plain values) against ``names``, one
+    key at a time so an error names its field.
+
+    Raises NodeError ``template`` (not retryable) as ``{prefix}.{key}: message``, with
+    ``details.error_code`` the expression error's code.
+    """
+    render_value = _templating().render_value
+    rendered: dict[str, Any] = {}
+    for key, value in values.items():
+        try:
+            rendered[key] = render_value(value, names)
+        except ExpressionError as exc:
+            raise NodeError(f"{prefix}.{key}: {exc.message}", code="template", retryable=False, details={"error_code": exc.code}) from exc
+    return rendered
 
 
 def unknown_variable_message(name: str) -> str:

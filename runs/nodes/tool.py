@@ -8,11 +8,8 @@ from pydantic import Field
 
 from core.fields import field_path
 from runs.nodes.base import Issue, NodeConfig, NodeContext, NodeKind, NodeResult
-from runs.nodes.shared import STATE_KEY_PATTERN, expression_names, unknown_variables
-from runs.sandbox.expressions import ExpressionError
-from runs.sandbox.templating import render_value, value_names
+from runs.nodes.shared import STATE_KEY_PATTERN, check_template_values, expression_names, render_template_values
 from runs.tools import ToolContext, UnknownTool, get_tool, require_tool
-from runs.vocabulary import NodeError
 
 
 class ToolConfig(NodeConfig):
@@ -59,19 +56,8 @@ class ToolNode(NodeKind[ToolConfig]):
         """Unknown tool, template errors and unknown names in ``args``, and argument errors
         that do not depend on templates (missing required or unexpected arguments,
         literal values of the wrong type)."""
-        issues: list[Issue] = []
-        templated: set[str] = set()
-        for key, value in config.args.items():
-            field = f"config.args.{key}"
-            try:
-                names = value_names(value)
-            except ExpressionError as exc:
-                issues.append(Issue(node_id, field, exc.message, code="invalid_template"))
-                templated.add(key)
-                continue
-            if names or _has_template(value):
-                templated.add(key)
-            issues.extend(unknown_variables(node_id, field, names, known_names))
+        issues, read = check_template_values(node_id, "config.args", config.args, known_names)
+        templated = {key for key, names in read.items() if names is None or names or _has_template(config.args[key])}
 
         try:
             registered = get_tool(config.tool)
@@ -93,16 +79,7 @@ class ToolNode(NodeKind[ToolConfig]):
         ``tool_arguments`` (not retryable), or whatever the tool raises.
         """
         registered = require_tool(config.tool)
-        names = expression_names(ctx)
-        args: dict[str, Any] = {}
-        # One argument at a time, so that an error names its field (config.args.query).
-        for key, value in config.args.items():
-            try:
-                args[key] = render_value(value, names)
-            except ExpressionError as exc:
-                raise NodeError(
-                    f"config.args.{key}: {exc.message}", code="template", retryable=False, details={"error_code": exc.code}
-                ) from exc
+        args = render_template_values("config.args", config.args, expression_names(ctx))
         ctx.check_cancelled()
         result = registered.call(args, ToolContext.for_step(ctx))
         updates = {config.output_key: result} if config.output_key else {}

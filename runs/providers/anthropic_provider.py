@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from runs import abort
 from runs.providers.base import INVALID_ARGUMENTS_KEY, LLMRequest, LLMResponse, Message, StopReason, ToolCall
 from runs.providers.sdk import SDKProvider
 from runs.vocabulary import Usage
@@ -66,8 +67,11 @@ class AnthropicProvider(SDKProvider):
 
     def _make_client(self, api_key: str) -> Any:
         import anthropic
+        from anthropic._constants import DEFAULT_CONNECTION_LIMITS  # the SDK's own pool size
 
-        return anthropic.Anthropic(api_key=api_key, base_url=self.base_url, max_retries=0, timeout=self.settings.timeout)
+        # The SDK's default client, on a transport whose calls a step's cancel aborts.
+        http_client = anthropic.DefaultHttpxClient(transport=abort.abortable_transport(DEFAULT_CONNECTION_LIMITS))
+        return anthropic.Anthropic(api_key=api_key, base_url=self.base_url, max_retries=0, timeout=self.settings.timeout, http_client=http_client)
 
     def sdk_errors(self) -> tuple[type[Exception], ...]:
         import anthropic

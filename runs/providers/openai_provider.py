@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from runs import abort
 from runs.providers.base import (
     INVALID_ARGUMENTS_KEY,
     LLMRequest,
@@ -92,8 +93,11 @@ class OpenAIProvider(SDKProvider):
 
     def _make_client(self, api_key: str) -> Any:
         import openai
+        from openai._constants import DEFAULT_CONNECTION_LIMITS  # the SDK's own pool size
 
-        return openai.OpenAI(api_key=api_key, base_url=self.base_url, max_retries=0, timeout=self.settings.timeout)
+        # The SDK's default client, on a transport whose calls a step's cancel aborts.
+        http_client = openai.DefaultHttpxClient(transport=abort.abortable_transport(DEFAULT_CONNECTION_LIMITS))
+        return openai.OpenAI(api_key=api_key, base_url=self.base_url, max_retries=0, timeout=self.settings.timeout, http_client=http_client)
 
     def sdk_errors(self) -> tuple[type[Exception], ...]:
         import openai

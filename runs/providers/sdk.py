@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from runs import abort
 from runs.providers import pricing
 from runs.providers.base import LLMProvider, LLMRequest, LLMResponse, ProviderError, compact_json
 from runs.retry_after import parse_retry_after
@@ -194,7 +195,8 @@ class SDKProvider(LLMProvider):
         retryable), and whatever :meth:`error_from_sdk` maps an SDK error to (4xx
         ``provider_rejected``; 429 ``rate_limited`` and 5xx ``provider_unavailable``
         retryable with ``retry_after``; ``timeout`` and ``provider_error`` retryable).
-        StepCancelled when the step was cancelled before the call.
+        StepCancelled when the step was cancelled before or during the call (its
+        connection is then shut down at once: runs.abort).
         """
         options = self.request_options(request)
         self.check_request(request)
@@ -203,12 +205,17 @@ class SDKProvider(LLMProvider):
         timeout = self.request_timeout(request)
         if request.cancel_event is not None and request.cancel_event.is_set():
             raise StepCancelled()
-        try:
-            answer = self.send(self.client(api_key), params, timeout=timeout, headers=self.request_headers(request))
-        except self.sdk_errors() as exc:
-            # ``from None``: the SDK exception holds the request; nothing of it is needed
-            # beyond the mapped, redacted message.
-            raise self.error_from_sdk(exc, api_key=api_key, timeout=timeout) from None
+        # The step's cancel shuts the call's connection down at once (runs.abort):
+        # a cancelled run's call stops, and bills, no further.
+        with abort.aborting_on(request.cancel_event) as call:
+            try:
+                answer = self.send(self.client(api_key), params, timeout=timeout, headers=self.request_headers(request))
+            except self.sdk_errors() as exc:
+                if call.aborted:
+                    raise StepCancelled() from None
+                # ``from None``: the SDK exception holds the request; nothing of it is needed
+                # beyond the mapped, redacted message.
+                raise self.error_from_sdk(exc, api_key=api_key, timeout=timeout) from None
         return self.parse(answer, request)
 
     def check_request(self, request: LLMRequest) -> None:

@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from audit.chain import audit
+from core.payloads import Payload, text_problem
 from runs.models import ProviderCredential, ProviderKind
 from runs.providers.credentials import (
     KIND_LABELS,
@@ -43,16 +44,6 @@ def _url_problem(url: str) -> str | None:
     return None
 
 
-def _text_problem(value: Any, *, limit: int) -> str | None:
-    if not isinstance(value, str):
-        return "must be a string"
-    if len(value) > limit:
-        return f"at most {limit} characters"
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
-        return "must not contain control characters"
-    return None
-
-
 def credential_clean(data: Mapping[str, Any], *, existing: ProviderCredential | None = None) -> dict[str, Any]:
     """Check and normalise the fields of a stored credential; returns them cleaned.
 
@@ -61,29 +52,16 @@ def credential_clean(data: Mapping[str, Any], *, existing: ProviderCredential | 
     ``model_names`` (list of str); on update (``existing``) absent fields keep their
     stored values. Raises CredentialInvalid (``name_taken`` when the name is used by a
     stored credential or configured in settings/the environment)."""
-    errors: dict[str, list[str]] = {}
-
-    def current(name: str, default: Any = "") -> Any:
-        if name in data and data[name] is not None:
-            return data[name]
-        return getattr(existing, name, default) if existing is not None else default
-
-    out: dict[str, Any] = {}
-    if existing is None:
-        name = data.get("name")
-        if not isinstance(name, str) or not NAME_PATTERN.match(name):
-            errors["name"] = ["1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"]
-        else:
-            out["name"] = name
-    elif "name" in data and data["name"] is not None and data["name"] != existing.name:
-        errors["name"] = ["cannot be changed: delete this provider and add it again under the new name"]
+    payload = Payload(data, existing)
+    errors, out, current = payload.errors, payload.out, payload.current
+    payload.name(NAME_PATTERN, "1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", what="provider")
     kind = current("kind")
     if kind not in ProviderKind.values:
         errors["kind"] = [f"one of {', '.join(ProviderKind.values)}"]
     out["kind"] = kind
     for field_name, limit in (("label", 200), ("default_model", 200)):
         value = current(field_name)
-        problem = _text_problem(value, limit=limit)
+        problem = text_problem(value, limit=limit)
         if problem is None and field_name == "default_model" and not value.strip():
             problem = "required: the model a node gets when it names none, and the one a connection test asks"
         if problem:
@@ -91,7 +69,7 @@ def credential_clean(data: Mapping[str, Any], *, existing: ProviderCredential | 
         else:
             out[field_name] = value.strip()
     base_url = current("base_url")
-    problem = _text_problem(base_url, limit=500) or (_url_problem(base_url.strip()) if base_url.strip() else None)
+    problem = text_problem(base_url, limit=500) or (_url_problem(base_url.strip()) if base_url.strip() else None)
     if problem is None and not base_url.strip() and kind == ProviderKind.OPENAI_COMPATIBLE:
         problem = "required for an OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1"
     if problem:
@@ -103,7 +81,7 @@ def credential_clean(data: Mapping[str, Any], *, existing: ProviderCredential | 
         errors["model_names"] = ["a list of model names"]
     else:
         cleaned = list(dict.fromkeys(m.strip() for m in models if m.strip()))
-        bad = [m for m in cleaned if _text_problem(m, limit=200)]
+        bad = [m for m in cleaned if text_problem(m, limit=200)]
         if bad or len(cleaned) > MAX_MODELS:
             errors["model_names"] = [f"at most {MAX_MODELS} names of at most 200 characters, without control characters"]
         elif cleaned and out.get("default_model") and out["default_model"] not in cleaned:

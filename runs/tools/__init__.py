@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from core import tracing
 from core.fields import field_path
 from runs.sandbox import values
-from runs.vocabulary import NodeError, StepCancelled
+from runs.vocabulary import CancelEvent, NodeError, StepCancelled
 
 if TYPE_CHECKING:
     # For a type only: tools read a step's context; they stand below the node kinds, which call them.
@@ -76,7 +76,7 @@ class ToolContext:
     node_id: str = ""
     attempt: int = 1
     timeout: float | None = None
-    cancelled: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+    cancelled: threading.Event = field(default_factory=CancelEvent, compare=False, repr=False)
 
     @classmethod
     def for_step(cls, ctx: NodeContext) -> ToolContext:

@@ -12,7 +12,7 @@ import email.utils
 import hashlib
 import smtplib
 import time
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import httpx
 from django.conf import settings
@@ -21,10 +21,11 @@ from django.core.mail import BadHeaderError, EmailMessage
 from django.core.validators import validate_email
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runs import abort
 from runs.retry_after import parse_retry_after
 from runs.sandbox import values
 from runs.tools import ToolContext, outbound, tool
-from runs.vocabulary import NodeError
+from runs.vocabulary import NodeError, StepCancelled
 
 # Response headers worth keeping in run state; the rest are noise (and can be large).
 KEPT_RESPONSE_HEADERS = (
@@ -117,13 +118,19 @@ def http_request(args: HttpRequestArgs, ctx: ToolContext) -> dict[str, Any]:
     except ValueError as exc:  # a malformed BALLAST_OUTBOUND_ALLOW: the operator's to fix
         raise NodeError(f"http_request: {exc}", code="outbound_config", retryable=False) from exc
 
+    call = None
     try:
-        with outbound.outbound_client(timeout=timeout, allowed=allowed) as client:
+        # The step's cancel shuts the request's connection down at once (runs.abort).
+        with abort.aborting_on(ctx.cancelled) as call, outbound.outbound_client(timeout=timeout, allowed=allowed) as client:
             request = client.build_request(
                 args.method, args.url, headers=headers, params=args.params, json=args.json_body
             )
             with outbound.open_response(client, request, follow_redirects=True) as response:
                 body, truncated = outbound.read_body(response, keep_bytes=limit_bytes, deadline=deadline)
+    except httpx.TransportError as exc:
+        if call is not None and call.aborted:
+            raise StepCancelled() from exc
+        _raise_transport_error(args, exc, timeout, where)
     except outbound.OutboundRefused as exc:
         details = {**where, "host": exc.host, "address": exc.address, "reason": exc.reason}
         raise NodeError(
@@ -138,19 +145,6 @@ def http_request(args: HttpRequestArgs, ctx: ToolContext) -> dict[str, Any]:
         ) from exc
     except outbound.TooManyRedirects as exc:
         raise NodeError(f"{args.method} {args.url}: {exc}", code="http_4xx", retryable=False, details=where) from exc
-    except httpx.TimeoutException as exc:
-        # Waiting for a connection (pool) or to connect: the request never left.
-        unsent = isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
-        raise NodeError(
-            f"{args.method} {args.url}: timed out after {timeout:g}s", code="http_timeout", details=where, not_sent=unsent
-        ) from exc
-    except httpx.TransportError as exc:
-        raise NodeError(
-            f"{args.method} {args.url}: {type(exc).__name__}: {exc}",
-            code="http_connection",
-            details=where,
-            not_sent=isinstance(exc, httpx.ConnectError),  # refused, unreachable, no such host: nothing sent
-        ) from exc
 
     text = body.decode(response.encoding or "utf-8", errors="replace")
     kept_headers = {name: response.headers[name] for name in KEPT_RESPONSE_HEADERS if name in response.headers}
@@ -168,6 +162,23 @@ def http_request(args: HttpRequestArgs, ctx: ToolContext) -> dict[str, Any]:
     result["text"] = text[: args.max_chars]
     result["truncated"] = truncated or len(text) > args.max_chars
     return result
+
+
+def _raise_transport_error(args: HttpRequestArgs, exc: httpx.TransportError, timeout: float, where: dict[str, Any]) -> NoReturn:
+    """Raise the NodeError of ``http_request``'s transport error ``exc`` (a timeout or a
+    lost connection; see http_request)."""
+    if isinstance(exc, httpx.TimeoutException):
+        # Waiting for a connection (pool) or to connect: the request never left.
+        unsent = isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
+        raise NodeError(
+            f"{args.method} {args.url}: timed out after {timeout:g}s", code="http_timeout", details=where, not_sent=unsent
+        ) from exc
+    raise NodeError(
+        f"{args.method} {args.url}: {type(exc).__name__}: {exc}",
+        code="http_connection",
+        details=where,
+        not_sent=isinstance(exc, httpx.ConnectError),  # refused, unreachable, no such host: nothing sent
+    ) from exc
 
 
 def _raise_for_status(args: HttpRequestArgs, status: int, headers: dict[str, str], text: str) -> None:

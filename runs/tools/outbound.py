@@ -38,6 +38,7 @@ import httpx
 from django.conf import settings
 
 from core import metrics
+from runs import abort
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -244,7 +245,8 @@ class VettingTransport(httpx.HTTPTransport):
             if isinstance(verify, ssl.SSLContext)
             else httpx.create_ssl_context(verify=verify, trust_env=False),
             max_connections=4,
-            network_backend=VettingBackend(allowed),
+            # Its calls abortable by the step's cancel (runs.abort.aborting_on).
+            network_backend=abort.noting(VettingBackend(allowed)),
         )
 
 

@@ -162,6 +162,35 @@ def schedule(world: World) -> int:
                            run_input={"name": "Ada"}).pk
 
 
+# Callbacks post to a local address in the matrix: the outbound guard is told to allow it
+# for those rows (test_permission_matrix), as the callbacks' own tests do.
+CALLBACK_URL = "http://127.0.0.1:9/hooks/matrix"
+
+
+def callback(world: World) -> int:
+    """A fresh completion callback of the World's approval graph (made by its admin)."""
+    from triggers.callback_services import callback_create
+
+    graph = world.approval_version.graph
+    made = callback_create(graph=graph, user=world.users["admin"], name=f"matrix-cb-{next(_names)}", url=CALLBACK_URL, events=["succeeded"])
+    return made.callback.pk
+
+
+def settled_delivery(world: World) -> int:
+    """A fresh undeliverable delivery of a fresh callback (what an operator redelivers)."""
+    from triggers.models import CallbackDelivery
+
+    key = f"matrix:{next(_names)}"
+    return CallbackDelivery.objects.create(
+        callback_id=callback(world), event="succeeded", event_key=key, message_id=f"msg_{key}", payload={}, status="failed", attempts=8,
+        last_error="HTTP 500",
+    ).pk
+
+
+def _cb(w: World, action: str = "") -> str:
+    return f"/api/v1/graphs/{_g(w)}/callbacks/{callback(w)}/{action + '/' if action else ''}"
+
+
 def _s(w: World, action: str = "") -> str:
     return f"/api/v1/graphs/{_g(w)}/schedules/{schedule(w)}/{action + '/' if action else ''}"
 
@@ -184,6 +213,9 @@ ENDPOINTS = [
     Endpoint("versions_restore", "post", restore, allowed(200, "builder", "admin")),
     Endpoint(
         "nodes_test", "post", lambda w: (f"/api/v1/graphs/{draft_graph(w)}/nodes/double/test/", {"state": {"x": 2}}), allowed(200, "builder", "admin")
+    ),
+    Endpoint(
+        "draft_run", "post", lambda w: (f"/api/v1/graphs/{draft_graph(w)}/draft/run/", {"input": {"x": 2}}), allowed(201, "builder", "admin")
     ),
     Endpoint("node_kinds", "get", lambda w: ("/api/v1/node-kinds/", None), allowed(200)),
     Endpoint("tools", "get", lambda w: ("/api/v1/tools/", None), allowed(200)),
@@ -214,6 +246,23 @@ ENDPOINTS = [
     Endpoint("schedules_resume", "post", lambda w: (_s(w, "resume"), None), allowed(200, "builder", "admin")),
     Endpoint("schedules_run_now", "post", lambda w: (_s(w, "run-now"), None), allowed(201, "builder", "admin")),
     Endpoint("schedules_ticks", "get", lambda w: (_s(w, "ticks"), None), allowed(200, "builder", "admin")),
+    Endpoint("callbacks_list", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/callbacks/", None), allowed(200, "builder", "admin")),
+    Endpoint("callbacks_create", "post",
+             lambda w: (f"/api/v1/graphs/{_g(w)}/callbacks/", {"name": f"cb-{next(_names)}", "url": CALLBACK_URL, "events": ["succeeded"]}),
+             allowed(201, "builder", "admin")),
+    Endpoint("callbacks_read", "get", lambda w: (_cb(w), None), allowed(200, "builder", "admin")),
+    Endpoint("callbacks_update", "patch", lambda w: (_cb(w), {"enabled": False}), allowed(200, "builder", "admin")),
+    Endpoint("callbacks_delete", "delete", lambda w: (_cb(w), None), allowed(204, "builder", "admin")),
+    Endpoint("callbacks_rotate_secret", "post", lambda w: (_cb(w, "rotate-secret"), None), allowed(200, "builder", "admin")),
+    # The delivery log and redelivery: the graph's operators as well as builders.
+    Endpoint("callback_deliveries_list", "get", lambda w: (f"/api/v1/graphs/{_g(w)}/callback-deliveries/", None), allowed(200, "builder", "operator", "admin")),
+    Endpoint("callback_deliveries_redeliver", "post",
+             lambda w: (f"/api/v1/graphs/{_g(w)}/callback-deliveries/{settled_delivery(w)}/redeliver/", None), allowed(200, "builder", "operator", "admin")),
+    Endpoint("graph_pins_set", "put", lambda w: (f"/api/v1/graphs/{draft_graph(w)}/draft/pins/double/", {"data": {"x": 2}}), allowed(200, "builder", "admin")),
+    Endpoint("graph_pins_clear", "delete", lambda w: (f"/api/v1/graphs/{draft_graph(w)}/draft/pins/double/", None), allowed(200, "builder", "admin")),
+    Endpoint("graph_draft_preview", "post",
+             lambda w: (f"/api/v1/graphs/{draft_graph(w)}/draft/preview/", {"kind": "expression", "source": "x + 1", "state": {"x": 2}}),
+             allowed(200, "builder", "admin")),
     Endpoint("runs_list", "get", lambda w: ("/api/v1/runs/?status=waiting", None), allowed(200)),
     Endpoint("runs_start", "post", lambda w: ("/api/v1/runs/", {"graph": _g(w), "input": {"name": "Ada"}}), allowed(201, "operator", "admin")),
     Endpoint("runs_read", "get", lambda w: (f"/api/v1/runs/{w.waiting_run().pk}/", None), reads()),
@@ -324,7 +373,9 @@ ENDPOINTS = [
 
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS, ids=[e.name for e in ENDPOINTS])
-def test_permission_matrix(world: World, endpoint: Endpoint) -> None:
+def test_permission_matrix(world: World, endpoint: Endpoint, settings: Any) -> None:
+    if endpoint.name.startswith("callback"):
+        settings.BALLAST_OUTBOUND_ALLOW = ["127.0.0.1"]
     got: dict[str, int] = {}
     for role in ROLE_NAMES:
         path, body = endpoint.make(world)
@@ -350,7 +401,7 @@ def test_the_matrix_covers_every_api_operation() -> None:
         "runs_actions", "runs_graph", "runs_resume_preview", "runs_retry_preview", "runs_fork_preview", "runs_compare", "runs_cancel_bulk", "runs_summary",
         "steps_read", "steps_state", "runs_events", "costs_aggregate", "audit_list", "approvals_mine", "approvals_all", "approvals_read",
         "approvals_decide", "providers_list", "providers_create", "providers_update", "providers_delete", "providers_test",
-        "graphs_duplicate", "graph_versions_restore", "graph_nodes_test", "node_kinds_list", "tools_list",
+        "graphs_duplicate", "graph_versions_restore", "graph_nodes_test", "graph_draft_run", "node_kinds_list", "tools_list",
         "models_list", "expressions_check", "approvals_inbox", "approvals_inbox_counts", "approvals_claim",
         "approvals_claim_many", "approvals_hand_back", "approvals_reassign",
         "costs_totals", "costs_budgets", "costs_export", "audit_verify", "audit_facets", "audit_export", "workers_list",
@@ -361,6 +412,8 @@ def test_the_matrix_covers_every_api_operation() -> None:
         "tokens_list", "tokens_create", "tokens_revoke", "users_list", "users_create", "users_read", "users_update",
         "users_invite", "groups_list", "groups_create", "groups_update", "principals_search",
         "mcp_servers_list", "mcp_servers_create", "mcp_servers_read", "mcp_servers_update", "mcp_servers_delete", "mcp_servers_test",
+        "callbacks_list", "callbacks_create", "callbacks_read", "callbacks_update", "callbacks_delete", "callbacks_rotate_secret",
+        "callback_deliveries_list", "callback_deliveries_redeliver", "graph_pins_set", "graph_pins_clear", "graph_draft_preview",
     }  # fmt: skip
     assert operations == covered
 

@@ -125,7 +125,10 @@ def test_a_deadline_follows_the_timeout_edge_once_through_the_claim_by_due_time(
         # One claim fires the deadline, then claims what it released: the timeout successor.
         claimed = engine_loop.step_claim_due("w:1:1")
         assert claimed is not None and claimed.node_id == "late"
-        engine.step_commit(claimed, engine.execute_node(claimed))
+        # Run it and the successor its commit leases to this worker (left running under a
+        # live owner, it would wait out its lease).
+        while claimed is not None:
+            claimed = engine_loop.run_claimed(claimed)
     run = continue_local(run, [])
     assert run.status == "succeeded" and run.state["sent"] == "late"
     assert run.state["approval"]["decision"] == "timeout" and run.state["approval"]["by"] == "deadline"
@@ -244,7 +247,8 @@ def test_a_worker_killed_while_firing_a_deadline_fires_it_exactly_once(tmp_path)
     with engine.local_mode():
         claimed = engine_loop.step_claim_due("w:2:2")  # the next doorbell fires it, and takes its successor
         assert claimed is not None and claimed.node_id == "late"
-        engine.step_commit(claimed, engine.execute_node(claimed))
+        while claimed is not None:  # and the successor its commit leases to this worker
+            claimed = engine_loop.run_claimed(claimed)
         assert deadlines.step_fire_due(step.pk, worker="w:2:2") == []
     run = continue_local(run, [])
     assert run.status == "succeeded" and run.state["sent"] == "late"

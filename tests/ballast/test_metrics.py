@@ -1,12 +1,14 @@
-"""The web's /metrics through the real middleware stack: refused without a token or an allowed address (401, no metric in the body); after real runs, the engine's counters and histograms, the LLM spend by graph, provider and model, and the database's gauges read at scrape time; and the Grafana dashboard names only metrics a scrape exposes."""
+"""The web's /metrics through the real middleware stack: refused without a token or an allowed address (401, no metric in the body); after real runs, the engine's counters and histograms, the LLM spend by graph, provider and model, the database's gauges read at scrape time (worker hosts and clusters alive among them); and the Grafana dashboard names only metrics a scrape exposes."""
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import Client, override_settings
 from prometheus_client.metrics_core import Metric
 
@@ -14,7 +16,7 @@ from accounts.tokens import token_create
 from approvals.models import ApprovalRequest
 from ballast.metrics import DATABASE_GAUGES
 from core import metrics as core_metrics
-from runs.models import Run, StepAttempt
+from runs.models import HostHeartbeat, Run, StepAttempt, Worker
 from runs.services import run_start
 from tests.support import engine
 from tests.support.costs import crash_rerun_run, llm_spec
@@ -165,3 +167,29 @@ def test_the_dashboard_names_only_metrics_a_scrape_exposes_and_shows_every_one()
     defined = {m._name for m in core_metrics.DEFINED} | set(DATABASE_GAUGES)
     shown = {name for name in defined if any(n == name or n.startswith(name + "_") for n in named)}
     assert shown == defined, sorted(defined - shown)
+
+
+def test_worker_hosts_and_clusters_alive_are_read_at_scrape_time() -> None:
+    key = _token()
+    families = _scrape(key)
+    assert (sample_value(families, "ballast_worker_hosts_alive"), sample_value(families, "ballast_workers_alive")) == (0, 0)
+    now = engine.db_now()
+    old = now - timedelta(hours=1)
+
+    def cluster(host: str, pid: int, beat: datetime) -> None:
+        Worker.objects.create(name=f"{host}:{pid}:1", host=host, pid=pid, started_at=old, heartbeat_at=beat)
+
+    # Hosts other than this one (no process check): two live clusters on one, one on a host
+    # whose own heartbeat went silent, one whose cluster heartbeat is an hour old.
+    cluster("metrics-a", 11, now)
+    cluster("metrics-a", 12, now)
+    cluster("metrics-b", 21, now)
+    cluster("metrics-c", 31, old)
+    HostHeartbeat.objects.create(host="metrics-a", beat_at=now, up_since=old)
+    HostHeartbeat.objects.create(host="metrics-b", beat_at=old, up_since=old)
+    HostHeartbeat.objects.create(host="metrics-c", beat_at=now, up_since=old)
+    families = _scrape(key)
+    assert sample_value(families, "ballast_workers_alive") == 3
+    # Host heartbeats are written on PostgreSQL only (runs.engine.store.liveness): there a
+    # silent host is dead whatever its clusters say.
+    assert sample_value(families, "ballast_worker_hosts_alive") == (1 if connection.vendor == "postgresql" else 2)

@@ -178,3 +178,27 @@ def test_report_pages_refuse_other_roles_with_a_page_that_says_who_may(path, gro
     assert ctx["page"] == "forbidden" and ctx["props"]["who"].startswith("administrators")
     # The advice names what opens the page: a group for the workers, staff status for the audit log (no group opens it).
     assert ctx["props"].get("group") == {"/audit/": None, "/workers/": "operators"}[path]
+
+
+def test_mcp_servers_page_is_for_staff_with_the_allowed_stdio_commands(settings):
+    settings.BALLAST_MCP_STDIO_COMMANDS = ["/usr/bin/python3", "npx"]
+    response = signed_in(make_user("ada", staff=True)).get("/mcp-servers/")
+    assert response.status_code == 200
+    ctx = context_of(response)
+    assert ctx["page"] == "mcpservers" and ctx["title"] == "MCP servers"
+    assert ctx["props"] == {"stdioCommands": ["/usr/bin/python3", "npx"]}
+    assert ctx["urls"]["mcp_servers"] == "/mcp-servers/"
+
+
+@pytest.mark.parametrize("groups", [(), ("builders", "operators", "approvers")])
+def test_mcp_servers_page_refuses_users_who_are_not_staff(groups):
+    response = signed_in(make_user("u", *groups)).get("/mcp-servers/")
+    assert response.status_code == 403
+    ctx = context_of(response)
+    assert ctx["page"] == "forbidden" and ctx["props"] == {"what": "the MCP servers", "who": "administrators"}
+    assert "stdioCommands" not in response.content.decode()
+
+
+def test_mcp_servers_page_sends_anonymous_visitors_to_sign_in(client):
+    response = client.get("/mcp-servers/")
+    assert response.status_code == 302 and response["Location"] == "/accounts/login/?next=/mcp-servers/"

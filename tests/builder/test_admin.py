@@ -70,7 +70,10 @@ def _draft_form(browser: Client, graph_obj: Graph, draft: str) -> dict[str, obje
     as the browser would post it: with the revision the page was rendered at."""
     page = browser.get(f"/admin/graphs/graph/{graph_obj.pk}/change/")
     form = page.context["adminform"].form
-    data: dict[str, object] = {"name": graph_obj.name, "description": graph_obj.description, "draft": draft,
+    # Every plain field as the page rendered it (a browser posts them all), then the edit.
+    data: dict[str, object] = {name: form[name].value() for name, field in form.fields.items()
+                               if form[name].value() is not None and not isinstance(form[name].value(), (list, dict))}
+    data |= {"name": graph_obj.name, "description": graph_obj.description, "draft": draft,
                                "base_revision": form["base_revision"].value(),
                                # The hidden initial the page carries (the draft has a callable default).
                                "initial-draft": form.fields["draft"].prepare_value(form["draft"].initial)}

@@ -7,6 +7,16 @@ until every run of the cycle has ended or is parked for a person (or
 ``CHAOS_SETTLE_SECONDS`` passed), then undo what the fault left (restart a killed host,
 unskew a clock) and count. Fault kinds take turns until ``CHAOS_RUNS`` runs started.
 
+Issue 26's two properties ride on every cycle. Every ``CHAOS_SUBGRAPH_EVERY``-th run of a
+cycle (default every second) is of a graph that calls a child graph (``subgraph`` node:
+an effect, then the call; the child: two effects, one not safe to repeat, then
+``doubled = n * 2``), so faults hit parents waiting for children and children mid-step.
+``CHAOS_SCHEDULES`` schedules (default 3, a one-effect graph, a yearly cron, overlap
+``allow``, missed ``catch_up``) are made due on the database clock twice per cycle: as
+the runs start and just before the fault, so ticks are fired during it, by the host it
+hits, or after it. The cycle settles only when every tick it made due has fired and the
+runs of ticks and children ended too; their steps count in every figure above.
+
 Fault kinds:
 
 - ``sigkill``: one host's whole process tree SIGKILLed; it stays down until the cycle
@@ -42,6 +52,13 @@ start to the commit of the take-back that marked the interrupted attempt lost
 safe to repeat): the moment another host acted, counted for parked steps too. Late
 commits refused: commits the fence refused on a host the fault hit (its log's "lease
 lost, result discarded"), e.g. a stopped host's steps finishing after it resumed.
+Schedules (:func:`schedule_figures`): ticks due, fired twice (two tick rows, or a run
+under the tick's key that is not the row's), lost (no tick row once settled), not started
+(a row that skipped or failed), stray schedule runs (no tick row names them); fire lag
+(``fired_at - tick_at``, database clock). Children (:func:`child_figures`): subgraph
+steps, extra child runs (more than one with that ``parent_step``), missing ones (a step
+that succeeded with none), parents that succeeded without their child's output, and
+committed steps re-run inside children.
 """
 from __future__ import annotations
 
@@ -54,7 +71,7 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +81,8 @@ from tests.chaos.infra import ChaosSetupError, Layout, Stack
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAULT_KINDS = ("sigkill", "sigterm", "db_blip", "redis", "clock", "netcut", "sigstop")
 PROCESS_DEATH_KINDS = {"sigkill", "sigterm"}
-LEASE_LOST = "lease lost, result discarded"  # runs.engine.store.commit logs it when the fence refuses a commit
+LEASE_LOST = "lease lost, result discarded"
+YEARLY = "0 0 1 1 *"  # the schedules' cron: its own next tick is months away; the cycles make ticks due by hand  # runs.engine.store.commit logs it when the fence refuses a commit
 
 
 def _env_float(name: str, default: float) -> float:
@@ -96,6 +114,8 @@ class Config:
     skew: str = "+60s"  # [CHAOS_SKEW] libfaketime offset of the skewed host
     report: str | None = None  # [CHAOS_REPORT] JSON path; default var/chaos/report-<time>.json
     enforce: tuple[str, ...] = ()  # [CHAOS_ENFORCE] targets to enforce besides the default ones ("all")
+    schedules: int = 3  # [CHAOS_SCHEDULES] schedules made due twice per cycle (at the runs' start and at the fault)
+    subgraph_every: int = 2  # [CHAOS_SUBGRAPH_EVERY] every n-th run of a cycle calls a child graph (0: none)
     layout: Layout = field(default_factory=Layout)
 
     @classmethod
@@ -124,6 +144,8 @@ class Config:
             skew=os.environ.get("CHAOS_SKEW", "+60s"),
             report=os.environ.get("CHAOS_REPORT") or None,
             enforce=tuple(t.strip() for t in os.environ.get("CHAOS_ENFORCE", "").split(",") if t.strip()),
+            schedules=int(os.environ.get("CHAOS_SCHEDULES", 3)),
+            subgraph_every=int(os.environ.get("CHAOS_SUBGRAPH_EVERY", 2)),
             layout=Layout(
                 prefix=os.environ.get("CHAOS_PREFIX", "chaos"),
                 subnet=os.environ.get("CHAOS_SUBNET", "10.231.77"),
@@ -173,6 +195,12 @@ TARGETS: dict[str, Target] = {
     # within 5 s of the cut or the stop, not only once the link is back or the host resumed.
     "takeover_p95": Target("from_start_p95", 5.0, ("sigkill", "netcut", "sigstop"), False, "cross-host takeover within 5 s (p95) of the kill, the cut or the stop"),
     "clock_no_stolen_lease": Target("effects_repeated_no_death", 0, ("clock",), True, "0 takeovers of a live host whose clock is skewed by 60 s"),
+    # Issue 26's two properties under every fault: a schedule's tick fires once across
+    # both hosts (one tick row, one run; none lost), a subgraph step has one child run
+    # and its parent ends with that child's output.
+    "schedule_once": Target("ticks_not_once", 0, FAULT_KINDS, True, "0 ticks fired twice or lost"),
+    "child_once": Target("child_not_once", 0, FAULT_KINDS, True,
+                         "0 subgraph steps with more than one child run (or none, or a parent without its child's output)"),
 }
 
 
@@ -195,6 +223,8 @@ class Cycle:
     unexpected_exits: list[str] = field(default_factory=list)  # hosts that died by themselves
     late_commits_refused: int = 0  # the fence refused a commit on a host the fault hit (its log says so)
     detail: str = ""
+    ticks: list[tuple[int, datetime]] = field(default_factory=list)  # (schedule id, tick time) made due in the cycle
+    parents_waiting: int = 0  # workload runs waiting for their child run at the fault's start
 
 
 class Suite:
@@ -213,6 +243,9 @@ class Suite:
         self.web: Any = None
         self.poller: Any = None
         self.version: Any = None
+        self.parent_version: Any = None  # the workload graph that calls a child graph (subgraph node)
+        self.schedule_ids: list[int] = []
+        self.stray_schedule_runs: set[int] = set()  # schedule runs no tick row names, counted once
         self.cycles: list[Cycle] = []
 
     # -------------------------------------------------------------- setup
@@ -260,6 +293,8 @@ class Suite:
 
         token = self._api_token()
         self.version = self._publish()
+        self.parent_version = self._publish_parent()
+        self.schedule_ids = self._create_schedules()
         for i in range(1, self.config.hosts + 1):
             host = Host(self.layout, i, env=env, workdir=self.workdir, workers=self.config.workers)
             self.hosts.append(host)
@@ -296,25 +331,65 @@ class Suite:
 
         from accounts.tokens import token_create
 
-        user = get_user_model().objects.create_superuser("chaos", "chaos@example.invalid", "chaos-password")
-        return token_create(user=user, name="chaos")[1]
+        self.user = get_user_model().objects.create_superuser("chaos", "chaos@example.invalid", "chaos-password")
+        return token_create(user=self.user, name="chaos")[1]
 
-    def _publish(self) -> Any:
+    def _effect(self, node_id: str, unsafe: bool, sleep: float | None = None) -> dict:
+        return {
+            "id": node_id, "kind": "tool",
+            "config": {"tool": "chaos_effect_unsafe" if unsafe else "chaos_effect",
+                       "args": {"label": node_id, "sleep": self.config.step_seconds if sleep is None else sleep}},
+            "retry": {"max_attempts": 5, "backoff_seconds": 0.5},
+        }
+
+    def _import(self, name: str, nodes: list[dict], **extra: Any) -> Any:
+        """Publish a chain of ``nodes`` (in order) as graph ``name``; returns its version."""
         from builder.services import graph_import
 
-        def effect(node_id: str, unsafe: bool) -> dict:
-            return {
-                "id": node_id, "kind": "tool",
-                "config": {"tool": "chaos_effect_unsafe" if unsafe else "chaos_effect",
-                           "args": {"label": node_id, "sleep": self.config.step_seconds}},
-                "retry": {"max_attempts": 5, "backoff_seconds": 0.5},
-            }
-
-        ids = ["start", "a", "b", "c", "d", "end"]
-        nodes = [{"id": "start", "kind": "start", "config": {}}, effect("a", False), effect("b", True),
-                 effect("c", False), effect("d", True), {"id": "end", "kind": "end", "config": {}}]
+        ids = [n["id"] for n in nodes]
         edges = [{"source": s, "target": t, "source_handle": None} for s, t in zip(ids, ids[1:], strict=False)]
-        return graph_import(spec={"name": "chaos", "nodes": nodes, "edges": edges}).version
+        return graph_import(spec={"name": name, "nodes": nodes, "edges": edges, **extra}, user=self.user).version
+
+    def _publish(self) -> Any:
+        start, end = {"id": "start", "kind": "start", "config": {}}, {"id": "end", "kind": "end", "config": {}}
+        return self._import("chaos", [start, self._effect("a", False), self._effect("b", True),
+                                      self._effect("c", False), self._effect("d", True), end])
+
+    def _publish_parent(self) -> Any:
+        """A child graph (two side effects, one not safe to repeat, then ``doubled = n * 2``)
+        and the workload graph that calls it: a -> call (subgraph) -> end, returning the
+        child's output as ``result`` (three side effects in all, as long as the plain
+        workload graph's four: the short run's time stays what it was)."""
+        start = {"id": "start", "kind": "start", "config": {}}
+        child = self._import(
+            "chaos-child",
+            [start, self._effect("b", True), self._effect("c", False),
+             {"id": "double", "kind": "transform", "config": {"set": {"doubled": "n * 2"}}},
+             {"id": "end", "kind": "end", "config": {"output": ["doubled"]}}],
+            input_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        )
+        call = {"id": "call", "kind": "subgraph",
+                "config": {"graph": child.graph_id, "version": "latest", "input": {"n": "{{ input.n }}"}, "output_key": "result"}}
+        return self._import(
+            "chaos-parent",
+            [start, self._effect("a", False), call,
+             {"id": "end", "kind": "end", "config": {"output": ["result"]}}],
+            input_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        )
+
+    def _create_schedules(self) -> list[int]:
+        """``CHAOS_SCHEDULES`` schedules of a one-effect graph with a yearly cron (no tick
+        of their own falls during the run): the cycles set their due rows by hand. Overlap
+        ``allow`` and missed ``catch_up``: every tick the suite makes due must start a run."""
+        from triggers.schedules import schedule_create
+
+        start, end = {"id": "start", "kind": "start", "config": {}}, {"id": "end", "kind": "end", "config": {}}
+        version = self._import("chaos-tick", [start, self._effect("t", False, sleep=0.1), end])
+        return [
+            schedule_create(graph=version.graph, name=f"chaos-{i}", user=self.user, cron_expression=YEARLY,
+                            overlap_policy="allow", missed_policy="catch_up").pk
+            for i in range(1, self.config.schedules + 1)
+        ]
 
     # -------------------------------------------------------------- cycles
 
@@ -333,7 +408,10 @@ class Suite:
                 f"parked {s['steps_parked']} repeats {s['effects_repeated']} committed re-run {s['committed_steps_rerun']} "
                 f"after-commit {s['effects_repeated_after_commit']} 5xx {s['api_5xx']} recovery "
                 f"{[round(r, 2) for r in s['recovery']]} from start {[round(r, 2) for r in s['recovery_from_start']]} "
-                f"taken over {[round(r, 2) for r in s['takeover']]} "
+                f"taken over {[round(r, 2) for r in s['takeover']]} ticks {s['ticks_due']} (twice {s['ticks_fired_twice']} "
+                f"lost {s['ticks_lost']} not started {s['ticks_not_started']} stray {s['ticks_stray_runs']}) "
+                f"children {s['subgraph_steps']} (extra {s['child_runs_extra']} missing {s['child_runs_missing']} "
+                f"wrong output {s['parent_output_wrong']}) "
                 f"(fault at {datetime.fromtimestamp(cycle.fault_start, UTC).strftime('%H:%M:%S.%f')[:-3]}; "
                 f"interrupted {sorted(st['id'] for st in cycle.interrupted)}) {cycle.detail}")
 
@@ -358,11 +436,18 @@ class Suite:
             victim.start(skew=self.config.skew)
             victim.wait_ready()
             cycle.detail = f"{victim.name} at {self.config.skew}"
-        for _ in range(n):
-            cycle.run_ids.append(run_start(version=self.version, run_input={}).pk)
+        self.make_ticks_due(cycle)
+        for i in range(n):
+            every = self.config.subgraph_every
+            if every and i % every == every - 1:
+                cycle.run_ids.append(run_start(version=self.parent_version, run_input={"n": len(self.cycles) * 100 + i}).pk)
+            else:
+                cycle.run_ids.append(run_start(version=self.version, run_input={}).pk)
             time.sleep(self.rng.uniform(0.05, 0.3))
         time.sleep(self.rng.uniform(0.2, 3 * self.config.step_seconds + 0.5))
-        cycle.interrupted = self.running_steps(cycle.run_ids)
+        self.make_ticks_due(cycle)  # due as the fault strikes: some fire during it, some on the host it hits
+        cycle.interrupted = self.running_steps(self.cycle_run_ids(cycle))
+        cycle.parents_waiting = self.parents_waiting(cycle.run_ids)
         if kind in ("sigkill", "netcut", "sigstop"):
             # A host with steps in flight, when one has any: a fault on an idle host measures no takeover.
             busy = [h for h in self.hosts if any(s["lease_owner"].startswith(h.name + ":") for s in cycle.interrupted)]
@@ -440,6 +525,44 @@ class Suite:
         else:  # pragma: no cover - Config.from_env checks the names
             raise ValueError(kind)
 
+    def make_ticks_due(self, cycle: Cycle) -> None:
+        """Make every schedule whose last tick fired due now (database clock, whole
+        seconds, later than any tick this suite made due before), in one UPDATE that skips
+        a schedule still due (its earlier tick has not fired: overwriting it would lose
+        it by the suite's doing). Records the ticks on ``cycle``."""
+        from django.db import connection
+
+        from runs.engine import api as engine
+        from triggers.models import Schedule
+
+        if not self.schedule_ids:
+            return
+        at = engine.db_now().replace(microsecond=0)
+        last = max((t for c in [*self.cycles, cycle] for _, t in c.ticks), default=None)
+        if last is not None and at <= last:
+            at = last + timedelta(seconds=1)
+        with connection.cursor() as cur:
+            cur.execute(
+                f"UPDATE {Schedule._meta.db_table} SET next_fire_at = %s WHERE id = ANY(%s) AND next_fire_at > now() RETURNING id",
+                [at, self.schedule_ids],
+            )
+            cycle.ticks.extend((row[0], at) for row in cur.fetchall())
+
+    def cycle_run_ids(self, cycle: Cycle) -> list[int]:
+        """The cycle's workload runs, their child runs and the runs its ticks started."""
+        from runs.models import Run
+
+        ids = list(cycle.run_ids)
+        ids += Run.objects.filter(parent_step__run_id__in=cycle.run_ids).values_list("pk", flat=True)
+        ids += tick_rows(cycle.ticks).exclude(run_id=None).values_list("run_id", flat=True)
+        return ids
+
+    def parents_waiting(self, run_ids: list[int]) -> int:
+        """How many of ``run_ids`` have a subgraph step waiting for its child run now."""
+        from runs.models import Step
+
+        return Step.objects.filter(run_id__in=run_ids, node_id="call", status="waiting").count()
+
     def running_steps(self, run_ids: list[int]) -> list[dict]:
         from runs.models import Step
 
@@ -455,31 +578,33 @@ class Suite:
         deadline = time.monotonic() + self.config.settle_seconds
         while time.monotonic() < deadline:
             self.ensure_hosts(cycle)
-            open_runs = Run.objects.filter(pk__in=cycle.run_ids).exclude(status__in=("succeeded", "failed", "cancelled"))
-            busy = Step.objects.filter(run__in=open_runs).filter(Q(status__in=("pending", "running", "suspended")))
-            parked_runs = set(Step.objects.filter(run__in=open_runs, status="parked").values_list("run_id", flat=True))
-            if not busy.exists() and set(open_runs.values_list("pk", flat=True)) <= parked_runs:
+            open_runs = set(Run.objects.filter(pk__in=self.cycle_run_ids(cycle)).exclude(status__in=("succeeded", "failed", "cancelled"))
+                            .values_list("pk", flat=True))
+            blocked = parked_for_person(open_runs)
+            busy = Step.objects.filter(run_id__in=open_runs - blocked).filter(Q(status__in=("pending", "running", "suspended")))
+            all_fired = tick_rows(cycle.ticks).count() >= len(cycle.ticks)
+            if all_fired and not busy.exists() and open_runs <= blocked:
                 break
             time.sleep(0.2)
         cycle.settled_at = time.time()
 
     # -------------------------------------------------------------- reading back
 
-    def cycle_rows(self, cycle: Cycle) -> tuple[dict[int, str], list[dict], dict[int, list[tuple[int, str, float | None]]]]:
-        """(run status by id, steps, attempts by step id as (number, status, commit time))."""
+    def cycle_rows(self, run_ids: list[int]) -> tuple[dict[int, str], list[dict], dict[int, list[tuple[int, str, float | None]]]]:
+        """(run status by id, steps, attempts by step id as (number, status, commit time)) of ``run_ids``."""
         from django.db import connection
 
         from runs.models import Run, Step, StepAttempt
 
-        runs = dict(Run.objects.filter(pk__in=cycle.run_ids).values_list("pk", "status"))
-        steps = list(Step.objects.filter(run_id__in=cycle.run_ids).values("id", "run_id", "node_id", "status", "attempt", "idempotency_key"))
+        runs = dict(Run.objects.filter(pk__in=run_ids).values_list("pk", "status"))
+        steps = list(Step.objects.filter(run_id__in=run_ids).values("id", "run_id", "node_id", "status", "attempt", "idempotency_key"))
         attempts: dict[int, list] = defaultdict(list)
         with connection.cursor() as cur:
             cur.execute(
                 f"SELECT a.step_id, a.number, a.status, extract(epoch FROM pg_xact_commit_timestamp(a.xmin)) "
                 f"FROM {StepAttempt._meta.db_table} a JOIN {Step._meta.db_table} s ON s.id = a.step_id "
                 "WHERE s.run_id = ANY(%s) ORDER BY a.step_id, a.number",
-                [cycle.run_ids],
+                [run_ids],
             )
             for step_id, number, status, committed in cur.fetchall():
                 attempts[step_id].append((number, status, float(committed) if committed is not None else None))
@@ -491,28 +616,35 @@ class Suite:
 
 def summarize_cycle(cycle: Cycle, suite: Suite) -> dict[str, Any]:
     """The cycle's figures (the keys :data:`TARGETS` name, per cycle)."""
-    runs, steps, attempts = suite.cycle_rows(cycle)
+    all_ids = suite.cycle_run_ids(cycle)
+    runs, steps, attempts = suite.cycle_rows(all_ids)
     calls_by_key: dict[str, list[dict]] = defaultdict(list)
-    for call in suite.effects.for_runs(set(cycle.run_ids)):
+    for call in suite.effects.for_runs(set(all_ids)):
         calls_by_key[call["key"]].append(call)
     steps_by_run: dict[int, list[dict]] = defaultdict(list)
     for s in steps:
         steps_by_run[s["run_id"]].append(s)
 
+    # Every run of the cycle: the workload's, their children, the ticks' runs.
+    blocked = parked_for_person({r for r, st in runs.items() if st not in ("succeeded", "failed", "cancelled")})
     lost = stuck = 0
-    for run_id in cycle.run_ids:
+    for run_id in all_ids:
         status = runs.get(run_id)
         statuses = {s["status"] for s in steps_by_run[run_id]}
         if status == "succeeded":
             continue
         if status in ("failed", "cancelled"):
             lost += 1
+        elif run_id in blocked and "parked" not in statuses:
+            continue  # a parent waiting for a child parked for a person: parked, as its child
         elif statuses & {"pending", "running", "suspended"}:
             stuck += 1
         elif "parked" not in statuses:
             lost += 1  # open, yet nothing will ever move it
 
-    committed_rerun = after_commit = repeated = parked = 0
+    child_ids = set(all_ids) - set(cycle.run_ids)  # children and tick runs alike (a tick run has no parent)
+    child_ids &= set(parent_of(child_ids))
+    committed_rerun = after_commit = repeated = parked = child_rerun = 0
     for s in steps:
         if s["status"] == "parked":
             parked += 1
@@ -525,6 +657,8 @@ def summarize_cycle(cycle: Cycle, suite: Suite) -> dict[str, Any]:
         later = [n for n, _, _ in attempts[s["id"]] if n > number] + [c["attempt"] for c in calls if c["attempt"] > number]
         if later or len(done) > 1:
             committed_rerun += 1
+            if s["run_id"] in child_ids:
+                child_rerun += 1
         if committed_at is not None:
             after_commit += sum(1 for c in calls if c["t"] > committed_at)
 
@@ -551,6 +685,8 @@ def summarize_cycle(cycle: Cycle, suite: Suite) -> dict[str, Any]:
         if lost_at:
             takeover.append(max(0.0, lost_at[0] - cycle.fault_start))
 
+    ticks = schedule_figures(cycle, suite)
+    children = child_figures(cycle, steps, runs)
     death = cycle.kind in PROCESS_DEATH_KINDS or bool(cycle.unexpected_exits)
     answers = suite.poller.between(cycle.fault_start, cycle.settled_at) if suite.poller else []
     return {
@@ -573,6 +709,125 @@ def summarize_cycle(cycle: Cycle, suite: Suite) -> dict[str, Any]:
         "unrecovered": unrecovered,
         "unexpected_exits": len(cycle.unexpected_exits),
         "late_commits_refused": cycle.late_commits_refused,
+        "child_steps_interrupted": sum(1 for s in cycle.interrupted if s["run_id"] in child_ids),
+        "parents_waiting_at_fault": cycle.parents_waiting,
+        **ticks,
+        **children,
+        "child_committed_rerun": child_rerun,
+    }
+
+
+def tick_rows(ticks: list[tuple[int, datetime]]) -> Any:
+    """The tick rows (not Run now) of ``ticks``, (schedule id, tick time) pairs: a queryset."""
+    from django.db.models import Q
+
+    from triggers.models import ScheduleTick
+
+    match = Q(pk__in=[])
+    for schedule_id, at in ticks:
+        match |= Q(schedule_id=schedule_id, tick_at=at)
+    return ScheduleTick.objects.filter(match, manual=False)
+
+
+def parent_of(run_ids: set[int]) -> dict[int, int]:
+    """Child run id -> its parent run id, for the runs of ``run_ids`` that are children."""
+    from runs.models import Run
+
+    return dict(Run.objects.filter(pk__in=run_ids, parent_step__isnull=False).values_list("pk", "parent_step__run_id"))
+
+
+def parked_for_person(open_runs: set[int]) -> set[int]:
+    """Of ``open_runs`` (not ended), those only a person can move: a step parked, or
+    waiting at a subgraph step for a child run that is so (to any depth; the child must
+    be among ``open_runs``)."""
+    from runs.models import Step
+
+    blocked = set(Step.objects.filter(run_id__in=open_runs, status="parked").values_list("run_id", flat=True))
+    parents = parent_of(open_runs)
+    grew = True
+    while grew:
+        grew = False
+        for child, parent in parents.items():
+            if child in blocked and parent in open_runs and parent not in blocked:
+                blocked.add(parent)
+                grew = True
+    return blocked
+
+
+def schedule_figures(cycle: Cycle, suite: Any) -> dict[str, Any]:
+    """Issue 26's schedule-fires-once, on the ticks ``cycle`` made due: each has exactly one
+    tick row (unique per schedule and tick time), that row started a run, exactly one run
+    carries the tick's idempotency key and it is the row's run; none left unfired after
+    the cycle settled. Stray runs: runs of the schedules that no tick row names (a second
+    start of a tick under another key), counted once over the suite's life. ``suite``: a
+    :class:`Suite`, or anything with its ``schedule_ids`` and ``stray_schedule_runs``."""
+    from runs.models import Run
+    from triggers.models import ScheduleTick
+
+    rows: dict[tuple[int, datetime], list[dict]] = defaultdict(list)
+    for row in tick_rows(cycle.ticks).values("schedule_id", "tick_at", "outcome", "run_id", "fired_at"):
+        rows[(row["schedule_id"], row["tick_at"])].append(row)
+    twice = lost = not_started = during = 0
+    lags: list[float] = []
+    for schedule_id, at in cycle.ticks:
+        mine = rows.get((schedule_id, at), [])
+        if not mine:
+            lost += 1
+            continue
+        twice += len(mine) - 1
+        row = mine[0]
+        lags.append((row["fired_at"] - row["tick_at"]).total_seconds())
+        if cycle.fault_start <= row["fired_at"].timestamp() <= max(cycle.fault_end, cycle.fault_start):
+            during += 1
+        key = f"schedule:{schedule_id}:{at.strftime('%Y%m%dT%H%M%SZ')}"
+        keyed = list(Run.objects.filter(idempotency_key=key).values_list("pk", flat=True))
+        if row["outcome"] != "started" or row["run_id"] is None:
+            not_started += 1
+        elif keyed != [row["run_id"]]:
+            twice += max(1, len(keyed) - 1)
+    named = set(ScheduleTick.objects.filter(schedule_id__in=suite.schedule_ids).exclude(run_id=None).values_list("run_id", flat=True))
+    schedule_runs = set(Run.objects.filter(source__startswith="schedule chaos-").values_list("pk", flat=True))
+    stray = schedule_runs - named - suite.stray_schedule_runs
+    suite.stray_schedule_runs |= stray
+    return {
+        "ticks_due": len(cycle.ticks),
+        "ticks_fired_in_fault": during,
+        "ticks_fired_twice": twice,
+        "ticks_lost": lost,
+        "ticks_not_started": not_started,
+        "ticks_stray_runs": len(stray),
+        "ticks_not_once": twice + lost + not_started + len(stray),
+        "tick_lag": lags,
+    }
+
+
+def child_figures(cycle: Cycle, steps: list[dict], runs: dict[int, str]) -> dict[str, Any]:
+    """Issue 26's child-runs-once, on the cycle's subgraph steps: each has at most one child
+    run (Run.parent_step), one once it succeeded, and a parent that succeeded ended with its
+    child's output (``result``) from a child that succeeded."""
+    from runs.models import Run
+
+    call_steps = {s["id"]: s for s in steps if s["node_id"] == "call" and s["run_id"] in set(cycle.run_ids)}
+    children: dict[int, list[dict]] = defaultdict(list)
+    for child in Run.objects.filter(parent_step_id__in=list(call_steps)).values("pk", "parent_step_id", "status", "output"):
+        children[child["parent_step_id"]].append(child)
+    outputs = dict(Run.objects.filter(pk__in={s["run_id"] for s in call_steps.values()}).values_list("pk", "output"))
+    extra = missing = wrong_output = 0
+    for step_id, step in call_steps.items():
+        kids = children.get(step_id, [])
+        extra += max(0, len(kids) - 1)
+        if not kids and step["status"] == "succeeded":
+            missing += 1
+        if runs.get(step["run_id"]) == "succeeded":
+            output = (outputs.get(step["run_id"]) or {}).get("result")
+            if len(kids) != 1 or kids[0]["status"] != "succeeded" or output != kids[0]["output"]:
+                wrong_output += 1
+    return {
+        "subgraph_steps": len(call_steps),
+        "child_runs_extra": extra,
+        "child_runs_missing": missing,
+        "parent_output_wrong": wrong_output,
+        "child_not_once": extra + missing + wrong_output,
     }
 
 
@@ -588,10 +843,10 @@ def summarize(per_cycle: list[tuple[str, dict]]) -> dict[str, dict[str, Any]]:
     """Sum the cycles' figures per fault kind; recovery as count, p50, p95, max (seconds)."""
     kinds: dict[str, dict[str, Any]] = {}
     for kind, figures in per_cycle:
-        agg = kinds.setdefault(kind, {"cycles": 0, "recovery": [], "recovery_from_start": [], "takeover": []})
+        agg = kinds.setdefault(kind, {"cycles": 0, "recovery": [], "recovery_from_start": [], "takeover": [], "tick_lag": []})
         agg["cycles"] += 1
         for key, value in figures.items():
-            if key in ("recovery", "recovery_from_start", "takeover"):
+            if key in ("recovery", "recovery_from_start", "takeover", "tick_lag"):
                 agg.setdefault(key, []).extend(value)
             else:
                 agg[key] = agg.get(key, 0) + value
@@ -611,6 +866,9 @@ def summarize(per_cycle: list[tuple[str, dict]]) -> dict[str, dict[str, Any]]:
         agg["takeover_p50"] = percentile(rec, 0.50)
         agg["takeover_p95"] = percentile(rec, 0.95)
         agg["takeover_max"] = max(rec) if rec else None
+        rec = agg.pop("tick_lag")
+        agg["tick_lag_p50"] = percentile(rec, 0.50)
+        agg["tick_lag_max"] = max(rec) if rec else None
     return kinds
 
 
@@ -637,6 +895,12 @@ COLUMNS = [
     ("takeover_p50", "takeover p50"), ("takeover_p95", "takeover p95"), ("takeover_max", "takeover max"), ("unrecovered", "unrecovered"),
     ("late_commits_refused", "late commits refused"),
     ("unexpected_exits", "host self-exits"),
+    ("ticks_due", "ticks due"), ("ticks_fired_in_fault", "ticks fired in fault"), ("ticks_fired_twice", "ticks fired twice"), ("ticks_lost", "ticks lost"),
+    ("ticks_not_started", "ticks not started"), ("ticks_stray_runs", "stray schedule runs"),
+    ("tick_lag_p50", "tick lag p50 s"), ("tick_lag_max", "tick lag max s"),
+    ("subgraph_steps", "subgraph steps"), ("parents_waiting_at_fault", "parents waiting at fault"),
+    ("child_steps_interrupted", "child steps interrupted"), ("child_runs_extra", "extra child runs"), ("child_runs_missing", "missing child runs"),
+    ("parent_output_wrong", "parent w/o child output"), ("child_committed_rerun", "child committed re-run"),
 ]
 
 

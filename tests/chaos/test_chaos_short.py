@@ -6,7 +6,9 @@ ports and subnet, and passes when every *enforced* target of
 :data:`tests.chaos.suite.TARGETS` holds: 0 runs lost or stuck, 0 committed steps re-run,
 0 side effects repeated after a commit; 0 side effects repeated and 0 steps parked because
 of a database or Redis blip alone, 0 API 5xx during a Redis outage, 0 leases stolen by a
-host whose clock is skewed. The timing figures (recovery and takeover times) are printed
+host whose clock is skewed; every schedule tick made due fired once (one tick row, one
+run, none lost) and every subgraph step had one child run whose output its parent ended
+with (issue 26). The timing figures (recovery and takeover times) are printed
 (``-rP`` shows them) and written to the JSON report, not enforced: two samples per kind
 on a loaded machine are not a p95.
 

@@ -91,10 +91,11 @@ def linear_effects_spec() -> dict:
     )
 
 
-def crash_and_restart(cluster_factory, run, fault: str, *, at_kill=None):
+def crash_and_restart(cluster_factory, run, fault: str, *, at_kill=None, workers: int | None = None):
     """Run with ``fault`` armed until a worker hangs there, SIGKILL the group, check
-    ``at_kill(report)`` on the frozen database, then restart clean and wait for the end."""
-    crashed = cluster_factory("crashed").start(fault=fault)
+    ``at_kill(report)`` on the frozen database, then restart clean and wait for the end.
+    ``workers``: the crashed cluster's worker processes (the factory's default when None)."""
+    crashed = (cluster_factory("crashed") if workers is None else cluster_factory("crashed", workers=workers)).start(fault=fault)
     report = crashed.wait_for_fault()
     crashed.kill()
     if at_kill is not None:
@@ -161,7 +162,9 @@ def test_c_killed_after_commit_recovery_hands_over_the_successor_rows(cluster_fa
         assert set(successors.values()) <= {"pending", "running"}
         assert effect_counts(effects_file) == {"x": 1}
 
-    run = crash_and_restart(cluster_factory, run, "after_commit:x", at_kill=at_kill)
+    # One worker: a second one may rightly claim a successor, due since x's commit, before
+    # the kill (its claim by due time needs no doorbell): no rows would be left to hand over.
+    run = crash_and_restart(cluster_factory, run, "after_commit:x", at_kill=at_kill, workers=1)
     assert run.status == "succeeded", describe_db(run.pk)
     assert effect_counts(effects_file) == {"x": 1, "p": 1, "q": 1}
     assert attempts(run, "x") == [(1, "succeeded")]
@@ -184,7 +187,9 @@ def test_c2_unsafe_successors_that_never_started_run_after_a_crash_not_parked(cl
         assert leased.count() == 1 and leased.get().effect_attempt is None  # leased, never begun
         assert effect_counts(effects_file) == {"x": 1}
 
-    run = crash_and_restart(cluster_factory, run, "after_commit:x", at_kill=at_kill)
+    # One worker: a second one may rightly claim a successor, due since x's commit, before
+    # the kill (its claim by due time needs no doorbell): no rows would be left to hand over.
+    run = crash_and_restart(cluster_factory, run, "after_commit:x", at_kill=at_kill, workers=1)
     assert run.status == "succeeded", describe_db(run.pk)
     assert effect_counts(effects_file) == {"x": 1, "p": 1, "q": 1}
     assert not ApprovalRequest.objects.filter(run=run, purpose="recovery").exists()
@@ -364,7 +369,8 @@ def test_h_steps_prefetched_by_a_killed_cluster_are_taken_over_promptly(cluster_
     b = cluster_factory("B", extra_env={"BALLAST_Q_NAME": "ballast-b"}).start()
     b.wait_ready()  # B's start-up pass (which re-dispatches every pending step) is over
     run = start_run(spec)
-    a = cluster_factory("A", workers=1).start(fault="during_execute:a")
+    # One worker of one step thread: it hangs in branch a, b and c sit in A's prefetch buffer.
+    a = cluster_factory("A", workers=1, extra_env={"BALLAST_WORKER_STEP_THREADS": "1"}).start(fault="during_execute:a")
     a.wait_for_fault()  # A's only worker hangs in branch a; b and c sit in A's prefetch buffer
     wait_until(
         # the start task (its worker hangs in a, kept in the same task) and b's and c's tasks

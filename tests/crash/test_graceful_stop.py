@@ -37,7 +37,9 @@ def attempts(run, node_id: str) -> list[tuple[int, str]]:
 
 @pytest.mark.parametrize("whole_group", [True, False], ids=["group", "main-pid"])
 def test_sigterm_lets_the_in_flight_step_finish(cluster_factory, effects_file, whole_group):
-    run = slow_run(1.5)
+    # Long enough that the stop reaches the worker (from the main process, with main-pid)
+    # before the step ends, on a loaded machine too: else its successor runs, rightly.
+    run = slow_run(3.0)
     cluster = cluster_factory("stopping", extra_env={"BALLAST_STOP_GRACE_SECONDS": str(GRACE + 3)}).start()
     wait_until(lambda: started(effects_file, "slow"), WAIT_CEILING, "the slow step to start", clusters=[cluster], run_id=run.pk)
     pid = cluster.pid
@@ -67,7 +69,10 @@ def test_a_step_past_the_grace_period_is_handed_back_at_once(cluster_factory, ef
     wait_until(lambda: started(effects_file, "slow"), WAIT_CEILING, "the slow step to start", clusters=[cluster], run_id=run.pk)
     took = cluster.stop(grace=GRACE + STOP_SLACK + 10, whole_group=whole_group)
     print(f"\n[stop] SIGTERM ({'group' if whole_group else 'main pid'}) with a step past the grace -> gone in {took:.1f} s")
-    assert_took_under(took, GRACE, f"the stop with a step past the grace\n{cluster.log_tail()}")
+    # The supervisor ends it within GRACE (its reserve covers the hand-back and the exit);
+    # STOP_SLACK is for a loaded machine, where the hand-back can wait on SQLite's write
+    # lock. Either way far below the 60 s lease the step would otherwise wait out.
+    assert_took_under(took, GRACE + STOP_SLACK, f"the stop with a step past the grace\n{cluster.log_tail()}")
     slow = Step.objects.get(run=run, node_id="slow")
     # Handed back by the stopping cluster itself: pending again, no lease, the attempt lost.
     assert slow.status == "pending" and slow.lease_owner == "", describe_db(run.pk)

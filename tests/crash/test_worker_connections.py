@@ -28,9 +28,11 @@ def _session_graph():
 
 def _sessions_per_task(cluster_factory, effects_file, **env: str) -> list[tuple[int, int]]:
     """(worker pid, session) of each of RUNS runs, one after the other through a
-    one-worker cluster (each run is one task: its steps follow in the same worker)."""
+    one-worker cluster (each run is one task: its steps follow in the same worker; with
+    no drain window, since a task still draining when the next run starts would claim
+    that run too, on the same connection)."""
     version = publish(_session_graph())
-    cluster = cluster_factory("conn", workers=1, extra_env=env).start()
+    cluster = cluster_factory("conn", workers=1, extra_env={"BALLAST_DOORBELL_DRAIN_SECONDS": "0", **env}).start()
     cluster.wait_ready()
     for _ in range(RUNS):
         run = run_start(version=version, run_input={})

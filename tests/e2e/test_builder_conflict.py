@@ -2,20 +2,21 @@
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import expect
 
 from tests.support.browser import make_user, screenshot, sign_in
-from tests.support.builder_steps import example, make_graph, node, open_builder, stored_spec, wait_saved
+from tests.support.builder_steps import (
+    drag_node,
+    example,
+    make_graph,
+    node,
+    open_builder,
+    saved_revision,
+    stored_spec,
+    wait_saved,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def drag_node(page: Page, node_id: str, dx: float, dy: float) -> None:
-    box = node(page, node_id).bounding_box()
-    page.mouse.move(box["x"] + 40, box["y"] + 12)
-    page.mouse.down()
-    page.mouse.move(box["x"] + 40 + dx, box["y"] + 12 + dy, steps=6)
-    page.mouse.up()
 
 
 def test_second_save_is_refused_and_kept_as_a_copy(live_server, browser):
@@ -32,8 +33,9 @@ def test_second_save_is_refused_and_kept_as_a_copy(live_server, browser):
         open_builder(a, live_server.url, graph_id)
         open_builder(b, live_server.url, graph_id)
 
+        rev = saved_revision(a)
         drag_node(a, "draft", 0, 160)
-        wait_saved(a)
+        wait_saved(a, after=rev)
         ann_spec = stored_spec(a, live_server.url, graph_id)
 
         node(b, "discard").click()
@@ -57,12 +59,14 @@ def test_second_save_is_refused_and_kept_as_a_copy(live_server, browser):
         assert stored_spec(a, live_server.url, graph_id) == ann_spec  # ann's edit is intact
 
         # Reloading the stored version in a third tab after another conflict drops only the local edit.
+        rev = saved_revision(a)
         drag_node(a, "classify", 0, 120)
-        wait_saved(a)
+        wait_saved(a, after=rev)
         b.goto(f"{live_server.url}/graphs/{graph_id}/")
         b.get_by_test_id("canvas").wait_for()
+        rev = saved_revision(a)
         drag_node(a, "route", 0, 120)
-        wait_saved(a)
+        wait_saved(a, after=rev)
         node(b, "start").click()
         b.keyboard.press("Delete")
         expect(b.locator(".save-status")).to_have_attribute("data-status", "conflict")

@@ -255,7 +255,7 @@ def test_read_only_user_sees_no_edit_controls(live_server, page, builder_user):
     open_builder(page, live_server.url, graph_id)
     expect(page.locator(".react-flow__node")).to_have_count(10)
     expect(page.locator(".palette")).to_have_count(0)
-    expect(page.get_by_role("button", name="Publish")).to_have_count(0)
+    expect(page.get_by_role("button", name="Publish", exact=True)).to_have_count(0)
     expect(page.get_by_role("button", name="Auto-layout")).to_have_count(0)
     expect(page.get_by_role("button", name="Undo")).to_have_count(0)
     node(page, "route").click()
@@ -271,11 +271,11 @@ def test_new_edge_between_named_handles(live_server, page, builder_user):
     sign_in(page, live_server.url, "bea", "pw-bea-1")
     open_builder(page, live_server.url, graph_id)
     expect(node(page, "route").locator(".bnode__errors")).to_be_visible()
-    expect(page.get_by_role("button", name="Publish")).to_be_disabled()
+    expect(page.get_by_role("button", name="Publish", exact=True)).to_be_disabled()
     connect(page, "route", "search_kb", "default")
     expect(page.locator(".react-flow__edge")).to_have_count(11)
     expect(node(page, "route").locator(".bnode__errors")).to_have_count(0)
-    expect(page.get_by_role("button", name="Publish")).to_be_enabled()
+    expect(page.get_by_role("button", name="Publish", exact=True)).to_be_enabled()
     wait_saved(page)
     edges = stored_spec(page, live_server.url, graph_id)["edges"]
     assert {"source": "route", "source_handle": "default", "target": "search_kb"} in edges

@@ -104,8 +104,9 @@ def test_paste_lands_at_the_pointer_and_is_selected(live_server, page, builder_u
     pane = page.locator(".react-flow__pane").bounding_box()
     assert original and pane
     # Far from the original, on the other half of the canvas (clear of the controls and the minimap).
-    left = original["x"] > pane["x"] + pane["width"] / 2
-    target = (pane["x"] + (80 if left else pane["width"] - 480), pane["y"] + 60)
+    # The builder opens the example at 50 % from its start, so the original may sit anywhere.
+    left = original["x"] + original["width"] / 2 > pane["x"] + pane["width"] / 2
+    target = (pane["x"] + (80 if left else pane["width"] - 300), pane["y"] + 60)
     page.mouse.move(*target)
     page.keyboard.press(f"{MOD}+v")
     pasted = node(page, "route_2")

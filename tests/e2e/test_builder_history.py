@@ -80,7 +80,7 @@ def test_compare_open_and_restore_versions(live_server, page: Page, builder_user
     expect(page.get_by_text("Version 1 · read-only")).to_be_visible()
     node(page, "calc").wait_for()
     expect(node(page, "audit")).to_have_count(0)
-    expect(page.get_by_role("button", name="Publish")).to_have_count(0)
+    expect(page.get_by_role("button", name="Publish", exact=True)).to_have_count(0)
     expect(page.get_by_role("button", name="Run version 1")).to_be_enabled()
     expect(page.get_by_role("region", name="Version history")).to_contain_text("Viewing version 1")
     expect(page.get_by_role("button", name="Open version 2")).to_be_visible()

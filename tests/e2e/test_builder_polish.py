@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 from runs.engine import api as engine
 from runs.services import run_start
 from tests.support.browser import admin_page, make_user, sign_in
-from tests.support.builder_steps import example, make_graph, open_builder, sample_input
+from tests.support.builder_steps import example, make_graph, open_builder, sample_input, select_node
 from tests.support.daphne import Daphne
 from tests.support.specs import publish
 
@@ -27,7 +27,7 @@ def test_text_areas_show_their_rows(live_server, page):
     sign_in(page, live_server.url, "pia", "pw-pia-1")
     open_builder(page, live_server.url, graph_id)
     description = page.locator("#graph\\.description")
-    page.get_by_role("button", name="Publish").click()
+    page.get_by_role("button", name="Publish", exact=True).click()
     note = page.get_by_role("dialog").locator("textarea")
     expect(note).to_be_visible()
     for area in (description, note):
@@ -42,8 +42,9 @@ def test_a_state_key_row_lines_up(live_server, page):
     graph_id = make_graph("triage", example())
     sign_in(page, live_server.url, "pia", "pw-pia-1")
     open_builder(page, live_server.url, graph_id)
-    page.locator('.react-flow__node[data-id="discard"]').click()
+    select_node(page, "discard")
     row = page.locator(".rows-grid .rows-row").first
+    row.locator("input").first.wait_for()
     boxes = [row.locator(s).first.bounding_box() for s in ("input", ".cm-editor", ".rows-actions button")]
     assert all(boxes), boxes
     assert max(b["y"] for b in boxes) - min(b["y"] for b in boxes) <= 1, boxes

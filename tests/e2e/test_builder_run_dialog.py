@@ -85,7 +85,9 @@ def test_run_is_disabled_with_its_reason_when_nothing_is_published(live_server, 
     # One note, not one per disabled button: the Problems list carries the problems.
     notes = page.get_by_role("note")
     expect(notes).to_have_count(1)
-    expect(notes).to_have_text("Never published, so there is nothing to run yet: publish the draft to run it.")
+    expect(notes).to_contain_text("Never published: run the draft to try it here; publish it to make a version that triggers and others can run.")
+    # The note offers the way to run it now: the draft itself, without a publish.
+    expect(notes.get_by_role("button", name="Run the draft now")).to_be_enabled()
     screenshot(page, "builder-run-disabled-never-published")
 
 
@@ -105,8 +107,9 @@ def test_reading_an_undeclared_input_key_is_warned_in_the_problems_bar(live_serv
     open_builder(page, live_server.url, graph_id)
     bar = page.get_by_role("region", name="Problems").last
     expect(bar.locator(".errors-panel__toggle")).to_have_text(re.compile(r"No problems · 1 warning"))
+    bar.locator(".errors-panel__toggle").click()  # the count opens the list
     expect(bar).to_contain_text("reads input.name, but the input schema does not declare 'name'")
-    expect(page.get_by_role("button", name="Publish")).to_be_enabled()  # a warning blocks nothing
+    expect(page.get_by_role("button", name="Publish", exact=True)).to_be_enabled()  # a warning blocks nothing
     screenshot(page, "builder-undeclared-input-warning")
 
 

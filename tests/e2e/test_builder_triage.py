@@ -98,7 +98,7 @@ def test_build_support_triage_by_drag_and_drop(live_server, page):
         expect(node(page, node_id)).to_have_attribute("data-id", node_id)
     # The condition routes by cases: "urgent", else "default" (as in the example).
     select_node(page, "condition")
-    page.get_by_role("button", name="Add").first.click()
+    page.locator(".side-panel").get_by_role("button", name="Add").first.click()  # not a card's "Add a node after …"
     fill_code(page, "config.cases.0.handle", "urgent")
     fill_code(page, "config.cases.0.expression", "ticket['subject'].startswith('URGENT')")
     expect(page.locator('.react-flow__handle[data-nodeid="condition"][data-handleid="urgent"]')).to_have_count(1)
@@ -134,16 +134,20 @@ def test_build_support_triage_by_drag_and_drop(live_server, page):
     wait_saved(page)
 
     # One problem is left: the transform is not connected onward, and the canvas says so on it.
+    # The problems are a count over the canvas; the list opens from it.
+    expect(page.locator(".errors-panel__toggle")).to_have_text("1 problem")
+    expect(page.locator(".errors-panel__item")).to_have_count(0)
+    page.locator(".errors-panel__toggle").click()
     expect(page.locator(".errors-panel__item")).to_have_count(1)
     badge = node(page, "transform").locator(".bnode__errors")
     expect(badge).to_have_text("1")
     expect(node(page, "transform")).to_contain_text("no outgoing edges")
-    expect(page.get_by_role("button", name="Publish")).to_be_disabled()
+    expect(page.get_by_role("button", name="Publish", exact=True)).to_be_disabled()
     screenshot(page, "builder-triage-error")
     page.locator(".errors-panel__item").click()
     expect(node(page, "transform")).to_have_class(re.compile("selected"))
 
-    # The laid-out graph is fitted small (down to 25 %), or shown from its start at 50 % when
+    # The laid-out graph is fitted whole at 50 % or more, or shown from its start at 50 % when
     # that is not enough, so its far end can be off the canvas or under an overlay: zoom out
     # until both ends are in view, as a user would; the edge is drawn once the view settled
     # (clicking the problem centres its node with an animation).
@@ -163,9 +167,9 @@ def test_build_support_triage_by_drag_and_drop(live_server, page):
     routed = {(e["source"], e.get("source_handle")) for e in built["edges"] if e.get("source_handle")}
     assert routed == {("condition", "urgent"), ("condition", "default"), ("approval", "approved"), ("approval", "rejected")}
 
-    page.get_by_role("button", name="Publish").click()
+    page.get_by_role("button", name="Publish", exact=True).click()
     page.get_by_label("What changed?").fill("First version: triage with approval")
-    page.get_by_role("dialog").get_by_role("button", name="Publish").click()
+    page.get_by_role("dialog").get_by_role("button", name="Publish", exact=True).click()
     expect(page.locator(".builder__meta")).to_have_text("Latest version 1")
 
     page.get_by_role("button", name="Run", exact=True).click()

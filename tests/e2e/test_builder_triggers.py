@@ -153,7 +153,7 @@ def test_the_publish_dialog_names_the_webhook_a_new_schema_breaks_before_publish
     expect(dialog.get_by_text("This version breaks a trigger that follows the latest version.")).to_be_visible()
     expect(dialog.get_by_role("alert")).to_contain_text("Webhook “orders”: input.customer: Version 2 requires 'customer'")
     screenshot(page, "triggers-publish-warning-ahead")
-    dialog.get_by_role("button", name="Publish").click()
+    dialog.get_by_role("button", name="Publish", exact=True).click()
     expect(page.get_by_role("status").filter(has_text="Published version 2.")).to_be_visible()
 
 
@@ -168,7 +168,7 @@ def test_a_webhook_added_while_the_dialog_was_open_is_named_after_the_publish(li
     expect(dialog.locator("form")).to_have_attribute("data-checked", "true")
     expect(dialog.get_by_role("alert")).to_have_count(0)
     trigger_create(graph=graph, name="orders", user=pat)  # someone else, meanwhile
-    dialog.get_by_role("button", name="Publish").click()
+    dialog.get_by_role("button", name="Publish", exact=True).click()
     warned = page.get_by_role("dialog", name="Published version 2, with warnings")
     expect(warned.get_by_role("alert")).to_contain_text("Webhook “orders”")
     expect(warned.get_by_role("alert")).to_contain_text("input.customer: Version 2 requires 'customer'")

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def stat(page, name: str):
-    return page.locator(f'[data-stat="{name}"] dd')
+    return page.locator(f'[data-stat="{name}"] dd:not(.stat-note)')
 
 
 def test_cost_page_shows_the_same_totals_as_the_database(live_server, page, sdk_providers):  # noqa: F811

@@ -64,7 +64,11 @@ def test_a_retried_step_shows_both_attempts_its_backoff_and_times_to_the_millise
     expect(backoff).to_have_attribute("title", re.compile(r"^backoff 1\.5 s after attempt 1: attempt 2 due \d\d:\d\d:\d\d\.\d{3}"))
     first, gap, second = attempts.nth(0).bounding_box(), backoff.bounding_box(), attempts.nth(1).bounding_box()
     assert first and gap and second
-    assert first["x"] < gap["x"] < second["x"], (first, gap, second)  # in time order, side by side
+    # In time order, side by side: the backoff starts where the failed attempt ended (an
+    # instant failure's bar is drawn at its least width from the same x) and ends where the
+    # retry starts.
+    assert first["x"] <= gap["x"] < second["x"], (first, gap, second)
+    assert gap["x"] + gap["width"] <= second["x"] + 1, (gap, second)
     assert gap["width"] > 60, gap  # 1.5 s of a run of about 1.5 s: wide enough for its label
     # Steps that did not retry have one bar and no backoff.
     expect(page.locator(".timeline__bar[data-node='start'] .timeline__attempt")).to_have_count(1)

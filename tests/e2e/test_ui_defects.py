@@ -42,7 +42,7 @@ def test_publish_dialog_opens_on_its_message_and_typing_stays_in_it(live_server,
     # showModal() put the focus on the close button: Space closed the dialog and the next
     # letters reached the canvas (n dropped sticky notes, f fitted the view).
     _open_triage(page, live_server.url)
-    page.get_by_role("button", name="Publish").click()
+    page.get_by_role("button", name="Publish", exact=True).click()
     dialog = page.get_by_role("dialog", name="Publish a version")
     note = dialog.locator("textarea")
     expect(note).to_be_focused()
@@ -68,7 +68,7 @@ def test_single_key_shortcuts_are_quiet_in_dialogs_fields_and_editors(live_serve
     # (React Flow's own Delete handling ignored only fields, and deleted the selected node).
     page.keyboard.press("Escape")
     node(page, "route").click()
-    page.get_by_role("button", name="Publish").click()
+    page.get_by_role("button", name="Publish", exact=True).click()
     dialog = page.get_by_role("dialog", name="Publish a version")
     dialog.get_by_role("button", name="Cancel").focus()
     for key in ("n", "f", "Delete", "Backspace"):

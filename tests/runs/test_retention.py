@@ -1,6 +1,6 @@
 """Retention (runs.retention, manage.py prune_runs): which runs go and which never do, the
-dry run, batches, cost reports unchanged by a prune, and the audit chains of pruned runs
-cut and tombstoned so the audit still verifies."""
+dry run, batches, cost reports (the API and manage.py cost_report) unchanged by a prune,
+and the audit chains of pruned runs cut and tombstoned so the audit still verifies."""
 from __future__ import annotations
 
 import io
@@ -20,6 +20,8 @@ from audit.chain import audit_verify
 from audit.models import AuditChain, AuditEntry, AuditTombstone
 from builder.services import graph_create, graph_node_test
 from graphs.models import Graph, GraphVersion
+from runs.management.commands.cost_report import GROUPINGS, cost_rows
+from runs.management.commands.cost_report import totals as cost_totals
 from runs.models import CostRollup, Run, RunEvent, RunStateKey, Step, StepAttempt
 from runs.retention import prune
 from tests.support.audit import tamper
@@ -245,3 +247,47 @@ def test_a_chain_that_does_not_verify_is_kept_not_pruned(settings):
     report = prune(timezone.now() + timedelta(days=2))
     assert report.runs == 1 and report.audit_chains == 0 and report.refused_chains == [run.audit_scope]
     assert AuditEntry.objects.filter(scope=run.audit_scope).exists() and not AuditTombstone.objects.exists()
+
+
+def _command_report() -> dict[str, Any]:
+    """What ``manage.py cost_report`` shows, per grouping: the totals, and the rows of the
+    groupings whose groups outlive a prune (graph, model, day); the printed TOTAL line."""
+    out: dict[str, Any] = {}
+    for by in GROUPINGS:
+        rows = cost_rows(by=by, include_tests=True)
+        out[f"{by} totals"] = cost_totals(rows)
+        if by in ("graph", "model", "day"):
+            out[by] = rows
+        out[f"{by} table TOTAL"] = [line for line in call("cost_report", "--by", by).splitlines() if line.startswith("TOTAL")]
+    return out
+
+
+def test_the_cost_report_command_is_the_same_before_and_after_a_prune(settings, sdk_providers):
+    settings.BALLAST_RETENTION_DAYS = 1
+    spend = make_spend(unpriced=sdk_providers)
+    before = _command_report()
+    assert before["model totals"]["usd"] > 0 and before["model totals"]["unpriced"] == 1
+    assert before["model totals"]["attempts"] >= len(spend.runs)
+    today = timezone.now().date()
+    whole_days = cost_totals(cost_rows(by="day", since=_midnight(today), until=_midnight(today + timedelta(days=1))))
+    report = prune(timezone.now() + timedelta(days=2))
+    assert report.runs == len(spend.runs) and Run.objects.count() == 0 and report.rollups > 0
+    after = _command_report()
+    assert after == before
+    # Pruned runs read as one group with no run (and no step) in the run and step groupings.
+    assert {r["run"] for r in cost_rows(by="run")} == {None}
+    # The unpriced model's row stays unknown, not $0.
+    assert [r["usd"] for r in cost_rows(by="model") if r["model"] == "my-finetune-7b"] == [None]
+    # A range of whole days that holds the attempts counts the rollups; the day before does not.
+    assert cost_totals(cost_rows(by="day", since=_midnight(today), until=_midnight(today + timedelta(days=1)))) == whole_days
+    assert cost_rows(by="day", until=_midnight(today)) == []
+    # A new run's spend adds to its graph's rolled-up row.
+    alpha = Graph.objects.get(name="alpha")
+    run_local(alpha.latest_version(), {}, user=spend.users["ana"])
+    [grown] = [r for r in cost_rows(by="graph") if r["graph"] == "alpha"]
+    [rolled] = [r for r in before["graph"] if r["graph"] == "alpha"]
+    assert grown["usd"] > rolled["usd"] and grown["attempts"] == rolled["attempts"] + 1
+
+
+def _midnight(day: Any) -> Any:
+    return timezone.make_aware(timezone.datetime.combine(day, timezone.datetime.min.time()), timezone.get_default_timezone())

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +39,47 @@ def node(page: Page, node_id: str):
     return page.locator(f'.react-flow__node[data-id="{node_id}"]')
 
 
-def wait_saved(page: Page) -> None:
-    """Wait until the save indicator says every change is saved."""
-    expect(page.locator(".save-status")).to_have_attribute("data-status", "saved")
+_TWO_FRAMES = """() => new Promise((done) => requestAnimationFrame(() => setTimeout(() =>
+    requestAnimationFrame(() => setTimeout(done, 0)), 0)))"""
+
+
+def wait_saved(page: Page, after: int | None = None) -> None:
+    """Wait until the save indicator says every change is saved; with ``after`` (a revision
+    from :func:`saved_revision` read before the edit), until a save newer than it is done.
+
+    An edit that React has not rendered yet still shows the old "saved": two animation
+    frames are let pass first (React renders, then runs the effect that marks the draft
+    unsaved), and ``after`` makes it certain where a test reads the server's copy next."""
+    page.evaluate(_TWO_FRAMES)
+    status = page.locator(".save-status")
+    if after is not None:
+        expect(status).not_to_have_attribute("data-revision", str(after))
+    expect(status).to_have_attribute("data-status", "saved")
+
+
+def saved_revision(page: Page) -> int:
+    """The draft revision the builder last saved (or loaded)."""
+    return int(page.locator(".save-status").get_attribute("data-revision") or 0)
+
+
+def drag_node(page: Page, node_id: str, dx: float, dy: float) -> None:
+    """Move ``node_id`` by (dx, dy) screen pixels, again (at most three times) until it moved.
+
+    On a loaded machine a press that lands mid-animation or before React Flow measured the
+    node selects it without dragging, as a user's first try sometimes does."""
+    target = node(page, node_id)
+    for _attempt in range(3):
+        viewport_settled(page)
+        box = target.bounding_box()
+        assert box, node_id
+        page.mouse.move(box["x"] + 40, box["y"] + 12)
+        page.mouse.down()
+        page.mouse.move(box["x"] + 40 + dx, box["y"] + 12 + dy, steps=6)
+        page.mouse.up()
+        moved = target.bounding_box()
+        if moved and (abs(moved["x"] - box["x"]) > abs(dx) / 2 or abs(moved["y"] - box["y"]) > abs(dy) / 2):
+            return
+    raise AssertionError(f"node {node_id} did not move after three drags")
 
 
 def stored_spec(page: Page, base_url: str, graph_id: int) -> dict[str, Any]:
@@ -59,6 +98,22 @@ def viewport_settled(page: Page, timeout_ms: int = 3_000) -> None:
     """Wait until the canvas's pan and zoom stop changing (fit view, auto-layout and a
     selection's centring animate it; a drag aimed at handles measured mid-animation misses)."""
     wait_until_still(page, ".react-flow__viewport", measure="style", quiet_ms=100, timeout_ms=timeout_ms)
+
+
+def select_node(page: Page, node_id: str) -> None:
+    """Click ``node_id`` once the canvas stopped moving and wait until React Flow shows it
+    selected (its side panel opens), clicking again if a click on a loaded machine landed
+    while fit view still moved it (the click then selects nothing)."""
+    target = node(page, node_id)
+    for _ in range(3):
+        viewport_settled(page)
+        target.click()
+        try:
+            expect(target).to_have_class(re.compile(r"\bselected\b"), timeout=5_000)
+            return
+        except AssertionError:
+            continue
+    expect(target).to_have_class(re.compile(r"\bselected\b"))
 
 
 def connect(page: Page, source: str, target: str, handle: str | None = None) -> None:
@@ -141,3 +196,18 @@ def sample_input(schema: dict) -> object:
     return {"number": 1, "integer": 1, "boolean": True, "array": []}.get(
         schema.get("type", "string"), "ada@example.com"
     )
+
+
+def canvas_zoom(page: Page) -> float:
+    """The canvas's zoom (React Flow's viewport scale, 1 = 100 %)."""
+    transform = page.locator(".react-flow__viewport").get_attribute("style") or ""
+    found = re.search(r"scale\(([\d.]+)\)", transform)
+    assert found, transform
+    return float(found.group(1))
+
+
+def overlaps(a: dict[str, float] | None, b: dict[str, float] | None) -> bool:
+    """Whether two Playwright bounding boxes intersect (False when either is missing)."""
+    if not a or not b:
+        return False
+    return a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"] and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from runs.engine import dispatch, loop, recovery, workers
+from runs.engine import dispatch, loop, recovery, threads, workers
 from runs.engine.api import *  # noqa: F403 (the API, re-exported for tests)
 from runs.engine.api import __all__ as _api_names
 from runs.engine.scheduler import CompiledGraph
@@ -54,7 +54,7 @@ in_local_mode = dispatch.in_local_mode
 current_worker = workers.current_worker
 process_group_members = workers.process_group_members
 execute_node = loop.execute_node
-abandoned_steps = loop.abandoned_steps
+abandoned_steps = threads.abandoned_steps
 step_claim = claims.step_claim
 # The claim by due time: fires due deadlines and due sources' rows (schedules), then claims a step.
 step_claim_due = loop.step_claim_due
@@ -91,6 +91,12 @@ def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
     outcome = commit.step_fail(claimed, error)
     _dispatch_on_commit(outcome.dispatch)
     return outcome
+
+
+def steps_release_kept(run_id: int, worker: str, *, in_hand: set[int] | frozenset[int] = frozenset()) -> list[int]:
+    """Hand back ``worker``'s steps of run ``run_id`` that never began and that no thread of
+    it holds (``in_hand``); their ids (runs.engine.store.claims.steps_release_kept)."""
+    return claims.steps_release_kept(run_id, worker, in_hand=in_hand)
 
 
 def recover_once(*, on_start: bool = False) -> list[int]:

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import random
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.loopback import accepts, free_port
 from tests.support.bounded import wait_until
 
 SCRIPT = str(Path(__file__).with_name("mcp_server_script.py"))
@@ -31,24 +30,6 @@ def seen(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 
-def _free_port() -> int:
-    for _ in range(50):
-        port = random.randint(20000, 40000)
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 20000-40000")
-
-
-def _accepts(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(0.2)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
 @dataclass
 class HttpServer:
     """A running Streamable HTTP test server: ``url`` (its MCP endpoint), ``port``, ``log``."""
@@ -62,26 +43,28 @@ class HttpServer:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     def stop(self) -> None:
-        """Stop it (SIGTERM, then SIGKILL) and wait until its port refuses connections."""
+        """Stop it (SIGTERM, then SIGKILL) and wait until its port refuses connections.
+        SIGKILL after one second: on SIGTERM uvicorn waits for the requests in flight, and
+        a test's hung call (a tool that sleeps a minute) would hold the stop for as long."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(10)
+                self.process.wait(1)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
-        wait_until(lambda: not _accepts(self.port), 10, f"port {self.port} to close")
+        wait_until(lambda: not accepts(self.port), 10, f"port {self.port} to close")
 
 
 @contextmanager
 def http_server(log: Path) -> Iterator[HttpServer]:
     """Start the test server on Streamable HTTP on a random port of 20000-40000 and wait
     until it accepts connections; stop it after the block."""
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen([PYTHON, "-P", SCRIPT, "http", str(port), str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     server = HttpServer(process, port, log)
     try:
-        wait_until(lambda: process.poll() is not None or _accepts(port), 60, f"the MCP test server on port {port}")
+        wait_until(lambda: process.poll() is not None or accepts(port), 60, f"the MCP test server on port {port}")
         assert process.poll() is None, f"the MCP test server exited with {process.returncode}"
         yield server
     finally:

@@ -8,6 +8,11 @@ from runs.engine import api as engine
 from tests.support.bounded import wait_until
 from triggers.models import Schedule, ScheduleTick
 
+# A cron for tests that set a schedule's next tick by hand (make_due, make_due_now): its own
+# next tick after the hand-set one is months away, so none falls while a test runs (an
+# every-minute cron fired again, or rang a doorbell early, near a minute boundary).
+YEARLY = "0 0 1 1 *"
+
 
 def create(world: Any, graph_id: int, **fields: Any) -> dict[str, Any]:
     """POST a schedule as the builder; asserts 201 and returns its body."""

@@ -213,3 +213,69 @@ def session_then_hold(args: HoldArgs, ctx: ToolContext) -> dict:
 @tool("session_then_hold_unsafe", description="As session_then_hold, not safe to repeat (tests).", repeat_safe=False)
 def session_then_hold_unsafe(args: HoldArgs, ctx: ToolContext) -> dict:
     return _session_then_hold(args, ctx)
+
+
+class RendezvousArgs(BaseModel):
+    label: str
+    dir: str  # shared by the branches: started/, active/ and peaks.jsonl in it
+    expect: int  # how many branches must have started before any goes on
+    max_seconds: float = 60.0
+
+
+@tool("rendezvous", description="Wait until `expect` branches have started; record how many run at once (tests).", repeat_safe=True)
+def rendezvous(args: RendezvousArgs, ctx: ToolContext) -> dict:
+    """A barrier across steps, threads and processes, for proving concurrency without a
+    clock: mark this step active (a file), record how many steps are active right then
+    (``peaks.jsonl``: label, active, pid, thread), mark it started, wait until ``expect``
+    steps have started (polled every 10 ms; a step that runs alone waits in vain and
+    fails after ``max_seconds``), then stop being active. Stops at once, with
+    StepCancelled, when the step's cancel event is set (a line ``cancelled`` in the
+    effects log)."""
+    import threading
+    from pathlib import Path
+
+    from runs.vocabulary import StepCancelled
+
+    _record(EffectArgs(label=args.label), ctx)
+    root = Path(args.dir)
+    started, active = root / "started", root / "active"
+    started.mkdir(parents=True, exist_ok=True)
+    active.mkdir(parents=True, exist_ok=True)
+    mine = f"{args.label}-{ctx.attempt}"
+    (active / mine).touch()
+    try:
+        # Counted before this step counts as started: no step waiting at the barrier can
+        # leave (and stop being active) before this count.
+        running = len(list(active.iterdir()))
+        with open(root / "peaks.jsonl", "a") as fh:
+            fh.write(json.dumps({"label": args.label, "active": running, "pid": os.getpid(), "thread": threading.get_ident()}) + "\n")
+        (started / mine).touch()
+        deadline = time.monotonic() + args.max_seconds
+        while len(list(started.iterdir())) < args.expect:
+            if ctx.cancelled.wait(0.01):
+                _record(EffectArgs(label=f"cancelled:{args.label}"), ctx)
+                raise StepCancelled()
+            if time.monotonic() > deadline:
+                raise NodeError(f"only {len(list(started.iterdir()))} of {args.expect} branches started", code="alone", retryable=False)
+    finally:
+        (active / mine).unlink(missing_ok=True)
+    return {"label": args.label}
+
+
+class UntilCancelledArgs(BaseModel):
+    label: str
+    max_seconds: float = 120.0
+
+
+@tool("until_cancelled", description="Record an effect, then wait for the step's cancel event (tests).", repeat_safe=True)
+def until_cancelled(args: UntilCancelledArgs, ctx: ToolContext) -> dict:
+    """Record that this step started, then wait on the step's cancel event; once it is
+    set, record ``cancelled:<label>`` and stop (StepCancelled). Returns normally, as a
+    success, only if nothing cancels it within ``max_seconds``."""
+    from runs.vocabulary import StepCancelled
+
+    _record(EffectArgs(label=args.label), ctx)
+    if ctx.cancelled.wait(args.max_seconds):
+        _record(EffectArgs(label=f"cancelled:{args.label}"), ctx)
+        raise StepCancelled()
+    return {"label": args.label}

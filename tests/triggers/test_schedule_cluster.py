@@ -10,7 +10,7 @@ from runs.models import Run, RunStatus
 from tests.support import engine
 from tests.support.bounded import TIME_SLACK, assert_took_under
 from tests.support.cluster import WAIT_CEILING, wait_until
-from tests.support.schedules import create
+from tests.support.schedules import YEARLY, create
 from tests.support.specs import publish
 from tests.support.webhooks import order_spec
 from triggers.models import Schedule, ScheduleTick
@@ -33,7 +33,7 @@ def _due_soon(ids: list[int], seconds: float) -> Any:
 def test_an_idle_cluster_fires_a_due_tick_about_a_second_late_at_most(world: Any, cluster_factory: Any) -> None:
     version = publish(order_spec())
     version.graph.operators.add(world.users["builder"])
-    body = create(world, version.graph_id, cron="* * * * *")
+    body = create(world, version.graph_id, cron=YEARLY)
     Schedule.objects.filter(pk=body["id"]).update(next_fire_at=engine.db_now() + timedelta(days=1))  # not before the cluster is up
     cluster = cluster_factory("sched", workers=1).start()
     cluster.wait_ready()
@@ -54,7 +54,7 @@ SCHEDULES = 20
 def test_two_clusters_fire_each_tick_of_many_schedules_once(world: Any, cluster_factory: Any) -> None:
     version = publish(order_spec())
     version.graph.operators.add(world.users["builder"])
-    ids = [create(world, version.graph_id, name=f"s{i}", cron="* * * * *", overlap_policy="allow")["id"] for i in range(SCHEDULES)]
+    ids = [create(world, version.graph_id, name=f"s{i}", cron=YEARLY, overlap_policy="allow")["id"] for i in range(SCHEDULES)]
     Schedule.objects.filter(pk__in=ids).update(next_fire_at=engine.db_now() + timedelta(days=1))
     clusters = [cluster_factory(name, workers=2).start() for name in ("a", "b")]
     for cluster in clusters:

@@ -12,7 +12,7 @@ from audit.models import AuditEntry
 from graphs.models import GraphVersion
 from runs.models import Run, RunStatus
 from tests.support import engine
-from tests.support.schedules import create, daily_cron_at, make_due, make_due_now
+from tests.support.schedules import YEARLY, create, daily_cron_at, make_due, make_due_now
 from tests.support.specs import publish
 from tests.support.webhooks import order_spec
 from triggers import firing, schedules
@@ -99,7 +99,7 @@ def test_only_builders_manage_schedules(world: Any, version: GraphVersion) -> No
 
 
 def test_pause_stops_firing_and_resume_skips_the_paused_ticks(world: Any, version: GraphVersion) -> None:
-    body = create(world, version.graph_id, cron="* * * * *")
+    body = create(world, version.graph_id, cron=YEARLY)
     paused = world.clients["builder"].post(_url(version, body["id"], "pause")).json()
     assert paused["paused"] is True and paused["next_fire_at"] is None and paused["next_fire_times"] == []
     _claim_until_idle("w")
@@ -156,7 +156,7 @@ def test_a_publish_that_refuses_a_schedules_input_warns_and_names_it(world: Any,
 
 
 def test_a_due_tick_fires_one_run_and_advances(world: Any, version: GraphVersion) -> None:
-    body = create(world, version.graph_id, cron="* * * * *")
+    body = create(world, version.graph_id, cron=YEARLY)
     due = make_due_now(body["id"])
     with engine.local_mode():
         claimed = engine.step_claim_due("w1")
@@ -210,7 +210,7 @@ def test_catch_up_outside_the_window_skips(world: Any, version: GraphVersion) ->
 
 @pytest.mark.parametrize(("policy", "runs", "second"), [("skip", 1, "skipped_overlap"), ("allow", 2, "started")])
 def test_overlap_policy_while_the_previous_run_is_active(world: Any, version: GraphVersion, policy: str, runs: int, second: str) -> None:
-    body = create(world, version.graph_id, cron="* * * * *", overlap_policy=policy)
+    body = create(world, version.graph_id, cron=YEARLY, overlap_policy=policy)
     make_due_now(body["id"])
     with engine.local_mode():
         _claim_until_idle("w")
@@ -223,7 +223,7 @@ def test_overlap_policy_while_the_previous_run_is_active(world: Any, version: Gr
 
 
 def test_overlap_skip_fires_again_once_the_previous_run_ended(world: Any, version: GraphVersion) -> None:
-    body = create(world, version.graph_id, cron="* * * * *")
+    body = create(world, version.graph_id, cron=YEARLY)
     make_due_now(body["id"])
     with engine.local_mode():
         _claim_until_idle("w")
@@ -235,8 +235,8 @@ def test_overlap_skip_fires_again_once_the_previous_run_ended(world: Any, versio
 
 
 def test_a_tick_that_cannot_start_is_recorded_and_does_not_block_the_others(world: Any, version: GraphVersion) -> None:
-    broken = create(world, version.graph_id, name="broken", cron="* * * * *")
-    fine = create(world, version.graph_id, name="fine", cron="* * * * *")
+    broken = create(world, version.graph_id, name="broken", cron=YEARLY)
+    fine = create(world, version.graph_id, name="fine", cron=YEARLY)
     Schedule.objects.filter(pk=broken["id"]).update(input={"x": "not a number"})  # as if the schema changed under it
     make_due(broken["id"], ago=3)
     make_due(fine["id"], ago=2)
@@ -249,7 +249,7 @@ def test_a_tick_that_cannot_start_is_recorded_and_does_not_block_the_others(worl
 
 
 def test_a_due_row_set_back_to_a_fired_tick_fires_nothing_and_moves_on(world: Any, version: GraphVersion) -> None:
-    body = create(world, version.graph_id, cron="* * * * *", overlap_policy="allow")
+    body = create(world, version.graph_id, cron=YEARLY, overlap_policy="allow")
     due = make_due_now(body["id"])
     with engine.local_mode():
         _claim_until_idle("w")
@@ -260,7 +260,7 @@ def test_a_due_row_set_back_to_a_fired_tick_fires_nothing_and_moves_on(world: An
 
 
 def test_a_due_schedule_rings_a_doorbell_once_per_due_time(world: Any, version: GraphVersion) -> None:
-    body = create(world, version.graph_id, cron="* * * * *")
+    body = create(world, version.graph_id, cron=YEARLY)
     with engine.local_mode() as queue:
         engine.recover_once()
         assert 0 not in queue  # nothing due yet
@@ -304,7 +304,7 @@ def _race_claims(workers: int) -> None:
 
 
 def test_concurrent_claims_fire_each_tick_exactly_once(world: Any, version: GraphVersion) -> None:
-    ids = [create(world, version.graph_id, name=f"s{i}", cron="* * * * *", overlap_policy="allow")["id"] for i in range(SCHEDULES)]
+    ids = [create(world, version.graph_id, name=f"s{i}", cron=YEARLY, overlap_policy="allow")["id"] for i in range(SCHEDULES)]
     for round_ in range(ROUNDS):
         for pk in ids:
             make_due_now(pk)  # every round a new tick time

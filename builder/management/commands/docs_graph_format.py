@@ -19,7 +19,7 @@ PAGE = Path(settings.BASE_DIR) / "docs" / "graph-format.md"
 # The tools that ship with Ballast; tools of other modules (tests, deployments) are left out.
 BUILTIN_TOOL_MODULES = ("runs.tools.builtins", "runs.tools.demo")
 # Likewise the node kinds that ship with Ballast (plugins and test kinds are left out).
-BUILTIN_KIND_PACKAGES = ("runs.nodes.", "approvals.")
+BUILTIN_KIND_PACKAGES = ("runs.nodes.", "runs.subgraphs.", "approvals.")
 
 
 def builtin_kinds() -> dict[str, Any]:

@@ -447,6 +447,106 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/graphs/{graph_id}/callback-deliveries/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description GET: deliveries of the graph's callbacks and of its runs' own, newest first
+         *     (paginated); ``?status=failed`` lists the undeliverable ones with their last error.
+         */
+        get: operations["callback_deliveries_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/graphs/{graph_id}/callback-deliveries/{delivery_id}/redeliver/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description POST: send a delivered or undeliverable delivery again (same webhook-id and body,
+         *     fresh attempts); 409 while it is still pending.
+         */
+        post: operations["callback_deliveries_redeliver"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/graphs/{graph_id}/callbacks/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description GET: the graph's completion callbacks. POST: create one; 201 with its secret, shown
+         *     this once (a bad or refused URL: 400 naming ``url``).
+         */
+        get: operations["callbacks_list"];
+        put?: never;
+        /**
+         * @description GET: the graph's completion callbacks. POST: create one; 201 with its secret, shown
+         *     this once (a bad or refused URL: 400 naming ``url``).
+         */
+        post: operations["callbacks_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/graphs/{graph_id}/callbacks/{callback_id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description GET, PATCH (name, url, events, enabled) and DELETE one callback. */
+        get: operations["callbacks_read"];
+        put?: never;
+        post?: never;
+        /** @description GET, PATCH (name, url, events, enabled) and DELETE one callback. */
+        delete: operations["callbacks_delete"];
+        options?: never;
+        head?: never;
+        /** @description GET, PATCH (name, url, events, enabled) and DELETE one callback. */
+        patch: operations["callbacks_update"];
+        trace?: never;
+    };
+    "/api/v1/graphs/{graph_id}/callbacks/{callback_id}/rotate-secret/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description POST: a new signing secret, shown this once (the old one signs nothing more). */
+        post: operations["callbacks_rotate_secret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/graphs/{graph_id}/diff/": {
         parameters: {
             query?: never;
@@ -458,6 +558,85 @@ export interface paths {
         get: operations["graph_versions_diff"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/graphs/{graph_id}/draft/pins/{node_id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * @description PUT ``{"data": {...}}``: pin ``data`` as the node's test data (the state Test node
+         *     starts from and value previews resolve against), kept beside the draft: never
+         *     published, never read by a run. DELETE: unpin it. Both builders, audited; 200 with
+         *     every pin of the graph. 404 for a node the saved draft does not have; 400 with field
+         *     errors under ``data`` (not an object, NUL, too large).
+         */
+        put: operations["graph_pins_set"];
+        post?: never;
+        /**
+         * @description PUT ``{"data": {...}}``: pin ``data`` as the node's test data (the state Test node
+         *     starts from and value previews resolve against), kept beside the draft: never
+         *     published, never read by a run. DELETE: unpin it. Both builders, audited; 200 with
+         *     every pin of the graph. 404 for a node the saved draft does not have; 400 with field
+         *     errors under ``data`` (not an object, NUL, too large).
+         */
+        delete: operations["graph_pins_clear"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/graphs/{graph_id}/draft/preview/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description POST ``{"kind": "expression"|"template", "source", "state": {...}}``: what the
+         *     expression or template resolves to against ``state`` (a node's pinned data or last
+         *     input), evaluated by the engine's sandbox with a run's limits and time bound (builders:
+         *     it spends server CPU). 200 with ``ok`` and the value, or ``ok`` false with the error
+         *     (code, message, 1-based line and column, the unknown name); 400 with field errors for a
+         *     malformed request.
+         */
+        post: operations["graph_draft_preview"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/graphs/{graph_id}/draft/run/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description POST ``{"input": {...}}``: run the graph's saved draft without publishing it
+         *     (builders, as testing a node). The draft is validated as a publish would, frozen as a
+         *     hidden test snapshot and run from its start node through the queue as a test run:
+         *     audited (``run.start``), costed, left out of run lists and reports unless tests are
+         *     asked for. 201 with the run (queued; follow it on the run's events or page). 400
+         *     ``graph_invalid`` (the draft's issues in ``error.issues``) or ``input_invalid`` (field
+         *     errors under ``input.<path>``); nothing starts.
+         */
+        post: operations["graph_draft_run"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1910,6 +2089,82 @@ export interface components {
             /** @description Why not, when ok is false. */
             error: components["schemas"]["RefusalOutput"] | null;
         };
+        CallbackCreateInputRequest: {
+            name: string;
+            /** @description http(s); refused at save if the outbound guard refuses its address. */
+            url: string;
+            /** @description Any of: succeeded, failed, waiting, parked. */
+            events: string[];
+            /** @default true */
+            enabled: boolean;
+        };
+        /** @description A completion callback of the graph (its secret is never shown again). */
+        CallbackCreatedOutput: {
+            id: number;
+            graph: number;
+            name: string;
+            url: string;
+            events: components["schemas"]["CallbackEventEnum"][];
+            enabled: boolean;
+            created_by?: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+            /** @description The signing secret (whsec_...), shown this once; rotate it if lost. */
+            secret: string;
+        };
+        /** @description One event sent (or being sent) to a callback. */
+        CallbackDeliveryOutput: {
+            id: number;
+            callback: number;
+            callback_name: string;
+            run: number | null;
+            event: components["schemas"]["CallbackEventEnum"];
+            /** @description The webhook-id header, the same on every attempt. */
+            message_id: string;
+            status: components["schemas"]["CallbackDeliveryStatusEnum"];
+            attempts: number;
+            /** Format: date-time */
+            next_due_at: string | null;
+            last_status_code: number | null;
+            last_error: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            last_attempt_at: string | null;
+            /** Format: date-time */
+            delivered_at: string | null;
+        };
+        /**
+         * @description * `pending` - due or being retried
+         *     * `delivered` - answered 2xx
+         *     * `failed` - undeliverable: attempts exhausted or refused
+         * @enum {string}
+         */
+        CallbackDeliveryStatusEnum: "pending" | "delivered" | "failed";
+        /**
+         * @description * `succeeded` - the run succeeded
+         *     * `failed` - the run failed
+         *     * `waiting` - a step waits at an approval gate
+         *     * `parked` - a step is parked (its worker died; not safe to repeat)
+         * @enum {string}
+         */
+        CallbackEventEnum: "succeeded" | "failed" | "waiting" | "parked";
+        /** @description A completion callback of the graph (its secret is never shown again). */
+        CallbackOutput: {
+            id: number;
+            graph: number;
+            name: string;
+            url: string;
+            events: components["schemas"]["CallbackEventEnum"][];
+            enabled: boolean;
+            created_by?: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
         /**
          * @description * `ai` - ai
          *     * `logic` - logic
@@ -2172,6 +2427,13 @@ export interface components {
             /** Format: date-time */
             updated_at: string | null;
         };
+        /** @description POST /graphs/{id}/draft/run/: the run input (checked against the draft's input schema). */
+        DraftRunInputRequest: {
+            /** @description The run input: a JSON object matching the draft's input_schema. */
+            input?: {
+                [key: string]: unknown;
+            };
+        };
         /** @description POST /graphs/{id}/duplicate/: the new graph's name. */
         DuplicateInputRequest: {
             name: string;
@@ -2238,18 +2500,13 @@ export interface components {
              *
              *     * `approval` - approval
              *     * `decision` - decision
+             *     * `child_run` - child_run
              */
             run_waiting_for: (components["schemas"]["WaitingForEnum"] | components["schemas"]["NullEnum"]) | null;
         };
-        /**
-         * @description * `expression` - expression
-         *     * `template` - template
-         * @enum {string}
-         */
-        ExpressionCheckInputKindEnum: "expression" | "template";
         /** @description POST /expressions/check/: one expression or template, and the state keys known. */
         ExpressionCheckInputRequest: {
-            kind: components["schemas"]["ExpressionCheckInputKindEnum"];
+            kind: components["schemas"]["SourceKindEnum"];
             source: string;
             /** @description Names known besides input and the functions; omitted: names are not checked. */
             state_keys?: string[] | null;
@@ -2266,6 +2523,12 @@ export interface components {
         };
         /** @description POST /graphs/: a new graph; its draft may be invalid until published. */
         GraphCreateInputRequest: {
+            /** @description At most this many of its runs active at once (queued, running, waiting); the rest wait in line. null: unlimited. */
+            max_concurrent_runs?: number | null;
+            /** @description A dotted path into the run input (customer_id): runs with the same value share concurrency_key_limit. Empty: none. */
+            concurrency_key?: string;
+            /** @description Active runs at most per concurrency key value (default 1). */
+            concurrency_key_limit?: number;
             name: string;
             /** @default  */
             description: string;
@@ -2300,6 +2563,12 @@ export interface components {
             readonly run_count: number;
             /** @description Days its finished runs are kept (null: the server's default). */
             retention_days: number | null;
+            /** @description At most this many active runs (null: unlimited). */
+            max_concurrent_runs: number | null;
+            /** @description A dotted path into the run input grouping runs (empty: none). */
+            concurrency_key: string;
+            /** @description Active runs at most per concurrency key value. */
+            concurrency_key_limit: number;
             /** @description False when runs exist: a graph with runs cannot be deleted. */
             readonly deletable: boolean;
             draft: unknown;
@@ -2312,6 +2581,10 @@ export interface components {
             readonly operators: string[];
             readonly operator_groups: string[];
             readonly validation: components["schemas"]["ValidationOutput"];
+            /** @description Test data pinned per node ({node id: the state its tests and previews use}); kept beside the draft, never published. */
+            pins: {
+                [key: string]: unknown;
+            };
         };
         /** @description A graph in a list (no draft). */
         GraphListOutput: {
@@ -2328,6 +2601,12 @@ export interface components {
             readonly run_count: number;
             /** @description Days its finished runs are kept (null: the server's default). */
             retention_days: number | null;
+            /** @description At most this many active runs (null: unlimited). */
+            max_concurrent_runs: number | null;
+            /** @description A dotted path into the run input grouping runs (empty: none). */
+            concurrency_key: string;
+            /** @description Active runs at most per concurrency key value. */
+            concurrency_key_limit: number;
             /** @description False when runs exist: a graph with runs cannot be deleted. */
             readonly deletable: boolean;
         };
@@ -2404,6 +2683,14 @@ export interface components {
             positions: string[];
             notes: components["schemas"]["NotesDiffOutput"];
         };
+        /**
+         * @description * `max_concurrent_runs` - max_concurrent_runs
+         *     * `concurrency_key` - concurrency_key
+         *     * `schedule_overlap` - schedule_overlap
+         *     * `admitting` - admitting
+         * @enum {string}
+         */
+        LimitEnum: "max_concurrent_runs" | "concurrency_key" | "schedule_overlap" | "admitting";
         ListenInputRequest: {
             /**
              * @description How long to listen, 1 to 600.
@@ -2623,14 +2910,21 @@ export interface components {
         /**
          * @description * `skip` - skip the tick
          *     * `allow` - start another run
+         *     * `queue` - start a run that waits until the previous one ends
          * @enum {string}
          */
-        OverlapPolicyEnum: "skip" | "allow";
+        OverlapPolicyEnum: "skip" | "allow" | "queue";
         PaginatedApprovalList: {
             count: number;
             next: string | null;
             previous: string | null;
             results: components["schemas"]["ApprovalOutput"][];
+        };
+        PaginatedCallbackDeliveryList: {
+            count: number;
+            next: string | null;
+            previous: string | null;
+            results: components["schemas"]["CallbackDeliveryOutput"][];
         };
         PaginatedCostRowList: {
             count: number;
@@ -2680,6 +2974,12 @@ export interface components {
             previous: string | null;
             results: components["schemas"]["DeliveryOutput"][];
         };
+        PatchedCallbackUpdateInputRequest: {
+            name?: string;
+            url?: string;
+            events?: string[];
+            enabled?: boolean;
+        };
         /**
          * @description PATCH /graphs/{id}/: any subset of name, description, approvers, operators,
          *     operator groups, and the draft
@@ -2688,6 +2988,12 @@ export interface components {
          *     save came first).
          */
         PatchedGraphUpdateInputRequest: {
+            /** @description At most this many of its runs active at once (queued, running, waiting); the rest wait in line. null: unlimited. */
+            max_concurrent_runs?: number | null;
+            /** @description A dotted path into the run input (customer_id): runs with the same value share concurrency_key_limit. Empty: none. */
+            concurrency_key?: string;
+            /** @description Active runs at most per concurrency key value (default 1). */
+            concurrency_key_limit?: number;
             name?: string;
             description?: string;
             /** @description The new draft spec (may be invalid until published). */
@@ -2774,6 +3080,62 @@ export interface components {
                 [key: string]: string;
             };
         };
+        /** @description PUT /graphs/{id}/draft/pins/{node_id}/: the state to pin as the node's test data. */
+        PinInputRequest: {
+            /** @description The node's input state to test and preview with (a JSON object). */
+            data: {
+                [key: string]: unknown;
+            };
+        };
+        /** @description Every pin of the graph after the change. */
+        PinsOutput: {
+            /** @description {node id: pinned state}. */
+            pins: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * @description * `error` - error
+         *     * `forbidden` - forbidden
+         *     * `limit` - limit
+         *     * `memory` - memory
+         *     * `syntax` - syntax
+         *     * `timeout` - timeout
+         *     * `type` - type
+         *     * `unknown_name` - unknown_name
+         * @enum {string}
+         */
+        PreviewErrorCodeEnum: "error" | "forbidden" | "limit" | "memory" | "syntax" | "timeout" | "type" | "unknown_name";
+        PreviewErrorOutput: {
+            code: components["schemas"]["PreviewErrorCodeEnum"];
+            message: string;
+            /** @description 1-based, in source. */
+            line: number | null;
+            /** @description 1-based, in source. */
+            column: number | null;
+            /** @description The unknown variable, when that is the error. */
+            name: string | null;
+        };
+        /** @description POST /graphs/{id}/draft/preview/: one expression or template and the state to resolve it against. */
+        PreviewInputRequest: {
+            kind: components["schemas"]["SourceKindEnum"];
+            source: string;
+            /** @description The node's input state (its pinned data or last input); input is the run input. */
+            state: {
+                [key: string]: unknown;
+            };
+        };
+        /** @description What the source resolved to (ok) or why it did not (error), as a run would see it. */
+        PreviewOutput: {
+            ok: boolean;
+            /** @description The expression's value or the template's text. */
+            value?: unknown;
+            type?: components["schemas"]["PreviewValueTypeEnum"];
+            /** @description value as JSON (a template's text as is), clipped. */
+            display?: string;
+            truncated?: boolean;
+            error?: components["schemas"]["PreviewErrorOutput"];
+        };
         /** @description A step an action reopens, re-queues or (a fork) creates. */
         PreviewStepOutput: {
             /** @description Null for a step a fork creates. */
@@ -2798,6 +3160,16 @@ export interface components {
             /** @description Null for a child step (counted in its parent's). */
             estimate: components["schemas"]["StepEstimateOutput"] | null;
         };
+        /**
+         * @description * `null` - null
+         *     * `boolean` - boolean
+         *     * `number` - number
+         *     * `text` - text
+         *     * `list` - list
+         *     * `object` - object
+         * @enum {string}
+         */
+        PreviewValueTypeEnum: "null" | "boolean" | "number" | "text" | "list" | "object";
         /** @description A user or a group a picker offers. */
         PrincipalOutput: {
             kind: components["schemas"]["PrincipalOutputKindEnum"];
@@ -2967,6 +3339,24 @@ export interface components {
             parked: number;
             running: number;
         };
+        /** @description Where a queued run waits in its graph's line (flow control: runs.engine.store.flow). */
+        QueuePlaceOutput: {
+            /** @description 1 = the next run admitted; FIFO by start within the graph. */
+            position: number;
+            /**
+             * @description The limit that holds it: the graph's max_concurrent_runs, its concurrency key's limit, its schedule's overlap policy queue (one run at a time), or admitting (it fits now and is admitted at the next claim).
+             *
+             *     * `max_concurrent_runs` - max_concurrent_runs
+             *     * `concurrency_key` - concurrency_key
+             *     * `schedule_overlap` - schedule_overlap
+             *     * `admitting` - admitting
+             */
+            limit: components["schemas"]["LimitEnum"];
+            /** @description The concurrency key value (or schedule line) that is full, if that is the limit. */
+            key: string | null;
+            /** @description The size of that limit. */
+            max: number | null;
+        };
         RefusalOutput: {
             code: string;
             message: string;
@@ -3009,6 +3399,30 @@ export interface components {
             /** @default  */
             reason: string;
         };
+        /** @description A run this run called (a subgraph step), directly or through a child of its own. */
+        RunChildOutput: {
+            run: number;
+            /** @description The run whose step called it (this run for a direct child). */
+            parent_run: number;
+            /** @description The calling step. */
+            step: number;
+            /** @description The calling step's node. */
+            node_id: string;
+            /** @description 1 for a direct child, 2 for a child of a child ... */
+            depth: number;
+            status: components["schemas"]["RunStatusEnum"];
+            graph: number;
+            graph_name: string;
+            /** @description The pinned version it runs. */
+            version: number;
+            /**
+             * Format: decimal
+             * @description Its own spend (its children's are rows of their own).
+             */
+            cost_usd: string;
+            input_tokens: number;
+            output_tokens: number;
+        };
         /** @description GET /runs/compare/?a=&b=: two runs of one graph side by side. */
         RunComparisonOutput: {
             graph: number;
@@ -3029,8 +3443,10 @@ export interface components {
             status: components["schemas"]["RunStatusEnum"];
             /** @description What started the run when not a user directly: "webhook <name>"; "" otherwise. */
             source: string;
-            /** @description What a live run waits for: 'decision' when a step was parked after a crash (not safe to repeat: retry, skip or fail), else 'approval' when a step waits at an approval gate, else null. Parked is not a run status: a parked run's status is 'waiting' (or 'running' while other branches still run). */
+            /** @description What a live run waits for: 'decision' when a step was parked after a crash (not safe to repeat: retry, skip or fail), else 'approval' when a step waits at an approval gate, else 'child_run' when a subgraph step waits for the run it called, else null. Parked is not a run status: a parked run's status is 'waiting' (or 'running' while other branches still run). */
             readonly waiting_for: (components["schemas"]["WaitingForEnum"] | components["schemas"]["NullEnum"]) | null;
+            /** @description While the run waits in line for its graph's flow control (status queued, no step yet): its position and the limit that holds it; null otherwise. */
+            readonly queue: components["schemas"]["QueuePlaceOutput"] | null;
             /** @description True while a running step's worker has stopped heartbeating (lease expired or owner gone), worked out when read; false again once recovery takes the step back or the worker continues. */
             readonly interrupted: boolean;
             /** @description The seq of the run's last committed event: follow ws/runs/ from here. */
@@ -3057,6 +3473,12 @@ export interface components {
             started_at: string | null;
             /** Format: date-time */
             finished_at: string | null;
+            /** @description A child run (called by another run's subgraph step): {run, step, node_id, graph_name}; null otherwise. */
+            readonly parent: components["schemas"]["RunParentOutput"] | null;
+            /** @description The runs this run called through subgraph steps, directly or through their own children, oldest first. */
+            readonly children: components["schemas"]["RunChildOutput"][];
+            /** @description Spend with the children's rolled up: {cost_usd, input_tokens, output_tokens}; the run's own when it called none. */
+            readonly totals: components["schemas"]["RunTotalsOutput"];
             input: unknown;
             state: unknown;
             output: unknown;
@@ -3137,8 +3559,10 @@ export interface components {
             status: components["schemas"]["RunStatusEnum"];
             /** @description What started the run when not a user directly: "webhook <name>"; "" otherwise. */
             source: string;
-            /** @description What a live run waits for: 'decision' when a step was parked after a crash (not safe to repeat: retry, skip or fail), else 'approval' when a step waits at an approval gate, else null. Parked is not a run status: a parked run's status is 'waiting' (or 'running' while other branches still run). */
+            /** @description What a live run waits for: 'decision' when a step was parked after a crash (not safe to repeat: retry, skip or fail), else 'approval' when a step waits at an approval gate, else 'child_run' when a subgraph step waits for the run it called, else null. Parked is not a run status: a parked run's status is 'waiting' (or 'running' while other branches still run). */
             readonly waiting_for: (components["schemas"]["WaitingForEnum"] | components["schemas"]["NullEnum"]) | null;
+            /** @description While the run waits in line for its graph's flow control (status queued, no step yet): its position and the limit that holds it; null otherwise. */
+            readonly queue: components["schemas"]["QueuePlaceOutput"] | null;
             /** @description True while a running step's worker has stopped heartbeating (lease expired or owner gone), worked out when read; false again once recovery takes the step back or the worker continues. */
             readonly interrupted: boolean;
             /** @description The seq of the run's last committed event: follow ws/runs/ from here. */
@@ -3166,6 +3590,17 @@ export interface components {
             /** Format: date-time */
             finished_at: string | null;
         };
+        /** @description The run and step that called this run (a subgraph step: runs.subgraphs). */
+        RunParentOutput: {
+            /** @description The parent run. */
+            run: number;
+            /** @description The parent's subgraph step that waits for (or waited for) this run. */
+            step: number;
+            /** @description That step's node. */
+            node_id: string;
+            /** @description The parent run's graph. */
+            graph_name: string;
+        };
         /** @description A new budget may be given when the run stopped for its budget. */
         RunResumeInputRequest: {
             /** Format: decimal */
@@ -3186,6 +3621,72 @@ export interface components {
             budget_usd?: string | null;
             /** Format: int64 */
             budget_tokens?: number | null;
+            /** @description Send this run's completion callback here (README "Run-completion callbacks"); its secret is in the answer, once. */
+            callback_url?: string | null;
+            /** @description Events for callback_url: succeeded, failed, waiting, parked (default: succeeded, failed). */
+            callback_events?: string[] | null;
+        };
+        /** @description POST /runs/'s answer: the run, and with ``callback_url`` its callback's id and secret (shown this once). */
+        RunStartOutput: {
+            id: number;
+            /** Format: uuid */
+            uuid: string;
+            graph: number;
+            graph_name: string;
+            version: number;
+            status: components["schemas"]["RunStatusEnum"];
+            /** @description What started the run when not a user directly: "webhook <name>"; "" otherwise. */
+            source: string;
+            /** @description What a live run waits for: 'decision' when a step was parked after a crash (not safe to repeat: retry, skip or fail), else 'approval' when a step waits at an approval gate, else 'child_run' when a subgraph step waits for the run it called, else null. Parked is not a run status: a parked run's status is 'waiting' (or 'running' while other branches still run). */
+            readonly waiting_for: (components["schemas"]["WaitingForEnum"] | components["schemas"]["NullEnum"]) | null;
+            /** @description While the run waits in line for its graph's flow control (status queued, no step yet): its position and the limit that holds it; null otherwise. */
+            readonly queue: components["schemas"]["QueuePlaceOutput"] | null;
+            /** @description True while a running step's worker has stopped heartbeating (lease expired or owner gone), worked out when read; false again once recovery takes the step back or the worker continues. */
+            readonly interrupted: boolean;
+            /** @description The seq of the run's last committed event: follow ws/runs/ from here. */
+            event_seq: number;
+            error: components["schemas"]["EngineErrorOutput"] | null;
+            step_count: number;
+            input_tokens: number;
+            output_tokens: number;
+            /** Format: decimal */
+            cost_usd: string;
+            /** Format: decimal */
+            budget_usd: string | null;
+            budget_tokens: number | null;
+            /** @description A one-node test run from the builder. */
+            is_test: boolean;
+            forked_from: number | null;
+            forked_from_step: number | null;
+            readonly created_by: string | null;
+            /** @description "command line" for a run `manage.py run_graph` started (no user), else null: who started a run is created_by, else this. */
+            readonly started_from: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            started_at: string | null;
+            /** Format: date-time */
+            finished_at: string | null;
+            /** @description A child run (called by another run's subgraph step): {run, step, node_id, graph_name}; null otherwise. */
+            readonly parent: components["schemas"]["RunParentOutput"] | null;
+            /** @description The runs this run called through subgraph steps, directly or through their own children, oldest first. */
+            readonly children: components["schemas"]["RunChildOutput"][];
+            /** @description Spend with the children's rolled up: {cost_usd, input_tokens, output_tokens}; the run's own when it called none. */
+            readonly totals: components["schemas"]["RunTotalsOutput"];
+            input: unknown;
+            state: unknown;
+            output: unknown;
+            /** @description The run's W3C trace context: the traceparent header of the request or webhook delivery that started it, else a new trace's; every step attempt's span is in this trace (README, Observability). Empty for runs started before traces were kept. */
+            traceparent: string;
+            readonly steps: components["schemas"]["RunStepOutput"][];
+            /** @description A node-test run (is_test): the node it tested (its first step; the rest is the test harness's end node). Null for other runs. GET runs/<id>/graph/ draws the one-node graph it ran. */
+            readonly tested_node: string | null;
+            /** @description A forked run: {run, step, node_id, kept_nodes}: the source run, the step it was forked at and that step's node, and the nodes whose results the fork kept from its source (they have no step in this run). Null for a run that is not a fork. */
+            readonly fork_origin: components["schemas"]["RunForkOriginOutput"] | null;
+            /** @description The run's own callback (with callback_url). */
+            callback?: number;
+            /** @description Its signing secret (whsec_...), shown this once. */
+            callback_secret?: string;
         };
         /**
          * @description * `queued` - Queued
@@ -3244,6 +3745,13 @@ export interface components {
                 [key: string]: number;
             };
         };
+        /** @description The run's spend with every run it called rolled up (its own is ``cost_usd`` and the tokens). */
+        RunTotalsOutput: {
+            /** Format: decimal */
+            cost_usd: string;
+            input_tokens: number;
+            output_tokens: number;
+        };
         ScheduleCreateInputRequest: {
             name: string;
             /** @description Five fields: minute hour day-of-month month day-of-week (e.g. 0 9 * * MON-FRI). */
@@ -3296,6 +3804,10 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
+        SecretOutput: {
+            /** @description The new signing secret, shown this once. */
+            secret: string;
+        };
         SourceErrorOutput: {
             message: string;
             /** @description 1-based. */
@@ -3304,6 +3816,12 @@ export interface components {
             column: number | null;
             code: string;
         };
+        /**
+         * @description * `expression` - expression
+         *     * `template` - template
+         * @enum {string}
+         */
+        SourceKindEnum: "expression" | "template";
         StateChangeOutput: {
             before: unknown;
             after: unknown;
@@ -3694,9 +4212,10 @@ export interface components {
         /**
          * @description * `approval` - approval
          *     * `decision` - decision
+         *     * `child_run` - child_run
          * @enum {string}
          */
-        WaitingForEnum: "approval" | "decision";
+        WaitingForEnum: "approval" | "decision" | "child_run";
         WebhookCreateInputRequest: {
             name: string;
             /** @description The username runs act as (an operator of the graph); default: the creator. */
@@ -6497,6 +7016,781 @@ export interface operations {
             };
         };
     };
+    callback_deliveries_list: {
+        parameters: {
+            query?: {
+                callback?: number;
+                status?: "delivered" | "failed" | "pending";
+            };
+            header?: never;
+            path: {
+                graph_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedCallbackDeliveryList"];
+                };
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    callback_deliveries_redeliver: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                delivery_id: number;
+                graph_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CallbackDeliveryOutput"];
+                };
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    callbacks_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                graph_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CallbackOutput"][];
+                };
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    callbacks_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                graph_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CallbackCreateInputRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CallbackCreatedOutput"];
+                };
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    callbacks_read: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                callback_id: number;
+                graph_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CallbackOutput"];
+                };
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    callbacks_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                callback_id: number;
+                graph_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    callbacks_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                callback_id: number;
+                graph_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedCallbackUpdateInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CallbackOutput"];
+                };
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    callbacks_rotate_secret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                callback_id: number;
+                graph_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretOutput"];
+                };
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     graph_versions_diff: {
         parameters: {
             query: {
@@ -6522,6 +7816,400 @@ export interface operations {
                 };
             };
             /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    graph_pins_set: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                graph_id: number;
+                node_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PinInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PinsOutput"];
+                };
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    graph_pins_clear: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                graph_id: number;
+                node_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PinsOutput"];
+                };
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    graph_draft_preview: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                graph_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PreviewInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PreviewOutput"];
+                };
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    graph_draft_run: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                graph_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DraftRunInputRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunDetailOutput"];
+                };
+            };
+            /** @description code graph_invalid (error.issues) or input_invalid (error.fields). */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11170,12 +12858,13 @@ export interface operations {
                 /** @description A version number of `graph` (needs graph). */
                 version?: number;
                 /**
-                 * @description Runs waiting at an approval gate, or parked for a decision after a crash.
+                 * @description Runs waiting at an approval gate, parked for a decision after a crash, or waiting for a child run they called.
                  *
                  *     * `approval` - approval
                  *     * `decision` - decision
+                 *     * `child_run` - child_run
                  */
-                waiting_for?: "approval" | "decision";
+                waiting_for?: "approval" | "decision" | "child_run";
             };
             header?: never;
             path?: never;
@@ -11297,7 +12986,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["RunDetailOutput"];
+                    "application/json": components["schemas"]["RunStartOutput"];
                 };
             };
             /** @description Invalid input (see error.fields). */

@@ -1,12 +1,15 @@
 // The builder page (/graphs/<id>/): loads the graph, the node-kind catalogue and validation; canvas, palette, side panel.
-import type { GraphDetail, NodeKindInfo, StoredDraft, VersionDiff } from "../api/types";
+import type { GraphDetail, NodeKindInfo, RunDetail, StoredDraft, VersionDetail, VersionDiff } from "../api/types";
 import { ReactFlowProvider } from "@xyflow/react";
+import { seedPins } from "./run/pins";
 import { Suspense, lazy, useCallback, useDeferredValue, useEffect, useMemo, useRef, useState } from "react";
 import { api } from "../lib/api";
 import { usePageContext } from "../lib/context";
-import { Canvas, type CanvasDiff } from "./Canvas";
+import { Canvas } from "./Canvas";
+import { DiffLegend, type Comparison } from "./DiffLegend";
 import { comparisonView } from "./compare";
-import { ErrorsPanel } from "./ErrorsPanel";
+import { ErrorsPanel, ValidationStatusContext } from "./ErrorsPanel";
+import { DockHide, DockRail, RAIL_WIDTH, useDocked } from "./useDocked";
 import { Palette } from "./Palette";
 import { draftNotice, publishBlocked as publishBlockedReason, runBlocked, type DraftState } from "./run/runNote";
 import { takeBuilderLoad, versionParam } from "./load";
@@ -15,11 +18,15 @@ import { BuilderContext, useBuilderState } from "./store";
 import { useAutosave, type SaveStatus } from "./useAutosave";
 import { useValidation } from "./useValidation";
 import { RunStarter } from "./run/RunStarter";
+import { DraftRunResults } from "./run/DraftRunResults";
+import { useDraftRun } from "./run/useDraftRun";
+import { recordDraftRun } from "./run/lastData";
 import { PublishDialog } from "./PublishDialog";
 import { ConflictDialog } from "./ConflictDialog";
 import { HelpDialog } from "./HelpDialog";
 import "@xyflow/react/dist/style.css";
 import "./builder.css";
+import { Button, ButtonLink } from "../shell/Button";
 
 // The side panel (JSON-Schema forms, code editors) is its own chunk: the canvas draws
 // without waiting for those libraries to download and compile.
@@ -39,12 +46,6 @@ function historyParam(): boolean {
   return new URLSearchParams(window.location.search).get("history") === "1";
 }
 
-/** Two versions compared on the canvas: the server's diff and what each node and edge is marked. */
-interface Comparison {
-  diff: VersionDiff;
-  marks: CanvasDiff;
-}
-
 const EMPTY_SPEC: GraphSpec = { name: "", nodes: [], edges: [] };
 const PANEL_LOADING = <aside className="side-panel muted" aria-busy="true">Loading…</aside>;
 
@@ -62,6 +63,7 @@ export default function BuilderPage(props: Record<string, unknown>) {
         // Older servers call the draft ``draft``; the builder API calls it ``spec``.
         const draft = (graph.spec ?? (graph as unknown as { draft: GraphSpec }).draft) as GraphSpec;
         const spec = v ? v.spec : { ...draft, nodes: draft.nodes ?? [], edges: draft.edges ?? [], name: draft.name ?? graph.name };
+        seedPins(graph.id, graph.pins);
         const same = !v && spec.nodes === draft.nodes && spec.edges === draft.edges && spec.name === draft.name;
         setLoaded({ graph: { ...graph, spec: same ? draft : spec, revision: graph.revision ?? 0 }, catalogue: kinds.kinds, version });
       })
@@ -129,7 +131,7 @@ function Builder({ loaded }: { loaded: Loaded }) {
     setLatestHash(undefined);
     if (!latestVersion || readOnly) return;
     let live = true;
-    api<{ content_hash?: string }>(`graphs/${graph.id}/versions/${latestVersion}/`)
+    api<VersionDetail>(`graphs/${graph.id}/versions/${latestVersion}/`)
       .then((v) => { if (live) setLatestHash(v.content_hash); })
       .catch(() => { /* unknown: Publish stays enabled, the server answers with the same version */ });
     return () => { live = false; };
@@ -153,8 +155,8 @@ function Builder({ loaded }: { loaded: Loaded }) {
     setCompareError(null);
     if (diff === null) { setComparison(null); return; }
     Promise.all([
-      api<{ spec: GraphSpec }>(`graphs/${graph.id}/versions/${diff.from}/`),
-      api<{ spec: GraphSpec }>(`graphs/${graph.id}/versions/${diff.to}/`),
+      api<VersionDetail>(`graphs/${graph.id}/versions/${diff.from}/`),
+      api<VersionDetail>(`graphs/${graph.id}/versions/${diff.to}/`),
     ]).then(([older, newer]) => {
       if (request !== compareRequest.current) return;
       const view = comparisonView(older.spec, newer.spec, diff);
@@ -195,7 +197,17 @@ function Builder({ loaded }: { loaded: Loaded }) {
   const builderRef = useRef(builder);
   builderRef.current = builder;
   const addKind = useCallback((kind: string) => addAtCentre(builderRef.current, kind), []);
-  const palette = useMemo(() => <Palette catalogue={catalogue} onAdd={addKind} />, [catalogue, addKind]);
+  const [paletteOpen, setPaletteOpen] = useDocked("palette");
+  const [panelOpen, setPanelOpen] = useDocked("panel");
+  const hidePalette = useCallback(() => setPaletteOpen(false), [setPaletteOpen]);
+  const palette = useMemo(() => <Palette catalogue={catalogue} onAdd={addKind} onHide={hidePalette} />, [catalogue, addKind, hidePalette]);
+  // One element for the page's life: the canvas is memoised and re-renders only for its own props.
+  const problems = useMemo(() => <ErrorsPanel />, []);
+  const validationStatus = useMemo(() => ({ pending: validation.pending, failed: validation.failed }), [validation.pending, validation.failed]);
+  const showPalette = !readOnly && !comparison;
+  // The side panel's column: History and Triggers always show; the node panel and graph settings can be hidden.
+  const panelHidden = !historyOpen && !triggersOpen && !panelOpen;
+  const columns = [showPalette ? (paletteOpen ? "232px" : `${RAIL_WIDTH}px`) : null, "minmax(0, 1fr)", panelHidden ? `${RAIL_WIDTH}px` : "340px"];
 
   const errors = builder.validation?.errors ?? [];
   // The draft as validated: Publish compares its hash with the latest version's (latestHash);
@@ -205,6 +217,9 @@ function Builder({ loaded }: { loaded: Loaded }) {
     : { problems: errors.length, contentHash: builder.validation.content_hash ?? null };
   const draftDiffers = errors.length > 0;
   const publishBlocked = publishBlockedReason(draftState, latestVersion ? { number: latestVersion, hash: latestHash } : null);
+  const draft = useDraftRun({ graphId: graph.id, spec: builder.spec, flush: save.flush, problems: builder.validation === null ? null : errors.length, onMessage: setToast });
+  const recordRun = useCallback((run: RunDetail) => recordDraftRun(graph.id, run), [graph.id]);
+  const selectNode = useCallback((id: string) => builderRef.current.select({ nodes: [id], edges: [], notes: [], field: null }), []);
   const notice = draftNotice({ latestVersion, onDraft: version === null, canBuild: !readOnly, canOperate: ctx.user?.can.operate ?? false, problems: errors.length });
 
   return (
@@ -219,7 +234,7 @@ function Builder({ loaded }: { loaded: Loaded }) {
             )}
             {version === null && readOnly && <span className="badge badge--info">Read-only: you may not edit graphs</span>}
             {!readOnly && (
-              <span className={`save-status save-status--${save.status}`} role="status" data-status={save.status}
+              <span className={`save-status save-status--${save.status}`} role="status" data-status={save.status} data-revision={save.revision}
                 title={save.error ?? (save.lastSavedAt ? `Last saved ${save.lastSavedAt.toLocaleTimeString()}` : "")}>
                 {STATUS_TEXT[save.status]}
               </span>
@@ -228,27 +243,40 @@ function Builder({ loaded }: { loaded: Loaded }) {
             <span className="muted builder__meta">
               {latestVersion ? `Latest version ${latestVersion}` : "Never published"}
             </span>
-            <button type="button" aria-pressed={historyOpen} title="Published versions: open, compare, restore"
-              onClick={() => { if (historyOpen) clearComparison(); setHistoryOpen(!historyOpen); setTriggersOpen(false); }}>History</button>
+            <Button aria-pressed={historyOpen} title="Published versions: open, compare, restore"
+              onClick={() => { if (historyOpen) clearComparison(); setHistoryOpen(!historyOpen); setTriggersOpen(false); }}>History</Button>
             {canBuild && (
-              <button type="button" aria-pressed={triggersOpen && !historyOpen} title="Webhooks that start runs of this graph: URLs, secrets, deliveries, test events"
-                onClick={() => { if (historyOpen) { clearComparison(); setHistoryOpen(false); } setTriggersOpen(!triggersOpen || historyOpen); }}>Triggers</button>
+              <Button aria-pressed={triggersOpen && !historyOpen} title="Webhooks that start runs of this graph: URLs, secrets, deliveries, test events"
+                onClick={() => { if (historyOpen) { clearComparison(); setHistoryOpen(false); } setTriggersOpen(!triggersOpen || historyOpen); }}>Triggers</Button>
             )}
-            <a className="button" href={`/api/v1/graphs/${graph.id}/export/`} download={`${graph.name}.json`}>Export</a>
+            <ButtonLink href={`/api/v1/graphs/${graph.id}/export/`} download={`${graph.name}.json`}>Export</ButtonLink>
             {!readOnly && (
-              <button type="button" className="button button--primary" disabled={publishBlocked !== null}
-                title={publishBlocked ?? "Publish the draft as a new version"} onClick={() => setDialog("publish")}>Publish</button>
+              <Button disabled={draft.blocked !== null || draft.starting}
+                title={draft.blocked ?? "Run the draft as it is now, without publishing: a test run, kept out of run lists and reports"}
+                onClick={() => void draft.start()}>{draft.starting ? "Starting…" : "Run draft"}</Button>
+            )}
+            {!readOnly && (
+              <Button variant="primary" disabled={publishBlocked !== null}
+                title={publishBlocked ?? "Publish the draft as a new version"} onClick={() => setDialog("publish")}>Publish</Button>
             )}
             {(ctx.user?.can.operate ?? false) && (
               // On a published version's page, Run starts that version; on the draft, the latest one.
-              <button type="button" className="button" disabled={!runVersion}
+              <Button disabled={!runVersion}
                 title={runBlocked(runVersion) ?? (version === null && draftDiffers ? `Runs version ${runVersion}, not your draft (unpublished changes)` : `Start a run of version ${runVersion}`)}
-                onClick={() => setDialog("run")}>{version !== null ? `Run version ${version}` : "Run"}</button>
+                onClick={() => setDialog("run")}>{version !== null ? `Run version ${version}` : "Run"}</Button>
             )}
           </header>
-          {notice && <div className="builder__why" role="note">{notice}</div>}
-          <div className={`builder__body${readOnly || comparison ? " builder__body--readonly" : ""}`}>
-            {!readOnly && !comparison && palette}
+          {notice && (
+            <div className="builder__why" role="note">
+              {notice}
+              {!readOnly && version === null && !latestVersion && draft.blocked === null && (
+                <> <Button variant="link" onClick={() => void draft.start()} disabled={draft.starting}>Run the draft now</Button></>
+              )}
+            </div>
+          )}
+          <div className={`builder__body${readOnly || comparison ? " builder__body--readonly" : ""}`}
+            style={{ gridTemplateColumns: columns.filter(Boolean).join(" ") }}>
+            {showPalette && (paletteOpen ? palette : <DockRail side="left" label="Node kinds" onOpen={() => setPaletteOpen(true)} />)}
             <div className="builder__main" onPointerDownCapture={() => setPointerDown(true)}>
               {compareError && <p role="alert" className="alert diff-legend">Could not draw the comparison: {compareError}</p>}
               {comparison ? (
@@ -262,8 +290,10 @@ function Builder({ loaded }: { loaded: Loaded }) {
                 </>
               ) : (
                 <>
-                  <Canvas onHelp={onHelp} onMessage={setToast} onDrawn={onDrawn} />
-                  <ErrorsPanel pending={validation.pending} failed={validation.failed} />
+                  <ValidationStatusContext.Provider value={validationStatus}>
+                    <Canvas onHelp={onHelp} onMessage={setToast} onDrawn={onDrawn} overlay={problems} />
+                  </ValidationStatusContext.Provider>
+                  {draft.runId !== null && <DraftRunResults key={draft.runId} runId={draft.runId} onClose={draft.close} onSelectNode={selectNode} onRun={recordRun} />}
                 </>
               )}
             </div>
@@ -302,12 +332,17 @@ function Builder({ loaded }: { loaded: Loaded }) {
                     setToast(payload === null ? "Unpinned the test input." : "Pinned the delivery's input as the draft's test input.");
                   }} />
               </Suspense>
+            ) : panelHidden ? (
+              <DockRail side="right" label="Side panel" onOpen={() => setPanelOpen(true)} />
             ) : (
-              <BuilderContext.Provider value={panelState.current}>
-                <Suspense fallback={PANEL_LOADING}>
-                  {panelMounted ? sidePanel : PANEL_LOADING}
-                </Suspense>
-              </BuilderContext.Provider>
+              <div className="side-dock">
+                <DockHide side="right" label="Side panel" onHide={() => setPanelOpen(false)} />
+                <BuilderContext.Provider value={panelState.current}>
+                  <Suspense fallback={PANEL_LOADING}>
+                    {panelMounted ? sidePanel : PANEL_LOADING}
+                  </Suspense>
+                </BuilderContext.Provider>
+              </div>
             )}
           </div>
           {toast && <div className="toast" role="status">{toast}</div>}
@@ -321,6 +356,7 @@ function Builder({ loaded }: { loaded: Loaded }) {
                 setToast(message.trim() ? `Published version ${n}: ${message.trim()}` : `Published version ${n}.`);
               }} />
           )}
+          {draft.dialog}
           {dialog === "run" && runVersion && (
             <RunStarter graphId={graph.id} version={runVersion} onClose={() => setDialog(null)}
               draft={version !== null ? null : draftState} testInput={version !== null ? null : builder.spec.test_input ?? null} />
@@ -329,7 +365,7 @@ function Builder({ loaded }: { loaded: Loaded }) {
             <ConflictDialog mine={builder.spec} theirs={save.conflict} graphName={graph.name}
               onReload={() => { const c = save.conflict as StoredDraft; builder.reset(c.spec); save.adopt(c); }}
               onCopy={async () => {
-                const copy = await api<{ id: number; revision?: number }>(`graphs/${graph.id}/duplicate/`, {
+                const copy = await api<GraphDetail>(`graphs/${graph.id}/duplicate/`, {
                   method: "POST", body: { name: `${graph.name} (my copy ${new Date().toISOString().slice(0, 16).replace("T", " ")})` } });
                 const fresh = await api<GraphDetail>(`graphs/${copy.id}/`);
                 await api(`graphs/${copy.id}/`, { method: "PATCH", body: { spec: { ...builder.spec, name: fresh.spec.name }, base_revision: fresh.revision } });
@@ -350,29 +386,4 @@ function addAtCentre(builder: ReturnType<typeof useBuilderState>, kind: string) 
   const count = builder.spec.nodes.length;
   builder.change((s) => ({ ...s, nodes: [...s.nodes, { id, kind, config: {}, position: { x: 80 + (count % 5) * 40, y: 80 + (count % 5) * 40 } }] }));
   builder.select({ nodes: [id], edges: [], notes: [], field: null });
-}
-
-/** Above a compared graph: which versions, what the colours mean (with counts), and the way back. */
-function DiffLegend({ comparison, onClear }: { comparison: Comparison; onClear: () => void }) {
-  const counts = { added: { nodes: 0, edges: 0 }, changed: { nodes: 0, edges: 0 }, removed: { nodes: 0, edges: 0 } };
-  for (const change of Object.values(comparison.marks.nodes)) counts[change].nodes++;
-  for (const change of Object.values(comparison.marks.edges)) counts[change].edges++;
-  const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
-  const parts = ({ nodes, edges }: { nodes: number; edges: number }) =>
-    [nodes ? plural(nodes, "node") : "", edges ? plural(edges, "edge") : ""].filter(Boolean).join(", ") || "none";
-  const { from, to } = comparison.diff;
-  return (
-    <div className="diff-legend" role="region" aria-label="Comparison legend">
-      <span className="diff-legend__title">Comparing version {from} → {to}</span>
-      {(["added", "changed", "removed"] as const).map((change) => (
-        <span key={change} className="diff-legend__key">
-          <span className={`diff-legend__swatch diff-legend__swatch--${change}`} aria-hidden="true" />
-          {change}: {parts(counts[change])}
-        </span>
-      ))}
-      <span className="muted diff-legend__note" title="The draft is not changed by comparing">Showing version {to}, read-only</span>
-      <span className="builder__spacer" />
-      <button type="button" className="button" onClick={onClear}>Close comparison</button>
-    </div>
-  );
 }

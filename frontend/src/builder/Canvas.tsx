@@ -3,19 +3,22 @@ import {
   Background, ControlButton, Controls, Panel, ReactFlow, applyNodeChanges, useNodesInitialized, useReactFlow, useStoreApi,
   type Connection, type Edge, type EdgeChange, type IsValidConnection, type NodeChange, type NodePositionChange,
 } from "@xyflow/react";
-import { memo, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type DragEvent, type MouseEvent } from "react";
-import { CLIPBOARD_STORAGE_KEY, copyFragment, parseFragment } from "./clipboard";
+import { memo, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type DragEvent, type MouseEvent, type ReactNode } from "react";
 import { NOTE_PREFIX, applyPositions, type NodeRunMark, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes, withLivePositions, withSelection, type BallastFlowNode, type FlowNode } from "./flow";
 import { layoutPositions } from "./layout";
 import { SpecMiniMap } from "./SpecMiniMap";
 import { DRAG_MIME } from "./Palette";
 import { freshId, type EdgeSpec, type NodeSpec, type Position } from "./spec";
 import { edgeKey, useBuilder } from "./store";
-import { CANVAS_INSETS, FIT_VIEW, fitViewport } from "./viewport";
-import { inTextField, shortcutsBlocked } from "../lib/shortcuts";
+import { CANVAS_INSETS, FIT_RUN, FIT_VIEW, fitViewport } from "./viewport";
+import { AddAfterContext } from "./addAfter";
+import { clearOf } from "./picker";
+import { useCanvasKeys } from "./useCanvasKeys";
+import { CARD, overlayBoxes, useNodePicker } from "./useNodePicker";
 import { sameSet, mergeNodes } from "./nodeMerge";
 import { useCanvasClipboard } from "./useCanvasClipboard";
 import { nodeTypes, edgeTypes, minimapNodeColour, DEFAULT_EDGE_OPTIONS, PRO_OPTIONS, DELETE_KEYS, MULTI_SELECT_KEYS, FitViewIcon, preloadPanelOnHover } from "./canvasProps";
+import { Button } from "../shell/Button";
 
 /** A version comparison drawn on the canvas: how each node and edge (by edgeKey) changed. */
 export interface CanvasDiff {
@@ -27,7 +30,7 @@ export interface CanvasDiff {
  * Memoised: the page re-renders for things the canvas does not draw (a pointer going down,
  * the save status, a toast); the canvas follows only the builder state and its own props.
  */
-export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, runMarks, onNodeOpen }: {
+export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, runMarks, onNodeOpen, overlay }: {
   /** Opens the keyboard-shortcut help; without it the canvas shows no "?" button and ignores the key. */
   onHelp?: () => void; onMessage: (text: string) => void; diff?: CanvasDiff;
   /** Called once, when every node has been drawn and measured (at once for an empty graph). */
@@ -36,6 +39,8 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
   runMarks?: Readonly<Record<string, NodeRunMark>>;
   /** Called with a graph node's id when it is clicked (a run's page opens its step inspector). */
   onNodeOpen?: (nodeId: string) => void;
+  /** Drawn over the canvas at its bottom centre (the builder's problems count); keep it one element for the canvas's life. */
+  overlay?: ReactNode;
 }) {
   // A run's page resizes the canvas as its inspector opens and closes: the graph is fitted again then.
   const refitOnResize = !!runMarks;
@@ -86,9 +91,9 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
     if (all.length === 0) return;
     const { width, height } = flowStore.getState();
     const start = all.find((n) => n.type === "ballast" && n.data.node.kind === "start");
-    const view = fitViewport(rf.getNodesBounds(all), start ? rf.getNodesBounds([start]) : null, width, height, FIT_VIEW, CANVAS_INSETS);
+    const view = fitViewport(rf.getNodesBounds(all), start ? rf.getNodesBounds([start]) : null, width, height, refitOnResize ? FIT_RUN : FIT_VIEW, CANVAS_INSETS);
     if (view) void rf.setViewport(view, { duration });
-  }, [rf, flowStore]);
+  }, [rf, flowStore, refitOnResize]);
   useEffect(() => {
     if (!refitOnResize) return;
     let { width, height } = flowStore.getState();
@@ -220,13 +225,19 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
     bRef.current.select({ nodes: [id], edges: [], notes: [], field: null });
   }, [rf]);
 
+  const canvasRef = useRef<HTMLDivElement>(null);
   const onDrop = useCallback((e: DragEvent) => {
     e.preventDefault();
     if (bRef.current.readOnly) return;
     const kind = e.dataTransfer.getData(DRAG_MIME);
-    if (!kind) return;
-    const p = rf.screenToFlowPosition({ x: e.clientX, y: e.clientY });
-    addNode(kind, { x: p.x - 90, y: p.y - 30 });
+    if (!kind || !canvasRef.current) return;
+    // Dropped over an overlay (toolbar, minimap, controls, problems), the card moves the least
+    // distance that leaves it clear: a node under an overlay could be neither seen nor grabbed.
+    const { zoom } = rf.getViewport();
+    const { overlays, area } = overlayBoxes(canvasRef.current);
+    const w = CARD.width * zoom, h = CARD.height * zoom;
+    const to = clearOf({ x: e.clientX - 0.45 * w, y: e.clientY - 0.4 * h, width: w, height: h }, overlays, area);
+    addNode(kind, rf.screenToFlowPosition({ x: to.x, y: to.y }));
   }, [rf, addNode]);
 
   const onDragOver = useCallback((e: DragEvent) => {
@@ -267,62 +278,20 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
 
   const { copy, paste } = useCanvasClipboard(bRef, selRef, onMessage);
 
-  // Copy/paste: the native paste event carries the system clipboard (other windows); a
-  // synthetic or blocked one falls back to localStorage (other tabs of this browser).
-  const pendingPaste = useRef<number | null>(null);
-  useEffect(() => {
-    const fromStorage = () => parseFragment(window.localStorage.getItem(CLIPBOARD_STORAGE_KEY));
-    const onPaste = (e: ClipboardEvent) => {
-      if (inTextField(e.target)) return;
-      if (pendingPaste.current !== null) { window.clearTimeout(pendingPaste.current); pendingPaste.current = null; }
-      const fragment = parseFragment(e.clipboardData?.getData("text/plain")) ?? fromStorage();
-      if (fragment) { e.preventDefault(); paste(fragment); }
-    };
-    const onCopy = (e: ClipboardEvent) => {
-      if (inTextField(e.target) || window.getSelection()?.toString()) return;
-      const s = bRef.current.spec;
-      const sel = selRef.current;
-      if (sel.nodes.length === 0 && sel.notes.length === 0) return;
-      e.clipboardData?.setData("text/plain", JSON.stringify(copyFragment(s, new Set(sel.nodes), new Set(sel.notes))));
-      e.preventDefault();
-    };
-    const onKey = (e: KeyboardEvent) => {
-      if (shortcutsBlocked(e)) return;
-      const mod = e.ctrlKey || e.metaKey;
-      const key = e.key.toLowerCase();
-      const api = bRef.current;
-      if (mod && key === "z" && !e.shiftKey) { e.preventDefault(); if (!api.readOnly) api.undo(); return; }
-      if (mod && ((key === "z" && e.shiftKey) || key === "y")) { e.preventDefault(); if (!api.readOnly) api.redo(); return; }
-      if (mod && key === "c") { copy(); return; }
-      if (mod && key === "v") {
-        if (api.readOnly) return;
-        pendingPaste.current = window.setTimeout(() => { pendingPaste.current = null; paste(fromStorage()); }, 80);
-        return;
-      }
-      if (mod && key === "a") {
-        e.preventDefault();
-        api.select({ nodes: api.spec.nodes.map((n) => n.id), notes: (api.spec.notes ?? []).map((n) => n.id), edges: [], field: null });
-        return;
-      }
-      if (mod || e.altKey) return;
-      if (e.key === "?" && onHelp) { e.preventDefault(); onHelp(); return; }
-      if (key === "f") { e.preventDefault(); fit(); return; }
-      if (e.key === "L" && e.shiftKey && !api.readOnly) { e.preventDefault(); layout(); return; }
-      if (key === "n" && !e.shiftKey && !api.readOnly) { e.preventDefault(); addNote(); return; }
-      if (e.key === "Escape") api.select({ nodes: [], edges: [], notes: [], field: null });
-    };
-    document.addEventListener("paste", onPaste);
-    document.addEventListener("copy", onCopy);
-    window.addEventListener("keydown", onKey);
-    return () => {
-      document.removeEventListener("paste", onPaste);
-      document.removeEventListener("copy", onCopy);
-      window.removeEventListener("keydown", onKey);
-    };
-  }, [copy, paste, layout, addNote, onHelp, fit]);
+  useCanvasKeys(bRef, selRef, { copy, paste, layout, addNote, onHelp, fit });
+
+  const { addAfter, onConnectEnd, openAt, picker } = useNodePicker(bRef, canvasRef);
+  // A graph just begun (a new graph's Start and End): every "+" shows, and a line says what it does.
+  const starter = !readOnly && spec.nodes.length > 0 && spec.nodes.length <= 2;
+  // The toolbar's "Add node": the picker at the canvas's centre, its node placed there (with the palette hidden too).
+  const addFromToolbar = useCallback(() => {
+    const r = canvasRef.current?.getBoundingClientRect();
+    if (r) openAt(r.left + r.width / 2, r.top + r.height / 2);
+  }, [openAt]);
 
   return (
-    <div className="canvas" onDrop={onDrop} onDragOver={onDragOver} data-testid="canvas">
+    <AddAfterContext.Provider value={readOnly ? null : addAfter}>
+    <div className={`canvas${starter ? " canvas--starter" : ""}`} ref={canvasRef} onDrop={onDrop} onDragOver={onDragOver} data-testid="canvas">
       <ReactFlow<FlowNode, Edge>
         nodes={nodes}
         edges={edges}
@@ -331,6 +300,7 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
         onNodesChange={onNodesChange}
         onEdgesChange={onEdgesChange}
         onConnect={readOnly ? undefined : onConnect}
+        onConnectEnd={readOnly ? undefined : onConnectEnd}
         onDelete={readOnly ? undefined : onDelete}
         onNodeDragStart={onNodeDragStart}
         onNodeDragStop={onNodeDragStop}
@@ -362,17 +332,22 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
         </Controls>
         <SpecMiniMap nodes={nodes} nodeColour={minimapNodeColour} />
         <Panel position="top-left" className="canvas-toolbar">
-          {!readOnly && <button type="button" onClick={() => b.undo()} disabled={!b.canUndo} title="Undo (Ctrl+Z)">Undo</button>}
-          {!readOnly && <button type="button" onClick={() => b.redo()} disabled={!b.canRedo} title="Redo (Ctrl+Shift+Z)">Redo</button>}
-          <button type="button" onClick={() => fit()} title="Fit view (F)">Fit</button>
-          {!readOnly && <button type="button" onClick={layout} disabled={!initialised && spec.nodes.length > 0} title="Auto-layout (Shift+L)">Auto-layout</button>}
-          {!readOnly && <button type="button" onClick={addNote} title="Add a sticky note (N)">Note</button>}
-          {onHelp && <button type="button" onClick={onHelp} title="Keyboard shortcuts (?)" aria-label="Keyboard shortcuts">?</button>}
+          {!readOnly && <Button size="small" onClick={() => b.undo()} disabled={!b.canUndo} title="Undo (Ctrl+Z)">Undo</Button>}
+          {!readOnly && <Button size="small" onClick={() => b.redo()} disabled={!b.canRedo} title="Redo (Ctrl+Shift+Z)">Redo</Button>}
+          <Button size="small" onClick={() => fit()} title="Fit view (F)">Fit</Button>
+          {!readOnly && <Button size="small" onClick={layout} disabled={!initialised && spec.nodes.length > 0} title="Auto-layout (Shift+L)">Auto-layout</Button>}
+          {!readOnly && <Button size="small" onClick={addFromToolbar} title="Add a node (opens the node picker)">+ Node</Button>}
+          {!readOnly && <Button size="small" onClick={addNote} title="Add a sticky note (N)">Note</Button>}
+          {onHelp && <Button size="small" onClick={onHelp} title="Keyboard shortcuts (?)" aria-label="Keyboard shortcuts">?</Button>}
         </Panel>
         {spec.nodes.length === 0 && !readOnly && (
           <Panel position="top-center" className="canvas-empty">Drag a node kind from the palette to start, beginning with Start.</Panel>
         )}
+        {starter && <Panel position="top-center" className="canvas-empty">Click “+” beside an output to add the next node.</Panel>}
+        {overlay && <Panel position="bottom-center" className="canvas-overlay">{overlay}</Panel>}
       </ReactFlow>
+      {picker}
     </div>
+    </AddAfterContext.Provider>
   );
 });

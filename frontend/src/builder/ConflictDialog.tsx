@@ -4,6 +4,7 @@ import { useMemo, useState } from "react";
 import { diffDrafts } from "./conflict";
 import { Dialog } from "./Dialog";
 import type { GraphSpec } from "./spec";
+import { Button } from "../shell/Button";
 
 export function ConflictDialog({ mine, theirs, graphName, onReload, onCopy }: {
   mine: GraphSpec; theirs: StoredDraft; graphName: string; onReload: () => void; onCopy: () => Promise<void>;
@@ -34,11 +35,11 @@ export function ConflictDialog({ mine, theirs, graphName, onReload, onCopy }: {
       <p className="muted">Nodes in both that differ: {list(d.changed)}{d.settingsDiffer ? "; graph settings differ too" : ""}.</p>
       {error && <p role="alert" className="alert">{error}</p>}
       <div className="dialog__actions">
-        <button type="button" className="button" onClick={onReload}>Load the stored version (drop mine)</button>
-        <button type="button" className="button button--primary" disabled={busy}
+        <Button onClick={onReload}>Load the stored version (drop mine)</Button>
+        <Button variant="primary" disabled={busy}
           onClick={() => { setBusy(true); onCopy().catch((err: unknown) => { setBusy(false); setError(String(err)); }); }}>
           Keep mine as a copy
-        </button>
+        </Button>
       </div>
     </Dialog>
   );

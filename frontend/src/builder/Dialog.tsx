@@ -1,5 +1,6 @@
 // A modal dialog (native <dialog>): focus stays inside, Escape closes it.
 import { useEffect, useRef, type ReactNode } from "react";
+import { Button } from "../shell/Button";
 
 /** The fields a dialog opens on, in document order: the first one found takes the focus. */
 const FIRST_FIELD = ".dialog__body :is(input:not([type=hidden]):not([disabled]), textarea:not([disabled]), select:not([disabled]), [contenteditable=true])";
@@ -21,7 +22,7 @@ export function Dialog({ title, onClose, children, wide }: { title: string; onCl
       onCancel={(e) => { e.preventDefault(); onClose?.(); }}>
       <header className="dialog__head">
         <h2>{title}</h2>
-        {onClose && <button type="button" className="icon-button" aria-label="Close" onClick={onClose}>×</button>}
+        {onClose && <Button variant="ghost" icon aria-label="Close" onClick={onClose}>×</Button>}
       </header>
       <div className="dialog__body">{children}</div>
     </dialog>

@@ -11,8 +11,11 @@ export interface Shortcut { keys?: string[]; sep?: "or" | "/"; gesture?: string;
 
 /** The builder's shortcut help, in the order a new user needs them. */
 export const SHORTCUTS: Shortcut[] = [
+  { gesture: "“+” beside a node's output", what: "pick a node to add after it, connected (type to search, arrows, Enter)" },
+  { gesture: "Drag from an output and let go on empty canvas", what: "pick a node to add there, connected" },
   { gesture: "Drag a kind from the palette onto the canvas", what: "add a node" },
   { gesture: "Drag from a handle to another node's handle", what: "connect" },
+  { gesture: "« and » on the palette and side panel", what: "hide or show them (more room for the canvas)" },
   { gesture: "Click · Shift+click · Shift+drag on empty canvas", what: "select · add to the selection · box-select" },
   { keys: ["Arrow keys", "Shift+Arrow keys"], sep: "/", what: "move the selection 5 / 20 px (each press one undo step)" },
   { keys: ["Delete", "Backspace"], sep: "or", what: "delete the selection" },

@@ -1,10 +1,12 @@
 // One graph node on the canvas: kind, label, error badge and its named handles in a stable order.
 import { Position, useUpdateNodeInternals, type NodeProps } from "@xyflow/react";
-import { memo, useEffect, useRef } from "react";
+import { memo, useContext, useEffect, useRef } from "react";
 import { formatCost } from "../shell/format";
 import { FlowHandle } from "./FlowHandle";
 import type { BallastFlowNode } from "./flow";
 import { RUN_STATE_LABELS } from "./runStateColours";
+import { AddAfterContext } from "./addAfter";
+import { usePinned } from "./run/pins";
 
 /** A category's accent colour (stable per name, so a new category gets one without code changes). */
 export function categoryColour(category: string | undefined): string {
@@ -17,7 +19,10 @@ export function categoryColour(category: string | undefined): string {
 }
 
 function NodeCardImpl({ id, data, selected, isConnectable }: NodeProps<BallastFlowNode>) {
-  const { node, info, handles, errors, diff, estimate, run } = data;
+  const { node, info, handles, errors, diff, estimate, run, linked = "" } = data;
+  const addAfter = useContext(AddAfterContext);
+  const pinned = usePinned(node.id) && !data.readOnly;
+  const plus = !data.readOnly && isConnectable && addAfter !== null;
   // Handles that follow the config (a condition's cases) change after mount: React Flow
   // must measure them again, or edges to a new handle cannot be drawn or shown.
   const updateInternals = useUpdateNodeInternals();
@@ -51,6 +56,7 @@ function NodeCardImpl({ id, data, selected, isConnectable }: NodeProps<BallastFl
       <div className="bnode__body">
         <div className="bnode__head">
           <span className="bnode__kind">{title}</span>
+          {pinned && <span className="bnode__pin" title="Test data pinned: Test node and value previews use it" role="img" aria-label="pinned test data"><svg viewBox="0 0 16 16" width="12" height="12" aria-hidden="true"><path fill="currentColor" d="M10.5 1.5 14.5 5.5 13 6.2 10.9 8.3 11.2 12 9.9 13.3 6.8 10.2 3 14 2 14 2 13 5.8 9.2 2.7 6.1 4 4.8 7.7 5.1 9.8 3z" /></svg></span>}
           {diff && <span className={`bnode__diff bnode__diff--${diff}`}>{diff}</span>}
           {run && <span className={`bnode__state bnode__state--${run.state}`} aria-hidden="true">{RUN_STATE_LABELS[run.state]}</span>}
           {errors.length > 0 && (
@@ -76,13 +82,28 @@ function NodeCardImpl({ id, data, selected, isConnectable }: NodeProps<BallastFl
         ))}
       </div>
       <div className="bnode__rail bnode__rail--out">
-        {outputs.map((name) => (
-          <FlowHandle nodeId={id} key={`out-${name ?? ""}`} id={name ?? undefined} type="source" position={Position.Right} isConnectable={isConnectable}
-            className={`bhandle bhandle--out${name ? " bhandle--named bhandle--labelled" : ""}`}
-            data-handle={name ?? ""}>
-            {name && <span className="bhandle__label">{name}</span>}
-          </FlowHandle>
-        ))}
+        {outputs.map((name, i) => {
+          const free = !linked.includes(`[${name ?? ""}]`);
+          return (
+            <FlowHandle nodeId={id} key={`out-${name ?? ""}`} id={name ?? undefined} type="source" position={Position.Right} isConnectable={isConnectable}
+              className={`bhandle bhandle--out${name ? " bhandle--named bhandle--labelled" : ""}`}
+              data-handle={name ?? ""}>
+              <span className="bhandle__after">
+                {name && <span className="bhandle__label">{name}</span>}
+                {plus && (
+                  // Pressed, it must not start a connection or a node drag (the handle's and React Flow's own mouse down).
+                  <button type="button" className={`bhandle__plus nodrag nopan${free ? " bhandle__plus--free" : ""}`}
+                    aria-label={`Add a node after ${node.label || node.id}${name ? ` (${name})` : ""}`} title="Add a node here (opens the node picker)"
+                    onMouseDown={(e) => e.stopPropagation()} onTouchStart={(e) => e.stopPropagation()}
+                    onClick={(e) => {
+                      e.stopPropagation();
+                      addAfter({ nodeId: id, handleId: name, type: "source" }, i, outputs.length, e.currentTarget.getBoundingClientRect());
+                    }}>+</button>
+                )}
+              </span>
+            </FlowHandle>
+          );
+        })}
       </div>
     </div>
   );

@@ -2,6 +2,7 @@
 import type { NodeKindInfo } from "../api/types";
 import { useMemo, useState, type DragEvent } from "react";
 import { categoryColour } from "./NodeCard";
+import { DockHide } from "./useDocked";
 
 export const DRAG_MIME = "application/x-ballast-kind";
 
@@ -18,7 +19,7 @@ export function groupKinds(catalogue: readonly NodeKindInfo[], query: string): [
   return [...groups.entries()];
 }
 
-export function Palette({ catalogue, onAdd }: { catalogue: readonly NodeKindInfo[]; onAdd: (kind: string) => void }) {
+export function Palette({ catalogue, onAdd, onHide }: { catalogue: readonly NodeKindInfo[]; onAdd: (kind: string) => void; onHide?: () => void }) {
   const [query, setQuery] = useState("");
   const groups = useMemo(() => groupKinds(catalogue, query), [catalogue, query]);
   const onDragStart = (e: DragEvent, kind: string) => {
@@ -28,6 +29,10 @@ export function Palette({ catalogue, onAdd }: { catalogue: readonly NodeKindInfo
   };
   return (
     <aside className="palette" aria-label="Node kinds">
+      <div className="palette__head">
+        <span className="palette__heading">Node kinds</span>
+        {onHide && <DockHide side="left" label="Node kinds" onHide={onHide} />}
+      </div>
       <input className="palette__search" type="search" placeholder="Search nodes…" value={query}
         aria-label="Search node kinds" onChange={(e) => setQuery(e.target.value)} />
       {groups.length === 0 && <p className="muted palette__empty">No node kind matches “{query}”.</p>}

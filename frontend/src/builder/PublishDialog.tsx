@@ -1,8 +1,9 @@
 // The builder's Publish dialog: what changed, the publish checks' warnings (triggers a version breaks), and the new version.
-import type { PublishWarning } from "../api/types";
+import type { PublishCheck, Published, PublishWarning } from "../api/types";
 import { useEffect, useState } from "react";
 import { ApiError, api } from "../lib/api";
 import { Dialog } from "./Dialog";
+import { Button } from "../shell/Button";
 
 export function PublishDialog({ graphId, flush, onClose, onPublished, onVersion, onShowTriggers }: {
   graphId: number; flush: () => Promise<boolean>; onClose: () => void; onPublished: (n: number, message: string) => void;
@@ -20,7 +21,7 @@ export function PublishDialog({ graphId, flush, onClose, onPublished, onVersion,
   useEffect(() => {
     let live = true;
     void flush()
-      .then((saved) => (saved ? api<{ warnings: PublishWarning[] }>(`graphs/${graphId}/publish-check/`) : { warnings: [] }))
+      .then((saved) => (saved ? api<PublishCheck>(`graphs/${graphId}/publish-check/`) : { warnings: [] }))
       .then((check) => { if (live) { setAhead(check.warnings); setChecked(true); } })
       .catch(() => { if (live) setChecked(true); /* the publish answer carries the same warnings */ });
     return () => { live = false; };
@@ -30,7 +31,7 @@ export function PublishDialog({ graphId, flush, onClose, onPublished, onVersion,
     setError(null);
     try {
       if (!(await flush())) throw new Error("the draft could not be saved first");
-      const v = await api<{ number: number; warnings?: PublishWarning[] }>(`graphs/${graphId}/versions/`, { method: "POST", body: { message } });
+      const v = await api<Published>(`graphs/${graphId}/versions/`, { method: "POST", body: { message } });
       onVersion(v.number);
       // A publish that breaks a trigger is done, and says so: the dialog stays to name them.
       if (v.warnings && v.warnings.length > 0 && ahead.length === 0) setWarned({ number: v.number, warnings: v.warnings });
@@ -53,8 +54,8 @@ export function PublishDialog({ graphId, flush, onClose, onPublished, onVersion,
         </p>
         <PublishWarnings warnings={warned.warnings} />
         <div className="dialog__actions">
-          <button type="button" className="button" onClick={onClose}>Close</button>
-          <button type="button" className="button button--primary" onClick={onShowTriggers}>Open Triggers</button>
+          <Button onClick={onClose}>Close</Button>
+          <Button variant="primary" onClick={onShowTriggers}>Open Triggers</Button>
         </div>
       </Dialog>
     );
@@ -79,8 +80,8 @@ export function PublishDialog({ graphId, flush, onClose, onPublished, onVersion,
         )}
         {error && <pre role="alert" className="alert">{error}</pre>}
         <div className="dialog__actions">
-          <button type="button" className="button" onClick={onClose}>Cancel</button>
-          <button type="submit" className="button button--primary" disabled={busy}>{busy ? "Publishing…" : "Publish"}</button>
+          <Button onClick={onClose}>Cancel</Button>
+          <Button type="submit" variant="primary" disabled={busy}>{busy ? "Publishing…" : "Publish"}</Button>
         </div>
       </form>
     </Dialog>

@@ -34,6 +34,11 @@ export interface BallastNodeData extends Record<string, unknown> {
   estimate?: CostFigure;
   /** On a run's page: the node's state in that run (absent in the builder). */
   run?: NodeRunMark;
+  /**
+   * The output handles that have an edge, each as ``[name]`` (``[]`` for the unnamed output),
+   * sorted: a string, so an unchanged set compares equal and the card is not drawn again.
+   */
+  linked?: string;
 }
 
 /** A node's state in a run, drawn on its card (runs/nodeStates.ts works it out from the run's steps). */
@@ -167,6 +172,7 @@ export function specToFlowNodes(spec: GraphSpec, opts: FlowOptions): FlowNode[] 
         outgoing.get(node.id) ?? []),
       errors: errors.get(node.id) ?? [],
       readOnly: opts.readOnly,
+      linked: [...new Set((outgoing.get(node.id) ?? []).map((e) => `[${e.source_handle ?? ""}]`))].sort().join(""),
       ...(opts.diffStatus?.[node.id] ? { diff: opts.diffStatus[node.id] } : {}),
       ...(costsSomething(opts.validation?.estimate?.nodes[node.id]) ? { estimate: opts.validation?.estimate?.nodes[node.id] } : {}),
       ...(opts.runMarks?.[node.id] ? { run: opts.runMarks[node.id] } : {}),

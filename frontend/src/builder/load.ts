@@ -1,5 +1,5 @@
 // The builder's opening fetches (graph, node kinds, a viewed version), started by the entry chunk so they run while the builder's own code downloads.
-import type { GraphDetail, NodeKindInfo } from "../api/types";
+import type { GraphDetail, NodeKindInfo, NodeKinds, VersionDetail } from "../api/types";
 import { api } from "../lib/api";
 import type { GraphSpec } from "./spec";
 
@@ -25,8 +25,8 @@ let started: { key: string; fetches: BuilderFetches } | null = null;
 function fetchAll(graphId: number, version: number | null): BuilderFetches {
   const fetches: BuilderFetches = {
     graph: api<GraphDetail>(`graphs/${graphId}/`),
-    kinds: api<{ kinds: NodeKindInfo[] }>("node-kinds/"),
-    version: version === null ? Promise.resolve(null) : api<{ spec: GraphSpec }>(`graphs/${graphId}/versions/${version}/`),
+    kinds: api<NodeKinds>("node-kinds/"),
+    version: version === null ? Promise.resolve(null) : api<VersionDetail>(`graphs/${graphId}/versions/${version}/`),
   };
   // Whoever takes them handles a failure; until then a rejection is not "unhandled".
   for (const p of Object.values(fetches) as Promise<unknown>[]) p.catch(() => undefined);

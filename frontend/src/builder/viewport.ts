@@ -2,23 +2,26 @@
 import { getViewportForBounds, type Rect, type Viewport } from "@xyflow/react";
 
 /**
- * How fit view zooms. ``padding`` is React Flow's fraction (0.15: the graph takes 1/1.15 of
- * the free width and height). The whole graph is fitted when that needs ``minZoom`` or more
- * (at most ``maxZoom``); a graph that would need less opens at ``anchorZoom`` from its start.
+ * How the builder's fit view zooms. ``padding`` is React Flow's fraction (0.15: the graph takes
+ * 1/1.15 of the free width and height). The whole graph is fitted when that needs ``minZoom``
+ * or more (at most ``maxZoom``); a graph that would need less opens at ``anchorZoom`` from its
+ * start node and the user pans along it, as in n8n.
  *
- * Why ``minZoom`` 0.2: below 0.5 no label is legible anyway, so a fitted view is an overview
- * (the graph's shape, each card's kind stripe and state colour, the edges, which keep their
- * screen width), and that overview holds down to a fifth: a 200 px card is still a 40 x 16 px
- * box with a 12 px gap to the next. Every shipped example fits there at 1280 x 720: the
- * widest, the refund agent (11 columns 260 px apart, so its cards and their handle labels
- * never touch: 2 860 px), needs 0.215 in the builder's 708 px canvas. At the 0.25 floor this
- * replaced (Dify's) the refund agent fitted only with its cards 200 px apart, edge to edge. A
- * graph that needs less has more than about a dozen nodes in a row (0.2 of a 868 px canvas
- * is 13 cards 260 px apart) and its cards would shrink to dots (the 300-node chain needs
- * 0.01), so it opens at ``anchorZoom`` (50 %, labels still readable) from the start node
- * and the user pans along it, as in n8n.
+ * Why ``minZoom`` 0.5 (issue 25): below about half size a card's label (12 px) is under 6 px
+ * and no node can be read, so a builder that fits the refund agent (2 860 px wide) into a
+ * 1280 x 720 window at 20 % shows shapes nobody can edit. A graph wider than the canvas at
+ * 50 % opens at 50 % from its start instead; collapsing the palette and the side panel
+ * widens the canvas, and the minimap and Fit show where the rest is.
  */
-export const FIT_VIEW = { padding: 0.15, minZoom: 0.2, anchorZoom: 0.5, maxZoom: 1.2 } as const;
+export const FIT_VIEW = { padding: 0.15, minZoom: 0.5, anchorZoom: 0.5, maxZoom: 1.2 } as const;
+
+/**
+ * A run's page: an overview of the run's state is what its graph is for (each card's state
+ * colour, the edges), and that overview holds down to a fifth: a 200 px card is still a
+ * 40 x 16 px box there. Every shipped example fits whole at 1280 x 720; a graph that needs
+ * less (more than about a dozen cards in a row) opens at 50 % from its start.
+ */
+export const FIT_RUN = { padding: 0.15, minZoom: 0.2, anchorZoom: 0.5, maxZoom: 1.2 } as const;
 
 export interface FitOptions {
   padding: number;
@@ -32,15 +35,20 @@ export interface FitOptions {
  * the zoom controls' strip along the bottom, and the columns those two take in the bottom
  * corners (controls on the left, minimap on the right).
  */
-export interface Insets { top: number; bottom: number; left: number; right: number }
+export interface Insets {
+  top: number; bottom: number; left: number; right: number;
+  /** The strip kept free at the bottom of the column between the corners (the builder's problems count); 0 when absent. */
+  columnBottom?: number;
+}
 
 /**
  * What the canvas's overlays cover: the toolbar's strip at the top (56 px); at the bottom the
  * minimap (React Flow's 150 px plus its 1 px frame and 15 px margin, 202 px wide) on the
- * right and the zoom controls (26 px wide, 15 px in) on the left. A fitted graph stays clear
+ * right, the zoom controls (26 px wide, 15 px in) on the left and the problems count (about
+ * 30 px high, 12 px up) in the centre. A fitted graph stays clear
  * of all three, so no node opens under one.
  */
-export const CANVAS_INSETS: Insets = { top: 56, bottom: 170, left: 48, right: 222 };
+export const CANVAS_INSETS: Insets = { top: 56, bottom: 170, left: 48, right: 222, columnBottom: 52 };
 
 const NO_INSETS: Insets = { top: 0, bottom: 0, left: 0, right: 0 };
 
@@ -72,7 +80,7 @@ export function fitViewport(bounds: Rect | null, start: Rect | null, width: numb
     return { x: v.x + x, y: v.y + y, zoom: v.zoom };
   };
   const band = fitIn(0, insets.top, width, fullHeight - insets.top - insets.bottom);
-  const column = fitIn(insets.left, insets.top, width - insets.left - insets.right, fullHeight - insets.top);
+  const column = fitIn(insets.left, insets.top, width - insets.left - insets.right, fullHeight - insets.top - (insets.columnBottom ?? 0));
   // Overlays that leave no room at all (a tiny canvas): fit the whole canvas, under them.
   const whole = band && (!column || band.zoom >= column.zoom) ? band : column ?? fitIn(0, 0, width, fullHeight);
   if (whole && whole.zoom >= options.minZoom) return whole;

@@ -2,13 +2,16 @@
 
 /**
  * A status token. ``accent``: the status's colour where it marks something (a canvas card's
- * frame, a timeline bar, a legend swatch, a minimap dot); ``text`` on ``bg``: a badge or a pill
- * naming the status (WCAG AA: at least 4.5:1, checked by statusTokens.test.ts).
+ * frame, a timeline bar, a legend swatch, a minimap dot; one value for both themes); ``text`` on
+ * ``bg``: a badge or a pill naming the status in the light theme, ``darkText`` on ``darkBg`` in the
+ * dark one (WCAG AA: at least 4.5:1, checked by statusTokens.test.ts).
  */
 export interface StatusToken {
   accent: string;
   text: string;
   bg: string;
+  darkText: string;
+  darkBg: string;
 }
 
 /** The token names: the node states of a run's canvas and timeline, plus ``neutral`` for a status no token names. */
@@ -18,22 +21,22 @@ export type StatusKey =
 
 /**
  * The values; styles/status.css declares the same as ``--status-<key>``, ``--status-<key>-text``
- * and ``--status-<key>-bg`` (statusTokens.test.ts checks they agree), and classes
+ * and ``--status-<key>-bg`` (the last two as ``light-dark(light, dark)``; statusTokens.test.ts checks they agree), and classes
  * ``status-<key>`` that set ``--status``, ``--status-text`` and ``--status-bg`` for a component.
  */
 export const STATUS_TOKENS: Readonly<Record<StatusKey, StatusToken>> = {
-  pending: { accent: "#94a3b8", text: "#334155", bg: "#f1f5f9" },
-  running: { accent: "#2563eb", text: "#1e40af", bg: "#dbeafe" },
-  retrying: { accent: "#9333ea", text: "#6b21a8", bg: "#f3e8ff" },
-  waiting: { accent: "#d97706", text: "#92400e", bg: "#fef3c7" },
-  parked: { accent: "#c2410c", text: "#9a3412", bg: "#ffedd5" },
-  interrupted: { accent: "#be185d", text: "#9d174d", bg: "#fce7f3" },
-  succeeded: { accent: "#16a34a", text: "#166534", bg: "#dcfce7" },
-  failed: { accent: "#dc2626", text: "#991b1b", bg: "#fee2e2" },
-  cancelled: { accent: "#6b7280", text: "#374151", bg: "#f3f4f6" },
-  skipped: { accent: "#cbd5e1", text: "#475569", bg: "#f8fafc" },
-  kept: { accent: "#0d9488", text: "#115e59", bg: "#ccfbf1" },
-  neutral: { accent: "#64748b", text: "#334155", bg: "#eef1f5" },
+  pending: { accent: "#94a3b8", text: "#334155", bg: "#f1f5f9", darkText: "#cbd5e1", darkBg: "#1e293b" },
+  running: { accent: "#2563eb", text: "#1e40af", bg: "#dbeafe", darkText: "#bfdbfe", darkBg: "#172554" },
+  retrying: { accent: "#9333ea", text: "#6b21a8", bg: "#f3e8ff", darkText: "#e9d5ff", darkBg: "#3b0764" },
+  waiting: { accent: "#d97706", text: "#92400e", bg: "#fef3c7", darkText: "#fde68a", darkBg: "#451a03" },
+  parked: { accent: "#c2410c", text: "#9a3412", bg: "#ffedd5", darkText: "#fed7aa", darkBg: "#431407" },
+  interrupted: { accent: "#be185d", text: "#9d174d", bg: "#fce7f3", darkText: "#fbcfe8", darkBg: "#500724" },
+  succeeded: { accent: "#16a34a", text: "#166534", bg: "#dcfce7", darkText: "#bbf7d0", darkBg: "#052e16" },
+  failed: { accent: "#dc2626", text: "#991b1b", bg: "#fee2e2", darkText: "#fecaca", darkBg: "#450a0a" },
+  cancelled: { accent: "#6b7280", text: "#374151", bg: "#f3f4f6", darkText: "#d1d5db", darkBg: "#1f2937" },
+  skipped: { accent: "#cbd5e1", text: "#475569", bg: "#f8fafc", darkText: "#cbd5e1", darkBg: "#1e293b" },
+  kept: { accent: "#0d9488", text: "#115e59", bg: "#ccfbf1", darkText: "#99f6e4", darkBg: "#042f2e" },
+  neutral: { accent: "#64748b", text: "#334155", bg: "#eef1f5", darkText: "#cbd5e1", darkBg: "#1e293b" },
 };
 
 const ALIASES: Readonly<Record<string, StatusKey>> = {

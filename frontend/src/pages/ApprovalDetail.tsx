@@ -1,17 +1,18 @@
 // One approval request opened in the inbox: what the run would do next, its state, votes and claim, and the decision form.
 import type { Approval } from "../api/types";
-import Form from "@rjsf/core";
-import type { RJSFSchema } from "@rjsf/utils";
-import { validator } from "../lib/formValidator";
-import { useCallback, useEffect, useMemo, useState } from "react";
+import { Suspense, lazy, useCallback, useEffect, useMemo, useState } from "react";
 import { api, ApiError } from "../lib/api";
 import { usePageContext } from "../lib/context";
 import { useConnection, useRunsChanged } from "../lib/useLiveEvents";
 import { APPROVALS_CHANGED } from "../shell/TopBar";
 import { formatDateTime, formatUsd } from "../shell/format";
-import { ErrorMessage, Loading, StatusBadge } from "../shell/ui";
+import { ErrorMessage, Skeleton, StatusBadge } from "../shell/ui";
 import { changeNote, conflictMessage, costLine, deadlineState, isStale, FALLBACK_POLL_MS, LIVE_DEBOUNCE_MS } from "./inbox";
 import { useNow, DeadlineBadge } from "./DeadlineBadge";
+import { Button } from "../shell/Button";
+
+// rjsf and ajv (about 90 KB gzipped) load when someone ticks "Approve with changed values", not with the inbox.
+const ApprovalEditForm = lazy(() => import("./ApprovalEditForm"));
 
 /** One request: what approving does, the state, cost and budget, votes, and the decision form bound to the version shown. */
 export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; onChanged: () => void }) {
@@ -78,7 +79,7 @@ export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; 
   }, [shown, editKeys]);
 
   if (loadError && !shown) return <ErrorMessage error={loadError} title="This request could not be loaded." onRetry={fetchItem} />;
-  if (!shown) return <div className="card"><Loading label="Loading the request…" /></div>;
+  if (!shown) return <div className="card"><Skeleton lines={6} label="Loading the request…" /></div>;
 
   const note = latest ? changeNote(shown, latest) : null;
   const pending = shown.status === "pending";
@@ -139,7 +140,7 @@ export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; 
       {note ? (
         <div className="alert alert-warning" role="alert">
           <span>Changed since you opened it: {note}</span>
-          <div><button type="button" className="btn btn-small" onClick={showLatest}>Show the latest</button></div>
+          <div><Button size="small" onClick={showLatest}>Show the latest</Button></div>
         </div>
       ) : null}
 
@@ -197,16 +198,16 @@ export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; 
           {error instanceof ApiError && Object.keys(error.fields).length ? (
             <ul className="field-errors">{Object.entries(error.fields).map(([p, m]) => <li key={p}><code>{p}</code>: {m.join(" ")}</li>)}</ul>
           ) : null}
-          {isStale(error) ? <div><button type="button" className="btn btn-small" onClick={showLatest}>Show the latest</button></div> : null}
+          {isStale(error) ? <div><Button size="small" onClick={showLatest}>Show the latest</Button></div> : null}
         </div>
       ) : null}
 
       {canAct ? (
         <div className="inbox-claim">
           {shown.claimed_by === "" ? (
-            <button type="button" className="btn btn-small" disabled={busy} onClick={() => act("claim/", undefined, "Claimed: only you can decide it until you hand it back.")}>Claim</button>
+            <Button size="small" disabled={busy} onClick={() => act("claim/", undefined, "Claimed: only you can decide it until you hand it back.")}>Claim</Button>
           ) : shown.claimed_by === me ? (
-            <button type="button" className="btn btn-small" disabled={busy} onClick={() => act("hand-back/", undefined, "Handed back to the group.")}>Hand back</button>
+            <Button size="small" disabled={busy} onClick={() => act("hand-back/", undefined, "Handed back to the group.")}>Hand back</Button>
           ) : null}
         </div>
       ) : null}
@@ -237,11 +238,9 @@ export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; 
                 <span>Approve with changed values</span>
               </label>
               {editing ? (
-                <Form schema={shown.edit_schema as RJSFSchema} formData={values} validator={validator}
-                  onChange={(e) => setValues((e.formData ?? {}) as Record<string, unknown>)} uiSchema={{ "ui:submitButtonOptions": { norender: true } }}
-                  showErrorList={false} noHtml5Validate>
-                  <></>
-                </Form>
+                <Suspense fallback={<Skeleton lines={3} label="Loading the form…" />}>
+                  <ApprovalEditForm schema={shown.edit_schema as Record<string, unknown>} values={values} onChange={setValues} />
+                </Suspense>
               ) : null}
             </div>
           ) : null}
@@ -254,17 +253,17 @@ export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; 
           <div className="inbox-buttons">
             {shown.purpose === "gate" ? (
               <>
-                <button type="button" className="btn btn-primary" disabled={busy} onClick={() => decide("approve")}>
+                <Button variant="primary" disabled={busy} onClick={() => decide("approve")}>
                   {votesLeft > 1 ? `Approve (${shown.votes.length + 1} of ${shown.quorum})` : editing ? "Approve with changes" : "Approve"}
-                </button>
-                <button type="button" className="btn btn-danger-ghost" disabled={busy || (shown.reject_reasons.length > 0 && reason === "")}
-                  title={shown.reject_reasons.length > 0 && reason === "" ? "Choose a reason first" : undefined} onClick={() => decide("reject")}>Reject</button>
+                </Button>
+                <Button variant="danger-ghost" disabled={busy || (shown.reject_reasons.length > 0 && reason === "")}
+                  title={shown.reject_reasons.length > 0 && reason === "" ? "Choose a reason first" : undefined} onClick={() => decide("reject")}>Reject</Button>
               </>
             ) : (
               <>
-                <button type="button" className="btn btn-primary" disabled={busy} onClick={() => decide("retry")}>Retry the step</button>
-                <button type="button" className="btn" disabled={busy} onClick={() => decide("skip")}>Skip with this output</button>
-                <button type="button" className="btn btn-danger-ghost" disabled={busy} onClick={() => decide("fail")}>Fail the run</button>
+                <Button variant="primary" disabled={busy} onClick={() => decide("retry")}>Retry the step</Button>
+                <Button disabled={busy} onClick={() => decide("skip")}>Skip with this output</Button>
+                <Button variant="danger-ghost" disabled={busy} onClick={() => decide("fail")}>Fail the run</Button>
               </>
             )}
           </div>

@@ -110,6 +110,28 @@ describe("Approvals inbox", () => {
   }, 20_000);
 });
 
+describe("Approvals inbox on a phone", () => {
+  it("opens an approval link on the request, with the list behind 'All requests', and a tapped row back on its request", async () => {
+    const user = userEvent.setup();
+    stubFetch({
+      "GET /api/v1/approvals/inbox/": () => ({ body: page([approval(2), approval(1)]) }),
+      "GET /api/v1/approvals/inbox/counts/": () => ({ body: counts }),
+      "GET /api/v1/approvals/1/": () => ({ body: approval(1) }),
+      "GET /api/v1/approvals/2/": () => ({ body: approval(2) }),
+    });
+    const { container } = renderWith(<Approvals approvalId={1} />, makeContext({ approve: true }, "approvals"));
+    const main = container.querySelector("main")!;
+    // The link's request is what a phone shows (approvals.css hides the list below 900 px).
+    expect(main.dataset.view).toBe("request");
+    expect(await screen.findByRole("heading", { name: "Approval · Refund 1" })).toBeTruthy();
+    await user.click(await screen.findByRole("button", { name: "← All requests (2)" }));
+    expect(main.dataset.view).toBe("list");
+    await user.click(screen.getByText("Refund 2", { selector: ".inbox-item-graph" }));
+    expect(main.dataset.view).toBe("request");
+    expect(window.location.pathname).toBe("/approvals/2/");
+  });
+});
+
 describe("inbox helpers", () => {
   it("turns 409s into sentences naming who or what", () => {
     const err = (code: string, extra: Record<string, unknown> = {}) =>

@@ -1,5 +1,5 @@
 // /approvals/: the approvals inbox (assigned to me, my groups, decided by me) and the open item with its decision.
-import type { Approval, InboxCounts, Page } from "../api/types";
+import type { Approval, ClaimMany, InboxCounts, Page } from "../api/types";
 import { useCallback, useEffect, useRef, useState } from "react";
 import { api } from "../lib/api";
 import { usePageContext } from "../lib/context";
@@ -8,11 +8,12 @@ import { useInboxLive } from "../lib/inboxLive";
 import { useDebounced, useRunsChanged } from "../lib/useLiveEvents";
 import { APPROVALS_CHANGED } from "../shell/TopBar";
 import { formatDateTime } from "../shell/format";
-import { EmptyState, ErrorMessage, LiveStatus, Loading, PageHeader, StatusBadge } from "../shell/ui";
+import { EmptyState, ErrorMessage, LiveStatus, PageHeader, Skeleton, StatusBadge } from "../shell/ui";
 import { conflictMessage, LISTS, FALLBACK_POLL_MS, LIVE_DEBOUNCE_MS, listPath, type InboxList } from "./inbox";
 import { useNow, DeadlineBadge } from "./DeadlineBadge";
 import { ApprovalDetail } from "./ApprovalDetail";
 import "./approvals.css";
+import { Button } from "../shell/Button";
 
 interface Props {
   approvalId?: number;
@@ -27,6 +28,9 @@ export default function Approvals({ approvalId }: Props) {
   const [selected, setSelected] = useState<number | null>(approvalId ?? null);
   const [checked, setChecked] = useState<Set<number>>(new Set());
   const [notice, setNotice] = useState<string | null>(null);
+  // Below 900 px the inbox shows one thing at a time: the request (what an approval email's
+  // link opens, its decision within reach) or the list ("All requests" goes back to it).
+  const [phoneView, setPhoneView] = useState<"list" | "request">(approvalId !== undefined ? "request" : "list");
   const search = useRef<HTMLInputElement>(null);
   const seq = useRef(0);
   // Whether the list on screen was chosen (by the user, or once from the counts or the linked item).
@@ -93,6 +97,7 @@ export default function Approvals({ approvalId }: Props) {
 
   const choose = (id: number) => {
     setSelected(id);
+    setPhoneView("request");
     window.history.replaceState(null, "", `/approvals/${id}/`);
   };
 
@@ -116,11 +121,17 @@ export default function Approvals({ approvalId }: Props) {
     return () => document.removeEventListener("keydown", onKey);
   }, []);
 
+  const backToList = () => {
+    setPhoneView("list");
+    // Back where the user was: the request they had open, as the list's current item.
+    window.requestAnimationFrame(() => document.getElementById(`inbox-item-${selected}`)?.focus());
+  };
+
   const claimable = (items ?? []).filter((i) => i.status === "pending" && i.may_decide && i.claimed_by === "");
   const bulkClaim = async () => {
     const ids = [...checked];
     try {
-      const result = await api<{ claimed: number[]; refused: { id: number; message: string }[] }>("approvals/claim/", { method: "POST", body: { ids } });
+      const result = await api<ClaimMany>("approvals/claim/", { method: "POST", body: { ids } });
       setNotice(
         `Claimed ${result.claimed.length} request${result.claimed.length === 1 ? "" : "s"}.` +
           (result.refused.length ? ` Not claimed: ${result.refused.map((r) => r.message).join("; ")}.` : ""),
@@ -133,7 +144,7 @@ export default function Approvals({ approvalId }: Props) {
   };
 
   return (
-    <main className="page inbox-page">
+    <main className="page inbox-page" data-view={phoneView}>
       <PageHeader
         title="Approvals"
         subtitle="Requests waiting for a decision, across every run you may decide. Press / to search, ↑ ↓ to move through the list."
@@ -165,12 +176,12 @@ export default function Approvals({ approvalId }: Props) {
                   onChange={(e) => setChecked(e.target.checked ? new Set(claimable.map((i) => i.id)) : new Set())} />
                 <span className="muted">{checked.size ? `${checked.size} selected` : "Select"}</span>
               </label>
-              <button type="button" className="btn btn-small" disabled={checked.size === 0} onClick={bulkClaim}>Claim selected</button>
+              <Button size="small" disabled={checked.size === 0} onClick={bulkClaim}>Claim selected</Button>
             </div>
           ) : null}
           {notice ? <div className="alert inbox-notice" role="status">{notice}</div> : null}
           {listError ? <ErrorMessage error={listError} title="The inbox could not be loaded." onRetry={loadList} /> : null}
-          {items === null && !listError ? <Loading label="Loading requests…" /> : null}
+          {items === null && !listError ? <Skeleton lines={4} variant="table" label="Loading requests…" /> : null}
           {items && items.length === 0 ? (
             <EmptyState title={q ? `Nothing matches “${q}”` : LISTS.find((l) => l.key === which)!.empty}>
               {q ? "Try other words, or clear the search." : LISTS.find((l) => l.key === which)!.help}
@@ -206,6 +217,11 @@ export default function Approvals({ approvalId }: Props) {
           ) : null}
         </section>
         <section className="inbox-detail" aria-label="Request">
+          <div className="inbox-back">
+            <Button variant="ghost" size="small" onClick={backToList}>
+              ← All requests{counts ? ` (${counts[which]})` : ""}
+            </Button>
+          </div>
           {selected === null ? (
             items && items.length === 0 ? null : <div className="card muted">Choose a request to see what approving it does.</div>
           ) : (

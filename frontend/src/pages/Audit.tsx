@@ -4,9 +4,10 @@ import { useEffect, useState, type FormEvent } from "react";
 import { API_ROOT } from "../lib/api";
 import { formatDateTime } from "../shell/format";
 import { graphUrl, runUrl } from "../shell/graphLinks";
-import { EmptyState, ErrorMessage, Loading, PageHeader } from "../shell/ui";
+import { EmptyState, ErrorMessage, PageHeader, Skeleton } from "../shell/ui";
 import { pagePath, useApi } from "../shell/useApi";
 import "./costs/costs.css";
+import { Button, ButtonLink } from "../shell/Button";
 
 /** "triage v3" (a node-test snapshot: "triage test snapshot"), as people know a version. */
 export function versionLabel(v: AuditVersion): string {
@@ -75,7 +76,7 @@ function objectLink(e: AuditEntry): string | null {
 function Verification({ onlyScope }: { onlyScope: string }) {
   const { data, error, loading, reload } = useApi<AuditReport>(`audit/verify/${onlyScope ? `?scope=${encodeURIComponent(onlyScope)}` : ""}`);
   if (error) return <ErrorMessage error={error} title="The chain could not be verified." onRetry={reload} />;
-  if (!data) return <section className="card"><Loading label="Verifying the audit chain…" /></section>;
+  if (!data) return <section className="card"><Skeleton lines={2} label="Verifying the audit chain…" /></section>;
   const ok = data.ok;
   return (
     <section className={`card verify ${ok ? "verify-ok" : "verify-bad"}`} aria-labelledby="audit-verify" aria-live="polite">
@@ -95,7 +96,7 @@ function Verification({ onlyScope }: { onlyScope: string }) {
           </ul>
         ) : null}
       </div>
-      <button type="button" className="btn btn-small" onClick={reload} disabled={loading}>{loading ? "Verifying…" : "Verify again"}</button>
+      <Button size="small" onClick={reload} disabled={loading}>{loading ? "Verifying…" : "Verify again"}</Button>
     </section>
   );
 }
@@ -136,8 +137,8 @@ export default function Audit() {
         subtitle="Who did what to which object, and when. Entries are chained by hash: an edit or a deletion shows below."
         actions={
           <>
-            <a className="btn" href={exportHref("csv")} download>Export CSV</a>
-            <a className="btn" href={exportHref("jsonl")} download>Export JSONL</a>
+            <ButtonLink href={exportHref("csv")} download>Export CSV</ButtonLink>
+            <ButtonLink href={exportHref("jsonl")} download>Export JSONL</ButtonLink>
           </>
         }
       />
@@ -167,13 +168,13 @@ export default function Audit() {
           <label>From<input type="date" {...field("since")} max={draft.until || undefined} /></label>
           <label>To<input type="date" {...field("until")} min={draft.since || undefined} /></label>
           <div className="filters-actions">
-            <button type="submit" className="btn btn-primary">Apply filters</button>
-            <button type="button" className="btn" disabled={!filtered && auditQuery(draft) === ""} onClick={() => apply(NO_FILTERS)}>Clear</button>
+            <Button type="submit" variant="primary">Apply filters</Button>
+            <Button disabled={!filtered && auditQuery(draft) === ""} onClick={() => apply(NO_FILTERS)}>Clear</Button>
           </div>
         </div>
       </form>
       {error ? <ErrorMessage error={error} title="The audit log could not be loaded." onRetry={reload} /> : null}
-      {!data && loading ? <Loading label="Loading the audit log…" /> : null}
+      {!data && loading ? <Skeleton lines={8} variant="table" label="Loading the audit log…" /> : null}
       {data && data.results.length === 0 ? (
         <EmptyState title={filtered ? "No entry matches these filters" : "The audit log is empty"}>
           {filtered ? "Widen the day range or clear a filter." : "Entries appear as people and workers start runs, decide approvals and change graphs."}
@@ -217,9 +218,9 @@ export default function Audit() {
       ) : null}
       {data && (data.next || data.previous) ? (
         <nav className="pager" aria-label="Pages">
-          <button type="button" className="btn btn-small" disabled={!data.previous} onClick={() => data.previous && go(data.previous, -1)}>Newer</button>
+          <Button size="small" disabled={!data.previous} onClick={() => data.previous && go(data.previous, -1)}>Newer</Button>
           <span className="muted">Page {pageNo}</span>
-          <button type="button" className="btn btn-small" disabled={!data.next} onClick={() => data.next && go(data.next, 1)}>Older</button>
+          <Button size="small" disabled={!data.next} onClick={() => data.next && go(data.next, 1)}>Older</Button>
         </nav>
       ) : null}
     </main>

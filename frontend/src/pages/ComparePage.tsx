@@ -6,8 +6,9 @@ import { compareParams, compareUrl, nodeDifference, secondsText } from "../runs/
 import "../runs/runs.css";
 import { formatDateTime, formatUsd, versionText } from "../shell/format";
 import { graphUrl, runUrl } from "../shell/graphLinks";
-import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
+import { EmptyState, ErrorMessage, PageHeader, Skeleton, StatusBadge } from "../shell/ui";
 import { useApi } from "../shell/useApi";
+import { Button, ButtonLink } from "../shell/Button";
 
 function Json({ value, label }: { value: unknown; label: string }) {
   if (value === undefined || value === null) return <span className="muted">—</span>;
@@ -41,7 +42,7 @@ function ChooseRuns({ a, b }: { a: number | null; b: number | null }) {
     <form className="card toolbar" onSubmit={(e) => { e.preventDefault(); if (ok) window.location.assign(compareUrl(Number(left), Number(right))); }}>
       <label className="inline-field"><span>Run A</span><input value={left} onChange={(e) => setLeft(e.target.value)} inputMode="numeric" aria-label="Run A" /></label>
       <label className="inline-field"><span>Run B</span><input value={right} onChange={(e) => setRight(e.target.value)} inputMode="numeric" aria-label="Run B" /></label>
-      <button type="submit" className="btn btn-primary" disabled={!ok}>Compare</button>
+      <Button type="submit" variant="primary" disabled={!ok}>Compare</Button>
       <span className="field-help">Two runs of the same graph. Or select two runs in the run list and choose Compare.</span>
     </form>
   );
@@ -59,15 +60,15 @@ export default function ComparePage() {
         title={ready ? <>Compare <span className="cmp-label-a">A #{a}</span> and <span className="cmp-label-b">B #{b}</span></> : "Compare two runs"}
         subtitle={data ? <>Graph <a href={graphUrl(data.graph)}>{data.graph_name}</a></> : undefined}
         actions={ready ? <>
-          <a className="btn" href={compareUrl(b, a)}>Swap A and B</a>
-          <button type="button" className="btn" onClick={reload} disabled={loading}>Refresh</button>
+          <ButtonLink href={compareUrl(b, a)}>Swap A and B</ButtonLink>
+          <Button onClick={reload} disabled={loading}>Refresh</Button>
         </> : undefined}
       />
     </>
   );
   if (!ready) return <main className="page">{header}<ChooseRuns a={a} b={b} /></main>;
   if (error) return <main className="page">{header}<ErrorMessage error={error} title="These runs cannot be compared." /><ChooseRuns a={a} b={b} /></main>;
-  if (!data) return <main className="page">{header}<Loading label="Comparing the runs…" /></main>;
+  if (!data) return <main className="page">{header}<Skeleton lines={6} label="Comparing the runs…" /></main>;
   const changed = data.state.filter((s) => s.change !== "same");
   const keys = allKeys ? data.state : changed;
   const differentNodes = data.nodes.filter((n) => nodeDifference(n) !== "same").length;

@@ -5,10 +5,11 @@ import { API_ROOT } from "../lib/api";
 import { BarChart } from "../shell/BarChart";
 import { formatSpend, formatUsd } from "../shell/format";
 import { graphUrl, runUrl } from "../shell/graphLinks";
-import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
+import { EmptyState, ErrorMessage, Loading, PageHeader, Skeleton, StatusBadge } from "../shell/ui";
 import { useApi, type ApiState } from "../shell/useApi";
 import { axisUsd, breakdownSeries, budgetShare, COLORS, daySeries, filterQuery, filtersFromSearch, lastDays, rowName, withFilters, type CostFilters } from "./costs/model";
 import "./costs/costs.css";
+import { Button, ButtonLink } from "../shell/Button";
 
 const GROUPS = [
   { id: "graph", label: "Graph" },
@@ -21,13 +22,13 @@ const TOP = 12;
 /** A link that downloads the cost rows of ``group`` under the page's filters as CSV. */
 function ExportLink({ filters, group, label = "Export CSV" }: { filters: CostFilters; group: string; label?: string }) {
   const href = API_ROOT + withFilters("costs/export/", filters, { group_by: group, order: group === "day" ? "key" : "-cost_usd" });
-  return <a className="btn btn-small" href={href} download>{label}</a>;
+  return <ButtonLink size="small" href={href} download>{label}</ButtonLink>;
 }
 
 /** A section's loading / error / content, the same way in every card. */
 function Section<T>({ state, what, children }: { state: ApiState<T>; what: string; children: (data: T) => React.ReactNode }) {
   if (state.error) return <ErrorMessage error={state.error} title={`The ${what} could not be loaded.`} onRetry={state.reload} />;
-  if (state.data === undefined) return <Loading label={`Loading ${what}…`} />;
+  if (state.data === undefined) return <Skeleton lines={4} variant="table" label={`Loading ${what}…`} />;
   return <>{children(state.data)}</>;
 }
 
@@ -56,7 +57,7 @@ function Totals({ t }: { t: CostTotals }) {
           <dt>{s.color ? <span className="swatch" style={{ background: s.color }} aria-hidden="true" /> : null}{s.title}</dt>
           {/* data-usd: the exact priced sum behind the rounded figure (what a test compares with the database). */}
           <dd data-usd={"raw" in s ? s.raw : undefined}><SpendFigure text={s.value} /></dd>
-          <div className="stat-note muted">{s.note}</div>
+          <dd className="stat-note muted">{s.note}</dd>
         </div>
       ))}
     </dl>
@@ -194,7 +195,7 @@ export default function Costs() {
       <PageHeader
         title="Costs"
         subtitle="What the runs you may read spent on model calls, every attempt counted. A model with no known price shows as unknown, never as $0."
-        actions={<button type="button" className="btn" onClick={reloadAll} disabled={busy}>Refresh</button>}
+        actions={<Button onClick={reloadAll} disabled={busy}>Refresh</Button>}
       />
       <form className="toolbar costs-filters" aria-label="Filters" onSubmit={(e) => e.preventDefault()}>
         <label className="inline-field">
@@ -206,9 +207,9 @@ export default function Costs() {
           <input type="date" value={filters.until} min={filters.since || undefined} onChange={(e) => set({ until: e.target.value })} />
         </label>
         <div className="segmented" role="group" aria-label="Range">
-          <button type="button" className="btn btn-small" onClick={() => preset(7)} aria-pressed={isPreset(7)}>Last 7 days</button>
-          <button type="button" className="btn btn-small" onClick={() => preset(30)} aria-pressed={isPreset(30)}>Last 30 days</button>
-          <button type="button" className="btn btn-small" onClick={() => preset(null)} aria-pressed={!filters.since && !filters.until}>All time</button>
+          <Button size="small" onClick={() => preset(7)} aria-pressed={isPreset(7)}>Last 7 days</Button>
+          <Button size="small" onClick={() => preset(30)} aria-pressed={isPreset(30)}>Last 30 days</Button>
+          <Button size="small" onClick={() => preset(null)} aria-pressed={!filters.since && !filters.until}>All time</Button>
         </div>
         <label className="inline-field">
           <span>Graph</span>
@@ -244,7 +245,7 @@ export default function Costs() {
               <div className="toolbar">
                 <div className="segmented" role="group" aria-label="Break down by">
                   {GROUPS.map((g) => (
-                    <button key={g.id} type="button" className="btn btn-small" aria-pressed={group === g.id} onClick={() => setGroup(g.id)}>{g.label}</button>
+                    <Button key={g.id} size="small" aria-pressed={group === g.id} onClick={() => setGroup(g.id)}>{g.label}</Button>
                   ))}
                 </div>
                 <ExportLink filters={filters} group={group} />

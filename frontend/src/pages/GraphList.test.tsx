@@ -98,7 +98,7 @@ describe("GraphList", () => {
 });
 
 describe("NewGraphDialog", () => {
-  it("creates the graph with an empty draft and hands it on", async () => {
+  it("creates the graph with Start connected to End and hands it on", async () => {
     const user = userEvent.setup();
     const calls = stubFetch({ "POST /api/v1/graphs/": (c) => ({ status: 201, body: g(9, (c.body as { name: string }).name, null) }) });
     const onCreated = vi.fn();
@@ -106,7 +106,30 @@ describe("NewGraphDialog", () => {
     await user.type(screen.getByLabelText("Name"), "support-triage");
     await user.click(screen.getByRole("button", { name: "Create and open" }));
     await waitFor(() => expect(onCreated).toHaveBeenCalledWith(expect.objectContaining({ id: 9, name: "support-triage" })));
-    expect(calls[0]!.body).toEqual({ name: "support-triage", description: "", draft: { version: 1, name: "support-triage", description: "", nodes: [], edges: [] } });
+    expect(calls.find((c) => c.method === "POST")!.body).toEqual({ name: "support-triage", description: "", draft: {
+      version: 1, name: "support-triage", description: "",
+      nodes: [
+        { id: "start", kind: "start", config: {}, position: { x: 0, y: 0 } },
+        { id: "end", kind: "end", config: {}, position: { x: 520, y: 0 } },
+      ],
+      edges: [{ source: "start", target: "end" }],
+    } });
+  });
+
+  it("starts from an example picked in the dialog, renamed", async () => {
+    const user = userEvent.setup();
+    const calls = stubFetch({ "POST /api/v1/graphs/": (c) => ({ status: 201, body: g(9, (c.body as { name: string }).name, null) }) });
+    const onCreated = vi.fn();
+    renderWith(<NewGraphDialog onClose={() => {}} onCreated={onCreated} />, makeContext({ build: true }));
+    await user.click(await screen.findByRole("radio", { name: /Refund agent/ }));
+    // Picking an example names an unnamed graph after it.
+    expect((screen.getByLabelText("Name") as HTMLInputElement).value).toBe("refund-agent");
+    await user.click(screen.getByRole("button", { name: "Create and open" }));
+    await waitFor(() => expect(onCreated).toHaveBeenCalled());
+    const body = calls.find((c) => c.method === "POST")!.body as { name: string; draft: { name: string; nodes: { kind: string }[] } };
+    expect(body.name).toBe("refund-agent");
+    expect(body.draft.name).toBe("refund-agent");
+    expect(body.draft.nodes.length).toBe(15);
   });
 
   it("shows a taken name on the field", async () => {

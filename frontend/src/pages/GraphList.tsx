@@ -7,8 +7,9 @@ import { AlertsDialog } from "../shell/AlertsDialog";
 import { DeleteDialog, DuplicateDialog, GraphCreateActions, ImportFeedback, NewGraphDialog, type ImportFailure } from "../shell/GraphDialogs";
 import { exportGraph, importedText, importedUrl } from "../shell/graphActions";
 import { graphUrl } from "../shell/graphLinks";
-import { EmptyState, ErrorMessage, Loading, PageHeader } from "../shell/ui";
+import { EmptyState, ErrorMessage, Loading, PageHeader, Skeleton } from "../shell/ui";
 import { useApi } from "../shell/useApi";
+import { Button } from "../shell/Button";
 
 const PAGE_SIZE = 25;
 
@@ -73,18 +74,18 @@ export default function GraphList() {
       {notice ? (
         <div className="alert alert-success" role="status">
           {notice.text} {notice.href ? <a href={notice.href}>{notice.link}</a> : null}
-          <button type="button" className="btn btn-small btn-ghost alert-close" onClick={() => setNotice(null)} aria-label="Dismiss">✕</button>
+          <Button variant="ghost" size="small" className="alert-close" icon onClick={() => setNotice(null)} aria-label="Dismiss">✕</Button>
         </div>
       ) : null}
       <ImportFeedback failure={failure} onDismiss={() => setFailure(null)} />
       {exportError ? <ErrorMessage error={exportError} title="Export failed." /> : null}
       {error ? <ErrorMessage error={error} title="The graphs could not be loaded." onRetry={reload} /> : null}
-      {!data && loading ? <Loading label="Loading graphs…" /> : null}
+      {!data && loading ? <Skeleton lines={6} variant="table" label="Loading graphs…" /> : null}
       {data && data.results.length === 0 ? (
         query ? (
           <EmptyState title={`No graph matches “${query}”.`}>Try another part of the name.</EmptyState>
         ) : (
-          <EmptyState title="No graphs yet" actions={canBuild ? <button type="button" className="btn btn-primary" onClick={() => setDialog({ kind: "new" })}>Create your first graph</button> : null}>
+          <EmptyState title="No graphs yet" actions={canBuild ? <Button variant="primary" onClick={() => setDialog({ kind: "new" })}>Create your first graph</Button> : null}>
             {canBuild ? "Create a graph and build it by drag and drop, or import a graph's JSON file with “Import JSON” (the same document the CLI and API use)."
               : "A builder creates graphs; they will be listed here."}
           </EmptyState>
@@ -114,13 +115,13 @@ export default function GraphList() {
                   <td>{g.created_by ?? "—"}</td>
                   <td className="row-actions">
                     {mayAlert(g) ? (
-                      <button type="button" className="btn btn-small" onClick={() => setDialog({ kind: "alerts", graph: g })} aria-label={`Email alerts for ${g.name}`}>Alerts</button>
+                      <Button size="small" onClick={() => setDialog({ kind: "alerts", graph: g })} aria-label={`Email alerts for ${g.name}`}>Alerts</Button>
                     ) : null}
-                    <button type="button" className="btn btn-small" onClick={() => void onExport(g)} aria-label={`Export ${g.name}`}>Export</button>
+                    <Button size="small" onClick={() => void onExport(g)} aria-label={`Export ${g.name}`}>Export</Button>
                     {canBuild ? (
                       <>
-                        <button type="button" className="btn btn-small" onClick={() => setDialog({ kind: "duplicate", graph: g })} aria-label={`Duplicate ${g.name}`}>Duplicate</button>
-                        <button type="button" className="btn btn-small btn-danger-ghost" onClick={() => setDialog({ kind: "delete", graph: g })} aria-label={`Delete ${g.name}`}>Delete</button>
+                        <Button size="small" onClick={() => setDialog({ kind: "duplicate", graph: g })} aria-label={`Duplicate ${g.name}`}>Duplicate</Button>
+                        <Button variant="danger-ghost" size="small" onClick={() => setDialog({ kind: "delete", graph: g })} aria-label={`Delete ${g.name}`}>Delete</Button>
                       </>
                     ) : null}
                   </td>
@@ -132,9 +133,9 @@ export default function GraphList() {
       ) : null}
       {data && (data.next || data.previous) ? (
         <nav className="pager" aria-label="Pages">
-          <button type="button" className="btn btn-small" disabled={!data.previous} onClick={() => setPageNo((n) => n - 1)}>Previous</button>
+          <Button size="small" disabled={!data.previous} onClick={() => setPageNo((n) => n - 1)}>Previous</Button>
           <span className="muted">Page {pageNo} of {Math.max(1, Math.ceil(data.count / PAGE_SIZE))}</span>
-          <button type="button" className="btn btn-small" disabled={!data.next} onClick={() => setPageNo((n) => n + 1)}>Next</button>
+          <Button size="small" disabled={!data.next} onClick={() => setPageNo((n) => n + 1)}>Next</Button>
         </nav>
       ) : null}
       {dialog?.kind === "new" ? <NewGraphDialog onClose={() => setDialog(null)} /> : null}

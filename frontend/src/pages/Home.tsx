@@ -4,15 +4,16 @@ import type { CostTotals, CursorPage, GraphSummary, ImportResult, InboxCounts, P
 import { useMemo, useState } from "react";
 import { usePageContext } from "../lib/context";
 import { useNewRuns, useRunsChanged } from "../lib/useLiveEvents";
-import { formatDateTime, formatSpend, statusLabel, versionText } from "../shell/format";
+import { formatDateTime, formatSpend, versionText } from "../shell/format";
 import { GraphCreateActions, ImportFeedback, NewGraphDialog, type ImportFailure } from "../shell/GraphDialogs";
 import { importedUrl } from "../shell/graphActions";
 import { graphUrl, runUrl } from "../shell/graphLinks";
 import { RunTable } from "../shell/RunTable";
-import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
+import { EmptyState, ErrorMessage, PageHeader, Skeleton, StatusBadge } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import { costsLink, errorLine, runsLink, spendRanges } from "./dashboard";
 import "./home.css";
+import { Button } from "../shell/Button";
 
 const STATUS_ORDER = ["running", "waiting", "queued", "failed", "succeeded", "cancelled"];
 
@@ -31,7 +32,7 @@ function Spend({ label, range }: { label: string; range: { since: string; until:
   return (
     <Stat title={label} id={id}>
       {totals.error ? <ErrorMessage error={totals.error} title="Spend could not be loaded." onRetry={totals.reload} /> : null}
-      {!totals.data && totals.loading ? <Loading label="Loading…" /> : null}
+      {!totals.data && totals.loading ? <Skeleton lines={3} /> : null}
       {totals.data ? (
         <>
           <a className="stat-figure" href={costsLink(range)}>{formatSpend(totals.data.cost_usd, totals.data.unpriced_attempts, totals.data.attempts)}</a>
@@ -73,7 +74,7 @@ export default function Home() {
       <div className="stat-grid">
         <Stat title="Runs, last 24 hours" id="home-24h">
           {summary.error ? <ErrorMessage error={summary.error} title="The counts could not be loaded." onRetry={summary.reload} /> : null}
-          {!summary.data && summary.loading ? <Loading label="Loading…" /> : null}
+          {!summary.data && summary.loading ? <Skeleton lines={3} /> : null}
           {summary.data ? (
             <>
               <a className="stat-figure" href={`/runs/?from=${summary.data.since.slice(0, 10)}`}>{summary.data.total}</a>
@@ -81,8 +82,9 @@ export default function Home() {
                 <ul className="status-counts" aria-label="Runs of the last 24 hours by status">
                   {STATUS_ORDER.filter((s) => (summary.data!.by_status[s] ?? 0) > 0).map((s) => (
                     <li key={s}>
-                      <a href={runsLink(s, summary.data!.since)} aria-label={`${summary.data!.by_status[s]} ${statusLabel(s)}`}>
-                        <StatusBadge status={s} /> <span className="status-count">{summary.data!.by_status[s]}</span>
+                      {/* The count first: the link's name ("2 waiting") is what it shows, in that order. */}
+                      <a href={runsLink(s, summary.data!.since)}>
+                        <span className="status-count">{summary.data!.by_status[s]}</span> <StatusBadge status={s} />
                       </a>
                     </li>
                   ))}
@@ -93,7 +95,7 @@ export default function Home() {
         </Stat>
         <Stat title="Approvals waiting for you" id="home-approvals">
           {inbox.error ? <ErrorMessage error={inbox.error} title="The inbox could not be counted." onRetry={inbox.reload} /> : null}
-          {!inbox.data && inbox.loading ? <Loading label="Loading…" /> : null}
+          {!inbox.data && inbox.loading ? <Skeleton lines={3} /> : null}
           {inbox.data ? (
             <>
               <a className="stat-figure" href="/approvals/">{inbox.data.waiting}</a>
@@ -113,7 +115,7 @@ export default function Home() {
           {failures.data && failures.data.results.length > 0 ? <a href="/runs/?status=failed">All failed runs →</a> : null}
         </div>
         {failures.error ? <ErrorMessage error={failures.error} title="The failed runs could not be loaded." onRetry={failures.reload} /> : null}
-        {!failures.data && failures.loading ? <Loading label="Loading…" /> : null}
+        {!failures.data && failures.loading ? <Skeleton lines={3} /> : null}
         {failures.data && failures.data.results.length === 0 ? (
           <EmptyState title="No failed runs">Runs that fail are listed here with their error, newest first, each linking to its run page.</EmptyState>
         ) : null}
@@ -139,9 +141,9 @@ export default function Home() {
             {graphs.data && graphs.data.count > 0 ? <a href="/graphs/">{graphs.data.count === 1 ? "All graphs" : `All ${graphs.data.count} graphs`} →</a> : null}
           </div>
           {graphs.error ? <ErrorMessage error={graphs.error} title="The graphs could not be loaded." onRetry={graphs.reload} /> : null}
-          {!graphs.data && graphs.loading ? <Loading label="Loading graphs…" /> : null}
+          {!graphs.data && graphs.loading ? <Skeleton lines={4} variant="table" label="Loading graphs…" /> : null}
           {graphs.data && graphs.data.results.length === 0 ? (
-            <EmptyState title="No graphs yet" actions={canBuild ? <button type="button" className="btn btn-primary" onClick={() => setCreating(true)}>Create your first graph</button> : null}>
+            <EmptyState title="No graphs yet" actions={canBuild ? <Button variant="primary" onClick={() => setCreating(true)}>Create your first graph</Button> : null}>
               {canBuild ? (
                 <>Create a graph and build it on the canvas by drag and drop, or import a graph's JSON file with “Import JSON” above
                   (the document the CLI and API use; the repository's <code>examples/</code> folder has some).</>
@@ -165,7 +167,7 @@ export default function Home() {
             {runs.data && runs.data.results.length > 0 ? <a href="/runs/">All runs →</a> : null}
           </div>
           {runs.error ? <ErrorMessage error={runs.error} title="The runs could not be loaded." onRetry={runs.reload} /> : null}
-          {!runs.data && runs.loading ? <Loading label="Loading runs…" /> : null}
+          {!runs.data && runs.loading ? <Skeleton lines={4} variant="table" label="Loading runs…" /> : null}
           {runs.data && runs.data.results.length === 0 ? (
             <EmptyState title="No runs yet">
               {user.can.operate ? "Open a graph and start a run from the builder; it will be listed here." : "Runs that operators start are listed here."}

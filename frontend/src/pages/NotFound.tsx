@@ -1,6 +1,7 @@
 // A page whose object does not exist or is not the user's to see, or an address no page has (the server answered 404): says so, with a way on.
 import { usePageContext } from "../lib/context";
 import { EmptyState } from "../shell/ui";
+import { ButtonLink } from "../shell/Button";
 
 /**
  * ``what`` names the object asked for ("run #12"), ``back`` a list to go back to; without
@@ -10,8 +11,8 @@ import { EmptyState } from "../shell/ui";
 export default function NotFound({ what = "this page", back, backLabel, address }: { what?: string; back?: string; backLabel?: string; address?: string }) {
   const ctx = usePageContext();
   const onward = ctx.user
-    ? <a className="btn" href={ctx.urls.home ?? "/"}>Go to home</a>
-    : <a className="btn btn-primary" href={ctx.urls.login ?? "/accounts/login/"}>Sign in</a>;
+    ? <ButtonLink href={ctx.urls.home ?? "/"}>Go to home</ButtonLink>
+    : <ButtonLink variant="primary" href={ctx.urls.login ?? "/accounts/login/"}>Sign in</ButtonLink>;
   if (address !== undefined) {
     return (
       <main className="page">
@@ -26,7 +27,7 @@ export default function NotFound({ what = "this page", back, backLabel, address 
     <main className="page">
       <h1>Not found</h1>
       <EmptyState title={`There is no ${what} you may see`} actions={<>
-        {back ? <a className="btn" href={back}>{backLabel ?? "Back"}</a> : null}
+        {back ? <ButtonLink href={back}>{backLabel ?? "Back"}</ButtonLink> : null}
         {onward}
       </>}>
         It may have been deleted, or it belongs to a graph you have no role on. Ask its owner or an administrator if you need it.

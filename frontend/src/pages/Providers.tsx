@@ -2,9 +2,12 @@
 import type { ConnectionResult, ProviderRow } from "../api/types";
 import { useState, type FormEvent, type ReactNode } from "react";
 import { api, ApiError } from "../lib/api";
-import { ErrorMessage, Loading, Modal, PageHeader } from "../shell/ui";
+import { ErrorMessage, Loading, Modal, PageHeader, Skeleton } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import "./admin.css";
+import { Button } from "../shell/Button";
+import { ConfirmDialog } from "../shell/ConfirmDialog";
+import { useConnectionTests, type ConnectionTest } from "../shell/useConnectionTests";
 
 const KINDS: readonly { value: string; label: string }[] = [
   { value: "openai", label: "OpenAI" },
@@ -90,8 +93,8 @@ export function AddProviderDialog({ onClose, onDone }: { onClose: () => void; on
           <input id="provider-models" value={models} onChange={(e) => setModels(e.target.value)} autoComplete="off" placeholder="comma separated; empty: any model" />)}
         {other ? <ErrorMessage error={error} /> : null}
         <div className="modal-footer">
-          <button type="button" className="btn" onClick={onClose}>Cancel</button>
-          <button type="submit" className="btn btn-primary" disabled={busy || !name.trim() || !defaultModel.trim()}>{busy ? "Adding…" : "Add provider"}</button>
+          <Button onClick={onClose}>Cancel</Button>
+          <Button type="submit" variant="primary" disabled={busy || !name.trim() || !defaultModel.trim()}>{busy ? "Adding…" : "Add provider"}</Button>
         </div>
       </form>
     </Modal>
@@ -126,43 +129,16 @@ function RotateDialog({ provider, onClose, onDone }: { provider: ProviderRow; on
         </div>
         {error && !fieldError(error, "api_key") ? <ErrorMessage error={error} /> : null}
         <div className="modal-footer">
-          <button type="button" className="btn" onClick={onClose}>Cancel</button>
-          <button type="submit" className="btn btn-primary" disabled={busy || key === ""}>{busy ? "Saving…" : "Replace key"}</button>
+          <Button onClick={onClose}>Cancel</Button>
+          <Button type="submit" variant="primary" disabled={busy || key === ""}>{busy ? "Saving…" : "Replace key"}</Button>
         </div>
       </form>
     </Modal>
   );
 }
 
-function RemoveDialog({ provider, onClose, onDone }: { provider: ProviderRow; onClose: () => void; onDone: () => void }) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
-  const remove = async () => {
-    setBusy(true);
-    try {
-      await api(`providers/${encodeURIComponent(provider.name)}/`, { method: "DELETE" });
-      onDone();
-      onClose();
-    } catch (err) {
-      setError(err);
-      setBusy(false);
-    }
-  };
-  return (
-    <Modal title={`Remove ${provider.name}?`} onClose={onClose} footer={
-      <>
-        <button type="button" className="btn" onClick={onClose}>Keep it</button>
-        <button type="button" className="btn btn-danger" onClick={remove} disabled={busy}>{busy ? "Removing…" : "Remove provider"}</button>
-      </>
-    }>
-      <p>LLM nodes that name <code>{provider.name}</code> fail validation until they name another provider. Its key is deleted.</p>
-      {error ? <ErrorMessage error={error} /> : null}
-    </Modal>
-  );
-}
-
 /** The outcome of a connection test under its provider's row. */
-function TestOutcome({ result }: { result: ConnectionResult | "testing" | Error }) {
+function TestOutcome({ result }: { result: ConnectionTest<ConnectionResult> }) {
   if (result === "testing") return <Loading label="Testing the connection…" />;
   if (result instanceof Error) return <span className="field-error">{result.message}</span>;
   return (
@@ -177,25 +153,18 @@ export default function Providers() {
   const [adding, setAdding] = useState(false);
   const [rotating, setRotating] = useState<ProviderRow | null>(null);
   const [removing, setRemoving] = useState<ProviderRow | null>(null);
-  const [tests, setTests] = useState<Record<string, ConnectionResult | "testing" | Error>>({});
-  const test = (name: string) => {
-    setTests((t) => ({ ...t, [name]: "testing" }));
-    api<ConnectionResult>(`providers/${encodeURIComponent(name)}/test/`, { method: "POST", body: {} }).then(
-      (r) => setTests((t) => ({ ...t, [name]: r })),
-      (err: unknown) => setTests((t) => ({ ...t, [name]: err instanceof Error ? err : new Error(String(err)) })),
-    );
-  };
+  const { tests, test } = useConnectionTests<ConnectionResult>("providers");
   const providers = list.data ?? [];
   return (
     <main className="page admin-page">
       <PageHeader
         title="LLM providers"
         subtitle="The providers LLM and agent nodes may name. Keys are stored encrypted and never shown again; providers from settings or the environment are changed there."
-        actions={<button type="button" className="btn btn-primary" onClick={() => setAdding(true)}>Add provider</button>}
+        actions={<Button variant="primary" onClick={() => setAdding(true)}>Add provider</Button>}
       />
       <section className="card">
         {list.error ? <ErrorMessage error={list.error} onRetry={list.reload} /> : null}
-        {list.loading && !list.data ? <Loading /> : null}
+        {list.loading && !list.data ? <Skeleton lines={4} variant="table" /> : null}
         {providers.length > 0 ? (
           <div className="table-wrap">
             <table className="table" aria-label="LLM providers">
@@ -223,11 +192,11 @@ export default function Providers() {
                     <td>{SOURCES[p.source]}</td>
                     <td><KeyBadge provider={p} /></td>
                     <td className="num nowrap">
-                      <button type="button" className="btn btn-small" onClick={() => test(p.name)} disabled={tests[p.name] === "testing"} aria-label={`Test connection of ${p.name}`}>Test connection</button>
+                      <Button size="small" onClick={() => test(p.name)} disabled={tests[p.name] === "testing"} aria-label={`Test connection of ${p.name}`}>Test connection</Button>
                       {p.source === "app" ? (
                         <>
-                          {" "}<button type="button" className="btn btn-small" onClick={() => setRotating(p)} aria-label={`Rotate key of ${p.name}`}>{p.kind === "openai_compatible" ? "Change key" : p.ready ? "Rotate key" : "Set key"}</button>
-                          {" "}<button type="button" className="btn btn-small btn-danger-ghost" onClick={() => setRemoving(p)} aria-label={`Remove ${p.name}`}>Remove</button>
+                          {" "}<Button size="small" onClick={() => setRotating(p)} aria-label={`Rotate key of ${p.name}`}>{p.kind === "openai_compatible" ? "Change key" : p.ready ? "Rotate key" : "Set key"}</Button>
+                          {" "}<Button variant="danger-ghost" size="small" onClick={() => setRemoving(p)} aria-label={`Remove ${p.name}`}>Remove</Button>
                         </>
                       ) : null}
                     </td>
@@ -240,7 +209,13 @@ export default function Providers() {
       </section>
       {adding ? <AddProviderDialog onClose={() => setAdding(false)} onDone={list.reload} /> : null}
       {rotating ? <RotateDialog provider={rotating} onClose={() => setRotating(null)} onDone={list.reload} /> : null}
-      {removing ? <RemoveDialog provider={removing} onClose={() => setRemoving(null)} onDone={list.reload} /> : null}
+      {removing ? (
+        <ConfirmDialog title={`Remove ${removing.name}?`} action="Remove provider" busy="Removing…"
+          act={() => api(`providers/${encodeURIComponent(removing.name)}/`, { method: "DELETE" })}
+          onClose={() => setRemoving(null)} onDone={() => { setRemoving(null); list.reload(); }}>
+          <p>LLM nodes that name <code>{removing.name}</code> fail validation until they name another provider. Its key is deleted.</p>
+        </ConfirmDialog>
+      ) : null}
     </main>
   );
 }

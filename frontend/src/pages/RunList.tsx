@@ -1,15 +1,16 @@
 // /runs/: the runs the user may read, newest first: filters kept in the URL, keyset pages, bulk cancel, compare two; statuses and new runs arrive live.
-import type { BulkCancelResult, CursorPage, GraphSummary, Page, RunSummary } from "../api/types";
+import type { BulkCancel, BulkCancelResult, CursorPage, GraphSummary, Page, RunSummary } from "../api/types";
 import { useEffect, useMemo, useState, type FormEvent } from "react";
 import { api, ApiError } from "../lib/api";
 import { usePageContext } from "../lib/context";
 import { useConnection, useNewRuns, useRunsChanged } from "../lib/useLiveEvents";
 import { compareUrl } from "../runs/actions";
 import { RunTable } from "../shell/RunTable";
-import { EmptyState, ErrorMessage, LiveStatus, Loading, Modal, PageHeader } from "../shell/ui";
+import { EmptyState, ErrorMessage, LiveStatus, Loading, Modal, PageHeader, Skeleton } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import { apiPath, cancellable, compareRefusal, cursorOf, filtersFromQuery, hasFilters, NO_FILTERS, queryFromFilters, RUN_STATUSES, summarizeBulkCancel, type RunFilters } from "./runFilters";
 import "./runlist.css";
+import { Button } from "../shell/Button";
 
 const PAGE_SIZE = 50;
 
@@ -79,7 +80,7 @@ export default function RunList() {
       <PageHeader title="Runs" subtitle="Every run you may read, newest first. Statuses and new runs appear as they commit." actions={
         <>
           <LiveStatus connection={connection} />
-          <button type="button" className="btn" onClick={reload} disabled={loading}>Refresh</button>
+          <Button onClick={reload} disabled={loading}>Refresh</Button>
         </>
       } />
       <form className="toolbar runlist-filters" role="search" aria-label="Filter runs" onSubmit={submitText}>
@@ -130,23 +131,23 @@ export default function RunList() {
           <span>To</span>
           <input type="date" value={filters.to} min={filters.from || undefined} onChange={(e) => apply({ to: e.target.value })} />
         </label>
-        <button type="submit" className="btn btn-small">Apply</button>
-        {filtered ? <button type="button" className="btn btn-small btn-ghost" onClick={clear}>Clear filters</button> : null}
+        <Button type="submit" size="small">Apply</Button>
+        {filtered ? <Button variant="ghost" size="small" onClick={clear}>Clear filters</Button> : null}
         {loading && data ? <Loading label="Updating…" /> : null}
       </form>
       {data && data.results.length > 0 ? (
         <div className="toolbar runlist-bulk" aria-label="Bulk actions">
           {canOperate ? (
-            <button type="button" className="btn btn-danger-ghost btn-small" disabled={selectedHere.length === 0} onClick={() => setConfirming(true)}
+            <Button variant="danger-ghost" size="small" disabled={selectedHere.length === 0} onClick={() => setConfirming(true)}
               title={selectedHere.length ? undefined : "Tick runs that are queued, running or waiting"}>
               Cancel selected{selectedHere.length ? ` (${selectedHere.length})` : ""}
-            </button>
+            </Button>
           ) : null}
-          <button type="button" className="btn btn-small" disabled={compareWhyNot !== null} title={compareWhyNot ?? undefined}
+          <Button size="small" disabled={compareWhyNot !== null} title={compareWhyNot ?? undefined}
             onClick={() => window.location.assign(compareUrl(ticked[0]!, ticked[1]!))}>
             {ticked.length === 2 ? `Compare #${ticked[0]} and #${ticked[1]}` : "Compare two"}
-          </button>
-          {ticked.length ? <button type="button" className="btn btn-small btn-ghost" onClick={() => setSelected(new Set())}>Clear selection ({ticked.length})</button> : null}
+          </Button>
+          {ticked.length ? <Button variant="ghost" size="small" onClick={() => setSelected(new Set())}>Clear selection ({ticked.length})</Button> : null}
           <span className="muted small">{canOperate ? "Tick runs to cancel them (queued, running or waiting) or to compare two." : "Tick two runs to compare them."}</span>
         </div>
       ) : null}
@@ -158,13 +159,13 @@ export default function RunList() {
               {outcome.refused.map((r) => <li key={r.run}><a href={`/runs/${r.run}/`}>#{r.run}</a>: {r.error?.message ?? "refused"}</li>)}
             </ul>
           ) : null}
-          <button type="button" className="btn btn-small btn-ghost alert-close" aria-label="Dismiss" onClick={() => setOutcome(null)}>×</button>
+          <Button variant="ghost" size="small" className="alert-close" icon aria-label="Dismiss" onClick={() => setOutcome(null)}>×</Button>
         </div>
       ) : null}
       {error ? <ErrorMessage error={error} title="The runs could not be loaded." onRetry={reload} /> : null}
-      {!data && loading ? <Loading label="Loading runs…" /> : null}
+      {!data && loading ? <Skeleton lines={8} variant="table" label="Loading runs…" /> : null}
       {data && data.results.length === 0 ? (
-        <EmptyState title={filtered ? "No runs match these filters." : "No runs yet"} actions={filtered ? <button type="button" className="btn" onClick={clear}>Clear filters</button> : null}>
+        <EmptyState title={filtered ? "No runs match these filters." : "No runs yet"} actions={filtered ? <Button onClick={clear}>Clear filters</Button> : null}>
           {filtered ? "Change or clear a filter. A search matches a run id (#42) or text in a run's input." : "Start a run from a graph's builder page, the API or `manage.py run_graph`; it is listed here as soon as it starts."}
         </EmptyState>
       ) : null}
@@ -173,10 +174,10 @@ export default function RunList() {
       ) : null}
       {data && (data.next || data.previous || cursor) ? (
         <nav className="pager" aria-label="Pages">
-          <button type="button" className="btn btn-small" disabled={cursor === null} onClick={first}>Newest</button>
-          <button type="button" className="btn btn-small" disabled={!data.previous} onClick={() => go(data.previous, -1)}>Newer</button>
+          <Button size="small" disabled={cursor === null} onClick={first}>Newest</Button>
+          <Button size="small" disabled={!data.previous} onClick={() => go(data.previous, -1)}>Newer</Button>
           <span className="muted">{pageNo ? `Page ${pageNo}` : "Older runs"}</span>
-          <button type="button" className="btn btn-small" disabled={!data.next} onClick={() => go(data.next, 1)}>Older</button>
+          <Button size="small" disabled={!data.next} onClick={() => go(data.next, 1)}>Older</Button>
         </nav>
       ) : null}
       {confirming ? (
@@ -199,7 +200,7 @@ function BulkCancelDialog({ runs, onClose, onDone }: { runs: RunSummary[]; onClo
     setBusy(true);
     setFailure(null);
     try {
-      const body = await api<{ results: BulkCancelResult[] }>("runs/cancel/", { method: "POST", body: { runs: runs.map((r) => r.id), reason } });
+      const body = await api<BulkCancel>("runs/cancel/", { method: "POST", body: { runs: runs.map((r) => r.id), reason } });
       onDone(body.results);
     } catch (err) {
       setFailure(err);
@@ -210,8 +211,8 @@ function BulkCancelDialog({ runs, onClose, onDone }: { runs: RunSummary[]; onClo
   return (
     <Modal title={`Cancel ${runs.length} run${runs.length === 1 ? "" : "s"}?`} onClose={onClose} footer={
       <>
-        <button type="button" className="btn" onClick={onClose} disabled={busy}>Keep them</button>
-        <button type="button" className="btn btn-danger" onClick={submit} disabled={busy}>{busy ? "Cancelling…" : `Cancel ${runs.length} run${runs.length === 1 ? "" : "s"}`}</button>
+        <Button onClick={onClose} disabled={busy}>Keep them</Button>
+        <Button variant="danger" onClick={submit} disabled={busy}>{busy ? "Cancelling…" : `Cancel ${runs.length} run${runs.length === 1 ? "" : "s"}`}</Button>
       </>
     }>
       <p>Steps still running are stopped; committed steps and their spend are kept. Runs you may not cancel, or that ended meanwhile, are left as they are and listed afterwards.</p>

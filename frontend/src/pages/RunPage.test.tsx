@@ -192,6 +192,20 @@ describe("RunPage", () => {
     expect(screen.queryByRole("button", { name: /Retry|Fork|Resume|Compare/ })).toBeNull();
   });
 
+  it("says a draft run is a run of the graph's draft, not a test of some node", async () => {
+    const draft: RunDetail = { ...run, version: 0, is_test: true, tested_node: null, fork_origin: null, status: "succeeded", error: null };
+    stubFetch({
+      "GET /api/v1/runs/5/": () => ({ body: draft }), "GET /api/v1/runs/5/graph/": () => ({ body: { graph: 2, version: 0, is_test: true, spec } }),
+      "GET /api/v1/node-kinds/": () => ({ body: kinds }), "GET /api/v1/runs/5/actions/": () => ({ body: { may_act: true, status: "succeeded" } }),
+    });
+    renderWith(<RunPage runId={5} />, makeContext({}, "run"));
+    await screen.findByRole("heading", { name: /Test run #5/ });
+    const subtitle = document.querySelector(".page-subtitle")!.textContent!;
+    expect(subtitle).toContain("A run of the draft of graph divide");
+    expect(subtitle).not.toContain("?");
+    expect(screen.getByRole("heading", { name: /Graph the draft as it was run/ })).toBeTruthy();
+  });
+
   it("says where a fork came from and draws the nodes it kept as kept, not as not taken", async () => {
     const fork: RunDetail = {
       ...run, id: 5, status: "succeeded", error: null, forked_from: 1, forked_from_step: 11,

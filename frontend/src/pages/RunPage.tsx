@@ -11,11 +11,12 @@ import { Timeline } from "../runs/Timeline";
 import { nodeMarks, stepsShown } from "../runs/runView";
 import { RUN_STATE_LABELS } from "../builder/runStateColours";
 import { statusClass } from "../lib/statusTokens";
-import { formatDuration, formatUsd, runDisplayStatus, startedBy, stepDisplayStatus } from "../shell/format";
+import { formatDuration, formatUsd, queueReason, runDisplayStatus, startedBy, stepDisplayStatus } from "../shell/format";
 import { graphUrl, runUrl } from "../shell/graphLinks";
-import { EmptyState, ErrorMessage, LiveStatus, Loading, PageHeader, StatusBadge, When } from "../shell/ui";
+import { EmptyState, ErrorMessage, LiveStatus, PageHeader, Skeleton, StatusBadge, When } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import "../runs/runPage.css";
+import { Button, ButtonLink } from "../shell/Button";
 
 // The canvas (React Flow and the builder's node cards) is its own chunk: the run's facts and
 // events show before it has downloaded.
@@ -145,8 +146,11 @@ export default function RunPage({ runId }: { runId?: unknown }) {
   }, [stepsRef, inspect]);
   // A failed live reload keeps the run on screen (the next event or Refresh tries again).
   if (error && !run) return <main className="page"><ErrorMessage error={error} title={`Run ${id} could not be loaded.`} onRetry={reload} /></main>;
-  if (!run || (loading && !run)) return <main className="page"><Loading label="Loading the run…" /></main>;
+  if (!run || (loading && !run)) return <main className="page"><Skeleton lines={8} variant="page" label="Loading the run…" /></main>;
   const tokens = run.input_tokens + run.output_tokens;
+  // Runs this run called (subgraph steps): their spend is rolled up into the totals; a direct child links from its step.
+  const childCost = run.children.reduce((sum, c) => sum + Number(c.cost_usd), 0).toFixed(6);
+  const childOfStep = new Map(run.children.filter((c) => c.parent_run === run.id).map((c) => [c.step, c]));
   // The origin of every "+1.250 s" on the page: when the run started (created, before its first claim).
   const runStart = run.started_at ?? run.created_at;
   const live = ["queued", "running", "waiting"].includes(run.status);
@@ -160,16 +164,17 @@ export default function RunPage({ runId }: { runId?: unknown }) {
       <PageHeader
         title={<>{ran.test ? "Test run" : "Run"} #{run.id} <StatusBadge status={runDisplayStatus(run)} /></>}
         subtitle={ran.test
-          ? <span className="run-origin">A test of node {tested ? <code>{tested}</code> : "?"} of graph <a href={graphUrl(run.graph)}>{run.graph_name}</a>, run from the builder: not a published version of the graph.</span>
+          ? <span className="run-origin">{tested ? <>A test of node <code>{tested}</code> of graph </> : "A run of the draft of graph "}<a href={graphUrl(run.graph)}>{run.graph_name}</a>, run from the builder: not a published version of the graph.</span>
           : <>
             Graph <a href={graphUrl(run.graph)}>{run.graph_name}</a>, version {run.version}
+            {run.parent ? <span className="run-origin run-parent"> · Called by <a href={`${runUrl(run.parent.run)}?step=${run.parent.step}`}>run #{run.parent.run}</a> (graph {run.parent.graph_name}, step <code>{run.parent.node_id}</code>)</span> : null}
             {origin ? <span className="run-origin"> · Forked from <a href={`${runUrl(origin.run)}?step=${origin.step}`}>run #{origin.run}</a> (at <code>{origin.node_id}</code>)</span>
               : run.forked_from ? <span className="run-origin"> · Forked from <a href={runUrl(run.forked_from)}>run #{run.forked_from}</a></span> : null}
           </>}
         actions={<>
           <RunActions run={run} onChanged={reload} forkStep={forkStep} onForkClosed={closeFork} onAllowed={(a) => { setCanFork(!!a?.fork.allowed); setCanRetry(!!a?.retry.allowed); }} />
-          <a className="btn" href={ran.graphHref} title={ran.test ? "The graph's draft, where the node was tested" : `Version ${run.version} read-only (the builder links back to the draft)`}>{ran.graphLabel}</a>
-          <button type="button" className="btn" onClick={reload} disabled={loading}>Refresh</button>
+          <ButtonLink href={ran.graphHref} title={ran.test ? "The graph's draft, where the node was tested" : `Version ${run.version} read-only (the builder links back to the draft)`}>{ran.graphLabel}</ButtonLink>
+          <Button onClick={reload} disabled={loading}>Refresh</Button>
         </>}
       />
       <dl className="facts card">
@@ -181,12 +186,20 @@ export default function RunPage({ runId }: { runId?: unknown }) {
         <div><dt>Finished</dt><dd><When at={run.finished_at} date ago /></dd></div>
         <div><dt>Duration</dt><dd>{formatDuration(run.started_at, run.finished_at)}</dd></div>
         <div><dt>Steps</dt><dd>{tested ? steps.filter((s) => s.parent === null).length : run.step_count}</dd></div>
-        <div><dt>Tokens</dt><dd>{tokens.toLocaleString()}</dd></div>
-        <div><dt>Cost</dt><dd>{formatUsd(run.cost_usd)}</dd></div>
+        {run.children.length > 0 ? <>
+          <div><dt>Tokens</dt><dd>{(run.totals.input_tokens + run.totals.output_tokens).toLocaleString()}</dd></div>
+          <div><dt>Cost</dt><dd>{formatUsd(run.totals.cost_usd)} <span className="muted small">incl. {formatUsd(childCost)} in {run.children.length} child run{run.children.length === 1 ? "" : "s"}</span></dd></div>
+        </> : <>
+          <div><dt>Tokens</dt><dd>{tokens.toLocaleString()}</dd></div>
+          <div><dt>Cost</dt><dd>{formatUsd(run.cost_usd)}</dd></div>
+        </>}
       </dl>
       {error ? <ErrorMessage error={error} title="The run could not be refreshed; showing what was loaded last." onRetry={reload} /> : null}
       {run.interrupted ? (
         <div className="alert alert-warning" role="status"><strong>Interrupted.</strong> A running step's worker stopped heartbeating; the step is taken back and run again (or parked for a decision) once its lease runs out.</div>
+      ) : null}
+      {run.queue ? (
+        <div className="alert alert-queued" role="status" aria-label="Queued"><strong>Queued, position {run.queue.position}.</strong> It waits in line because {queueReason(run.queue)}; it starts when a run ahead of it ends.</div>
       ) : null}
       {run.waiting_for === "decision" ? (
         <div className="alert alert-warning" role="status"><strong>Waiting for a decision.</strong> A crash interrupted a step that is not safe to repeat: an operator retries, skips or fails it.</div>
@@ -201,13 +214,13 @@ export default function RunPage({ runId }: { runId?: unknown }) {
       <div className={`run-main${inspected.step !== null || inspected.node !== null ? " run-main--inspecting" : ""}`}>
         <section className="card run-graph" aria-labelledby="run-graph">
           <div className="run-graph__head">
-            <h2 id="run-graph">Graph <span className="muted small">{ran.test ? "the tested node alone" : `v${run.version}`}, read-only: click a node to inspect its step; Ctrl+scroll or the +/− buttons zoom</span></h2>
+            <h2 id="run-graph">Graph <span className="muted small">{ran.test ? (tested ? "the tested node alone" : "the draft as it was run") : `v${run.version}`}, read-only: click a node to inspect its step; Ctrl+scroll or the +/− buttons zoom</span></h2>
             <ul className="state-legend" aria-label="Node states">
               {runLegend(run).map(([state, words]) => <li key={state} className={`state-legend__item state-legend__item--${state} ${statusClass(state)}`}>{words}</li>)}
             </ul>
           </div>
           <div className="run-graph__canvas">
-            <Suspense fallback={<Loading label="Loading the canvas…" />}>
+            <Suspense fallback={<Skeleton lines={6} label="Loading the canvas…" />}>
               <RunGraphWithNodes runId={run.id} testedNode={tested} marks={marks} selected={selectedNode} onOpen={openNode} onNodes={setGraphNodes} />
             </Suspense>
           </div>
@@ -218,7 +231,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
         ) : inspected.node !== null ? (
           <aside className="inspector card" aria-label="Step inspector">
             <header className="inspector__head"><h3><code>{inspected.node}</code></h3><StatusBadge status={marks[inspected.node]?.state ?? "pending"} />
-              <button type="button" className="btn btn-small inspector__close" onClick={() => inspect(null, null)} aria-label="Close the step inspector">×</button></header>
+              <Button size="small" className="inspector__close" icon onClick={() => inspect(null, null)} aria-label="Close the step inspector">×</Button></header>
             <p className="muted">{marks[inspected.node]?.state === "kept" && origin
               ? <>Not run in this fork: its result was kept from <a href={`${runUrl(origin.run)}?step=${origin.step}`}>run #{origin.run}</a>, which this run was forked from.</>
               : marks[inspected.node]?.state === "skipped" ? "The run ended without reaching this node (a branch it did not take)." : "This node has not run yet in this run."}</p>
@@ -255,6 +268,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
                     <td className={s.parent ? "indent" : undefined}>
                       <button type="button" className="linkish" onClick={() => inspect(s.id, s.node_id)} aria-label={`Inspect step ${s.node_id}`}><code>{s.node_id}</code></button>
                       {s.iteration > 0 ? <span className="muted small"> #{s.iteration + 1}</span> : null}
+                      {childOfStep.has(s.id) ? <> <a className="small child-run-link" href={runUrl(childOfStep.get(s.id)!.run)}>child run #{childOfStep.get(s.id)!.run}</a></> : null}
                     </td>
                     <td>{s.kind}</td>
                     <td data-node={s.node_id}><StatusBadge status={stepDisplayStatus(s)} /></td>
@@ -271,6 +285,30 @@ export default function RunPage({ runId }: { runId?: unknown }) {
           </div>
         )}
       </section>
+      {run.children.length > 0 ? (
+        <section className="card" aria-labelledby="run-children">
+          <h2 id="run-children">Child runs <span className="muted small">graphs this run called; their cost is included in this run's</span></h2>
+          <div className="table-wrap">
+            <table className="table">
+              <thead>
+                <tr><th scope="col">Run</th><th scope="col">Graph</th><th scope="col">Called by</th><th scope="col">Status</th><th scope="col" className="num">Tokens</th><th scope="col" className="num">Cost</th></tr>
+              </thead>
+              <tbody>
+                {run.children.map((c) => (
+                  <tr key={c.run} data-child-run={c.run}>
+                    <td className={c.depth > 1 ? "indent" : undefined}><a href={runUrl(c.run)}>run #{c.run}</a></td>
+                    <td><a href={graphUrl(c.graph)}>{c.graph_name}</a> <span className="muted small">v{c.version}</span></td>
+                    <td>{c.parent_run === run.id ? <code>{c.node_id}</code> : <>run #{c.parent_run} · <code>{c.node_id}</code></>}</td>
+                    <td><StatusBadge status={c.status} /></td>
+                    <td className="num">{(c.input_tokens + c.output_tokens).toLocaleString()}</td>
+                    <td className="num">{formatUsd(c.cost_usd)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        </section>
+      ) : null}
       <EventLog events={events} connection={connection} origin={runStart} />
     </main>
   );

@@ -4,9 +4,11 @@ import { useState, type FormEvent } from "react";
 import { api, ApiError } from "../lib/api";
 import { usePageContext } from "../lib/context";
 import { formatDateTime } from "../shell/format";
-import { EmptyState, ErrorMessage, Loading, Modal, PageHeader } from "../shell/ui";
+import { EmptyState, ErrorMessage, Modal, PageHeader, Skeleton } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import "./admin.css";
+import { Button } from "../shell/Button";
+import { ConfirmDialog } from "../shell/ConfirmDialog";
 
 /** Copy ``text`` to the clipboard; falls back to selecting the field's text when the API is refused. */
 export function CopyField({ id, label, value }: { id: string; label: string; value: string }) {
@@ -22,7 +24,7 @@ export function CopyField({ id, label, value }: { id: string; label: string; val
       <label htmlFor={id}>{label}</label>
       <div className="copy-field">
         <input id={id} className="mono" value={value} readOnly onFocus={(e) => e.currentTarget.select()} />
-        <button type="button" className="btn" onClick={copy}>{copied ? "Copied" : "Copy"}</button>
+        <Button onClick={copy}>{copied ? "Copied" : "Copy"}</Button>
       </div>
     </div>
   );
@@ -53,7 +55,7 @@ export function NewTokenDialog({ staff, onClose, onCreated }: { staff: boolean; 
   };
   if (created) {
     return (
-      <Modal title="Token created" onClose={onClose} footer={<button type="button" className="btn btn-primary" onClick={onClose}>Done</button>}>
+      <Modal title="Token created" onClose={onClose} footer={<Button variant="primary" onClick={onClose}>Done</Button>}>
         <p className="alert alert-warning">Copy the key now: it is not stored and will not be shown again.</p>
         <CopyField id="new-token-key" label={`Key of “${created.name}” for ${created.user}`} value={created.key} />
         <p className="muted small">Send it as <code>Authorization: Token {created.prefix}…</code> with every API request.</p>
@@ -79,36 +81,10 @@ export function NewTokenDialog({ staff, onClose, onCreated }: { staff: boolean; 
         ) : null}
         {error && !fieldError("name") && !fieldError("user") ? <ErrorMessage error={error} /> : null}
         <div className="modal-footer">
-          <button type="button" className="btn" onClick={onClose}>Cancel</button>
-          <button type="submit" className="btn btn-primary" disabled={busy || name.trim() === ""}>{busy ? "Creating…" : "Create token"}</button>
+          <Button onClick={onClose}>Cancel</Button>
+          <Button type="submit" variant="primary" disabled={busy || name.trim() === ""}>{busy ? "Creating…" : "Create token"}</Button>
         </div>
       </form>
-    </Modal>
-  );
-}
-
-function RevokeDialog({ token, onClose, onDone }: { token: ApiTokenRow; onClose: () => void; onDone: () => void }) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
-  const revoke = async () => {
-    setBusy(true);
-    try {
-      await api(`tokens/${token.id}/revoke/`, { method: "POST" });
-      onDone();
-    } catch (err) {
-      setError(err);
-      setBusy(false);
-    }
-  };
-  return (
-    <Modal title={`Revoke “${token.name || token.prefix}”?`} onClose={onClose} footer={
-      <>
-        <button type="button" className="btn" onClick={onClose}>Keep it</button>
-        <button type="button" className="btn btn-danger" onClick={revoke} disabled={busy}>{busy ? "Revoking…" : "Revoke token"}</button>
-      </>
-    }>
-      <p>Requests with the key <code>{token.prefix}…</code> of {token.user} are refused from now on. This cannot be undone.</p>
-      {error ? <ErrorMessage error={error} /> : null}
     </Modal>
   );
 }
@@ -126,21 +102,21 @@ export default function Tokens() {
       <PageHeader
         title="API tokens"
         subtitle={<>Keys for scripts and CI: send <code>Authorization: Token &lt;key&gt;</code>. A token acts as its user, with the same roles.</>}
-        actions={<button type="button" className="btn btn-primary" onClick={() => setCreating(true)}>New token</button>}
+        actions={<Button variant="primary" onClick={() => setCreating(true)}>New token</Button>}
       />
       {staff ? (
         <div className="toolbar">
           <div className="segmented" role="group" aria-label="Whose tokens">
-            <button type="button" className="btn btn-small" aria-pressed={!everyone} onClick={() => setEveryone(false)}>Mine</button>
-            <button type="button" className="btn btn-small" aria-pressed={everyone} onClick={() => setEveryone(true)}>Everyone's</button>
+            <Button size="small" aria-pressed={!everyone} onClick={() => setEveryone(false)}>Mine</Button>
+            <Button size="small" aria-pressed={everyone} onClick={() => setEveryone(true)}>Everyone's</Button>
           </div>
         </div>
       ) : null}
       <section className="card">
         {list.error ? <ErrorMessage error={list.error} onRetry={list.reload} /> : null}
-        {list.loading && !list.data ? <Loading /> : null}
+        {list.loading && !list.data ? <Skeleton lines={4} variant="table" /> : null}
         {list.data && tokens.length === 0 ? (
-          <EmptyState title="No tokens yet" actions={<button type="button" className="btn" onClick={() => setCreating(true)}>New token</button>}>
+          <EmptyState title="No tokens yet" actions={<Button onClick={() => setCreating(true)}>New token</Button>}>
             Create one for each script or pipeline, so you can revoke one without breaking the others.
           </EmptyState>
         ) : null}
@@ -167,7 +143,7 @@ export default function Tokens() {
                     <td className="nowrap">{formatDateTime(t.created_at)}{t.created_by && t.created_by !== t.user ? <span className="muted small"> by {t.created_by}</span> : null}</td>
                     <td className="nowrap">{t.last_used_at ? formatDateTime(t.last_used_at) : <span className="muted">never</span>}</td>
                     <td>{t.revoked_at ? <span className="badge badge-plain" title={`by ${t.revoked_by}`}>Revoked {formatDateTime(t.revoked_at)}</span> : <span className="badge badge-ok">Active</span>}</td>
-                    <td className="num">{t.revoked_at ? null : <button type="button" className="btn btn-small btn-danger-ghost" onClick={() => setRevoking(t)} aria-label={`Revoke ${t.name || t.prefix}`}>Revoke</button>}</td>
+                    <td className="num">{t.revoked_at ? null : <Button variant="danger-ghost" size="small" onClick={() => setRevoking(t)} aria-label={`Revoke ${t.name || t.prefix}`}>Revoke</Button>}</td>
                   </tr>
                 ))}
               </tbody>
@@ -182,7 +158,13 @@ export default function Tokens() {
           list.reload();
         }} />
       ) : null}
-      {revoking ? <RevokeDialog token={revoking} onClose={() => setRevoking(null)} onDone={() => { setRevoking(null); list.reload(); }} /> : null}
+      {revoking ? (
+        <ConfirmDialog title={`Revoke “${revoking.name || revoking.prefix}”?`} action="Revoke token" busy="Revoking…"
+          act={() => api(`tokens/${revoking.id}/revoke/`, { method: "POST" })}
+          onClose={() => setRevoking(null)} onDone={() => { setRevoking(null); list.reload(); }}>
+          <p>Requests with the key <code>{revoking.prefix}…</code> of {revoking.user} are refused from now on. This cannot be undone.</p>
+        </ConfirmDialog>
+      ) : null}
     </main>
   );
 }

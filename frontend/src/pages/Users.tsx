@@ -1,14 +1,15 @@
 // /users/ (staff): users (create with a password or an invite link, deactivate, groups) and groups (create, members); roles are the groups builders, operators, approvers.
-import type { GroupRow, Page, UserCreated, UserRow } from "../api/types";
+import type { GroupRow, Invite, Page, UserCreated, UserRow } from "../api/types";
 import { useState, type FormEvent } from "react";
 import { api, ApiError } from "../lib/api";
 import { usePageContext } from "../lib/context";
 import { formatDateTime } from "../shell/format";
 import { PrincipalPicker } from "../shell/PrincipalPicker";
-import { EmptyState, ErrorMessage, Loading, Modal, PageHeader } from "../shell/ui";
+import { EmptyState, ErrorMessage, Modal, PageHeader, Skeleton } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import { CopyField } from "./Tokens";
 import "./admin.css";
+import { Button } from "../shell/Button";
 
 /** What each role group lets its members do (the README's roles). */
 export const ROLE_HELP: Readonly<Record<string, string>> = {
@@ -39,7 +40,7 @@ function GroupChecks({ groups, chosen, onChange, idPrefix }: { groups: GroupRow[
 
 function InviteShown({ user, url, onClose }: { user: string; url: string; onClose: () => void }) {
   return (
-    <Modal title={`Invite link for ${user}`} onClose={onClose} footer={<button type="button" className="btn btn-primary" onClick={onClose}>Done</button>}>
+    <Modal title={`Invite link for ${user}`} onClose={onClose} footer={<Button variant="primary" onClick={onClose}>Done</Button>}>
       <p>Send this link to {user}: it opens a page where they choose their password, then they sign in.</p>
       <CopyField id="invite-link" label="Invite link" value={url} />
       <p className="muted small">It works once, and expires like a password-reset link. You can make a new one from the user's row.</p>
@@ -111,10 +112,10 @@ export function NewUserDialog({ groups, onClose, onCreated }: { groups: GroupRow
         </div>
         {other ? <ErrorMessage error={error} /> : null}
         <div className="modal-footer">
-          <button type="button" className="btn" onClick={onClose}>Cancel</button>
-          <button type="submit" className="btn btn-primary" disabled={busy || username.trim() === "" || (mode === "password" && password === "")}>
+          <Button onClick={onClose}>Cancel</Button>
+          <Button type="submit" variant="primary" disabled={busy || username.trim() === "" || (mode === "password" && password === "")}>
             {busy ? "Creating…" : mode === "invite" ? "Create and get link" : "Create user"}
-          </button>
+          </Button>
         </div>
       </form>
     </Modal>
@@ -165,23 +166,23 @@ function EditUserDialog({ user, groups, self, onClose, onSaved }: { user: UserRo
           </p>
           <div className="form-actions">
             {user.is_active ? (
-              <button type="button" className="btn btn-small" disabled={busy}
-                onClick={() => void call(() => api<{ invite_url: string }>(`users/${user.id}/invite/`, { method: "POST" }).then((r) => setInvite(r.invite_url)), false)}>
+              <Button size="small" disabled={busy}
+                onClick={() => void call(() => api<Invite>(`users/${user.id}/invite/`, { method: "POST" }).then((r) => setInvite(r.invite_url)), false)}>
                 {user.has_password ? "Password reset link" : "New invite link"}
-              </button>
+              </Button>
             ) : null}
             {self ? null : (
-              <button type="button" className={user.is_active ? "btn btn-small btn-danger-ghost" : "btn btn-small"} disabled={busy}
+              <Button size="small" variant={user.is_active ? "danger-ghost" : "default"} disabled={busy}
                 onClick={() => void call(() => api(`users/${user.id}/`, { method: "PATCH", body: { is_active: !user.is_active } }))}>
                 {user.is_active ? "Deactivate" : "Reactivate"}
-              </button>
+              </Button>
             )}
           </div>
         </div>
         {error ? <ErrorMessage error={error} /> : null}
         <div className="modal-footer">
-          <button type="button" className="btn" onClick={onClose}>Cancel</button>
-          <button type="submit" className="btn btn-primary" disabled={busy}>{busy ? "Saving…" : "Save"}</button>
+          <Button onClick={onClose}>Cancel</Button>
+          <Button type="submit" variant="primary" disabled={busy}>{busy ? "Saving…" : "Save"}</Button>
         </div>
       </form>
     </Modal>
@@ -224,8 +225,8 @@ function GroupDialog({ group, onClose, onSaved }: { group: GroupRow | null; onCl
         </div>
         {error && !fieldError(error, "name") ? <ErrorMessage error={error} /> : null}
         <div className="modal-footer">
-          <button type="button" className="btn" onClick={onClose}>Cancel</button>
-          <button type="submit" className="btn btn-primary" disabled={busy || (!group && name.trim() === "")}>{busy ? "Saving…" : group ? "Save members" : "Create group"}</button>
+          <Button onClick={onClose}>Cancel</Button>
+          <Button type="submit" variant="primary" disabled={busy || (!group && name.trim() === "")}>{busy ? "Saving…" : group ? "Save members" : "Create group"}</Button>
         </div>
       </form>
     </Modal>
@@ -247,11 +248,11 @@ function UsersTab({ groups, onChanged }: { groups: GroupRow[]; onChanged: () => 
           <span className="visually-hidden">Search users</span>
           <input type="search" value={q} onChange={(e) => setQ(e.target.value)} placeholder="Search by username, name or email" />
         </label>
-        <button type="button" className="btn btn-primary" onClick={() => setCreating(true)}>New user</button>
+        <Button variant="primary" onClick={() => setCreating(true)}>New user</Button>
       </div>
       <section className="card">
         {list.error ? <ErrorMessage error={list.error} onRetry={list.reload} /> : null}
-        {list.loading && !list.data ? <Loading /> : null}
+        {list.loading && !list.data ? <Skeleton lines={4} variant="table" /> : null}
         {list.data && users.length === 0 ? <EmptyState title={q ? "No user matches" : "No users"} /> : null}
         {users.length > 0 ? (
           <div className="table-wrap">
@@ -287,7 +288,7 @@ function UsersTab({ groups, onChanged }: { groups: GroupRow[]; onChanged: () => 
                         : <span className="badge badge-ok">Active</span>}
                     </td>
                     <td className="nowrap">{u.last_login ? formatDateTime(u.last_login) : <span className="muted">never</span>}</td>
-                    <td className="num"><button type="button" className="btn btn-small" onClick={() => setEditing(u)} aria-label={`Edit ${u.username}`}>Edit</button></td>
+                    <td className="num"><Button size="small" onClick={() => setEditing(u)} aria-label={`Edit ${u.username}`}>Edit</Button></td>
                   </tr>
                 ))}
               </tbody>
@@ -307,11 +308,11 @@ function GroupsTab({ groups, loading, error, onChanged }: { groups: GroupRow[]; 
     <>
       <div className="admin-toolbar">
         <p className="muted">The groups <strong>builders</strong>, <strong>operators</strong> and <strong>approvers</strong> are the roles; any group can be named as a graph's operators or an approval node's approvers.</p>
-        <button type="button" className="btn btn-primary" onClick={() => setEditing("new")}>New group</button>
+        <Button variant="primary" onClick={() => setEditing("new")}>New group</Button>
       </div>
       <section className="card">
         {error ? <ErrorMessage error={error} onRetry={onChanged} /> : null}
-        {loading && groups.length === 0 ? <Loading /> : null}
+        {loading && groups.length === 0 ? <Skeleton lines={4} variant="table" /> : null}
         {groups.length > 0 ? (
           <div className="table-wrap">
             <table className="table" aria-label="Groups">
@@ -334,7 +335,7 @@ function GroupsTab({ groups, loading, error, onChanged }: { groups: GroupRow[]; 
                         {g.members.length ? g.members.map((m) => <span key={m} className="name-chip">{m}</span>) : <span className="muted small">nobody</span>}
                       </div>
                     </td>
-                    <td className="num"><button type="button" className="btn btn-small" onClick={() => setEditing(g)} aria-label={`Edit members of ${g.name}`}>Members</button></td>
+                    <td className="num"><Button size="small" onClick={() => setEditing(g)} aria-label={`Edit members of ${g.name}`}>Members</Button></td>
                   </tr>
                 ))}
               </tbody>

@@ -3,9 +3,10 @@ import type { InFlightStep, WorkersBody } from "../api/types";
 import { useEffect } from "react";
 import { formatDateTime } from "../shell/format";
 import { runUrl } from "../shell/graphLinks";
-import { EmptyState, ErrorMessage, Loading, PageHeader, StatusBadge } from "../shell/ui";
+import { EmptyState, ErrorMessage, PageHeader, Skeleton, StatusBadge } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import "./costs/costs.css";
+import { Button } from "../shell/Button";
 
 const REFRESH_MS = 5000;
 
@@ -72,18 +73,18 @@ export default function Workers() {
       <PageHeader
         title="Workers"
         subtitle="The worker clusters that run steps, their heartbeats and what each is running now; refreshed every 5 seconds."
-        actions={<button type="button" className="btn" onClick={reload} disabled={loading}>Refresh</button>}
+        actions={<Button onClick={reload} disabled={loading}>Refresh</Button>}
       />
       {error ? <ErrorMessage error={error} title="The workers could not be loaded." onRetry={reload} /> : null}
-      {!data && !error ? <Loading label="Loading workers…" /> : null}
+      {!data && !error ? <Skeleton lines={4} variant="table" label="Loading workers…" /> : null}
       {data && q ? (
         <>
           <dl className="stats" aria-label="Queue depth">
-            <div className="stat" data-stat="ready"><dt>Ready to run</dt><dd>{q.ready}</dd><div className="stat-note muted">pending steps a worker may take now</div></div>
-            <div className="stat" data-stat="running"><dt>Running</dt><dd>{q.running}</dd><div className="stat-note muted">steps under a lease</div></div>
-            <div className="stat" data-stat="scheduled"><dt>Scheduled</dt><dd>{q.scheduled}</dd><div className="stat-note muted">waiting for a retry backoff</div></div>
-            <div className="stat" data-stat="waiting"><dt>At approval gates</dt><dd>{q.waiting}</dd><div className="stat-note muted">wait for a person, hold no worker</div></div>
-            <div className={`stat${q.parked ? " stat-warn" : ""}`} data-stat="parked"><dt>Parked</dt><dd>{q.parked}</dd><div className="stat-note muted">interrupted by a crash, need a decision</div></div>
+            <div className="stat" data-stat="ready"><dt>Ready to run</dt><dd>{q.ready}</dd><dd className="stat-note muted">pending steps a worker may take now</dd></div>
+            <div className="stat" data-stat="running"><dt>Running</dt><dd>{q.running}</dd><dd className="stat-note muted">steps under a lease</dd></div>
+            <div className="stat" data-stat="scheduled"><dt>Scheduled</dt><dd>{q.scheduled}</dd><dd className="stat-note muted">waiting for a retry backoff</dd></div>
+            <div className="stat" data-stat="waiting"><dt>At approval gates</dt><dd>{q.waiting}</dd><dd className="stat-note muted">wait for a person, hold no worker</dd></div>
+            <div className={`stat${q.parked ? " stat-warn" : ""}`} data-stat="parked"><dt>Parked</dt><dd>{q.parked}</dd><dd className="stat-note muted">interrupted by a crash, need a decision</dd></div>
           </dl>
           {data.workers.length === 0 ? (
             <EmptyState title="No worker is running">

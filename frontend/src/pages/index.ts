@@ -19,6 +19,7 @@ export const pages: Record<string, PageComponent> = {
   tokens: lazy(() => import("./Tokens")),
   users: lazy(() => import("./Users")),
   providers: lazy(() => import("./Providers")),
+  mcpservers: lazy(() => import("./McpServers")),
   forbidden: lazy(() => import("./Forbidden")),
   notfound: lazy(() => import("./NotFound")),
   builder: lazy(() => import("../builder/BuilderPage")),

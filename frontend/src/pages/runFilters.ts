@@ -2,8 +2,8 @@
 import type { BulkCancelResult } from "../api/types";
 
 export const RUN_STATUSES = ["queued", "running", "waiting", "succeeded", "failed", "cancelled"] as const;
-/** What a live run waits for (the API's ``waiting_for``): a person at an approval gate, or a decision on a step parked after a crash. */
-export const WAITING_FOR = ["approval", "decision"] as const;
+/** What a live run waits for (the API's ``waiting_for``): a person at an approval gate, a decision on a step parked after a crash, or a run it called. */
+export const WAITING_FOR = ["approval", "decision", "child_run"] as const;
 
 /**
  * The filters on screen; "" means no filter. Dates are UTC days (YYYY-MM-DD), both inclusive.

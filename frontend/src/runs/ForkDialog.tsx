@@ -2,12 +2,15 @@
 // checked against the graph's state keys as you type (errors by path), the preview of what the fork
 // keeps and runs (with its cost) updated from the edited state, then the new run's page.
 import type { ActionPreview, RunDetail } from "../api/types";
-import { useEffect, useMemo, useRef, useState } from "react";
+import { Suspense, lazy, useEffect, useMemo, useRef, useState } from "react";
 import { api, ApiError } from "../lib/api";
-import { ErrorMessage, Loading, Modal } from "../shell/ui";
+import { ErrorMessage, Modal, Skeleton } from "../shell/ui";
 import { editableState, forkPatch, serverProblems, type StateProblem } from "./actions";
 import { PreviewView } from "./PreviewView";
-import { StateEditor } from "./StateEditor";
+import { Button } from "../shell/Button";
+
+// CodeMirror (about 100 KB gzipped) loads when a fork dialog first shows a state, not with the run page.
+const StateEditor = lazy(() => import("./StateEditor").then((m) => ({ default: m.StateEditor })));
 
 /** Delay (ms) between the last keystroke and the preview of the edited state. */
 export const PREVIEW_DELAY_MS = 400;
@@ -105,7 +108,7 @@ export function ForkDialog({ run, stepId, onClose, navigate }: ForkDialogProps) 
     setBusy(true);
     setError(null);
     try {
-      const created = await api<{ id: number }>(`runs/${run.id}/fork/`, { method: "POST", body: { step: base.step, state_patch: local.patch } });
+      const created = await api<RunDetail>(`runs/${run.id}/fork/`, { method: "POST", body: { step: base.step, state_patch: local.patch } });
       navigate(`/runs/${created.id}/`);
     } catch (err) {
       setBusy(false);
@@ -117,11 +120,11 @@ export function ForkDialog({ run, stepId, onClose, navigate }: ForkDialogProps) 
   const chosen = steps.find((s) => s.id === step);
   return (
     <Modal title={`Fork run #${run.id}`} onClose={onClose} footer={<>
-      <button type="button" className="btn" onClick={onClose}>Cancel</button>
-      <button type="button" className="btn btn-primary" onClick={() => void fork()}
+      <Button onClick={onClose}>Cancel</Button>
+      <Button variant="primary" onClick={() => void fork()}
         disabled={busy || !base || blocking || serverBlocks || previewing || local.patch === null}>
         {busy ? "Forking…" : patchKeys.length > 0 ? `Fork with ${patchKeys.length} edited key${patchKeys.length === 1 ? "" : "s"}` : "Fork"}
-      </button>
+      </Button>
     </>}>
       <div className="ra-wide">
         {steps.length === 0 ? <p className="muted">No step of this run has committed yet: there is nothing to fork from.</p> : (
@@ -134,11 +137,13 @@ export function ForkDialog({ run, stepId, onClose, navigate }: ForkDialogProps) 
           </div>
         )}
         {baseError ? <ErrorMessage error={baseError} title="This step's state could not be loaded." /> : null}
-        {step !== null && !base && !baseError ? <Loading label="Loading the state after this step…" /> : null}
+        {step !== null && !base && !baseError ? <Skeleton lines={5} label="Loading the state after this step…" /> : null}
         {base ? (
           <div className="field ra-field">
             <label htmlFor="fork-state">State after <code>{chosen?.node_id}</code></label>
-            <StateEditor id="fork-state" initial={base.text} onChange={setText} problems={problems} ariaLabel="Fork state (JSON)" ariaDescribedBy="fork-state-help" />
+            <Suspense fallback={<Skeleton lines={6} label="Loading the editor…" />}>
+              <StateEditor id="fork-state" initial={base.text} onChange={setText} problems={problems} ariaLabel="Fork state (JSON)" ariaDescribedBy="fork-state-help" />
+            </Suspense>
             <span className="field-help" id="fork-state-help">
               Edit the values; changed keys are the fork's patch ({patchKeys.length > 0 ? patchKeys.map((k, i) => <span key={k}>{i > 0 ? ", " : ""}<code>{k}</code></span>) : "none yet"}).
               State keys of this graph: {base.keys.map((k, i) => <span key={k}>{i > 0 ? ", " : ""}<code>{k}</code></span>)}. The run's <code>input</code> stays as it was.

@@ -3,9 +3,10 @@ import type { ActionPreview, CursorPage, RunDetail, RunSummary } from "../api/ty
 import { useEffect, useState } from "react";
 import { api } from "../lib/api";
 import { formatDateTime, formatUsd } from "../shell/format";
-import { ErrorMessage, Loading, Modal, StatusBadge } from "../shell/ui";
+import { ErrorMessage, Modal, Skeleton, StatusBadge } from "../shell/ui";
 import { compareUrl } from "./actions";
 import { PreviewView } from "./PreviewView";
+import { Button } from "../shell/Button";
 
 /** Cancel the run, with an optional reason written to its error and the audit log. */
 export function CancelDialog({ run, onClose, onDone }: { run: RunDetail; onClose(): void; onDone(): void }) {
@@ -26,8 +27,8 @@ export function CancelDialog({ run, onClose, onDone }: { run: RunDetail; onClose
   }
   return (
     <Modal title={`Cancel run #${run.id}?`} onClose={onClose} footer={<>
-      <button type="button" className="btn" onClick={onClose}>Keep running</button>
-      <button type="button" className="btn btn-danger" onClick={() => void cancel()} disabled={busy}>{busy ? "Cancelling…" : "Cancel run"}</button>
+      <Button onClick={onClose}>Keep running</Button>
+      <Button variant="danger" onClick={() => void cancel()} disabled={busy}>{busy ? "Cancelling…" : "Cancel run"}</Button>
     </>}>
       <p>
         The run stops for good: {open.length > 0 ? <>its open step{open.length === 1 ? "" : "s"} {open.map((s, i) => <span key={s.id}>{i > 0 ? ", " : ""}<code>{s.node_id}</code></span>)} {open.length === 1 ? "is" : "are"} cancelled</> : "nothing more is started"};
@@ -79,14 +80,14 @@ export function PreviewActionDialog({ run, action, onClose, onDone }: {
   const title = action === "retry" ? `Retry run #${run.id} from the failed step` : `Resume run #${run.id}`;
   return (
     <Modal title={title} onClose={onClose} footer={<>
-      <button type="button" className="btn" onClick={onClose}>Cancel</button>
-      <button type="button" className="btn btn-primary" onClick={() => void go()} disabled={busy || !preview}>
+      <Button onClick={onClose}>Cancel</Button>
+      <Button variant="primary" onClick={() => void go()} disabled={busy || !preview}>
         {busy ? (action === "retry" ? "Retrying…" : "Resuming…") : action === "retry" ? "Retry" : "Resume"}
-      </button>
+      </Button>
     </>}>
       <div className="ra-wide">
         {loadError ? <ErrorMessage error={loadError} title="The preview could not be loaded." onRetry={() => setTick((t) => t + 1)} /> : null}
-        {!preview && !loadError ? <Loading label="Working out what runs again…" /> : null}
+        {!preview && !loadError ? <Skeleton lines={3} label="Working out what runs again…" /> : null}
         {preview ? <PreviewView preview={preview} /> : null}
         {error ? <ErrorMessage error={error} title={`The run was not ${action === "retry" ? "retried" : "resumed"}.`} /> : null}
       </div>
@@ -109,8 +110,8 @@ export function CompareDialog({ run, onClose, navigate }: { run: RunDetail; onCl
   const typed = /^\d+$/.test(other.trim()) ? Number(other.trim()) : null;
   return (
     <Modal title={`Compare run #${run.id} with…`} onClose={onClose} footer={<>
-      <button type="button" className="btn" onClick={onClose}>Cancel</button>
-      <button type="button" className="btn btn-primary" disabled={typed === null || typed === run.id} onClick={() => typed !== null && navigate(compareUrl(run.id, typed))}>Compare</button>
+      <Button onClick={onClose}>Cancel</Button>
+      <Button variant="primary" disabled={typed === null || typed === run.id} onClick={() => typed !== null && navigate(compareUrl(run.id, typed))}>Compare</Button>
     </>}>
       <div className="field ra-field">
         <label htmlFor="compare-other">Run id</label>
@@ -118,15 +119,15 @@ export function CompareDialog({ run, onClose, navigate }: { run: RunDetail; onCl
         <span className="field-help">Any run of “{run.graph_name}” you may read, or pick one of the latest:</span>
       </div>
       {error ? <ErrorMessage error={error} title="The graph's runs could not be loaded." /> : null}
-      {!runs && !error ? <Loading label="Loading runs…" /> : null}
+      {!runs && !error ? <Skeleton lines={4} variant="table" label="Loading runs…" /> : null}
       {runs && runs.length === 0 ? <p className="muted">No other run of this graph yet.</p> : null}
       {runs && runs.length > 0 ? (
         <ul className="ra-run-pick" aria-label="Latest runs of this graph">
           {runs.slice(0, 8).map((r) => (
             <li key={r.id}>
-              <button type="button" className="btn btn-ghost btn-small" onClick={() => navigate(compareUrl(run.id, r.id))}>
+              <Button variant="ghost" size="small" onClick={() => navigate(compareUrl(run.id, r.id))}>
                 #{r.id} <StatusBadge status={r.status} /> <span className="muted small">v{r.version} · {formatDateTime(r.created_at)} · {formatUsd(r.cost_usd)}</span>
-              </button>
+              </Button>
             </li>
           ))}
         </ul>

@@ -8,6 +8,7 @@ import { retryAdvice } from "./actions";
 import { ForkDialog } from "./ForkDialog";
 import { CancelDialog, CompareDialog, PreviewActionDialog } from "./RunActionDialogs";
 import "./runs.css";
+import { Button } from "../shell/Button";
 
 type Open = { kind: "cancel" } | { kind: "resume" } | { kind: "retry" } | { kind: "fork"; step?: number } | { kind: "compare" } | null;
 
@@ -74,14 +75,14 @@ export function RunActions({ run, onChanged, navigate, forkStep, onForkClosed, o
   return (
     <>
       {shown.includes("retry") ? (
-        <button type="button" className={advice ? "btn" : "btn btn-primary"} onClick={() => setOpen({ kind: "retry" })}
-          title={advice ?? "Run the failed step again, keeping the steps before it and their spend"}>Retry from failed step</button>
+        <Button variant={advice ? "default" : "primary"} onClick={() => setOpen({ kind: "retry" })}
+          title={advice ?? "Run the failed step again, keeping the steps before it and their spend"}>Retry from failed step</Button>
       ) : null}
-      {shown.includes("resume") ? <button type="button" className="btn btn-primary" onClick={() => setOpen({ kind: "resume" })}>Resume</button> : null}
-      {shown.includes("fork") ? <button type="button" className="btn" onClick={() => setOpen({ kind: "fork" })}>Fork…</button> : null}
+      {shown.includes("resume") ? <Button variant="primary" onClick={() => setOpen({ kind: "resume" })}>Resume</Button> : null}
+      {shown.includes("fork") ? <Button onClick={() => setOpen({ kind: "fork" })}>Fork…</Button> : null}
       {/* A node-test run ran a one-node harness, not the graph: there is nothing to compare it with. */}
-      {run.is_test ? null : <button type="button" className="btn" onClick={() => setOpen({ kind: "compare" })}>Compare…</button>}
-      {shown.includes("cancel") ? <button type="button" className="btn btn-danger-ghost" onClick={() => setOpen({ kind: "cancel" })}>Cancel run</button> : null}
+      {run.is_test ? null : <Button onClick={() => setOpen({ kind: "compare" })}>Compare…</Button>}
+      {shown.includes("cancel") ? <Button variant="danger-ghost" onClick={() => setOpen({ kind: "cancel" })}>Cancel run</Button> : null}
       {open?.kind === "cancel" ? <CancelDialog run={run} onClose={() => setOpen(null)} onDone={done} /> : null}
       {open?.kind === "resume" || open?.kind === "retry" ? <PreviewActionDialog run={run} action={open.kind} onClose={() => setOpen(null)} onDone={done} /> : null}
       {open?.kind === "fork" ? <ForkDialog key={open.step ?? "last"} run={run} stepId={open.step} onClose={closeFork} navigate={go} /> : null}

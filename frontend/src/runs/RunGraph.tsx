@@ -1,5 +1,5 @@
 // The run page's graph: the builder's own canvas, read-only, on the version the run ran, each node marked with its state (a lazy chunk).
-import type { NodeKindInfo, ValidationResult } from "../api/types";
+import type { NodeKindInfo, NodeKinds, RunGraph as RunGraphAnswer, ValidationResult } from "../api/types";
 import "@xyflow/react/dist/style.css";
 import "../builder/builder.css";
 import { ReactFlowProvider } from "@xyflow/react";
@@ -9,7 +9,7 @@ import type { NodeRunMark } from "../builder/flow";
 import type { GraphSpec } from "../builder/spec";
 import { BuilderContext, useBuilderState } from "../builder/store";
 import { api } from "../lib/api";
-import { ErrorMessage, Loading } from "../shell/ui";
+import { ErrorMessage, Skeleton } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import { placedSpec } from "./placement";
 import { testedNodeOnly } from "./runView";
@@ -69,13 +69,13 @@ export default function RunGraph({ runId, testedNode, marks, selected, onOpen, o
   /** Called once the spec is loaded (the page marks nodes that have no step yet). */
   onSpec?: (spec: GraphSpec) => void;
 }) {
-  const loaded = useApi<{ spec: GraphSpec }>(`runs/${runId}/graph/`);
+  const loaded = useApi<RunGraphAnswer>(`runs/${runId}/graph/`);
   const drawn = useMemo(() => {
     if (!loaded.data) return loaded.data;
     return testedNode ? { spec: testedNodeOnly(loaded.data.spec, testedNode) } : loaded.data;
   }, [loaded.data, testedNode]);
   const spec = { ...loaded, data: drawn };
-  const kinds = useApi<{ kinds: NodeKindInfo[] }>("node-kinds/");
+  const kinds = useApi<NodeKinds>("node-kinds/");
   // Drawn once the handles are known: a card that loses handles after the first fit shrinks.
   const handles = useHandles(spec.data?.spec);
   const onSpecRef = useRef(onSpec);
@@ -83,6 +83,6 @@ export default function RunGraph({ runId, testedNode, marks, selected, onOpen, o
   useEffect(() => { if (spec.data) onSpecRef.current?.(spec.data.spec); }, [spec.data]);
   if (spec.error) return <ErrorMessage error={spec.error} title="The graph could not be loaded." onRetry={spec.reload} />;
   if (kinds.error) return <ErrorMessage error={kinds.error} title="The node kinds could not be loaded." onRetry={kinds.reload} />;
-  if (!spec.data || !kinds.data || handles === undefined) return <Loading label="Drawing the graph…" />;
+  if (!spec.data || !kinds.data || handles === undefined) return <Skeleton lines={6} label="Drawing the graph…" />;
   return <ReadOnlyCanvas spec={spec.data.spec} catalogue={kinds.data.kinds} handles={handles} marks={marks} selected={selected} onOpen={onOpen} />;
 }

@@ -4,9 +4,10 @@ import type { Attempt, ChildStep, StepDetail, StepStateAnswer, Usage } from "../
 import { JsonBlock, errorText } from "./JsonBlock";
 import { epochMs, formatClock, formatSpan } from "../lib/time";
 import { formatDuration, formatUsd, stepDisplayStatus } from "../shell/format";
-import { ErrorMessage, Loading, StatusBadge, When } from "../shell/ui";
+import { ErrorMessage, Skeleton, StatusBadge, When } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import { stateChangeRows, stateKeysOrdered, stepState } from "./runView";
+import { Button } from "../shell/Button";
 
 /** A JSON value as an object to read keys from ({} for anything else): a child step's input and output are free JSON. */
 function fields(value: unknown): Record<string, unknown> {
@@ -171,22 +172,22 @@ export function StepInspector({ stepId, revision, topLevel, onClose, onFork, run
   const top = topLevel ?? (step && step.id === stepId ? step.parent === null : undefined);
   const stateAnswer = useApi<StepStateAnswer>(top ? `steps/${stepId}/state/?r=${encodeURIComponent(revision)}` : null);
   if (error && !step) return <aside className="inspector card" aria-label="Step inspector"><ErrorMessage error={error} title={`Step ${stepId} could not be loaded.`} onRetry={reload} /></aside>;
-  if (!step || step.id !== stepId) return <aside className="inspector card" aria-label="Step inspector"><Loading label="Loading the step…" /></aside>;
+  if (!step || step.id !== stepId) return <aside className="inspector card" aria-label="Step inspector"><Skeleton lines={6} label="Loading the step…" /></aside>;
   const state = stepState(step);
   const answer = stateAnswer.data && stateAnswer.data.step === stepId ? stateAnswer.data : undefined;
   const stateView = step.parent !== null ? null
     : stateAnswer.error ? <ErrorMessage error={stateAnswer.error} title="The run state at this step could not be loaded." onRetry={stateAnswer.reload} />
-    : !answer ? <Loading label="Reading the state…" /> : null;
+    : !answer ? <Skeleton lines={3} label="Reading the state…" /> : null;
   return (
     <aside className="inspector card" aria-label="Step inspector" data-step={step.id}>
       <header className="inspector__head">
         <h3 id="inspector-title"><code>{step.node_id}</code>{step.iteration > 0 ? <span className="muted"> #{step.iteration + 1}</span> : null}</h3>
         <StatusBadge status={state === "retrying" ? "retrying" : stepDisplayStatus(step)} />
-        <button type="button" className="btn btn-small inspector__close" onClick={onClose} aria-label="Close the step inspector">×</button>
+        <Button size="small" className="inspector__close" icon onClick={onClose} aria-label="Close the step inspector">×</Button>
       </header>
       {onFork && forkable(step) ? (
         <div className="inspector__actions">
-          <button type="button" className="btn btn-small" onClick={() => onFork(step.id)}>Fork from this step…</button>
+          <Button size="small" onClick={() => onFork(step.id)}>Fork from this step…</Button>
           <span className="muted small">a new run from the state after it, edited</span>
         </div>
       ) : null}

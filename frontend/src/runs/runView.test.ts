@@ -26,6 +26,7 @@ describe("stepState", () => {
     expect(stepState({ status: "running", attempt: 1, error: null, worker_alive: false })).toBe("interrupted");
     expect(stepState({ status: "suspended", attempt: 1, error: null })).toBe("running");
     for (const s of ["waiting", "parked", "succeeded", "failed", "cancelled"] as const) expect(stepState({ status: s, attempt: 1, error: null })).toBe(s);
+    expect(stepState({ status: "waiting", attempt: 1, error: null, kind: "subgraph" })).toBe("running"); // at work in its child run
     // A status a newer server may add, outside the schema's union.
     expect(stepState({ status: "something new" as StepStatus, attempt: 0, error: null })).toBe("pending");
   });

@@ -17,7 +17,9 @@ const OPEN_UNTIL_NOW = new Set(["running", "suspended", "waiting", "parked"]);
  * stopped heartbeating is ``interrupted``, a step waiting for its children (an agent
  * between turns) is ``running``; the rest map one to one.
  */
-export function stepState(step: Pick<RunStep, "status" | "attempt" | "error"> & { worker_alive?: boolean | null }): NodeState {
+export function stepState(step: Pick<RunStep, "status" | "attempt" | "error"> & { worker_alive?: boolean | null; kind?: string }): NodeState {
+  // A "Call graph" step waiting for its child run is at work (in the child), not at a person's gate.
+  if (step.status === "waiting" && step.kind === "subgraph") return "running";
   switch (step.status) {
     case "pending":
       return step.attempt > 0 && step.error ? "retrying" : "pending";

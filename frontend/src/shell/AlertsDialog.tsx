@@ -2,7 +2,8 @@
 import type { RunAlert } from "../api/types";
 import { useEffect, useState } from "react";
 import { api } from "../lib/api";
-import { ErrorMessage, Loading, Modal } from "./ui";
+import { ErrorMessage, Modal, Skeleton } from "./ui";
+import { Button } from "./Button";
 
 /** Read and set ``graphs/<id>/alerts/`` for the signed-in user; the server says who may (403 otherwise). */
 export function AlertsDialog({ graphId, graphName, onClose }: { graphId: number; graphName: string; onClose: () => void }) {
@@ -37,14 +38,14 @@ export function AlertsDialog({ graphId, graphName, onClose }: { graphId: number;
 
   const footer = (
     <>
-      <button type="button" className="btn" onClick={onClose}>{saved ? "Close" : "Cancel"}</button>
-      <button type="button" className="btn btn-primary" onClick={() => void save()} disabled={!alert || saving}>{saving ? "Saving…" : "Save"}</button>
+      <Button onClick={onClose}>{saved ? "Close" : "Cancel"}</Button>
+      <Button variant="primary" onClick={() => void save()} disabled={!alert || saving}>{saving ? "Saving…" : "Save"}</Button>
     </>
   );
   return (
     <Modal title={`Email alerts for ${graphName}`} onClose={onClose} footer={footer}>
       {error ? <ErrorMessage error={error} /> : null}
-      {!alert && !error ? <Loading /> : null}
+      {!alert && !error ? <Skeleton lines={3} /> : null}
       {alert ? (
         <div className="form">
           <label className="check"><input type="checkbox" checked={failed} onChange={(e) => { setFailed(e.target.checked); setSaved(false); }} /> Email me when one of its runs fails</label>

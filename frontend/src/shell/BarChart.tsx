@@ -45,13 +45,16 @@ export function BarChart({ title, labels, series, stacked = false, horizontal = 
       .then(({ Chart }) => {
         const el = canvas.current;
         if (cancelled || !el || !el.getContext("2d")) return;
+        // A canvas cannot use CSS variables: read the theme's tokens as resolved colours (light-dark() applied).
+        const resolve = (token: string) => { el.style.color = `var(${token})`; const c = getComputedStyle(el).color; el.style.color = ""; return c; };
+        const [gridColour, textColour] = [resolve("--border"), resolve("--muted")];
         const valueAxis = {
           stacked,
           beginAtZero: true,
-          ticks: { callback: (v: string | number) => formatRef.current(Number(v)) },
-          grid: { color: "#eef1f5" },
+          ticks: { color: textColour, callback: (v: string | number) => formatRef.current(Number(v)) },
+          grid: { color: gridColour },
         };
-        const categoryAxis = { stacked, grid: { display: false }, ticks: { autoSkip: true, maxRotation: 0 } };
+        const categoryAxis = { stacked, grid: { display: false }, ticks: { color: textColour, autoSkip: true, maxRotation: 0 } };
         chart = new Chart(el, {
           type: "bar",
           data: {
@@ -60,11 +63,12 @@ export function BarChart({ title, labels, series, stacked = false, horizontal = 
           },
           options: {
             indexAxis: horizontal ? "y" : "x",
+            color: textColour,
             responsive: true,
             maintainAspectRatio: false,
             animation: false,
             plugins: {
-              legend: { display: series.length > 1, position: "bottom", labels: { boxWidth: 12, boxHeight: 12 } },
+              legend: { display: series.length > 1, position: "bottom", labels: { color: textColour, boxWidth: 12, boxHeight: 12 } },
               tooltip: { callbacks: { label: (item) => `${item.dataset.label ?? ""}: ${formatRef.current(Number(item.raw))}` } },
             },
             scales: horizontal ? { x: valueAxis, y: categoryAxis } : { x: categoryAxis, y: valueAxis },

@@ -1,5 +1,6 @@
 // Catches a page component's render error and shows it, instead of a blank page.
 import { Component, type ReactNode } from "react";
+import { Button } from "./Button";
 
 interface State { error: Error | null }
 
@@ -16,7 +17,7 @@ export class ErrorBoundary extends Component<{ children: ReactNode }, State> {
         <main className="page">
           <div className="alert alert-error" role="alert">
             <strong>This page failed to load.</strong> {this.state.error.message}
-            <div><button type="button" className="btn btn-small" onClick={() => window.location.reload()}>Reload</button></div>
+            <div><Button size="small" onClick={() => window.location.reload()}>Reload</Button></div>
           </div>
         </main>
       );

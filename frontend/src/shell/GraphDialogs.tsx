@@ -1,12 +1,17 @@
 // Dialogs and controls for graph operations: new graph, duplicate, delete, import a JSON file.
 import type { GraphSummary, ImportResult } from "../api/types";
-import { useRef, useState, type FormEvent } from "react";
+import { useEffect, useRef, useState, type FormEvent } from "react";
 import { ApiError } from "../lib/api";
 import { createGraph, deleteGraph, duplicateGraph, ImportFailed, importGraphFile, type ImportProblem } from "./graphActions";
 import { graphUrl } from "./graphLinks";
+import { loadExamples, type GraphExample } from "./examples";
 import { ErrorMessage, Modal } from "./ui";
+import { Button } from "./Button";
 
-/** Ask for a name, create the graph and open it in the builder (``onCreated`` replaces the navigation in tests). */
+/**
+ * Ask for a name and what to start from (Start -> End, or one of the examples), create the
+ * graph and open it in the builder (``onCreated`` replaces the navigation in tests).
+ */
 export function NewGraphDialog({ onClose, onCreated = (g) => window.location.assign(graphUrl(g.id)) }: {
   onClose: () => void;
   onCreated?: (g: GraphSummary) => void;
@@ -14,12 +19,20 @@ export function NewGraphDialog({ onClose, onCreated = (g) => window.location.ass
   const [name, setName] = useState("");
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
+  const [examples, setExamples] = useState<GraphExample[] | null>(null);
+  const [from, setFrom] = useState("");
+  useEffect(() => {
+    let live = true;
+    loadExamples().then((list) => { if (live) setExamples(list); }).catch(() => { if (live) setExamples([]); });
+    return () => { live = false; };
+  }, []);
+  const example = examples?.find((x) => x.id === from);
   const submit = async (e: FormEvent) => {
     e.preventDefault();
     setBusy(true);
     setError(null);
     try {
-      onCreated(await createGraph(name.trim()));
+      onCreated(await createGraph(name.trim(), "", example?.spec));
     } catch (err) {
       setError(err);
       setBusy(false);
@@ -35,10 +48,24 @@ export function NewGraphDialog({ onClose, onCreated = (g) => window.location.ass
             placeholder="e.g. support-triage" aria-invalid={nameError ? true : undefined} autoFocus />
           {nameError ? <div className="field-error" role="alert">{nameError}</div> : null}
         </div>
+        <fieldset className="field start-from">
+          <legend>Start from</legend>
+          <label className="start-from__choice">
+            <input type="radio" name="start-from" value="" checked={from === ""} onChange={() => setFrom("")} />
+            <span><strong>Start and End</strong> <span className="muted">an empty flow: add nodes with the “+” on Start</span></span>
+          </label>
+          {(examples ?? []).map((x) => (
+            <label key={x.id} className="start-from__choice">
+              <input type="radio" name="start-from" value={x.id} checked={from === x.id}
+                onChange={() => { setFrom(x.id); if (!name.trim()) setName(x.id.replace(/_/g, "-")); }} />
+              <span><strong>{x.name}</strong> <span className="muted">example, {x.nodes} nodes: {x.description}</span></span>
+            </label>
+          ))}
+        </fieldset>
         {error && !nameError ? <ErrorMessage error={error} /> : null}
         <div className="modal-footer">
-          <button type="button" className="btn" onClick={onClose}>Cancel</button>
-          <button type="submit" className="btn btn-primary" disabled={busy || name.trim() === ""}>{busy ? "Creating…" : "Create and open"}</button>
+          <Button onClick={onClose}>Cancel</Button>
+          <Button type="submit" variant="primary" disabled={busy || name.trim() === ""}>{busy ? "Creating…" : "Create and open"}</Button>
         </div>
       </form>
     </Modal>
@@ -70,8 +97,8 @@ export function DuplicateDialog({ graph, onClose, onDone }: { graph: GraphSummar
         </div>
         {error ? <ErrorMessage error={error} /> : null}
         <div className="modal-footer">
-          <button type="button" className="btn" onClick={onClose}>Cancel</button>
-          <button type="submit" className="btn btn-primary" disabled={busy || name.trim() === ""}>{busy ? "Duplicating…" : "Duplicate"}</button>
+          <Button onClick={onClose}>Cancel</Button>
+          <Button type="submit" variant="primary" disabled={busy || name.trim() === ""}>{busy ? "Duplicating…" : "Duplicate"}</Button>
         </div>
       </form>
     </Modal>
@@ -90,7 +117,7 @@ export function DeleteDialog({ graph, onClose, onDone }: { graph: GraphSummary; 
     const runs = graph.run_count ?? 0;
     return (
       <Modal title={`“${graph.name}” cannot be deleted`} onClose={onClose} footer={
-        <button type="button" className="btn" onClick={onClose} autoFocus>Close</button>
+        <Button onClick={onClose} autoFocus>Close</Button>
       }>
         <p>
           It has {runs} run{runs === 1 ? "" : "s"}, and runs keep the graph version they ran, so a graph with runs is kept.
@@ -113,8 +140,8 @@ export function DeleteDialog({ graph, onClose, onDone }: { graph: GraphSummary; 
   return (
     <Modal title={`Delete “${graph.name}”?`} onClose={onClose} footer={
       <>
-        <button type="button" className="btn" onClick={onClose} ref={(b) => { if (error) b?.focus(); }}>{error ? "Close" : "Cancel"}</button>
-        {error ? null : <button type="button" className="btn btn-danger" onClick={confirm} disabled={busy}>{busy ? "Deleting…" : "Delete graph"}</button>}
+        <Button onClick={onClose} ref={(b) => { if (error) b?.focus(); }}>{error ? "Close" : "Cancel"}</Button>
+        {error ? null : <Button variant="danger" onClick={confirm} disabled={busy}>{busy ? "Deleting…" : "Delete graph"}</Button>}
       </>
     }>
       {error ? <ErrorMessage error={error} title="Not deleted." /> : (
@@ -136,7 +163,7 @@ export function ImportProblems({ title, problems, onDismiss }: { title: string; 
     <div className="alert alert-error" role="alert" aria-label="Import errors">
       <div className="alert-head">
         <strong>{title}</strong>
-        <button type="button" className="btn btn-small btn-ghost" onClick={onDismiss} aria-label="Dismiss import errors">✕</button>
+        <Button variant="ghost" size="small" icon onClick={onDismiss} aria-label="Dismiss import errors">✕</Button>
       </div>
       {problems.length > 0 ? (
         <ul className="field-errors">
@@ -156,10 +183,9 @@ export type ImportFailure = { title: string; problems: ImportProblem[] } | { err
  * "Import JSON" button over a hidden file input: reads the chosen file and imports it,
  * then calls ``onImported`` or ``onFailure`` (the page shows it; ``null`` clears it).
  */
-export function ImportButton({ onImported, onFailure, className = "btn" }: {
+export function ImportButton({ onImported, onFailure }: {
   onImported: (r: ImportResult) => void;
   onFailure: (f: ImportFailure | null) => void;
-  className?: string;
 }) {
   const input = useRef<HTMLInputElement>(null);
   const [busy, setBusy] = useState(false);
@@ -178,9 +204,9 @@ export function ImportButton({ onImported, onFailure, className = "btn" }: {
   };
   return (
     <>
-      <button type="button" className={className} onClick={() => input.current?.click()} disabled={busy}>
+      <Button onClick={() => input.current?.click()} disabled={busy}>
         {busy ? "Importing…" : "Import JSON"}
-      </button>
+      </Button>
       <input ref={input} type="file" accept="application/json,.json" className="visually-hidden" tabIndex={-1}
         aria-label="Graph JSON file to import" data-testid="import-file" onChange={(e) => void onFile(e.target.files?.[0])} />
     </>
@@ -199,7 +225,7 @@ export function GraphCreateActions({ onNew, onImported, onFailure }: {
   return (
     <>
       <ImportButton onImported={onImported} onFailure={onFailure} />
-      <button type="button" className="btn btn-primary" onClick={onNew}>New graph</button>
+      <Button variant="primary" onClick={onNew}>New graph</Button>
     </>
   );
 }

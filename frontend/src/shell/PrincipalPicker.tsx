@@ -1,5 +1,5 @@
 // A type-ahead picker of users and groups (GET /api/v1/principals/?q=): chosen names as removable chips; stores plain usernames and group names.
-import type { Principal } from "../api/types";
+import type { Principal, Principals } from "../api/types";
 import { useEffect, useId, useRef, useState, type KeyboardEvent } from "react";
 import { api } from "../lib/api";
 import "./picker.css";
@@ -13,7 +13,7 @@ export const PICKER_DEBOUNCE_MS = 150;
 export function searchPrincipals(q: string, kind?: PrincipalKind): Promise<Principal[]> {
   const params = new URLSearchParams({ q });
   if (kind) params.set("kind", kind);
-  return api<{ results: Principal[] }>(`principals/?${params.toString()}`).then((r) => r.results);
+  return api<Principals>(`principals/?${params.toString()}`).then((r) => r.results);
 }
 
 export interface PrincipalPickerProps {

@@ -1,5 +1,5 @@
 // A table of runs (the run list and the home page's latest runs): status, graph, version, who, when, cost; optionally rows to tick.
-import { formatDuration, formatUsd, runDisplayStatus, startedBy, versionText } from "./format";
+import { formatDuration, formatUsd, queuePosition, queueReason, runDisplayStatus, startedBy, versionText } from "./format";
 import { graphUrl, runUrl } from "./graphLinks";
 import type { RunSummary } from "../api/types";
 import { StatusBadge, When } from "./ui";
@@ -62,7 +62,7 @@ export function RunTable({ runs, compact = false, selection, label = "Runs" }: {
                 </td>
               ) : null}
               <td><a href={runUrl(r.id)}>#{r.id}</a></td>
-              <td><StatusBadge status={runDisplayStatus(r)} /></td>
+              <td><StatusBadge status={runDisplayStatus(r)} />{r.queue ? <span className="small queue-place" title={queueReason(r.queue)}> {queuePosition(r.queue)}</span> : null}</td>
               <td className="col-graph"><a className="cell-graph" href={graphUrl(r.graph)} title={r.graph_name}>{r.graph_name}</a></td>
               <td>{versionText(r)}</td>
               {compact ? null : <td>{startedBy(r)}</td>}

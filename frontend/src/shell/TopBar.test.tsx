@@ -12,12 +12,14 @@ describe("TopBar", () => {
     expect(within(nav).queryByRole("link", { name: "Admin" })).toBeNull();
     expect(within(nav).queryByRole("link", { name: "Users" })).toBeNull();
     expect(within(nav).queryByRole("link", { name: "Providers" })).toBeNull();
+    expect(within(nav).queryByRole("link", { name: "MCP servers" })).toBeNull();
     expect(screen.getByRole("link", { name: "Ballast" }).getAttribute("href")).toBe("/");
     unmount();
     renderWith(<TopBar path="/users/" />, makeContext({ admin: true, build: true }));
     expect(screen.getByRole("link", { name: "Admin" }).getAttribute("href")).toBe("/admin/");
     expect(screen.getByRole("link", { name: "Users" }).getAttribute("aria-current")).toBe("page");
     expect(screen.getByRole("link", { name: "Providers" }).getAttribute("href")).toBe("/providers/");
+    expect(screen.getByRole("link", { name: "MCP servers" }).getAttribute("href")).toBe("/mcp-servers/");
   });
 
   it("shows Costs to everyone, Audit to staff and Workers to staff and operators", () => {

@@ -5,6 +5,7 @@ import { usePageContext } from "../lib/context";
 import { useInboxLive, type SharedInbox } from "../lib/inboxLive";
 import { useDebounced } from "../lib/useLiveEvents";
 import type { InboxCounts } from "../api/types";
+import { nextTheme, readTheme, setTheme, type ThemeChoice } from "../lib/theme";
 
 /** A window event a page fires after it decided or claimed something: the top bar counts again at once. */
 export const APPROVALS_CHANGED = "ballast:approvals-changed";
@@ -70,7 +71,7 @@ export function TopBar({ path = window.location.pathname }: { path?: string }) {
     { href: urls.costs ?? "/costs/", label: "Costs" },
     ...(user.can.audit ? [{ href: urls.audit ?? "/audit/", label: "Audit" }] : []),
     ...(user.can.workers ? [{ href: urls.workers ?? "/workers/", label: "Workers" }] : []),
-    ...(user.can.admin ? [{ href: urls.users ?? "/users/", label: "Users" }, { href: urls.providers ?? "/providers/", label: "Providers" }] : []),
+    ...(user.can.admin ? [{ href: urls.users ?? "/users/", label: "Users" }, { href: urls.providers ?? "/providers/", label: "Providers" }, { href: urls.mcp_servers ?? "/mcp-servers/", label: "MCP servers" }] : []),
   ];
   const current = activeSection(path, links);
   return (
@@ -78,7 +79,7 @@ export function TopBar({ path = window.location.pathname }: { path?: string }) {
       <a className="brand" href={urls.home ?? "/"}>
         <span className="brand-mark" aria-hidden="true">B</span>Ballast
       </a>
-      <nav aria-label="Main" className="topnav">
+      <MainNav>
         {links.map((l) => (
           <a key={l.href} href={l.href} className="topnav-link" aria-current={current === l.href ? "page" : undefined}>
             {l.label}
@@ -86,10 +87,52 @@ export function TopBar({ path = window.location.pathname }: { path?: string }) {
           </a>
         ))}
         {user.can.admin ? <a href={urls.admin ?? "/admin/"} className="topnav-link">Admin</a> : null}
-      </nav>
+      </MainNav>
       <div className="topbar-spacer" />
+      <ThemeSwitch />
       <UserMenu />
     </header>
+  );
+}
+
+/**
+ * The main navigation: a row of links from 900 px up; below, a "Menu" button that opens them
+ * as a list under the bar (Escape or a click elsewhere closes it).
+ */
+function MainNav({ children }: { children: React.ReactNode }) {
+  const [open, setOpen] = useState(false);
+  const wrap = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    if (!open) return;
+    const onDown = (e: MouseEvent) => { if (wrap.current && !wrap.current.contains(e.target as Node)) setOpen(false); };
+    const onKey = (e: KeyboardEvent) => { if (e.key === "Escape") setOpen(false); };
+    document.addEventListener("mousedown", onDown);
+    document.addEventListener("keydown", onKey);
+    return () => { document.removeEventListener("mousedown", onDown); document.removeEventListener("keydown", onKey); };
+  }, [open]);
+  return (
+    <div className="topnav-wrap" ref={wrap}>
+      <button type="button" className="topbar-icon menu-toggle" aria-expanded={open} aria-controls="main-nav" onClick={() => setOpen((o) => !o)}>
+        <span aria-hidden="true">☰</span> Menu
+      </button>
+      <nav aria-label="Main" id="main-nav" className={open ? "topnav topnav--open" : "topnav"}>{children}</nav>
+    </div>
+  );
+}
+
+const THEME_LABELS: Record<ThemeChoice, string> = { system: "System theme", light: "Light theme", dark: "Dark theme" };
+const THEME_ICONS: Record<ThemeChoice, string> = { system: "◐", light: "☀", dark: "☾" };
+
+/** The theme switch: system -> light -> dark (lib/theme; the choice is kept in localStorage). */
+export function ThemeSwitch() {
+  const [choice, setChoice] = useState<ThemeChoice>(readTheme);
+  const next = nextTheme(choice);
+  return (
+    <button type="button" className="topbar-icon theme-switch" title={`${THEME_LABELS[choice]}: switch to ${THEME_LABELS[next].toLowerCase()}`}
+      aria-label={`${THEME_LABELS[choice]} (switch to ${THEME_LABELS[next].toLowerCase()})`}
+      onClick={() => { setTheme(next); setChoice(next); }}>
+      <span aria-hidden="true">{THEME_ICONS[choice]}</span>
+    </button>
   );
 }
 

@@ -58,6 +58,17 @@ describe("runDisplayStatus", () => {
   });
 });
 
+describe("queue place", () => {
+  it("says the position and which limit holds a queued run", async () => {
+    const { queuePosition, queueReason } = await import("./format");
+    const place = { position: 3, limit: "concurrency_key", key: "acme", max: 1 };
+    expect(queuePosition(place)).toBe("position 3");
+    expect(queueReason(place)).toBe('concurrency key "acme" allows 1 active run at a time');
+    expect(queueReason({ ...place, limit: "max_concurrent_runs", key: null, max: 2 })).toBe("the graph allows 2 active runs at a time");
+    expect(queueReason({ ...place, limit: "schedule_overlap" })).toContain("overlap policy queue");
+  });
+});
+
 describe("formatSpend", () => {
   it("says unknown when no attempt has a price, never $0", () => {
     expect(formatSpend("0.000000", 2, 2)).toBe("unknown");

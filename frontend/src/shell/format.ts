@@ -87,6 +87,33 @@ export function runDisplayStatus(run: { status: string; waiting_for?: string | n
   return run.status;
 }
 
+/** Where a run waits in its graph's line (the API's ``queue``: flow control across runs). */
+export interface QueuePlace {
+  position: number;
+  limit: string;
+  key: string | null;
+  max: number | null;
+}
+
+/** "position 3" in line: the short form for lists, beside the queued badge. */
+export function queuePosition(queue: QueuePlace): string {
+  return `position ${queue.position}`;
+}
+
+/** Why a queued run waits: which limit of its graph holds it. */
+export function queueReason(queue: QueuePlace): string {
+  switch (queue.limit) {
+    case "max_concurrent_runs":
+      return `the graph allows ${queue.max ?? "?"} active run${queue.max === 1 ? "" : "s"} at a time`;
+    case "concurrency_key":
+      return `concurrency key ${JSON.stringify(queue.key)} allows ${queue.max ?? "?"} active run${queue.max === 1 ? "" : "s"} at a time`;
+    case "schedule_overlap":
+      return "its schedule queues a tick behind the previous run (overlap policy queue)";
+    default:
+      return "a place is free: it is admitted at the next claim";
+  }
+}
+
 /** The status to show for a step: "interrupted" for a running step whose worker is not alive. */
 export function stepDisplayStatus(step: { status: string; worker_alive?: boolean | null }): string {
   return step.status === "running" && step.worker_alive === false ? "interrupted" : step.status;

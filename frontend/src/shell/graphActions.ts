@@ -2,12 +2,29 @@
 import type { GraphSummary, ImportResult } from "../api/types";
 import { api, ApiError } from "../lib/api";
 
-/** POST /graphs/ with an empty draft named ``name``; returns the new graph (ApiError 409 name_taken, 400 invalid). */
-export function createGraph(name: string, description = ""): Promise<GraphSummary> {
-  return api<GraphSummary>("graphs/", {
-    method: "POST",
-    body: { name, description, draft: { version: 1, name, description, nodes: [], edges: [] } },
-  });
+/**
+ * A new graph's first draft: Start connected to End, as n8n and Dify open a new workflow with
+ * its trigger, so the first node is added with the "+" on Start (which goes between the two)
+ * and the draft is valid from the start.
+ */
+export function starterDraft(name: string, description = ""): Record<string, unknown> {
+  return {
+    version: 1, name, description,
+    nodes: [
+      { id: "start", kind: "start", config: {}, position: { x: 0, y: 0 } },
+      { id: "end", kind: "end", config: {}, position: { x: 520, y: 0 } },
+    ],
+    edges: [{ source: "start", target: "end" }],
+  };
+}
+
+/**
+ * POST /graphs/ named ``name``, its draft ``draft`` (default: the starter, Start -> End; an
+ * example's spec is renamed to ``name``); returns the new graph (ApiError 409 name_taken, 400 invalid).
+ */
+export function createGraph(name: string, description = "", draft?: Record<string, unknown>): Promise<GraphSummary> {
+  const body = draft ? { ...draft, name, ...(description ? { description } : {}) } : starterDraft(name, description);
+  return api<GraphSummary>("graphs/", { method: "POST", body: { name, description, draft: body } });
 }
 
 /** POST /graphs/<id>/duplicate/ ``{name}``: a new graph with a copy of the draft. */

@@ -4,8 +4,10 @@ import { ApiError } from "../lib/api";
 import { statusLabel } from "./format";
 import { statusClass } from "../lib/statusTokens";
 import { epochMs, formatAgo, formatClock, formatDateTime, formatFromStart, useNow } from "../lib/time";
+import { Button } from "./Button";
+export { Skeleton } from "./Skeleton";
 
-/** A polite "Loading…" line for a section whose data is on its way. */
+/** A spinner and a line for work in progress (a test, a refresh); a page or section waiting for its data shows a Skeleton. */
 export function Loading({ label = "Loading…" }: { label?: string }) {
   return <div className="loading" role="status"><span className="spinner" aria-hidden="true" />{label}</div>;
 }
@@ -26,7 +28,7 @@ export function ErrorMessage({ error, title, onRetry }: { error: unknown; title?
           ))}
         </ul>
       ) : null}
-      {onRetry ? <div><button type="button" className="btn btn-small" onClick={onRetry}>Try again</button></div> : null}
+      {onRetry ? <div><Button size="small" onClick={onRetry}>Try again</Button></div> : null}
     </div>
   );
 }

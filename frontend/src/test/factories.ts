@@ -7,7 +7,7 @@ const T = "2026-12-01T10:00:00Z";
 export function graphSummary(over: Partial<GraphSummary> = {}): GraphSummary {
   return {
     id: 1, name: "graph", description: "", latest_version: null, created_by: null, created_at: T, updated_at: T,
-    run_count: 0, deletable: true, retention_days: null, ...over,
+    run_count: 0, deletable: true, retention_days: null, max_concurrent_runs: null, concurrency_key: "", concurrency_key_limit: 1, ...over,
   };
 }
 
@@ -30,9 +30,10 @@ export function runStep(over: Partial<RunStep> = {}): RunStep {
 export function runDetail(over: Partial<RunDetail> = {}): RunDetail {
   return {
     id: 1, uuid: "00000000-0000-0000-0000-000000000001", graph: 1, graph_name: "graph", version: 1, status: "queued", source: "",
-    waiting_for: null, interrupted: false, event_seq: 0, error: null, step_count: 0, input_tokens: 0, output_tokens: 0, cost_usd: "0",
+    waiting_for: null, queue: null, interrupted: false, event_seq: 0, error: null, step_count: 0, input_tokens: 0, output_tokens: 0, cost_usd: "0",
     budget_usd: null, budget_tokens: null, is_test: false, forked_from: null, forked_from_step: null, created_by: null, started_from: null,
     created_at: T, started_at: null, finished_at: null, input: {}, state: {}, output: null, steps: [], tested_node: null, fork_origin: null, traceparent: "",
+    parent: null, children: [], totals: { cost_usd: "0", input_tokens: 0, output_tokens: 0 },
     ...over,
   };
 }

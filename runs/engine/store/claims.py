@@ -156,6 +156,7 @@ def _fast_claim(step_id: int | None, worker: str, now: datetime) -> ClaimedStep 
         "step": step_id,
         "owner": worker,
         "now": now,
+        "due_by": clock.due_by(now),  # the doorbell's pick (fastpath_postgresql.PICK_DUE)
         "lease_until": now + lease_delta(),
         "st_running": StepStatus.RUNNING.value,
         "st_pending": StepStatus.PENDING.value,
@@ -220,9 +221,10 @@ def _from_row(model: Any, columns: list[str], values: Any) -> Any:
 def due_steps(now: datetime) -> QuerySet[Step]:
     """Pending steps a doorbell may claim at ``now``: released (``due_at`` set and passed)
     and past any backoff, oldest due first (ties by id, creation order)."""
+    due_by = clock.due_by(now)
     return (
-        Step.objects.filter(status=StepStatus.PENDING, due_at__lte=now)
-        .filter(Q(available_at__isnull=True) | Q(available_at__lte=now))
+        Step.objects.filter(status=StepStatus.PENDING, due_at__lte=due_by)
+        .filter(Q(available_at__isnull=True) | Q(available_at__lte=due_by))
         .order_by("due_at", "id")
     )
 
@@ -309,7 +311,9 @@ def _claim(step_id: int, worker: str, now: datetime) -> ClaimedStep | None:
     its events last, with NOWAIT: see :func:`claim_oldest_due`); the caller rolls back."""
     claimed = (
         Step.objects.filter(pk=step_id, status=StepStatus.PENDING)
-        .filter(Q(available_at__isnull=True) | Q(available_at__lte=now))
+        # Within the clock's slack, as the pick (due_steps): else a step picked there and
+        # refused here would be picked again and again until its backoff ended.
+        .filter(Q(available_at__isnull=True) | Q(available_at__lte=clock.due_by(now)))
         .update(
             status=StepStatus.RUNNING,
             attempt=F("attempt") + 1,
@@ -371,6 +375,14 @@ def step_heartbeat(step_id: int, attempt: int, worker: str) -> bool:
     return not Run.objects.filter(steps__pk=step_id, status__in=TERMINAL_RUN_STATUSES).exists()
 
 
+def runs_ended(run_ids: set[int]) -> set[int]:
+    """Which of ``run_ids`` have ended (succeeded, failed, cancelled): one indexed read,
+    for the check that tells running steps their run was cancelled (runs.engine.loop)."""
+    if not run_ids:
+        return set()
+    return set(Run.objects.filter(pk__in=run_ids, status__in=TERMINAL_RUN_STATUSES).values_list("id", flat=True))
+
+
 def step_release(claimed: ClaimedStep) -> bool:
     """Hand back a step leased to us that has not started executing (a successor a
     commit kept for this worker, when the worker is stopping): pending again, dispatched,
@@ -410,12 +422,17 @@ def attempt_settled(claimed: ClaimedStep) -> bool:
     ).exists()
 
 
-def steps_release_kept(run_id: int, worker: str) -> list[int]:
+def steps_release_kept(run_id: int, worker: str, *, in_hand: set[int] | frozenset[int] = frozenset()) -> list[int]:
     """Hand back the steps of run ``run_id`` leased to ``worker`` that never began (no
-    ``effect_attempt`` mark, no attempt the worker runs): what a commit whose reply was
-    lost kept for this worker, which it will not run. Returns their ids, for the queue.
-    Only for a worker that runs one chain at a time (a django-q2 worker process)."""
-    kept = Step.objects.filter(run_id=run_id, status=StepStatus.RUNNING, lease_owner=worker).exclude(effect_attempt=F("attempt"))
+    ``effect_attempt`` mark) and that no thread of the worker holds (``in_hand``: the ids
+    of the steps its other step threads have claimed or been kept, runs.engine.loop):
+    what a commit whose reply was lost kept for this worker, which it will not run.
+    Returns their ids, for the queue."""
+    kept = (
+        Step.objects.filter(run_id=run_id, status=StepStatus.RUNNING, lease_owner=worker)
+        .exclude(effect_attempt=F("attempt"))
+        .exclude(pk__in=list(in_hand))
+    )
     return [pk for pk, attempt in kept.values_list("id", "attempt") if _release(run_id, pk, attempt, worker, reason="commit reply lost")]
 
 

@@ -61,6 +61,8 @@ def now() -> datetime:
                 # injectors' execute wrappers do not see it).
                 connection.ensure_connection()
                 with connection.wrap_database_errors, connection.connection.cursor() as cursor:
+                    # From here, not from before a reconnect: the round trip alone brackets the reading.
+                    mono = time.monotonic()
                     cursor.execute("SELECT clock_timestamp()")
                     row = cursor.fetchone()
                 read = db_time(row[0]) if row else None
@@ -75,6 +77,24 @@ def now() -> datetime:
             log.warning("the database clock could not be read: using this host's clock")
             return timezone.now()
     return anchor[0] + timedelta(seconds=time.monotonic() - anchor[1])
+
+
+# How far past a process's reading of the database's clock a due time still counts as
+# reached by a claim (a step's ``due_at`` and backoff, a waiting step's deadline, a due
+# source's row). Each process reads that clock only to within its own round trip (longer
+# when its GIL is busy or the host is loaded), so a worker answering a doorbell rung the
+# instant a writer committed a step "due now" can read a time a few milliseconds before
+# the writer's: without the slack its claim finds nothing, the doorbell is spent, and the
+# step waits STALE_DISPATCH_SECONDS (30 s) for recovery to ring again (seen: a run queued
+# 30 s under a worker with spinning step threads). A backoff or deadline so ends up to
+# this much early, never late.
+DUE_SLACK = timedelta(seconds=0.25)
+
+
+def due_by(now: datetime) -> datetime:
+    """The latest due time a claim made at ``now`` (this process's :func:`now`) takes as
+    reached: ``now + DUE_SLACK``."""
+    return now + DUE_SLACK
 
 
 def forget() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db import connection, transaction
@@ -40,7 +41,7 @@ from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, S
 from runs.nodes import get_kind
 from runs.nodes.base import NodeResult
 from runs.sandbox.values import InvalidValue, canonical, safe_text
-from runs.vocabulary import NodeError
+from runs.vocabulary import NodeError, Usage
 
 log = logging.getLogger("ballast.engine")
 
@@ -86,6 +87,8 @@ def _commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, i
     usage = result.usage.as_dict() if result.usage else None
     with transaction.atomic():
         run = lock_run(claimed.run_id)
+        if run.status == RunStatus.CANCELLED:
+            return commit_cancelled(run, claimed, now, usage=result.usage, cost_usd=result.cost_usd)
         if result.spawn and claimed.parent_id is None:
             return _commit_spawn(run, claimed, result, now, keep_next=keep_next)
         status = StepStatus.WAITING if result.wait else StepStatus.SUCCEEDED
@@ -131,6 +134,40 @@ def _commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, i
         if result.wait:
             return _commit_wait(run, step, result, now)
         return advance(run, step, result, now, worker=claimed.worker if keep_next else None, written_sizes=written_sizes)
+
+
+CANCELLED_WHILE_RUNNING = "cancelled"
+
+
+def commit_cancelled(run: Run, claimed: ClaimedStep, now: datetime, *, usage: Usage | None, cost_usd: Decimal | None) -> CommitOutcome:
+    """End ``claimed``'s attempt of a run that was cancelled while it ran: the step is
+    ``cancelled`` (never a success after ``run_cancelled``: its result is not stored and
+    nothing follows it), its attempt failed with the error code ``cancelled``, and what
+    the attempt spent (``usage``, ``cost_usd``: a model call billed before it stopped) is
+    recorded on the attempt and added to the run's totals. A ``step_failed`` event with
+    that error tells live viewers. Inside the caller's transaction, run row locked;
+    fenced like every commit (``committed`` False, nothing written, when the lease is no
+    longer ours)."""
+    error = {"code": CANCELLED_WHILE_RUNNING, "message": "the run was cancelled while the step ran", "attempt": claimed.attempt}
+    written = fenced(claimed.step_id, claimed.attempt, claimed.worker).update(
+        status=StepStatus.CANCELLED, error=error, lease_owner="", lease_expires_at=None, finished_at=now, due_at=None
+    )
+    if not written:
+        return CommitOutcome(committed=False)
+    usage_dict = usage.as_dict() if usage else None
+    StepAttempt.objects.filter(step_id=claimed.step_id, number=claimed.attempt).update(
+        status=AttemptStatus.FAILED, error=error, usage=usage_dict, cost_usd=cost_usd, price_version=price_version(usage), finished_at=now
+    )
+    if usage or cost_usd:
+        run.cost_usd += cost_usd or 0
+        run.input_tokens += usage.input_tokens if usage else 0
+        run.output_tokens += usage.output_tokens if usage else 0
+        bump_run(Run.objects.filter(pk=run.pk), cost_usd=run.cost_usd, input_tokens=run.input_tokens, output_tokens=run.output_tokens)
+    data: dict[str, Any] = {"node_id": claimed.node_id, "error": error}
+    if claimed.parent_id is not None:
+        data["parent"] = claimed.parent_id
+    append_events([event(run.pk, RunEventKind.STEP_FAILED, claimed.step_id, **data)])
+    return CommitOutcome(committed=True, run_status=run.status)
 
 
 def _plan(
@@ -444,6 +481,10 @@ def step_fail(claimed: ClaimedStep, error: NodeError) -> CommitOutcome:
     usage, cost_usd = error.usage, error.cost_usd
     with transaction.atomic():
         run = lock_run(claimed.run_id)
+        if run.status == RunStatus.CANCELLED:
+            # Whatever stopped it (most often the cancel itself: StepCancelled), a step of
+            # a cancelled run ends cancelled, never retried or parked.
+            return commit_cancelled(run, claimed, now, usage=usage, cost_usd=cost_usd)
         failures = StepAttempt.objects.filter(step_id=claimed.step_id, status__in=(AttemptStatus.FAILED, AttemptStatus.LOST)).count() + 1
         retry = error.retryable and failures < claimed.max_attempts and (not policy.retry_on or error.code in policy.retry_on) and not run.is_terminal
         # A retry would repeat a side effect that may have happened (the attempt timed out

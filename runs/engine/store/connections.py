@@ -11,12 +11,30 @@ from collections.abc import Callable
 
 from django.db import DataError, connections, transaction
 
-__all__ = ["DataError", "close_all", "close_before_fork", "drop_broken", "is_postgresql", "keep_for", "on_commit"]
+__all__ = [
+    "DataError", "close_all", "close_before_fork", "close_obsolete", "drop_broken", "in_transaction", "is_postgresql", "keep_for", "on_commit",
+]
 
 
 def close_all() -> None:
     """Close this thread's connections (a thread's end, a failed pass: the next query reconnects)."""
     connections.close_all()
+
+
+def close_obsolete() -> None:
+    """Close this thread's connections that are unusable or older than ``CONN_MAX_AGE``
+    (0, outside workers: every one), as Django does at a request's end: what a step
+    thread does when its chain is over, so a worker's step threads keep theirs between
+    tasks (runs.engine.cluster sets their age) and no other process is left holding any."""
+    for conn in connections.all(initialized_only=True):
+        if not conn.in_atomic_block:
+            conn.close_if_unusable_or_obsolete()
+
+
+def in_transaction() -> bool:
+    """Whether this thread's default connection is inside a transaction (``atomic``): work
+    it starts must then stay on this thread, since no other connection sees its writes."""
+    return bool(connections["default"].in_atomic_block)
 
 
 def drop_broken() -> None:

@@ -42,7 +42,7 @@ def next_due_waiting(now: datetime, *, run_id: int | None = None) -> int | None:
 
     One indexed range read of (status, due_at) (the ``step_status_due`` index): empty in
     the common case, so the claim path pays almost nothing for it."""
-    qs = Step.objects.filter(status=StepStatus.WAITING, due_at__lte=now)
+    qs = Step.objects.filter(status=StepStatus.WAITING, due_at__lte=clock.due_by(now))
     if run_id is not None:
         qs = qs.filter(run_id=run_id)
     return qs.order_by("due_at", "id").values_list("id", flat=True).first()
@@ -75,7 +75,7 @@ def step_fire_due(step_id: int, *, worker: str) -> list[int]:
         if run_id is None:
             return []
         run = lock_run(run_id)
-        step = Step.objects.filter(pk=step_id, status=StepStatus.WAITING, due_at__lte=now).first()
+        step = Step.objects.filter(pk=step_id, status=StepStatus.WAITING, due_at__lte=clock.due_by(now)).first()
         if step is None:
             return []
         Step.objects.filter(pk=step_id).update(due_at=None)

@@ -145,7 +145,7 @@ WITH pick AS (
     UPDATE runs_step SET status = %(st_running)s, attempt = 1, lease_owner = %(owner)s, lease_expires_at = %(lease_until)s,
         started_at = %(now)s
     WHERE id = (SELECT id FROM pick) AND status || '' = %(st_pending)s AND attempt = 0 AND parent_id IS NULL
-      AND (available_at IS NULL OR available_at <= %(now)s)
+      AND (available_at IS NULL OR available_at <= %(due_by)s)
       AND EXISTS (SELECT 1 FROM runs_run AS r WHERE r.id = runs_step.run_id AND r.status = ANY(%(run_claimable)s)
                   AND r.budget_usd IS NULL AND r.budget_tokens IS NULL)
     RETURNING {step_cols}
@@ -184,7 +184,7 @@ FROM (SELECT 1) AS one LEFT JOIN claimed AS c ON true LEFT JOIN runs_run AS r ON
 # concurrent claimers take different steps, as claims.due_steps orders them).
 PICK_BY_ID = "SELECT %(step)s::bigint AS id"
 PICK_DUE = """SELECT id FROM runs_step
-    WHERE status = %(st_pending)s AND due_at <= %(now)s AND (available_at IS NULL OR available_at <= %(now)s)
+    WHERE status = %(st_pending)s AND due_at <= %(due_by)s AND (available_at IS NULL OR available_at <= %(due_by)s)
     ORDER BY due_at, id LIMIT 1
     FOR NO KEY UPDATE SKIP LOCKED"""
 

@@ -21,7 +21,7 @@ from core.fields import field_path
 from graphs.bounds import run_limit_problems
 from graphs.models import GraphVersion
 from runs.engine import limits, scheduler
-from runs.engine.store import clock, paths
+from runs.engine.store import clock, flow, paths
 from runs.engine.store import state as state_store
 from runs.engine.store.commit import advance, child_finished
 from runs.engine.store.events import create as create_event
@@ -89,8 +89,19 @@ def run_create(
     budget_usd: Decimal | None = None,
     budget_tokens: int | None = None,
     source: str = "",
+    flow_line: str | None = None,
+    parent_step_id: int | None = None,
 ) -> StartedRun:
     """Commit a new run and its start step (pending, marked dispatched) in one transaction.
+
+    ``parent_step_id``: the waiting ``subgraph`` step of another run this run is the child
+    of (runs.subgraphs; unique: a second child of one step raises IntegrityError). Such a
+    run is created inside that step's commit transaction, so it takes the portable path.
+
+    A run of a flow-controlled graph, or on a schedule's ``flow_line``, passes its graph's
+    gate in that transaction (runs.engine.store.flow.gate_enter): above a limit it is
+    committed held, with no step, and admitted later; runs the gate admitted on the way
+    are in the returned step ids too.
 
     The caller validated the graph and the input against its schema. The run exists
     before anything executes, so it cannot vanish. Raises IntegrityError when
@@ -116,39 +127,26 @@ def run_create(
         idempotency_key=idempotency_key,
         source=source,
         traceparent=tracing.run_traceparent(),
+        parent_step_id=parent_step_id,
     )
-    start = graph.topology.nodes[graph.start_id()]
-    if connection.vendor == "postgresql" and getattr(settings, "BALLAST_FAST_COMMIT", True) and not connection.in_atomic_block:
-        return _create_postgresql(run, state, sizes, start, version, run_input, now, actor=actor, actor_type=actor_type)
+    gated = None if version.is_test else flow.graph_limits(version, flow_line)
+    if gated is None and connection.vendor == "postgresql" and getattr(settings, "BALLAST_FAST_COMMIT", True) and not connection.in_atomic_block:
+        return _create_postgresql(run, state, sizes, version, run_input, now, actor=actor, actor_type=actor_type)
     with transaction.atomic():
+        admitted = [] if gated is None else flow.gate_enter(run, graph_id=version.graph_id, limits=gated, flow_line=flow_line, now=now)
         run.save(force_insert=True)
         run.state = state
         state_store.write(run.pk, 0, state, state, sizes, {})
-        step = _start_step(run, start, now)
-        step.save(force_insert=True)
+        steps = [] if run.flow_held else [flow.start_step(run, now)]
+        for step in steps:
+            step.save(force_insert=True)
         create_event(run=run, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "input": run_input})
         audit_new(actor, "run.start", run, actor_type=actor_type, graph_version=version.pk)  # the run's chain starts here
-    return StartedRun(run, [step.pk])
-
-
-def _start_step(run: Run, start: Any, now: Any) -> Step:
-    """The run's start step (unsaved): due and dispatched at ``now``, its idempotency key
-    from the run's uuid; both creation paths insert this same row."""
-    return Step(
-        run=run,
-        node_id=start.id,
-        kind=start.kind,
-        iteration=0,
-        depth=0,
-        max_attempts=start.retry.max_attempts,
-        idempotency_key=step_idempotency_key(run.uuid, start.id, 0),
-        dispatched_at=now,
-        due_at=now,
-    )
+    return StartedRun(run, admitted + [step.pk for step in steps])
 
 
 def _create_postgresql(
-    run: Run, state: dict[str, Any], sizes: dict[str, int], start: Any, version: GraphVersion, run_input: dict[str, Any], now: Any,
+    run: Run, state: dict[str, Any], sizes: dict[str, int], version: GraphVersion, run_input: dict[str, Any], now: Any,
     *, actor: str, actor_type: str,
 ) -> StartedRun:
     """run_create's rows on PostgreSQL in two round trips instead of nine (BEGIN, seven
@@ -167,7 +165,7 @@ def _create_postgresql(
 
     run.pk = fastpath_postgresql.next_id(Run)
     run.state = state
-    step = _start_step(run, start, now)
+    step = flow.start_step(run, now)
     first = RunEvent(run=run, seq=1, kind=RunEventKind.RUN_CREATED, data={"graph_version": version.pk, "input": run_input})
     entry, head = audit_new_rows(actor, "run.start", run, actor_type=actor_type, graph_version=version.pk)
     keys = state_store.rows(run.pk, 0, state, state, sizes, {})
@@ -329,14 +327,15 @@ def step_requeue_parked(step_id: int, *, actor: str) -> list[int]:
     return [step_id]
 
 
-def step_fail_parked(step_id: int, *, actor: str, message: str) -> None:
-    """Fail a waiting or parked step and its run (a rejection with no reject edge, or a
-    person choosing "fail" for an interrupted step). Inside the caller's transaction.
+def step_fail_parked(step_id: int, *, actor: str, message: str, code: str = "rejected", details: dict[str, Any] | None = None) -> None:
+    """Fail a waiting or parked step and its run (a rejection with no reject edge, a
+    person choosing "fail" for an interrupted step, a child run that failed: ``code``
+    names which, ``details`` join the error). Inside the caller's transaction.
     Raises StepStateError if the step is not waiting or parked."""
     step = Step.objects.get(pk=step_id)
     run = lock_run(step.run_id)
     now = clock.now()
-    error = {"code": "rejected", "message": message, "node_id": step.node_id, "by": actor}
+    error = {"code": code, "message": message, "node_id": step.node_id, "by": actor, **(details or {})}
     if not Step.objects.filter(pk=step_id, status__in=(StepStatus.WAITING, StepStatus.PARKED)).update(
         status=StepStatus.FAILED, error=error, finished_at=now
     ):
@@ -354,8 +353,10 @@ def _locked(run_id: int) -> Run:
 def run_cancel(run_id: int, *, actor: str, actor_type: str = "user", reason: str = "") -> bool:
     """Cancel a run: terminal status, pending/waiting steps cancelled, audited (with the
     node it was at, ``node_id``, all open top-level nodes, ``node_ids``, and the run's
-    ``status_before``/``status_after``), in one transaction. Running steps notice at their next heartbeat; their commits keep their
-    output but start nothing. Returns False if the run had already ended. Raises RunNotFound."""
+    ``status_before``/``status_after``), in one transaction. Running steps notice within
+    BALLAST_CANCEL_POLL_SECONDS (runs.engine.loop) and their commits end them cancelled,
+    storing what they spent but not their result (commit.commit_cancelled). Returns False
+    if the run had already ended. Raises RunNotFound."""
     with transaction.atomic():
         run = _locked(run_id)
         if run.is_terminal:

@@ -7,13 +7,15 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db.models import BigIntegerField, Count, F, Q, QuerySet, Sum, Value
+from django.db.models import BigIntegerField, CharField, Count, F, Q, QuerySet, Sum, Value
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, TruncDate
 from django.utils import timezone
 
 from runs.models import AttemptStatus, StepAttempt
 from runs.reports.formatting import CsvWriter, format_decimal
+from runs.reports.selectors import cost_rollups
+from runs.selectors import RunFilter
 
 GROUPINGS = ("step", "run", "graph", "model", "day")
 MICRO = Decimal(1).scaleb(-StepAttempt._meta.get_field("cost_usd").decimal_places)  # the cost columns' precision
@@ -48,10 +50,73 @@ def _group_fields(by: str) -> dict[str, Any]:
     raise ValueError(by)
 
 
+def _rollup_fields(by: str) -> dict[str, Any]:
+    """The same groups over :class:`CostRollup` rows (the spend of pruned runs): a step
+    or a run is gone, so its group reads None there (one "pruned runs" row per node and
+    model, or per graph)."""
+    none = Value(None, output_field=CharField())
+    if by == "step":
+        return {"run": none, "step_id": none, "node": F("node_id"), "model": F("model")}
+    if by == "run":
+        return {"run": none, "graph": F("graph__name")}
+    if by == "graph":
+        return {"graph": F("graph__name")}
+    if by == "model":
+        return {"provider": F("provider"), "model": F("model")}
+    if by == "day":
+        return {"day": F("day")}
+    raise ValueError(by)
+
+
+# A rollup's column for each of the report's columns (the rollup sums what the report counts).
+_ROLLUP_COLUMNS = {
+    "attempts": "attempts", "failed_attempts": "failed_attempts", "input_tokens": "input_tokens",
+    "cached_input_tokens": "cached_input_tokens", "cache_write_tokens": "cache_write_tokens",
+    "output_tokens": "output_tokens", "reasoning_tokens": "reasoning_tokens", "unpriced": "unpriced_attempts",
+}  # fmt: skip
+
+
+def _rolled_rows(*, by: str, since: datetime | None, until: datetime | None, include_tests: bool) -> list[dict[str, Any]]:
+    """The rollup rows of pruned runs in the report's shape, one aggregate query. The time
+    range counts the UTC days that lie wholly inside it (runs.reports.selectors.cost_rollups):
+    a report bounded by whole days is the same before and after a prune."""
+    rollups = cost_rollups(viewer=None, filters=RunFilter(start=since, end=until, include_tests=include_tests))
+    groups = _rollup_fields(by)
+    rows = list(
+        rollups.annotate(**{f"g_{name}": expr for name, expr in groups.items()})
+        .values(*(f"g_{name}" for name in groups))
+        .annotate(**{column: Sum(field) for column, field in _ROLLUP_COLUMNS.items()}, usd=Sum("cost_usd"))
+        .order_by()
+    )
+    out = []
+    for row in rows:
+        shaped = {name: row[f"g_{name}"] for name in groups}
+        shaped.update({column: row[column] or 0 for column in _ROLLUP_COLUMNS})
+        # No known price among the group's attempts: the spend is unknown, not $0 (as live rows).
+        shaped["usd"] = None if shaped["attempts"] <= shaped["unpriced"] else Decimal(row["usd"] or 0)
+        out.append(shaped)
+    return out
+
+
+def _merge(live: list[dict[str, Any]], rolled: list[dict[str, Any]], by: str) -> list[dict[str, Any]]:
+    """Live and rollup rows of the same group added up, ordered by the group (None last)."""
+    names = list(_group_fields(by))
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {tuple(row[n] for n in names): row for row in live}
+    for row in rolled:
+        have = merged.setdefault(tuple(row[n] for n in names), {**row, **{c: 0 for c in _ROLLUP_COLUMNS}, "usd": None})
+        for column in _ROLLUP_COLUMNS:
+            have[column] = (have[column] or 0) + row[column]
+        if row["usd"] is not None:
+            have["usd"] = (have["usd"] or Decimal(0)) + row["usd"]
+    return sorted(merged.values(), key=lambda r: tuple((r[n] is None, "" if r[n] is None else r[n]) for n in names))
+
+
 def cost_rows(*, by: str, since: datetime | None = None, until: datetime | None = None, include_tests: bool = False) -> list[dict[str, Any]]:
     """Spend per group, one dict per row (ordered by the group), computed with one
-    aggregate query over every LLM attempt (StepAttempt rows with usage), including
-    failed, retried and crash-interrupted attempts.
+    aggregate query over every LLM attempt (StepAttempt rows with usage or a cost), including
+    failed, retried and crash-interrupted attempts, and one over the cost rollups of the runs
+    retention pruned (runs.models.CostRollup; their step and run read None), so totals are
+    the same before and after a prune (for a range of whole UTC days, or none).
 
     Columns: the group's fields, ``attempts``, ``failed_attempts`` (failed or lost),
     the token sums (``input_tokens`` ... ``reasoning_tokens``), ``usd`` (Decimal sum of
@@ -60,7 +125,8 @@ def cost_rows(*, by: str, since: datetime | None = None, until: datetime | None 
     the attempts' start time (until exclusive). One-node test runs from the builder are
     left out unless ``include_tests``.
     """
-    qs: QuerySet = StepAttempt.objects.filter(usage__isnull=False)
+    # The attempts the cost API and the rollups count (runs.reports.selectors.cost_attempts).
+    qs: QuerySet = StepAttempt.objects.filter(Q(usage__isnull=False) | Q(cost_usd__isnull=False))
     if not include_tests:
         qs = qs.filter(step__run__is_test=False)
     if since is not None:
@@ -86,7 +152,14 @@ def cost_rows(*, by: str, since: datetime | None = None, until: datetime | None 
         # cent as the columns store them on every database.
         if row["usd"] is not None:
             row["usd"] = Decimal(row["usd"]).quantize(MICRO)
-    return out
+    rolled = _rolled_rows(by=by, since=since, until=until, include_tests=include_tests)
+    if not rolled:
+        return out
+    merged = _merge(out, rolled, by)
+    for row in merged:
+        if row["usd"] is not None:
+            row["usd"] = Decimal(row["usd"]).quantize(MICRO)
+    return merged
 
 
 def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -123,7 +196,7 @@ def _cell(value: Any) -> str:
 class Command(BaseCommand):
     help = (
         "Totals of LLM tokens and USD cost per step, run, graph, model or day, from every recorded "
-        "attempt (retries and crash re-runs included), as a table or CSV."
+        "attempt (retries and crash re-runs included) and the daily rollups of pruned runs, as a table or CSV."
     )
 
     def add_arguments(self, parser: Any) -> None:

@@ -14,7 +14,8 @@ class Command(BaseCommand):
     help = (
         "Prune finished runs past their graph's retention (BALLAST_RETENTION_DAYS, BALLAST_TEST_RUN_RETENTION_DAYS, "
         "a graph's retention_days), in batches, keeping daily cost rollups; cut the audit chains of pruned runs "
-        "after BALLAST_AUDIT_RETENTION_DAYS, leaving tombstones. --dry-run says what would go."
+        "after BALLAST_AUDIT_RETENTION_DAYS, leaving tombstones, and the older entries of long-lived audit chains, leaving "
+        "checkpoints. --dry-run says what would go."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -40,7 +41,8 @@ def _summary(r: PruneReport) -> str:
     return (
         f"{verb} {r.runs} run(s) ({r.test_runs} test), {r.steps} step(s), {r.attempts} attempt(s), {r.events} event(s), "
         f"{r.state_keys} state row(s), {r.snapshot_versions} test snapshot version(s), {r.audit_chains} audit chain(s) "
-        f"({r.audit_entries} entries)"
+        f"({r.audit_entries} entries), {r.audit_cut_entries} old entries of {r.audit_checkpoints} long-lived audit chain(s) "
+        + ("to cut at checkpoints" if r.dry_run else "cut at checkpoints")
         + ("" if r.dry_run else f"; {r.rollups} cost rollup row(s) written in {r.batches} batch(es), longest {r.longest_batch_seconds:.3f} s")
-        + ("; more runs are due (--max-batches reached)" if r.more else "")
+        + ("; more is due (--max-batches reached)" if r.more else "")
     )

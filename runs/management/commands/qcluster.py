@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from runs import retention_job
 from runs.engine import api as engine
 from runs.tools.checks import TOOL_MODULES_TAG
 
@@ -42,6 +43,7 @@ class Command(BaseCommand):
         settings.SECRET_KEY  # noqa: B018  (django-q2 signs tasks: fail early without a key)
         if options["cluster_name"]:
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
+        _arm_retention()
         code = engine.cluster_serve(grace_seconds=options["grace"], run_once=options["run_once"])
         # Everything is stopped and deregistered: leave without the interpreter's own
         # teardown, which took 1-2 s here, time the grace period does not have.
@@ -49,3 +51,13 @@ class Command(BaseCommand):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _arm_retention() -> None:
+    """Make the retention job's due row when it is missing (runs.retention_job): a database
+    that cannot be reached now must not stop the cluster, whose start waits for it; the next
+    start arms it then."""
+    try:
+        retention_job.retention_job_arm(engine.db_now())
+    except Exception:
+        logging.getLogger("ballast.retention").exception("the retention job could not be armed at start; it is armed at the next start")

@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from audit.chain import audit
+from core.payloads import Payload, text_problem
 from runs.models import McpServer, McpTransport
 from runs.providers import credentials_module
 from runs.tools.mcp_servers import SERVER_NAME, endpoint_of, sdk
@@ -39,16 +40,6 @@ class McpServerInvalid(ValueError):
         super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in fields.items()))
         self.fields = fields
         self.code = code
-
-
-def _text_problem(value: Any, *, limit: int) -> str | None:
-    if not isinstance(value, str):
-        return "must be a string"
-    if len(value) > limit:
-        return f"at most {limit} characters"
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
-        return "must not contain control characters"
-    return None
 
 
 def _url_problem(url: str) -> str | None:
@@ -91,28 +82,15 @@ def mcp_server_clean(data: Mapping[str, Any], *, existing: McpServer | None = No
     None or absent: keep the stored ones; {}: remove them), ``trust_annotations`` and
     ``enabled``; on update (``existing``) absent fields keep their stored values. Raises
     McpServerInvalid with every field's problem (``name_taken`` for a used name)."""
-    errors: dict[str, list[str]] = {}
-
-    def current(name: str, default: Any) -> Any:
-        if name in data and data[name] is not None:
-            return data[name]
-        return getattr(existing, name, default) if existing is not None else default
-
-    out: dict[str, Any] = {}
-    if existing is None:
-        name = data.get("name")
-        if not isinstance(name, str) or not SERVER_NAME.match(name):
-            errors["name"] = ["1 to 40 letters, digits or '-', starting with a letter or digit"]
-        else:
-            out["name"] = name
-    elif "name" in data and data["name"] is not None and data["name"] != existing.name:
-        errors["name"] = ["cannot be changed: delete this server and add it again under the new name"]
+    payload = Payload(data, existing)
+    errors, out, current = payload.errors, payload.out, payload.current
+    payload.name(SERVER_NAME, "1 to 40 letters, digits or '-', starting with a letter or digit", what="server")
     transport = current("transport", "")
     if transport not in McpTransport.values:
         errors["transport"] = [f"one of {', '.join(McpTransport.values)}"]
     out["transport"] = transport
     label = current("label", "")
-    problem = _text_problem(label, limit=200)
+    problem = text_problem(label, limit=200)
     if problem:
         errors["label"] = [problem]
     out["label"] = label.strip() if isinstance(label, str) else ""
@@ -123,7 +101,7 @@ def mcp_server_clean(data: Mapping[str, Any], *, existing: McpServer | None = No
         out[flag] = value
     command, args, url = current("command", ""), current("args", []), current("url", "")
     if transport == McpTransport.STDIO:
-        problem = _text_problem(command, limit=500)
+        problem = text_problem(command, limit=500)
         if problem is None and not command.strip():
             problem = "required for a stdio server"
         if problem is None and command.strip() not in settings.BALLAST_MCP_STDIO_COMMANDS:
@@ -134,7 +112,7 @@ def mcp_server_clean(data: Mapping[str, Any], *, existing: McpServer | None = No
         if (
             not isinstance(args, (list, tuple))
             or len(args) > MAX_ARGS
-            or any(_text_problem(a, limit=1000) for a in args)
+            or any(text_problem(a, limit=1000) for a in args)
         ):
             errors["args"] = [
                 f"a list of at most {MAX_ARGS} strings of at most 1000 characters, without control characters"
@@ -145,7 +123,7 @@ def mcp_server_clean(data: Mapping[str, Any], *, existing: McpServer | None = No
             url="",
         )
     elif transport == McpTransport.HTTP:
-        problem = _text_problem(url, limit=500)
+        problem = text_problem(url, limit=500)
         if problem is None:
             problem = _url_problem(url.strip()) if url.strip() else "required for an HTTP server"
         if problem:

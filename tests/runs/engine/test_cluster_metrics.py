@@ -25,7 +25,10 @@ def test_a_worker_host_serves_what_its_processes_counted(cluster_factory, tmp_pa
     port = free_port()
     cluster = cluster_factory(
         "m", workers=2,
-        extra_env={"PROMETHEUS_MULTIPROC_DIR": str(directory), "BALLAST_METRICS_PORT": str(port), "BALLAST_METRICS_ADDRESS": "127.0.0.1"},
+        extra_env={
+            "PROMETHEUS_MULTIPROC_DIR": str(directory), "BALLAST_METRICS_PORT": str(port), "BALLAST_METRICS_ADDRESS": "127.0.0.1",
+            "BALLAST_WORKER_STEP_THREADS": "3",
+        },
     ).start()
     cluster.wait_ready()
     assert not dead_file.exists()  # cleaned at start (a dead process's counts are not this start's)
@@ -38,7 +41,7 @@ def test_a_worker_host_serves_what_its_processes_counted(cluster_factory, tmp_pa
     # The counts are recorded just after each commit: wait for the last one.
     wait_until(lambda: sample_value(scrape(), "ballast_steps_committed_total", kind="tool") >= 2, 60, "the commits counted", clusters=[cluster])
     families = scrape()
-    assert sample_value(families, "ballast_worker_slots") == 2
+    assert sample_value(families, "ballast_worker_slots") == 2 * 3  # worker processes x step threads
     assert sample_value(families, "ballast_steps_started_total") == sample_value(families, "ballast_step_commit_seconds_count")
     assert sample_value(families, "ballast_step_claim_seconds_count", result="claimed") >= 1
     assert not [f for f in families if f.name in {"ballast_runs", "ballast_queue_depth"}]  # the database's gauges are the web's

@@ -23,8 +23,8 @@ def test_a_fan_out_across_two_worker_processes_is_one_trace(cluster_factory, tmp
     spec = graph(
         [
             node("start", "start"),
-            # Each branch holds its worker until the test lets go: with two worker processes,
-            # the two branches run at once, one in each.
+            # Each branch holds its worker until the test lets go: with two worker processes
+            # of one step thread each, the two branches run at once, one in each.
             *[node(b, "tool", config={"tool": "held_effect", "args": {"label": b, "release": str(release)}}) for b in branches],
             node("join", "join"),
             node("end", "end"),
@@ -42,6 +42,7 @@ def test_a_fan_out_across_two_worker_processes_is_one_trace(cluster_factory, tmp
                 "BALLAST_BUILD": RELEASE,
                 "BALLAST_LOG_FORMAT": "json",
                 "BALLAST_EXTRA_NODE_KINDS": "emit=tests.support.kinds.EmitNode",
+                "BALLAST_WORKER_STEP_THREADS": "1",
             },
         ).start()
         cluster.wait_ready()

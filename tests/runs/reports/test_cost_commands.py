@@ -92,10 +92,12 @@ def test_report_groupings_agree_on_the_total(spend):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_report_is_one_aggregate_query_and_csv(spend):
+def test_report_is_two_aggregate_queries_and_csv(spend):
     with CaptureQueriesContext(connection) as queries:
         rows = cost_rows(by="model")
-    assert len(queries) == 1 and "GROUP BY" in queries[0]["sql"].upper()
+    # One aggregate over the attempts, one over the rollups of pruned runs.
+    assert len(queries) == 2 and all("GROUP BY" in q["sql"].upper() for q in queries)
+    assert "runs_stepattempt" in queries[0]["sql"] and "runs_costrollup" in queries[1]["sql"]
     parsed = list(csv.DictReader(io.StringIO(report("--by", "model", "--csv"))))
     assert [(r["provider"], r["model"]) for r in parsed] == [(r["provider"], r["model"]) for r in rows]
     assert sum(Decimal(r["usd"]) for r in parsed) == sum(r["usd"] for r in rows)

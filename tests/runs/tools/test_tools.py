@@ -260,6 +260,33 @@ def test_http_timeout_bounded_by_step_time_left(server):
     assert caught.value.code == "http_timeout"
 
 
+def test_http_request_in_flight_stops_at_once_when_its_step_is_cancelled(server):
+    """The step's cancel shuts the request's connection down (runs.abort): the tool ends
+    with StepCancelled at once, not at its 30 s timeout nor when /hold answers."""
+    import threading
+
+    from runs.vocabulary import CancelEvent, StepCancelled
+    from tests.support.bounded import wait_until
+
+    ctx = ToolContext(idempotency_key="k", cancelled=CancelEvent())
+    outcome: list = []
+
+    def call() -> None:
+        try:
+            outcome.append(http({"url": f"{server}/hold", "timeout": 30}, ctx))
+        except BaseException as exc:  # looked at below
+            outcome.append(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    wait_until(lambda: len(Handler.received) == 1, 30, "the request at the server")
+    with finishes_within(2 * TIME_SLACK, "the request after its step's cancel"):
+        ctx.cancelled.set()
+        caller.join(30)
+    assert len(outcome) == 1 and isinstance(outcome[0], StepCancelled), outcome
+    assert Handler.answered == []  # the server never got to answer
+
+
 def test_http_connection_refused_is_retryable(settings):
     settings.BALLAST_OUTBOUND_ALLOW = ["127.0.0.1"]
     with socket.socket() as s:  # find a port nobody listens on

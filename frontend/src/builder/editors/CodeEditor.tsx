@@ -7,9 +7,12 @@ import { json } from "@codemirror/lang-json";
 import { python } from "@codemirror/lang-python";
 import { defaultHighlightStyle, syntaxHighlighting } from "@codemirror/language";
 import { linter, type Diagnostic } from "@codemirror/lint";
-import { Annotation, Compartment, EditorState, type Extension } from "@codemirror/state";
+import { Annotation, Compartment, EditorState, Prec, type Extension } from "@codemirror/state";
 import { EditorView, keymap, placeholder as placeholderExt } from "@codemirror/view";
-import { useEffect, useRef, useState } from "react";
+import { useContext, useEffect, useRef, useState } from "react";
+import { CodeAssistContext } from "./assist";
+import { ValuePreview } from "./ValuePreview";
+import { VariablePicker, type PickerKeys } from "./VariablePicker";
 import { ApiError } from "../../lib/api";
 import { checkSource, offsetOf, problemText, unshownProblems } from "./check";
 import { editorTheme } from "./theme";
@@ -45,6 +48,13 @@ export function templateCompletions(names: readonly string[]) {
 }
 
 const External = Annotation.define<boolean>();
+
+/** An open variable picker: the range its pick replaces; ``typed`` when "{{" opened it (the words after the braces). */
+interface OpenPicker {
+  from: number;
+  to: number;
+  typed?: string;
+}
 
 const theme = editorTheme("1.6em", "16em");
 
@@ -95,6 +105,17 @@ export function CodeEditor(props: CodeEditorProps) {
   const emitted = useRef<string[]>([]);
   const [problems, setProblems] = useState<string[]>([]);
   const [checkFailed, setCheckFailed] = useState<string | null>(null);
+  // The node panel's test data and variables (none in other editors: no picker, no preview).
+  const assist = useContext(CodeAssistContext);
+  const assisted = assist !== null && language !== "json" && !readOnly;
+  const assistRef = useRef(assisted);
+  assistRef.current = assisted;
+  // The variable picker, open over the text it will replace: the selection (opened by the
+  // button), or a typed "{{" and what follows it up to the caret (``typed``: the filter words).
+  const [picker, setPickerState] = useState<OpenPicker | null>(null);
+  const pickerRef = useRef<OpenPicker | null>(null);
+  const setPicker = (next: OpenPicker | null) => { pickerRef.current = next; setPickerState(next); };
+  const pickerKeys = useRef<PickerKeys | null>(null);
 
   useEffect(() => {
     if (!host.current) return;
@@ -104,11 +125,18 @@ export function CodeEditor(props: CodeEditorProps) {
         ? []
         : autocompletion({
             override: [
+              // While a typed "{{" has the picker open, it is the one list of names on screen.
               language === "expression"
                 ? (ctx: CompletionContext) => expressionCompletions(names())(ctx)
-                : (ctx: CompletionContext) => templateCompletions(names())(ctx),
+                : (ctx: CompletionContext) => (pickerRef.current?.typed !== undefined ? null : templateCompletions(names())(ctx)),
             ],
           });
+    // A picker opened by typing keeps the keyboard in the editor and takes only these keys.
+    const toPicker = (key: Parameters<PickerKeys>[0]) => () =>
+      pickerRef.current?.typed !== undefined && (pickerKeys.current?.(key) ?? false);
+    const pickerKeymap = Prec.highest(keymap.of(
+      (["ArrowDown", "ArrowUp", "Enter", "Tab", "Escape"] as const).map((key) => ({ key, run: toPicker(key) })),
+    ));
     let sequence = 0;
     const lint = linter(
       async (v): Promise<Diagnostic[]> => {
@@ -148,6 +176,7 @@ export function CodeEditor(props: CodeEditorProps) {
       doc: latest.current.value,
       extensions: [
         history(),
+        pickerKeymap,
         keymap.of([...defaultKeymap, ...historyKeymap]),
         languageExtension(language),
         syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
@@ -164,12 +193,32 @@ export function CodeEditor(props: CodeEditorProps) {
           "aria-multiline": "true",
         }),
         EditorView.updateListener.of((update) => {
+          const head = update.state.selection.main.head;
+          let opened = false;
           if (update.docChanged && !update.transactions.some((t) => t.annotation(External))) {
             const text = update.state.doc.toString();
             emitted.current.push(text);
             latest.current.onChange(text);
+            // Typing "{{" in a template opens the picker, as Dify's "{" and n8n's "{{" do.
+            if (language === "template" && assistRef.current && update.transactions.some((t) => t.isUserEvent("input.type"))
+                && update.state.sliceDoc(head - 2, head) === "{{" && update.state.sliceDoc(head - 3, head - 2) !== "{") {
+              setPicker({ from: head - 2, to: head, typed: "" });
+              opened = true;
+            }
           }
-          if (update.focusChanged && !update.view.hasFocus) latest.current.onBlur?.();
+          // A typed picker follows the words after its "{{" and closes when the caret leaves
+          // them or the user closes the braces (or starts a {% tag): the text stays as typed.
+          const open = pickerRef.current;
+          if (!opened && open?.typed !== undefined && (update.docChanged || update.selectionSet)) {
+            const from = update.docChanged ? update.changes.mapPos(open.from) : open.from;
+            const words = head >= from + 2 ? update.state.sliceDoc(from + 2, head) : null;
+            if (update.state.sliceDoc(from, from + 2) !== "{{" || words === null || /[}\n%{]/.test(words)) setPicker(null);
+            else if (words !== open.typed || from !== open.from) setPicker({ from, to: head, typed: words });
+          }
+          if (update.focusChanged && !update.view.hasFocus) {
+            if (pickerRef.current?.typed !== undefined) setPicker(null);
+            latest.current.onBlur?.();
+          }
         }),
       ],
     });
@@ -206,12 +255,39 @@ export function CodeEditor(props: CodeEditorProps) {
     });
   }, [readOnly]);
 
+  function openPicker() {
+    const range = view.current?.state.selection.main;
+    setPicker({ from: range?.from ?? value.length, to: range?.to ?? value.length });
+  }
+
+  /** Insert ``path`` as the language writes it over the picker's range; the caret after it. */
+  function pick(path: string) {
+    const v = view.current;
+    const at = pickerRef.current;
+    setPicker(null);
+    if (!v || !at || language === "json") return;
+    const insert = language === "template" ? `{{ ${path} }}` : path;
+    v.dispatch({ changes: { from: at.from, to: at.to, insert }, selection: { anchor: at.from + insert.length }, userEvent: "input" });
+    v.focus();
+  }
+
   const known = props.knownErrors ?? [];
   const shown = unshownProblems(problems, known);
   return (
-    <div className="code-editor" data-language={language}>
+    <div className={`code-editor${assisted ? " code-editor--assisted" : ""}`} data-language={language}>
       {/* Keys typed here are the editor's: the canvas must not delete nodes on Backspace. */}
       <div ref={host} className="code-editor-host" onKeyDown={(e) => e.stopPropagation()} />
+      {assisted && (
+        <button type="button" className="code-editor__vars" title="Insert a variable (or type {{ in a template)"
+          aria-label={`Insert a variable into ${props.ariaLabel ?? "this field"}`} aria-expanded={picker !== null}
+          onClick={() => (picker ? setPicker(null) : openPicker())}>
+          {"{x}"}
+        </button>
+      )}
+      {assisted && picker && (
+        <VariablePicker id={`${id}-vars`} variables={assist.variables} onPick={pick} typed={picker.typed} keys={pickerKeys}
+          onClose={() => { setPicker(null); view.current?.focus(); }} />
+      )}
       {shown.length > 0 && (
         <ul className="code-editor-problems" aria-live="polite" id={`${id}-problems`}>
           {shown.map((p, i) => (
@@ -220,6 +296,9 @@ export function CodeEditor(props: CodeEditorProps) {
         </ul>
       )}
       {checkFailed && <p className="code-editor-note">{checkFailed}</p>}
+      {assisted && (language === "expression" || language === "template") && (
+        <ValuePreview id={`${id}-preview`} graphId={assist.graphId} language={language} source={value} state={assist.state} stateLabel={assist.stateLabel} />
+      )}
     </div>
   );
 }

@@ -4,6 +4,7 @@ import { useEffect, useRef, useState } from "react";
 import { usePendingEdit } from "../pendingEdits";
 import { CodeEditor } from "./CodeEditor";
 import type { EditorFormContext } from "./formContext";
+import { Button } from "../../shell/Button";
 
 /** A state key: letters, digits and _, not starting with a digit (runs/nodes/shared.py STATE_KEY_PATTERN). */
 export const STATE_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -206,10 +207,10 @@ export function MapRows(p: MapRowsProps) {
                 </div>
                 <div className="rows-cell rows-actions">
                   {!locked && (
-                    <button type="button" className="btn btn-small btn-ghost" aria-label={key ? `Remove ${key}` : "Remove row"}
+                    <Button variant="ghost" size="small" icon aria-label={key ? `Remove ${key}` : "Remove row"}
                       onClick={() => update(rows.filter((r) => r.rid !== row.rid), write)}>
                       ✕
-                    </button>
+                    </Button>
                   )}
                 </div>
               </div>
@@ -218,9 +219,9 @@ export function MapRows(p: MapRowsProps) {
         </div>
       )}
       {!locked && (
-        <button type="button" className="btn btn-small" onClick={() => update(add(), write)}>
+        <Button size="small" onClick={() => update(add(), write)}>
           {p.addLabel ?? "Add"}
-        </button>
+        </Button>
       )}
     </div>
   );
@@ -307,19 +308,19 @@ export function StateKeyListField(props: FieldProps) {
             </div>
             <div className="rows-cell rows-actions">
               {!locked && (
-                <button type="button" className="btn btn-small btn-ghost" aria-label={row.key ? `Remove ${row.key}` : "Remove row"}
+                <Button variant="ghost" size="small" icon aria-label={row.key ? `Remove ${row.key}` : "Remove row"}
                   onClick={() => update(rows.filter((r) => r.rid !== row.rid), write)}>
                   ✕
-                </button>
+                </Button>
               )}
             </div>
           </div>
         );
       })}
       {!locked && (
-        <button type="button" className="btn btn-small" onClick={() => update(add(), write)}>
+        <Button size="small" onClick={() => update(add(), write)}>
           Add
-        </button>
+        </Button>
       )}
       {/* The field's own errors (rawErrors) are listed by rjsf's field template under this one. */}
     </div>

@@ -4,6 +4,7 @@ import { CodeEditor } from "./CodeEditor";
 import { MapRows } from "./RowFields";
 import { examplePlaceholder, type EditorFormContext } from "./formContext";
 import { JsonValueEditor } from "./JsonValueEditor";
+import { Button } from "../../shell/Button";
 
 type Schema = Record<string, unknown>;
 
@@ -129,6 +130,7 @@ export function ToolArgsField(props: FieldProps) {
     );
   }
 
+  const graphInput = tool.of === "graph";
   const fields = argumentFields(tool.schema);
   const anyKey = names.find((n) => n !== "input");
   const example = anyKey ? `e.g. {{ ${anyKey} }}` : "e.g. {{ input.topic }}";
@@ -147,14 +149,14 @@ export function ToolArgsField(props: FieldProps) {
   };
 
   return (
-    <fieldset className="tool-args" id={id} tabIndex={-1} aria-label={`Arguments of ${tool.name}`}>
+    <fieldset className="tool-args" id={id} tabIndex={-1} aria-label={`${graphInput ? "Input of" : "Arguments of"} ${tool.name}`}>
       <legend>
-        Arguments of <code>{tool.name}</code>
+        {graphInput ? "Input of" : "Arguments of"} <code>{tool.name}</code>
       </legend>
       <p className="field-help">
         Text, or a template using the state, {example}. Fields marked * are required.
       </p>
-      {fields.length === 0 && <p className="panel-empty">This tool takes no arguments.</p>}
+      {fields.length === 0 && <p className="panel-empty">{graphInput ? "This graph's input schema names no fields." : "This tool takes no arguments."}</p>}
       {fields.map((f) => {
         const fieldId = `${id}.${f.name}`;
         const errors = errorsAt(errorSchema, f.name);
@@ -191,12 +193,12 @@ export function ToolArgsField(props: FieldProps) {
             )}
             {f.structured && !locked && (
               // The value's type says which editor shows it; switching writes an empty value of the other kind.
-              <button type="button" className="link-button tool-arg__switch"
+              <Button variant="link" className="tool-arg__switch"
                 onClick={() => setArg(f.name, typeof current === "string" || current === undefined || current === null ? (f.structured === "array" ? [] : {}) : undefined)}>
                 {typeof current === "string" || current === undefined || current === null
                   ? `Type ${f.structured === "array" ? "a list" : "an object"} as JSON instead`
                   : "Use a template instead"}
-              </button>
+              </Button>
             )}
             {errors.length > 0 && (
               <ul className="field-errors">
@@ -237,9 +239,9 @@ export function ToolArgsField(props: FieldProps) {
               <div className="tool-args__unknown-row" key={k} id={`${id}.${k}`} tabIndex={-1}>
                 <code>{k}</code> <span className="muted">= {typeof v === "string" ? v : JSON.stringify(v)}</span>
                 {!locked && (
-                  <button type="button" className="btn btn-small" aria-label={`Remove ${k}`} onClick={() => setArg(k, undefined)}>
+                  <Button size="small" aria-label={`Remove ${k}`} onClick={() => setArg(k, undefined)}>
                     Remove
-                  </button>
+                  </Button>
                 )}
               </div>
             ))}

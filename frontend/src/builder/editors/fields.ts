@@ -17,6 +17,7 @@ export const FIELD_EDITORS: Readonly<Record<string, Readonly<Record<string, Edit
   agent: { system: "template", prompt: "template" },
   approval: { prompt: "template" },
   tool: { "args.*": "template" },
+  subgraph: { "input.*": "template" },
 };
 
 /** Config fields that list state keys (edited as rows offering the graph's names). */
@@ -32,6 +33,12 @@ export const PRINCIPAL_LISTS: Readonly<Record<string, Readonly<Record<string, "u
 /** Config fields holding a tool's arguments (named fields from the picked tool's schema). */
 export const TOOL_ARGUMENTS: Readonly<Record<string, string>> = {
   tool: "args",
+  subgraph: "input",
+};
+
+/** A "Call graph" node's graph and version fields: pickers of published graphs and their versions. */
+export const GRAPH_PICKERS: Readonly<Record<string, Readonly<Record<string, "graphPick" | "graphVersion">>>> = {
+  subgraph: { graph: "graphPick", version: "graphVersion" },
 };
 
 type Schema = Record<string, unknown>;
@@ -160,6 +167,7 @@ export function configUiSchema(kind: string, rawSchema: Schema): UiSchema {
   for (const name of STATE_KEY_LISTS[kind] ?? []) placed[name] = { ...(isObject(placed[name]) ? placed[name] : {}), "ui:field": "stateKeyList" };
   const args = TOOL_ARGUMENTS[kind];
   if (args) placed[args] = { "ui:field": "toolArgs" };
+  for (const [name, field] of Object.entries(GRAPH_PICKERS[kind] ?? {})) placed[name] = { "ui:field": field };
   for (const [name, principal] of Object.entries(PRINCIPAL_LISTS[kind] ?? {})) placed[name] = { "ui:field": "principals", "ui:options": { principal } };
   return placed;
 }

@@ -7,6 +7,25 @@ export interface ToolArgsContext {
   name: string;
   /** The tool's argument JSON Schema (GET /api/v1/tools/ ``args_schema``), ``X | None`` collapsed. */
   schema: Record<string, unknown>;
+  /** "graph": the fields are a called graph's input (a "Call graph" node), worded so. */
+  of?: "tool" | "graph";
+}
+
+/** A graph a "Call graph" node may call: its id, name and newest published version. */
+export interface CallableGraph {
+  id: number;
+  name: string;
+  latest: number;
+}
+
+/** A "Call graph" (subgraph) node's choices (``ui:field: "graphPick"`` and ``"graphVersion"``). */
+export interface CalleeContext {
+  /** Published graphs it may pick (not the graph being edited). */
+  graphs: readonly CallableGraph[];
+  /** The picked graph, once the list knows it. */
+  picked: CallableGraph | null;
+  /** The input JSON Schema of the version it runs (null until loaded). */
+  schema: Record<string, unknown> | null;
 }
 
 /** What the config form hands its widgets (rjsf ``formContext``). */
@@ -19,6 +38,8 @@ export interface EditorFormContext {
   kinds?: Readonly<Record<string, ValueKind>>;
   /** A tool node's picked tool and its argument schema (``ui:field: "toolArgs"``); null: none known. */
   tool?: ToolArgsContext | null;
+  /** A "Call graph" node's graphs, versions and the callee's input schema. */
+  callee?: CalleeContext | null;
 }
 
 /** An expression example for a key of each kind (a list is not compared with 0.5). */

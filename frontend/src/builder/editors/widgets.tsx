@@ -6,6 +6,7 @@ import { JsonValueEditor } from "./JsonValueEditor";
 import { PrincipalsField } from "./PrincipalsField";
 import { ExpressionMapField, StateKeyListField } from "./RowFields";
 import { ToolArgsField } from "./ToolArgsField";
+import { GraphPickField, GraphVersionField } from "./GraphPickField";
 
 function namesOf(props: { registry: { formContext?: unknown } }): readonly string[] {
   const ctx = props.registry.formContext as EditorFormContext | undefined;
@@ -111,4 +112,4 @@ export function ChoiceWidget(props: WidgetProps) {
 }
 
 export const editorWidgets: RegistryWidgetsType = { expression: ExpressionWidget, template: TemplateWidget, choice: ChoiceWidget };
-export const editorFieldComponents: RegistryFieldsType = { json: JsonField, expressionMap: ExpressionMapField, stateKeyList: StateKeyListField, toolArgs: ToolArgsField, principals: PrincipalsField };
+export const editorFieldComponents: RegistryFieldsType = { json: JsonField, expressionMap: ExpressionMapField, stateKeyList: StateKeyListField, toolArgs: ToolArgsField, principals: PrincipalsField, graphPick: GraphPickField, graphVersion: GraphVersionField };

@@ -1,4 +1,4 @@
-// The side panel with nothing selected: the graph's name, description, input schema, state keys, limits, budget, cost.
+// The side panel with nothing selected: the graph's name, description, input schema, state keys, limits, budget, cost, operators and retention.
 import { useEffect, useMemo } from "react";
 import { LocalInput, LocalTextarea } from "../editors/LocalText";
 import type { GraphSettings as Settings, GraphSpec } from "../spec";
@@ -7,9 +7,10 @@ import { formatCost } from "../../shell/format";
 import { costsSomething } from "../flow";
 import { displayValue } from "./format";
 import { pathParts } from "./paths";
-import { GraphOperators } from "./GraphOperators";
+import { GraphRecord } from "./GraphRecord";
 import { InputSchemaEditor } from "./InputSchemaEditor";
 import { StateKeysEditor } from "./StateKeysEditor";
+import { Button } from "../../shell/Button";
 
 interface NumberFieldProps {
   id: string;
@@ -144,9 +145,9 @@ export function GraphSettings() {
               <ol className="costliest-path" aria-label="Costliest path">
                 {path.nodes.map((id) => (
                   <li key={id}>
-                    <button type="button" className="link-button" onClick={() => b.select({ nodes: [id], edges: [], notes: [], field: null })}>
+                    <Button variant="link" onClick={() => b.select({ nodes: [id], edges: [], notes: [], field: null })}>
                       {nodeName(id)}
-                    </button>
+                    </Button>
                     {costsSomething(b.validation?.estimate?.nodes[id]) && <span className="muted"> {formatCost(b.validation?.estimate?.nodes[id])}</span>}
                   </li>
                 ))}
@@ -199,8 +200,9 @@ export function GraphSettings() {
       <section className="panel-section" aria-label="Input">
         <h3>Input schema</h3>
         <p className="field-help" id="graph.input_schema-help">
-          The fields a run's input has. Each becomes a state key (use it as {"{{ name }}"} in templates), and the start-run form
-          asks for them.
+          The fields a run's input has; the start-run form asks for them. Each is a state key from the run's start: read it by
+          name, <code>topic</code> in expressions and <code>{"{{ topic }}"}</code> in templates (the variable picker writes it so).
+          <code>input.topic</code> is the input as given, for keys not declared here.
         </p>
         {readOnly ? (
           <pre className="readonly-value">{displayValue(spec.input_schema ?? { type: "object" })}</pre>
@@ -280,7 +282,7 @@ export function GraphSettings() {
         />
       </section>
 
-      <GraphOperators readOnly={readOnly} />
+      <GraphRecord readOnly={readOnly} />
     </div>
   );
 }

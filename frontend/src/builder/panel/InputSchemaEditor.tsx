@@ -4,6 +4,7 @@ import { LocalInput, LocalNumberInput, LocalTextarea } from "../editors/LocalTex
 import { JsonValueEditor } from "../editors/JsonValueEditor";
 import { usePendingEdit } from "../pendingEdits";
 import { FIELD_TYPES, freshFieldName, keptSummary, readInputSchema, withType, writeInputSchema, type FieldType, type InputField } from "./inputSchema";
+import { Button } from "../../shell/Button";
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
@@ -200,9 +201,9 @@ export function InputSchemaEditor({ schema, onChange }: Props) {
                 <label className="input-field__required">
                   <input type="checkbox" checked={f.required} onChange={(e) => update(i, { required: e.target.checked }, "required")} /> Required
                 </label>
-                <button type="button" className="btn btn-small" aria-label={`Remove input field ${f.name}`} onClick={() => put((current) => current.filter((_, j) => j !== i), `remove:${f.name}`)}>
+                <Button size="small" icon aria-label={`Remove input field ${f.name}`} onClick={() => put((current) => current.filter((_, j) => j !== i), `remove:${f.name}`)}>
                   ✕
-                </button>
+                </Button>
               </div>
               <div className="form-field">
                 <label htmlFor={`${base}.description`}>Description</label>
@@ -232,12 +233,12 @@ export function InputSchemaEditor({ schema, onChange }: Props) {
           );
         })}
       </ol>
-      <button type="button" className="btn" onClick={() => {
+      <Button onClick={() => {
         const name = freshFieldName(fields);
         put((current) => [...current, { name: freshFieldName(current), type: "string", required: false, description: "", raw: { type: "string" } }], `add:${name}`);
       }}>
         Add input field
-      </button>
+      </Button>
     </div>
   );
 }

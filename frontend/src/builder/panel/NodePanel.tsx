@@ -4,16 +4,23 @@ import type { UiSchema } from "@rjsf/utils";
 import { useEffect, useMemo } from "react";
 import { configUiSchema, simplifySchema, stateKeyKinds, stateKeyNames, TOOL_ARGUMENTS } from "../editors/fields";
 import type { ToolArgsContext } from "../editors/formContext";
+import { useCallee } from "./graphCalls";
 import { costsSomething } from "../flow";
 import type { NodeSpec, RetryPolicy } from "../spec";
 import { updateNode } from "../spec";
 import { useBuilder } from "../store";
 import { formatCost } from "../../shell/format";
 import { CHOICE_FIELDS, optionsFor, useChoices } from "./choices";
-import { NodeTest } from "./NodeTest";
+import { CodeAssistContext, type CodeAssist } from "../editors/assist";
+import { NodeLastData } from "./NodeLastData";
+import { NodePin } from "./NodePin";
+import { initialTestState, NodeTest } from "./NodeTest";
+import { useTestData } from "./useTestData";
+import { pickerVariables } from "./variables";
 import { changedPath, errorSchemaFor, fieldDomId, jsonEqual } from "./paths";
 import { ReadOnlyValues } from "./ReadOnlyValues";
 import { SchemaForm } from "./SchemaForm";
+import { Button } from "../../shell/Button";
 
 /** The node's own fields (not its kind's config) as one form; repeat_safe as a three-way choice. */
 export const NODE_SETTINGS_SCHEMA = {
@@ -184,13 +191,25 @@ export function NodePanel({ node, graphId }: Props) {
     return out;
   }, [node.kind, choices, config]);
 
+  // Test data (pinned, else the last input): what Test node starts from, previews resolve
+  // against, and where the picker finds the fields of earlier nodes' outputs.
+  const testData = useTestData(graphId, node.id);
+  const variables = useMemo(() => pickerVariables(b.spec, node.id, b.catalogue, testData.state), [b.spec, node.id, b.catalogue, testData.state]);
+  const assist = useMemo<CodeAssist | null>(
+    () => (graphId === null || b.readOnly ? null : { graphId, state: testData.state, stateLabel: testData.label, variables }),
+    [graphId, b.readOnly, testData.state, testData.label, variables],
+  );
+  const testable = !b.readOnly && graphId !== null && kind?.does_work !== false;
+
   // A tool node's picked tool, once the catalogue knows it: its arguments become named fields.
   const pickedTool = TOOL_ARGUMENTS[node.kind] && typeof config.tool === "string" ? config.tool : null;
   const toolInfo = pickedTool ? choices.tools.find((t) => t.name === pickedTool) : undefined;
-  const tool = useMemo<ToolArgsContext | null>(
-    () => (toolInfo?.args_schema ? { name: toolInfo.name, schema: simplifySchema(toolInfo.args_schema) } : null),
-    [toolInfo],
-  );
+  // A "Call graph" node: the published graphs to pick, and the picked version's input fields.
+  const callee = useCallee(node.kind === "subgraph", graphId, config.graph, config.version);
+  const tool = useMemo<ToolArgsContext | null>(() => {
+    if (callee) return callee.picked && callee.schema ? { name: callee.picked.name, schema: simplifySchema(callee.schema), of: "graph" } : null;
+    return toolInfo?.args_schema ? { name: toolInfo.name, schema: simplifySchema(toolInfo.args_schema) } : null;
+  }, [toolInfo, callee]);
 
   // The error list (or a click on a node's error badge) asks for a field: focus and show it.
   useEffect(() => {
@@ -229,6 +248,19 @@ export function NodePanel({ node, graphId }: Props) {
         {kind?.description && <p className="field-help">{kind.description}</p>}
       </header>
 
+      {/* Test node first, and the node's last input and output right under it: n8n and Dify show
+          both beside the form, not at the end of a long panel. */}
+      {testable ? (
+        <NodeTest key={node.id} graphId={graphId} node={node} spec={b.spec} catalogue={b.catalogue} pinned={testData.pinned ? testData.state : undefined}>
+          <NodeLastData graphId={graphId} nodeId={node.id} />
+        </NodeTest>
+      ) : (
+        <NodeLastData graphId={graphId} nodeId={node.id} />
+      )}
+      {testable && graphId !== null && (
+        <NodePin graphId={graphId} nodeId={node.id} data={testData} blank={initialTestState(b.spec, node.id, b.catalogue)} />
+      )}
+
       {issues.length > 0 && (
         <section className="panel-section panel-issues" aria-label="Problems">
           <h3>
@@ -238,9 +270,9 @@ export function NodePanel({ node, graphId }: Props) {
             {issues.map((issue, i) => (
               <li key={i}>
                 {issue.field ? (
-                  <button type="button" className="link-button" onClick={() => focusField(issue.field)}>
+                  <Button variant="link" onClick={() => focusField(issue.field)}>
                     {issue.field.replace(/^config\./, "")}: {issue.message}
-                  </button>
+                  </Button>
                 ) : (
                   issue.message
                 )}
@@ -265,6 +297,7 @@ export function NodePanel({ node, graphId }: Props) {
         ) : Object.keys((schema.properties as object | undefined) ?? {}).length === 0 ? (
           <p className="panel-empty">This kind has no settings.</p>
         ) : (
+          <CodeAssistContext.Provider value={assist}>
           <SchemaForm
             key={node.id}
             label="Configuration"
@@ -277,8 +310,10 @@ export function NodePanel({ node, graphId }: Props) {
             names={names}
             options={options}
             tool={tool}
+            callee={callee}
             kinds={kinds}
           />
+          </CodeAssistContext.Provider>
         )}
       </section>
 
@@ -300,7 +335,6 @@ export function NodePanel({ node, graphId }: Props) {
         )}
       </section>
 
-      {!b.readOnly && graphId !== null && kind?.does_work !== false && <NodeTest key={node.id} graphId={graphId} node={node} spec={b.spec} catalogue={b.catalogue} />}
     </div>
   );
 }

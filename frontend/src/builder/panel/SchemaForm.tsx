@@ -46,6 +46,8 @@ export interface SchemaFormProps {
   options?: EditorFormContext["options"];
   /** A tool node's picked tool (its arguments' fields). */
   tool?: EditorFormContext["tool"];
+  /** A "Call graph" node's graphs, versions and callee input schema. */
+  callee?: EditorFormContext["callee"];
   /** What state keys hold (examples in empty code fields). */
   kinds?: EditorFormContext["kinds"];
   readOnly?: boolean;
@@ -57,8 +59,8 @@ export interface SchemaFormProps {
  * Validates against the schema when a field loses focus (``liveValidate="onBlur"``), never on
  * every keystroke (rjsf lags on large forms, see UI.md); the server's errors come in ``errors``.
  */
-export function SchemaForm({ schema, uiSchema, value, onChange, errors, idPrefix, names = NO_NAMES, options, tool, kinds, readOnly, label }: SchemaFormProps) {
-  const formContext = useMemo<EditorFormContext>(() => ({ names, options, tool, kinds }), [names, options, tool, kinds]);
+export function SchemaForm({ schema, uiSchema, value, onChange, errors, idPrefix, names = NO_NAMES, options, tool, callee, kinds, readOnly, label }: SchemaFormProps) {
+  const formContext = useMemo<EditorFormContext>(() => ({ names, options, tool, callee, kinds }), [names, options, tool, callee, kinds]);
   const ui = useMemo<UiSchema>(() => withDefaultPlaceholders(schema, { ...uiSchema, "ui:submitButtonOptions": { norender: true } }), [schema, uiSchema]);
   return (
     <Form

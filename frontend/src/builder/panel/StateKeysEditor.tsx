@@ -5,6 +5,7 @@ import { usePendingEdit } from "../pendingEdits";
 import type { Reducer, StateKeySpec } from "../spec";
 import { freshId } from "../spec";
 import { displayValue } from "./format";
+import { Button } from "../../shell/Button";
 
 /** Reducers: a short name for the select (the panel is narrow), what it does as help under it. */
 export const REDUCERS: { value: Reducer; label: string; help: string }[] = [
@@ -201,9 +202,8 @@ function KeyRow({ name, spec, state, onChange, errors }: { name: string; spec: S
           ))}
         </ul>
       )}
-      <button
-        type="button"
-        className="btn btn-small"
+      <Button
+        size="small"
         aria-label={`Remove state key ${name}`}
         onClick={() => {
           const { [name]: _removed, ...rest } = state;
@@ -212,7 +212,7 @@ function KeyRow({ name, spec, state, onChange, errors }: { name: string; spec: S
         }}
       >
         Remove
-      </button>
+      </Button>
     </fieldset>
   );
 }
@@ -257,16 +257,14 @@ export function StateKeysEditor({ state, readOnly, onChange, errors }: Props) {
       {entries.map(([k, s]) => (
         <KeyRow key={k} name={k} spec={s} state={state} onChange={onChange} errors={errors[k] ?? []} />
       ))}
-      <button
-        type="button"
-        className="btn"
+      <Button
         onClick={() => {
           const name = freshId("key", new Set(Object.keys(state)));
           onChange({ ...state, [name]: { reducer: "replace" } }, `graph:state:add:${name}`);
         }}
       >
         Add state key
-      </button>
+      </Button>
     </div>
   );
 }

@@ -1,6 +1,6 @@
 // Choices for node forms: registered tools (GET /api/v1/tools/) and providers' models (GET /api/v1/models/).
 import { useEffect, useState } from "react";
-import type { ProviderModels, ToolInfo } from "../../api/types";
+import type { ModelList, ProviderModels, ProviderRow, ToolInfo, ToolList } from "../../api/types";
 import { api } from "../../lib/api";
 
 /**
@@ -36,9 +36,9 @@ let cached: Promise<Choices> | null = null;
 /** Both catalogues, fetched once per page; a catalogue that fails to load is empty (the fields stay free text). */
 export function loadChoices(): Promise<Choices> {
   cached ??= Promise.all([
-    api<{ tools: ToolInfo[] }>("tools/").then((r) => r.tools ?? [], () => []),
-    api<{ providers: ProviderModels[] }>("models/").then((r) => r.providers ?? [], () => []),
-    api<{ name: string; ready: boolean }[]>("providers/").then(
+    api<ToolList>("tools/").then((r) => r.tools ?? [], () => []),
+    api<ModelList>("models/").then((r) => r.providers ?? [], () => []),
+    api<ProviderRow[]>("providers/").then(
       (r) => Object.fromEntries((Array.isArray(r) ? r : []).map((p) => [p.name, p.ready])),
       () => ({}),
     ),

@@ -3,6 +3,7 @@ import { Suspense, lazy, useEffect, useState } from "react";
 import { api } from "../../lib/api";
 import { Dialog } from "../Dialog";
 import { runVersionNote, type DraftState } from "./runNote";
+import type { VersionDetail } from "../../api/types";
 import type { GraphSpec } from "../spec";
 
 // The start-run form (JSON-Schema form library) loads when Run is first pressed.
@@ -25,7 +26,7 @@ export function RunStarter({ graphId, version, onClose, draft, testInput }: {
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
     let live = true;
-    api<{ spec: GraphSpec; content_hash?: string }>(`graphs/${graphId}/versions/${version}/`)
+    api<VersionDetail>(`graphs/${graphId}/versions/${version}/`)
       .then((v) => { if (live) { setVersionHash(v.content_hash); setSpec(v.spec); } })
       .catch((err: unknown) => { if (live) setError(err instanceof Error ? err.message : String(err)); });
     return () => { live = false; };

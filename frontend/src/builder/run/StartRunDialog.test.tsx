@@ -4,6 +4,7 @@ import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { sampleSpec, scriptFetch } from "../panel/testing";
 import { StartRunDialog } from "./StartRunDialog";
+import { startDraftRun } from "./draftRun";
 
 vi.setConfig({ testTimeout: 30_000 });
 afterEach(() => vi.unstubAllGlobals());
@@ -23,6 +24,34 @@ describe("StartRunDialog", () => {
     await waitFor(() => expect(navigate).toHaveBeenCalledWith("/runs/99/"));
     expect(calls[0]).toEqual({ url: "/api/v1/runs/", method: "POST", body: { graph: 4, input: { ticket: "Printer on fire", priority: 5 } } });
     expect(onClose).toHaveBeenCalled();
+  });
+
+  it("runs the draft: posts to the draft's run action, hands the run over and stays on the page", async () => {
+    const calls = scriptFetch(() => [201, { id: 12, status: "queued" }]);
+    const navigate = vi.fn();
+    const onStarted = vi.fn();
+    const onClose = vi.fn();
+    const user = userEvent.setup();
+    render(<StartRunDialog graphId={4} spec={sampleSpec()} onClose={onClose} navigate={navigate}
+      draftRun={{ start: (input) => startDraftRun(4, input), onStarted }} />);
+    expect(screen.getByRole("dialog", { name: "Run the draft of “Triage”" })).toBeTruthy();
+    await user.type(screen.getByLabelText("ticket"), "Printer on fire");
+    await user.click(screen.getByRole("button", { name: "Run draft" }));
+    await waitFor(() => expect(onStarted).toHaveBeenCalledWith({ id: 12, status: "queued" }));
+    expect(calls[0]).toEqual({ url: "/api/v1/graphs/4/draft/run/", method: "POST", body: { input: { ticket: "Printer on fire", priority: 3 } } });
+    expect(navigate).not.toHaveBeenCalled();
+    expect(onClose).toHaveBeenCalled();
+  });
+
+  it("shows the draft run's input refusal on its field and starts nothing", async () => {
+    scriptFetch(() => [400, { error: { code: "input_invalid", message: "The run input does not match the graph's input schema.", fields: { "input.ticket": ["must be at most 80 characters"] } } }]);
+    const onStarted = vi.fn();
+    const user = userEvent.setup();
+    render(<StartRunDialog graphId={4} spec={sampleSpec()} onClose={vi.fn()} draftRun={{ start: (input) => startDraftRun(4, input), onStarted }} />);
+    await user.type(screen.getByLabelText("ticket"), "x");
+    await user.click(screen.getByRole("button", { name: "Run draft" }));
+    expect(await screen.findByText("must be at most 80 characters")).toBeTruthy();
+    expect(onStarted).not.toHaveBeenCalled();
   });
 
   it("starts from the draft's pinned test input and posts it", async () => {

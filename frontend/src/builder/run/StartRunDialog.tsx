@@ -10,6 +10,7 @@ import { editorFieldComponents } from "../editors/widgets";
 import { errorSchemaFor } from "../panel/paths";
 import "../panel/panel.css";
 import type { GraphSpec } from "../spec";
+import { Button } from "../../shell/Button";
 
 export interface StartRunDialogProps {
   graphId: number;
@@ -23,6 +24,11 @@ export interface StartRunDialogProps {
   note?: { text: string; warn: boolean };
   /** The input the form starts with (the draft's pinned test input). */
   initialInput?: Record<string, unknown>;
+  /**
+   * Run the draft instead of a version: starts the run with the input (the builder's "Run
+   * draft", builder/run/draftRun.ts), then ``onStarted`` gets it and the dialog closes; no page change.
+   */
+  draftRun?: { start(input: Record<string, unknown>): Promise<RunDetail>; onStarted(run: RunDetail): void };
 }
 
 /** The input schema as a form schema: an object, ``X | None`` collapsed, its own title left to the dialog. */
@@ -44,7 +50,7 @@ function isFreeForm(schema: Record<string, unknown>): boolean {
  * to ``/runs/<id>/``. Validates against the schema on submit; server field errors (``input.x``)
  * are shown on their fields. Escape or Cancel closes it.
  */
-export function StartRunDialog({ graphId, spec, onClose, version, navigate, note, initialInput }: StartRunDialogProps) {
+export function StartRunDialog({ graphId, spec, onClose, version, navigate, note, initialInput, draftRun }: StartRunDialogProps) {
   const schema = useMemo(() => inputFormSchema(spec), [spec]);
   const freeForm = isFreeForm(schema);
   const [input, setInput] = useState<Record<string, unknown>>(() => initialInput ?? {});
@@ -66,6 +72,11 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate, note
     setError(null);
     setFieldErrors({});
     try {
+      if (draftRun) {
+        draftRun.onStarted(await draftRun.start(data));
+        onClose();
+        return;
+      }
       const body: Record<string, unknown> = { graph: graphId, input: data };
       if (version !== undefined) body.version = version;
       const run = await api<RunDetail>("runs/", { method: "POST", body });
@@ -105,7 +116,7 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate, note
           }
         }}
       >
-        <h2 id="start-run-title">Start a run of “{spec.name}”</h2>
+        <h2 id="start-run-title">{draftRun ? `Run the draft of “${spec.name}”` : `Start a run of “${spec.name}”`}</h2>
         {note?.warn ? (
           <p className="run-dialog__warning" role="note">{note.text}</p>
         ) : (
@@ -154,12 +165,12 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate, note
           )}
           {/* Cancel, then the action on the right: the order of every dialog in the app. */}
           <div className="button-row run-dialog-buttons">
-            <button type="button" className="btn" onClick={onClose}>
+            <Button onClick={onClose}>
               Cancel
-            </button>
-            <button type="submit" className="btn btn-primary" disabled={busy}>
-              {busy ? "Starting…" : "Start run"}
-            </button>
+            </Button>
+            <Button type="submit" variant="primary" disabled={busy}>
+              {busy ? "Starting…" : draftRun ? "Run draft" : "Start run"}
+            </Button>
           </div>
         </Form>
       </div>
@@ -206,7 +217,8 @@ function FreeFormInput({ value, onChange, stateKeys, onProblem }: {
       <label htmlFor="input.json">Input (JSON object)</label>
       <p className="field-help" id="input.json-help">
         This graph's input schema lists no fields, so type the run's input as a JSON object, e.g.{" "}
-        <code>{'{"topic": "AI"}'}</code>. Nodes read each key as <code>input.topic</code>.{" "}
+        <code>{'{"topic": "AI"}'}</code>. Nodes read a key the schema does not declare as <code>input.topic</code>; declare it
+        in the input schema to read it by name, <code>topic</code> (or <code>{"{{ topic }}"}</code>), like every state key.{" "}
         {stateKeys.length > 0
           ? <>A key named like one of the graph's state keys ({stateKeys.map((k, i) => <span key={k}>{i > 0 ? ", " : ""}<code>{k}</code></span>)}) also sets its starting value. </>
           : null}

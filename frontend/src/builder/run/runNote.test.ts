@@ -43,8 +43,8 @@ describe("publishBlocked", () => {
 describe("draftNotice", () => {
   const base = { latestVersion: null, onDraft: true, canBuild: true, canOperate: true, problems: 0 };
   it("gives a never-published draft one note, pointing at the problems without repeating them", () => {
-    expect(draftNotice({ ...base, problems: 3 })).toBe("Never published, so there is nothing to run yet: fix the problems below, then publish.");
-    expect(draftNotice(base)).toBe("Never published, so there is nothing to run yet: publish the draft to run it.");
+    expect(draftNotice({ ...base, problems: 3 })).toBe("Never published: fix the problems below, then run the draft to try it or publish it.");
+    expect(draftNotice(base)).toBe("Never published: run the draft to try it here; publish it to make a version that triggers and others can run.");
     expect(draftNotice({ ...base, canBuild: false })).toMatch(/no published version/);
     expect(draftNotice({ ...base, canBuild: false, canOperate: false })).toBeNull();
   });

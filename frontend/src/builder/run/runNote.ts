@@ -51,8 +51,8 @@ export function draftNotice({ latestVersion, onDraft, canBuild, canOperate, prob
   if (!onDraft || latestVersion) return null;
   if (canBuild) {
     return problems > 0
-      ? "Never published, so there is nothing to run yet: fix the problems below, then publish."
-      : "Never published, so there is nothing to run yet: publish the draft to run it.";
+      ? "Never published: fix the problems below, then run the draft to try it or publish it."
+      : "Never published: run the draft to try it here; publish it to make a version that triggers and others can run.";
   }
   return canOperate ? "Nothing to run yet: this graph has no published version (a builder publishes it)." : null;
 }

@@ -4,6 +4,7 @@ import { useState } from "react";
 import { api, ApiError } from "../../lib/api";
 import { Dialog } from "../Dialog";
 import { failureText, mappingFromRows, splitFieldErrors, type MappingRow } from "./webhooks";
+import { Button } from "../../shell/Button";
 
 const FORM_FIELDS = ["name", "version", "signed", "enabled", "input_mapping"] as const;
 
@@ -77,12 +78,12 @@ export function CreateWebhookDialog({ base, latestVersion, fields, onClose, onCr
               <span aria-hidden="true">←</span>
               <input aria-label={`Source ${i + 1}`} className="mono" value={row.source} placeholder="/body/pointer or header:Name"
                 onChange={(e) => setRows(rows.map((r, j) => (j === i ? { ...r, source: e.target.value } : r)))} />
-              <button type="button" className="icon-button" aria-label={`Remove mapping ${i + 1}`} onClick={() => setRows(rows.filter((_, j) => j !== i))}>×</button>
+              <Button variant="ghost" icon aria-label={`Remove mapping ${i + 1}`} onClick={() => setRows(rows.filter((_, j) => j !== i))}>×</Button>
               {errors.byField[`input_mapping.${row.field.trim()}`] && <p className="field-error mapping__error">{errors.byField[`input_mapping.${row.field.trim()}`]}</p>}
             </div>
           ))}
           <datalist id="hook-input-fields">{fields.map((f) => <option key={f} value={f} />)}</datalist>
-          <button type="button" onClick={() => setRows([...rows, { field: rows.length === 0 && fields[0] ? fields[0] : "", source: "" }])}>+ Map a field</button>
+          <Button size="small" onClick={() => setRows([...rows, { field: rows.length === 0 && fields[0] ? fields[0] : "", source: "" }])}>+ Map a field</Button>
           {fieldError("input_mapping")}
           {unplaced.map(([k, v]) => <p key={k} className="field-error">{k.slice("input_mapping.".length)}: {v}</p>)}
         </fieldset>
@@ -92,8 +93,8 @@ export function CreateWebhookDialog({ base, latestVersion, fields, onClose, onCr
         </label>
         {errors.rest.length > 0 && <div role="alert" className="panel-error">{errors.rest.map((line, i) => <p key={i}>{line}</p>)}</div>}
         <div className="dialog__actions">
-          <button type="button" onClick={onClose}>Cancel</button>
-          <button type="submit" className="button button--primary" disabled={busy}>{busy ? "Creating…" : "Create webhook"}</button>
+          <Button onClick={onClose}>Cancel</Button>
+          <Button type="submit" variant="primary" disabled={busy}>{busy ? "Creating…" : "Create webhook"}</Button>
         </div>
       </form>
     </Dialog>

@@ -4,6 +4,7 @@ import { useEffect, useState } from "react";
 import { api } from "../../lib/api";
 import { timeAgo } from "../versions/VersionsPanel";
 import { deliveryOutcome, failureText, POLL_MS } from "./webhooks";
+import { Button } from "../../shell/Button";
 
 const DELIVERIES_SHOWN = 10;
 
@@ -42,7 +43,7 @@ export function Deliveries({ base, onPin }: { base: string; onPin?: (payload: Re
             <td>
               {d.run !== null ? <a href={`/runs/${d.run}/`}>{deliveryOutcome(d)}</a> : <span className="muted">{deliveryOutcome(d)}</span>}
               {d.payload && onPin && (
-                <>{" "}<button type="button" className="link-button" title="Pin this delivery's input as the draft's test input" onClick={() => onPin(d.payload)}>Pin input</button></>
+                <>{" "}<Button variant="link" title="Pin this delivery's input as the draft's test input" onClick={() => onPin(d.payload)}>Pin input</Button></>
               )}
             </td>
           </tr>

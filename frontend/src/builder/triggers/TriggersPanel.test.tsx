@@ -24,7 +24,8 @@ describe("TriggersPanel", () => {
   it("shows the server's refusals under their fields, then the URL and secret once", async () => {
     let created = false;
     const calls = scriptFetch((call) => {
-      if (call.url.includes("/schedules/")) return [200, []];
+      if (call.url.includes("/schedules/") || call.url.includes("/callbacks/")) return [200, []];
+      if (call.url.includes("/callback-deliveries/")) return [200, { count: 0, next: null, previous: null, results: [] }];
       if (call.method === "POST" && !created) {
         created = true;
         return [400, { error: { code: "invalid", message: "The input mapping cannot satisfy the input schema.",
@@ -52,7 +53,8 @@ describe("TriggersPanel", () => {
   it("listens, and pins the captured delivery's input", async () => {
     let polls = 0;
     scriptFetch((call) => {
-      if (call.url.includes("/schedules/")) return [200, []];
+      if (call.url.includes("/schedules/") || call.url.includes("/callbacks/")) return [200, []];
+      if (call.url.includes("/callback-deliveries/")) return [200, { count: 0, next: null, previous: null, results: [] }];
       if (call.url.endsWith("/listen/") && call.method === "POST") return [200, { listening: true, listening_until: new Date(Date.now() + 120_000).toISOString(), after: 5, delivery: null }];
       if (call.url.includes("/listen/?after=5")) {
         polls++;

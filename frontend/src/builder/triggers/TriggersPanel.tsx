@@ -1,6 +1,6 @@
-// The graph's Triggers: its webhooks (create, URL and secret shown once, enable, rotate, delete), their deliveries, and "listen for a test event".
+// The graph's Triggers: its webhooks (create, URL and secret shown once, enable, rotate, delete), their deliveries, and "listen for a test event"; then its schedules and completion callbacks.
 import type { Delivery, ListenState, Webhook, WebhookCreated } from "../../api/types";
-import { useCallback, useEffect, useRef, useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { api, ApiError } from "../../lib/api";
 import { Dialog } from "../Dialog";
 import { timeAgo } from "../versions/VersionsPanel";
@@ -9,7 +9,10 @@ import { CreateWebhookDialog } from "./CreateWebhookDialog";
 import { Deliveries } from "./Deliveries";
 import "../panel/panel.css";
 import { SchedulesSection } from "./SchedulesSection";
+import { CallbacksSection } from "./CallbacksSection";
+import { useListLoad } from "./useListLoad";
 import "./triggers.css";
+import { Button } from "../../shell/Button";
 
 /** How long a listen waits for a delivery, in seconds (the server allows up to 600). */
 export const LISTEN_SECONDS = 120;
@@ -26,8 +29,6 @@ export interface TriggersPanelProps {
   onPin?(payload: Record<string, unknown> | null): void;
 }
 
-type Load = { kind: "loading" } | { kind: "failed"; message: string } | { kind: "ready"; hooks: Webhook[] };
-
 /** The secret (and URL) to show once, after a create or a rotate. */
 interface Revealed {
   name: string;
@@ -38,20 +39,10 @@ interface Revealed {
 
 /** The right-hand panel listing the graph's webhooks. */
 export function TriggersPanel({ graphId, latestVersion, inputSchema, testInput, onPin }: TriggersPanelProps) {
-  const [load, setLoad] = useState<Load>({ kind: "loading" });
+  const base = `graphs/${graphId}/webhooks/`;
+  const { load, reload } = useListLoad<Webhook>(base);
   const [creating, setCreating] = useState(false);
   const [revealed, setRevealed] = useState<Revealed | null>(null);
-  const base = `graphs/${graphId}/webhooks/`;
-
-  const reload = useCallback(async () => {
-    try {
-      const hooks = await api<Webhook[]>(base);
-      setLoad({ kind: "ready", hooks });
-    } catch (err) {
-      setLoad({ kind: "failed", message: failureText(err) });
-    }
-  }, [base]);
-  useEffect(() => { void reload(); }, [reload]);
 
   return (
     <section className="versions-panel triggers-panel" aria-label="Triggers">
@@ -66,30 +57,30 @@ export function TriggersPanel({ graphId, latestVersion, inputSchema, testInput, 
         <div className="pinned-input" role="region" aria-label="Pinned test input">
           <div className="pinned-input__head">
             <strong>Pinned test input</strong>
-            {onPin && <button type="button" className="link-button" onClick={() => onPin(null)}>Unpin</button>}
+            {onPin && <Button variant="link" onClick={() => onPin(null)}>Unpin</Button>}
           </div>
           <pre className="test-output">{JSON.stringify(testInput, null, 2)}</pre>
           <p className="field-help">The Run dialog starts with this input.</p>
         </div>
       )}
       <div className="button-row">
-        <button type="button" className="btn btn-primary" disabled={latestVersion === null} onClick={() => setCreating(true)}
+        <Button variant="primary" disabled={latestVersion === null} onClick={() => setCreating(true)}
           title={latestVersion === null ? "Publish the graph first: a webhook runs a published version" : "Add a webhook URL that starts runs"}>
           New webhook
-        </button>
+        </Button>
       </div>
       {latestVersion === null && <p className="field-help">Publish the graph first: webhooks run a published version.</p>}
       {load.kind === "loading" && <p className="panel-empty" role="status">Loading webhooks…</p>}
       {load.kind === "failed" && (
         <div className="panel-error" role="alert">
           Could not load the webhooks: {load.message}{" "}
-          <button type="button" className="btn btn-small" onClick={() => void reload()}>Try again</button>
+          <Button size="small" onClick={() => void reload()}>Try again</Button>
         </div>
       )}
-      {load.kind === "ready" && load.hooks.length === 0 && <p className="panel-empty">No webhooks yet.</p>}
+      {load.kind === "ready" && load.items.length === 0 && <p className="panel-empty">No webhooks yet.</p>}
       {load.kind === "ready" && (
         <ul className="webhook-list">
-          {load.hooks.map((hook) => (
+          {load.items.map((hook) => (
             <WebhookCard key={hook.id} hook={hook} base={`${base}${hook.id}/`} onChanged={reload} onPin={onPin}
               onRotated={(secret) => setRevealed({ name: hook.name, secret, rotated: true })} />
           ))}
@@ -104,7 +95,8 @@ export function TriggersPanel({ graphId, latestVersion, inputSchema, testInput, 
           }} />
       )}
       {revealed && <SecretDialog revealed={revealed} onClose={() => setRevealed(null)} />}
-      <SchedulesSection graphId={graphId} published={latestVersion !== null} />
+      <SchedulesSection graphId={graphId} latestVersion={latestVersion} />
+      <CallbacksSection graphId={graphId} />
     </section>
   );
 }
@@ -127,7 +119,7 @@ function CopyField({ label, value, id }: { label: string; value: string; id: str
       <label htmlFor={id}>{label}</label>
       <div className="copy-field__row">
         <input id={id} ref={input} className="mono" readOnly value={value} onFocus={(e) => e.currentTarget.select()} />
-        <button type="button" onClick={() => void copy()} aria-label={`Copy ${label}`}>{copied ? "Copied" : "Copy"}</button>
+        <Button size="small" onClick={() => void copy()} aria-label={`Copy ${label}`}>{copied ? "Copied" : "Copy"}</Button>
       </div>
     </div>
   );
@@ -156,7 +148,7 @@ function SecretDialog({ revealed, onClose }: { revealed: Revealed; onClose: () =
         <p className="field-help">Unsigned: anyone who has the URL can start runs. Keep it private.</p>
       )}
       <div className="dialog__actions">
-        <button type="button" className="button button--primary" onClick={onClose}>I have copied it</button>
+        <Button variant="primary" onClick={onClose}>I have copied it</Button>
       </div>
     </Dialog>
   );
@@ -219,11 +211,11 @@ function WebhookCard({ hook, base, onChanged, onRotated, onPin }: {
       </p>
       <Listen hook={hook} base={base} onPin={onPin} onCaptured={() => setDeliveriesKey((k) => k + 1)} />
       <div className="button-row">
-        <button type="button" className="btn btn-small" aria-expanded={showDeliveries} onClick={() => setShowDeliveries(!showDeliveries)}>
+        <Button size="small" aria-expanded={showDeliveries} onClick={() => setShowDeliveries(!showDeliveries)}>
           {showDeliveries ? "Hide deliveries" : "Deliveries"}
-        </button>
-        {hook.signed && <button type="button" className="btn btn-small" onClick={() => setConfirm("rotate")}>Rotate secret</button>}
-        <button type="button" className="btn btn-small btn-danger-ghost" onClick={() => setConfirm("delete")}>Delete</button>
+        </Button>
+        {hook.signed && <Button size="small" onClick={() => setConfirm("rotate")}>Rotate secret</Button>}
+        <Button variant="danger-ghost" size="small" onClick={() => setConfirm("delete")}>Delete</Button>
       </div>
       {confirm && (
         <div className="confirm-box" role="alertdialog" aria-labelledby={`confirm-hook-${hook.id}`}>
@@ -233,8 +225,8 @@ function WebhookCard({ hook, base, onChanged, onRotated, onPin }: {
               : `Delete “${hook.name}”? Its URL stops working at once and its delivery log goes; the runs it started stay.`}
           </p>
           <div className="button-row confirm-box__buttons">
-            <button type="button" className="btn" onClick={() => setConfirm(null)}>Cancel</button>
-            <button type="button" className={`btn ${confirm === "delete" ? "btn-danger" : "btn-primary"}`} disabled={busy}
+            <Button onClick={() => setConfirm(null)}>Cancel</Button>
+            <Button variant={confirm === "delete" ? "danger" : "primary"} disabled={busy}
               onClick={() => void act(async () => {
                 if (confirm === "rotate") {
                   const rotated = await api<WebhookCreated>(`${base}rotate-secret/`, { method: "POST" });
@@ -247,7 +239,7 @@ function WebhookCard({ hook, base, onChanged, onRotated, onPin }: {
                 }
               })}>
               {confirm === "rotate" ? "Rotate secret" : "Delete webhook"}
-            </button>
+            </Button>
           </div>
         </div>
       )}
@@ -328,14 +320,14 @@ function Listen({ hook, base, onPin, onCaptured }: {
         <div className="listen__waiting" role="status">
           <span className="spinner" aria-hidden="true" />
           <span>Listening for the next delivery… {clock(left)} left</span>
-          <button type="button" className="btn btn-small" onClick={() => void stop()}>Stop</button>
+          <Button size="small" onClick={() => void stop()}>Stop</Button>
         </div>
       ) : (
-        <button type="button" className="btn btn-small" disabled={!onPin}
+        <Button size="small" disabled={!onPin}
           title={onPin ? "Wait up to two minutes for the next delivery and pin its input as the draft's test input" : "Open the draft to pin test input"}
           onClick={() => void start()}>
           Listen for test event
-        </button>
+        </Button>
       )}
       {state && (
         <p className="field-help">

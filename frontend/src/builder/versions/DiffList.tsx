@@ -2,6 +2,7 @@
 import type { VersionDiff } from "../../api/types";
 import { displayValue } from "../panel/format";
 import { diffItems, type DiffItem } from "./diff";
+import { Button } from "../../shell/Button";
 
 const SIGN: Record<DiffItem["change"], string> = { added: "+", removed: "−", changed: "~" };
 
@@ -14,9 +15,9 @@ function Item({ item, onSelectNode }: { item: DiffItem; onSelectNode?(id: string
       <span className="visually-hidden">{item.change} </span>
       <span className="diff-subject">{item.subject}</span>{" "}
       {item.node && onSelectNode ? (
-        <button type="button" className="link-button" onClick={() => onSelectNode(item.node!)}>
+        <Button variant="link" onClick={() => onSelectNode(item.node!)}>
           <code>{item.name}</code>
-        </button>
+        </Button>
       ) : (
         <code>{item.name}</code>
       )}

@@ -6,6 +6,7 @@ import { PageContextReact } from "../../lib/context";
 import "../panel/panel.css";
 import { BuilderContext } from "../store";
 import { DiffList } from "./DiffList";
+import { Button } from "../../shell/Button";
 
 export interface VersionsPanelProps {
   graphId: number;
@@ -94,7 +95,7 @@ export function VersionsPanel({ graphId, onOpenVersion, onShowDiff, openVersion 
   async function restore(n: number) {
     setRestoreState({ busy: true, error: null });
     try {
-      const base = baseRevision ?? (await api<{ revision: number }>(`graphs/${graphId}/`)).revision;
+      const base = baseRevision ?? (await api<GraphDetail>(`graphs/${graphId}/`)).revision;
       const draft = await api<GraphDetail>(`graphs/${graphId}/versions/${n}/restore/`, { method: "POST", body: { base_revision: base } });
       setRestoring(null);
       setRestoreState({ busy: false, error: null });
@@ -123,9 +124,9 @@ export function VersionsPanel({ graphId, onOpenVersion, onShowDiff, openVersion 
       {openVersion !== null && (
         <p className="readonly-banner">
           Viewing version {openVersion} (read only).{" "}
-          <button type="button" className="link-button" onClick={() => onOpenVersion(null)}>
+          <Button variant="link" onClick={() => onOpenVersion(null)}>
             Back to the draft
-          </button>
+          </Button>
         </p>
       )}
       {load.kind === "loading" && (
@@ -136,9 +137,9 @@ export function VersionsPanel({ graphId, onOpenVersion, onShowDiff, openVersion 
       {load.kind === "failed" && (
         <div className="panel-error" role="alert">
           Could not load the versions: {load.message}{" "}
-          <button type="button" className="btn btn-small" onClick={() => void reload()}>
+          <Button size="small" onClick={() => void reload()}>
             Try again
-          </button>
+          </Button>
         </div>
       )}
       {load.kind === "ready" && load.versions.length === 0 && (
@@ -165,13 +166,13 @@ export function VersionsPanel({ graphId, onOpenVersion, onShowDiff, openVersion 
                   </p>
                 </div>
                 <div className="version-actions">
-                  <button type="button" className="btn btn-small" onClick={() => onOpenVersion(v.number)} aria-label={`Open version ${v.number}`}>
+                  <Button size="small" onClick={() => onOpenVersion(v.number)} aria-label={`Open version ${v.number}`}>
                     Open
-                  </button>
+                  </Button>
                   {canBuild && (
-                    <button type="button" className="btn btn-small" onClick={() => setRestoring(v.number)} aria-label={`Restore version ${v.number}`}>
+                    <Button size="small" onClick={() => setRestoring(v.number)} aria-label={`Restore version ${v.number}`}>
                       Restore
-                    </button>
+                    </Button>
                   )}
                 </div>
                 {restoring === v.number && (
@@ -185,19 +186,17 @@ export function VersionsPanel({ graphId, onOpenVersion, onShowDiff, openVersion 
                       </p>
                     )}
                     <div className="button-row confirm-box__buttons">
-                      <button
-                        type="button"
-                        className="btn"
+                      <Button
                         onClick={() => {
                           setRestoring(null);
                           setRestoreState({ busy: false, error: null });
                         }}
                       >
                         Cancel
-                      </button>
-                      <button type="button" className="btn btn-primary" disabled={restoreState.busy} onClick={() => void restore(v.number)}>
+                      </Button>
+                      <Button variant="primary" disabled={restoreState.busy} onClick={() => void restore(v.number)}>
                         {restoreState.busy ? "Restoring…" : `Restore version ${v.number}`}
-                      </button>
+                      </Button>
                     </div>
                   </div>
                 )}
@@ -206,17 +205,17 @@ export function VersionsPanel({ graphId, onOpenVersion, onShowDiff, openVersion 
           </ol>
           {load.more && <p className="field-help">Only the latest 200 versions are listed.</p>}
           <div className="button-row">
-            <button type="button" className="btn btn-primary" disabled={picked.length !== 2 || diffState.loading} onClick={() => void compare()}>
+            <Button variant="primary" disabled={picked.length !== 2 || diffState.loading} onClick={() => void compare()}>
               {diffState.loading
                 ? "Comparing…"
                 : picked.length === 2
                   ? `Compare v${Math.min(...picked)} and v${Math.max(...picked)}`
                   : "Compare two versions"}
-            </button>
+            </Button>
             {diff && (
-              <button type="button" className="btn" onClick={clearDiff}>
+              <Button onClick={clearDiff}>
                 Clear comparison
-              </button>
+              </Button>
             )}
           </div>
           {diffState.error && (

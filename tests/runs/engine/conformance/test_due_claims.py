@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from runs import tasks
 from runs.engine import loop as engine_loop
+from runs.engine.store import clock
 from runs.models import RunEvent, Step, StepAttempt
 from runs.services import run_start
 from tests.support import engine
@@ -90,6 +91,29 @@ def test_a_doorbell_never_claims_a_step_that_is_not_due(store_path):
     assert Step.objects.get(pk=held_start.pk).status == "pending"
     assert Step.objects.get(pk=later_start.pk).status == "pending"
     assert not StepAttempt.objects.exists()
+
+
+def test_a_doorbell_claims_a_step_its_writer_released_a_moment_ahead_of_the_claimers_clock(store_path):
+    """Each process reads the database's clock only to within its round trip: a writer
+    whose reading ran ahead releases a step "due now" a few milliseconds after the
+    claimer's now. Its doorbell must claim it (before the clock's slack, it found nothing
+    and the step waited 30 s for recovery to ring again), and a step due well beyond that
+    slack is still left alone."""
+    version = one_step_version()
+    with engine.local_mode():
+        ahead = run_start(version=version, run_input={})
+        beyond = run_start(version=version, run_input={})
+    ahead_start = Step.objects.get(run=ahead, node_id="start")
+    beyond_start = Step.objects.get(run=beyond, node_id="start")
+    now = clock.now()
+    Step.objects.filter(pk=ahead_start.pk).update(due_at=now + clock.DUE_SLACK / 5)
+    Step.objects.filter(pk=beyond_start.pk).update(due_at=now + timedelta(minutes=5))
+    with engine.local_mode():
+        tasks.step_execute(ahead_start.pk)
+        tasks.step_execute(beyond_start.pk)
+    assert Step.objects.get(pk=ahead_start.pk).status == "succeeded"
+    assert Step.objects.get(pk=beyond_start.pk).status == "pending"
+    assert not StepAttempt.objects.filter(step=beyond_start).exists()
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="SKIP LOCKED: PostgreSQL")

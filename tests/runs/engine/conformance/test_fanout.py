@@ -157,10 +157,13 @@ def test_a_step_whose_run_has_a_budget_takes_the_portable_path(store_path):
     assert not any("AND budget_usd IS NULL AND budget_tokens IS NULL" in q["sql"] for q in queries.captured_queries)
 
 
-def test_an_in_process_fan_out_claims_each_branch_once(store_path):
+def test_an_in_process_fan_out_claims_each_branch_once(store_path, settings):
     """A sibling the committing worker took in its commit is not claimed again in-process:
     its local doorbell is dropped (dispatch.taken), not spent on a transaction that finds
-    it running. The start is the only step a claim takes; every branch is started once."""
+    it running. The start is the only step a claim takes; every branch is started once.
+    One step thread: with more, the released siblings are claimed at once onto threads of
+    their own (test_parallel_steps.py), and none is left for a commit to take."""
+    settings.BALLAST_WORKER_STEP_THREADS = 1
     run, _ = started(fanout(3))
     with engine.local_mode() as queue, CaptureQueriesContext(connection) as queries:
         queue.append(step(run, "start").pk)
@@ -205,9 +208,13 @@ def _count(queries, marker):
 
 
 @pg_only
-def test_an_in_process_fan_out_commits_each_branch_in_one_statement():
+def test_an_in_process_fan_out_commits_each_branch_in_one_statement(settings):
     from tests.support.conformance import BRANCH_MARKER, PARALLEL_MARKER
 
+    # One step thread: the branches run one after another on this thread, each from the
+    # snapshot the previous commit left (with more, they run at once on threads of their
+    # own: test_parallel_steps.py).
+    settings.BALLAST_WORKER_STEP_THREADS = 1
     run, _ = started(fanout(4))
     with engine.local_mode() as queue, CaptureQueriesContext(connection) as queries:
         queue.append(step(run, "start").pk)

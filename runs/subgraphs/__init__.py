@@ -1,0 +1,1 @@
+"""Graphs that call graphs: the subgraph node kind and its child runs."""

@@ -1,0 +1,60 @@
+"""Specs and helpers for graphs that call graphs (runs.subgraphs): a child graph, a caller, the child run of a step."""
+from __future__ import annotations
+
+from typing import Any
+
+from runs.models import Run, RunStatus
+from tests.support.specs import chain, edge, graph, node, publish, run_local, transform
+
+N_INPUT = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+
+def child_spec(*, factor: int = 2, **extra: Any) -> dict[str, Any]:
+    """start -> double (doubled = n * factor) -> end returning ``{"doubled"}``; input ``{n: integer}`` required."""
+    extra.setdefault("input_schema", N_INPUT)
+    return graph(
+        [node("start", "start"), transform("double", doubled=f"n * {factor}"), node("end", "end", config={"output": ["doubled"]})],
+        chain("start", "double", "end"),
+        **extra,
+    )
+
+
+def call_spec(graph_id: int, *, version: int | str = "latest", input: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    """start -> call (subgraph of ``graph_id``, output to ``result``) -> after (``after`` =
+    result.doubled + 1 when there is one) -> end; input ``{x: integer}`` unless given."""
+    extra.setdefault("input_schema", {"type": "object", "properties": {"x": {"type": "integer"}}})
+    config = {"graph": graph_id, "version": version, "input": input or {}, "output_key": "result"}
+    return graph(
+        [
+            node("start", "start"),
+            node("call", "subgraph", config=config),
+            transform("after", after="result['doubled'] + 1 if 'doubled' in result else 0"),
+            node("end", "end"),
+        ],
+        chain("start", "call", "after", "end"),
+        **extra,
+    )
+
+
+def gate_spec(**extra: Any) -> dict[str, Any]:
+    """A child that waits at an approval gate: start -> review -> end; input ``{n}``."""
+    return graph(
+        [node("start", "start"), node("review", "approval", config={"prompt": "ok {{ n }}?"}), node("end", "end")],
+        chain("start", "review") + [edge("review", "end", "approved")],
+        input_schema=N_INPUT,
+        **extra,
+    )
+
+
+def child_of(run: Run, node_id: str) -> Run:
+    """The child run of ``run``'s step ``node_id`` (exactly one, or this raises)."""
+    return Run.objects.get(parent_step__run=run, parent_step__node_id=node_id)
+
+
+def waiting_child(**run_kwargs: Any) -> tuple[Run, Run]:
+    """A parent run waiting at its ``call`` step for a child waiting at an approval gate."""
+    child = publish(gate_spec())
+    run = run_local(call_spec(child.graph_id, input={"n": "{{ input.x }}"}), {"x": 3}, **run_kwargs)
+    kid = child_of(run, "call")
+    assert kid.status == RunStatus.WAITING, (kid.status, kid.error, run.error)
+    return run, kid
