@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from runs import tasks
 from runs.engine import loop as engine_loop
+from runs.engine import sources
 from runs.engine.store import clock
 from runs.models import RunEvent, Step, StepAttempt
 from runs.services import run_start
@@ -58,6 +59,31 @@ def test_doorbells_claim_the_oldest_due_step_whatever_the_delivery_order(store_p
     assert started_order([s.pk for s in starts]) == expected
     assert expected != delivered
     assert all(Step.objects.get(pk=s.pk).status == "succeeded" for s in starts)
+
+
+def test_a_due_step_is_picked_after_a_bounded_number_of_due_source_rows(store_path, monkeypatch):
+    # 1,000 schedules due at once must not keep a due step waiting behind every tick
+    # (issue 26): a claim fires at most SOURCE_ROWS_PER_PICK source rows, then picks.
+    waiting = [40]  # due rows of a source of this test's own
+
+    def fire_next(now, worker):
+        if waiting[0] == 0:
+            return False
+        waiting[0] -= 1
+        return True
+
+    monkeypatch.setitem(sources._sources, "test-rows", sources.DueSource(
+        "test-rows", earliest_due=lambda now: now if waiting[0] else None, fire_next=fire_next))
+    version = one_step_version()
+    with engine.local_mode():
+        run = run_start(version=version, run_input={})
+    start = Step.objects.get(run=run, node_id="start")
+    claimed = engine_loop.step_claim_due("w:1:1")
+    assert claimed is not None and claimed.step_id == start.pk
+    assert waiting[0] == 40 - engine_loop.SOURCE_ROWS_PER_PICK
+    # No step is due now (the start is leased): the claim fires every row left, then finds nothing.
+    assert engine_loop.step_claim_due("w:1:1") is None
+    assert waiting[0] == 0
 
 
 def test_a_duplicate_or_late_doorbell_does_nothing(store_path):
