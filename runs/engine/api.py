@@ -26,7 +26,17 @@ from django.conf import settings
 
 from graphs.models import GraphVersion
 from runs.engine import cluster, dispatch, faults, loop, recovery, sources, threads, workers
-from runs.engine.store import clock, commit, connections, events, flow, liveness, operations, recovery_queries, selectors
+from runs.engine.store import (
+    clock,
+    commit,
+    connections,
+    events,
+    flow,
+    liveness,
+    operations,
+    recovery_queries,
+    selectors,
+)
 from runs.engine.store import state as state_store
 from runs.engine.store.graphs import compiled_graph, state_keys
 from runs.engine.store.operations import ForkPlan

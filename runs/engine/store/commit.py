@@ -36,7 +36,15 @@ from runs.engine.store.writes import (
     save_run_usage,
     save_steps,
 )
-from runs.engine.types import ActiveStep, ClaimedStep, CommitOutcome, StateTooLarge, StepStateError, spec_node_id, step_idempotency_key
+from runs.engine.types import (
+    ActiveStep,
+    ClaimedStep,
+    CommitOutcome,
+    StateTooLarge,
+    StepStateError,
+    spec_node_id,
+    step_idempotency_key,
+)
 from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.nodes import get_kind
 from runs.nodes.base import NodeResult
