@@ -60,8 +60,8 @@ export function GraphToolsField(props: FieldProps) {
     update(index, { graph: graphId, version: "latest", name: named || (picked ? toolNameFor(picked.name) : row.name) });
   };
   return (
-    <div className="form-field form-field-graph-tools">
-      <label htmlFor={`${id}.add`}>{String(schema.title ?? name)}</label>
+    <div className="form-field form-field-graph-tools" role="group" aria-labelledby={`${id}__title`}>
+      <span className="form-field-title" id={`${id}__title`}>{String(schema.title ?? name)}</span>
       <p className="field-help">{graphs.length === 0 ? "No other graph is published yet: publish a graph to offer it as a tool." : schema.description}</p>
       {rows.map((row, index) => {
         const picked = graphs.find((g) => g.id === row.graph);
