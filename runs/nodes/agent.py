@@ -384,6 +384,10 @@ class AgentNode(LLMCallKind[AgentConfig]):
             return graph_calls().call(graph_tool, arguments, ctx)
         return NodeResult(output=require_tool(name).call(arguments, ToolContext.for_step(ctx)))
 
+    def waits(self, config: AgentConfig) -> bool:
+        """Only an agent with graph tools waits (its calls' child runs)."""
+        return bool(config.graph_tools)
+
     def on_wait(self, *, run: Any, step: Any, wait: Wait) -> None:
         """A graph tool's call waits (a child step): create its child run in that commit."""
         graph_calls().start(run=run, step=step, wait=wait)

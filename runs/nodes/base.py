@@ -315,6 +315,12 @@ class NodeKind(Generic[ConfigT]):
         happened, or return a result that finishes the step. None: nothing to do."""
         return None
 
+    def waits(self, config: ConfigT) -> bool:
+        """Whether a step of this configured node may wait (for a person, a child run):
+        such a node cannot be tested on its own (builder). Default: the kind has an
+        :meth:`on_wait`."""
+        return type(self).on_wait is not NodeKind.on_wait
+
     def on_wait(self, *, run: Any, step: Any, wait: Wait) -> None:
         """Called inside the commit transaction when ``execute`` (or ``execute_child``:
         ``step`` is then the child step) returned a Wait.

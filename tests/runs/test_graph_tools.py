@@ -231,3 +231,14 @@ def test_clashing_tool_names_and_an_agent_without_tools_are_invalid() -> None:
     assert any("at least one tool" in i.message for i in validate_spec(bare).issues if i.node_id == "agent")
     bad_name = tool_agent_spec([_tool(child.graph_id, name="has space")], [])
     assert any(i.field.startswith("config.graph_tools[0].name") for i in validate_spec(bad_name).issues if i.node_id == "agent")
+
+
+def test_an_agent_with_graph_tools_is_not_tested_on_its_own() -> None:
+    from tests.support.world import client_with_token
+
+    child = publish(child_spec())
+    caller = publish(tool_agent_spec([_tool(child.graph_id)], [], name="tool-node-test"))
+    client = client_with_token(get_user_model().objects.create_superuser("root", "root@localhost", "pw"))
+    answer = client.post(f"/api/v1/graphs/{caller.graph_id}/nodes/agent/test/", {"state": {"x": 1}}, format="json")
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == "not_testable", answer.content
+    assert "graph tools" in answer.json()["error"]["message"]
