@@ -21,7 +21,7 @@ from graphs.models import Graph, GraphVersion
 from graphs.spec import GraphSpec, content_hash
 from runs.models import Run
 from runs.nodes import UnknownNodeKind, get_kind
-from runs.nodes.base import ChildCall, NodeKind
+from runs.nodes.base import ChildCall
 from runs.sandbox.expressions import FUNCTION_NAMES
 from runs.services import draft_run_start, node_test_run
 
@@ -534,8 +534,8 @@ def graph_node_test(
     issues = kind.check(node.id, config, known)
     if issues:
         raise GraphInvalid([LocatedIssue(i.node_id, i.field, i.message, i.code, f"nodes[{index}].{i.field}") for i in issues])
-    if type(kind).on_wait is not NodeKind.on_wait:
-        what = "for its child run" if node.kind == "subgraph" else "for a person"
+    if kind.waits(config):
+        what = "for its child run" if node.kind == "subgraph" else "for its graph tools' child runs" if node.kind == "agent" else "for a person"
         raise NodeNotTestable(f"node {node.id!r} ({node.kind}) waits {what}; it cannot be tested on its own: run the draft instead")
     effects = _unsafe_effects(kind, node, config)
     if effects and not confirm:

@@ -53,7 +53,8 @@ if TYPE_CHECKING:  # django-stubs' helper, installed with the test extras only
 # drift from them): "decision" when a step is parked (interrupted by a crash, not safe
 # to repeat: a person chooses retry, skip or fail), else "approval" when a step waits at
 # an approval gate, else None. Parked wins: it blocks its branch until someone decides.
-# The kind of a step that waits for a child run (runs.subgraphs), not for a person.
+# The kind of a step that waits for a child run (runs.subgraphs), not for a person; a
+# waiting child step (an agent's graph tool call) waits for one too.
 SUBGRAPH_KIND = "subgraph"
 WAITING_FOR = ("approval", "decision", "child_run")
 
@@ -76,7 +77,7 @@ def with_waiting_for(queryset: QuerySet[Run]) -> QuerySet[WithAnnotations[Run, W
         Step.objects.filter(run=OuterRef("pk"), status__in=(StepStatus.PARKED, StepStatus.WAITING))
         .annotate(held=Case(
             When(status=StepStatus.PARKED, then=Value("decision")),
-            When(kind=SUBGRAPH_KIND, then=Value("child_run")),
+            When(Q(kind=SUBGRAPH_KIND) | Q(parent__isnull=False), then=Value("child_run")),
             default=Value("approval"), output_field=CharField(),
         ))  # fmt: skip
         .order_by("status", "held")  # parked first; then a person's gate before a child run
@@ -100,9 +101,10 @@ def waiting_for_q(what: str) -> Q:
     live = ~Q(status__in=TERMINAL_RUN_STATUSES)
     if what == "decision":
         return live & Q(parked)
-    gates = steps.filter(status=StepStatus.WAITING).exclude(kind=SUBGRAPH_KIND)
+    calling = Q(kind=SUBGRAPH_KIND) | Q(parent__isnull=False)
+    gates = steps.filter(status=StepStatus.WAITING).exclude(calling)
     if what == "child_run":
-        return live & ~Q(parked) & ~Q(Exists(gates)) & Q(Exists(steps.filter(status=StepStatus.WAITING, kind=SUBGRAPH_KIND)))
+        return live & ~Q(parked) & ~Q(Exists(gates)) & Q(Exists(steps.filter(calling, status=StepStatus.WAITING)))
     return live & ~Q(parked) & Q(Exists(gates))
 
 
@@ -348,9 +350,11 @@ def attempts_with_retry(attempts: QuerySet[StepAttempt]) -> QuerySet[StepAttempt
 
 def step_get(*, step_id: int) -> Step:
     """One step with its attempts (:func:`attempts_with_retry`), its child steps (an
-    agent's turns and calls, oldest first) and its run: three queries. Raises
+    agent's turns and calls, oldest first, each with ``called_run``: the run a graph
+    tool's call started, else None) and its run: three queries. Raises
     Step.DoesNotExist."""
-    children = Prefetch("children", queryset=Step.objects.order_by("id"))
+    called = Run.objects.filter(parent_step=OuterRef("pk")).values("pk")[:1]
+    children = Prefetch("children", queryset=Step.objects.annotate(called_run=Subquery(called)).order_by("id"))
     attempts = Prefetch("attempts", queryset=attempts_with_retry(StepAttempt.objects.all()))
     return Step.objects.select_related("run__graph_version__graph").prefetch_related(attempts, children).get(pk=step_id)
 

@@ -11,6 +11,7 @@ from runs import retention_job
 from runs.engine.api import is_cluster_main_process, register_flow_gates, run_lock_for_audit, start_supervisor
 from runs.reports import alerts  # noqa: F401  (connects the run alert receivers: runs fail and park in workers too)
 from runs.subgraphs import calls as subgraph_calls
+from runs.subgraphs import tools as graph_tools
 from runs.tools.checks import TOOL_MODULES_TAG, tool_modules_importable
 
 
@@ -32,5 +33,7 @@ def connect() -> None:
     # Graphs that call graphs: a child's end owes its parent step its result (a due source)
     # and a parent's end cancels its active children (runs.subgraphs.calls).
     subgraph_calls.register()
+    # An agent's graph tools: each call a child run as a subgraph step's (runs.subgraphs.tools).
+    graph_tools.register()
     if is_cluster_main_process(sys.argv):
         start_supervisor()

@@ -313,6 +313,11 @@ class ChildStepOutput(serializers.Serializer):
     cost_usd = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
+    child_run = serializers.SerializerMethodField(help_text="The run a graph tool's call started (its child run), else null.")
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_child_run(self, obj: Step) -> int | None:
+        return getattr(obj, "called_run", None)
 
     @extend_schema_field(serializers.JSONField(allow_null=True))
     def get_input(self, obj: Step) -> Any:

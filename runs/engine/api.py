@@ -26,7 +26,17 @@ from django.conf import settings
 
 from graphs.models import GraphVersion
 from runs.engine import cluster, dispatch, faults, loop, recovery, sources, threads, workers
-from runs.engine.store import clock, connections, events, flow, liveness, operations, recovery_queries, selectors
+from runs.engine.store import (
+    clock,
+    commit,
+    connections,
+    events,
+    flow,
+    liveness,
+    operations,
+    recovery_queries,
+    selectors,
+)
 from runs.engine.store import state as state_store
 from runs.engine.store.graphs import compiled_graph, state_keys
 from runs.engine.store.operations import ForkPlan
@@ -85,6 +95,7 @@ __all__ = [
     "step_complete_waiting",
     "step_execute_due",
     "step_fail_parked",
+    "step_fail_waiting_child",
     "step_requeue_parked",
     "step_skip_parked",
     "step_state",
@@ -278,6 +289,13 @@ def step_fail_parked(step_id: int, *, actor: str, message: str, code: str = "rej
     "fail" for an interrupted step, a child run that failed: ``code`` and ``details`` go
     into the error), inside the caller's transaction. Raises StepStateError."""
     operations.step_fail_parked(step_id, actor=actor, message=message, code=code, details=details)
+
+
+def step_fail_waiting_child(step_id: int, *, actor: str, error: dict[str, Any]) -> list[int]:
+    """Fail a waiting child step with ``error`` and wake its parent (an agent's graph
+    tool whose child run failed: the model is told, the run goes on), inside the caller's
+    transaction; its dispatch is rung after commit. Raises StepStateError."""
+    return _dispatch_on_commit(commit.step_fail_waiting_child(step_id, actor=actor, error=error))
 
 
 # --------------------------------------------------------------------------- cancel, resume, retry, fork

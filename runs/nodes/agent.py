@@ -22,12 +22,12 @@ import json
 import re
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import Field, field_validator
+from pydantic import Field, WithJsonSchema, field_validator, model_validator
 
 from runs.nodes import llm_call
-from runs.nodes.base import ChildCall, Issue, NodeContext, NodeResult
+from runs.nodes.base import ChildCall, Issue, NodeConfig, NodeContext, NodeResult, Wait
 from runs.nodes.llm_call import LLMCallConfig, LLMCallKind, prompt_messages
 from runs.nodes.shared import STATE_KEY_PATTERN, expression_names
 from runs.providers import spans
@@ -49,6 +49,68 @@ TOOL_CALL = "tool_call"
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 MAX_CALL_ID_CHARS = 64
 TRUNCATION_NOTE = "... [truncated {n} characters]"
+
+
+# What the model may call a graph tool: the providers' tool-name alphabet (OpenAI and
+# Anthropic both take ^[a-zA-Z0-9_-]{1,64}$).
+GRAPH_TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+
+
+class GraphTool(NodeConfig):
+    """A published graph offered to the model as a tool (``AgentConfig.graph_tools``).
+
+    - ``graph``: the id of the graph (it must have a published version).
+    - ``version``: a published version number, or ``"latest"``: the newest published
+      version when the model calls it, pinned for that call (its child run keeps it).
+    - ``name``: the tool name the model sees (unique among the agent's tools).
+    - ``description``: what the model is told the tool does (default: the graph's
+      description, else its name).
+
+    The tool's arguments are the version's input schema; a call is a child run.
+    """
+
+    graph: int = Field(ge=1, title="Graph", description="The published graph to offer as a tool.")
+    version: Annotated[int | Literal["latest"], WithJsonSchema({"examples": ["latest", 1]})] = Field(
+        "latest", title="Version", description="A published version number, or latest: the newest one when the model calls it (then pinned)."
+    )
+    name: str = Field(pattern=GRAPH_TOOL_NAME_PATTERN, title="Tool name", description="The name the model calls it by.")
+    description: str = Field("", max_length=2000, title="Description", description="What the model is told it does (default: the graph's description).")
+
+
+class GraphCalls(Protocol):
+    """What the agent needs to call published graphs: runs.subgraphs.tools provides it
+    and runs.wiring registers it (:func:`register_graph_calls`), because creating a run
+    is the engine's and node kinds know nothing of the engine."""
+
+    def definition(self, tool: GraphTool) -> ToolDefinition:
+        """The tool as the model is shown it (the version's input schema as its
+        parameters). Raises NodeError (``subgraph_missing``)."""
+        ...
+
+    def call(self, tool: GraphTool, arguments: Mapping[str, Any], ctx: NodeContext) -> NodeResult:
+        """Resolve and pin the version, check ``arguments`` against its input schema and
+        return a result waiting for the child run (reads only). Raises NodeError."""
+        ...
+
+    def start(self, *, run: Any, step: Any, wait: Wait) -> None:
+        """Create (or find) the child run of waiting child step ``step``, inside its commit."""
+        ...
+
+
+_graph_calls: list[GraphCalls] = []
+
+
+def register_graph_calls(calls: GraphCalls) -> None:
+    """Give the agent node its way to call graphs (runs.wiring, once per process)."""
+    _graph_calls[:] = [calls]
+
+
+def graph_calls() -> GraphCalls:
+    """The registered :class:`GraphCalls`. Raises NodeError ``graph_tools_unavailable``
+    when none was (a process that did not load the runs app)."""
+    if not _graph_calls:
+        raise NodeError("graph tools are not available in this process", code="graph_tools_unavailable", retryable=False)
+    return _graph_calls[0]
 
 
 class AgentConfig(LLMCallConfig):
@@ -74,9 +136,15 @@ class AgentConfig(LLMCallConfig):
       worst case).
     - ``output_key`` (default ``answer``): the state key the final answer (text) is
       written to.
+    - ``graph_tools``: published graphs offered as tools (:class:`GraphTool`); a call
+      runs the graph as a durable child run (runs.subgraphs.tools) and its output is the
+      tool's result. ``tools`` may be empty when there are graph tools.
     """
 
-    tools: list[str] = Field(min_length=1, max_length=64, title="Tools", description="Registered tools the model may call.")
+    tools: list[str] = Field(default_factory=list, max_length=64, title="Tools", description="Registered tools the model may call.")
+    graph_tools: list[GraphTool] = Field(
+        default_factory=list, max_length=32, title="Graph tools", description="Published graphs the model may call as tools; each call is a child run."
+    )
     repeat_safe_tools: dict[str, bool] = Field(
         default_factory=dict,
         title="Tools safe to repeat",
@@ -102,6 +170,20 @@ class AgentConfig(LLMCallConfig):
             raise ValueError("tool names must be unique")
         return tools
 
+    @model_validator(mode="after")
+    def _some_tool(self) -> AgentConfig:
+        if not self.tools and not self.graph_tools:
+            raise ValueError("give the agent at least one tool or graph tool")
+        return self
+
+    def graph_tool(self, name: str) -> GraphTool | None:
+        """The graph tool the model calls ``name``, or None."""
+        return next((t for t in self.graph_tools if t.name == name), None)
+
+    def tool_names(self) -> list[str]:
+        """Every tool name the model is offered: registered tools, then graph tools."""
+        return [*self.tools, *(t.name for t in self.graph_tools)]
+
 
 class AgentNode(LLMCallKind[AgentConfig]):
     """An LLM that calls registered tools in a loop, each turn and call a durable child step."""
@@ -125,8 +207,23 @@ class AgentNode(LLMCallKind[AgentConfig]):
                 get_tool(name)
             except UnknownTool:
                 issues.append(Issue(node_id, f"config.tools[{i}]", f"unknown tool {name!r}", code="unknown_tool"))
+        seen = set(config.tools)
+        for i, graph_tool in enumerate(config.graph_tools):
+            if graph_tool.name in seen:
+                other = "a registered tool" if graph_tool.name in config.tools else "another graph tool"
+                issues.append(Issue(node_id, f"config.graph_tools[{i}].name", f"{graph_tool.name!r} is also the name of {other}", code="tool_name_clash"))
+            seen.add(graph_tool.name)
         for name in config.repeat_safe_tools:
-            if name not in config.tools:
+            if config.graph_tool(name) is not None:
+                issues.append(
+                    Issue(
+                        node_id,
+                        f"config.repeat_safe_tools.{name}",
+                        f"{name!r} is a graph tool: its call is a child run created once, always safe to repeat",
+                        code="unknown_tool",
+                    )
+                )
+            elif name not in config.tools:
                 issues.append(
                     Issue(
                         node_id,
@@ -268,9 +365,10 @@ class AgentNode(LLMCallKind[AgentConfig]):
     def _tool_call(self, config: AgentConfig, call: ChildCall, ctx: NodeContext) -> NodeResult:
         name = str(call.input.get("tool", ""))
         arguments = call.input.get("arguments") or {}
-        if name not in config.tools:
+        graph_tool = config.graph_tool(name)
+        if name not in config.tools and graph_tool is None:
             raise NodeError(
-                f"the model called {name!r}, which is not one of this agent's tools ({', '.join(config.tools)})",
+                f"the model called {name!r}, which is not one of this agent's tools ({', '.join(config.tool_names())})",
                 code="unknown_tool",
                 retryable=False,
             )
@@ -281,7 +379,18 @@ class AgentNode(LLMCallKind[AgentConfig]):
                 code="tool_arguments",
                 retryable=False,
             )
+        if graph_tool is not None:
+            # A durable child run: this step waits for it as a row (on_wait creates it).
+            return graph_calls().call(graph_tool, arguments, ctx)
         return NodeResult(output=require_tool(name).call(arguments, ToolContext.for_step(ctx)))
+
+    def waits(self, config: AgentConfig) -> bool:
+        """Only an agent with graph tools waits (its calls' child runs)."""
+        return bool(config.graph_tools)
+
+    def on_wait(self, *, run: Any, step: Any, wait: Wait) -> None:
+        """A graph tool's call waits (a child step): create its child run in that commit."""
+        graph_calls().start(run=run, step=step, wait=wait)
 
     def is_child_repeat_safe(self, config: AgentConfig, call: ChildCall) -> bool:
         """A tool call is as repeat-safe as ``repeat_safe_tools`` says for its tool, else
@@ -292,7 +401,7 @@ class AgentNode(LLMCallKind[AgentConfig]):
             return True
         name = str(call.input.get("tool", ""))
         if name not in config.tools:
-            return True  # it fails before doing anything
+            return True  # it fails before doing anything, or is a graph tool (its child run is created once)
         if name in config.repeat_safe_tools:
             return config.repeat_safe_tools[name]
         try:
@@ -347,6 +456,12 @@ class AgentNode(LLMCallKind[AgentConfig]):
                     raise
                 continue
             definitions.append(ToolDefinition(name=name, description=registered.description, parameters=registered.json_schema()))
+        for graph_tool in config.graph_tools:
+            try:
+                definitions.append(graph_calls().definition(graph_tool))
+            except NodeError:
+                if strict:
+                    raise
         return definitions
 
 

@@ -60,7 +60,10 @@ class Issue:
 
 @dataclass
 class Wait:
-    """A step that must wait for a person: the engine commits it as ``waiting``.
+    """A step that must wait for a person or a child run: the engine commits it as
+    ``waiting``. A child step may wait too (an agent's graph tool call: its node kind's
+    :meth:`NodeKind.on_wait` runs in that commit; the parent stays suspended until
+    whoever finishes the waiting child wakes it).
 
     ``payload`` is JSON stored with the request (prompt, who may decide, the data shown).
     ``due_seconds``: when set, the waiting step is due that many seconds after its commit
@@ -293,7 +296,8 @@ class NodeKind(Generic[ConfigT]):
         """Run one child step this node spawned (outside any transaction). ``ctx`` is the
         child's context (its own idempotency key and attempt). Usage and cost returned
         here are recorded on the child step. Raise :class:`NodeError` on failure; a
-        child that fails for good is reported to the parent in ``ctx.children``."""
+        child that fails for good is reported to the parent in ``ctx.children``. A
+        result with ``wait`` parks the child step (see :class:`Wait`)."""
         raise NotImplementedError(f"node kind '{self.kind}' spawns no children")
 
     def is_child_repeat_safe(self, config: ConfigT, call: ChildCall) -> bool:
@@ -311,8 +315,15 @@ class NodeKind(Generic[ConfigT]):
         happened, or return a result that finishes the step. None: nothing to do."""
         return None
 
+    def waits(self, config: ConfigT) -> bool:
+        """Whether a step of this configured node may wait (for a person, a child run):
+        such a node cannot be tested on its own (builder). Default: the kind has an
+        :meth:`on_wait`."""
+        return type(self).on_wait is not NodeKind.on_wait
+
     def on_wait(self, *, run: Any, step: Any, wait: Wait) -> None:
-        """Called inside the commit transaction when ``execute`` returned a Wait.
+        """Called inside the commit transaction when ``execute`` (or ``execute_child``:
+        ``step`` is then the child step) returned a Wait.
 
         The approval kind creates its approval request here, so the request, the step's
         waiting status and the run's waiting status commit together.

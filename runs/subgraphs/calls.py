@@ -48,6 +48,7 @@ from runs.vocabulary import NodeError
 log = logging.getLogger("ballast.subgraphs")
 
 KIND = "subgraph"
+AGENT_KIND = "agent"  # its graph_tools call graphs too (runs.subgraphs.tools)
 ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
 
 
@@ -191,9 +192,13 @@ def run_ended(sender: Any, run: Run, status: str, **kwargs: Any) -> None:
 
 @lru_cache(maxsize=512)
 def calls_graphs(version_id: int) -> bool:
-    """Whether graph version ``version_id`` has a subgraph node (versions never change)."""
+    """Whether graph version ``version_id`` has a subgraph node or an agent with graph
+    tools (versions never change)."""
     spec = GraphVersion.objects.filter(pk=version_id).values_list("spec", flat=True).first() or {}
-    return any(isinstance(n, dict) and n.get("kind") == KIND for n in spec.get("nodes", []))
+    return any(
+        isinstance(n, dict) and (n.get("kind") == KIND or (n.get("kind") == AGENT_KIND and (n.get("config") or {}).get("graph_tools")))
+        for n in spec.get("nodes", [])
+    )
 
 
 def earliest_due(now: datetime) -> datetime | None:
@@ -231,6 +236,9 @@ def _hand_over(child: Run, step: Step) -> None:
     actor = f"run:{child.pk}"
     version = GraphVersion.objects.select_related("graph").get(pk=child.graph_version_id)
     where = f"child run {child.pk} (graph {version.graph.name!r} v{version.number})"
+    if step.parent_id is not None:
+        _hand_over_tool_call(child, step, where)
+        return
     if child.status == RunStatus.SUCCEEDED:
         parent_version = Run.objects.filter(pk=step.run_id).values_list("graph_version_id", flat=True).get()
         node = engine.compiled_graph(parent_version).topology.nodes[step.node_id]
@@ -250,6 +258,25 @@ def _hand_over(child: Run, step: Step) -> None:
     else:
         message, code = f"{where} failed: {error.get('message') or error.get('code') or 'failed'}", "child_failed"
     engine.step_fail_parked(step.pk, actor=actor, message=message, code=code, details={"child_run": child.pk, "child_error": error})
+
+
+def _hand_over_tool_call(child: Run, step: Step, where: str) -> None:
+    """Finish waiting tool-call child step ``step`` (an agent's graph tool) with
+    ``child``'s outcome: its output is the tool's result; a failed or cancelled child
+    fails the child step (``child_failed``, ``child_cancelled``, with ``child_run``),
+    which the agent's replay tells the model as an error result. Either way the agent
+    step is woken once no sibling is active (parent run locked)."""
+    actor = f"run:{child.pk}"
+    if child.status == RunStatus.SUCCEEDED:
+        engine.step_complete_waiting(step.pk, NodeResult(output=child.output), actor=actor, reason="child_succeeded")
+        return
+    error = child.error or {}
+    if child.status == RunStatus.CANCELLED:
+        message, code = f"{where} was cancelled: {error.get('message') or 'cancelled'}", "child_cancelled"
+    else:
+        message, code = f"{where} failed: {error.get('message') or error.get('code') or 'failed'}", "child_failed"
+    failure = {"code": code, "message": message, "node_id": step.node_id, "by": actor, "child_run": child.pk, "child_error": error}
+    engine.step_fail_waiting_child(step.pk, actor=actor, error=failure)
 
 
 def register() -> None:

@@ -58,3 +58,25 @@ def waiting_child(**run_kwargs: Any) -> tuple[Run, Run]:
     kid = child_of(run, "call")
     assert kid.status == RunStatus.WAITING, (kid.status, kid.error, run.error)
     return run, kid
+
+
+def tool_agent_spec(graph_tools: list[dict[str, Any]], calls: list[dict[str, Any]], *, answer: str = "done", tools: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    """start -> agent (mock model: turn 0 asks for ``calls`` ``{"name", "arguments", "id"?}``,
+    turn 1 answers ``answer``; ``graph_tools`` offered, ``tools`` too when given) -> end
+    returning ``{"answer"}``; input ``{x: integer}``."""
+    script = [{"turn": 0, "reply": "", "tool_calls": calls}, {"reply": answer}]
+    config = {
+        "provider": "mock", "model": "mock-1", "prompt": "Work on {{ input.x }}", "max_tokens": 50,
+        "tools": tools or [], "graph_tools": graph_tools, "max_turns": 3, "options": {"script": script},
+    }  # fmt: skip
+    extra.setdefault("input_schema", {"type": "object", "properties": {"x": {"type": "integer"}}})
+    return graph(
+        [node("start", "start"), node("agent", "agent", config=config), node("end", "end", config={"output": ["answer"]})],
+        chain("start", "agent", "end"),
+        **extra,
+    )
+
+
+def tool_children(run: Run) -> list[Run]:
+    """The child runs ``run``'s agent started through graph tools, oldest first."""
+    return list(Run.objects.filter(parent_step__run=run, parent_step__parent__isnull=False).order_by("id"))

@@ -2209,6 +2209,8 @@ export interface components {
             started_at: string | null;
             /** Format: date-time */
             finished_at: string | null;
+            /** @description The run a graph tool's call started (its child run), else null. */
+            readonly child_run: number | null;
         };
         ClaimManyOutput: {
             claimed: number[];

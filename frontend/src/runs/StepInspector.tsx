@@ -8,6 +8,7 @@ import { ErrorMessage, Skeleton, StatusBadge, When } from "../shell/ui";
 import { useApi } from "../shell/useApi";
 import { stateChangeRows, stateKeysOrdered, stepState } from "./runView";
 import { Button } from "../shell/Button";
+import { runUrl } from "../shell/graphLinks";
 
 /** A JSON value as an object to read keys from ({} for anything else): a child step's input and output are free JSON. */
 function fields(value: unknown): Record<string, unknown> {
@@ -75,6 +76,7 @@ function Transcript({ children }: { children: ChildStep[] }) {
             <div className="transcript__head">
               <strong>{turn ? `Model turn ${Number(c.child_key.split("-")[1] ?? 0) + 1}` : `Tool call ${String(input.tool ?? "")}`}</strong>
               <StatusBadge status={c.status} />
+              {c.child_run !== null ? <a className="small child-run-link" href={runUrl(c.child_run)}>child run #{c.child_run}</a> : null}
               <span className="muted small">
                 {[turn ? String(output.model ?? c.usage?.model ?? "") : "", c.usage ? tokens(c.usage) : "", c.cost_usd !== null ? formatUsd(c.cost_usd) : c.usage ? "cost unknown" : "",
                   formatDuration(c.started_at, c.finished_at), c.attempt > 1 ? `${c.attempt} attempts` : "", `step #${c.id}`].filter(Boolean).join(" · ")}

@@ -36,7 +36,15 @@ from runs.engine.store.writes import (
     save_run_usage,
     save_steps,
 )
-from runs.engine.types import ActiveStep, ClaimedStep, CommitOutcome, StateTooLarge, spec_node_id, step_idempotency_key
+from runs.engine.types import (
+    ActiveStep,
+    ClaimedStep,
+    CommitOutcome,
+    StateTooLarge,
+    StepStateError,
+    spec_node_id,
+    step_idempotency_key,
+)
 from runs.models import AttemptStatus, Run, RunEvent, RunEventKind, RunStatus, Step, StepAttempt, StepStatus
 from runs.nodes import get_kind
 from runs.nodes.base import NodeResult
@@ -129,6 +137,8 @@ def _commit(claimed: ClaimedStep, result: NodeResult, written_sizes: dict[str, i
             due_at=due_at,
         )
         if claimed.parent_id is not None:
+            if result.wait:
+                return _commit_child_wait(run, step, claimed, result, now)
             events = [event(run.pk, RunEventKind.STEP_SUCCEEDED, step.pk, node_id=step.node_id, parent=claimed.parent_id)]
             return child_finished(run, step, events, now, worker=claimed.worker if keep_next else None)
         if result.wait:
@@ -207,6 +217,20 @@ def _commit_wait(run: Run, step: Step, result: NodeResult, now: datetime) -> Com
     append_events(events)
     save_run_usage(run, now, status=new_status)
     return CommitOutcome(committed=True, run_status=new_status)
+
+
+def _commit_child_wait(run: Run, step: Step, claimed: ClaimedStep, result: NodeResult, now: datetime) -> CommitOutcome:
+    """A child step (an agent's tool call of a published graph) that waits: its node
+    kind's ``on_wait`` runs in this transaction (the agent creates the child run here), a
+    ``step_waiting`` event names its parent, and the parent stays suspended: the waiting
+    child is still active, so :func:`child_finished` does not wake it. The slot the child
+    held goes to a sibling held back by the run's parallelism bound. Whoever finishes the
+    waiting child later (operations.step_complete_waiting, step_fail_waiting_child) wakes
+    the parent. Inside the commit transaction, run row locked."""
+    assert result.wait is not None
+    get_kind(graphs.step_node(claimed.version_id, claimed.node_id).kind).on_wait(run=run, step=step, wait=result.wait)
+    events = [event(run.pk, RunEventKind.STEP_WAITING, step.pk, node_id=step.node_id, parent=claimed.parent_id, reason=result.wait.reason)]
+    return child_finished(run, step, events, now, worker=None, waiting=True)
 
 
 def advance(
@@ -392,11 +416,13 @@ def _commit_spawn(run: Run, claimed: ClaimedStep, result: NodeResult, now: datet
     return CommitOutcome(committed=True, dispatch=dispatch, next_step=next_claim, run_status=run.status)
 
 
-def child_finished(run: Run, child: Step, events: list[RunEvent], now: datetime, *, worker: str | None) -> CommitOutcome:
+def child_finished(run: Run, child: Step, events: list[RunEvent], now: datetime, *, worker: str | None, waiting: bool = False) -> CommitOutcome:
     """A child step finished (succeeded, or failed for good): once no sibling is active,
     the parent becomes runnable again (its replay sees every child's result), leased to
-    ``worker`` or dispatched. Inside the commit transaction, run row locked."""
-    active = active_steps(run.pk, exclude=child.pk)
+    ``worker`` or dispatched. ``waiting``: the child did not finish but waits (it stays
+    active, so the parent is not woken; only the run's status and held-back siblings
+    follow). Inside the commit transaction, run row locked."""
+    active = active_steps(run.pk, exclude=None if waiting else child.pk)
     dispatch: list[int] = []
     next_claim: ClaimedStep | None = None
     if child.parent_id is not None and not run.is_terminal and not any(a.parent_id == child.parent_id for a in active):
@@ -430,6 +456,26 @@ def child_finished(run: Run, child: Step, events: list[RunEvent], now: datetime,
     append_events(events)
     save_run_usage(run, now, status=run.status)
     return CommitOutcome(committed=True, dispatch=dispatch, next_step=next_claim, run_status=run.status)
+
+
+def step_fail_waiting_child(step_id: int, *, actor: str, error: dict[str, Any]) -> list[int]:
+    """Fail a waiting child step (an agent's call of a graph tool whose child run failed
+    or was cancelled) with ``error`` (``{"code", "message", ...}``): as a child that
+    failed for good, it does not fail the run; its parent is woken once no sibling is
+    active and its replay sees the failure (the model is told). Inside the caller's
+    transaction. Returns step ids to dispatch. Raises StepStateError when the step is
+    not a waiting child step."""
+    step = Step.objects.get(pk=step_id)
+    run = lock_run(step.run_id)
+    now = clock.now()
+    if step.parent_id is None or not Step.objects.filter(pk=step_id, status=StepStatus.WAITING).update(
+        status=StepStatus.FAILED, error=error, finished_at=now, lease_owner=""
+    ):
+        raise StepStateError(f"step {step_id} is {step.status}, not a waiting child step")
+    if run.is_terminal:
+        return []
+    failed = event(run.pk, RunEventKind.STEP_FAILED, step.pk, node_id=step.node_id, parent=step.parent_id, error=error, by=actor)
+    return child_finished(run, step, [failed], now, worker=None).dispatch
 
 
 def _retry_after(error: NodeError) -> float:

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { KINDS } from "../../test/fixtures/nodeKinds";
 import { sampleSpec } from "../panel/testing";
 import { configUiSchema, editorFields, simplifySchema, stateKeyNames } from "./fields";
+import { toolNameFor } from "./GraphToolsField";
 
 const schemaOf = (kind: string) => KINDS.find((k) => k.kind === kind)!.config_schema;
 
@@ -21,6 +22,13 @@ describe("editor fields", () => {
     expect(configUiSchema("tool", schemaOf("tool"))).toMatchObject({ args: { "ui:field": "toolArgs" } });
     // Free-form objects get the JSON editor.
     expect(configUiSchema("llm", schemaOf("llm"))).toMatchObject({ options: { "ui:field": "json" } });
+  });
+
+  it("edits an agent's graph tools as rows of published graphs", () => {
+    expect(configUiSchema("agent", schemaOf("agent"))).toMatchObject({ graph_tools: { "ui:field": "graphTools" } });
+    // The tool name filled in from a picked graph's name fits the providers' alphabet.
+    expect(toolNameFor("Order lookup (EU)")).toBe("Order_lookup_EU");
+    expect(toolNameFor("???")).toBe("graph_tool");
   });
 
   it("honours a field's own schema mark", () => {

@@ -41,6 +41,11 @@ export const GRAPH_PICKERS: Readonly<Record<string, Readonly<Record<string, "gra
   subgraph: { graph: "graphPick", version: "graphVersion" },
 };
 
+/** An agent's graph tools: rows of a published graph, its version, a tool name and a description. */
+export const GRAPH_TOOL_LISTS: Readonly<Record<string, string>> = {
+  agent: "graph_tools",
+};
+
 type Schema = Record<string, unknown>;
 type UiSchema = Record<string, unknown>;
 
@@ -168,6 +173,8 @@ export function configUiSchema(kind: string, rawSchema: Schema): UiSchema {
   const args = TOOL_ARGUMENTS[kind];
   if (args) placed[args] = { "ui:field": "toolArgs" };
   for (const [name, field] of Object.entries(GRAPH_PICKERS[kind] ?? {})) placed[name] = { "ui:field": field };
+  const graphTools = GRAPH_TOOL_LISTS[kind];
+  if (graphTools) placed[graphTools] = { "ui:field": "graphTools" };
   for (const [name, principal] of Object.entries(PRINCIPAL_LISTS[kind] ?? {})) placed[name] = { "ui:field": "principals", "ui:options": { principal } };
   return placed;
 }

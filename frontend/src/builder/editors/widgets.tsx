@@ -7,6 +7,7 @@ import { PrincipalsField } from "./PrincipalsField";
 import { ExpressionMapField, StateKeyListField } from "./RowFields";
 import { ToolArgsField } from "./ToolArgsField";
 import { GraphPickField, GraphVersionField } from "./GraphPickField";
+import { GraphToolsField } from "./GraphToolsField";
 
 function namesOf(props: { registry: { formContext?: unknown } }): readonly string[] {
   const ctx = props.registry.formContext as EditorFormContext | undefined;
@@ -112,4 +113,4 @@ export function ChoiceWidget(props: WidgetProps) {
 }
 
 export const editorWidgets: RegistryWidgetsType = { expression: ExpressionWidget, template: TemplateWidget, choice: ChoiceWidget };
-export const editorFieldComponents: RegistryFieldsType = { json: JsonField, expressionMap: ExpressionMapField, stateKeyList: StateKeyListField, toolArgs: ToolArgsField, principals: PrincipalsField, graphPick: GraphPickField, graphVersion: GraphVersionField };
+export const editorFieldComponents: RegistryFieldsType = { json: JsonField, expressionMap: ExpressionMapField, stateKeyList: StateKeyListField, toolArgs: ToolArgsField, principals: PrincipalsField, graphPick: GraphPickField, graphVersion: GraphVersionField, graphTools: GraphToolsField };

@@ -2,7 +2,7 @@
 import type { NodeKindInfo, ValidationIssue } from "../../api/types";
 import type { UiSchema } from "@rjsf/utils";
 import { useEffect, useMemo } from "react";
-import { configUiSchema, simplifySchema, stateKeyKinds, stateKeyNames, TOOL_ARGUMENTS } from "../editors/fields";
+import { configUiSchema, GRAPH_TOOL_LISTS, simplifySchema, stateKeyKinds, stateKeyNames, TOOL_ARGUMENTS } from "../editors/fields";
 import type { ToolArgsContext } from "../editors/formContext";
 import { useCallee } from "./graphCalls";
 import { costsSomething } from "../flow";
@@ -205,11 +205,12 @@ export function NodePanel({ node, graphId }: Props) {
   const pickedTool = TOOL_ARGUMENTS[node.kind] && typeof config.tool === "string" ? config.tool : null;
   const toolInfo = pickedTool ? choices.tools.find((t) => t.name === pickedTool) : undefined;
   // A "Call graph" node: the published graphs to pick, and the picked version's input fields.
-  const callee = useCallee(node.kind === "subgraph", graphId, config.graph, config.version);
+  // An agent: the same published graphs, offered as its graph tools.
+  const callee = useCallee(node.kind === "subgraph" || node.kind in GRAPH_TOOL_LISTS, graphId, config.graph, config.version);
   const tool = useMemo<ToolArgsContext | null>(() => {
-    if (callee) return callee.picked && callee.schema ? { name: callee.picked.name, schema: simplifySchema(callee.schema), of: "graph" } : null;
+    if (callee && node.kind === "subgraph") return callee.picked && callee.schema ? { name: callee.picked.name, schema: simplifySchema(callee.schema), of: "graph" } : null;
     return toolInfo?.args_schema ? { name: toolInfo.name, schema: simplifySchema(toolInfo.args_schema) } : null;
-  }, [toolInfo, callee]);
+  }, [toolInfo, callee, node.kind]);
 
   // The error list (or a click on a node's error badge) asks for a field: focus and show it.
   useEffect(() => {
