@@ -202,6 +202,17 @@ class GraphCheck:
                     )
                 )
 
+            if node.retry.max_attempts > 1 and not kind.retries_wait:
+                self.warnings.append(
+                    Issue(
+                        node.id,
+                        "retry",
+                        "the retry policy is not applied to a failed child run: the child is called once per step and its "
+                        "failure fails this step; resuming the run resumes that child from its failed step",
+                        "retry_not_applied",
+                    )
+                )
+
     def check_start_end(self) -> None:
         starts = list(dict.fromkeys(self.topo.start_ids))
         if not starts:

@@ -58,7 +58,7 @@ Where an issue points (:class:`LocatedIssue`, every issue this module returns):
 
 Sticky notes (``GraphSpec.notes``) are layout: no check looks at them.
 
-Warnings (``ValidationResult.warnings``) never block a run. There are three:
+Warnings (``ValidationResult.warnings``) never block a run. There are four:
 ``unused_reducer``: a non-replace reducer declared on a state key that no node writes. It
 changes nothing at run time, so it is not an error; it is usually a typo of a key name,
 which the builder should point out. ``undeclared_input_key``: an expression reads
@@ -66,7 +66,9 @@ which the builder should point out. ``undeclared_input_key``: an expression read
 input has no ``x`` fails at that node, but a caller may still pass it. ``unsafe_retry``:
 a node not safe to repeat with both a retry policy and ``timeout_seconds``: a timeout
 parks it for a person rather than retrying it (runs.engine.store.commit.step_fail), which a
-builder who set the policy may not expect.
+builder who set the policy may not expect. ``retry_not_applied``: a retry policy on a node
+kind whose wait it does not cover (``NodeKind.retries_wait``: a call-graph node's failed
+child run fails the step).
 
 Concurrency model (for parallel_merge and parallel_writes): a fan-out is a node with two or
 more distinct targets fired together (every edge of a plain node, or several edges on one

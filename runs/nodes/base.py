@@ -232,6 +232,9 @@ class NodeKind(Generic[ConfigT]):
       person). False for start, end and join, whose steps only open edges or select keys
       at once: a timeout, a retry policy or a test run of one node mean nothing there, so
       the builder does not offer them (``builder.selectors.node_kind_catalogue``).
+    - ``retries_wait``: whether the node's ``retry`` policy covers what ends its wait.
+      False for the call-graph kind: its child run is called once per step, and a failed
+      child fails the step with no retry (validation warns, ``retry_not_applied``).
     - ``description``: one line shown in the builder palette; ``title`` and ``category``
       name and group the kind there (``builder.selectors.node_kind_catalogue``).
     - ``dynamic_handles``: whether :meth:`output_handles` depends on the config (the
@@ -243,6 +246,7 @@ class NodeKind(Generic[ConfigT]):
     repeat_safe: ClassVar[bool] = True
     uses_repeat_safe: ClassVar[bool] = True
     does_work: ClassVar[bool] = True
+    retries_wait: ClassVar[bool] = True
     repeat_safe_instead: ClassVar[str] = ""
     description: ClassVar[str] = ""
     title: ClassVar[str] = ""

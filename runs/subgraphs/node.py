@@ -61,6 +61,8 @@ class SubgraphNode(NodeKind[SubgraphConfig]):
     config_model = SubgraphConfig
     # The child is created in the step's commit, never twice: repeating the step is safe.
     uses_repeat_safe: ClassVar[bool] = False
+    # One child per step (Run.parent_step is one-to-one): a failed child fails the step.
+    retries_wait: ClassVar[bool] = False
     description = "Call another published graph as a step and wait for its output."
     title, category = "Call graph", "flow"  # builder palette (builder.selectors.node_kind_catalogue)
 

@@ -12,6 +12,7 @@ from django.db import connection
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from builder.services import GraphInvalid, graph_draft_save, graph_publish
+from builder.validation import validate_spec
 from graphs.models import Graph, GraphVersion
 from runs.models import Run, RunStatus, Step, StepStatus
 from runs.services import run_cancel
@@ -75,6 +76,18 @@ def test_a_failed_child_fails_the_waiting_step_with_its_error_and_a_resume_resum
         queue.extend(engine.run_resume(run.pk, actor="tester"))
         engine.drive_local(run.pk, queue=queue, timeout=30)
     assert Run.objects.filter(parent_step__run=run).count() == 1
+
+
+def test_a_retry_policy_on_a_call_graph_node_is_warned_about_not_applied() -> None:
+    # One child per step: a failed child fails the step whatever its retry policy says.
+    child = publish(child_spec())
+    spec = call_spec(child.graph_id, input={"n": 1})
+    spec["nodes"][1]["retry"] = {"max_attempts": 3}
+    result = validate_spec(spec)
+    assert result.ok, result.as_dict()  # a warning, not an error
+    assert [(w.node_id, w.field, w.code) for w in result.warnings] == [("call", "retry", "retry_not_applied")]
+    spec["nodes"][1]["retry"] = {"max_attempts": 1}
+    assert validate_spec(spec).warnings == []
 
 
 def test_the_parent_waits_as_a_row_and_cancelling_it_cancels_the_child() -> None:
