@@ -17,10 +17,10 @@ from approvals.serializers import (
     ApprovalListQueryInput,
     ApprovalOutput,
     ApprovalReassignInput,
-    RunApprovalOutput,
     ClaimManyOutput,
     InboxCountsOutput,
     InboxQueryInput,
+    RunApprovalOutput,
 )
 from core.api import PAGE_PARAMETERS, ApiView, paginated
 from runs.models import RunStateKey

@@ -12,7 +12,6 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from accounts.authentication import ROLES
 
-
 PASSWORD_FILE = "admin-password.txt"
 
 
