@@ -140,3 +140,36 @@ def test_the_run_header_keeps_started_and_finished_apart_at_1280(live_server, br
         screenshot(page, f"trial-run-1280-{theme}")
     finally:
         page.context.close()
+
+
+# The minimap's out-of-view mask over its background, as the eye sees it: the relative luminance
+# of the mask's fill composited on the minimap's background colour.
+MASK_LUMINANCE_JS = """() => {
+  const mask = document.querySelector(".react-flow__minimap-mask");
+  const box = document.querySelector(".react-flow__minimap");
+  if (!mask || !box) return null;
+  const rgba = (c) => { const m = c.match(/[\\d.]+/g).map(Number); return [m[0], m[1], m[2], m.length > 3 ? m[3] : 1]; };
+  const [r, g, b, a] = rgba(getComputedStyle(mask).fill);
+  const [br, bg, bb] = rgba(getComputedStyle(box).backgroundColor);
+  const lin = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  const mix = (f, k) => f * a + k * (1 - a);
+  return 0.2126 * lin(mix(r, br)) + 0.7152 * lin(mix(g, bg)) + 0.0722 * lin(mix(b, bb));
+}"""
+
+
+def test_the_minimap_mask_is_dark_in_the_dark_theme(live_server, browser: Browser) -> None:
+    make_user("amal", "builders", staff=True)
+    run = finished_run()
+    for theme, dark in (("dark", True), ("light", False)):
+        page = _page(browser, 1280, theme)
+        try:
+            sign_in(page, live_server.url, "amal", "pw-amal-1")
+            for path in (f"/runs/{run.pk}/", f"/graphs/{run.graph_version.graph_id}/"):
+                page.goto(f"{live_server.url}{path}")
+                expect(page.locator(".react-flow__minimap-mask")).to_have_count(1)
+                luminance = page.evaluate(MASK_LUMINANCE_JS)
+                # A light-grey slab (about 0.35 on the dark panel) before; the light theme keeps its light tint.
+                assert (luminance < 0.08) if dark else (luminance > 0.6), (theme, path, luminance)
+                screenshot(page, f"trial-minimap-{path.strip('/').replace('/', '-')}-{theme}")
+        finally:
+            page.context.close()
