@@ -233,7 +233,12 @@ def _missing_key_reason(message: str, source: str, state: Mapping[str, Any]) -> 
     except (ValueError, SyntaxError, TemplateSyntaxError):
         return None
     for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
-        read = node.attr if isinstance(node, nodes.Getattr) else node.arg.value if isinstance(node.arg, nodes.Const) else None
+        if isinstance(node, nodes.Getattr):
+            read: Any = node.attr
+        elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
+            read = node.arg.value
+        else:
+            continue
         base = _path_of(node.node)
         if read != key or base is None:
             continue
