@@ -14,8 +14,11 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from approvals.models import ApprovalRequest
+from builder.services import graph_publish
+from graphs.models import Graph
 from runs.models import Run
 from tests.support.browser import PATIENT_MS, make_user, screenshot, sign_in
+from tests.support.builder_steps import example, make_graph
 from tests.support.specs import chain, graph, node, run_local, transform
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -76,6 +79,7 @@ def test_a_waiting_run_links_to_its_decision_for_whoever_may_read_it(live_server
     decide.click()
     page.wait_for_url(f"**/approvals/{approval.pk}/")
     expect(page.get_by_role("region", name="Request").get_by_role("button", name="Approve", exact=True)).to_be_visible()
+    screenshot(page, "trial-approval-1280-light")
     # A builder reads the run but may not decide: the link opens the request's page instead.
     page.context.clear_cookies()
     sign_in(page, live_server.url, "bo", "pw-bo-1")
@@ -171,5 +175,32 @@ def test_the_minimap_mask_is_dark_in_the_dark_theme(live_server, browser: Browse
                 # A light-grey slab (about 0.35 on the dark panel) before; the light theme keeps its light tint.
                 assert (luminance < 0.08) if dark else (luminance > 0.6), (theme, path, luminance)
                 screenshot(page, f"trial-minimap-{path.strip('/').replace('/', '-')}-{theme}")
+        finally:
+            page.context.close()
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_run_form_shows_valid_values_and_home_words_the_weeks_spend(live_server, browser: Browser, theme: str) -> None:
+    user = make_user("pat", "builders", "operators")
+    graph_id = make_graph("Refund agent", example("refund_agent"), user=user)
+    graph_publish(graph=Graph.objects.get(pk=graph_id), user=user, message="first")
+    for width in (1280, 390):
+        page = _page(browser, width, theme)
+        try:
+            sign_in(page, live_server.url, "pat", "pw-pat-1")
+            # The week's card words its figure as the week's (on a Monday it said "today (UTC day)").
+            week = page.get_by_role("region", name="Spend this week").locator("p.muted")
+            expect(week).to_contain_text(re.compile(r"this week(, since|: Monday)"))
+            expect(week).not_to_contain_text("today (")
+            settle(page)
+            screenshot(page, f"trial-home-{width}-{theme}")
+            page.goto(f"{live_server.url}/graphs/{graph_id}/")
+            page.get_by_role("button", name="Run", exact=True).click()
+            dialog = page.get_by_role("dialog")
+            # The shipped example's schema gives its example as the placeholder and its pattern as help.
+            expect(dialog.locator('[id="input.order_id"]')).to_have_attribute("placeholder", "e.g. A-1002")
+            expect(dialog).to_contain_text("Must match ^[A-Z]-[0-9]{4}$.")
+            assert page.evaluate(OVERFLOW) <= 0, page.evaluate(WIDE_JS)
+            screenshot(page, f"trial-run-form-{width}-{theme}")
         finally:
             page.context.close()
