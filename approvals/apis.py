@@ -20,9 +20,11 @@ from approvals.serializers import (
     ClaimManyOutput,
     InboxCountsOutput,
     InboxQueryInput,
+    RunApprovalOutput,
 )
 from core.api import PAGE_PARAMETERS, ApiView, paginated
 from runs.models import RunStateKey
+from runs.selectors import run_get
 
 TAG = ["approvals"]
 
@@ -138,6 +140,16 @@ class ApprovalDetailApi(ApiView):
         approval = selectors.approval_get(approval_id=approval_id)
         policy.require_read(request.user, approval.run, action="approval.read", obj=approval)
         return Response(ApprovalOutput(approval, context={"request": request}).data)
+
+
+class RunApprovalsApi(ApiView):
+    """GET: the pending requests of one run (404 when the caller may not read it), so the
+    run page can link a waiting step to the request that decides it."""
+
+    @extend_schema(tags=TAG, operation_id="approvals_of_run", responses=RunApprovalOutput(many=True))
+    def get(self, request: Any, run_id: int) -> Response:
+        policy.require_read(request.user, run_get(run_id=run_id), action="approval.read")
+        return Response(RunApprovalOutput(selectors.approval_pending_of_run(run_id=run_id, user=request.user), many=True).data)
 
 
 class ApprovalDecideApi(ApiView):

@@ -80,6 +80,13 @@ def inbox_counts(*, user: Any, search: str = "") -> dict[str, int]:
     return counts
 
 
+def approval_pending_of_run(*, run_id: int, user: Any) -> QuerySet[ApprovalRequest]:
+    """The pending requests of run ``run_id`` (oldest first: the order its steps began to
+    wait), each annotated ``user_may_decide`` for ``user``. Reading them is for whoever may
+    read the run (the caller checks that): deciding is checked by the decision itself."""
+    return with_may_decide(ApprovalRequest.objects.filter(run_id=run_id, status=ApprovalStatus.PENDING).order_by("id"), user=user)
+
+
 def approval_get(*, approval_id: int) -> ApprovalRequest:
     """One request. Raises ApprovalRequest.DoesNotExist."""
     return ApprovalRequest.objects.select_related("run__graph_version__graph", "run__created_by").prefetch_related("votes").get(pk=approval_id)

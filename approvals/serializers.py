@@ -100,6 +100,18 @@ class NextActionOutput(serializers.Serializer):
     arguments = serializers.DictField(help_text="The node's config rendered from the current state.")
 
 
+class RunApprovalOutput(serializers.Serializer):
+    """A pending request of a run, as the run page links to it: which step waits, and
+    whether the caller may decide it (the request's page checks that again)."""
+
+    id = serializers.IntegerField()
+    step = serializers.IntegerField(source="step_id")
+    node_id = serializers.CharField()
+    purpose = serializers.ChoiceField(choices=["gate", "recovery"], help_text="gate: an approval node; recovery: a parked step (retry, skip or fail).")
+    created_at = serializers.DateTimeField()
+    may_decide = serializers.BooleanField(source="user_may_decide", help_text="Whether the caller may decide it.")
+
+
 class ApprovalOutput(serializers.Serializer):
     """An approval request; ``may_decide`` says whether the caller may decide it."""
 

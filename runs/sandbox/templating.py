@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import functools
+import json
 import re
 import sys
+from ast import literal_eval as ast_literal
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -184,6 +186,83 @@ def _template_line(exc: BaseException) -> int | None:
     return line
 
 
+# Jinja's words for a key a dict lacks (StrictUndefined): "'dict object' has no attribute 'doc'"
+# (``x.doc``) or "... has no element 'doc'" (``x['doc']``, ``x[3]``).
+_MISSING_KEY = re.compile(r"^'?(?P<type>[^' ]+) object'? has no (?:attribute|element) (?P<key>.+)$")
+_NO_PATH = object()
+RUN_INPUT = "the run's input"
+
+
+def _path_of(node: nodes.Node) -> list[Any] | None:
+    """``input.doc['x']`` -> ["input", "doc", "x"]; None for anything but names and constant keys."""
+    if isinstance(node, nodes.Name):
+        return [node.name]
+    if isinstance(node, nodes.Getattr):
+        base = _path_of(node.node)
+        return None if base is None else [*base, node.attr]
+    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
+        base = _path_of(node.node)
+        return None if base is None else [*base, node.arg.value]
+    return None
+
+
+def _lookup(state: Mapping[str, Any], path: list[Any]) -> Any:
+    value: Any = state
+    for part in path:
+        try:
+            value = value[part]
+        except (KeyError, IndexError, TypeError):
+            return _NO_PATH
+    return value
+
+
+def _dotted(path: list[Any]) -> str:
+    return "".join(p if i == 0 else f".{p}" if isinstance(p, str) and p.isidentifier() else f"[{p!r}]" for i, p in enumerate(path))
+
+
+def _missing_key_reason(message: str, source: str, state: Mapping[str, Any]) -> str | None:
+    """Jinja's "'dict object' has no attribute 'doc'" in the template's words: which value
+    lacks which key, what that value holds, and what to do ("input has no key 'doc' (the
+    run's input is {}); ..."). None when the template does not show where the key was read."""
+    match = _MISSING_KEY.match(message)
+    if not match:
+        return None
+    try:
+        key: Any = ast_literal(match.group("key"))
+        tree = ENV.parse(source)
+    except (ValueError, SyntaxError, TemplateSyntaxError):
+        return None
+    for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
+        if isinstance(node, nodes.Getattr):
+            read: Any = node.attr
+        elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
+            read = node.arg.value
+        else:
+            continue
+        base = _path_of(node.node)
+        if read != key or base is None:
+            continue
+        held = _lookup(state, base)
+        if held is _NO_PATH or (isinstance(held, dict) and key in held):
+            continue
+        where = _dotted(base)
+        shown = f"{RUN_INPUT if base == ['input'] else where} is {clip(_json_text(held), 120)}"
+        if not isinstance(held, (dict, list)):
+            shown += ", not an object"
+        fix = "start the run with an input that has it" if base[0] == "input" else f"make sure {where} has it before this step"
+        optional = f"{{{{ {_dotted([*base, key])} | default('') }}}}"
+        what = "item" if isinstance(held, list) else "key"
+        return f"{where} has no {what} {key!r} ({shown}); {fix}, or write {optional} where it may be missing"
+    return None
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 def _render_error(exc: BaseException, source: str, state: Mapping[str, Any]) -> TemplateError:
     line = _template_line(exc)
     at = f" (line {line})" if line else ""
@@ -196,7 +275,7 @@ def _render_error(exc: BaseException, source: str, state: Mapping[str, Any]) -> 
             # The state's keys are added by render_template ("... (known: a, b)").
             code, reason, at = "unknown_name", f"the template uses `{name}`{at}, which is not in the state", ""
         else:
-            code, reason = "error", f"undefined value: {clip(str(exc))}"
+            code, reason = "error", _missing_key_reason(str(exc), source, state) or f"undefined value: {clip(str(exc))}"
     elif isinstance(exc, SecurityError):
         code, reason = "forbidden", f"not allowed: {clip(str(exc))}"
     elif isinstance(exc, TemplateSyntaxError):

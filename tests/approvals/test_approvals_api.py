@@ -123,3 +123,21 @@ def race_once(world: World, second) -> None:
     assert AuditEntry.objects.filter(scope=f"run:{run.pk}", action__startswith="approval.").count() == 1
     review = Step.objects.get(run=run, node_id="review")
     assert RunEvent.objects.filter(run=run, step=review, kind="step_succeeded").count() == 1
+
+
+def test_a_run_lists_its_pending_requests_for_whoever_may_read_it(world: World) -> None:
+    """The run page links a waiting step to its request: any reader of the run gets the
+    request's id (may_decide says whether they may decide); a hidden run is 404."""
+    run = world.waiting_run()
+    approval = world.approval_of(run)
+    for role, may in (("admin", True), ("approver", True), ("builder", False)):
+        response = world.clients[role].get(f"/api/v1/approvals/of-run/{run.pk}/")
+        assert response.status_code == 200, (role, response.content)
+        body = response.json()
+        assert [(a["id"], a["step"], a["node_id"], a["purpose"], a["may_decide"]) for a in body] == [
+            (approval.pk, approval.step_id, approval.node_id, "gate", may)
+        ], role
+    assert world.clients["viewer"].get(f"/api/v1/approvals/of-run/{run.pk}/").status_code == 404
+    assert world.clients["admin"].get("/api/v1/approvals/of-run/999999999/").status_code == 404
+    decide(world.clients["approver"], approval.pk)
+    assert world.clients["admin"].get(f"/api/v1/approvals/of-run/{run.pk}/").json() == []

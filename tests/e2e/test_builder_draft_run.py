@@ -67,6 +67,8 @@ def test_a_new_graph_with_an_llm_runs_its_draft_and_shows_the_output_in_eight_ac
     expect(steps.get_by_role("button")).to_have_count(3)
     for node_id in ("start", "llm", "end"):
         expect(steps.locator(f'[data-node="{node_id}"]')).to_contain_text("succeeded")
+        # The canvas colours each node by the draft run's result, as a run's page does.
+        expect(node(page, node_id).locator(".bnode")).to_have_attribute("data-state", "succeeded")
     assert act.count <= 8, f"{act.count} actions from the graph list to the draft's output"
     screenshot(page, "builder-draft-run")
 
@@ -100,3 +102,7 @@ def test_a_new_graph_with_an_llm_runs_its_draft_and_shows_the_output_in_eight_ac
     panel.get_by_role("button", name="Close").click()
     tested = Run.objects.filter(graph_version__graph=graph, is_test=True).exclude(pk=run.pk).get()
     expect(last).to_contain_text(f"Node test #{tested.pk}")
+    # Closing the results takes the run's colours off the canvas.
+    drawer.get_by_role("button", name="Close the draft run").click()
+    expect(drawer).to_have_count(0)
+    expect(node(page, "llm").locator(".bnode[data-state]")).to_have_count(0)

@@ -180,6 +180,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/approvals/of-run/{run_id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description GET: the pending requests of one run (404 when the caller may not read it), so the
+         *     run page can link a waiting step to the request that decides it.
+         */
+        get: operations["approvals_of_run"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/audit/": {
         parameters: {
             query?: never;
@@ -3390,6 +3410,26 @@ export interface components {
             /** @description Where the emails go (the user's address; empty: none is sent). */
             email: string;
         };
+        /**
+         * @description A pending request of a run, as the run page links to it: which step waits, and
+         *     whether the caller may decide it (the request's page checks that again).
+         */
+        RunApprovalOutput: {
+            id: number;
+            step: number;
+            node_id: string;
+            /**
+             * @description gate: an approval node; recovery: a parked step (retry, skip or fail).
+             *
+             *     * `gate` - gate
+             *     * `recovery` - recovery
+             */
+            purpose: components["schemas"]["PurposeEnum"];
+            /** Format: date-time */
+            created_at: string;
+            /** @description Whether the caller may decide it. */
+            may_decide: boolean;
+        };
         /** @description POST /runs/cancel/: the runs to cancel (ids, 1 to MAX_BULK, each once) and a reason. */
         RunBulkCancelInputRequest: {
             /** @description Run ids, 1 to 500, each once. */
@@ -5279,6 +5319,101 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["InboxCountsOutput"];
+                };
+            };
+            /** @description Invalid input (see error.fields). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not acceptable. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unsupported media type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests: the token's or user's rate, or too many failed token authentications (see Retry-After). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    approvals_of_run: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunApprovalOutput"][];
                 };
             };
             /** @description Invalid input (see error.fields). */

@@ -95,6 +95,7 @@ export type StateChange = Schemas["StateKeyChangeOutput"];
 
 // Approvals.
 export type Approval = Schemas["ApprovalOutput"];
+export type RunApproval = Schemas["RunApprovalOutput"];
 export type NextAction = Schemas["NextActionOutput"];
 export type InboxCounts = Schemas["InboxCountsOutput"];
 export type ClaimMany = Schemas["ClaimManyOutput"];

@@ -20,6 +20,7 @@ import { useValidation } from "./useValidation";
 import { RunStarter } from "./run/RunStarter";
 import { DraftRunResults } from "./run/DraftRunResults";
 import { useDraftRun } from "./run/useDraftRun";
+import { useDraftMarks } from "./run/useDraftMarks";
 import { recordDraftRun } from "./run/lastData";
 import { PublishDialog } from "./PublishDialog";
 import { ConflictDialog } from "./ConflictDialog";
@@ -218,7 +219,9 @@ function Builder({ loaded }: { loaded: Loaded }) {
   const draftDiffers = errors.length > 0;
   const publishBlocked = publishBlockedReason(draftState, latestVersion ? { number: latestVersion, hash: latestHash } : null);
   const draft = useDraftRun({ graphId: graph.id, spec: builder.spec, flush: save.flush, problems: builder.validation === null ? null : errors.length, onMessage: setToast });
-  const recordRun = useCallback((run: RunDetail) => recordDraftRun(graph.id, run), [graph.id]);
+  // The draft run's node states on the canvas, while its drawer is open and the draft is the one that ran.
+  const { marks: draftMarks, onRun: markRun } = useDraftMarks(builder.spec, draft.runId);
+  const recordRun = useCallback((run: RunDetail) => { recordDraftRun(graph.id, run); markRun(run); }, [graph.id, markRun]);
   const selectNode = useCallback((id: string) => builderRef.current.select({ nodes: [id], edges: [], notes: [], field: null }), []);
   const notice = draftNotice({ latestVersion, onDraft: version === null, canBuild: !readOnly, canOperate: ctx.user?.can.operate ?? false, problems: errors.length });
 
@@ -291,7 +294,7 @@ function Builder({ loaded }: { loaded: Loaded }) {
               ) : (
                 <>
                   <ValidationStatusContext.Provider value={validationStatus}>
-                    <Canvas onHelp={onHelp} onMessage={setToast} onDrawn={onDrawn} overlay={problems} />
+                    <Canvas onHelp={onHelp} onMessage={setToast} onDrawn={onDrawn} overlay={problems} runMarks={draftMarks} />
                   </ValidationStatusContext.Provider>
                   {draft.runId !== null && <DraftRunResults key={draft.runId} runId={draft.runId} onClose={draft.close} onSelectNode={selectNode} onRun={recordRun} />}
                 </>

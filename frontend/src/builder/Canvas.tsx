@@ -42,9 +42,12 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
   /** Drawn over the canvas at its bottom centre (the builder's problems count); keep it one element for the canvas's life. */
   overlay?: ReactNode;
 }) {
-  // A run's page resizes the canvas as its inspector opens and closes: the graph is fitted again then.
-  const refitOnResize = !!runMarks;
   const b = useBuilder();
+  // A run's page (read-only, marked): its canvas resizes as the inspector opens and closes (the
+  // graph is fitted again then) and the wheel scrolls the page. The builder marking a draft
+  // run's result keeps its own wheel and view.
+  const runView = !!runMarks && b.readOnly;
+  const refitOnResize = runView;
   const rf = useReactFlow<FlowNode, Edge>();
   const flowStore = useStoreApi<FlowNode, Edge>();
   const initialised = useNodesInitialized();
@@ -320,8 +323,8 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
         // On the run page the graph sits in a page that scrolls: the wheel scrolls the page,
         // Ctrl+wheel (a trackpad pinch) and the +/− controls zoom. The builder's canvas fills
         // its screen, so there the wheel zooms.
-        zoomOnScroll={!runMarks}
-        preventScrolling={!runMarks}
+        zoomOnScroll={!runView}
+        preventScrolling={!runView}
         proOptions={PRO_OPTIONS}
       >
         <Background gap={20} size={1} />

@@ -130,7 +130,7 @@ export function ApprovalDetail({ approvalId, onChanged }: { approvalId: number; 
         <div>
           <h2 id="inbox-detail-title">{shown.purpose === "recovery" ? "Parked step" : "Approval"} · {shown.graph_name}</h2>
           <div className="muted">
-            <a href={`/runs/${shown.run}/`}>Run {shown.run}</a> at <code>{shown.node_id}</code> · asked {formatDateTime(shown.created_at)}
+            <a href={`/runs/${shown.run}/`}>Run {shown.run}</a> at <code>{shown.node_id}</code> · asked <span className="nowrap">{formatDateTime(shown.created_at)}</span>
             {shown.started_by ? ` · started by ${shown.started_by}` : ""}
           </div>
         </div>

@@ -11,7 +11,7 @@ import { graphUrl, runUrl } from "../shell/graphLinks";
 import { RunTable } from "../shell/RunTable";
 import { EmptyState, ErrorMessage, PageHeader, Skeleton, StatusBadge } from "../shell/ui";
 import { useApi } from "../shell/useApi";
-import { costsLink, errorLine, runsLink, spendRanges } from "./dashboard";
+import { costsLink, errorLine, runsLink, spendPeriod, spendRanges } from "./dashboard";
 import "./home.css";
 import { Button } from "../shell/Button";
 
@@ -26,7 +26,7 @@ function Stat({ title, children, id }: { title: string; children: React.ReactNod
   );
 }
 
-function Spend({ label, range }: { label: string; range: { since: string; until: string } }) {
+function Spend({ label, range, week = false }: { label: string; range: { since: string; until: string }; week?: boolean }) {
   const totals = useApi<CostTotals>(`costs/totals/?since=${range.since}&until=${range.until}`);
   const id = `spend-${label.replace(/\W+/g, "-").toLowerCase()}`;
   return (
@@ -39,7 +39,7 @@ function Spend({ label, range }: { label: string; range: { since: string; until:
           <p className="muted small">
             {totals.data.attempts === 0 ? "Nothing spent" : `${totals.data.attempts} step attempt${totals.data.attempts === 1 ? "" : "s"} with spend`}
             {totals.data.unpriced_attempts > 0 ? ` · ${totals.data.unpriced_attempts} with no known price` : ""}
-            {range.since !== range.until ? ` since Monday ${range.since} (UTC)` : " today (UTC day)"}
+            {spendPeriod(week, range)}
           </p>
         </>
       ) : null}
@@ -106,7 +106,7 @@ export default function Home() {
           ) : null}
         </Stat>
         <Spend label="Spend today" range={ranges.today} />
-        <Spend label="Spend this week" range={ranges.week} />
+        <Spend label="Spend this week" range={ranges.week} week />
       </div>
 
       <section className="card home-failures" aria-labelledby="home-failures">

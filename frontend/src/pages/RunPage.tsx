@@ -7,6 +7,7 @@ import { retryAdvice } from "../runs/actions";
 import { RunActions } from "../runs/RunActions";
 import { JsonBlock, errorText } from "../runs/JsonBlock";
 import { StepInspector } from "../runs/StepInspector";
+import { DecideLink, WaitingApprovals, useRunApprovals } from "../runs/ApprovalLinks";
 import { Timeline } from "../runs/Timeline";
 import { nodeMarks, stepsShown } from "../runs/runView";
 import { RUN_STATE_LABELS } from "../builder/runStateColours";
@@ -138,6 +139,8 @@ export default function RunPage({ runId }: { runId?: unknown }) {
     if (step === null) url.searchParams.delete("step"); else url.searchParams.set("step", String(step));
     window.history.replaceState(window.history.state, "", url);
   }, []);
+  // A run waiting at a gate or for a decision: its pending requests, each a link to decide it.
+  const approvals = useRunApprovals(id, run?.status === "waiting" || !!run?.waiting_for, run?.event_seq ?? 0);
   const stepsRef = useRef(steps);
   stepsRef.current = steps;
   const openNode = useCallback((nodeId: string) => {
@@ -202,8 +205,10 @@ export default function RunPage({ runId }: { runId?: unknown }) {
         <div className="alert alert-queued" role="status" aria-label="Queued"><strong>Queued, position {run.queue.position}.</strong> It waits in line because {queueReason(run.queue)}; it starts when a run ahead of it ends.</div>
       ) : null}
       {run.waiting_for === "decision" ? (
-        <div className="alert alert-warning" role="status"><strong>Waiting for a decision.</strong> A crash interrupted a step that is not safe to repeat: an operator retries, skips or fails it.</div>
+        <div className="alert alert-warning" role="status"><strong>Waiting for a decision.</strong> A crash interrupted a step that is not safe to repeat: an operator retries, skips or fails it.
+          {approvals.filter((a) => a.purpose === "recovery").map((a) => <span key={a.id} className="waiting-approvals__link"> <DecideLink approval={a} /></span>)}</div>
       ) : null}
+      <WaitingApprovals approvals={approvals} />
       {run.error ? (
         <div className="alert alert-error" role="alert">
           <div><strong>The run failed{failedAt(run.error) ? ` at ${failedAt(run.error)}` : ""}.</strong> {errorText(run.error)}</div>
@@ -227,7 +232,7 @@ export default function RunPage({ runId }: { runId?: unknown }) {
         </section>
         {inspected.step !== null ? (
           <StepInspector key={inspected.step} stepId={inspected.step} revision={stepRevision(steps, inspected.step)} runStart={runStart}
-            topLevel={inspectedStep ? inspectedStep.parent === null : undefined} onClose={() => inspect(null, null)} onFork={canFork ? setForkStep : undefined} />
+            topLevel={inspectedStep ? inspectedStep.parent === null : undefined} approval={approvals.find((a) => a.step === inspected.step)} onClose={() => inspect(null, null)} onFork={canFork ? setForkStep : undefined} />
         ) : inspected.node !== null ? (
           <aside className="inspector card" aria-label="Step inspector">
             <header className="inspector__head"><h3><code>{inspected.node}</code></h3><StatusBadge status={marks[inspected.node]?.state ?? "pending"} />

@@ -1,6 +1,16 @@
-import { costsLink, errorLine, runsLink, spendRanges } from "./dashboard";
+import { costsLink, errorLine, runsLink, spendPeriod, spendRanges } from "./dashboard";
 
 describe("dashboard", () => {
+  it("words the week's spend as the week's even on a Monday, when its range is today alone", () => {
+    const monday = spendRanges(new Date("2026-12-07T14:00:00Z"));
+    expect(spendPeriod(true, monday.week)).toBe(" this week: Monday 2026-12-07 (UTC) is today");
+    expect(spendPeriod(true, monday.week)).not.toContain("today (UTC day)");
+    expect(spendPeriod(false, monday.today)).toBe(" today (2026-12-07, UTC day)");
+    const wednesday = spendRanges(new Date("2026-12-09T14:00:00Z"));
+    expect(spendPeriod(true, wednesday.week)).toBe(" this week, since Monday 2026-12-07 (UTC)");
+  });
+
+
   it("takes today and the ISO week (Monday first) in UTC", () => {
     // Wednesday 2026-12-02 23:30 UTC; and a Sunday, whose week began six days before.
     expect(spendRanges(new Date("2026-12-02T23:30:00Z"))).toEqual({

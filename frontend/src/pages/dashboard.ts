@@ -37,3 +37,13 @@ export function errorLine(error: unknown, max = 140): string {
   text = text.replace(/\s+/g, " ").trim() || "No error message was recorded.";
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
+
+/**
+ * When a spend figure counts from, in words that agree with its card: the week's card says
+ * "this week (since Monday ...)" even on a Monday, when its range is one day (today's figure
+ * and the week's are then the same number, not the week's card showing today's).
+ */
+export function spendPeriod(week: boolean, range: { since: string; until: string }): string {
+  if (!week) return ` today (${range.until}, UTC day)`;
+  return range.since === range.until ? ` this week: Monday ${range.since} (UTC) is today` : ` this week, since Monday ${range.since} (UTC)`;
+}

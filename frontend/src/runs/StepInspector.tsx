@@ -1,6 +1,7 @@
 // The run page's step inspector: one step's input, output, error, attempts (usage, cost, worker, build), lease, key, timings,
 // an agent's transcript (its child steps) and the run state after the step with what it changed.
-import type { Attempt, ChildStep, StepDetail, StepStateAnswer, Usage } from "../api/types";
+import type { Attempt, ChildStep, RunApproval, StepDetail, StepStateAnswer, Usage } from "../api/types";
+import { DecideLink } from "./ApprovalLinks";
 import { JsonBlock, errorText } from "./JsonBlock";
 import { epochMs, formatClock, formatSpan } from "../lib/time";
 import { formatDuration, formatUsd, stepDisplayStatus } from "../shell/format";
@@ -34,8 +35,30 @@ function backoffText(a: Attempt): string {
   return from === null || to === null || to - from < 1 ? "" : `backoff ${formatSpan(to - from)}`;
 }
 
+/**
+ * The status an attempt is shown with: the last attempt of a step waiting at a gate ran to
+ * its end (stored "succeeded": it asked for the decision), but the step's result is the
+ * decision, not yet made: "waiting" until it is.
+ */
+export function attemptShownStatus(a: Pick<Attempt, "status" | "number">, step: Pick<StepDetail, "status" | "attempt">): string {
+  return step.status === "waiting" && a.number === step.attempt && a.status === "succeeded" ? "waiting" : a.status;
+}
+
+/**
+ * When a step is shown as created. A step a commit creates already leased to its worker
+ * (the next node, taken at once) is created and started in one transaction, but its stored
+ * ``created_at`` is stamped at the insert, after the commit read its clock for
+ * ``started_at``: it can read a few ms later than the start. Shown then as its start (the
+ * same commit), with ``sameCommit`` set.
+ */
+export function createdShown(step: Pick<StepDetail, "created_at" | "started_at">): { at: string; sameCommit: boolean } {
+  const created = epochMs(step.created_at);
+  const started = epochMs(step.started_at);
+  return created !== null && started !== null && started < created ? { at: step.started_at!, sameCommit: true } : { at: step.created_at, sameCommit: false };
+}
+
 /** The attempts table: each attempt's own worker and build, usage, cost and time (to the ms, and its offset from ``runStart``), and the backoff after a failed one. */
-function Attempts({ attempts, runStart }: { attempts: Attempt[]; runStart?: string | null }) {
+function Attempts({ attempts, runStart, step }: { attempts: Attempt[]; runStart?: string | null; step: Pick<StepDetail, "status" | "attempt"> }) {
   if (attempts.length === 0) return <p className="muted">No attempt yet: the step has not been claimed by a worker.</p>;
   return (
     <div className="table-wrap">
@@ -45,7 +68,7 @@ function Attempts({ attempts, runStart }: { attempts: Attempt[]; runStart?: stri
           {attempts.map((a) => (
             <tr key={a.number}>
               <td className="num">{a.number}</td>
-              <td><StatusBadge status={a.status} />{a.error ? <div className="error-cell small">{errorText(a.error)}</div> : null}</td>
+              <td><StatusBadge status={attemptShownStatus(a, step)} />{a.error ? <div className="error-cell small">{errorText(a.error)}</div> : null}</td>
               <td><code className="small">{a.worker || "—"}</code>
                 {a.build ? <div className="muted small" title="The build of the code that ran this attempt">build <code>{a.build}</code></div> : null}</td>
               <td className="small"><When at={a.started_at} origin={runStart} short /> · <span className="nowrap">{formatDuration(a.started_at, a.finished_at)}</span>
@@ -161,6 +184,8 @@ export interface StepInspectorProps {
   onFork?(stepId: number): void;
   /** The run's start: the step's times say how long after it they fell ("+1.250 s"). */
   runStart?: string | null;
+  /** The pending approval request the step waits for (a gate, or a parked step's decision): linked as "Decide…". */
+  approval?: RunApproval;
 }
 
 /**
@@ -168,7 +193,7 @@ export interface StepInspectorProps {
  * key, timings, usage and cost), every attempt, an agent's transcript, the state it was
  * given, its output and error, and the run state after it with what it changed.
  */
-export function StepInspector({ stepId, revision, topLevel, onClose, onFork, runStart }: StepInspectorProps) {
+export function StepInspector({ stepId, revision, topLevel, onClose, onFork, runStart, approval }: StepInspectorProps) {
   const { data: step, error, reload } = useApi<StepDetail>(`steps/${stepId}/?r=${encodeURIComponent(revision)}`);
   // A top-level step's state is asked for at once when the page knows it is one (else once its detail says so).
   const top = topLevel ?? (step && step.id === stepId ? step.parent === null : undefined);
@@ -176,6 +201,7 @@ export function StepInspector({ stepId, revision, topLevel, onClose, onFork, run
   if (error && !step) return <aside className="inspector card" aria-label="Step inspector"><ErrorMessage error={error} title={`Step ${stepId} could not be loaded.`} onRetry={reload} /></aside>;
   if (!step || step.id !== stepId) return <aside className="inspector card" aria-label="Step inspector"><Skeleton lines={6} label="Loading the step…" /></aside>;
   const state = stepState(step);
+  const created = createdShown(step);
   const answer = stateAnswer.data && stateAnswer.data.step === stepId ? stateAnswer.data : undefined;
   const stateView = step.parent !== null ? null
     : stateAnswer.error ? <ErrorMessage error={stateAnswer.error} title="The run state at this step could not be loaded." onRetry={stateAnswer.reload} />
@@ -187,6 +213,12 @@ export function StepInspector({ stepId, revision, topLevel, onClose, onFork, run
         <StatusBadge status={state === "retrying" ? "retrying" : stepDisplayStatus(step)} />
         <Button size="small" className="inspector__close" icon onClick={onClose} aria-label="Close the step inspector">×</Button>
       </header>
+      {approval ? (
+        <div className="inspector__actions inspector__approval">
+          <DecideLink approval={approval} />
+          <span className="muted small">{approval.purpose === "gate" ? "the step waits for a person to approve or reject it" : "a person retries, skips or fails the step"}</span>
+        </div>
+      ) : null}
       {onFork && forkable(step) ? (
         <div className="inspector__actions">
           <Button size="small" onClick={() => onFork(step.id)}>Fork from this step…</Button>
@@ -196,7 +228,8 @@ export function StepInspector({ stepId, revision, topLevel, onClose, onFork, run
       <dl className="facts facts--inspector">
         <div><dt>Kind</dt><dd>{step.kind}</dd></div>
         <div><dt>Attempt</dt><dd>{step.attempt} of {step.max_attempts}</dd></div>
-        <div><dt>Created</dt><dd><When at={step.created_at} origin={runStart} short /></dd></div>
+        <div><dt>Created</dt><dd><When at={created.at} origin={runStart} short />{created.sameCommit
+          ? <div className="muted small" title={`Its row was stamped ${formatClock(step.created_at)}, at the insert in that commit`}>with its start, in one commit</div> : null}</dd></div>
         <div><dt>Started</dt><dd><When at={step.started_at} origin={runStart} short /></dd></div>
         <div><dt>Finished</dt><dd><When at={step.finished_at} origin={runStart} short /></dd></div>
         <div><dt>Duration</dt><dd>{formatDuration(step.started_at, step.finished_at)}</dd></div>
@@ -210,7 +243,7 @@ export function StepInspector({ stepId, revision, topLevel, onClose, onFork, run
       </dl>
       {/* A step that succeeded after a failed attempt keeps that attempt's error: it shows in Attempts. */}
       {step.error && step.status !== "succeeded" ? <div className="alert alert-error" role="alert"><strong>Error.</strong> {errorText(step.error)}</div> : null}
-      <section aria-labelledby="insp-attempts"><h4 id="insp-attempts" className="inspector__sub">Attempts</h4><Attempts attempts={step.attempts} runStart={runStart} /></section>
+      <section aria-labelledby="insp-attempts"><h4 id="insp-attempts" className="inspector__sub">Attempts</h4><Attempts attempts={step.attempts} runStart={runStart} step={step} /></section>
       {step.children.length > 0 ? (
         <section aria-labelledby="insp-transcript"><h4 id="insp-transcript" className="inspector__sub">Transcript ({step.children.length} child steps)</h4><Transcript children={step.children} /></section>
       ) : null}

@@ -1,7 +1,9 @@
 import { fireEvent, screen, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { activeSection, TopBar } from "./TopBar";
-import { makeContext, renderWith } from "./testing";
+import { makeContext, renderWith, stubFetch } from "./testing";
+
+afterEach(() => vi.unstubAllGlobals());
 
 describe("TopBar", () => {
   it("shows Graphs and Runs to everyone and Users and Admin only to staff", () => {
@@ -43,6 +45,13 @@ describe("TopBar", () => {
     expect(screen.getByRole("link", { name: "Graphs" }).getAttribute("aria-current")).toBeNull();
     expect(activeSection("/", [{ href: "/" }, { href: "/graphs/" }])).toBe("/");
     expect(activeSection("/graphs/3/", [{ href: "/" }, { href: "/graphs/" }])).toBe("/graphs/");
+  });
+
+  it("shows the approvals waiting on the phone's Menu button too, where the Approvals link is folded away", async () => {
+    stubFetch({ "GET /api/v1/approvals/inbox/counts/": () => ({ body: { assigned: 2, group: 1, decided: 0, waiting: 3 } }) });
+    renderWith(<TopBar path="/" />, makeContext({ approve: true }));
+    const menu = await screen.findByRole("button", { name: "Menu, 3 approvals waiting" });
+    expect(menu.querySelector(".topnav-count")?.textContent).toBe("3");
   });
 
   it("renders nothing for an anonymous visitor", () => {

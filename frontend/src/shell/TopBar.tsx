@@ -79,7 +79,7 @@ export function TopBar({ path = window.location.pathname }: { path?: string }) {
       <a className="brand" href={urls.home ?? "/"}>
         <span className="brand-mark" aria-hidden="true">B</span>Ballast
       </a>
-      <MainNav>
+      <MainNav waiting={waiting}>
         {links.map((l) => (
           <a key={l.href} href={l.href} className="topnav-link" aria-current={current === l.href ? "page" : undefined}>
             {l.label}
@@ -97,9 +97,10 @@ export function TopBar({ path = window.location.pathname }: { path?: string }) {
 
 /**
  * The main navigation: a row of links from 900 px up; below, a "Menu" button that opens them
- * as a list under the bar (Escape or a click elsewhere closes it).
+ * as a list under the bar (Escape or a click elsewhere closes it). The button carries the
+ * approvals ``waiting`` count too: folded into the menu, the Approvals link's count is unseen.
  */
-function MainNav({ children }: { children: React.ReactNode }) {
+function MainNav({ children, waiting }: { children: React.ReactNode; waiting: number | null }) {
   const [open, setOpen] = useState(false);
   const wrap = useRef<HTMLDivElement>(null);
   useEffect(() => {
@@ -112,8 +113,10 @@ function MainNav({ children }: { children: React.ReactNode }) {
   }, [open]);
   return (
     <div className="topnav-wrap" ref={wrap}>
-      <button type="button" className="topbar-icon menu-toggle" aria-expanded={open} aria-controls="main-nav" onClick={() => setOpen((o) => !o)}>
+      <button type="button" className="topbar-icon menu-toggle" aria-expanded={open} aria-controls="main-nav" onClick={() => setOpen((o) => !o)}
+        aria-label={waiting ? `Menu, ${waiting} approval${waiting === 1 ? "" : "s"} waiting` : undefined}>
         <span aria-hidden="true">☰</span> Menu
+        {waiting ? <span className="topnav-count menu-toggle__count" aria-hidden="true">{waiting}</span> : null}
       </button>
       <nav aria-label="Main" id="main-nav" className={open ? "topnav topnav--open" : "topnav"}>{children}</nav>
     </div>

@@ -1,5 +1,5 @@
 // Small UI primitives every page uses: loading, error, empty states, status badges, modal dialogs.
-import { useEffect, useId, useRef, type ReactNode } from "react";
+import { Fragment, useEffect, useId, useRef, type ReactNode } from "react";
 import { ApiError } from "../lib/api";
 import { statusLabel } from "./format";
 import { statusClass } from "../lib/statusTokens";
@@ -83,10 +83,12 @@ export function When({ at, origin, ago: showAgo = false, date = false, short = f
   const full = formatDateTime(at);
   // With "ago" the day moves under the clock (a narrow fact column); alone it leads the clock on one line (a table).
   const extra = showAgo ? (date ? `${full.slice(0, 10)} · ${ago}` : ago) : short ? from.replace(/ from run start$/, "") : from;
+  // "2026-12-07 · 5 min ago" may wrap between its parts in a narrow column, never inside a date or an "ago".
+  const parts = extra.split(" · ");
   return (
     <span className="when">
       <time dateTime={at ?? undefined} title={[full, from, ago].filter(Boolean).join(" · ")} className="nowrap">{date && !showAgo ? full : formatClock(at)}</time>
-      {extra ? <> <span className="muted small nowrap when__rel">{extra}</span></> : null}
+      {extra ? <> <span className="muted small when__rel">{parts.map((p, i) => <Fragment key={i}>{i > 0 ? " · " : ""}<span className="nowrap">{p}</span></Fragment>)}</span></> : null}
     </span>
   );
 }

@@ -12,6 +12,23 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from accounts.authentication import ROLES
 
+PASSWORD_FILE = "admin-password.txt"
+
+
+def login_hint(username: str | None = None) -> str:
+    """The admin login as ``make up`` made it, for the line after "Ballast is up":
+    ``Sign in as admin / <password>`` (read from var/admin-password.txt), or where to find
+    it when the file is gone (a password set by hand is not printed)."""
+    username = username or os.environ.get("BALLAST_ADMIN_USER", "admin")
+    secret_file = settings.VAR_DIR / PASSWORD_FILE
+    try:
+        password = secret_file.read_text().strip()
+    except OSError:
+        password = ""
+    if password:
+        return f"Sign in as {username} / {password}  (kept in {secret_file})"
+    return f"Sign in as {username} with the password create_login printed (no {secret_file}: python manage.py changepassword {username} sets a new one)"
+
 
 class Command(BaseCommand):
     help = "Create the role groups and an 'admin' superuser if missing; print the login."
@@ -22,7 +39,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         for name in ROLES:
             Group.objects.get_or_create(name=name)
-        secret_file = settings.VAR_DIR / "admin-password.txt"
+        secret_file = settings.VAR_DIR / PASSWORD_FILE
         User = get_user_model()
         user = User.objects.filter(username=opts["username"]).first()
         if user is None:

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from core.metrics import clean_dead_processes
+from runs.management.commands.create_login import login_hint
 
 log = logging.getLogger("ballast.serve")
 
@@ -79,6 +80,12 @@ class Child:
             pass
 
 
+def ready_lines(bind: str) -> list[str]:
+    """What serve prints once web and worker started: where Ballast is and, last (it
+    closes make up's output, after npm's and vite's), how to sign in."""
+    return [f"Ballast is up: http://{bind}/  (admin: http://{bind}/admin/) — Ctrl-C stops web and worker", login_hint()]
+
+
 def backoff_seconds(quick_deaths: int) -> float:
     """Seconds to wait before restarting a child after its ``quick_deaths``-th quick death
     in a row (1 -> 1 s, 2 -> 2 s, 3 -> 4 s, ..., at most BACKOFF_MAX)."""
@@ -108,7 +115,8 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         for child in children:
             child.start()
-        self.stdout.write(f"Ballast is up: http://{opts['bind']}/  (admin: http://{opts['bind']}/admin/) — Ctrl-C stops web and worker")
+        for line in ready_lines(opts["bind"]):
+            self.stdout.write(line)
         self.stdout.flush()
         while not stopping:
             now = time.monotonic()

@@ -302,3 +302,24 @@ def test_error_as_dict(state):
     assert data["code"] == "unknown_name" and data["name"] == "nobody" and data["position"] == {"line": 1,
                                                                                                  "column": 1}
     assert data["source"] == "{{ nobody }}"
+
+
+@pytest.mark.parametrize(
+    "source, state, message",
+    [
+        # A new user's first template: the run was started with {} (the builder's default).
+        ("{{ input.doc.title.upper() }}", {"input": {}},
+         "input has no key 'doc' (the run's input is {}); start the run with an input that has it, "
+         "or write {{ input.doc | default('') }} where it may be missing (line 1)"),
+        ("Dear {{ order['customer'].nick }}", {"order": {"customer": {"name": "Alice"}}},
+         "order.customer has no key 'nick' (order.customer is {\"name\": \"Alice\"}); make sure order.customer has it "
+         "before this step, or write {{ order.customer.nick | default('') }} where it may be missing (line 1)"),
+        ("{{ items[5] }}", {"items": [1, 2]},
+         "items has no item 5 (items is [1, 2]); make sure items has it before this step, "
+         "or write {{ items[5] | default('') }} where it may be missing (line 1)"),
+    ],
+)
+def test_a_missing_key_says_which_value_lacks_it_and_what_to_do(source, state, message, mode):
+    """Not Jinja's "'dict object' has no attribute 'doc'": the code stays "error"."""
+    err = fails(source, state, "error")
+    assert err.message == message

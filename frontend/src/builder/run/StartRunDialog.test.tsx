@@ -10,6 +10,24 @@ vi.setConfig({ testTimeout: 30_000 });
 afterEach(() => vi.unstubAllGlobals());
 
 describe("StartRunDialog", () => {
+  it("shows what a valid value looks like: each field's example as its placeholder, its description and pattern as help", () => {
+    const spec = { ...sampleSpec(), name: "Refund agent", input_schema: {
+      type: "object", required: ["order_id", "reason"], properties: {
+        order_id: { type: "string", pattern: "^[A-Z]-[0-9]{4}$", description: "A capital letter, a hyphen and four digits.", examples: ["A-1002"] },
+        reason: { type: "string", maxLength: 2000, examples: ["arrived broken", "never came"] },
+        note: { type: "string", default: "none" },
+      } } };
+    render(<StartRunDialog graphId={4} spec={spec} onClose={vi.fn()} navigate={vi.fn()} />);
+    const order = screen.getByLabelText(/order_id/);
+    expect(order.getAttribute("placeholder")).toBe("e.g. A-1002");
+    const dialog = screen.getByRole("dialog");
+    expect(dialog.textContent).toContain("A capital letter, a hyphen and four digits.");
+    expect(dialog.textContent).toContain("Must match ^[A-Z]-[0-9]{4}$.");
+    expect(screen.getByLabelText(/reason/).getAttribute("placeholder")).toBe("e.g. arrived broken");
+    expect(dialog.textContent).toContain("Examples: arrived broken, never came.");
+  });
+
+
   it("builds the input form from the input schema, posts the run and opens its page", async () => {
     const calls = scriptFetch(() => [201, { id: 99, version: 2 }]);
     const navigate = vi.fn();

@@ -11,6 +11,7 @@ import { errorSchemaFor } from "../panel/paths";
 import "../panel/panel.css";
 import type { GraphSpec } from "../spec";
 import { Button } from "../../shell/Button";
+import { inputFormHints } from "./inputHints";
 
 export interface StartRunDialogProps {
   graphId: number;
@@ -53,6 +54,8 @@ function isFreeForm(schema: Record<string, unknown>): boolean {
 export function StartRunDialog({ graphId, spec, onClose, version, navigate, note, initialInput, draftRun }: StartRunDialogProps) {
   const schema = useMemo(() => inputFormSchema(spec), [spec]);
   const freeForm = isFreeForm(schema);
+  // Each field's example (or default) as its placeholder, its pattern as help: what a valid value looks like.
+  const uiSchema = useMemo(() => ({ ...inputFormHints(schema), "ui:submitButtonOptions": { norender: true } }), [schema]);
   const [input, setInput] = useState<Record<string, unknown>>(() => initialInput ?? {});
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
@@ -138,7 +141,7 @@ export function StartRunDialog({ graphId, spec, onClose, version, navigate, note
         )}
         <Form
           schema={(freeForm ? { type: "object", properties: {} } : schema) as RJSFSchema}
-          uiSchema={{ "ui:submitButtonOptions": { norender: true } }}
+          uiSchema={uiSchema}
           formData={input}
           validator={validator}
           fields={editorFieldComponents}
