@@ -88,7 +88,11 @@ def execute_node(claimed: ClaimedStep) -> NodeResult | NodeError:
         else:
             repeat_safe = kind.is_step_repeat_safe(config, node.repeat_safe)
             target = functools.partial(kind.execute, config, ctx)
-        if not repeat_safe and not claims.mark_effect_begun(claimed):
+        # The mark is a fenced write safe to repeat: a lost connection is ridden out as a
+        # commit's is, else a blip before the step acted would fail it and park it.
+        if not repeat_safe and not reconnect.retry_on_lost_connection(
+            functools.partial(claims.mark_effect_begun, claimed), what=f"step {claimed.step_id} ({claimed.node_id}) effect mark"
+        ):
             # Recovery took the step back (its lease lapsed) before it began: not run here.
             return NodeError(f"step {claimed.step_id} attempt {claimed.attempt}: lease lost before it ran", code="lease_lost", retryable=False)
         faults.point("during_execute", node_id=claimed.node_id, step_id=claimed.step_id)
