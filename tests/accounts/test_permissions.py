@@ -314,6 +314,8 @@ ENDPOINTS = [
     Endpoint("approvals_mine", "get", lambda w: ("/api/v1/approvals/", None), allowed(200)),
     Endpoint("approvals_all", "get", lambda w: ("/api/v1/approvals/all/", None), allowed(200, "admin")),
     Endpoint("approvals_read", "get", lambda w: (f"/api/v1/approvals/{w.approval_of(w.waiting_run()).pk}/", None), reads()),
+    # A run's pending requests (the run page's Decide link): whoever may read the run.
+    Endpoint("approvals_of_run", "get", lambda w: (f"/api/v1/approvals/of-run/{w.waiting_run().pk}/", None), reads()),
     Endpoint(
         "approvals_decide",
         "post",
@@ -400,7 +402,7 @@ def test_the_matrix_covers_every_api_operation() -> None:
         "runs_list", "runs_start", "runs_read", "runs_cancel", "runs_resume", "runs_retry", "runs_fork", "runs_steps",
         "runs_actions", "runs_graph", "runs_resume_preview", "runs_retry_preview", "runs_fork_preview", "runs_compare", "runs_cancel_bulk", "runs_summary",
         "steps_read", "steps_state", "runs_events", "costs_aggregate", "audit_list", "approvals_mine", "approvals_all", "approvals_read",
-        "approvals_decide", "providers_list", "providers_create", "providers_update", "providers_delete", "providers_test",
+        "approvals_decide", "approvals_of_run", "providers_list", "providers_create", "providers_update", "providers_delete", "providers_test",
         "graphs_duplicate", "graph_versions_restore", "graph_nodes_test", "graph_draft_run", "node_kinds_list", "tools_list",
         "models_list", "expressions_check", "approvals_inbox", "approvals_inbox_counts", "approvals_claim",
         "approvals_claim_many", "approvals_hand_back", "approvals_reassign",

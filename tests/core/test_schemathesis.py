@@ -53,8 +53,8 @@ def test_the_schema_is_served_and_documents_every_api_route(world: World) -> Non
     # + 3 webhook listen operations, graph_publish_check; + 12 of administration (tokens, users,
     # groups, the principal search); + 6 of MCP servers (list, create, read, update, delete, test); + 9 schedule operations; + graph_draft_run;
     # + 8 of completion callbacks (list, create, read, update, delete, rotate, deliveries, redeliver);
-    # + 3 of the builder's test data (pin, unpin, the expression/template preview)
-    assert len(OPERATIONS) == 114
+    # + 3 of the builder's test data (pin, unpin, the expression/template preview); + approvals_of_run
+    assert len(OPERATIONS) == 115
 
 
 def seeded_ids(world: World) -> dict[str, Any]:
