@@ -238,6 +238,9 @@ def serve(*, grace_seconds: float | None = None, run_once: bool = False) -> int:
         metrics.clean_dead_processes(metrics_dir)
     os.register_at_fork(before=functools.partial(connections.close_before_fork, main_pid), after_in_child=functools.partial(_after_fork_in_child, main_pid))
     dispatch.on_worker_start(_claim_at_start)
+    # A stopped or cut-off host's half-done commit must not hold the rows its takeover
+    # needs for longer than it takes to find the host silent (connections.bound_idle_transactions).
+    connections.bound_idle_transactions(settings.BALLAST_HOST_SILENT_SECONDS)
     _take_back_at_start()
     cluster = dispatch.QueueCluster()
     # Installed after django-q2's own handlers (set in QueueCluster()), to replace them.

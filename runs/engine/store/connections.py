@@ -12,8 +12,35 @@ from collections.abc import Callable
 from django.db import DataError, connections, transaction
 
 __all__ = [
-    "DataError", "close_all", "close_before_fork", "close_obsolete", "drop_broken", "in_transaction", "is_postgresql", "keep_for", "on_commit",
+    "DataError", "bound_idle_transactions", "close_all", "close_before_fork", "close_obsolete", "drop_broken", "in_transaction", "is_postgresql",
+    "keep_for", "on_commit",
 ]
+
+
+def bound_idle_transactions(seconds: float) -> bool:
+    """Have PostgreSQL end this process's sessions that sit inside a transaction without a
+    statement for ``seconds`` (``idle_in_transaction_session_timeout``, set at connect
+    through libpq's ``options``: connections opened after this call; the URL's own
+    ``-c`` settings still win). True when set; False on SQLite, behind a transaction
+    pooler (preparing off: pgbouncer refuses ``options``) or for ``seconds`` <= 0.
+
+    Why a worker host wants it: a host that is SIGSTOPped or cut off in the middle of a
+    commit keeps that transaction's row locks (the run row, the step) on the server, and
+    the takeover of its steps (runs.engine.store.recovery_queries.step_recover locks the
+    run) waited for them until the host came back: 9-10 s after a stop of that length in
+    the 1,000-run chaos run, past the 5 s takeover target. Ended by the server, the
+    stalled commit fails on the host's next statement and is tried again on a fresh
+    connection with the same fence (runs.engine.store.reconnect), which a takeover
+    meanwhile has taken: refused, as every late commit is.
+    """
+    db = connections.settings["default"]
+    if seconds <= 0 or not db["ENGINE"].endswith("postgresql") or db.get("DISABLE_SERVER_SIDE_CURSORS"):
+        return False
+    options = db.setdefault("OPTIONS", {})
+    setting = f"-c idle_in_transaction_session_timeout={int(seconds * 1000)}"
+    if setting not in str(options.get("options", "")):
+        options["options"] = f"{setting} {options.get('options', '')}".strip()
+    return True
 
 
 def close_all() -> None:

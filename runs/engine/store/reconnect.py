@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, InternalError, OperationalError, connections
 
 log = logging.getLogger("ballast.engine")
 
@@ -15,9 +15,11 @@ T = TypeVar("T")
 
 # What a lost connection raises through Django: "terminating connection due to
 # administrator command" (pg_terminate_backend, a restart, a failover), "server closed the
-# connection unexpectedly", "the connection is closed" on the next use, and a refused
-# reconnect while the server is down.
-LOST_CONNECTION_ERRORS = (OperationalError, InterfaceError)
+# connection unexpectedly", "the connection is closed" on the next use, a refused
+# reconnect while the server is down, and InternalError "terminating connection due to
+# idle-in-transaction timeout" (SQLSTATE 25P03: a worker host's commit that stalled past
+# connections.bound_idle_transactions). Each is retried only when the connection is gone.
+LOST_CONNECTION_ERRORS = (OperationalError, InterfaceError, InternalError)
 
 # The first pause between tries and the longest (seconds): a blip is over in well under
 # a second, a restart takes a few seconds.
