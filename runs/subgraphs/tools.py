@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runs.nodes.agent import GraphTool, register_graph_calls
 from runs.nodes.base import NodeContext, NodeResult, Wait
+from runs.nodes.graph_tools import GraphTool, register_graph_calls
 from runs.providers.base import ToolDefinition
 from runs.subgraphs import calls
 from runs.vocabulary import NodeError

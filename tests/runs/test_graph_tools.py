@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from builder.services import GraphInvalid, graph_draft_save, graph_publish
 from graphs.models import Graph
 from runs.models import Run, RunStatus, Step, StepStatus
-from runs.nodes.agent import GraphTool, graph_calls
+from runs.nodes.graph_tools import GraphTool, graph_calls
 from runs.services import run_cancel
 from runs.subgraphs.costs import run_totals
 from tests.support.specs import chain, continue_local, graph, node, publish, run_local, transform
