@@ -541,16 +541,21 @@ def graph_node_test(
     if effects and not confirm:
         raise ConfirmationRequired(node.id, effects)
 
-    harness = _test_snapshot_spec(spec, node, kind, config)
-    digest = content_hash(harness)
+    version = _test_snapshot(graph, _test_snapshot_spec(spec, node, kind, config), user)
+    return node_test_run(version=version, node_id=node.id, state=state, user=user, actor=actor, known_keys=frozenset(graph_keys))
+
+
+def _test_snapshot(graph: Graph, spec: dict[str, Any], user: Any) -> GraphVersion:
+    """The hidden test snapshot (``is_test``, number 0) of ``graph`` holding ``spec``,
+    created unless one with the same content exists: snapshots are keyed by content, so
+    testing a node or running a draft again unchanged reuses one row."""
+    digest = content_hash(spec)
     with transaction.atomic():
-        # One snapshot per distinct tested content: testing the same node again reuses it.
         GraphVersion.objects.bulk_create(
-            [GraphVersion(graph=graph, number=0, spec=harness, content_hash=digest, is_test=True, created_by=_user_or_none(user))],
+            [GraphVersion(graph=graph, number=0, spec=spec, content_hash=digest, is_test=True, created_by=_user_or_none(user))],
             ignore_conflicts=True,
         )
-        version = GraphVersion.objects.get(graph=graph, is_test=True, content_hash=digest)
-    return node_test_run(version=version, node_id=node.id, state=state, user=user, actor=actor, known_keys=frozenset(graph_keys))
+        return GraphVersion.objects.get(graph=graph, is_test=True, content_hash=digest)
 
 
 def graph_draft_run(*, graph: Graph, run_input: dict[str, Any] | None = None, user: Any = None, actor: str | None = None) -> Run:
@@ -567,14 +572,5 @@ def graph_draft_run(*, graph: Graph, run_input: dict[str, Any] | None = None, us
     if not result.ok or result.spec is None:  # (ok implies a spec; said for mypy)
         raise GraphInvalid(result.issues)
     _refuse_bad_calls(result.spec, graph_id=graph.pk, user=user)
-    spec = result.spec.model_dump(mode="json", exclude_none=False)
-    digest = content_hash(spec)
-    with transaction.atomic():
-        # Snapshots are keyed by content, so running an unchanged draft again (or content
-        # equal to a node-test harness) reuses one row: the same spec is the same snapshot.
-        GraphVersion.objects.bulk_create(
-            [GraphVersion(graph=graph, number=0, spec=spec, content_hash=digest, is_test=True, created_by=_user_or_none(user))],
-            ignore_conflicts=True,
-        )
-        version = GraphVersion.objects.get(graph=graph, is_test=True, content_hash=digest)
+    version = _test_snapshot(graph, result.spec.model_dump(mode="json", exclude_none=False), user)
     return draft_run_start(version=version, run_input=run_input, user=user, actor=actor)
