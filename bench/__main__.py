@@ -116,6 +116,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--users", default="1,50,200", help="web: concurrent users, comma separated")
     parser.add_argument("--seconds", type=int, default=30, help="web: seconds per load run (and sockets held open)")
     parser.add_argument("--sockets", type=int, default=1000, help="web: WebSockets opened on one web process (0: none)")
+    parser.add_argument("--pooler", type=int, default=0, help="web: reach PostgreSQL through pgbouncer (transaction mode) with this pool size")
     parser.add_argument("--write", action="store_true",
                         help="report: regenerate the figures in docs/performance.md and README.md from FILE")
     parser.add_argument("--path", choices=["inprocess", "qcluster", "both"], default="both", help="linear/fanout execution path")
@@ -186,7 +187,8 @@ def run_case(args: argparse.Namespace) -> int:
         "webhooks": trigger_cases.case_webhooks,
         "schedules": trigger_cases.case_schedules,
         "subgraph": trigger_cases.case_subgraph,
-        "web": lambda r, d, n, k: webload.case_web(r, d, n, k, users=webload.parse_users(args.users), seconds=args.seconds, sockets=args.sockets),
+        "web": lambda r, d, n, k: webload.case_web(r, d, n, k, users=webload.parse_users(args.users), seconds=args.seconds, sockets=args.sockets,
+                                                   pooler=args.pooler),
     }
     started = time.monotonic()
     if args.case not in ("floor", "builder", "headline"):  # the headline samples the floor in every round

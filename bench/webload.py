@@ -44,6 +44,7 @@ import sys
 import threading
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -104,7 +105,7 @@ def _web_role(db: str) -> str:
         return database_url(db)
     from django.db import connection
 
-    role = f"{connection.settings_dict['NAME']}_web"[:63]
+    role = _role_name()
     with connection.cursor() as cur:
         cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role])
         if not cur.fetchone():
@@ -116,17 +117,70 @@ def _web_role(db: str) -> str:
     return urlparse(pg_url())._replace(netloc=f"{role}@{urlparse(pg_url()).hostname}:{urlparse(pg_url()).port or 5432}").geturl()
 
 
+def _role_name() -> str:
+    from django.db import connection
+
+    return f"{connection.settings_dict['NAME']}_web"[:63]
+
+
 def _drop_web_role(db: str) -> None:
     if db != "postgres":
         return
     from django.db import connection
 
-    role = f"{connection.settings_dict['NAME']}_web"[:63]
+    role = _role_name()
     with connection.cursor() as cur:
         cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role])
         if cur.fetchone():
             cur.execute(f'DROP OWNED BY "{role}"')  # its grants in this database
             cur.execute(f'DROP ROLE "{role}"')
+
+
+class PgBouncer:
+    """pgbouncer in transaction mode in front of the bench database, as a process group of
+    its own (run as ``nobody``: it refuses root), pooling at most ``pool`` server connections
+    of the web role. :attr:`url` is the web process's DATABASE_URL (preparing off)."""
+
+    def __init__(self, role: str, pool: int):
+        from django.db import connection
+
+        self.db = connection.settings_dict["NAME"]
+        self.port = free_port()
+        self.dir = WORK_DIR / f"pgbouncer-{self.port}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.chmod(0o755)
+        self.ini = self.dir / "pgbouncer.ini"
+        self.ini.write_text(
+            f"[databases]\n{self.db} = host=127.0.0.1 port=5432 dbname={self.db} user={role}\n"
+            f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\nauth_type = any\n"
+            f"pool_mode = transaction\ndefault_pool_size = {pool}\nmax_client_conn = 5000\n"
+            "ignore_startup_parameters = extra_float_digits,options\n")
+        self.ini.chmod(0o644)
+        self.url = f"postgres://{role}@127.0.0.1:{self.port}/{self.db}?prepare_threshold=none"
+        self.pool = pool
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> PgBouncer:
+        import shutil
+
+        binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+        check(Path(binary).exists(), "--pooler needs pgbouncer (apt-get install pgbouncer)")
+        with open(self.dir / "pgbouncer.log", "ab") as logf:
+            self.proc = subprocess.Popen([binary, "-u", "nobody", str(self.ini)], stdout=logf, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        from bench.loopback import accepts
+
+        wait_until(lambda: accepts(self.port) or self.proc.poll() is not None, 30, "pgbouncer to listen")
+        check(self.proc.poll() is None, f"pgbouncer exited: {(self.dir / 'pgbouncer.log').read_text()[-2000:]}")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        import shutil
+
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- what the machine spends
@@ -268,12 +322,15 @@ def _locust(page: str, users: int, seconds: int, port: int, key: str, runs: str,
         history = [r for r in csv.DictReader(fh) if r["Name"] == "Aggregated" and int(r["User Count"]) == users]
     check(rows.get("Aggregated") and int(rows["Aggregated"]["Request Count"]) > 0, f"locust {page} x{users}: no requests (see {WORK_DIR}/web-locust.log)")
     total = rows.pop("Aggregated")
+    with open(f"{prefix}_failures.csv") as fh:
+        failed = {f"{r['Name']}: {r['Error']}"[:200]: int(r["Occurrences"]) for r in csv.DictReader(fh)}
     window = sampler.window(float(history[0]["Timestamp"]) + 1, float(history[-1]["Timestamp"])) if len(history) > 2 else {}
     return {
         "rps": float(total["Requests/s"]), "requests": int(total["Request Count"]), "failures": int(total["Failure Count"]),
         "p50": float(total["50%"]), "p95": float(total["95%"]), "p99": float(total["99%"]),
         "endpoints": {n: {"rps": round(float(r["Requests/s"]), 1), "p50": float(r["50%"]), "p95": float(r["95%"]), "failures": int(r["Failure Count"])}
                       for n, r in rows.items()},
+        "failure_kinds": failed,
         **window,
     }
 
@@ -398,8 +455,13 @@ def _sockets(rep: Reporter, db: str, count: int, hold: int, seed: dict[str, Any]
 # --------------------------------------------------------------------------- the case
 
 
-def case_web(rep: Reporter, db: str, n: int | None, runs: int, *, users: list[int], seconds: int, sockets: int) -> None:
-    """See the module docstring."""
+def case_web(rep: Reporter, db: str, n: int | None, runs: int, *, users: list[int], seconds: int, sockets: int, pooler: int = 0) -> None:
+    """See the module docstring. ``pooler``: a pool size: the web process reaches PostgreSQL
+    through pgbouncer in transaction mode with that many server connections (figures
+    ``web.*.pgbouncer``); 0: directly, as docker-compose.yml does."""
+    from contextlib import ExitStack
+
+    check(not pooler or db == "postgres", "--pooler is for PostgreSQL")
     history = n or 3000
     t0 = time.perf_counter()
     seed = _seed(history)
@@ -407,29 +469,33 @@ def case_web(rep: Reporter, db: str, n: int | None, runs: int, *, users: list[in
     env = {"DATABASE_URL": _web_role(db), "BALLAST_CHANNELS_REDIS_URL": REDIS_URL, "BALLAST_CACHE_REDIS_URL": REDIS_URL,
            "BALLAST_API_RATE_TOKEN": "10000000/minute", "BALLAST_API_RATE_USER": "10000000/minute"}
     page_runs = ",".join([str(r) for r in seed["finished"][:: max(1, history // 20)][:20]] + [f"{r}:w" for r in seed["waiting"][:20]])
+    suffix, via = (".pgbouncer", f"through pgbouncer (transaction mode, pool {pooler})") if pooler else ("", "straight to PostgreSQL")
     try:
-        port = free_port()
-        web = WebServer("web-http", db, port)
-        web.extra_env = env
-        with web:
-            web.wait_ready()
-            with Sampler(db, web.proc.pid) as sampler:
-                for page in PAGES:
-                    for u in users:
-                        load = os.getloadavg()[0]
-                        got = _locust(page, u, seconds, port, seed["key"], page_runs, sampler)
-                        log(f"web {page} x{u}: {got['rps']:.1f} req/s, p50 {got['p50']:.0f} ms, p95 {got['p95']:.0f} ms, "
-                            f"{got['failures']} failed; cores web {got.get('cores_web')} locust {got.get('cores_locust')} "
-                            f"pg {got.get('cores_pg')} machine {got.get('cores_machine')}; conns max {got.get('db_connections_max')}, "
-                            f"threads max {got.get('web_threads_max')} (load {load:.1f})")
-                        p50, p95 = got.pop("p50"), got.pop("p95")
-                        rep.emit(f"web.{page}.{u}_users", n=got["requests"], runs=1, median=p50, p95=p95, unit="ms/request",
-                                 users=u, seconds=seconds, load1_at_start=round(load, 2), runs_seeded=history, **got,
-                                 note=f"locust, {u} users without think time loading the {page} page's API reads "
-                                      "(Authorization: Token), one daphne process, Redis cache and channel layer, DEBUG off")
-            check(web.alive, f"daphne exited:\n{web.log_tail()}")
-        if sockets:
-            _sockets(rep, db, sockets, seconds, seed, env)
+        with ExitStack() as stack:
+            if pooler:
+                env["DATABASE_URL"] = stack.enter_context(PgBouncer(_role_name(), pooler)).url
+            port = free_port()
+            web = WebServer("web-http", db, port)
+            web.extra_env = env
+            with web:
+                web.wait_ready()
+                with Sampler(db, web.proc.pid) as sampler:
+                    for page in PAGES:
+                        for u in users:
+                            load = os.getloadavg()[0]
+                            got = _locust(page, u, seconds, port, seed["key"], page_runs, sampler)
+                            log(f"web{suffix} {page} x{u}: {got['rps']:.1f} req/s, p50 {got['p50']:.0f} ms, p95 {got['p95']:.0f} ms, "
+                                f"{got['failures']} failed; cores web {got.get('cores_web')} locust {got.get('cores_locust')} "
+                                f"pg {got.get('cores_pg')} machine {got.get('cores_machine')}; conns max {got.get('db_connections_max')}, "
+                                f"threads max {got.get('web_threads_max')} (load {load:.1f})")
+                            p50, p95 = got.pop("p50"), got.pop("p95")
+                            rep.emit(f"web.{page}.{u}_users{suffix}", n=got["requests"], runs=1, median=p50, p95=p95, unit="ms/request",
+                                     users=u, seconds=seconds, load1_at_start=round(load, 2), runs_seeded=history, pooler=pooler or None, **got,
+                                     note=f"locust, {u} users without think time loading the {page} page's API reads "
+                                          f"(Authorization: Token), one daphne process {via}, Redis cache and channel layer, DEBUG off")
+                check(web.alive, f"daphne exited:\n{web.log_tail()}")
+            if sockets:
+                _sockets(rep, db, sockets, seconds, seed, env)
     finally:
         _drop_web_role(db)
         _flush_redis()
