@@ -348,6 +348,7 @@ class SocketFarm:
         self.got: list[list[tuple[float, dict[str, Any]]]] = [[] for _ in runs]
         self.closed: dict[int, str] = {}
         self.errors: list[str] = []
+        self.retries: list[str] = []
         self.opened = 0
         self.loop = asyncio.new_event_loop()
         self.sockets: list[Any] = []
@@ -355,11 +356,21 @@ class SocketFarm:
 
     async def _one(self, i: int, run: int, gate: asyncio.Semaphore) -> None:
         from websockets.asyncio.client import connect
-        from websockets.exceptions import ConnectionClosed
+        from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
         try:
             async with gate:
-                ws = await connect(self.url, open_timeout=60, ping_interval=None, max_size=None)
+                # As the browser does (frontend/src/lib/liveEvents.ts): a refused or dropped
+                # handshake is tried again after 0.5 s, doubling; each retry is counted.
+                for attempt in range(6):
+                    try:
+                        ws = await connect(self.url, open_timeout=60, ping_interval=None, max_size=None)
+                        break
+                    except (OSError, InvalidHandshake) as exc:
+                        if attempt == 5:
+                            raise
+                        self.retries.append(f"{type(exc).__name__}: {exc}"[:120])
+                        await asyncio.sleep(0.5 * 2**attempt)
                 self.sockets.append(ws)
                 await ws.send(json.dumps({"type": "follow", "run": run, "after": 0}))
             self.opened += 1
@@ -447,6 +458,7 @@ def _sockets(rep: Reporter, db: str, count: int, hold: int, seed: dict[str, Any]
              sockets_open_after_hold=still_open, hold_s=hold, open_all_s=round(opened_s, 1),
              rss_before_mib=round(rss_before / 1024, 1), rss_after_mib=round(rss_after / 1024, 1),
              rss_per_socket_kib=round((rss_after - rss_before) / count, 1), decided_runs=DECIDED, sockets_told=len(followers),
+             handshake_retries=len(farm.retries), retry_reasons=sorted(set(farm.retries))[:5],
              idle=idle, note=f"{count} websockets clients on ws/runs/ (one daphne, Redis channel layer), each following a waiting run from seq 0; "
                              f"held {hold} s; then {DECIDED} runs approved in the bench process: latency from each event's commit (created_at) "
                              "to its receipt by every socket following the run")
