@@ -181,7 +181,7 @@ lint: install
 # ends with issue 11's targets, met or not. Under 30 minutes on 2 cores.
 .PHONY: bench bench-extra bench-headline bench-report
 bench-extra: install
-	$(BIN)/python -c "import langgraph.checkpoint.postgres, dbos, pyinstrument, websockets.sync.client" 2>/dev/null || $(UV) pip install --quiet --python $(BIN)/python -e '.[bench]'
+	$(BIN)/python -c "import langgraph.checkpoint.postgres, dbos, pyinstrument, websockets.sync.client, locust" 2>/dev/null || $(UV) pip install --quiet --python $(BIN)/python -e '.[bench]'
 
 bench: bench-extra
 	$(BIN)/python -m bench all

@@ -38,6 +38,7 @@ CASES = {
     "mcp": "MCP tool-call overhead per call over the tool's own time, stdio and Streamable HTTP (a session per call, as a step)",
     "webhooks": "signed webhook delivery to run committed (daphne, a real HTTP client), p50/p95; deliveries accepted per second by 4 concurrent clients",
     "schedules": "schedule fire lag with 1,000 schedules due at once (--n), one qcluster: tick to fired_at and to the first step's claim, p50/p95",
+    "web": "the web process under load: run list, inbox and run page API reads by 1/50/200 locust users (--users), 1,000 open WebSockets (--sockets) on one daphne, PostgreSQL + Redis",
     "subgraph": "a subgraph node calling a one-transform child graph vs the transform inline, through a qcluster: overhead per call",
 }
 
@@ -112,6 +113,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=5, help="timed repetitions after the warm-up (at least 5)")
     parser.add_argument("--rounds", type=int, default=None,
                         help="headline: rotated rounds (at least 10, default 12)")
+    parser.add_argument("--users", default="1,50,200", help="web: concurrent users, comma separated")
+    parser.add_argument("--seconds", type=int, default=30, help="web: seconds per load run (and sockets held open)")
+    parser.add_argument("--sockets", type=int, default=1000, help="web: WebSockets opened on one web process (0: none)")
+    parser.add_argument("--pooler", type=int, default=0, help="web: reach PostgreSQL through pgbouncer (transaction mode) with this pool size")
     parser.add_argument("--write", action="store_true",
                         help="report: regenerate the figures in docs/performance.md and README.md from FILE")
     parser.add_argument("--path", choices=["inprocess", "qcluster", "both"], default="both", help="linear/fanout execution path")
@@ -134,6 +139,8 @@ def run_case(args: argparse.Namespace) -> int:
     from bench import core
 
     core.use_settings(args.settings)
+    if args.case == "web":  # this process's commits push their events to the web process's sockets (bench/webload.py)
+        os.environ["BALLAST_CHANNELS_REDIS_URL"] = os.environ.get("BENCH_WEB_REDIS_URL", "redis://127.0.0.1:6379/7")
     core.setup(db)
     from bench import (
         anatomy,
@@ -149,6 +156,7 @@ def run_case(args: argparse.Namespace) -> int:
         scaling,
         startup,
         trigger_cases,
+        webload,
     )
 
     rep = core.Reporter(db)
@@ -179,6 +187,8 @@ def run_case(args: argparse.Namespace) -> int:
         "webhooks": trigger_cases.case_webhooks,
         "schedules": trigger_cases.case_schedules,
         "subgraph": trigger_cases.case_subgraph,
+        "web": lambda r, d, n, k: webload.case_web(r, d, n, k, users=webload.parse_users(args.users), seconds=args.seconds, sockets=args.sockets,
+                                                   pooler=args.pooler),
     }
     started = time.monotonic()
     if args.case not in ("floor", "builder", "headline"):  # the headline samples the floor in every round
