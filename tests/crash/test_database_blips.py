@@ -114,5 +114,9 @@ def test_every_backend_of_an_idle_cluster_terminated_reconnects_at_once(cluster_
     run = run_start(version=version, run_input={})
     assert wait_for_status(run, RunStatus.SUCCEEDED, timeout=60, clusters=[cluster]).status == RunStatus.SUCCEEDED
     after = cluster.log_path.read_text(errors="replace")[mark:]
-    assert after.count("the connection is closed") == 0, after[-3000:]
+    # django-q2's own records (the sentinel's saves, the pusher's pulls) never say it; the
+    # recovery thread may log its one traceback of the outage (psycopg reports a session
+    # the server ended while it idled as "the connection is closed") and goes on.
+    django_q = [line for line in after.splitlines() if " django-q " in line]
+    assert not [line for line in django_q if "the connection is closed" in line], after[-3000:]
     assert "Failed to pull task from broker" not in after, after[-3000:]
