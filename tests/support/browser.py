@@ -14,6 +14,7 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from runs.engine import api as engine
 from runs.models import Run
+from tests.support.bounded import TIME_SLACK
 from tests.support.daphne import Daphne
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
@@ -81,7 +82,10 @@ def format_usd(value: Decimal) -> str:
 # The ceiling of every browser-test wait, expect() included (tests/e2e/conftest.py sets
 # it): the machine running these is shared and often loaded, and Playwright's 5 s default
 # for expect() failed here with nothing wrong. Each wait ends as soon as its condition holds.
-PATIENT_MS = 30_000
+# It grows with the suite's TIME_SLACK (60 s at the default 4): a CI whose PostgreSQL lane
+# ran 25 minutes beside the browser pass took more than 30 s to start a qcluster and run a
+# draft (stop 37's CI failed on test_builder_draft_run there, and passed on the rerun pass).
+PATIENT_MS = int(15_000 * max(TIME_SLACK, 2.0))
 
 
 def approver(username: str) -> User:

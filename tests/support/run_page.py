@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from playwright.sync_api import Locator, Page
 
+from tests.support.browser import PATIENT_MS
+
 # Generous ceilings for live updates on a loaded 2-core CI machine: expect() polls and
 # returns as soon as the page shows the state, so a long ceiling costs nothing when all is well.
-LIVE_TIMEOUT_MS = 30_000
+LIVE_TIMEOUT_MS = PATIENT_MS
 
 
 class RunPageView:
