@@ -2,6 +2,7 @@
 
 Against daphne and a real qcluster worker.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,30 +16,17 @@ from tests.support.builder_steps import make_graph, open_builder, select_node, s
 from tests.support.daphne import Daphne
 from tests.support.run_page import LIVE_TIMEOUT_MS
 from tests.support.specs import publish
-from tests.support.subgraphs import child_spec
+from tests.support.subgraphs import child_spec, graph_tool_agent_spec
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live, pytest.mark.timeout(240)]
 
 
-def agent_spec() -> dict:
-    """start -> agent (the mock asks for ``doubler`` with ``{n: 21}``, then answers) -> end."""
-    script = [{"turn": 0, "reply": "", "tool_calls": [{"id": "c1", "name": "doubler", "arguments": {"n": 21}}]}, {"reply": "It is 42."}]
-    config = {"provider": "mock", "model": "mock-1", "prompt": "Double 21", "max_tokens": 50, "tools": [], "options": {"script": script}}
-    return {
-        "name": "agent-with-graph-tool",
-        "nodes": [
-            {"id": "start", "kind": "start", "position": {"x": 0, "y": 100}},
-            {"id": "agent", "kind": "agent", "position": {"x": 250, "y": 100}, "config": config},
-            {"id": "end", "kind": "end", "position": {"x": 550, "y": 100}, "config": {"output": ["answer"]}},
-        ],
-        "edges": [{"source": "start", "target": "agent"}, {"source": "agent", "target": "end"}],
-    }
-
-
-def test_an_agent_gets_a_graph_tool_in_its_form_runs_it_and_links_the_child(daphne: Daphne, page: Page, cluster_factory) -> None:
+def test_an_agent_gets_a_graph_tool_in_its_form_runs_it_and_links_the_child(
+    daphne: Daphne, page: Page, cluster_factory
+) -> None:
     child = publish(child_spec(name="doubler"))
     user = make_user("gt", "builders", "operators")
-    graph_id = make_graph("agent-with-graph-tool", agent_spec(), user)
+    graph_id = make_graph("agent-with-graph-tool", graph_tool_agent_spec(), user)
     cluster_factory("graph-tools").start()
     sign_in(page, daphne.url, "gt", "pw-gt-1")
     open_builder(page, daphne.url, graph_id)

@@ -1,4 +1,5 @@
 """Specs and helpers for graphs that call graphs (runs.subgraphs): a child graph, a caller, the child run of a step."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,13 +14,19 @@ def child_spec(*, factor: int = 2, **extra: Any) -> dict[str, Any]:
     """start -> double (doubled = n * factor) -> end returning ``{"doubled"}``; input ``{n: integer}`` required."""
     extra.setdefault("input_schema", N_INPUT)
     return graph(
-        [node("start", "start"), transform("double", doubled=f"n * {factor}"), node("end", "end", config={"output": ["doubled"]})],
+        [
+            node("start", "start"),
+            transform("double", doubled=f"n * {factor}"),
+            node("end", "end", config={"output": ["doubled"]}),
+        ],
         chain("start", "double", "end"),
         **extra,
     )
 
 
-def call_spec(graph_id: int, *, version: int | str = "latest", input: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+def call_spec(
+    graph_id: int, *, version: int | str = "latest", input: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
     """start -> call (subgraph of ``graph_id``, output to ``result``) -> after (``after`` =
     result.doubled + 1 when there is one) -> end; input ``{x: integer}`` unless given."""
     extra.setdefault("input_schema", {"type": "object", "properties": {"x": {"type": "integer"}}})
@@ -60,7 +67,14 @@ def waiting_child(**run_kwargs: Any) -> tuple[Run, Run]:
     return run, kid
 
 
-def tool_agent_spec(graph_tools: list[dict[str, Any]], calls: list[dict[str, Any]], *, answer: str = "done", tools: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+def tool_agent_spec(
+    graph_tools: list[dict[str, Any]],
+    calls: list[dict[str, Any]],
+    *,
+    answer: str = "done",
+    tools: list[str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     """start -> agent (mock model: turn 0 asks for ``calls`` ``{"name", "arguments", "id"?}``,
     turn 1 answers ``answer``; ``graph_tools`` offered, ``tools`` too when given) -> end
     returning ``{"answer"}``; input ``{x: integer}``."""
@@ -71,7 +85,11 @@ def tool_agent_spec(graph_tools: list[dict[str, Any]], calls: list[dict[str, Any
     }  # fmt: skip
     extra.setdefault("input_schema", {"type": "object", "properties": {"x": {"type": "integer"}}})
     return graph(
-        [node("start", "start"), node("agent", "agent", config=config), node("end", "end", config={"output": ["answer"]})],
+        [
+            node("start", "start"),
+            node("agent", "agent", config=config),
+            node("end", "end", config={"output": ["answer"]}),
+        ],
         chain("start", "agent", "end"),
         **extra,
     )
@@ -80,3 +98,28 @@ def tool_agent_spec(graph_tools: list[dict[str, Any]], calls: list[dict[str, Any
 def tool_children(run: Run) -> list[Run]:
     """The child runs ``run``'s agent started through graph tools, oldest first."""
     return list(Run.objects.filter(parent_step__run=run, parent_step__parent__isnull=False).order_by("id"))
+
+
+def graph_tool_agent_spec() -> dict[str, Any]:
+    """start -> agent (the mock asks for ``doubler`` with ``{n: 21}``, then answers) -> end."""
+    script = [
+        {"turn": 0, "reply": "", "tool_calls": [{"id": "c1", "name": "doubler", "arguments": {"n": 21}}]},
+        {"reply": "It is 42."},
+    ]
+    config = {
+        "provider": "mock",
+        "model": "mock-1",
+        "prompt": "Double 21",
+        "max_tokens": 50,
+        "tools": [],
+        "options": {"script": script},
+    }
+    return {
+        "name": "agent-with-graph-tool",
+        "nodes": [
+            {"id": "start", "kind": "start", "position": {"x": 0, "y": 100}},
+            {"id": "agent", "kind": "agent", "position": {"x": 250, "y": 100}, "config": config},
+            {"id": "end", "kind": "end", "position": {"x": 550, "y": 100}, "config": {"output": ["answer"]}},
+        ],
+        "edges": [{"source": "start", "target": "agent"}, {"source": "agent", "target": "end"}],
+    }

@@ -10,6 +10,7 @@ import { DiffLegend, type Comparison } from "./DiffLegend";
 import { comparisonView } from "./compare";
 import { ErrorsPanel, ValidationStatusContext } from "./ErrorsPanel";
 import { DockHide, DockRail, RAIL_WIDTH, useDocked } from "./useDocked";
+import { addPaletteEntry, withGraphToolEntry } from "./graphToolEntry";
 import { Palette } from "./Palette";
 import { draftNotice, publishBlocked as publishBlockedReason, runBlocked, type DraftState } from "./run/runNote";
 import { takeBuilderLoad, versionParam } from "./load";
@@ -201,7 +202,8 @@ function Builder({ loaded }: { loaded: Loaded }) {
   const [paletteOpen, setPaletteOpen] = useDocked("palette");
   const [panelOpen, setPanelOpen] = useDocked("panel");
   const hidePalette = useCallback(() => setPaletteOpen(false), [setPaletteOpen]);
-  const palette = useMemo(() => <Palette catalogue={catalogue} onAdd={addKind} onHide={hidePalette} />, [catalogue, addKind, hidePalette]);
+  const paletteEntries = useMemo(() => withGraphToolEntry(catalogue), [catalogue]);
+  const palette = useMemo(() => <Palette catalogue={paletteEntries} onAdd={addKind} onHide={hidePalette} />, [paletteEntries, addKind, hidePalette]);
   // One element for the page's life: the canvas is memoised and re-renders only for its own props.
   const problems = useMemo(() => <ErrorsPanel />, []);
   const validationStatus = useMemo(() => ({ pending: validation.pending, failed: validation.failed }), [validation.pending, validation.failed]);
@@ -383,10 +385,10 @@ function Builder({ loaded }: { loaded: Loaded }) {
 }
 
 function addAtCentre(builder: ReturnType<typeof useBuilderState>, kind: string) {
-  const taken = new Set(builder.spec.nodes.map((n) => n.id));
-  let id = kind.replace(/[^A-Za-z0-9_-]/g, "_");
-  for (let i = 2; taken.has(id); i++) id = `${kind}_${i}`;
   const count = builder.spec.nodes.length;
-  builder.change((s) => ({ ...s, nodes: [...s.nodes, { id, kind, config: {}, position: { x: 80 + (count % 5) * 40, y: 80 + (count % 5) * 40 } }] }));
-  builder.select({ nodes: [id], edges: [], notes: [], field: null });
+  // Added by keyboard: a graph tool goes to the one selected agent, else to a new agent.
+  const selected = builder.selection.nodes.length === 1 ? builder.selection.nodes[0] : null;
+  const added = addPaletteEntry(builder.spec, kind, selected, { x: 80 + (count % 5) * 40, y: 80 + (count % 5) * 40 });
+  builder.change(() => added.spec);
+  builder.select({ nodes: [added.node], edges: [], notes: [], field: added.field });
 }

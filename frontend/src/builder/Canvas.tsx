@@ -7,8 +7,9 @@ import { memo, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useStat
 import { NOTE_PREFIX, applyPositions, type NodeRunMark, connectionToEdge, hasEdge, removeElements, specToFlowEdges, specToFlowNodes, withLivePositions, withSelection, type BallastFlowNode, type FlowNode } from "./flow";
 import { layoutPositions } from "./layout";
 import { SpecMiniMap } from "./SpecMiniMap";
+import { addPaletteEntry } from "./graphToolEntry";
 import { DRAG_MIME } from "./Palette";
-import { freshId, type EdgeSpec, type NodeSpec, type Position } from "./spec";
+import { freshId, type EdgeSpec, type Position } from "./spec";
 import { edgeKey, useBuilder } from "./store";
 import { CANVAS_INSETS, FIT_RUN, FIT_VIEW, fitViewport } from "./viewport";
 import { AddAfterContext } from "./addAfter";
@@ -219,15 +220,6 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
     bRef.current.change((s) => applyPositions(s, positions));
   }, []);
 
-  const addNode = useCallback((kind: string, position?: Position) => {
-    const s = bRef.current.spec;
-    const id = freshId(kind, new Set(s.nodes.map((n) => n.id)));
-    const at = position ?? rf.screenToFlowPosition({ x: window.innerWidth / 2, y: window.innerHeight / 2 });
-    const node: NodeSpec = { id, kind, config: {}, position: { x: Math.round(at.x), y: Math.round(at.y) } };
-    bRef.current.change((g) => ({ ...g, nodes: [...g.nodes, node] }));
-    bRef.current.select({ nodes: [id], edges: [], notes: [], field: null });
-  }, [rf]);
-
   const canvasRef = useRef<HTMLDivElement>(null);
   const onDrop = useCallback((e: DragEvent) => {
     e.preventDefault();
@@ -240,8 +232,12 @@ export const Canvas = memo(function Canvas({ onHelp, onMessage, diff, onDrawn, r
     const { overlays, area } = overlayBoxes(canvasRef.current);
     const w = CARD.width * zoom, h = CARD.height * zoom;
     const to = clearOf({ x: e.clientX - 0.45 * w, y: e.clientY - 0.4 * h, width: w, height: h }, overlays, area);
-    addNode(kind, rf.screenToFlowPosition({ x: to.x, y: to.y }));
-  }, [rf, addNode]);
+    // A graph tool dropped on an agent's card joins that agent; anywhere else, a new agent holds it.
+    const card = document.elementsFromPoint(e.clientX, e.clientY).map((el) => el.closest(".react-flow__node")).find(Boolean);
+    const added = addPaletteEntry(bRef.current.spec, kind, card?.getAttribute("data-id"), rf.screenToFlowPosition({ x: to.x, y: to.y }));
+    bRef.current.change(() => added.spec);
+    bRef.current.select({ nodes: [added.node], edges: [], notes: [], field: added.field });
+  }, [rf]);
 
   const onDragOver = useCallback((e: DragEvent) => {
     e.preventDefault();
