@@ -104,8 +104,9 @@ test-lane-postgres:
 
 XDIST ?= -n 2 --dist loadfile
 # pyproject's addopts keep test databases between runs (--reuse-db, the quick local loop);
-# make's passes always build them afresh from the migrations.
-PYTEST := $(BIN)/pytest --create-db
+# make's passes always build them afresh from the migrations, and each names its 15 slowest
+# tests (where a pass's time goes, in every CI log).
+PYTEST := $(BIN)/pytest --create-db --durations=15 --durations-min=5
 # The database tier: no browser, no real processes (marker process: manage.py, qcluster,
 # daphne, redis-server, fresh interpreters), no crash or chaos tests.
 TIER_DB := not browser and not process
