@@ -90,19 +90,27 @@ up:
 # (pytest-django suffixes the name per worker: test_ballast_gw0, ...-test.sqlite3_gw0).
 # The browser tier gets its own pytest run: Playwright keeps an event loop in its worker's
 # thread, which the database tier's async_to_sync calls must not share.
-# Two lanes side by side (make -j2): much of each pass waits on processes (qclusters,
-# daphne, Chromium, PostgreSQL), so the two cores are not full with one lane. What both
-# lanes need is installed first, once (two installs into one venv at once would race).
+# Four lanes side by side (make -j4): lint and the SQLite database and crash pass; the SQLite
+# browser pass; vitest, the PostgreSQL pass and its live subset; the chaos short run. Much of
+# each pass waits on processes (qclusters, daphne, Chromium, PostgreSQL, leases running out),
+# so the cores are not full with fewer; each lane runs its own targets one after the other
+# (-j1). What the lanes need is installed first, once (two installs into one venv at once
+# would race). The PostgreSQL pass runs on four xdist workers (XDIST_PG): alone it took
+# 17:50 on two workers and 11:21 on four, its workers using a fifth of a core each while
+# their tests waited.
 test: install frontend browser frontend/node_modules/.installed
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-lane-sqlite test-lane-postgres
+	$(MAKE) --no-print-directory -j4 --output-sync=target test-lane-sqlite test-lane-browser test-lane-postgres test-chaos
 
-.PHONY: test-lane-sqlite test-lane-postgres
+.PHONY: test-lane-sqlite test-lane-browser test-lane-postgres test-sqlite-db test-sqlite-browser
 test-lane-sqlite:
-	$(MAKE) --no-print-directory lint test-sqlite
+	$(MAKE) --no-print-directory -j1 lint test-sqlite-db
+test-lane-browser:
+	$(MAKE) --no-print-directory -j1 test-sqlite-browser
 test-lane-postgres:
-	$(MAKE) --no-print-directory test-frontend test-postgres test-chaos
+	$(MAKE) --no-print-directory -j1 test-frontend test-postgres
 
 XDIST ?= -n 2 --dist loadfile
+XDIST_PG ?= -n 4 --dist loadfile
 # pyproject's addopts keep test databases between runs (--reuse-db, the quick local loop);
 # make's passes always build them afresh from the migrations, and each names its 15 slowest
 # tests (where a pass's time goes, in every CI log).
@@ -115,11 +123,14 @@ test-db: install
 	BALLAST_TEST_DB_ONLY=1 DATABASE_URL=$(PG_URL) $(PYTEST) -m "$(TIER_DB)" $(XDIST) $(PYTEST_ARGS)
 
 # SQLite, the embedded default: the database tier and the crash tier (a real qcluster
-# SIGKILLed on the default database), then the whole browser suite (the embedded poller as
-# the live path). The rest of the process tier runs once, on PostgreSQL.
-test-sqlite: install frontend browser
+# SIGKILLed on the default database), and the whole browser suite (the embedded poller as
+# the live path), each on test databases of its own (var/test-run*, var/test-browser*), so
+# the two passes may run at once. The rest of the process tier runs once, on PostgreSQL.
+test-sqlite: test-sqlite-db test-sqlite-browser
+test-sqlite-db: install
 	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(PYTEST) -m "not browser and (not process or crash)" $(XDIST) $(PYTEST_ARGS)
-	DATABASE_URL=sqlite:///var/test-run.sqlite3 $(PYTEST) -m browser $(XDIST) $(PYTEST_ARGS)
+test-sqlite-browser: install frontend browser
+	DATABASE_URL=sqlite:///var/test-browser.sqlite3 $(PYTEST) -m browser $(XDIST) $(PYTEST_ARGS)
 
 # PostgreSQL: everything but the browser suite (database, process and crash tiers), then only
 # the live-update browser tests (marker live) again with Redis as the channel layer (the push
@@ -128,7 +139,7 @@ test-sqlite: install frontend browser
 # SQLite pass and are left out here (tests/conftest.py; marker every_db keeps one that
 # depends on the database anyway).
 test-postgres: install frontend browser
-	BALLAST_TEST_DB_ONLY=1 DATABASE_URL=$(PG_URL) $(PYTEST) -m "not browser" $(XDIST) $(PYTEST_ARGS)
+	BALLAST_TEST_DB_ONLY=1 DATABASE_URL=$(PG_URL) $(PYTEST) -m "not browser" $(XDIST_PG) $(PYTEST_ARGS)
 	DATABASE_URL=$(PG_URL) BALLAST_CHANNELS_REDIS_URL=$(LIVE_REDIS_URL) $(PYTEST) -m live tests/e2e $(PYTEST_ARGS)
 
 crash: install
