@@ -1,6 +1,6 @@
 """A benchmark case (``python -m bench CASE``) run in a fresh interpreter on a database of its
 own, for the smoke tests of tests/bench/: beside the configured test database's vendor, a
-SQLite file in a temporary directory or a PostgreSQL database ``<test database>_bench``
+SQLite file in a temporary directory or a PostgreSQL database ``<test database>_bench_<xdist worker>``
 dropped afterwards; its result lines go to that directory."""
 from __future__ import annotations
 
@@ -31,7 +31,10 @@ def bench_database(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
         yield "sqlite", env
         return
     server = urlparse(os.environ["DATABASE_URL"])
-    name = os.environ.get("BALLAST_PG_TEST_NAME", "test_ballast") + "_bench"
+    # One per xdist worker: two bench smoke tests on two workers at once shared one name,
+    # and the first to finish dropped the other's database under it (stop 38's CI).
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    name = os.environ.get("BALLAST_PG_TEST_NAME", "test_ballast") + "_bench" + (f"_{worker}" if worker else "")
     env["BENCH_PG_URL"] = server._replace(path="/postgres").geturl()
     env["BENCH_PG_DB"] = name
     try:
